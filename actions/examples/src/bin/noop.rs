@@ -1,0 +1,2 @@
+//! Does nothing: the sandbox-lifecycle benchmark's function.
+fn main() {}

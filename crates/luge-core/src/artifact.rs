@@ -1,0 +1,308 @@
+//! Authenticated artifacts: engine-native code that Luge agrees to map.
+//!
+//! A precompiled artifact is machine code, so loading one is running it. An
+//! artifact is accepted only if it carries a MAC under the operator's key
+//! (keyed BLAKE3, a PRF, chosen over HMAC-SHA256 because it verifies a
+//! multi-megabyte artifact in well under a millisecond on the `/init` path)
+//! and a header naming the engine, engine version and target it was built
+//! for. [`VerifiedArtifact`] can only be obtained through [`open`], so an
+//! engine's `load_artifact` cannot be handed unverified bytes.
+//!
+//! Layout: `MAGIC | header_len: u32 LE | header (JSON) | payload | mac (32)`,
+//! the MAC covering everything before it.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::EngineId;
+
+/// First bytes of every Luge artifact.
+pub const MAGIC: &[u8; 8] = b"LUGEART\x01";
+const MAC_LEN: usize = 32;
+/// Headers are a few hundred bytes; anything bigger is not ours.
+const MAX_HEADER_LEN: usize = 16 * 1024;
+/// Domain separation for turning an operator secret into a MAC key.
+const KEY_CONTEXT: &str = "luge 2026 artifact authentication key v1";
+
+/// The operator's artifact key.
+#[derive(Clone)]
+pub struct ArtifactKey([u8; 32]);
+
+impl std::fmt::Debug for ArtifactKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArtifactKey(..)")
+    }
+}
+
+impl ArtifactKey {
+    /// Derives the key from an operator secret (the contents of `--key-file`
+    /// or `LUGE_KEY`). Surrounding whitespace is ignored so a trailing newline
+    /// in a key file does not change the key.
+    pub fn from_secret(secret: &[u8]) -> Result<Self, ArtifactError> {
+        let secret = secret.trim_ascii();
+        if secret.len() < 16 {
+            return Err(ArtifactError::WeakKey);
+        }
+        Ok(Self(blake3::derive_key(KEY_CONTEXT, secret)))
+    }
+
+    /// A fresh random key.
+    pub fn generate() -> Result<Self, ArtifactError> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| ArtifactError::Io(e.to_string()))?;
+        Ok(Self(blake3::derive_key(KEY_CONTEXT, &secret)))
+    }
+
+    /// Reads the secret from `path`, or creates the file with a random secret
+    /// (mode 0600) if it does not exist.
+    pub fn load_or_create(path: &Path) -> Result<Self, ArtifactError> {
+        match std::fs::read(path) {
+            Ok(secret) => Self::from_secret(&secret),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut raw = [0u8; 32];
+                getrandom::fill(&mut raw).map_err(|e| ArtifactError::Io(e.to_string()))?;
+                let secret: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| ArtifactError::Io(e.to_string()))?;
+                }
+                write_private(path, secret.as_bytes())
+                    .map_err(|e| ArtifactError::Io(format!("{}: {e}", path.display())))?;
+                Self::from_secret(secret.as_bytes())
+            }
+            Err(e) => Err(ArtifactError::Io(format!("{}: {e}", path.display()))),
+        }
+    }
+}
+
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(contents)?;
+    file.sync_all()
+}
+
+/// Why an artifact was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    /// Not a Luge artifact at all.
+    #[error("not a Luge artifact (bad magic bytes)")]
+    NotAnArtifact,
+    /// Cut short or with inconsistent lengths.
+    #[error("truncated or malformed Luge artifact")]
+    Malformed,
+    /// The MAC does not verify: made with another key, or tampered with.
+    #[error("artifact authentication failed: it was not made by this operator's precompiler (wrong key or modified)")]
+    BadMac,
+    /// Authentic, but for another engine build or CPU.
+    #[error("artifact was built for {found}, but this executor runs {expected}")]
+    WrongEngine {
+        /// What the artifact's header says.
+        found: EngineId,
+        /// What this executor runs.
+        expected: EngineId,
+    },
+    /// The operator secret is too short to be a key.
+    #[error("artifact key secret must be at least 16 bytes")]
+    WeakKey,
+    /// Reading or creating the key failed.
+    #[error("artifact key: {0}")]
+    Io(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    #[serde(flatten)]
+    engine: EngineId,
+    payload_len: u64,
+}
+
+/// An artifact whose MAC and engine header have been checked.
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedArtifact<'a> {
+    payload: &'a [u8],
+}
+
+impl<'a> VerifiedArtifact<'a> {
+    /// The engine-native payload.
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+}
+
+/// Wraps an engine payload in an authenticated artifact.
+pub fn seal(key: &ArtifactKey, engine: &EngineId, payload: &[u8]) -> Vec<u8> {
+    let header = serde_json::to_vec(&Header {
+        engine: engine.clone(),
+        payload_len: payload.len() as u64,
+    })
+    .expect("header serialization cannot fail");
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len() + payload.len() + MAC_LEN);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(payload);
+    let mac = blake3::keyed_hash(&key.0, &out);
+    out.extend_from_slice(mac.as_bytes());
+    out
+}
+
+/// Whether `bytes` start like a Luge artifact.
+pub fn is_artifact(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+/// Reads the engine an artifact claims, without authenticating it. For
+/// diagnostics only.
+pub fn peek_engine(bytes: &[u8]) -> Result<EngineId, ArtifactError> {
+    let (header, _) = split_header(bytes)?;
+    Ok(header.engine)
+}
+
+fn split_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
+    if !is_artifact(bytes) {
+        return Err(ArtifactError::NotAnArtifact);
+    }
+    let len_at = MAGIC.len();
+    let len_bytes: [u8; 4] = bytes
+        .get(len_at..len_at + 4)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(ArtifactError::Malformed)?;
+    let header_len = u32::from_le_bytes(len_bytes) as usize;
+    if header_len > MAX_HEADER_LEN {
+        return Err(ArtifactError::Malformed);
+    }
+    let header_end = len_at + 4 + header_len;
+    let header_bytes = bytes
+        .get(len_at + 4..header_end)
+        .ok_or(ArtifactError::Malformed)?;
+    let header: Header =
+        serde_json::from_slice(header_bytes).map_err(|_| ArtifactError::Malformed)?;
+    Ok((header, header_end))
+}
+
+/// Authenticates an artifact and checks it was built for `expected`.
+///
+/// The MAC is checked before the header is believed, so a forged header can
+/// only ever produce [`ArtifactError::BadMac`].
+pub fn open<'a>(
+    key: &ArtifactKey,
+    bytes: &'a [u8],
+    expected: &EngineId,
+) -> Result<VerifiedArtifact<'a>, ArtifactError> {
+    if !is_artifact(bytes) {
+        return Err(ArtifactError::NotAnArtifact);
+    }
+    let body_len = bytes
+        .len()
+        .checked_sub(MAC_LEN)
+        .ok_or(ArtifactError::Malformed)?;
+    let (body, mac) = bytes.split_at(body_len);
+    let mac: [u8; MAC_LEN] = mac.try_into().map_err(|_| ArtifactError::Malformed)?;
+    // blake3::Hash equality is constant-time.
+    if blake3::keyed_hash(&key.0, body) != blake3::Hash::from_bytes(mac) {
+        return Err(ArtifactError::BadMac);
+    }
+    let (header, payload_at) = split_header(body)?;
+    if &header.engine != expected {
+        return Err(ArtifactError::WrongEngine {
+            found: header.engine,
+            expected: expected.clone(),
+        });
+    }
+    let payload = &body[payload_at..];
+    if payload.len() as u64 != header.payload_len {
+        return Err(ArtifactError::Malformed);
+    }
+    Ok(VerifiedArtifact { payload })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(name: &str) -> EngineId {
+        EngineId {
+            engine: name.into(),
+            version: "1.0.0".into(),
+            target: "x86_64-unknown-linux-gnu".into(),
+        }
+    }
+
+    fn key(secret: &str) -> ArtifactKey {
+        ArtifactKey::from_secret(secret.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn round_trip() {
+        let k = key("0123456789abcdef0123");
+        let sealed = seal(&k, &engine("wasmtime"), b"native code");
+        let opened = open(&k, &sealed, &engine("wasmtime")).unwrap();
+        assert_eq!(opened.payload(), b"native code");
+        assert_eq!(peek_engine(&sealed).unwrap(), engine("wasmtime"));
+    }
+
+    #[test]
+    fn other_key_is_refused() {
+        let sealed = seal(&key("0123456789abcdef0123"), &engine("wasmtime"), b"x");
+        let err = open(&key("another secret of enough length"), &sealed, &engine("wasmtime"));
+        assert!(matches!(err, Err(ArtifactError::BadMac)));
+    }
+
+    #[test]
+    fn any_flipped_byte_is_refused() {
+        let k = key("0123456789abcdef0123");
+        let sealed = seal(&k, &engine("wasmtime"), b"payload bytes");
+        for i in MAGIC.len()..sealed.len() {
+            let mut tampered = sealed.clone();
+            tampered[i] ^= 0x01;
+            assert!(open(&k, &tampered, &engine("wasmtime")).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn other_engine_is_named() {
+        let k = key("0123456789abcdef0123");
+        let sealed = seal(&k, &engine("wasmer"), b"x");
+        let err = open(&k, &sealed, &engine("wasmtime")).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("wasmer") && msg.contains("wasmtime"), "{msg}");
+    }
+
+    #[test]
+    fn truncation_and_garbage_are_refused() {
+        let k = key("0123456789abcdef0123");
+        let sealed = seal(&k, &engine("wasmtime"), b"payload");
+        for cut in 0..sealed.len() {
+            assert!(open(&k, &sealed[..cut], &engine("wasmtime")).is_err());
+        }
+        assert!(matches!(
+            open(&k, b"\0asm\x01\0\0\0", &engine("wasmtime")),
+            Err(ArtifactError::NotAnArtifact)
+        ));
+    }
+
+    #[test]
+    fn short_secrets_are_refused() {
+        assert!(matches!(
+            ArtifactKey::from_secret(b"short\n"),
+            Err(ArtifactError::WeakKey)
+        ));
+    }
+
+    #[test]
+    fn key_file_is_created_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/key");
+        let a = ArtifactKey::load_or_create(&path).unwrap();
+        let b = ArtifactKey::load_or_create(&path).unwrap();
+        assert_eq!(a.0, b.0);
+    }
+}

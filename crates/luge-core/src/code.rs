@@ -1,0 +1,225 @@
+//! What a client hands Luge as an action's code, recognised by magic bytes.
+//!
+//! OpenWhisk's `/init` carries `code` as base64 of a zip, of a `.wasm`, or of a
+//! precompiled artifact; the upload API takes the same. Detection is by
+//! content, never by name, and a zip is unpacked with a size cap so a zip
+//! bomb costs a clear error rather than the executor's memory.
+
+use std::io::Read;
+
+use crate::artifact;
+
+const WASM_MAGIC: &[u8; 4] = b"\0asm";
+const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
+const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+/// Entry names preferred when a zip holds several modules.
+const PREFERRED_STEMS: [&str; 2] = ["main", "action"];
+
+/// An action's module, as Wasm to compile or as an authenticated artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModuleCode {
+    /// WebAssembly binary.
+    Wasm(Vec<u8>),
+    /// A Luge artifact (not yet authenticated).
+    Artifact(Vec<u8>),
+}
+
+/// Why code was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum CodeError {
+    /// Nothing was sent.
+    #[error("the action code is empty")]
+    Empty,
+    /// Native code without Luge's authenticated envelope.
+    #[error("unauthenticated precompiled artifact: native code is only loaded when sealed by luge-precompile with this operator's key")]
+    UnauthenticatedNative,
+    /// Neither Wasm, a Luge artifact nor a zip.
+    #[error("the action code is not a WebAssembly module, a Luge artifact or a zip (first bytes {0})")]
+    Unrecognised(String),
+    /// A zip that cannot be read.
+    #[error("the zip archive is unreadable: {0}")]
+    Zip(String),
+    /// A zip without any module in it.
+    #[error("the zip archive holds no WebAssembly module or Luge artifact (.wasm, .luge)")]
+    ZipWithoutModule,
+    /// A zip with several modules and none named main/action.
+    #[error("the zip archive holds several modules ({0}); name the one to run main.wasm")]
+    ZipAmbiguous(String),
+    /// Bigger than the operator allows once unpacked.
+    #[error("the action code exceeds {limit} bytes once unpacked")]
+    TooLarge {
+        /// The cap in bytes.
+        limit: usize,
+    },
+}
+
+impl ModuleCode {
+    /// Recognises `bytes`, unpacking a zip with at most `max_unpacked` bytes
+    /// read from its chosen entry.
+    pub fn detect(bytes: Vec<u8>, max_unpacked: usize) -> Result<Self, CodeError> {
+        if bytes.is_empty() {
+            return Err(CodeError::Empty);
+        }
+        if bytes.starts_with(WASM_MAGIC) {
+            return Ok(Self::Wasm(bytes));
+        }
+        if artifact::is_artifact(&bytes) {
+            return Ok(Self::Artifact(bytes));
+        }
+        if bytes.starts_with(ELF_MAGIC) {
+            return Err(CodeError::UnauthenticatedNative);
+        }
+        if bytes.starts_with(ZIP_MAGIC) {
+            return Self::from_zip(&bytes, max_unpacked);
+        }
+        let head: String = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        Err(CodeError::Unrecognised(head))
+    }
+
+    /// The raw bytes, Wasm or artifact.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Wasm(b) | Self::Artifact(b) => b,
+        }
+    }
+
+    fn from_zip(bytes: &[u8], max_unpacked: usize) -> Result<Self, CodeError> {
+        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+            .map_err(|e| CodeError::Zip(e.to_string()))?;
+        let candidates: Vec<(usize, String)> = (0..archive.len())
+            .filter_map(|i| {
+                let entry = archive.by_index_raw(i).ok()?;
+                let name = entry.name().ok()?.into_owned();
+                let is_module = entry.is_file()
+                    && [".wasm", ".luge", ".cwasm"]
+                        .iter()
+                        .any(|ext| name.ends_with(ext));
+                is_module.then_some((i, name))
+            })
+            .collect();
+        let chosen = match candidates.as_slice() {
+            [] => return Err(CodeError::ZipWithoutModule),
+            [only] => only.0,
+            many => {
+                let preferred = many.iter().find(|(_, name)| {
+                    let base = name.rsplit('/').next().unwrap_or(name);
+                    let stem = base.split('.').next().unwrap_or(base);
+                    PREFERRED_STEMS.contains(&stem)
+                });
+                match preferred {
+                    Some((i, _)) => *i,
+                    None => {
+                        let names: Vec<&str> = many.iter().map(|(_, n)| n.as_str()).collect();
+                        return Err(CodeError::ZipAmbiguous(names.join(", ")));
+                    }
+                }
+            }
+        };
+        let entry = archive
+            .by_index(chosen)
+            .map_err(|e| CodeError::Zip(e.to_string()))?;
+        let mut unpacked = Vec::new();
+        entry
+            .take(max_unpacked as u64 + 1)
+            .read_to_end(&mut unpacked)
+            .map_err(|e| CodeError::Zip(e.to_string()))?;
+        if unpacked.len() > max_unpacked {
+            return Err(CodeError::TooLarge {
+                limit: max_unpacked,
+            });
+        }
+        match Self::detect(unpacked, max_unpacked)? {
+            code @ (Self::Wasm(_) | Self::Artifact(_)) => Ok(code),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = std::io::Cursor::new(Vec::new());
+        let mut writer = zip::ZipWriter::new(&mut out);
+        for (name, data) in entries {
+            writer
+                .start_file(*name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            writer.write_all(data).unwrap();
+        }
+        writer.finish().unwrap();
+        out.into_inner()
+    }
+
+    const WASM: &[u8] = b"\0asm\x01\0\0\0";
+
+    #[test]
+    fn detects_wasm_artifact_and_native() {
+        assert!(matches!(
+            ModuleCode::detect(WASM.to_vec(), 1024),
+            Ok(ModuleCode::Wasm(_))
+        ));
+        assert!(matches!(
+            ModuleCode::detect(b"LUGEART\x01rest".to_vec(), 1024),
+            Ok(ModuleCode::Artifact(_))
+        ));
+        assert!(matches!(
+            ModuleCode::detect(b"\x7fELF....".to_vec(), 1024),
+            Err(CodeError::UnauthenticatedNative)
+        ));
+        assert!(matches!(
+            ModuleCode::detect(b"hello".to_vec(), 1024),
+            Err(CodeError::Unrecognised(_))
+        ));
+        assert!(matches!(
+            ModuleCode::detect(vec![], 1024),
+            Err(CodeError::Empty)
+        ));
+    }
+
+    #[test]
+    fn unpacks_zip() {
+        let zip = zip_of(&[("README", b"docs"), ("bin/echo.wasm", WASM)]);
+        assert_eq!(
+            ModuleCode::detect(zip, 1024).unwrap(),
+            ModuleCode::Wasm(WASM.to_vec())
+        );
+    }
+
+    #[test]
+    fn zip_choices() {
+        let none = zip_of(&[("README", b"docs")]);
+        assert!(matches!(
+            ModuleCode::detect(none, 1024),
+            Err(CodeError::ZipWithoutModule)
+        ));
+        let two = zip_of(&[("a.wasm", WASM), ("b.wasm", WASM)]);
+        assert!(matches!(
+            ModuleCode::detect(two, 1024),
+            Err(CodeError::ZipAmbiguous(_))
+        ));
+        let preferred = zip_of(&[("a.wasm", b"junk"), ("main.wasm", WASM)]);
+        assert!(ModuleCode::detect(preferred, 1024).is_ok());
+    }
+
+    #[test]
+    fn zip_bomb_is_capped() {
+        let mut big = WASM.to_vec();
+        big.resize(1 << 20, 0);
+        let zip = zip_of(&[("main.wasm", &big)]);
+        assert!(matches!(
+            ModuleCode::detect(zip, 64 * 1024),
+            Err(CodeError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn garbage_zip_is_an_error() {
+        assert!(matches!(
+            ModuleCode::detect(b"PK\x03\x04garbage".to_vec(), 1024),
+            Err(CodeError::Zip(_))
+        ));
+    }
+}

@@ -1,0 +1,40 @@
+//! The engine-neutral contract of Luge.
+//!
+//! Everything the executor, the scheduler and the protocol front ends agree on
+//! lives here, and nothing else: no Wasm engine, no HTTP, no async runtime. An
+//! engine crate (`luge-wasmtime`, ...) implements [`WasmRuntime`]; a front end
+//! turns requests into an [`Action`] and [`Invocation`]s and reads back an
+//! [`Outcome`].
+//!
+//! The pieces, in the order a function meets them:
+//!
+//! - [`code`]: what a client uploads (Wasm, a zip, or a precompiled artifact),
+//!   detected by magic bytes.
+//! - [`artifact`]: the authenticated envelope around engine-native code; native
+//!   code is mapped only after its MAC verifies under the operator's key.
+//! - [`registry`]: compile once per content hash, share loaded modules between
+//!   containers, keep compiled artifacts on disk so a restart is warm.
+//! - [`capabilities`] and [`limits`]: what an action may touch and use,
+//!   deny-by-default, bounded by the operator's maxima.
+//! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
+#![deny(missing_docs)]
+
+pub mod action;
+pub mod artifact;
+pub mod capabilities;
+pub mod code;
+pub mod invocation;
+pub mod limits;
+pub mod outcome;
+pub mod registry;
+pub mod runtime;
+
+pub use action::Action;
+pub use artifact::{ArtifactError, ArtifactKey, VerifiedArtifact};
+pub use capabilities::{Capabilities, DirGrant, DirMode, GrantError};
+pub use code::{CodeError, ModuleCode};
+pub use invocation::Invocation;
+pub use limits::{LimitError, LimitPolicy, Limits};
+pub use outcome::{Outcome, Termination};
+pub use registry::{LoadError, ModuleRegistry, RegistryStats};
+pub use runtime::{EngineError, EngineId, LoadedModule, WasmRuntime};

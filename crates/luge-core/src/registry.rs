@@ -1,0 +1,200 @@
+//! Compile once, share everywhere: modules by content hash.
+//!
+//! Every container whose code hashes the same shares one [`LoadedModule`];
+//! the registry holds only weak references, so the module is freed when the
+//! last container using it is destroyed. Plain Wasm is compiled once per
+//! content hash and the sealed artifact kept in the cache directory, so a
+//! restarted executor loads instead of compiling. Cached files are
+//! authenticated like any other artifact: a file changed on disk is refused
+//! and recompiled, never mapped.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::artifact::{self, ArtifactError, ArtifactKey};
+use crate::code::{CodeError, ModuleCode};
+use crate::runtime::{EngineError, LoadedModule, WasmRuntime};
+
+/// Why a module could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The code was not recognised.
+    #[error(transparent)]
+    Code(#[from] CodeError),
+    /// An artifact was refused.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    /// The engine refused the module.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// Counters of what the registry did, for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistryStats {
+    /// Wasm modules compiled.
+    pub compiles: u64,
+    /// Loads served from the on-disk cache.
+    pub disk_hits: u64,
+    /// Loads served by an already loaded module.
+    pub shared_hits: u64,
+    /// Modules loaded from memory or disk (cold starts of a module).
+    pub loads: u64,
+}
+
+/// Loads modules for one engine, sharing and caching them.
+pub struct ModuleRegistry {
+    runtime: Arc<dyn WasmRuntime>,
+    key: ArtifactKey,
+    cache_dir: Option<PathBuf>,
+    loaded: Mutex<HashMap<blake3::Hash, Weak<dyn LoadedModule>>>,
+    compiles: AtomicU64,
+    disk_hits: AtomicU64,
+    shared_hits: AtomicU64,
+    loads: AtomicU64,
+}
+
+impl std::fmt::Debug for ModuleRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleRegistry")
+            .field("engine", self.runtime.id())
+            .field("cache_dir", &self.cache_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModuleRegistry {
+    /// A registry over `runtime`, authenticating with `key`, caching compiled
+    /// Wasm in `cache_dir` when given.
+    pub fn new(runtime: Arc<dyn WasmRuntime>, key: ArtifactKey, cache_dir: Option<PathBuf>) -> Self {
+        Self {
+            runtime,
+            key,
+            cache_dir,
+            loaded: Mutex::new(HashMap::new()),
+            compiles: AtomicU64::new(0),
+            disk_hits: AtomicU64::new(0),
+            shared_hits: AtomicU64::new(0),
+            loads: AtomicU64::new(0),
+        }
+    }
+
+    /// The engine behind this registry.
+    pub fn runtime(&self) -> &Arc<dyn WasmRuntime> {
+        &self.runtime
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> RegistryStats {
+        RegistryStats {
+            compiles: self.compiles.load(Ordering::Relaxed),
+            disk_hits: self.disk_hits.load(Ordering::Relaxed),
+            shared_hits: self.shared_hits.load(Ordering::Relaxed),
+            loads: self.loads.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Modules currently loaded (held by at least one user).
+    pub fn live_modules(&self) -> usize {
+        self.loaded_map()
+            .values()
+            .filter(|m| m.strong_count() > 0)
+            .count()
+    }
+
+    fn loaded_map(&self) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Weak<dyn LoadedModule>>> {
+        // A panic while holding this lock cannot leave the map inconsistent
+        // (each operation is a single insert/lookup), so poisoning is ignored.
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Loads `code`, reusing a loaded module with the same content hash.
+    ///
+    /// Two concurrent first loads of the same code may both compile; the
+    /// second to finish is shared from then on. That trades a rare duplicate
+    /// compile for never holding a lock across compilation.
+    pub fn load(&self, code: &ModuleCode) -> Result<Arc<dyn LoadedModule>, LoadError> {
+        let hash = blake3::hash(code.bytes());
+        if let Some(module) = self.loaded_map().get(&hash).and_then(Weak::upgrade) {
+            self.shared_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(module);
+        }
+        let module = match code {
+            ModuleCode::Artifact(bytes) => {
+                let verified = artifact::open(&self.key, bytes, self.runtime.id())?;
+                self.runtime.load_artifact(verified)?
+            }
+            ModuleCode::Wasm(wasm) => self.load_wasm(&hash, wasm)?,
+        };
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        let mut map = self.loaded_map();
+        map.retain(|_, m| m.strong_count() > 0);
+        map.insert(hash, Arc::downgrade(&module));
+        Ok(module)
+    }
+
+    /// Compiles `wasm` to a sealed artifact for this registry's engine, the
+    /// form kept on disk and shipped by the precompiler.
+    pub fn compile_sealed(&self, wasm: &[u8]) -> Result<Vec<u8>, LoadError> {
+        let payload = self.runtime.precompile(wasm)?;
+        self.compiles.fetch_add(1, Ordering::Relaxed);
+        Ok(artifact::seal(&self.key, self.runtime.id(), &payload))
+    }
+
+    fn load_wasm(&self, hash: &blake3::Hash, wasm: &[u8]) -> Result<Arc<dyn LoadedModule>, LoadError> {
+        let cached = self.cache_path(hash);
+        if let Some(path) = &cached {
+            if let Ok(bytes) = std::fs::read(path) {
+                match artifact::open(&self.key, &bytes, self.runtime.id()) {
+                    Ok(verified) => {
+                        let module = self.runtime.load_artifact(verified)?;
+                        self.disk_hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(module);
+                    }
+                    Err(e) => tracing::warn!(path = %path.display(), error = %e, "ignoring cached artifact"),
+                }
+            }
+        }
+        let sealed = self.compile_sealed(wasm)?;
+        if let Some(path) = &cached {
+            if let Err(e) = write_atomically(path, &sealed) {
+                tracing::warn!(path = %path.display(), error = %e, "could not cache compiled module");
+            }
+        }
+        let verified = artifact::open(&self.key, &sealed, self.runtime.id())?;
+        Ok(self.runtime.load_artifact(verified)?)
+    }
+
+    /// Cache file for a Wasm hash under this engine build.
+    fn cache_path(&self, wasm_hash: &blake3::Hash) -> Option<PathBuf> {
+        let dir = self.cache_dir.as_ref()?;
+        let id = self.runtime.id();
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(wasm_hash.as_bytes());
+        hasher.update(id.to_string().as_bytes());
+        Some(dir.join(format!("{}.luge", hasher.finalize().to_hex())))
+    }
+}
+
+/// Writes `bytes` to `path` so that a reader sees the old file or the whole
+/// new one: temp file in the same directory, fsync, rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("artifact");
+    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

@@ -1,0 +1,83 @@
+//! The [`WasmRuntime`] trait: what Luge asks of a Wasm engine.
+//!
+//! The lifecycle is split where its costs are: `precompile` (expensive, at
+//! upload or first sight of a module), `load_artifact` (cheap, at `/init`),
+//! and [`LoadedModule::run`] (per invocation, a fresh sandbox every time).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::artifact::VerifiedArtifact;
+use crate::invocation::Invocation;
+use crate::outcome::Outcome;
+
+/// Which engine build produced (or can load) an artifact.
+///
+/// All three fields must match for an artifact to load: native code from
+/// another engine, engine version or CPU target is refused, never mapped.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EngineId {
+    /// Engine name: `wasmtime`, `wasmer` or `wamr`.
+    pub engine: String,
+    /// Engine version, e.g. `48.0.8`.
+    pub version: String,
+    /// Target triple the native code is for, e.g. `x86_64-unknown-linux-gnu`.
+    pub target: String,
+}
+
+impl std::fmt::Display for EngineId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} for {}", self.engine, self.version, self.target)
+    }
+}
+
+/// Errors an engine reports while compiling or loading a module.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The bytes are not a valid WebAssembly module (the engine's reason).
+    #[error("invalid WebAssembly module: {0}")]
+    InvalidModule(String),
+    /// The module is valid Wasm but cannot run here (imports, limits).
+    #[error("module cannot be loaded: {0}")]
+    Unsupported(String),
+    /// The artifact's payload was authentic but the engine refused it.
+    #[error("artifact could not be loaded: {0}")]
+    BadArtifact(String),
+    /// The engine could not be configured as asked.
+    #[error("engine configuration: {0}")]
+    Config(String),
+}
+
+/// A Wasm engine, configured once at executor start.
+pub trait WasmRuntime: Send + Sync {
+    /// The engine, version and target this runtime compiles for and loads.
+    fn id(&self) -> &EngineId;
+
+    /// Compiles a Wasm module to this engine's native artifact payload.
+    ///
+    /// The payload is unauthenticated; callers seal it with
+    /// [`crate::artifact::seal`] before it leaves the process.
+    fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError>;
+
+    /// Loads native code whose authenticity was proven by
+    /// [`crate::artifact::open`]. Should not compile.
+    fn load_artifact(
+        &self,
+        artifact: VerifiedArtifact<'_>,
+    ) -> Result<Arc<dyn LoadedModule>, EngineError>;
+}
+
+/// A compiled module ready to be instantiated, shared by every container that
+/// runs the same code.
+pub trait LoadedModule: Send + Sync {
+    /// Whether the module exports a function called `name` (the entry point).
+    fn has_export(&self, name: &str) -> bool;
+
+    /// Runs one invocation in a fresh sandbox and tears it down. Never panics
+    /// on guest misbehaviour: traps, time and memory limits are outcomes.
+    fn run(&self, invocation: Invocation) -> Outcome;
+
+    /// Bytes of native code and metadata this module keeps resident.
+    fn code_size(&self) -> usize;
+}

@@ -1,0 +1,85 @@
+//! How Luge configures Wasmtime, and why each setting is what it is.
+
+use std::time::Duration;
+
+use luge_core::EngineError;
+use luge_core::limits::MAX_MEMORY_BYTES;
+use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Engine settings chosen by the operator at start.
+#[derive(Debug, Clone)]
+pub struct WasmtimeConfig {
+    /// Compile for another target triple (the precompiler's `--target`).
+    /// `None` compiles for this host.
+    pub target: Option<String>,
+    /// Use the pooling instance allocator (warm slots, copy-on-write memory
+    /// images). Off only where virtual address space is scarce.
+    pub pooling: bool,
+    /// Sandboxes that can exist at once (pool slots).
+    pub max_sandboxes: u32,
+    /// Largest memory any sandbox may have: the operator's maximum.
+    pub max_memory_bytes: u64,
+    /// Epoch tick: the granularity of time limits (and later of preemption).
+    pub epoch_tick: Duration,
+    /// Meter fuel so `limits.fuel` can be enforced; costs some speed.
+    pub fuel: bool,
+}
+
+/// Sandboxes that may exist at once. Each pool slot reserves (but does not
+/// commit) one linear memory's address range; 1000 slots of 4 GiB + guard fit
+/// easily in x86-64's 128 TiB user address space.
+pub const DEFAULT_MAX_SANDBOXES: u32 = 1000;
+/// One millisecond: time limits are honoured within a millisecond, and the
+/// ticker sleeps whenever no sandbox runs, so an idle executor does not wake.
+pub const DEFAULT_EPOCH_TICK: Duration = Duration::from_millis(1);
+/// Linear-memory bytes a slot keeps resident (zeroed with memset instead of
+/// being decommitted) between sandboxes: small functions then reuse hot
+/// pages, large ones pay one madvise.
+const KEEP_RESIDENT_BYTES: usize = 64 << 10;
+
+impl Default for WasmtimeConfig {
+    fn default() -> Self {
+        Self {
+            target: None,
+            pooling: true,
+            max_sandboxes: DEFAULT_MAX_SANDBOXES,
+            max_memory_bytes: MAX_MEMORY_BYTES,
+            epoch_tick: DEFAULT_EPOCH_TICK,
+            fuel: false,
+        }
+    }
+}
+
+impl WasmtimeConfig {
+    /// The corresponding Wasmtime configuration.
+    pub fn to_wasmtime(&self) -> Result<Config, EngineError> {
+        let mut config = Config::new();
+        if let Some(target) = &self.target {
+            config
+                .target(target)
+                .map_err(|e| EngineError::Config(format!("target {target}: {e:#}")))?;
+        }
+        // Time limits and (with the scheduler) preemption use epochs: a
+        // counter check on loop back-edges, far cheaper than fuel.
+        config.epoch_interruption(true);
+        config.consume_fuel(self.fuel);
+        // Data segments are mapped copy-on-write from an image built at load,
+        // so instantiation does not copy them.
+        config.memory_init_cow(true);
+        if self.pooling {
+            let mut pool = PoolingAllocationConfig::new();
+            pool.total_core_instances(self.max_sandboxes)
+                .total_memories(self.max_sandboxes)
+                .total_tables(self.max_sandboxes)
+                // A WASI command has one memory and one table; more is a
+                // module Luge refuses at load rather than a pool it sizes up.
+                .max_memories_per_module(1)
+                .max_tables_per_module(1)
+                .max_memory_size(self.max_memory_bytes as usize)
+                .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+                .table_keep_resident(KEEP_RESIDENT_BYTES);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        Ok(config)
+    }
+}

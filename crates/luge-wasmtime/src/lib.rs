@@ -1,0 +1,113 @@
+//! Luge's [`WasmRuntime`] on Wasmtime.
+//!
+//! This crate narrows Wasmtime to what a serverless executor needs:
+//!
+//! - **Ahead-of-time code only on the hot path.** `precompile` runs Cranelift
+//!   (at upload or first sight of a module); `load_artifact` deserializes an
+//!   authenticated `.cwasm` payload and pre-links it against WASI preview 1
+//!   ([`wasmtime::InstancePre`]), so `/init` never compiles and a warm
+//!   invocation only instantiates.
+//! - **A fresh sandbox per invocation** from the pooling instance allocator
+//!   with copy-on-write memory images: instantiation reuses a warm slot and
+//!   maps the module's data image instead of copying it ([`config`]).
+//! - **Limits that cost nearly nothing**: one epoch ticker per engine, never
+//!   per request ([`epoch`]); memory through a store limiter ([`limits`]);
+//!   fuel only when the operator turns it on.
+//! - **WASI preview 1 with in-memory stdio**: stdin from the request, stdout
+//!   and stderr captured up to a cap, env, argv and preopened directories from
+//!   the action's grants ([`sandbox`]).
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod epoch;
+pub mod limits;
+pub mod sandbox;
+
+use std::sync::Arc;
+
+use luge_core::{EngineError, EngineId, LoadedModule, VerifiedArtifact, WasmRuntime};
+use wasmtime::{Engine, Linker, Module};
+
+pub use config::WasmtimeConfig;
+use epoch::EpochTicker;
+use sandbox::{SandboxModule, SandboxState};
+
+/// Target triple this crate was built for.
+pub const HOST_TARGET: &str = env!("LUGE_TARGET_TRIPLE");
+/// Wasmtime version linked in.
+pub const WASMTIME_VERSION: &str = env!("LUGE_WASMTIME_VERSION");
+
+/// A Wasmtime engine configured for Luge.
+pub struct WasmtimeRuntime {
+    engine: Engine,
+    id: EngineId,
+    linker: Arc<Linker<SandboxState>>,
+    ticker: Arc<EpochTicker>,
+    fuel: bool,
+}
+
+impl std::fmt::Debug for WasmtimeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmtimeRuntime").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl WasmtimeRuntime {
+    /// Builds the engine, the WASI linker and the epoch ticker.
+    pub fn new(config: &WasmtimeConfig) -> Result<Self, EngineError> {
+        let engine = Engine::new(&config.to_wasmtime()?)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |state: &mut SandboxState| {
+            &mut state.wasi
+        })
+        .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick)
+            .map_err(|e| EngineError::Config(format!("epoch ticker: {e}")))?;
+        Ok(Self {
+            id: EngineId {
+                engine: "wasmtime".into(),
+                version: WASMTIME_VERSION.into(),
+                target: config.target.clone().unwrap_or_else(|| HOST_TARGET.to_owned()),
+            },
+            engine,
+            linker: Arc::new(linker),
+            ticker,
+            fuel: config.fuel,
+        })
+    }
+}
+
+impl WasmRuntime for WasmtimeRuntime {
+    fn id(&self) -> &EngineId {
+        &self.id
+    }
+
+    fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
+        self.engine
+            .precompile_module(wasm)
+            .map_err(|e| EngineError::InvalidModule(format!("{e:#}")))
+    }
+
+    fn load_artifact(
+        &self,
+        artifact: VerifiedArtifact<'_>,
+    ) -> Result<Arc<dyn LoadedModule>, EngineError> {
+        // SAFETY: `Module::deserialize` maps the bytes as executable code and
+        // requires that they came from `Engine::precompile_module` of a
+        // compatible engine. A `VerifiedArtifact` exists only after its MAC
+        // verified under the operator's key and its header named exactly this
+        // engine, version and target, so the payload is the output of this
+        // operator's precompiler for this engine. Wasmtime additionally checks
+        // its own version and configuration flags and refuses a mismatch.
+        let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
+            .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
+        let module = SandboxModule::new(
+            module,
+            &self.linker,
+            Arc::clone(&self.ticker),
+            self.fuel,
+        )?;
+        Ok(Arc::new(module))
+    }
+}

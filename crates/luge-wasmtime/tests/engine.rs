@@ -1,0 +1,211 @@
+//! The Wasmtime runtime against real example actions (target/wasm, built by
+//! scripts/build-actions.sh).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use luge_core::{
+    Action, ArtifactKey, LoadedModule, ModuleCode, ModuleRegistry, Termination, WasmRuntime,
+    artifact,
+};
+use luge_core::Invocation;
+use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
+
+fn wasm(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/wasm").join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!("{}: {e}; run scripts/build-actions.sh first", path.display())
+    })
+}
+
+fn key() -> ArtifactKey {
+    ArtifactKey::from_secret(b"engine tests secret key").unwrap()
+}
+
+fn runtime() -> Arc<dyn WasmRuntime> {
+    let config = WasmtimeConfig {
+        max_sandboxes: 64,
+        ..WasmtimeConfig::default()
+    };
+    Arc::new(WasmtimeRuntime::new(&config).unwrap())
+}
+
+fn registry() -> ModuleRegistry {
+    ModuleRegistry::new(runtime(), key(), None)
+}
+
+fn load(registry: &ModuleRegistry, name: &str) -> Arc<dyn LoadedModule> {
+    registry.load(&ModuleCode::Wasm(wasm(name))).unwrap()
+}
+
+fn run(module: &dyn LoadedModule, action: Action, stdin: &str) -> luge_core::Outcome {
+    module.run(Invocation::new(Arc::new(action), stdin.as_bytes()))
+}
+
+fn last_json(stdout: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn echo_captures_both_streams() {
+    let registry = registry();
+    let module = load(&registry, "echo");
+    let outcome = run(&*module, Action::command("echo"), r#"{"a":1}"#);
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    assert_eq!(last_json(&outcome.stdout), serde_json::json!({"a": 1}));
+    assert!(String::from_utf8_lossy(&outcome.stdout).contains("hello stdout"));
+    assert_eq!(outcome.stderr, b"hello stderr\n");
+}
+
+#[test]
+fn env_and_args_reach_the_guest() {
+    let registry = registry();
+    let module = load(&registry, "env");
+    let mut action = Action::command("ctx");
+    action.env.push(("__OW_NAMESPACE".into(), "ns".into()));
+    action.capabilities.args.push("--flag".into());
+    let mut invocation = Invocation::new(Arc::new(action), b"{}".to_vec());
+    invocation.env.push(("__OW_ACTIVATION_ID".into(), "act-1".into()));
+    let out = last_json(&module.run(invocation).stdout);
+    assert_eq!(out["namespace"], "ns");
+    assert_eq!(out["activation_id"], "act-1");
+    assert_eq!(out["args"], serde_json::json!(["ctx", "--flag"]));
+    // Deny by default: nothing of the host's environment leaks in.
+    assert!(out["env"].get("PATH").is_none());
+}
+
+#[test]
+fn named_export_is_an_entry_point() {
+    let registry = registry();
+    let module = load(&registry, "entry");
+    assert!(module.has_export("niam"));
+    assert!(!module.has_export("nothere"));
+    let mut action = Action::command("entry");
+    action.entry = "niam".into();
+    let outcome = run(&*module, action, r#"{"x":"y"}"#);
+    assert_eq!(last_json(&outcome.stdout), serde_json::json!({"x": "y"}));
+}
+
+#[test]
+fn endless_loop_stops_at_time_limit_and_engine_survives() {
+    let registry = registry();
+    let module = load(&registry, "spin");
+    let mut action = Action::command("spin");
+    action.limits.timeout = Duration::from_millis(200);
+    let outcome = run(&*module, action, "{}");
+    assert_eq!(outcome.termination, Termination::TimedOut(Duration::from_millis(200)));
+    assert!(outcome.elapsed >= Duration::from_millis(200));
+    assert!(outcome.elapsed < Duration::from_secs(5), "{:?}", outcome.elapsed);
+    let echo = load(&registry, "echo");
+    assert!(run(&*echo, Action::command("echo"), "{}").termination.is_success());
+}
+
+#[test]
+fn memory_hog_stops_at_memory_limit() {
+    let registry = registry();
+    let module = load(&registry, "memhog");
+    let mut action = Action::command("memhog");
+    action.limits.memory_bytes = 32 << 20;
+    let outcome = run(&*module, action.clone(), r#"{"mb": 200}"#);
+    assert_eq!(outcome.termination, Termination::OutOfMemory { limit_bytes: 32 << 20 });
+    let fine = run(&*module, action, r#"{"mb": 8}"#);
+    assert_eq!(last_json(&fine.stdout)["allocated_mb"], 8);
+}
+
+#[test]
+fn traps_and_exits_are_outcomes() {
+    let registry = registry();
+    let module = load(&registry, "fail");
+    let trap = run(&*module, Action::command("fail"), r#"{"mode":"trap"}"#);
+    assert!(matches!(trap.termination, Termination::Trapped(_)), "{:?}", trap.termination);
+    let exit = run(&*module, Action::command("fail"), r#"{"mode":"exit"}"#);
+    assert_eq!(exit.termination, Termination::Exited(3));
+    assert_eq!(exit.stderr, b"giving up with status 3\n");
+}
+
+#[test]
+fn fuel_limits_when_metering() {
+    let config = WasmtimeConfig { fuel: true, max_sandboxes: 8, ..Default::default() };
+    let runtime: Arc<dyn WasmRuntime> = Arc::new(WasmtimeRuntime::new(&config).unwrap());
+    let registry = ModuleRegistry::new(runtime, key(), None);
+    let module = load(&registry, "spin");
+    let mut action = Action::command("spin");
+    action.limits.fuel = Some(1_000_000);
+    assert_eq!(run(&*module, action, "{}").termination, Termination::OutOfFuel);
+}
+
+#[test]
+fn modules_are_shared_by_hash_and_freed_with_last_user() {
+    let registry = registry();
+    let a = load(&registry, "echo");
+    let b = load(&registry, "echo");
+    assert!(Arc::ptr_eq(&a, &b));
+    assert_eq!(registry.stats().compiles, 1);
+    assert_eq!(registry.live_modules(), 1);
+    drop((a, b));
+    assert_eq!(registry.live_modules(), 0);
+}
+
+#[test]
+fn disk_cache_makes_a_restart_warm() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = ModuleRegistry::new(runtime(), key(), Some(dir.path().into()));
+    drop(first.load(&ModuleCode::Wasm(wasm("echo"))).unwrap());
+    assert_eq!(first.stats().compiles, 1);
+    let restarted = ModuleRegistry::new(runtime(), key(), Some(dir.path().into()));
+    let module = restarted.load(&ModuleCode::Wasm(wasm("echo"))).unwrap();
+    assert_eq!(restarted.stats().compiles, 0);
+    assert_eq!(restarted.stats().disk_hits, 1);
+    assert!(run(&*module, Action::command("echo"), "{}").termination.is_success());
+
+    // A tampered cache file is refused and recompiled, never loaded.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let third = ModuleRegistry::new(runtime(), key(), Some(dir.path().into()));
+    drop(third.load(&ModuleCode::Wasm(wasm("echo"))).unwrap());
+    assert_eq!(third.stats().compiles, 1);
+}
+
+#[test]
+fn artifacts_need_this_operators_key() {
+    let registry = registry();
+    let sealed = registry.compile_sealed(&wasm("echo")).unwrap();
+    assert!(registry.load(&ModuleCode::Artifact(sealed.clone())).is_ok());
+    let other = ModuleRegistry::new(
+        runtime(),
+        ArtifactKey::from_secret(b"somebody else's secret").unwrap(),
+        None,
+    );
+    let err = other.load(&ModuleCode::Artifact(sealed)).err().unwrap();
+    assert!(err.to_string().contains("authentication failed"), "{err}");
+}
+
+#[test]
+fn invalid_wasm_is_refused_with_a_reason() {
+    let registry = registry();
+    let err = registry.load(&ModuleCode::Wasm(b"\0asm\x01\0\0\0garbage".to_vec())).err().unwrap();
+    assert!(err.to_string().starts_with("invalid WebAssembly module"), "{err}");
+}
+
+#[test]
+fn cross_target_artifacts_name_their_target() {
+    let config = WasmtimeConfig {
+        target: Some("aarch64-unknown-linux-gnu".into()),
+        pooling: false,
+        ..Default::default()
+    };
+    let cross = WasmtimeRuntime::new(&config).unwrap();
+    let payload = cross.precompile(&wasm("noop")).unwrap();
+    let sealed = artifact::seal(&key(), cross.id(), &payload);
+    let err = registry().load(&ModuleCode::Artifact(sealed)).err().unwrap();
+    assert!(err.to_string().contains("aarch64-unknown-linux-gnu"), "{err}");
+}
+

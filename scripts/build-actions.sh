@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds every example action to wasm32-wasip1 into target/wasm/.
+# Rust actions via the actions/ workspace; C actions with Debian's clang and
+# wasi-libc (packages clang, lld, wasi-libc, libclang-rt-dev-wasm32).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out="$root/target/wasm"
+mkdir -p "$out"
+
+cargo build --quiet --manifest-path "$root/actions/Cargo.toml" \
+    --target wasm32-wasip1 --release
+cp "$root"/actions/target/wasm32-wasip1/release/*.wasm "$out/"
+
+for src in "$root"/actions/c/*.c; do
+    name=$(basename "$src" .c)
+    clang --target=wasm32-wasi --sysroot=/usr -O2 -o "$out/c-$name.wasm" "$src"
+done
+echo "actions built into $out: $(ls "$out" | tr '\n' ' ')"
