@@ -75,6 +75,45 @@ impl ArtifactKey {
     }
 }
 
+/// Where the operator's key came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// `--key-file`.
+    File(std::path::PathBuf),
+    /// The `LUGE_KEY` environment variable.
+    Environment,
+    /// Generated on first use and kept at this path (single-machine setups:
+    /// the executor and the precompiler on one host share it).
+    Local(std::path::PathBuf),
+}
+
+/// Resolves the operator key: `key_file`, else `LUGE_KEY`, else a local key
+/// under `cache_dir`. Never from argv, so it does not show in `ps`.
+pub fn operator_key(
+    key_file: Option<&Path>,
+    cache_dir: &Path,
+) -> Result<(ArtifactKey, KeySource), ArtifactError> {
+    if let Some(path) = key_file {
+        let secret =
+            std::fs::read(path).map_err(|e| ArtifactError::Io(format!("{}: {e}", path.display())))?;
+        return Ok((ArtifactKey::from_secret(&secret)?, KeySource::File(path.to_owned())));
+    }
+    if let Some(secret) = std::env::var_os("LUGE_KEY") {
+        return Ok((ArtifactKey::from_secret(secret.as_encoded_bytes())?, KeySource::Environment));
+    }
+    let path = cache_dir.join("key");
+    Ok((ArtifactKey::load_or_create(&path)?, KeySource::Local(path)))
+}
+
+/// `--cache-dir`'s default: `$XDG_CACHE_HOME/luge`, else `~/.cache/luge`.
+pub fn default_cache_dir() -> std::path::PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("luge")
+}
+
 fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();

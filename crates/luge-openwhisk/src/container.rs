@@ -1,0 +1,310 @@
+//! Action containers: the state between `/init` and `/run`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use luge_core::action::COMMAND_ENTRY;
+use luge_core::capabilities::Annotations;
+use luge_core::{
+    Action, Capabilities, Invocation, LimitPolicy, LoadedModule, ModuleCode, ModuleRegistry,
+    Outcome, Termination,
+};
+
+use crate::logs::{LogBuffer, LogSink};
+use crate::protocol::{self, Reply, status};
+
+/// Operator settings that bound what an init may ask for.
+#[derive(Debug, Clone)]
+pub struct InitSettings {
+    /// Root under which directory grants resolve; `None` refuses all grants.
+    pub fs_root: Option<PathBuf>,
+    /// Limit defaults and maxima.
+    pub limits: LimitPolicy,
+    /// Largest action code once unpacked from a zip.
+    pub max_code_bytes: usize,
+}
+
+impl Default for InitSettings {
+    fn default() -> Self {
+        Self {
+            fs_root: None,
+            limits: LimitPolicy::default(),
+            // OpenWhisk's largest action is 48 MB; leave room for an artifact.
+            max_code_bytes: 64 << 20,
+        }
+    }
+}
+
+struct Ready {
+    action: Arc<Action>,
+    module: Arc<dyn LoadedModule>,
+}
+
+enum State {
+    Empty,
+    Initializing,
+    Ready(Arc<Ready>),
+}
+
+/// One OpenWhisk action container: initialized once, run many times
+/// (concurrently, when OpenWhisk's concurrency limit is above one).
+pub struct Container {
+    state: Mutex<State>,
+    logs: Arc<dyn LogSink>,
+}
+
+impl std::fmt::Debug for Container {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Container").finish_non_exhaustive()
+    }
+}
+
+/// A run ready for the scheduler: the module and the invocation to run on it.
+pub struct PreparedRun {
+    /// The shared module.
+    pub module: Arc<dyn LoadedModule>,
+    /// The invocation.
+    pub invocation: Invocation,
+    /// OpenWhisk's `deadline` (ms since the Unix epoch), when sent.
+    pub deadline_ms: Option<u64>,
+}
+
+impl Container {
+    /// An empty container logging to `logs`.
+    pub fn new(logs: Arc<dyn LogSink>) -> Self {
+        Self {
+            state: Mutex::new(State::Empty),
+            logs,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // State transitions are single assignments; ignore poisoning.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether init has succeeded.
+    pub fn is_ready(&self) -> bool {
+        matches!(*self.state(), State::Ready(_))
+    }
+
+    /// Handles `/init`. Compiles if the code is new to the registry, so call
+    /// it off the async runtime's threads.
+    pub fn init(&self, registry: &ModuleRegistry, settings: &InitSettings, body: &[u8]) -> Reply {
+        {
+            let mut state = self.state();
+            if !matches!(*state, State::Empty) {
+                drop(state);
+                self.logs.proxy_message(protocol::INIT_TWICE);
+                return Reply::error(status::FORBIDDEN, protocol::INIT_TWICE);
+            }
+            *state = State::Initializing;
+        }
+        match Self::initialize(registry, settings, body) {
+            Ok(ready) => {
+                tracing::info!(action = %ready.action.name, entry = %ready.action.entry, "initialized");
+                *self.state() = State::Ready(Arc::new(ready));
+                Reply::ok(serde_json::json!({ "ok": true }))
+            }
+            Err(reply) => {
+                // A failed init leaves the container empty, as before it.
+                *self.state() = State::Empty;
+                if let Some(message) = reply.error_message() {
+                    self.logs.proxy_message(message);
+                }
+                reply
+            }
+        }
+    }
+
+    fn initialize(
+        registry: &ModuleRegistry,
+        settings: &InitSettings,
+        body: &[u8],
+    ) -> Result<Ready, Reply> {
+        let request = protocol::parse_init(body)?;
+        let refuse = |e: &dyn std::fmt::Display| Reply::error(status::FORBIDDEN, e.to_string());
+        let annotations = Annotations::parse(&request.annotations)
+            .map_err(|e| Reply::error(status::BAD_REQUEST, e.to_string()))?;
+        let capabilities = Capabilities::grant(&annotations, settings.fs_root.as_deref())
+            .map_err(|e| refuse(&e))?;
+        let limits = settings.limits.apply(&annotations.limits).map_err(|e| refuse(&e))?;
+        let code = ModuleCode::detect(request.code, settings.max_code_bytes).map_err(|e| refuse(&e))?;
+        let module = registry.load(&code).map_err(|e| refuse(&e))?;
+
+        let entry = match request.main.as_str() {
+            "" | "main" => COMMAND_ENTRY.to_owned(),
+            other if module.has_export(other) => other.to_owned(),
+            other => {
+                return Err(Reply::error(
+                    status::FORBIDDEN,
+                    format!("The entry point '{other}' is not a function exported by the module."),
+                ));
+            }
+        };
+        if !module.has_export(&entry) {
+            return Err(Reply::error(
+                status::FORBIDDEN,
+                "The module is not a WASI command: it exports no _start.",
+            ));
+        }
+        let mut env = request.env;
+        env.extend(annotations.env);
+        let name = if request.name.is_empty() { "action".to_owned() } else { request.name };
+        Ok(Ready {
+            action: Arc::new(Action {
+                name,
+                entry,
+                env,
+                capabilities,
+                limits,
+                sched: annotations.sched,
+            }),
+            module,
+        })
+    }
+
+    /// Parses a `/run` body into an invocation of the initialized action.
+    pub fn prepare_run(&self, body: &[u8]) -> Result<PreparedRun, Reply> {
+        let ready = match &*self.state() {
+            State::Ready(ready) => Arc::clone(ready),
+            _ => return Err(Reply::error(status::FORBIDDEN, protocol::NOT_INITIALIZED)),
+        };
+        let request = protocol::parse_run(body)?;
+        let mut invocation = Invocation::new(Arc::clone(&ready.action), request.params);
+        invocation.env = request.context;
+        Ok(PreparedRun {
+            module: Arc::clone(&ready.module),
+            invocation,
+            deadline_ms: request.deadline_ms,
+        })
+    }
+
+    /// Logs the activation and turns its outcome into the `/run` reply.
+    pub fn finish_run(&self, outcome: &Outcome) -> Reply {
+        let stdout = String::from_utf8_lossy(&outcome.stdout);
+        let stderr = String::from_utf8_lossy(&outcome.stderr);
+        let (result, stdout_logs) = protocol::split_result(&stdout);
+        let stderr_logs: Vec<&str> = stderr.lines().collect();
+        let reply = match (&outcome.termination, result) {
+            (Termination::Exited(0), Some(result)) => Reply::ok(serde_json::Value::Object(result)),
+            (Termination::Exited(0), None) => {
+                Reply::error(status::ACTION_ERROR, protocol::NOT_A_DICTIONARY)
+            }
+            (termination, _) => Reply::error(status::ACTION_ERROR, failure_message(termination)),
+        };
+        let mut stderr_logs = stderr_logs;
+        let failure = (!outcome.termination.is_success()).then(|| reply.error_message()).flatten();
+        if let Some(message) = failure {
+            stderr_logs.push(message);
+        }
+        self.logs.activation(&stdout_logs, &stderr_logs);
+        reply
+    }
+}
+
+/// The message OpenWhisk users see for a failed activation.
+pub fn failure_message(termination: &Termination) -> String {
+    match termination {
+        Termination::Exited(0) => protocol::NOT_A_DICTIONARY.to_owned(),
+        Termination::Exited(code) => format!("The action exited with status {code}."),
+        Termination::Trapped(reason) => {
+            let first = reason.lines().next().unwrap_or(reason);
+            format!("The action trapped: {first}")
+        }
+        Termination::TimedOut(limit) => format!(
+            "The action exceeded its time limits of {} milliseconds.",
+            limit.as_millis()
+        ),
+        Termination::OutOfMemory { limit_bytes } => format!(
+            "The action exceeded its memory limit of {} MiB.",
+            limit_bytes >> 20
+        ),
+        Termination::OutOfFuel => "The action exceeded its fuel limit.".to_owned(),
+        Termination::Failed(reason) => format!("The action could not be started: {reason}"),
+    }
+}
+
+/// A container hosted by `luge serve`, with its own log buffer.
+#[derive(Debug)]
+pub struct Hosted {
+    /// The container.
+    pub container: Arc<Container>,
+    /// Its logs, drained by `GET /{id}/logs`.
+    pub logs: Arc<LogBuffer>,
+}
+
+/// Every container of a `luge serve` process, by id.
+#[derive(Debug, Default)]
+pub struct Containers {
+    map: RwLock<HashMap<String, Arc<Hosted>>>,
+}
+
+/// Container ids are path segments chosen by the invoker; keep them tame.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+impl Containers {
+    fn map_read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Hosted>>> {
+        self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn map_write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Hosted>>> {
+        self.map.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The container `id`, created empty if new (for `/init`).
+    pub fn get_or_create(&self, id: &str) -> Result<Arc<Hosted>, Reply> {
+        if !valid_id(id) {
+            return Err(Reply::error(
+                status::BAD_REQUEST,
+                "Container ids are 1-128 characters of letters, digits, '-', '_' and '.'.",
+            ));
+        }
+        if let Some(hosted) = self.map_read().get(id) {
+            return Ok(Arc::clone(hosted));
+        }
+        let mut map = self.map_write();
+        let hosted = map.entry(id.to_owned()).or_insert_with(|| {
+            let logs = Arc::new(LogBuffer::default());
+            Arc::new(Hosted {
+                container: Arc::new(Container::new(Arc::clone(&logs) as Arc<dyn LogSink>)),
+                logs,
+            })
+        });
+        Ok(Arc::clone(hosted))
+    }
+
+    /// The existing container `id`.
+    pub fn get(&self, id: &str) -> Result<Arc<Hosted>, Reply> {
+        self.map_read().get(id).cloned().ok_or_else(|| unknown(id))
+    }
+
+    /// Removes `id`; its module is freed when no other container shares it
+    /// and in-flight runs have finished.
+    pub fn destroy(&self, id: &str) -> Result<(), Reply> {
+        self.map_write().remove(id).map(drop).ok_or_else(|| unknown(id))
+    }
+
+    /// Number of containers.
+    pub fn len(&self) -> usize {
+        self.map_read().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn unknown(id: &str) -> Reply {
+    Reply::error(
+        status::NOT_FOUND,
+        format!("There is no container '{id}'; create it with POST /{id}/init."),
+    )
+}
+

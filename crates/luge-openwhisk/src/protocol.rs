@@ -1,0 +1,239 @@
+//! Request bodies and replies of the action-proxy protocol.
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+/// Init without code (OpenWhisk's exact message).
+pub const MISSING_CODE: &str = "Missing main/no code to execute.";
+/// Second init (OpenWhisk's exact message).
+pub const INIT_TWICE: &str = "Cannot initialize the action more than once.";
+/// A result that is not a JSON object (OpenWhisk's exact message).
+pub const NOT_A_DICTIONARY: &str = "The action did not return a dictionary.";
+/// Run before a successful init.
+pub const NOT_INITIALIZED: &str = "Cannot invoke an uninitialized action.";
+
+/// Status and JSON body of a protocol answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// HTTP status code.
+    pub status: u16,
+    /// JSON body.
+    pub body: Value,
+}
+
+impl Reply {
+    /// 200 with `body`.
+    pub fn ok(body: Value) -> Self {
+        Self { status: 200, body }
+    }
+
+    /// `status` with `{"error": message}`.
+    pub fn error(status: u16, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: json!({ "error": message.into() }),
+        }
+    }
+
+    /// The error message, if this is an error reply.
+    pub fn error_message(&self) -> Option<&str> {
+        self.body.get("error").and_then(Value::as_str)
+    }
+}
+
+/// Statuses used, following OpenWhisk's Go action proxy.
+pub mod status {
+    /// Malformed request (not JSON, bad base64, bad annotations).
+    pub const BAD_REQUEST: u16 = 400;
+    /// Init refused (no code, second init, code refused).
+    pub const FORBIDDEN: u16 = 403;
+    /// Unknown container.
+    pub const NOT_FOUND: u16 = 404;
+    /// Body over the configured limit.
+    pub const PAYLOAD_TOO_LARGE: u16 = 413;
+    /// The executor itself failed.
+    pub const INTERNAL: u16 = 500;
+    /// The action failed (error result, trap, limit, no dictionary).
+    pub const ACTION_ERROR: u16 = 502;
+}
+
+/// The `value` of an init request.
+#[derive(Debug, Clone, Default)]
+pub struct InitRequest {
+    /// Action name (`name`).
+    pub name: String,
+    /// Entry point (`main`).
+    pub main: String,
+    /// Decoded code bytes.
+    pub code: Vec<u8>,
+    /// Init-time environment, rendered as OpenWhisk's proxies do.
+    pub env: Vec<(String, String)>,
+    /// Annotations as sent (object or key/value list).
+    pub annotations: Value,
+}
+
+/// Parses an init body. Errors are replies ready to send.
+pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
+    let root: Value = serde_json::from_slice(body).map_err(|e| {
+        Reply::error(status::BAD_REQUEST, format!("The init body is not valid JSON: {e}"))
+    })?;
+    let Some(value) = root.get("value").and_then(Value::as_object) else {
+        return Err(Reply::error(status::FORBIDDEN, MISSING_CODE));
+    };
+    let code = match value.get("code") {
+        Some(Value::String(code)) if !code.trim().is_empty() => code,
+        _ => return Err(Reply::error(status::FORBIDDEN, MISSING_CODE)),
+    };
+    let code = decode_base64(code).map_err(|e| {
+        Reply::error(
+            status::BAD_REQUEST,
+            format!("The action code is not valid base64 ({e}); Wasm actions are sent as base64 of a .wasm, a zip or a Luge artifact."),
+        )
+    })?;
+    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
+    let env = match value.get("env") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| (k.clone(), luge_core::capabilities::env_value(v)))
+            .collect(),
+        Some(_) => {
+            return Err(Reply::error(status::BAD_REQUEST, "The init env must be a JSON object."));
+        }
+    };
+    Ok(InitRequest {
+        name: text("name").to_owned(),
+        main: text("main").to_owned(),
+        code,
+        env,
+        annotations: value.get("annotations").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// Base64 as clients send it: standard alphabet, padding optional, line
+/// breaks tolerated (some tools wrap at 76 columns).
+fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    engine.decode(compact)
+}
+
+/// A parsed run body.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// The parameters, serialized: the action's stdin.
+    pub params: Vec<u8>,
+    /// `__OW_*` variables from the other top-level keys.
+    pub context: Vec<(String, String)>,
+    /// `deadline` in milliseconds since the Unix epoch, when given.
+    pub deadline_ms: Option<u64>,
+}
+
+/// Parses a run body: `value` becomes stdin, every other key `__OW_<KEY>`.
+pub fn parse_run(body: &[u8]) -> Result<RunRequest, Reply> {
+    let root: Value = serde_json::from_slice(body).map_err(|e| {
+        Reply::error(status::BAD_REQUEST, format!("The run body is not valid JSON: {e}"))
+    })?;
+    let Value::Object(root) = root else {
+        return Err(Reply::error(status::BAD_REQUEST, "The run body must be a JSON object."));
+    };
+    let mut params = Value::Object(Map::new());
+    let mut context = Vec::with_capacity(root.len());
+    let mut deadline_ms = None;
+    for (key, value) in root {
+        if key == "value" {
+            params = value;
+            continue;
+        }
+        if key == "deadline" {
+            deadline_ms = match &value {
+                Value::Number(n) => n.as_u64(),
+                Value::String(s) => s.parse().ok(),
+                _ => None,
+            };
+        }
+        let rendered = luge_core::capabilities::env_value(&value);
+        context.push((format!("__OW_{}", key.to_uppercase()), rendered));
+    }
+    Ok(RunRequest {
+        params: serde_json::to_vec(&params).unwrap_or_else(|_| b"{}".to_vec()),
+        context,
+        deadline_ms,
+    })
+}
+
+/// Splits stdout into the result (the last line that is a JSON object) and
+/// log lines (every other line).
+pub fn split_result(stdout: &str) -> (Option<Map<String, Value>>, Vec<&str>) {
+    let lines: Vec<&str> = stdout.lines().collect();
+    for (i, line) in lines.iter().enumerate().rev() {
+        let trimmed = line.trim();
+        if !trimmed.starts_with('{') {
+            continue;
+        }
+        if let Ok(Value::Object(result)) = serde_json::from_str::<Value>(trimmed) {
+            let logs = lines
+                .iter()
+                .enumerate()
+                .filter(|(j, l)| *j != i && !l.is_empty())
+                .map(|(_, l)| *l)
+                .collect();
+            return (Some(result), logs);
+        }
+    }
+    (None, lines.into_iter().filter(|l| !l.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_errors_match_openwhisk() {
+        assert_eq!(parse_init(b"{}").unwrap_err().error_message(), Some(MISSING_CODE));
+        let empty = br#"{"value":{"code":"","main":""}}"#;
+        assert_eq!(parse_init(empty).unwrap_err().error_message(), Some(MISSING_CODE));
+        assert_eq!(parse_init(b"{not json").unwrap_err().status, 400);
+        let bad64 = br#"{"value":{"code":"%%%not base64","binary":true}}"#;
+        let err = parse_init(bad64).unwrap_err();
+        assert!(err.error_message().unwrap().contains("base64"), "{err:?}");
+    }
+
+    #[test]
+    fn init_env_is_rendered_like_openwhisk() {
+        let body = br#"{"value":{"code":"AGFzbQ==","env":{"ARRAY":["a","b"],"OBJECT":{"a":"A"},"STRING":"xyz","NUMBER":3,"BOOL":true,"NULL":null}}}"#;
+        let init = parse_init(body).unwrap();
+        let env: std::collections::HashMap<_, _> = init.env.into_iter().collect();
+        assert_eq!(env["ARRAY"], r#"["a","b"]"#);
+        assert_eq!(env["OBJECT"], r#"{"a":"A"}"#);
+        assert_eq!(env["STRING"], "xyz");
+        assert_eq!(env["NUMBER"], "3");
+        assert_eq!(env["BOOL"], "true");
+        assert_eq!(env["NULL"], "");
+        assert_eq!(init.code, b"\0asm");
+    }
+
+    #[test]
+    fn run_context_becomes_ow_variables() {
+        let run = parse_run(br#"{"value":{"x":1},"api_key":"abc","deadline":"123","activation_id":"iii"}"#).unwrap();
+        assert_eq!(run.params, br#"{"x":1}"#);
+        assert_eq!(run.deadline_ms, Some(123));
+        assert!(run.context.contains(&("__OW_API_KEY".into(), "abc".into())));
+        assert!(run.context.contains(&("__OW_ACTIVATION_ID".into(), "iii".into())));
+        assert_eq!(parse_run(b"[1]").unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn result_is_last_json_object_line() {
+        let (result, logs) = split_result("hello stdout\n{\"a\":1}\n[2]\n");
+        assert_eq!(result.unwrap()["a"], 1);
+        assert_eq!(logs, vec!["hello stdout", "[2]"]);
+        let (none, logs) = split_result("just text\n[\"x\"]\n");
+        assert!(none.is_none());
+        assert_eq!(logs.len(), 2);
+    }
+}

@@ -1,0 +1,172 @@
+//! Command line and the settings derived from it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use luge_core::limits::{DEFAULT_MAX_OUTPUT_BYTES, Limits};
+use luge_core::artifact::{self, KeySource};
+use luge_core::{LimitPolicy, ModuleRegistry, WasmRuntime};
+use luge_openwhisk::InitSettings;
+
+/// Luge: a serverless-first WebAssembly function runtime.
+#[derive(Debug, Parser)]
+#[command(name = "luge", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Modes of the executor.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One OpenWhisk action container: POST /init, POST /run.
+    Proxy {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Many containers: POST /{id}/init|run|destroy, GET /{id}/logs.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// Wasm engines; each is compiled in by a cargo feature.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum EngineKind {
+    /// Wasmtime (default): AoT artifacts, pooling allocator, epoch limits.
+    Wasmtime,
+    /// Wasmer.
+    Wasmer,
+    /// WAMR, the small-footprint interpreter.
+    Wamr,
+}
+
+/// Options shared by every mode.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Wasm engine.
+    #[arg(long, value_enum, default_value = "wasmtime")]
+    pub engine: EngineKind,
+    /// Root directory for `wasi.dirs` grants; without it, grants are refused.
+    #[arg(long)]
+    pub fs_root: Option<PathBuf>,
+    /// Where compiled modules are cached (and the generated key kept when no
+    /// key is given). Defaults to $XDG_CACHE_HOME/luge or ~/.cache/luge.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// File holding the operator's artifact key secret (or set LUGE_KEY).
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+    /// Default memory limit per sandbox, MiB (OpenWhisk: 256).
+    #[arg(long, default_value_t = 256)]
+    pub memory_mb: u64,
+    /// Largest memory limit an action may ask for, MiB (OpenWhisk: 512).
+    #[arg(long, default_value_t = 512)]
+    pub max_memory_mb: u64,
+    /// Default time limit per invocation, ms (OpenWhisk: 60000).
+    #[arg(long, default_value_t = 60_000)]
+    pub timeout_ms: u64,
+    /// Largest time limit an action may ask for, ms (OpenWhisk: 300000).
+    #[arg(long, default_value_t = 300_000)]
+    pub max_timeout_ms: u64,
+    /// Meter fuel so `limits.fuel` can be enforced (slower).
+    #[arg(long)]
+    pub fuel: bool,
+    /// Largest request body, MiB (an init carries the whole action).
+    #[arg(long, default_value_t = 64)]
+    pub max_body_mb: usize,
+    /// Sandboxes that may exist at once (pool slots).
+    #[arg(long, default_value_t = 1000)]
+    pub max_sandboxes: u32,
+}
+
+/// Everything the routes need, built once at start.
+pub struct Settings {
+    /// Loads and shares modules.
+    pub registry: Arc<ModuleRegistry>,
+    /// Bounds on init.
+    pub init: InitSettings,
+    /// Request body cap in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Common {
+    fn cache_dir(&self) -> PathBuf {
+        self.cache_dir.clone().unwrap_or_else(artifact::default_cache_dir)
+    }
+
+    fn limit_policy(&self) -> anyhow::Result<LimitPolicy> {
+        if self.memory_mb > self.max_memory_mb || self.timeout_ms > self.max_timeout_ms {
+            bail!("default limits must not exceed the maximum limits");
+        }
+        if self.memory_mb == 0 || self.timeout_ms == 0 {
+            bail!("limits must be greater than zero");
+        }
+        let limits = |mb: u64, ms: u64| Limits {
+            memory_bytes: mb << 20,
+            timeout: Duration::from_millis(ms),
+            fuel: None,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        };
+        Ok(LimitPolicy {
+            default: limits(self.memory_mb, self.timeout_ms),
+            max: limits(self.max_memory_mb, self.max_timeout_ms),
+        })
+    }
+
+    fn runtime(&self) -> anyhow::Result<Arc<dyn WasmRuntime>> {
+        match self.engine {
+            #[cfg(feature = "wasmtime")]
+            EngineKind::Wasmtime => {
+                let config = luge_wasmtime::WasmtimeConfig {
+                    max_sandboxes: self.max_sandboxes,
+                    max_memory_bytes: self.max_memory_mb << 20,
+                    fuel: self.fuel,
+                    ..Default::default()
+                };
+                Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
+            }
+            #[allow(unreachable_patterns)]
+            other => bail!("engine {other:?} is not compiled into this binary (cargo feature)"),
+        }
+    }
+
+    /// Builds the engine, registry and limits.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let cache_dir = self.cache_dir();
+        let (key, source) = artifact::operator_key(self.key_file.as_deref(), &cache_dir)?;
+        if let KeySource::Local(path) = source {
+            tracing::info!(path = %path.display(), "no --key-file or LUGE_KEY: using this host's local key");
+        }
+        let runtime = self.runtime()?;
+        tracing::info!(engine = %runtime.id(), cache = %cache_dir.display(), "engine ready");
+        let fs_root = match &self.fs_root {
+            Some(root) => Some(
+                root.canonicalize()
+                    .with_context(|| format!("--fs-root {}", root.display()))?,
+            ),
+            None => None,
+        };
+        Ok(Settings {
+            registry: Arc::new(ModuleRegistry::new(runtime, key, Some(cache_dir.join("modules")))),
+            init: InitSettings {
+                fs_root,
+                limits: self.limit_policy()?,
+                ..InitSettings::default()
+            },
+            max_body_bytes: self.max_body_mb << 20,
+        })
+    }
+}

@@ -1,0 +1,33 @@
+//! `luge`: the Luge executor.
+//!
+//! - `luge proxy`: one OpenWhisk action container per process (`/init`,
+//!   `/run`), a drop-in for an action runtime image.
+//! - `luge serve`: many containers per process (`/{id}/init|run|destroy`,
+//!   `/{id}/logs`), for OpenWhisk's WasmContainerFactory.
+//!
+//! This binary is a thin layer: CLI and configuration ([`cli`]), HTTP
+//! plumbing ([`http`]), routing ([`routes`]), and handing invocations to the
+//! engine off the async threads ([`dispatch`]).
+
+mod cli;
+mod dispatch;
+mod http;
+mod routes;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> anyhow::Result<()> {
+    let cli = cli::Cli::parse();
+    // Logs go to stderr; stdout belongs to activation logs in proxy mode.
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("LUGE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("luge-http")
+        .build()?;
+    runtime.block_on(routes::run(cli))
+}

@@ -1,0 +1,137 @@
+//! Routes of `luge proxy` and `luge serve`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hyper::{Method, StatusCode};
+use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams, Reply};
+use tracing::Instrument;
+
+use crate::cli::{Cli, Command, Settings};
+use crate::dispatch;
+use crate::http::{self, Request, Response};
+
+/// What this process hosts.
+enum Mode {
+    /// `luge proxy`: exactly one container.
+    Proxy(Arc<Container>),
+    /// `luge serve`: containers by id.
+    Serve(Containers),
+}
+
+struct App {
+    settings: Settings,
+    mode: Mode,
+    next_request: AtomicU64,
+}
+
+/// Runs the command until SIGINT or SIGTERM.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let (listen, common, mode) = match cli.command {
+        Command::Proxy { listen, common } => {
+            let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
+            (listen, common, Mode::Proxy(Arc::new(Container::new(sink))))
+        }
+        Command::Serve { listen, common } => (listen, common, Mode::Serve(Containers::default())),
+    };
+    let app = Arc::new(App {
+        settings: common.settings()?,
+        mode,
+        next_request: AtomicU64::new(1),
+    });
+    let listener = http::bind(listen).await?;
+    let handler = move |request: Request| {
+        let app = Arc::clone(&app);
+        let id = app.next_request.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path());
+        async move { app.handle(request).await }.instrument(span)
+    };
+    http::serve(listener, handler, shutdown_signal()).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+}
+
+impl App {
+    async fn handle(self: Arc<Self>, request: Request) -> Response {
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match (&method, segments.as_slice(), &self.mode) {
+            (&Method::GET, ["healthz"], _) => http::json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
+            (&Method::POST, ["init"], Mode::Proxy(container)) => {
+                self.init(request, Arc::clone(container)).await
+            }
+            (&Method::POST, ["run"], Mode::Proxy(container)) => {
+                let container = Arc::clone(container);
+                self.run(request, &container).await
+            }
+            (&Method::POST, [id, "init"], Mode::Serve(containers)) => match containers.get_or_create(id) {
+                Ok(hosted) => self.init(request, Arc::clone(&hosted.container)).await,
+                Err(reply) => http::reply(reply),
+            },
+            (&Method::POST, [id, "run"], Mode::Serve(containers)) => match containers.get(id) {
+                Ok(hosted) => self.run(request, &hosted.container).await,
+                Err(reply) => http::reply(reply),
+            },
+            (&Method::POST, [id, "destroy"], Mode::Serve(containers)) => match containers.destroy(id) {
+                Ok(()) => http::json(StatusCode::OK, &serde_json::json!({ "ok": true })),
+                Err(reply) => http::reply(reply),
+            },
+            (&Method::GET, [id, "logs"], Mode::Serve(containers)) => match containers.get(id) {
+                Ok(hosted) => http::json(StatusCode::OK, &serde_json::json!({ "logs": hosted.logs.drain() })),
+                Err(reply) => http::reply(reply),
+            },
+            _ => http::json_error(
+                StatusCode::NOT_FOUND,
+                &format!("No route for {method} {path}."),
+            ),
+        }
+    }
+
+    async fn init(&self, request: Request, container: Arc<Container>) -> Response {
+        let body = match http::read_body(request, self.settings.max_body_bytes).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
+        let registry = Arc::clone(&self.settings.registry);
+        let settings = self.settings.init.clone();
+        let reply = dispatch::blocking(move || container.init(&registry, &settings, &body))
+            .await
+            .unwrap_or_else(|message| Reply::error(500, message));
+        http::reply(reply)
+    }
+
+    async fn run(&self, request: Request, container: &Container) -> Response {
+        let body = match http::read_body(request, self.settings.max_body_bytes).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
+        let prepared = match container.prepare_run(&body) {
+            Ok(prepared) => prepared,
+            Err(reply) => return http::reply(reply),
+        };
+        let outcome = dispatch::invoke(prepared).await;
+        tracing::debug!(termination = ?outcome.termination, elapsed_us = outcome.elapsed.as_micros() as u64, "activation");
+        http::reply(container.finish_run(&outcome))
+    }
+}

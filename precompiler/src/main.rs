@@ -1,0 +1,103 @@
+//! `luge-precompile`: compile a Wasm module once, ahead of time, into an
+//! artifact that `luge` loads without compiling.
+//!
+//! The artifact is sealed with the operator's key (`--key-file` or
+//! `LUGE_KEY`; by default the same local key `luge` uses on this host) and
+//! names its engine, engine version and target, so an executor refuses
+//! anything it did not authorize or cannot run. `--target` cross-compiles,
+//! e.g. Raspberry Pi artifacts on an x86 host.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use luge_core::artifact;
+use luge_core::{ModuleCode, ModuleRegistry, WasmRuntime};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Engine {
+    Wasmtime,
+    Wasmer,
+    Wamr,
+}
+
+/// Compile a .wasm module into an authenticated Luge artifact.
+#[derive(Debug, Parser)]
+#[command(name = "luge-precompile", version)]
+struct Cli {
+    /// The WebAssembly module (a .wasm file, or a zip holding one).
+    input: PathBuf,
+    /// Where to write the artifact.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Engine the artifact is for.
+    #[arg(long, value_enum, default_value = "wasmtime")]
+    engine: Engine,
+    /// Target triple (default: this host), e.g. aarch64-unknown-linux-gnu.
+    #[arg(long)]
+    target: Option<String>,
+    /// Write a zip holding the artifact as main.luge (for `wsk action create`).
+    #[arg(long)]
+    zip: bool,
+    /// File holding the operator's key secret (or set LUGE_KEY).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Cache directory holding this host's local key when no key is given.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+}
+
+fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
+    match cli.engine {
+        #[cfg(feature = "wasmtime")]
+        Engine::Wasmtime => {
+            let config = luge_wasmtime::WasmtimeConfig {
+                target: cli.target.clone(),
+                // Compiling only: no sandboxes, no address space to reserve.
+                pooling: false,
+                ..Default::default()
+            };
+            Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
+        }
+        #[allow(unreachable_patterns)]
+        other => bail!("engine {other:?} is not compiled into this luge-precompile (cargo feature)"),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let bytes = std::fs::read(&cli.input).with_context(|| format!("reading {}", cli.input.display()))?;
+    let wasm = match ModuleCode::detect(bytes, usize::MAX)
+        .with_context(|| format!("{} is not usable", cli.input.display()))?
+    {
+        ModuleCode::Wasm(wasm) => wasm,
+        ModuleCode::Artifact(_) => bail!("{} is already a Luge artifact", cli.input.display()),
+    };
+    let cache_dir = cli.cache_dir.clone().unwrap_or_else(artifact::default_cache_dir);
+    let (key, _) = artifact::operator_key(cli.key_file.as_deref(), &cache_dir)?;
+    let runtime = runtime(&cli)?;
+    let id = runtime.id().clone();
+    let registry = ModuleRegistry::new(runtime, key, None);
+    let sealed = registry
+        .compile_sealed(&wasm)
+        .with_context(|| format!("{} was refused", cli.input.display()))?;
+    let output = if cli.zip { zipped(&sealed)? } else { sealed };
+    std::fs::write(&cli.output, &output).with_context(|| format!("writing {}", cli.output.display()))?;
+    eprintln!(
+        "wrote {} ({} bytes, {id})",
+        cli.output.display(),
+        output.len()
+    );
+    Ok(())
+}
+
+fn zipped(artifact: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut writer = zip::ZipWriter::new(&mut out);
+    writer.start_file("main.luge", zip::write::SimpleFileOptions::default())?;
+    writer.write_all(artifact)?;
+    writer.finish()?;
+    Ok(out.into_inner())
+}
