@@ -19,9 +19,14 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
-    // Logs go to stderr; stdout belongs to activation logs in proxy mode.
+    // Logs go to stderr. In proxy mode the process's streams are the
+    // action's logs as OpenWhisk collects them, so only warnings go there.
+    let default_level = match cli.command {
+        cli::Command::Proxy { .. } => "warn",
+        cli::Command::Serve { .. } => "info",
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("LUGE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(EnvFilter::try_from_env("LUGE_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

@@ -77,7 +77,7 @@ impl App {
         let path = request.uri().path().to_owned();
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice(), &self.mode) {
-            (&Method::GET, ["healthz"], _) => http::json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
+            (&Method::GET, ["healthz"], _) => self.health(),
             (&Method::POST, ["init"], Mode::Proxy(container)) => {
                 self.init(request, Arc::clone(container)).await
             }
@@ -106,6 +106,24 @@ impl App {
                 &format!("No route for {method} {path}."),
             ),
         }
+    }
+
+    fn health(&self) -> Response {
+        let containers = match &self.mode {
+            Mode::Proxy(container) => usize::from(container.is_ready()),
+            Mode::Serve(containers) => containers.len(),
+        };
+        let registry = &self.settings.registry;
+        http::json(
+            StatusCode::OK,
+            &serde_json::json!({
+                "status": "ok",
+                "engine": registry.runtime().id().to_string(),
+                "containers": containers,
+                "modules": registry.live_modules(),
+                "compiles": registry.stats().compiles,
+            }),
+        )
     }
 
     async fn init(&self, request: Request, container: Arc<Container>) -> Response {

@@ -1,0 +1,152 @@
+//! Bad input gets a clear JSON error, and the executor keeps serving others.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+/// A healthy container to prove nothing else was disturbed.
+fn healthy(luge: &Luge) {
+    assert_eq!(
+        luge.post("/healthy/run", &json!({"value": {"ok": true}})),
+        (200, json!({"ok": true}))
+    );
+}
+
+fn expect_error(status: u16, body: &serde_json::Value, contains: &str) {
+    assert!((400..600).contains(&status), "status {status}: {body}");
+    let message = body["error"].as_str().unwrap_or_else(|| panic!("no error field: {body}"));
+    assert!(message.contains(contains), "{message:?} lacks {contains:?}");
+}
+
+#[test]
+fn every_kind_of_bad_input() {
+    let luge = Luge::start("serve", &["--max-body-mb", "2"]);
+    assert_eq!(luge.post("/healthy/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
+
+    let raw = |path: &str, body: &[u8]| {
+        let (status, body) = luge.request("POST", path, body);
+        (status, parse(&body))
+    };
+
+    let (s, b) = raw("/x1/init", b"{\"value\": ");
+    expect_error(s, &b, "not valid JSON");
+    let (s, b) = raw("/healthy/run", b"not json at all");
+    expect_error(s, &b, "not valid JSON");
+
+    let (s, b) = luge.post("/x2/init", &json!({"value": {"code": "!!!*not base64*", "binary": true}}));
+    expect_error(s, &b, "base64");
+
+    let mut zip = std::io::Cursor::new(Vec::new());
+    {
+        use std::io::Write;
+        let mut writer = zip::ZipWriter::new(&mut zip);
+        writer.start_file("README", zip::write::SimpleFileOptions::default()).unwrap();
+        writer.write_all(b"no module here").unwrap();
+        writer.finish().unwrap();
+    }
+    let (s, b) = luge.post("/x3/init", &init_body(zip.get_ref(), "main", json!({})));
+    expect_error(s, &b, "holds no WebAssembly module");
+
+    let (s, b) = luge.post("/x4/init", &init_body(b"#!/bin/sh\necho not wasm", "main", json!({})));
+    expect_error(s, &b, "not a WebAssembly module");
+
+    let (s, b) = luge.post("/x5/init", &init_body(b"\0asm\x01\0\0\0\x01\xff", "main", json!({})));
+    expect_error(s, &b, "invalid WebAssembly module");
+
+    // Native code without the operator's seal: a raw ELF, and an artifact
+    // sealed with somebody else's key.
+    let (s, b) = luge.post("/x6/init", &init_body(b"\x7fELF\x02\x01\x01\0", "main", json!({})));
+    expect_error(s, &b, "unauthenticated");
+    let forged = {
+        use luge_core::{ArtifactKey, ModuleRegistry};
+        let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
+            pooling: false,
+            ..Default::default()
+        })
+        .unwrap();
+        let key = ArtifactKey::from_secret(b"an attacker's own secret key").unwrap();
+        ModuleRegistry::new(std::sync::Arc::new(runtime), key, None)
+            .compile_sealed(&wasm("echo"))
+            .unwrap()
+    };
+    let (s, b) = luge.post("/x7/init", &init_body(&forged, "main", json!({})));
+    expect_error(s, &b, "authentication failed");
+
+    let (s, b) = luge.post("/x8/init", &init_body(&wasm("echo"), "main", json!({"annotations": {"limits.memory_mb": 100000}})));
+    expect_error(s, &b, "exceeds the operator maximum");
+    let (s, b) = luge.post("/x9/init", &init_body(&wasm("echo"), "main", json!({"annotations": {"limits.memroy_mb": 1}})));
+    expect_error(s, &b, "unknown annotation");
+
+    // An oversized body is refused from its Content-Length, before it is
+    // read: announce 3 MiB against the 2 MiB limit and read the answer.
+    let (s, b) = announce_oversized(&luge, "/healthy/run", 3 << 20);
+    assert_eq!(s, 413);
+    expect_error(s, &b, "exceeds the limit");
+    // Without a Content-Length the limit holds while reading.
+    let (s, b) = raw_chunked(&luge, "/healthy/run", 3 << 20);
+    assert_eq!(s, 413);
+    expect_error(s, &b, "exceeds the limit");
+
+    let (s, b) = luge.post("/ghost/run", &json!({"value": {}}));
+    assert_eq!(s, 404);
+    expect_error(s, &b, "ghost");
+    let (s, b) = luge.post("/x4/run", &json!({"value": {}}));
+    expect_error(s, &b, "uninitialized");
+
+    healthy(&luge);
+    // A failed init can be retried with good code.
+    assert_eq!(luge.post("/x4/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
+}
+
+#[test]
+fn proxy_run_before_init_and_bad_bodies() {
+    let mut luge = Luge::start("proxy", &[]);
+    let (s, b) = luge.post("/run", &json!({"value": {}}));
+    expect_error(s, &b, "uninitialized");
+    let (s, b) = luge.request("POST", "/init", b"][");
+    expect_error(s, &parse(&b), "not valid JSON");
+    let (s, b) = luge.post("/nope", &json!({}));
+    expect_error(s, &b, "No route");
+    assert_eq!(luge.post("/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
+    assert_eq!(luge.post("/run", &json!({"value": {"a": 1}})), (200, json!({"a": 1})));
+    assert!(luge.alive());
+}
+
+fn read_reply(stream: &mut std::net::TcpStream) -> (u16, serde_json::Value) {
+    use std::io::Read;
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    let text = String::from_utf8_lossy(&reply);
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
+}
+
+fn connect(luge: &Luge) -> std::net::TcpStream {
+    let addr = luge.base.trim_start_matches("http://");
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    stream
+}
+
+fn announce_oversized(luge: &Luge, path: &str, len: usize) -> (u16, serde_json::Value) {
+    use std::io::Write;
+    let mut stream = connect(luge);
+    write!(stream, "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n").unwrap();
+    read_reply(&mut stream)
+}
+
+fn raw_chunked(luge: &Luge, path: &str, len: usize) -> (u16, serde_json::Value) {
+    use std::io::Write;
+    let mut stream = connect(luge);
+    write!(stream, "POST {path} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").unwrap();
+    let chunk = vec![b'a'; 64 << 10];
+    for _ in 0..len / chunk.len() {
+        if write!(stream, "{:x}\r\n", chunk.len()).is_err() || stream.write_all(&chunk).is_err() || stream.write_all(b"\r\n").is_err() {
+            break; // the server answered and closed: read what it said
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+    read_reply(&mut stream)
+}

@@ -1,0 +1,250 @@
+//! Test harness: starts the real `luge` binary on 127.0.0.1 (port 0), talks
+//! HTTP to it, and captures its stdout/stderr. Every test uses example
+//! actions built from actions/ by scripts/build-actions.sh.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// The artifact key secret every test executor runs with.
+pub const TEST_KEY: &str = "luge integration test key 0123456789";
+
+/// A built example action.
+pub fn wasm(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build-actions.sh first", path.display()))
+}
+
+/// Base64, as `/init` carries code.
+pub fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// An init body for `code` with `main` and optional extras in `value`.
+pub fn init_body(code: &[u8], main: &str, extra: Value) -> Value {
+    let mut value = json!({ "name": "test-action", "main": main, "code": b64(code), "binary": true });
+    if let (Some(v), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+        for (k, x) in extra {
+            v.insert(k.clone(), x.clone());
+        }
+    }
+    json!({ "value": value })
+}
+
+/// A running `luge` process.
+pub struct Luge {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+    _cache: tempfile::TempDir,
+    agent: ureq::Agent,
+}
+
+fn capture(stream: impl Read + Send + 'static, into: Arc<Mutex<String>>, announce: Option<std::sync::mpsc::Sender<String>>) {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            if let (Some(tx), Some(addr)) = (&announce, line.trim().strip_prefix("luge listening on ")) {
+                let _ = tx.send(addr.to_owned());
+            }
+            into.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+}
+
+impl Luge {
+    /// Starts `luge <mode> --listen 127.0.0.1:0 <args>`.
+    pub fn start(mode: &str, args: &[&str]) -> Self {
+        let cache = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_luge"))
+            .arg(mode)
+            .args(["--listen", "127.0.0.1:0", "--cache-dir"])
+            .arg(cache.path())
+            .args(args)
+            .env("LUGE_KEY", TEST_KEY)
+            .env_remove("LUGE_LOG")
+            .env_remove("RUST_BACKTRACE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("luge binary starts");
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        capture(child.stdout.take().unwrap(), Arc::clone(&stdout), None);
+        capture(child.stderr.take().unwrap(), Arc::clone(&stderr), Some(tx));
+        let base = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("luge did not start: {}", stderr.lock().unwrap()));
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        Self { child, base, stdout, stderr, _cache: cache, agent }
+    }
+
+    /// Sends `method path` with `body`; returns status and raw body.
+    pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let url = format!("{}{path}", self.base);
+        let response = match method {
+            "GET" => self.agent.get(&url).call(),
+            "POST" => self.agent.post(&url).header("content-type", "application/json").send(body),
+            "PUT" => self.agent.put(&url).send(body),
+            "DELETE" => self.agent.delete(&url).call(),
+            other => panic!("method {other}"),
+        };
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = response.status().as_u16();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(128 << 20)
+            .read_to_vec()
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// POSTs JSON; returns status and the JSON reply.
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let (status, body) = self.request("POST", path, &serde_json::to_vec(body).unwrap());
+        (status, parse(&body))
+    }
+
+    /// GETs JSON.
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let (status, body) = self.request("GET", path, b"");
+        (status, parse(&body))
+    }
+
+    /// Everything the process wrote to stdout and stderr so far, once both
+    /// hold at least `sentinels` activation sentinels (or after 5 s).
+    pub fn streams(&self, sentinels: usize) -> (String, String) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let out = self.stdout.lock().unwrap().clone();
+            let err = self.stderr.lock().unwrap().clone();
+            let enough = |s: &str| s.matches(luge_openwhisk_sentinel()).count() >= sentinels;
+            if (enough(&out) && enough(&err)) || Instant::now() > deadline {
+                return (out, err);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Luge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn luge_openwhisk_sentinel() -> &'static str {
+    "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
+}
+
+/// A reply body as JSON (`null` when it is not JSON).
+pub fn parse(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+/// One action container as OpenWhisk sees it, behind either front end.
+pub trait ActionContainer {
+    /// POST /init.
+    fn init(&self, body: &Value) -> (u16, Value);
+    /// POST /run.
+    fn run(&self, body: &Value) -> (u16, Value);
+    /// The activation logs so far: (stdout, stderr), waiting for `sentinels`.
+    fn logs(&self, sentinels: usize) -> (String, String);
+}
+
+/// `luge proxy`: the container is the process.
+pub struct ProxyContainer(pub Luge);
+
+impl ActionContainer for ProxyContainer {
+    fn init(&self, body: &Value) -> (u16, Value) {
+        self.0.post("/init", body)
+    }
+    fn run(&self, body: &Value) -> (u16, Value) {
+        self.0.post("/run", body)
+    }
+    fn logs(&self, sentinels: usize) -> (String, String) {
+        let (out, err) = self.0.streams(sentinels);
+        // The announcement line is the executor's, not the action's.
+        let err = err.lines().filter(|l| !l.starts_with("luge listening on")).collect::<Vec<_>>().join("\n");
+        (out, err)
+    }
+}
+
+/// `luge serve`: one container id on a shared process.
+pub struct ServeContainer<'a> {
+    pub luge: &'a Luge,
+    pub id: String,
+}
+
+impl ActionContainer for ServeContainer<'_> {
+    fn init(&self, body: &Value) -> (u16, Value) {
+        self.luge.post(&format!("/{}/init", self.id), body)
+    }
+    fn run(&self, body: &Value) -> (u16, Value) {
+        self.luge.post(&format!("/{}/run", self.id), body)
+    }
+    fn logs(&self, _sentinels: usize) -> (String, String) {
+        let (status, logs) = self.luge.get(&format!("/{}/logs", self.id));
+        assert_eq!(status, 200, "{logs}");
+        let mut out = String::new();
+        let mut err = String::new();
+        for line in logs["logs"].as_array().unwrap() {
+            let target = if line["stream"] == "stdout" { &mut out } else { &mut err };
+            target.push_str(line["log"].as_str().unwrap());
+            target.push('\n');
+        }
+        (out, err)
+    }
+}
+
+/// Runs `scenario` against a fresh `luge proxy` and against a container of
+/// a shared `luge serve`, with the same extra flags.
+pub fn on_both_front_ends(args: &[&str], scenario: impl Fn(&dyn ActionContainer)) {
+    let proxy = ProxyContainer(Luge::start("proxy", args));
+    scenario(&proxy);
+    let serve = Luge::start("serve", args);
+    scenario(&ServeContainer { luge: &serve, id: "c1".into() });
+}
+
+/// The directory the tests use as `--fs-root`, with fixtures inside.
+pub fn fs_root_fixture() -> (tempfile::TempDir, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("data/ro")).unwrap();
+    std::fs::create_dir_all(root.path().join("data/rw")).unwrap();
+    std::fs::write(root.path().join("data/ro/hello.txt"), "hello from the host").unwrap();
+    std::fs::write(root.path().join("secret.txt"), "not granted").unwrap();
+    std::fs::write(outside.path().join("outside.txt"), "outside the root").unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("data/escape")).unwrap();
+    (root, outside)
+}
+
+/// Path as a str.
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}

@@ -1,0 +1,204 @@
+//! OpenWhisk's canonical runtime-proxy suite (BasicActionRunnerTests), every
+//! scenario through both `luge proxy` and `luge serve`.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+const SENTINEL: &str = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX";
+
+#[test]
+fn initialization_with_no_code() {
+    on_both_front_ends(&[], |c| {
+        let (status, _) = c.init(&json!({"value": {"code": "", "main": ""}}));
+        assert_ne!(status, 200);
+    });
+}
+
+#[test]
+fn initialization_with_no_content() {
+    on_both_front_ends(&[], |c| {
+        let (status, body) = c.init(&json!({}));
+        assert_ne!(status, 200);
+        assert_eq!(body, json!({"error": "Missing main/no code to execute."}));
+    });
+}
+
+#[test]
+fn not_returning_a_dictionary() {
+    on_both_front_ends(&[], |c| {
+        assert_eq!(c.init(&init_body(&wasm("notdict"), "main", json!({}))).0, 200);
+        let (status, body) = c.run(&json!({}));
+        assert_ne!(status, 200);
+        assert_eq!(body, json!({"error": "The action did not return a dictionary."}));
+    });
+}
+
+#[test]
+fn second_initialization_is_refused() {
+    on_both_front_ends(&[], |c| {
+        let init = init_body(&wasm("echo"), "main", json!({}));
+        assert_eq!(c.init(&init).0, 200);
+        let (status, body) = c.init(&init);
+        assert_ne!(status, 200);
+        assert_eq!(body, json!({"error": "Cannot initialize the action more than once."}));
+        let (out, err) = c.logs(0);
+        assert!((out + &err).contains("Cannot initialize the action more than once."));
+    });
+}
+
+#[test]
+fn non_standard_entry_point() {
+    on_both_front_ends(&[], |c| {
+        assert_eq!(c.init(&init_body(&wasm("entry"), "niam", json!({}))).0, 200);
+        let arg = json!({"string": "hello"});
+        assert_eq!(c.run(&json!({"value": arg})), (200, arg));
+        let (_, err) = c.logs(1);
+        assert_eq!(err.replace(SENTINEL, "").trim(), "");
+    });
+}
+
+#[test]
+fn missing_entry_point_is_an_init_error() {
+    on_both_front_ends(&[], |c| {
+        let (status, body) = c.init(&init_body(&wasm("echo"), "nosuch", json!({})));
+        assert_ne!(status, 200);
+        assert!(body["error"].as_str().unwrap().contains("'nosuch'"), "{body}");
+    });
+}
+
+#[test]
+fn echo_arguments_and_logs() {
+    on_both_front_ends(&[], |c| {
+        assert_eq!(c.init(&init_body(&wasm("echo"), "main", json!({}))).0, 200);
+        let argss = [
+            json!({"string": "hello"}),
+            json!({"string": "❄ ☃ ❄"}),
+            json!({"numbers": [42, 1]}),
+            json!({"object": {"a": "A"}}),
+        ];
+        for args in &argss {
+            assert_eq!(c.run(&json!({"value": args})), (200, args.clone()));
+        }
+        let (out, err) = c.logs(argss.len());
+        assert!(out.contains("hello stdout"), "{out}");
+        assert!(err.contains("hello stderr"), "{err}");
+        assert_eq!(out.matches(SENTINEL).count(), argss.len());
+        assert_eq!(err.matches(SENTINEL).count(), argss.len());
+        // The result is not repeated in the logs.
+        assert!(!out.contains("numbers"), "{out}");
+    });
+}
+
+#[test]
+fn unicode_in_params_logs_and_result() {
+    on_both_front_ends(&[], |c| {
+        assert_eq!(c.init(&init_body(&wasm("unicode"), "main", json!({}))).0, 200);
+        let (status, result) = c.run(&json!({"value": {"delimiter": "❄"}}));
+        assert_eq!(status, 200);
+        assert_eq!(result["winter"], "❄ ☃ ❄");
+        let (out, _) = c.logs(1);
+        assert!(out.contains("❄ ☃ ❄"), "{out}");
+    });
+}
+
+#[test]
+fn init_env_is_exported_before_initialization() {
+    on_both_front_ends(&[], |c| {
+        let env = json!({
+            "SOME_VAR": "xyz", "ANOTHER_VAR": "",
+            "ARRAY": ["a", "b"], "OBJECT": {"a": "A"}, "STRING": "xyz",
+            "NUMBER": 3, "BOOL": true, "NULL": null
+        });
+        assert_eq!(c.init(&init_body(&wasm("env"), "main", json!({"env": env}))).0, 200);
+        let (status, out) = c.run(&json!({"value": {}}));
+        assert_eq!(status, 200);
+        let env = &out["env"];
+        assert_eq!(env["SOME_VAR"], "xyz");
+        assert_eq!(env["ANOTHER_VAR"], "");
+        let array: serde_json::Value = serde_json::from_str(env["ARRAY"].as_str().unwrap()).unwrap();
+        assert_eq!(array, json!(["a", "b"]));
+        let object: serde_json::Value = serde_json::from_str(env["OBJECT"].as_str().unwrap()).unwrap();
+        assert_eq!(object, json!({"a": "A"}));
+        assert_eq!(env["STRING"], "xyz");
+        assert_eq!(env["NUMBER"], "3");
+        assert_eq!(env["BOOL"], "true");
+        assert_eq!(env["NULL"], "");
+    });
+}
+
+#[test]
+fn activation_context_variables() {
+    on_both_front_ends(&[], |c| {
+        assert_eq!(c.init(&init_body(&wasm("env"), "main", json!({}))).0, 200);
+        let props = json!({
+            "api_host": "xyz", "api_key": "abc", "namespace": "zzz",
+            "action_name": "xxx", "action_version": "0.0.1",
+            "activation_id": "iii", "deadline": "123"
+        });
+        let mut run = props.clone();
+        run["value"] = json!({});
+        let (status, out) = c.run(&run);
+        assert_eq!(status, 200);
+        for (k, v) in props.as_object().unwrap() {
+            assert_eq!(&out[k], v, "{k}");
+        }
+        // Each activation has its own context: a second run without it sees none.
+        let (_, out) = c.run(&json!({"value": {}}));
+        assert_eq!(out["activation_id"], json!(null));
+    });
+}
+
+#[test]
+fn large_input_is_echoed_intact() {
+    on_both_front_ends(&[], |c| {
+        assert_eq!(c.init(&init_body(&wasm("echo"), "main", json!({}))).0, 200);
+        let arg = json!({"arg": "a".repeat(1048561)});
+        let (status, out) = c.run(&json!({"value": arg}));
+        assert_eq!(status, 200);
+        assert!(out == arg, "large input was not echoed intact");
+    });
+}
+
+#[test]
+fn zip_and_c_actions() {
+    on_both_front_ends(&[], |c| {
+        let mut zip = std::io::Cursor::new(Vec::new());
+        {
+            use std::io::Write;
+            let mut writer = zip::ZipWriter::new(&mut zip);
+            writer.start_file("README.md", zip::write::SimpleFileOptions::default()).unwrap();
+            writer.write_all(b"a C action").unwrap();
+            writer.start_file("bin/hello.wasm", zip::write::SimpleFileOptions::default()).unwrap();
+            writer.write_all(&wasm("c-hello")).unwrap();
+            writer.finish().unwrap();
+        }
+        assert_eq!(c.init(&init_body(zip.get_ref(), "main", json!({}))).0, 200);
+        let (status, out) = c.run(&json!({"value": {"x": 1}}));
+        assert_eq!(status, 200);
+        assert_eq!(out["greeting"], "hello from C");
+        assert_eq!(out["input_bytes"], 7);
+        let (out, err) = c.logs(1);
+        assert!(out.contains("hello from C on stdout"), "{out}");
+        assert!(err.contains("hello from C on stderr"), "{err}");
+    });
+}
+
+#[test]
+fn precompiled_artifact_of_this_operator_loads() {
+    use luge_core::{ArtifactKey, ModuleRegistry};
+    let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
+        pooling: false,
+        ..Default::default()
+    })
+    .unwrap();
+    let key = ArtifactKey::from_secret(TEST_KEY.as_bytes()).unwrap();
+    let sealed = ModuleRegistry::new(std::sync::Arc::new(runtime), key, None)
+        .compile_sealed(&wasm("echo"))
+        .unwrap();
+    on_both_front_ends(&[], |c| {
+        assert_eq!(c.init(&init_body(&sealed, "main", json!({}))).0, 200);
+        assert_eq!(c.run(&json!({"value": {"k": "v"}})), (200, json!({"k": "v"})));
+    });
+}
