@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/target/wasm"
 mkdir -p "$out"
 
-cargo build --quiet --manifest-path "$root/actions/Cargo.toml" \
+cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$root/actions/target" \
     --target wasm32-wasip1 --release
 cp "$root"/actions/target/wasm32-wasip1/release/*.wasm "$out/"
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use luge_core::limits::{DEFAULT_MAX_OUTPUT_BYTES, Limits};
 use luge_core::artifact::{self, KeySource};
+use luge_core::limits::{DEFAULT_MAX_OUTPUT_BYTES, Limits};
 use luge_core::{LimitPolicy, ModuleRegistry, WasmRuntime};
 use luge_openwhisk::InitSettings;
 
@@ -104,7 +104,9 @@ pub struct Settings {
 
 impl Common {
     fn cache_dir(&self) -> PathBuf {
-        self.cache_dir.clone().unwrap_or_else(artifact::default_cache_dir)
+        self.cache_dir
+            .clone()
+            .unwrap_or_else(artifact::default_cache_dir)
     }
 
     fn limit_policy(&self) -> anyhow::Result<LimitPolicy> {
@@ -160,7 +162,11 @@ impl Common {
             None => None,
         };
         Ok(Settings {
-            registry: Arc::new(ModuleRegistry::new(runtime, key, Some(cache_dir.join("modules")))),
+            registry: Arc::new(ModuleRegistry::new(
+                runtime,
+                key,
+                Some(cache_dir.join("modules")),
+            )),
             init: InitSettings {
                 fs_root,
                 limits: self.limit_policy()?,

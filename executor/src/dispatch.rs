@@ -10,7 +10,9 @@ use luge_openwhisk::PreparedRun;
 
 /// Runs a prepared invocation and returns its outcome.
 pub async fn invoke(prepared: PreparedRun) -> Outcome {
-    let PreparedRun { module, invocation, .. } = prepared;
+    let PreparedRun {
+        module, invocation, ..
+    } = prepared;
     blocking(move || module.run(invocation))
         .await
         .unwrap_or_else(|message| Outcome::failed(message))

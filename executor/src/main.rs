@@ -1,38 +1,7 @@
-//! `luge`: the Luge executor.
-//!
-//! - `luge proxy`: one OpenWhisk action container per process (`/init`,
-//!   `/run`), a drop-in for an action runtime image.
-//! - `luge serve`: many containers per process (`/{id}/init|run|destroy`,
-//!   `/{id}/logs`), for OpenWhisk's WasmContainerFactory.
-//!
-//! This binary is a thin layer: CLI and configuration ([`cli`]), HTTP
-//! plumbing ([`http`]), routing ([`routes`]), and handing invocations to the
-//! engine off the async threads ([`dispatch`]).
-
-mod cli;
-mod dispatch;
-mod http;
-mod routes;
+//! `luge`: see the `luge_executor` library for what it does.
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> anyhow::Result<()> {
-    let cli = cli::Cli::parse();
-    // Logs go to stderr. In proxy mode the process's streams are the
-    // action's logs as OpenWhisk collects them, so only warnings go there.
-    let default_level = match cli.command {
-        cli::Command::Proxy { .. } => "warn",
-        cli::Command::Serve { .. } => "info",
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("LUGE_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("luge-http")
-        .build()?;
-    runtime.block_on(routes::run(cli))
+    luge_executor::main_with(luge_executor::cli::Cli::parse())
 }

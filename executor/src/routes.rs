@@ -27,6 +27,18 @@ struct App {
 
 /// Runs the command until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let (listen, app) = build(cli)?;
+    let listener = http::bind(listen).await?;
+    serve(listener, app, shutdown_signal()).await;
+    Ok(())
+}
+
+/// A configured executor, ready to serve.
+pub struct Executor(Arc<App>);
+
+/// Builds the executor for `cli` without binding: the listen address and the
+/// executor to pass to [`serve`].
+pub fn build(cli: Cli) -> anyhow::Result<(std::net::SocketAddr, Executor)> {
     let (listen, common, mode) = match cli.command {
         Command::Proxy { listen, common } => {
             let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
@@ -39,28 +51,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         mode,
         next_request: AtomicU64::new(1),
     });
-    let listener = http::bind(listen).await?;
+    Ok((listen, Executor(app)))
+}
+
+/// Serves `executor` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    executor: Executor,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let app = executor.0;
     let handler = move |request: Request| {
         let app = Arc::clone(&app);
         let id = app.next_request.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path());
         async move { app.handle(request).await }.instrument(span)
     };
-    http::serve(listener, handler, shutdown_signal()).await;
-    Ok(())
+    http::serve(listener, handler, shutdown).await;
 }
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -85,20 +106,27 @@ impl App {
                 let container = Arc::clone(container);
                 self.run(request, &container).await
             }
-            (&Method::POST, [id, "init"], Mode::Serve(containers)) => match containers.get_or_create(id) {
-                Ok(hosted) => self.init(request, Arc::clone(&hosted.container)).await,
-                Err(reply) => http::reply(reply),
-            },
+            (&Method::POST, [id, "init"], Mode::Serve(containers)) => {
+                match containers.get_or_create(id) {
+                    Ok(hosted) => self.init(request, Arc::clone(&hosted.container)).await,
+                    Err(reply) => http::reply(reply),
+                }
+            }
             (&Method::POST, [id, "run"], Mode::Serve(containers)) => match containers.get(id) {
                 Ok(hosted) => self.run(request, &hosted.container).await,
                 Err(reply) => http::reply(reply),
             },
-            (&Method::POST, [id, "destroy"], Mode::Serve(containers)) => match containers.destroy(id) {
-                Ok(()) => http::json(StatusCode::OK, &serde_json::json!({ "ok": true })),
-                Err(reply) => http::reply(reply),
-            },
+            (&Method::POST, [id, "destroy"], Mode::Serve(containers)) => {
+                match containers.destroy(id) {
+                    Ok(()) => http::json(StatusCode::OK, &serde_json::json!({ "ok": true })),
+                    Err(reply) => http::reply(reply),
+                }
+            }
             (&Method::GET, [id, "logs"], Mode::Serve(containers)) => match containers.get(id) {
-                Ok(hosted) => http::json(StatusCode::OK, &serde_json::json!({ "logs": hosted.logs.drain() })),
+                Ok(hosted) => http::json(
+                    StatusCode::OK,
+                    &serde_json::json!({ "logs": hosted.logs.drain() }),
+                ),
                 Err(reply) => http::reply(reply),
             },
             _ => http::json_error(

@@ -15,14 +15,23 @@ fn healthy(luge: &Luge) {
 
 fn expect_error(status: u16, body: &serde_json::Value, contains: &str) {
     assert!((400..600).contains(&status), "status {status}: {body}");
-    let message = body["error"].as_str().unwrap_or_else(|| panic!("no error field: {body}"));
+    let message = body["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error field: {body}"));
     assert!(message.contains(contains), "{message:?} lacks {contains:?}");
 }
 
 #[test]
 fn every_kind_of_bad_input() {
     let luge = Luge::start("serve", &["--max-body-mb", "2"]);
-    assert_eq!(luge.post("/healthy/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
+    assert_eq!(
+        luge.post(
+            "/healthy/init",
+            &init_body(&wasm("echo"), "main", json!({}))
+        )
+        .0,
+        200
+    );
 
     let raw = |path: &str, body: &[u8]| {
         let (status, body) = luge.request("POST", path, body);
@@ -34,29 +43,43 @@ fn every_kind_of_bad_input() {
     let (s, b) = raw("/healthy/run", b"not json at all");
     expect_error(s, &b, "not valid JSON");
 
-    let (s, b) = luge.post("/x2/init", &json!({"value": {"code": "!!!*not base64*", "binary": true}}));
+    let (s, b) = luge.post(
+        "/x2/init",
+        &json!({"value": {"code": "!!!*not base64*", "binary": true}}),
+    );
     expect_error(s, &b, "base64");
 
     let mut zip = std::io::Cursor::new(Vec::new());
     {
         use std::io::Write;
         let mut writer = zip::ZipWriter::new(&mut zip);
-        writer.start_file("README", zip::write::SimpleFileOptions::default()).unwrap();
+        writer
+            .start_file("README", zip::write::SimpleFileOptions::default())
+            .unwrap();
         writer.write_all(b"no module here").unwrap();
         writer.finish().unwrap();
     }
     let (s, b) = luge.post("/x3/init", &init_body(zip.get_ref(), "main", json!({})));
     expect_error(s, &b, "holds no WebAssembly module");
 
-    let (s, b) = luge.post("/x4/init", &init_body(b"#!/bin/sh\necho not wasm", "main", json!({})));
+    let (s, b) = luge.post(
+        "/x4/init",
+        &init_body(b"#!/bin/sh\necho not wasm", "main", json!({})),
+    );
     expect_error(s, &b, "not a WebAssembly module");
 
-    let (s, b) = luge.post("/x5/init", &init_body(b"\0asm\x01\0\0\0\x01\xff", "main", json!({})));
+    let (s, b) = luge.post(
+        "/x5/init",
+        &init_body(b"\0asm\x01\0\0\0\x01\xff", "main", json!({})),
+    );
     expect_error(s, &b, "invalid WebAssembly module");
 
     // Native code without the operator's seal: a raw ELF, and an artifact
     // sealed with somebody else's key.
-    let (s, b) = luge.post("/x6/init", &init_body(b"\x7fELF\x02\x01\x01\0", "main", json!({})));
+    let (s, b) = luge.post(
+        "/x6/init",
+        &init_body(b"\x7fELF\x02\x01\x01\0", "main", json!({})),
+    );
     expect_error(s, &b, "unauthenticated");
     let forged = {
         use luge_core::{ArtifactKey, ModuleRegistry};
@@ -73,9 +96,23 @@ fn every_kind_of_bad_input() {
     let (s, b) = luge.post("/x7/init", &init_body(&forged, "main", json!({})));
     expect_error(s, &b, "authentication failed");
 
-    let (s, b) = luge.post("/x8/init", &init_body(&wasm("echo"), "main", json!({"annotations": {"limits.memory_mb": 100000}})));
+    let (s, b) = luge.post(
+        "/x8/init",
+        &init_body(
+            &wasm("echo"),
+            "main",
+            json!({"annotations": {"limits.memory_mb": 100000}}),
+        ),
+    );
     expect_error(s, &b, "exceeds the operator maximum");
-    let (s, b) = luge.post("/x9/init", &init_body(&wasm("echo"), "main", json!({"annotations": {"limits.memroy_mb": 1}})));
+    let (s, b) = luge.post(
+        "/x9/init",
+        &init_body(
+            &wasm("echo"),
+            "main",
+            json!({"annotations": {"limits.memroy_mb": 1}}),
+        ),
+    );
     expect_error(s, &b, "unknown annotation");
 
     // An oversized body is refused from its Content-Length, before it is
@@ -96,7 +133,11 @@ fn every_kind_of_bad_input() {
 
     healthy(&luge);
     // A failed init can be retried with good code.
-    assert_eq!(luge.post("/x4/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
+    assert_eq!(
+        luge.post("/x4/init", &init_body(&wasm("echo"), "main", json!({})))
+            .0,
+        200
+    );
 }
 
 #[test]
@@ -108,8 +149,15 @@ fn proxy_run_before_init_and_bad_bodies() {
     expect_error(s, &parse(&b), "not valid JSON");
     let (s, b) = luge.post("/nope", &json!({}));
     expect_error(s, &b, "No route");
-    assert_eq!(luge.post("/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
-    assert_eq!(luge.post("/run", &json!({"value": {"a": 1}})), (200, json!({"a": 1})));
+    assert_eq!(
+        luge.post("/init", &init_body(&wasm("echo"), "main", json!({})))
+            .0,
+        200
+    );
+    assert_eq!(
+        luge.post("/run", &json!({"value": {"a": 1}})),
+        (200, json!({"a": 1}))
+    );
     assert!(luge.alive());
 }
 
@@ -118,32 +166,52 @@ fn read_reply(stream: &mut std::net::TcpStream) -> (u16, serde_json::Value) {
     let mut reply = Vec::new();
     let _ = stream.read_to_end(&mut reply);
     let text = String::from_utf8_lossy(&reply);
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 fn connect(luge: &Luge) -> std::net::TcpStream {
     let addr = luge.base.trim_start_matches("http://");
     let stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
     stream
 }
 
 fn announce_oversized(luge: &Luge, path: &str, len: usize) -> (u16, serde_json::Value) {
     use std::io::Write;
     let mut stream = connect(luge);
-    write!(stream, "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     read_reply(&mut stream)
 }
 
 fn raw_chunked(luge: &Luge, path: &str, len: usize) -> (u16, serde_json::Value) {
     use std::io::Write;
     let mut stream = connect(luge);
-    write!(stream, "POST {path} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let chunk = vec![b'a'; 64 << 10];
     for _ in 0..len / chunk.len() {
-        if write!(stream, "{:x}\r\n", chunk.len()).is_err() || stream.write_all(&chunk).is_err() || stream.write_all(b"\r\n").is_err() {
+        if write!(stream, "{:x}\r\n", chunk.len()).is_err()
+            || stream.write_all(&chunk).is_err()
+            || stream.write_all(b"\r\n").is_err()
+        {
             break; // the server answered and closed: read what it said
         }
     }

@@ -12,11 +12,17 @@ use serde_json::json;
 fn endless_loop_meets_its_time_limit_while_others_run() {
     on_both_front_ends(&[], |c| {
         let annotations = json!({"annotations": {"limits.timeout_ms": 700}});
-        assert_eq!(c.init(&init_body(&wasm("spin"), "main", annotations)).0, 200);
+        assert_eq!(
+            c.init(&init_body(&wasm("spin"), "main", annotations)).0,
+            200
+        );
         let started = Instant::now();
         let (status, body) = c.run(&json!({"value": {}}));
         assert_eq!(status, 502);
-        assert_eq!(body, json!({"error": "The action exceeded its time limits of 700 milliseconds."}));
+        assert_eq!(
+            body,
+            json!({"error": "The action exceeded its time limits of 700 milliseconds."})
+        );
         assert!(started.elapsed() < Duration::from_secs(5));
         let (_, err) = c.logs(1);
         assert!(err.contains("exceeded its time limits"), "{err}");
@@ -27,8 +33,16 @@ fn endless_loop_meets_its_time_limit_while_others_run() {
 fn other_containers_are_served_during_a_runaway() {
     let luge = Luge::start("serve", &[]);
     let annotations = json!({"annotations": {"limits.timeout_ms": 1500}});
-    assert_eq!(luge.post("/spin/init", &init_body(&wasm("spin"), "main", annotations)).0, 200);
-    assert_eq!(luge.post("/echo/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
+    assert_eq!(
+        luge.post("/spin/init", &init_body(&wasm("spin"), "main", annotations))
+            .0,
+        200
+    );
+    assert_eq!(
+        luge.post("/echo/init", &init_body(&wasm("echo"), "main", json!({})))
+            .0,
+        200
+    );
     std::thread::scope(|s| {
         let spinners: Vec<_> = (0..2)
             .map(|_| s.spawn(|| luge.post("/spin/run", &json!({"value": {}}))))
@@ -36,8 +50,15 @@ fn other_containers_are_served_during_a_runaway() {
         std::thread::sleep(Duration::from_millis(200));
         for i in 0..20 {
             let started = Instant::now();
-            assert_eq!(luge.post("/echo/run", &json!({"value": {"i": i}})), (200, json!({"i": i})));
-            assert!(started.elapsed() < Duration::from_millis(1000), "echo waited {:?}", started.elapsed());
+            assert_eq!(
+                luge.post("/echo/run", &json!({"value": {"i": i}})),
+                (200, json!({"i": i}))
+            );
+            assert!(
+                started.elapsed() < Duration::from_millis(1000),
+                "echo waited {:?}",
+                started.elapsed()
+            );
         }
         for spinner in spinners {
             assert_eq!(spinner.join().unwrap().0, 502);
@@ -49,19 +70,32 @@ fn other_containers_are_served_during_a_runaway() {
 fn memory_hog_meets_its_memory_limit() {
     on_both_front_ends(&[], |c| {
         let annotations = json!({"annotations": {"limits.memory_mb": 64}});
-        assert_eq!(c.init(&init_body(&wasm("memhog"), "main", annotations)).0, 200);
+        assert_eq!(
+            c.init(&init_body(&wasm("memhog"), "main", annotations)).0,
+            200
+        );
         let (status, body) = c.run(&json!({"value": {"mb": 512}}));
         assert_eq!(status, 502);
-        assert_eq!(body, json!({"error": "The action exceeded its memory limit of 64 MiB."}));
+        assert_eq!(
+            body,
+            json!({"error": "The action exceeded its memory limit of 64 MiB."})
+        );
         // Within the limit it works, in the same container.
-        assert_eq!(c.run(&json!({"value": {"mb": 16}})), (200, json!({"allocated_mb": 16})));
+        assert_eq!(
+            c.run(&json!({"value": {"mb": 16}})),
+            (200, json!({"allocated_mb": 16}))
+        );
     });
 }
 
 #[test]
 fn default_memory_limit_comes_from_the_operator() {
     let luge = Luge::start("serve", &["--memory-mb", "48"]);
-    assert_eq!(luge.post("/m/init", &init_body(&wasm("memhog"), "main", json!({}))).0, 200);
+    assert_eq!(
+        luge.post("/m/init", &init_body(&wasm("memhog"), "main", json!({})))
+            .0,
+        200
+    );
     let (status, body) = luge.post("/m/run", &json!({"value": {"mb": 100}}));
     assert_eq!(status, 502);
     assert!(body["error"].as_str().unwrap().contains("48 MiB"), "{body}");
@@ -73,12 +107,27 @@ fn traps_panics_and_exit_codes_are_action_errors() {
         assert_eq!(c.init(&init_body(&wasm("fail"), "main", json!({}))).0, 200);
         let (status, body) = c.run(&json!({"value": {"mode": "trap"}}));
         assert_eq!(status, 502);
-        assert!(body["error"].as_str().unwrap().starts_with("The action trapped"), "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("The action trapped"),
+            "{body}"
+        );
         let (status, body) = c.run(&json!({"value": {"mode": "panic"}}));
         assert_eq!(status, 502);
-        assert!(body["error"].as_str().unwrap().starts_with("The action trapped"), "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("The action trapped"),
+            "{body}"
+        );
         let (status, body) = c.run(&json!({"value": {"mode": "exit"}}));
-        assert_eq!((status, body), (502, json!({"error": "The action exited with status 3."})));
+        assert_eq!(
+            (status, body),
+            (502, json!({"error": "The action exited with status 3."}))
+        );
         let (_, err) = c.logs(3);
         assert!(err.contains("the action panicked on purpose"), "{err}");
         assert!(err.contains("giving up with status 3"), "{err}");

@@ -28,10 +28,16 @@ fn initialization_with_no_content() {
 #[test]
 fn not_returning_a_dictionary() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&wasm("notdict"), "main", json!({}))).0, 200);
+        assert_eq!(
+            c.init(&init_body(&wasm("notdict"), "main", json!({}))).0,
+            200
+        );
         let (status, body) = c.run(&json!({}));
         assert_ne!(status, 200);
-        assert_eq!(body, json!({"error": "The action did not return a dictionary."}));
+        assert_eq!(
+            body,
+            json!({"error": "The action did not return a dictionary."})
+        );
     });
 }
 
@@ -42,7 +48,10 @@ fn second_initialization_is_refused() {
         assert_eq!(c.init(&init).0, 200);
         let (status, body) = c.init(&init);
         assert_ne!(status, 200);
-        assert_eq!(body, json!({"error": "Cannot initialize the action more than once."}));
+        assert_eq!(
+            body,
+            json!({"error": "Cannot initialize the action more than once."})
+        );
         let (out, err) = c.logs(0);
         assert!((out + &err).contains("Cannot initialize the action more than once."));
     });
@@ -64,7 +73,10 @@ fn missing_entry_point_is_an_init_error() {
     on_both_front_ends(&[], |c| {
         let (status, body) = c.init(&init_body(&wasm("echo"), "nosuch", json!({})));
         assert_ne!(status, 200);
-        assert!(body["error"].as_str().unwrap().contains("'nosuch'"), "{body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("'nosuch'"),
+            "{body}"
+        );
     });
 }
 
@@ -94,7 +106,10 @@ fn echo_arguments_and_logs() {
 #[test]
 fn unicode_in_params_logs_and_result() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&wasm("unicode"), "main", json!({}))).0, 200);
+        assert_eq!(
+            c.init(&init_body(&wasm("unicode"), "main", json!({}))).0,
+            200
+        );
         let (status, result) = c.run(&json!({"value": {"delimiter": "❄"}}));
         assert_eq!(status, 200);
         assert_eq!(result["winter"], "❄ ☃ ❄");
@@ -111,15 +126,21 @@ fn init_env_is_exported_before_initialization() {
             "ARRAY": ["a", "b"], "OBJECT": {"a": "A"}, "STRING": "xyz",
             "NUMBER": 3, "BOOL": true, "NULL": null
         });
-        assert_eq!(c.init(&init_body(&wasm("env"), "main", json!({"env": env}))).0, 200);
+        assert_eq!(
+            c.init(&init_body(&wasm("env"), "main", json!({"env": env})))
+                .0,
+            200
+        );
         let (status, out) = c.run(&json!({"value": {}}));
         assert_eq!(status, 200);
         let env = &out["env"];
         assert_eq!(env["SOME_VAR"], "xyz");
         assert_eq!(env["ANOTHER_VAR"], "");
-        let array: serde_json::Value = serde_json::from_str(env["ARRAY"].as_str().unwrap()).unwrap();
+        let array: serde_json::Value =
+            serde_json::from_str(env["ARRAY"].as_str().unwrap()).unwrap();
         assert_eq!(array, json!(["a", "b"]));
-        let object: serde_json::Value = serde_json::from_str(env["OBJECT"].as_str().unwrap()).unwrap();
+        let object: serde_json::Value =
+            serde_json::from_str(env["OBJECT"].as_str().unwrap()).unwrap();
         assert_eq!(object, json!({"a": "A"}));
         assert_eq!(env["STRING"], "xyz");
         assert_eq!(env["NUMBER"], "3");
@@ -168,9 +189,13 @@ fn zip_and_c_actions() {
         {
             use std::io::Write;
             let mut writer = zip::ZipWriter::new(&mut zip);
-            writer.start_file("README.md", zip::write::SimpleFileOptions::default()).unwrap();
+            writer
+                .start_file("README.md", zip::write::SimpleFileOptions::default())
+                .unwrap();
             writer.write_all(b"a C action").unwrap();
-            writer.start_file("bin/hello.wasm", zip::write::SimpleFileOptions::default()).unwrap();
+            writer
+                .start_file("bin/hello.wasm", zip::write::SimpleFileOptions::default())
+                .unwrap();
             writer.write_all(&wasm("c-hello")).unwrap();
             writer.finish().unwrap();
         }
@@ -199,6 +224,9 @@ fn precompiled_artifact_of_this_operator_loads() {
         .unwrap();
     on_both_front_ends(&[], |c| {
         assert_eq!(c.init(&init_body(&sealed, "main", json!({}))).0, 200);
-        assert_eq!(c.run(&json!({"value": {"k": "v"}})), (200, json!({"k": "v"})));
+        assert_eq!(
+            c.run(&json!({"value": {"k": "v"}})),
+            (200, json!({"k": "v"}))
+        );
     });
 }

@@ -18,7 +18,10 @@ fn containers_share_a_module_until_the_last_is_destroyed() {
     assert_eq!(health["compiles"], 1);
 
     assert_eq!(luge.post("/a/destroy", &json!({})).0, 200);
-    assert_eq!(luge.post("/b/run", &json!({"value": {"still": "here"}})).1, json!({"still": "here"}));
+    assert_eq!(
+        luge.post("/b/run", &json!({"value": {"still": "here"}})).1,
+        json!({"still": "here"})
+    );
     assert_eq!(luge.get("/healthz").1["modules"], 1);
     assert_eq!(luge.post("/b/destroy", &json!({})).0, 200);
     let (_, health) = luge.get("/healthz");
@@ -35,7 +38,11 @@ fn containers_share_a_module_until_the_last_is_destroyed() {
 #[test]
 fn concurrent_runs_on_one_container() {
     let luge = Luge::start("serve", &[]);
-    assert_eq!(luge.post("/c/init", &init_body(&wasm("echo"), "main", json!({}))).0, 200);
+    assert_eq!(
+        luge.post("/c/init", &init_body(&wasm("echo"), "main", json!({})))
+            .0,
+        200
+    );
     std::thread::scope(|s| {
         for i in 0..16 {
             let luge = &luge;

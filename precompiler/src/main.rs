@@ -62,20 +62,26 @@ fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
             Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
         }
         #[allow(unreachable_patterns)]
-        other => bail!("engine {other:?} is not compiled into this luge-precompile (cargo feature)"),
+        other => {
+            bail!("engine {other:?} is not compiled into this luge-precompile (cargo feature)")
+        }
     }
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let bytes = std::fs::read(&cli.input).with_context(|| format!("reading {}", cli.input.display()))?;
+    let bytes =
+        std::fs::read(&cli.input).with_context(|| format!("reading {}", cli.input.display()))?;
     let wasm = match ModuleCode::detect(bytes, usize::MAX)
         .with_context(|| format!("{} is not usable", cli.input.display()))?
     {
         ModuleCode::Wasm(wasm) => wasm,
         ModuleCode::Artifact(_) => bail!("{} is already a Luge artifact", cli.input.display()),
     };
-    let cache_dir = cli.cache_dir.clone().unwrap_or_else(artifact::default_cache_dir);
+    let cache_dir = cli
+        .cache_dir
+        .clone()
+        .unwrap_or_else(artifact::default_cache_dir);
     let (key, _) = artifact::operator_key(cli.key_file.as_deref(), &cache_dir)?;
     let runtime = runtime(&cli)?;
     let id = runtime.id().clone();
@@ -84,7 +90,8 @@ fn main() -> anyhow::Result<()> {
         .compile_sealed(&wasm)
         .with_context(|| format!("{} was refused", cli.input.display()))?;
     let output = if cli.zip { zipped(&sealed)? } else { sealed };
-    std::fs::write(&cli.output, &output).with_context(|| format!("writing {}", cli.output.display()))?;
+    std::fs::write(&cli.output, &output)
+        .with_context(|| format!("writing {}", cli.output.display()))?;
     eprintln!(
         "wrote {} ({} bytes, {id})",
         cli.output.display(),

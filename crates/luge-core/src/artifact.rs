@@ -94,12 +94,18 @@ pub fn operator_key(
     cache_dir: &Path,
 ) -> Result<(ArtifactKey, KeySource), ArtifactError> {
     if let Some(path) = key_file {
-        let secret =
-            std::fs::read(path).map_err(|e| ArtifactError::Io(format!("{}: {e}", path.display())))?;
-        return Ok((ArtifactKey::from_secret(&secret)?, KeySource::File(path.to_owned())));
+        let secret = std::fs::read(path)
+            .map_err(|e| ArtifactError::Io(format!("{}: {e}", path.display())))?;
+        return Ok((
+            ArtifactKey::from_secret(&secret)?,
+            KeySource::File(path.to_owned()),
+        ));
     }
     if let Some(secret) = std::env::var_os("LUGE_KEY") {
-        return Ok((ArtifactKey::from_secret(secret.as_encoded_bytes())?, KeySource::Environment));
+        return Ok((
+            ArtifactKey::from_secret(secret.as_encoded_bytes())?,
+            KeySource::Environment,
+        ));
     }
     let path = cache_dir.join("key");
     Ok((ArtifactKey::load_or_create(&path)?, KeySource::Local(path)))
@@ -138,7 +144,9 @@ pub enum ArtifactError {
     #[error("truncated or malformed Luge artifact")]
     Malformed,
     /// The MAC does not verify: made with another key, or tampered with.
-    #[error("artifact authentication failed: it was not made by this operator's precompiler (wrong key or modified)")]
+    #[error(
+        "artifact authentication failed: it was not made by this operator's precompiler (wrong key or modified)"
+    )]
     BadMac,
     /// Authentic, but for another engine build or CPU.
     #[error("artifact was built for {found}, but this executor runs {expected}")]
@@ -291,7 +299,11 @@ mod tests {
     #[test]
     fn other_key_is_refused() {
         let sealed = seal(&key("0123456789abcdef0123"), &engine("wasmtime"), b"x");
-        let err = open(&key("another secret of enough length"), &sealed, &engine("wasmtime"));
+        let err = open(
+            &key("another secret of enough length"),
+            &sealed,
+            &engine("wasmtime"),
+        );
         assert!(matches!(err, Err(ArtifactError::BadMac)));
     }
 
@@ -302,7 +314,10 @@ mod tests {
         for i in MAGIC.len()..sealed.len() {
             let mut tampered = sealed.clone();
             tampered[i] ^= 0x01;
-            assert!(open(&k, &tampered, &engine("wasmtime")).is_err(), "byte {i}");
+            assert!(
+                open(&k, &tampered, &engine("wasmtime")).is_err(),
+                "byte {i}"
+            );
         }
     }
 

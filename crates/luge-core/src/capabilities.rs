@@ -99,7 +99,9 @@ pub enum GrantError {
     #[error("directory grants need the operator's --fs-root; none is configured")]
     NoFsRoot,
     /// `/abs/path` as a host path.
-    #[error("directory grant {0:?}: host paths are relative to the fs root; absolute paths are refused")]
+    #[error(
+        "directory grant {0:?}: host paths are relative to the fs root; absolute paths are refused"
+    )]
     Absolute(String),
     /// `..` in a path.
     #[error("directory grant {0:?}: '..' escapes are refused")]
@@ -163,7 +165,9 @@ impl Annotations {
     fn set(&mut self, key: &str, value: &Value) -> Result<(), GrantError> {
         match key {
             "wasi.dirs" => {
-                let list = value.as_array().ok_or_else(|| bad(key, "expected a list"))?;
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| bad(key, "expected a list"))?;
                 for dir in list {
                     self.dirs.push(parse_dir(key, dir)?);
                 }
@@ -171,7 +175,9 @@ impl Annotations {
             // WOW's single-directory grant: the same relative path in the
             // guest, read-only (deny-by-default: write needs wasi.dirs).
             "dir" => {
-                let host = value.as_str().ok_or_else(|| bad(key, "expected a string"))?;
+                let host = value
+                    .as_str()
+                    .ok_or_else(|| bad(key, "expected a string"))?;
                 self.dirs.push(DirRequest {
                     host: host.to_owned(),
                     guest: host.to_owned(),
@@ -179,10 +185,14 @@ impl Annotations {
                 });
             }
             "net_access" => {
-                self.net_access = value.as_bool().ok_or_else(|| bad(key, "expected a boolean"))?;
+                self.net_access = value
+                    .as_bool()
+                    .ok_or_else(|| bad(key, "expected a boolean"))?;
             }
             "wasi.env" => {
-                let map = value.as_object().ok_or_else(|| bad(key, "expected an object"))?;
+                let map = value
+                    .as_object()
+                    .ok_or_else(|| bad(key, "expected an object"))?;
                 for (k, v) in map {
                     if k.is_empty() || k.contains('=') || k.contains('\0') {
                         return Err(bad(key, format!("invalid variable name {k:?}")));
@@ -191,7 +201,9 @@ impl Annotations {
                 }
             }
             "wasi.args" => {
-                let list = value.as_array().ok_or_else(|| bad(key, "expected a list"))?;
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| bad(key, "expected a list"))?;
                 for arg in list {
                     let arg = arg.as_str().ok_or_else(|| bad(key, "expected strings"))?;
                     self.args.push(arg.to_owned());
@@ -228,9 +240,18 @@ fn parse_dir(key: &str, dir: &Value) -> Result<DirRequest, GrantError> {
     let mode = match field("mode").unwrap_or("ro") {
         "ro" => DirMode::ReadOnly,
         "rw" => DirMode::ReadWrite,
-        other => return Err(bad(key, format!("mode must be \"ro\" or \"rw\", not {other:?}"))),
+        other => {
+            return Err(bad(
+                key,
+                format!("mode must be \"ro\" or \"rw\", not {other:?}"),
+            ));
+        }
     };
-    if guest.is_empty() || Path::new(guest).components().any(|c| c == Component::ParentDir) {
+    if guest.is_empty()
+        || Path::new(guest)
+            .components()
+            .any(|c| c == Component::ParentDir)
+    {
         return Err(bad(key, format!("invalid guest path {guest:?}")));
     }
     Ok(DirRequest {
@@ -314,7 +335,10 @@ mod tests {
         ]);
         let a = Annotations::parse(&object).unwrap();
         assert_eq!(a, Annotations::parse(&list).unwrap());
-        assert_eq!(a.env, vec![("A".into(), "1".into()), ("B".into(), "2".into())]);
+        assert_eq!(
+            a.env,
+            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+        );
         assert_eq!(a.limits.timeout_ms, Some(50));
     }
 
@@ -325,7 +349,12 @@ mod tests {
             Err(GrantError::UnknownKey("limits.memroy_mb".into()))
         );
         assert!(Annotations::parse(&json!({"limits.memory_mb": "lots"})).is_err());
-        assert!(Annotations::parse(&json!({"wasi.dirs": [{"host": "a", "guest": "/a", "mode": "rwx"}]})).is_err());
+        assert!(
+            Annotations::parse(
+                &json!({"wasi.dirs": [{"host": "a", "guest": "/a", "mode": "rwx"}]})
+            )
+            .is_err()
+        );
         assert!(Annotations::parse(&json!("nope")).is_err());
     }
 
@@ -338,17 +367,27 @@ mod tests {
         std::fs::write(root.path().join("file"), b"").unwrap();
 
         let grant = |host: &str| {
-            let ann = Annotations::parse(&json!({"wasi.dirs": [{"host": host, "guest": "/d"}]})).unwrap();
+            let ann =
+                Annotations::parse(&json!({"wasi.dirs": [{"host": host, "guest": "/d"}]})).unwrap();
             Capabilities::grant(&ann, Some(root.path()))
         };
         let ok = grant("data/x").unwrap();
         assert!(ok.dirs[0].host.ends_with("data/x"));
         assert_eq!(ok.dirs[0].mode, DirMode::ReadOnly);
         assert!(matches!(grant("/etc"), Err(GrantError::Absolute(_))));
-        assert!(matches!(grant("data/../../etc"), Err(GrantError::DotDot(_))));
+        assert!(matches!(
+            grant("data/../../etc"),
+            Err(GrantError::DotDot(_))
+        ));
         assert!(matches!(grant("link"), Err(GrantError::OutsideRoot(_))));
-        assert!(matches!(grant("missing"), Err(GrantError::NotADirectory { .. })));
-        assert!(matches!(grant("file"), Err(GrantError::NotADirectory { .. })));
+        assert!(matches!(
+            grant("missing"),
+            Err(GrantError::NotADirectory { .. })
+        ));
+        assert!(matches!(
+            grant("file"),
+            Err(GrantError::NotADirectory { .. })
+        ));
 
         let ann = Annotations::parse(&json!({"dir": "data"})).unwrap();
         assert_eq!(Capabilities::grant(&ann, None), Err(GrantError::NoFsRoot));

@@ -31,10 +31,14 @@ pub enum CodeError {
     #[error("the action code is empty")]
     Empty,
     /// Native code without Luge's authenticated envelope.
-    #[error("unauthenticated precompiled artifact: native code is only loaded when sealed by luge-precompile with this operator's key")]
+    #[error(
+        "unauthenticated precompiled artifact: native code is only loaded when sealed by luge-precompile with this operator's key"
+    )]
     UnauthenticatedNative,
     /// Neither Wasm, a Luge artifact nor a zip.
-    #[error("the action code is not a WebAssembly module, a Luge artifact or a zip (first bytes {0})")]
+    #[error(
+        "the action code is not a WebAssembly module, a Luge artifact or a zip (first bytes {0})"
+    )]
     Unrecognised(String),
     /// A zip that cannot be read.
     #[error("the zip archive is unreadable: {0}")]

@@ -166,12 +166,17 @@ mod tests {
                 ..Default::default()
             })
             .unwrap_err();
-        assert_eq!(err.to_string(), "limits.memory_mb 4096 exceeds the operator maximum 512");
-        assert!(policy
-            .apply(&RequestedLimits {
-                timeout_ms: Some(0),
-                ..Default::default()
-            })
-            .is_err());
+        assert_eq!(
+            err.to_string(),
+            "limits.memory_mb 4096 exceeds the operator maximum 512"
+        );
+        assert!(
+            policy
+                .apply(&RequestedLimits {
+                    timeout_ms: Some(0),
+                    ..Default::default()
+                })
+                .is_err()
+        );
     }
 }

@@ -68,7 +68,11 @@ impl std::fmt::Debug for ModuleRegistry {
 impl ModuleRegistry {
     /// A registry over `runtime`, authenticating with `key`, caching compiled
     /// Wasm in `cache_dir` when given.
-    pub fn new(runtime: Arc<dyn WasmRuntime>, key: ArtifactKey, cache_dir: Option<PathBuf>) -> Self {
+    pub fn new(
+        runtime: Arc<dyn WasmRuntime>,
+        key: ArtifactKey,
+        cache_dir: Option<PathBuf>,
+    ) -> Self {
         Self {
             runtime,
             key,
@@ -104,7 +108,9 @@ impl ModuleRegistry {
             .count()
     }
 
-    fn loaded_map(&self) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Weak<dyn LoadedModule>>> {
+    fn loaded_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Weak<dyn LoadedModule>>> {
         // A panic while holding this lock cannot leave the map inconsistent
         // (each operation is a single insert/lookup), so poisoning is ignored.
         self.loaded.lock().unwrap_or_else(|e| e.into_inner())
@@ -143,7 +149,11 @@ impl ModuleRegistry {
         Ok(artifact::seal(&self.key, self.runtime.id(), &payload))
     }
 
-    fn load_wasm(&self, hash: &blake3::Hash, wasm: &[u8]) -> Result<Arc<dyn LoadedModule>, LoadError> {
+    fn load_wasm(
+        &self,
+        hash: &blake3::Hash,
+        wasm: &[u8],
+    ) -> Result<Arc<dyn LoadedModule>, LoadError> {
         let cached = self.cache_path(hash);
         if let Some(path) = &cached {
             if let Ok(bytes) = std::fs::read(path) {
@@ -153,7 +163,9 @@ impl ModuleRegistry {
                         self.disk_hits.fetch_add(1, Ordering::Relaxed);
                         return Ok(module);
                     }
-                    Err(e) => tracing::warn!(path = %path.display(), error = %e, "ignoring cached artifact"),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "ignoring cached artifact")
+                    }
                 }
             }
         }
@@ -184,7 +196,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("artifact");
+    let file_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("artifact");
     let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;

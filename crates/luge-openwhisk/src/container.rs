@@ -129,8 +129,12 @@ impl Container {
             .map_err(|e| Reply::error(status::BAD_REQUEST, e.to_string()))?;
         let capabilities = Capabilities::grant(&annotations, settings.fs_root.as_deref())
             .map_err(|e| refuse(&e))?;
-        let limits = settings.limits.apply(&annotations.limits).map_err(|e| refuse(&e))?;
-        let code = ModuleCode::detect(request.code, settings.max_code_bytes).map_err(|e| refuse(&e))?;
+        let limits = settings
+            .limits
+            .apply(&annotations.limits)
+            .map_err(|e| refuse(&e))?;
+        let code =
+            ModuleCode::detect(request.code, settings.max_code_bytes).map_err(|e| refuse(&e))?;
         let module = registry.load(&code).map_err(|e| refuse(&e))?;
 
         let entry = match request.main.as_str() {
@@ -151,7 +155,11 @@ impl Container {
         }
         let mut env = request.env;
         env.extend(annotations.env);
-        let name = if request.name.is_empty() { "action".to_owned() } else { request.name };
+        let name = if request.name.is_empty() {
+            "action".to_owned()
+        } else {
+            request.name
+        };
         Ok(Ready {
             action: Arc::new(Action {
                 name,
@@ -195,7 +203,9 @@ impl Container {
             (termination, _) => Reply::error(status::ACTION_ERROR, failure_message(termination)),
         };
         let mut stderr_logs = stderr_logs;
-        let failure = (!outcome.termination.is_success()).then(|| reply.error_message()).flatten();
+        let failure = (!outcome.termination.is_success())
+            .then(|| reply.error_message())
+            .flatten();
         if let Some(message) = failure {
             stderr_logs.push(message);
         }
@@ -245,7 +255,9 @@ pub struct Containers {
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 128
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 impl Containers {
@@ -287,7 +299,10 @@ impl Containers {
     /// Removes `id`; its module is freed when no other container shares it
     /// and in-flight runs have finished.
     pub fn destroy(&self, id: &str) -> Result<(), Reply> {
-        self.map_write().remove(id).map(drop).ok_or_else(|| unknown(id))
+        self.map_write()
+            .remove(id)
+            .map(drop)
+            .ok_or_else(|| unknown(id))
     }
 
     /// Number of containers.
@@ -307,4 +322,3 @@ fn unknown(id: &str) -> Reply {
         format!("There is no container '{id}'; create it with POST /{id}/init."),
     )
 }
-

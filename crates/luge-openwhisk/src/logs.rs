@@ -151,7 +151,12 @@ mod tests {
         let text: Vec<_> = lines.iter().map(|l| (l.stream, l.log.as_str())).collect();
         assert_eq!(
             text,
-            vec![("stdout", "a"), ("stdout", SENTINEL), ("stderr", "b"), ("stderr", SENTINEL)]
+            vec![
+                ("stdout", "a"),
+                ("stdout", SENTINEL),
+                ("stderr", "b"),
+                ("stderr", SENTINEL)
+            ]
         );
         assert!(buffer.drain().is_empty());
         buffer.activation(&["1", "2", "3"], &["4"]);

@@ -75,7 +75,10 @@ pub struct InitRequest {
 /// Parses an init body. Errors are replies ready to send.
 pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
     let root: Value = serde_json::from_slice(body).map_err(|e| {
-        Reply::error(status::BAD_REQUEST, format!("The init body is not valid JSON: {e}"))
+        Reply::error(
+            status::BAD_REQUEST,
+            format!("The init body is not valid JSON: {e}"),
+        )
     })?;
     let Some(value) = root.get("value").and_then(Value::as_object) else {
         return Err(Reply::error(status::FORBIDDEN, MISSING_CODE));
@@ -98,7 +101,10 @@ pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
             .map(|(k, v)| (k.clone(), luge_core::capabilities::env_value(v)))
             .collect(),
         Some(_) => {
-            return Err(Reply::error(status::BAD_REQUEST, "The init env must be a JSON object."));
+            return Err(Reply::error(
+                status::BAD_REQUEST,
+                "The init env must be a JSON object.",
+            ));
         }
     };
     Ok(InitRequest {
@@ -136,10 +142,16 @@ pub struct RunRequest {
 /// Parses a run body: `value` becomes stdin, every other key `__OW_<KEY>`.
 pub fn parse_run(body: &[u8]) -> Result<RunRequest, Reply> {
     let root: Value = serde_json::from_slice(body).map_err(|e| {
-        Reply::error(status::BAD_REQUEST, format!("The run body is not valid JSON: {e}"))
+        Reply::error(
+            status::BAD_REQUEST,
+            format!("The run body is not valid JSON: {e}"),
+        )
     })?;
     let Value::Object(root) = root else {
-        return Err(Reply::error(status::BAD_REQUEST, "The run body must be a JSON object."));
+        return Err(Reply::error(
+            status::BAD_REQUEST,
+            "The run body must be a JSON object.",
+        ));
     };
     let mut params = Value::Object(Map::new());
     let mut context = Vec::with_capacity(root.len());
@@ -194,9 +206,15 @@ mod tests {
 
     #[test]
     fn init_errors_match_openwhisk() {
-        assert_eq!(parse_init(b"{}").unwrap_err().error_message(), Some(MISSING_CODE));
+        assert_eq!(
+            parse_init(b"{}").unwrap_err().error_message(),
+            Some(MISSING_CODE)
+        );
         let empty = br#"{"value":{"code":"","main":""}}"#;
-        assert_eq!(parse_init(empty).unwrap_err().error_message(), Some(MISSING_CODE));
+        assert_eq!(
+            parse_init(empty).unwrap_err().error_message(),
+            Some(MISSING_CODE)
+        );
         assert_eq!(parse_init(b"{not json").unwrap_err().status, 400);
         let bad64 = br#"{"value":{"code":"%%%not base64","binary":true}}"#;
         let err = parse_init(bad64).unwrap_err();
@@ -219,11 +237,17 @@ mod tests {
 
     #[test]
     fn run_context_becomes_ow_variables() {
-        let run = parse_run(br#"{"value":{"x":1},"api_key":"abc","deadline":"123","activation_id":"iii"}"#).unwrap();
+        let run = parse_run(
+            br#"{"value":{"x":1},"api_key":"abc","deadline":"123","activation_id":"iii"}"#,
+        )
+        .unwrap();
         assert_eq!(run.params, br#"{"x":1}"#);
         assert_eq!(run.deadline_ms, Some(123));
         assert!(run.context.contains(&("__OW_API_KEY".into(), "abc".into())));
-        assert!(run.context.contains(&("__OW_ACTIVATION_ID".into(), "iii".into())));
+        assert!(
+            run.context
+                .contains(&("__OW_ACTIVATION_ID".into(), "iii".into()))
+        );
         assert_eq!(parse_run(b"[1]").unwrap_err().status, 400);
     }
 

@@ -24,7 +24,9 @@ pub struct EpochTicker {
 
 impl std::fmt::Debug for EpochTicker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EpochTicker").field("tick", &self.tick).finish_non_exhaustive()
+        f.debug_struct("EpochTicker")
+            .field("tick", &self.tick)
+            .finish_non_exhaustive()
     }
 }
 

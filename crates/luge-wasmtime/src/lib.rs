@@ -48,7 +48,9 @@ pub struct WasmtimeRuntime {
 
 impl std::fmt::Debug for WasmtimeRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmtimeRuntime").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("WasmtimeRuntime")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -68,7 +70,10 @@ impl WasmtimeRuntime {
             id: EngineId {
                 engine: "wasmtime".into(),
                 version: WASMTIME_VERSION.into(),
-                target: config.target.clone().unwrap_or_else(|| HOST_TARGET.to_owned()),
+                target: config
+                    .target
+                    .clone()
+                    .unwrap_or_else(|| HOST_TARGET.to_owned()),
             },
             engine,
             linker: Arc::new(linker),
@@ -102,12 +107,7 @@ impl WasmRuntime for WasmtimeRuntime {
         // its own version and configuration flags and refuses a mismatch.
         let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
             .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
-        let module = SandboxModule::new(
-            module,
-            &self.linker,
-            Arc::clone(&self.ticker),
-            self.fuel,
-        )?;
+        let module = SandboxModule::new(module, &self.linker, Arc::clone(&self.ticker), self.fuel)?;
         Ok(Arc::new(module))
     }
 }

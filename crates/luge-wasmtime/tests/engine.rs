@@ -5,17 +5,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use luge_core::Invocation;
 use luge_core::{
     Action, ArtifactKey, LoadedModule, ModuleCode, ModuleRegistry, Termination, WasmRuntime,
     artifact,
 };
-use luge_core::Invocation;
 use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
 fn wasm(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/wasm").join(format!("{name}.wasm"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/wasm")
+        .join(format!("{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; run scripts/build-actions.sh first", path.display())
+        panic!(
+            "{}: {e}; run scripts/build-actions.sh first",
+            path.display()
+        )
     })
 }
 
@@ -45,7 +50,11 @@ fn run(module: &dyn LoadedModule, action: Action, stdin: &str) -> luge_core::Out
 
 fn last_json(stdout: &[u8]) -> serde_json::Value {
     let text = String::from_utf8_lossy(stdout);
-    let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
@@ -68,7 +77,9 @@ fn env_and_args_reach_the_guest() {
     action.env.push(("__OW_NAMESPACE".into(), "ns".into()));
     action.capabilities.args.push("--flag".into());
     let mut invocation = Invocation::new(Arc::new(action), b"{}".to_vec());
-    invocation.env.push(("__OW_ACTIVATION_ID".into(), "act-1".into()));
+    invocation
+        .env
+        .push(("__OW_ACTIVATION_ID".into(), "act-1".into()));
     let out = last_json(&module.run(invocation).stdout);
     assert_eq!(out["namespace"], "ns");
     assert_eq!(out["activation_id"], "act-1");
@@ -96,11 +107,22 @@ fn endless_loop_stops_at_time_limit_and_engine_survives() {
     let mut action = Action::command("spin");
     action.limits.timeout = Duration::from_millis(200);
     let outcome = run(&*module, action, "{}");
-    assert_eq!(outcome.termination, Termination::TimedOut(Duration::from_millis(200)));
+    assert_eq!(
+        outcome.termination,
+        Termination::TimedOut(Duration::from_millis(200))
+    );
     assert!(outcome.elapsed >= Duration::from_millis(200));
-    assert!(outcome.elapsed < Duration::from_secs(5), "{:?}", outcome.elapsed);
+    assert!(
+        outcome.elapsed < Duration::from_secs(5),
+        "{:?}",
+        outcome.elapsed
+    );
     let echo = load(&registry, "echo");
-    assert!(run(&*echo, Action::command("echo"), "{}").termination.is_success());
+    assert!(
+        run(&*echo, Action::command("echo"), "{}")
+            .termination
+            .is_success()
+    );
 }
 
 #[test]
@@ -110,7 +132,12 @@ fn memory_hog_stops_at_memory_limit() {
     let mut action = Action::command("memhog");
     action.limits.memory_bytes = 32 << 20;
     let outcome = run(&*module, action.clone(), r#"{"mb": 200}"#);
-    assert_eq!(outcome.termination, Termination::OutOfMemory { limit_bytes: 32 << 20 });
+    assert_eq!(
+        outcome.termination,
+        Termination::OutOfMemory {
+            limit_bytes: 32 << 20
+        }
+    );
     let fine = run(&*module, action, r#"{"mb": 8}"#);
     assert_eq!(last_json(&fine.stdout)["allocated_mb"], 8);
 }
@@ -120,7 +147,11 @@ fn traps_and_exits_are_outcomes() {
     let registry = registry();
     let module = load(&registry, "fail");
     let trap = run(&*module, Action::command("fail"), r#"{"mode":"trap"}"#);
-    assert!(matches!(trap.termination, Termination::Trapped(_)), "{:?}", trap.termination);
+    assert!(
+        matches!(trap.termination, Termination::Trapped(_)),
+        "{:?}",
+        trap.termination
+    );
     let exit = run(&*module, Action::command("fail"), r#"{"mode":"exit"}"#);
     assert_eq!(exit.termination, Termination::Exited(3));
     assert_eq!(exit.stderr, b"giving up with status 3\n");
@@ -128,13 +159,20 @@ fn traps_and_exits_are_outcomes() {
 
 #[test]
 fn fuel_limits_when_metering() {
-    let config = WasmtimeConfig { fuel: true, max_sandboxes: 8, ..Default::default() };
+    let config = WasmtimeConfig {
+        fuel: true,
+        max_sandboxes: 8,
+        ..Default::default()
+    };
     let runtime: Arc<dyn WasmRuntime> = Arc::new(WasmtimeRuntime::new(&config).unwrap());
     let registry = ModuleRegistry::new(runtime, key(), None);
     let module = load(&registry, "spin");
     let mut action = Action::command("spin");
     action.limits.fuel = Some(1_000_000);
-    assert_eq!(run(&*module, action, "{}").termination, Termination::OutOfFuel);
+    assert_eq!(
+        run(&*module, action, "{}").termination,
+        Termination::OutOfFuel
+    );
 }
 
 #[test]
@@ -159,7 +197,11 @@ fn disk_cache_makes_a_restart_warm() {
     let module = restarted.load(&ModuleCode::Wasm(wasm("echo"))).unwrap();
     assert_eq!(restarted.stats().compiles, 0);
     assert_eq!(restarted.stats().disk_hits, 1);
-    assert!(run(&*module, Action::command("echo"), "{}").termination.is_success());
+    assert!(
+        run(&*module, Action::command("echo"), "{}")
+            .termination
+            .is_success()
+    );
 
     // A tampered cache file is refused and recompiled, never loaded.
     for entry in std::fs::read_dir(dir.path()).unwrap() {
@@ -191,8 +233,14 @@ fn artifacts_need_this_operators_key() {
 #[test]
 fn invalid_wasm_is_refused_with_a_reason() {
     let registry = registry();
-    let err = registry.load(&ModuleCode::Wasm(b"\0asm\x01\0\0\0garbage".to_vec())).err().unwrap();
-    assert!(err.to_string().starts_with("invalid WebAssembly module"), "{err}");
+    let err = registry
+        .load(&ModuleCode::Wasm(b"\0asm\x01\0\0\0garbage".to_vec()))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().starts_with("invalid WebAssembly module"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -205,7 +253,12 @@ fn cross_target_artifacts_name_their_target() {
     let cross = WasmtimeRuntime::new(&config).unwrap();
     let payload = cross.precompile(&wasm("noop")).unwrap();
     let sealed = artifact::seal(&key(), cross.id(), &payload);
-    let err = registry().load(&ModuleCode::Artifact(sealed)).err().unwrap();
-    assert!(err.to_string().contains("aarch64-unknown-linux-gnu"), "{err}");
+    let err = registry()
+        .load(&ModuleCode::Artifact(sealed))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("aarch64-unknown-linux-gnu"),
+        "{err}"
+    );
 }
-

@@ -20,8 +20,12 @@ pub fn wasm(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../target/wasm")
         .join(format!("{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build-actions.sh first", path.display()))
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run scripts/build-actions.sh first",
+            path.display()
+        )
+    })
 }
 
 /// Base64, as `/init` carries code.
@@ -31,7 +35,8 @@ pub fn b64(bytes: &[u8]) -> String {
 
 /// An init body for `code` with `main` and optional extras in `value`.
 pub fn init_body(code: &[u8], main: &str, extra: Value) -> Value {
-    let mut value = json!({ "name": "test-action", "main": main, "code": b64(code), "binary": true });
+    let mut value =
+        json!({ "name": "test-action", "main": main, "code": b64(code), "binary": true });
     if let (Some(v), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
         for (k, x) in extra {
             v.insert(k.clone(), x.clone());
@@ -51,12 +56,18 @@ pub struct Luge {
     agent: ureq::Agent,
 }
 
-fn capture(stream: impl Read + Send + 'static, into: Arc<Mutex<String>>, announce: Option<std::sync::mpsc::Sender<String>>) {
+fn capture(
+    stream: impl Read + Send + 'static,
+    into: Arc<Mutex<String>>,
+    announce: Option<std::sync::mpsc::Sender<String>>,
+) {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stream);
         let mut line = String::new();
         while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-            if let (Some(tx), Some(addr)) = (&announce, line.trim().strip_prefix("luge listening on ")) {
+            if let (Some(tx), Some(addr)) =
+                (&announce, line.trim().strip_prefix("luge listening on "))
+            {
                 let _ = tx.send(addr.to_owned());
             }
             into.lock().unwrap().push_str(&line);
@@ -94,7 +105,14 @@ impl Luge {
             .timeout_global(Some(Duration::from_secs(60)))
             .build()
             .into();
-        Self { child, base, stdout, stderr, _cache: cache, agent }
+        Self {
+            child,
+            base,
+            stdout,
+            stderr,
+            _cache: cache,
+            agent,
+        }
     }
 
     /// Sends `method path` with `body`; returns status and raw body.
@@ -102,7 +120,11 @@ impl Luge {
         let url = format!("{}{path}", self.base);
         let response = match method {
             "GET" => self.agent.get(&url).call(),
-            "POST" => self.agent.post(&url).header("content-type", "application/json").send(body),
+            "POST" => self
+                .agent
+                .post(&url)
+                .header("content-type", "application/json")
+                .send(body),
             "PUT" => self.agent.put(&url).send(body),
             "DELETE" => self.agent.delete(&url).call(),
             other => panic!("method {other}"),
@@ -190,7 +212,11 @@ impl ActionContainer for ProxyContainer {
     fn logs(&self, sentinels: usize) -> (String, String) {
         let (out, err) = self.0.streams(sentinels);
         // The announcement line is the executor's, not the action's.
-        let err = err.lines().filter(|l| !l.starts_with("luge listening on")).collect::<Vec<_>>().join("\n");
+        let err = err
+            .lines()
+            .filter(|l| !l.starts_with("luge listening on"))
+            .collect::<Vec<_>>()
+            .join("\n");
         (out, err)
     }
 }
@@ -214,7 +240,11 @@ impl ActionContainer for ServeContainer<'_> {
         let mut out = String::new();
         let mut err = String::new();
         for line in logs["logs"].as_array().unwrap() {
-            let target = if line["stream"] == "stdout" { &mut out } else { &mut err };
+            let target = if line["stream"] == "stdout" {
+                &mut out
+            } else {
+                &mut err
+            };
             target.push_str(line["log"].as_str().unwrap());
             target.push('\n');
         }
@@ -228,7 +258,10 @@ pub fn on_both_front_ends(args: &[&str], scenario: impl Fn(&dyn ActionContainer)
     let proxy = ProxyContainer(Luge::start("proxy", args));
     scenario(&proxy);
     let serve = Luge::start("serve", args);
-    scenario(&ServeContainer { luge: &serve, id: "c1".into() });
+    scenario(&ServeContainer {
+        luge: &serve,
+        id: "c1".into(),
+    });
 }
 
 /// The directory the tests use as `--fs-root`, with fixtures inside.

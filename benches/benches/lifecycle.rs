@@ -1,0 +1,73 @@
+//! The lifecycle of a function: precompile (upload), /init from an artifact,
+//! and instantiate + run + teardown of a fresh sandbox.
+
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use luge_benches::{init_body, key, registry, runtime, wasm};
+use luge_core::{Action, Invocation, ModuleCode, ModuleRegistry, artifact};
+use luge_openwhisk::{Container, InitSettings, LogBuffer};
+
+fn precompile(c: &mut Criterion) {
+    let big = wasm("big");
+    let runtime = runtime();
+    let mut group = c.benchmark_group("precompile");
+    group.sample_size(10);
+    group.bench_function(format!("big.wasm ({} KiB)", big.len() >> 10), |b| {
+        b.iter(|| runtime.precompile(&big).expect("compiles"))
+    });
+    group.finish();
+}
+
+fn init_from_artifact(c: &mut Criterion) {
+    let big = wasm("big");
+    let sealed = registry().compile_sealed(&big).expect("compiles");
+    let runtime = runtime();
+    let key = key();
+    let mut group = c.benchmark_group("init");
+    // MAC check + deserialize + pre-link: what /init does with an artifact.
+    group.bench_function("load artifact of big.wasm", |b| {
+        b.iter(|| {
+            let verified = artifact::open(&key, &sealed, runtime.id()).expect("authentic");
+            runtime.load_artifact(verified).expect("loads")
+        })
+    });
+    // The whole OpenWhisk /init handler: JSON, base64, detection, load.
+    let body = serde_json::to_vec(&init_body(&sealed)).expect("json");
+    let settings = InitSettings::default();
+    group.bench_function("openwhisk /init handler, artifact of big.wasm", |b| {
+        b.iter_batched(
+            || {
+                let registry = ModuleRegistry::new(Arc::clone(&runtime), key.clone(), None);
+                (registry, Container::new(Arc::new(LogBuffer::default())))
+            },
+            |(registry, container)| {
+                let reply = container.init(&registry, &settings, &body);
+                assert_eq!(reply.status, 200);
+                (registry, container)
+            },
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+fn sandbox(c: &mut Criterion) {
+    let registry = registry();
+    let mut group = c.benchmark_group("sandbox");
+    for name in ["noop", "c-hello", "echo"] {
+        let module = registry.load(&ModuleCode::Wasm(wasm(name))).expect("loads");
+        let action = Arc::new(Action::command(name));
+        group.bench_function(format!("instantiate+run+teardown {name}"), |b| {
+            b.iter(|| {
+                let outcome = module.run(Invocation::new(Arc::clone(&action), &b"{}"[..]));
+                assert!(outcome.termination.is_success());
+                outcome
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, precompile, init_from_artifact, sandbox);
+criterion_main!(benches);

@@ -1,0 +1,130 @@
+//! Shared set-up for Luge's benchmarks: example modules, an engine, and an
+//! in-process `luge serve` on 127.0.0.1 with a blocking HTTP client.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use clap::Parser;
+use luge_core::{ArtifactKey, ModuleRegistry, WasmRuntime};
+use serde_json::{Value, json};
+
+/// Key secret of every benchmark executor.
+pub const BENCH_KEY: &str = "luge benchmark key 0123456789abcdef";
+
+/// A built example action (scripts/build-actions.sh).
+pub fn wasm(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run scripts/build-actions.sh first",
+            path.display()
+        )
+    })
+}
+
+/// The benchmark key.
+pub fn key() -> ArtifactKey {
+    ArtifactKey::from_secret(BENCH_KEY.as_bytes()).expect("valid key")
+}
+
+/// A Wasmtime runtime with the executor's default configuration.
+pub fn runtime() -> Arc<dyn WasmRuntime> {
+    Arc::new(
+        luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig::default())
+            .expect("engine"),
+    )
+}
+
+/// A registry without a disk cache.
+pub fn registry() -> ModuleRegistry {
+    ModuleRegistry::new(runtime(), key(), None)
+}
+
+/// An OpenWhisk init body for `code`.
+pub fn init_body(code: &[u8]) -> Value {
+    let code = base64::engine::general_purpose::STANDARD.encode(code);
+    json!({"value": {"name": "bench", "main": "main", "code": code, "binary": true}})
+}
+
+/// An in-process `luge serve` and a keep-alive client to it.
+pub struct Server {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    agent: ureq::Agent,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts `luge serve` on an ephemeral loopback port in background threads.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key_file = dir.path().join("key");
+        std::fs::write(&key_file, BENCH_KEY).expect("key file");
+        let cli = luge_executor::cli::Cli::parse_from([
+            "luge",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--cache-dir",
+            dir.path().to_str().expect("utf-8 path"),
+            "--key-file",
+            key_file.to_str().expect("utf-8 path"),
+        ]);
+        let (addr, executor) = luge_executor::routes::build(cli).expect("executor");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("tokio");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
+                tx.send(listener.local_addr().expect("addr")).expect("send");
+                luge_executor::routes::serve(listener, executor, std::future::pending()).await;
+            });
+        });
+        let addr = rx.recv().expect("server started");
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        Self {
+            base: format!("http://{addr}"),
+            agent,
+            _dir: dir,
+        }
+    }
+
+    /// POSTs JSON and returns the status and reply.
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let mut response = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .send(serde_json::to_vec(body).expect("json"))
+            .expect("request");
+        let status = response.status().as_u16();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .unwrap_or_default();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+}
+
+/// Resident set size of this process in bytes (Linux).
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}

@@ -1,0 +1,117 @@
+//! `luge-precompile` as an operator uses it.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use luge_core::{ArtifactKey, ModuleCode, ModuleRegistry};
+
+const KEY: &str = "precompiler test key 0123456789";
+
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/wasm/{name}.wasm"))
+}
+
+fn precompile(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_luge-precompile"))
+        .args(args)
+        .env("LUGE_KEY", KEY)
+        .output()
+        .expect("luge-precompile runs")
+}
+
+fn registry(key: &str) -> ModuleRegistry {
+    let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
+        pooling: false,
+        ..Default::default()
+    })
+    .unwrap();
+    ModuleRegistry::new(
+        Arc::new(runtime),
+        ArtifactKey::from_secret(key.as_bytes()).unwrap(),
+        None,
+    )
+}
+
+#[test]
+fn artifact_loads_with_the_same_key_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("echo.luge");
+    let run = precompile(&[
+        example("echo").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let code = ModuleCode::detect(bytes, usize::MAX).unwrap();
+    assert!(matches!(code, ModuleCode::Artifact(_)));
+    assert!(registry(KEY).load(&code).is_ok());
+    assert_eq!(registry(KEY).stats().compiles, 0);
+    let err = registry("another operator's key 987654")
+        .load(&code)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("authentication failed"), "{err}");
+}
+
+#[test]
+fn zip_output_is_accepted_as_action_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("echo.zip");
+    let run = precompile(&[
+        example("echo").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--zip",
+    ]);
+    assert!(run.status.success());
+    let code = ModuleCode::detect(std::fs::read(&out).unwrap(), 64 << 20).unwrap();
+    assert!(registry(KEY).load(&code).is_ok());
+}
+
+#[test]
+fn cross_target_artifact_is_refused_on_this_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("noop-aarch64.luge");
+    let run = precompile(&[
+        example("noop").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--target",
+        "aarch64-unknown-linux-gnu",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let code = ModuleCode::detect(std::fs::read(&out).unwrap(), usize::MAX).unwrap();
+    let err = registry(KEY).load(&code).err().unwrap().to_string();
+    assert!(
+        err.contains("aarch64-unknown-linux-gnu") && err.contains("this executor runs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invalid_input_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.wasm");
+    std::fs::write(&bad, b"\0asm\x01\0\0\0\x01\xff\xff").unwrap();
+    let out = dir.path().join("out");
+    let run = precompile(&[bad.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("invalid WebAssembly module"), "{stderr}");
+    assert!(!out.exists());
+
+    std::fs::write(&bad, b"plain text").unwrap();
+    let run = precompile(&[bad.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("not a WebAssembly module"));
+}

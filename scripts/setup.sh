@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what building and testing Luge needs on a fresh Debian machine:
+# the wasm32-wasip1 Rust target, and clang + wasi-libc for the C actions.
+set -euo pipefail
+if ! rustup target list --installed | grep -qx wasm32-wasip1; then
+    rustup target add wasm32-wasip1
+fi
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+need=()
+command -v clang >/dev/null || need+=(clang)
+command -v wasm-ld >/dev/null || need+=(lld)
+[ -f /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
+ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || need+=(libclang-rt-dev-wasm32)
+command -v curl >/dev/null || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
+fi
