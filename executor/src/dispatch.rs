@@ -15,7 +15,7 @@ pub async fn invoke(prepared: PreparedRun) -> Outcome {
     } = prepared;
     blocking(move || module.run(invocation))
         .await
-        .unwrap_or_else(|message| Outcome::failed(message))
+        .unwrap_or_else(Outcome::failed)
 }
 
 /// Runs `work` on the blocking pool; a panic there becomes an error message

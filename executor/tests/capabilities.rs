@@ -1,5 +1,7 @@
 //! Deny-by-default capabilities: directory grants under --fs-root.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::*;

@@ -1,6 +1,8 @@
 //! OpenWhisk's canonical runtime-proxy suite (BasicActionRunnerTests), every
 //! scenario through both `luge proxy` and `luge serve`.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::*;

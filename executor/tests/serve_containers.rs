@@ -1,6 +1,8 @@
 //! `luge serve` specifics: many containers, shared modules, destroy, logs,
 //! concurrency within and across containers.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::*;

@@ -1,5 +1,7 @@
 //! `luge-precompile` as an operator uses it.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;

@@ -152,9 +152,9 @@ pub enum ArtifactError {
     #[error("artifact was built for {found}, but this executor runs {expected}")]
     WrongEngine {
         /// What the artifact's header says.
-        found: EngineId,
+        found: Box<EngineId>,
         /// What this executor runs.
-        expected: EngineId,
+        expected: Box<EngineId>,
     },
     /// The operator secret is too short to be a key.
     #[error("artifact key secret must be at least 16 bytes")]
@@ -260,8 +260,8 @@ pub fn open<'a>(
     let (header, payload_at) = split_header(body)?;
     if &header.engine != expected {
         return Err(ArtifactError::WrongEngine {
-            found: header.engine,
-            expected: expected.clone(),
+            found: Box::new(header.engine),
+            expected: Box::new(expected.clone()),
         });
     }
     let payload = &body[payload_at..];

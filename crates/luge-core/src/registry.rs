@@ -155,25 +155,25 @@ impl ModuleRegistry {
         wasm: &[u8],
     ) -> Result<Arc<dyn LoadedModule>, LoadError> {
         let cached = self.cache_path(hash);
-        if let Some(path) = &cached {
-            if let Ok(bytes) = std::fs::read(path) {
-                match artifact::open(&self.key, &bytes, self.runtime.id()) {
-                    Ok(verified) => {
-                        let module = self.runtime.load_artifact(verified)?;
-                        self.disk_hits.fetch_add(1, Ordering::Relaxed);
-                        return Ok(module);
-                    }
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), error = %e, "ignoring cached artifact")
-                    }
+        if let Some(path) = &cached
+            && let Ok(bytes) = std::fs::read(path)
+        {
+            match artifact::open(&self.key, &bytes, self.runtime.id()) {
+                Ok(verified) => {
+                    let module = self.runtime.load_artifact(verified)?;
+                    self.disk_hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(module);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "ignoring cached artifact")
                 }
             }
         }
         let sealed = self.compile_sealed(wasm)?;
-        if let Some(path) = &cached {
-            if let Err(e) = write_atomically(path, &sealed) {
-                tracing::warn!(path = %path.display(), error = %e, "could not cache compiled module");
-            }
+        if let Some(path) = &cached
+            && let Err(e) = write_atomically(path, &sealed)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not cache compiled module");
         }
         let verified = artifact::open(&self.key, &sealed, self.runtime.id())?;
         Ok(self.runtime.load_artifact(verified)?)

@@ -1,6 +1,8 @@
 //! The Wasmtime runtime against real example actions (target/wasm, built by
 //! scripts/build-actions.sh).
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
