@@ -119,13 +119,18 @@ pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
 /// Base64 as clients send it: standard alphabet, padding optional, line
 /// breaks tolerated (some tools wrap at 76 columns).
 fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     let engine = base64::engine::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
         base64::engine::GeneralPurposeConfig::new()
             .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
     );
-    engine.decode(compact)
+    // Code is megabytes on the /init path: copy only when it is wrapped.
+    if text.bytes().any(|b| b.is_ascii_whitespace()) {
+        let compact: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        engine.decode(compact)
+    } else {
+        engine.decode(text)
+    }
 }
 
 /// A parsed run body.
@@ -233,6 +238,8 @@ mod tests {
         assert_eq!(env["BOOL"], "true");
         assert_eq!(env["NULL"], "");
         assert_eq!(init.code, b"\0asm");
+        let wrapped = br#"{"value":{"code":"AGFz\nbQ=="}}"#;
+        assert_eq!(parse_init(wrapped).unwrap().code, b"\0asm");
     }
 
     #[test]
