@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams, Reply};
 use tracing::Instrument;
@@ -96,24 +97,28 @@ impl App {
     async fn handle(self: Arc<Self>, request: Request) -> Response {
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
+        // Every body is read (bounded) before routing, even where the route
+        // ignores it: a reply sent over an unread body forces hyper to close
+        // the connection, breaking clients that pipeline on keep-alive.
+        let body = match http::read_body(request, self.settings.max_body_bytes).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice(), &self.mode) {
             (&Method::GET, ["healthz"], _) => self.health(),
             (&Method::POST, ["init"], Mode::Proxy(container)) => {
-                self.init(request, Arc::clone(container)).await
+                self.init(body, Arc::clone(container)).await
             }
-            (&Method::POST, ["run"], Mode::Proxy(container)) => {
-                let container = Arc::clone(container);
-                self.run(request, &container).await
-            }
+            (&Method::POST, ["run"], Mode::Proxy(container)) => self.run(&body, container).await,
             (&Method::POST, [id, "init"], Mode::Serve(containers)) => {
                 match containers.get_or_create(id) {
-                    Ok(hosted) => self.init(request, Arc::clone(&hosted.container)).await,
+                    Ok(hosted) => self.init(body, Arc::clone(&hosted.container)).await,
                     Err(reply) => http::reply(reply),
                 }
             }
             (&Method::POST, [id, "run"], Mode::Serve(containers)) => match containers.get(id) {
-                Ok(hosted) => self.run(request, &hosted.container).await,
+                Ok(hosted) => self.run(&body, &hosted.container).await,
                 Err(reply) => http::reply(reply),
             },
             (&Method::POST, [id, "destroy"], Mode::Serve(containers)) => {
@@ -154,11 +159,7 @@ impl App {
         )
     }
 
-    async fn init(&self, request: Request, container: Arc<Container>) -> Response {
-        let body = match http::read_body(request, self.settings.max_body_bytes).await {
-            Ok(body) => body,
-            Err(response) => return response,
-        };
+    async fn init(&self, body: Bytes, container: Arc<Container>) -> Response {
         let registry = Arc::clone(&self.settings.registry);
         let settings = self.settings.init.clone();
         let reply = dispatch::blocking(move || container.init(&registry, &settings, &body))
@@ -167,12 +168,8 @@ impl App {
         http::reply(reply)
     }
 
-    async fn run(&self, request: Request, container: &Container) -> Response {
-        let body = match http::read_body(request, self.settings.max_body_bytes).await {
-            Ok(body) => body,
-            Err(response) => return response,
-        };
-        let prepared = match container.prepare_run(&body) {
+    async fn run(&self, body: &[u8], container: &Container) -> Response {
+        let prepared = match container.prepare_run(body) {
             Ok(prepared) => prepared,
             Err(reply) => return http::reply(reply),
         };
