@@ -1,11 +1,9 @@
 //! Shared set-up for Luge's benchmarks: example modules, an engine, and an
 //! in-process `luge serve` on 127.0.0.1 with a blocking HTTP client.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use clap::Parser;
 use luge_core::{ArtifactKey, ModuleRegistry, WasmRuntime};
 use serde_json::{Value, json};
@@ -13,18 +11,7 @@ use serde_json::{Value, json};
 /// Key secret of every benchmark executor.
 pub const BENCH_KEY: &str = "luge benchmark key 0123456789abcdef";
 
-/// A built example action (scripts/build-actions.sh).
-pub fn wasm(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run scripts/build-actions.sh first",
-            path.display()
-        )
-    })
-}
+pub use luge_testkit::example_wasm as wasm;
 
 /// The benchmark key.
 pub fn key() -> ArtifactKey {
@@ -44,10 +31,9 @@ pub fn registry() -> ModuleRegistry {
     ModuleRegistry::new(runtime(), key(), None)
 }
 
-/// An OpenWhisk init body for `code`.
+/// An OpenWhisk init body for `code` (entry `main`).
 pub fn init_body(code: &[u8]) -> Value {
-    let code = base64::engine::general_purpose::STANDARD.encode(code);
-    json!({"value": {"name": "bench", "main": "main", "code": code, "binary": true}})
+    luge_testkit::init_body(code, "main", json!({}))
 }
 
 /// An in-process `luge serve` and a keep-alive client to it.

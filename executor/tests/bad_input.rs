@@ -83,18 +83,7 @@ fn every_kind_of_bad_input() {
         &init_body(b"\x7fELF\x02\x01\x01\0", "main", json!({})),
     );
     expect_error(s, &b, "unauthenticated");
-    let forged = {
-        use luge_core::{ArtifactKey, ModuleRegistry};
-        let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
-            pooling: false,
-            ..Default::default()
-        })
-        .unwrap();
-        let key = ArtifactKey::from_secret(b"an attacker's own secret key").unwrap();
-        ModuleRegistry::new(std::sync::Arc::new(runtime), key, None)
-            .compile_sealed(&wasm("echo"))
-            .unwrap()
-    };
+    let forged = luge_testkit::sealed_example("an attacker's own secret key", "echo");
     let (s, b) = luge.post("/x7/init", &init_body(&forged, "main", json!({})));
     expect_error(s, &b, "authentication failed");
 

@@ -214,16 +214,7 @@ fn zip_and_c_actions() {
 
 #[test]
 fn precompiled_artifact_of_this_operator_loads() {
-    use luge_core::{ArtifactKey, ModuleRegistry};
-    let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
-        pooling: false,
-        ..Default::default()
-    })
-    .unwrap();
-    let key = ArtifactKey::from_secret(TEST_KEY.as_bytes()).unwrap();
-    let sealed = ModuleRegistry::new(std::sync::Arc::new(runtime), key, None)
-        .compile_sealed(&wasm("echo"))
-        .unwrap();
+    let sealed = sealed("echo");
     on_both_front_ends(&[], |c| {
         assert_eq!(c.init(&init_body(&sealed, "main", json!({}))).0, 200);
         assert_eq!(

@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
-use luge_core::{ArtifactKey, ModuleCode, ModuleRegistry};
+use luge_core::{ModuleCode, ModuleRegistry};
 
 const KEY: &str = "precompiler test key 0123456789";
 
@@ -23,16 +22,7 @@ fn precompile(args: &[&str]) -> std::process::Output {
 }
 
 fn registry(key: &str) -> ModuleRegistry {
-    let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
-        pooling: false,
-        ..Default::default()
-    })
-    .unwrap();
-    ModuleRegistry::new(
-        Arc::new(runtime),
-        ArtifactKey::from_secret(key.as_bytes()).unwrap(),
-        None,
-    )
+    luge_testkit::registry_with_key(key)
 }
 
 #[test]

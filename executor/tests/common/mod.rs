@@ -4,45 +4,26 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The artifact key secret every test executor runs with.
 pub const TEST_KEY: &str = "luge integration test key 0123456789";
 
+pub use luge_testkit::init_body;
+
 /// A built example action.
 pub fn wasm(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run scripts/build-actions.sh first",
-            path.display()
-        )
-    })
+    luge_testkit::example_wasm(name)
 }
 
-/// Base64, as `/init` carries code.
-pub fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// An init body for `code` with `main` and optional extras in `value`.
-pub fn init_body(code: &[u8], main: &str, extra: Value) -> Value {
-    let mut value =
-        json!({ "name": "test-action", "main": main, "code": b64(code), "binary": true });
-    if let (Some(v), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
-        for (k, x) in extra {
-            v.insert(k.clone(), x.clone());
-        }
-    }
-    json!({ "value": value })
+/// Example `name` sealed with the key the test executors run with.
+pub fn sealed(name: &str) -> Vec<u8> {
+    luge_testkit::sealed_example(TEST_KEY, name)
 }
 
 /// A running `luge` process.

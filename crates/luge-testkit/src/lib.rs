@@ -1,0 +1,71 @@
+//! Shared fixtures for Luge's tests and benchmarks (never a runtime
+//! dependency): the example actions built from `actions/` by
+//! `scripts/build-actions.sh`, OpenWhisk init bodies, and artifacts sealed
+//! with a chosen key.
+#![deny(missing_docs)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use luge_core::{ArtifactKey, ModuleRegistry};
+use serde_json::{Value, json};
+
+/// The bytes of example action `name` (`target/wasm/<name>.wasm`).
+///
+/// # Panics
+/// When the actions have not been built, with a message saying how.
+pub fn example_wasm(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/wasm")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run scripts/build-actions.sh first",
+            path.display()
+        )
+    })
+}
+
+/// A registry on a host Wasmtime engine (no pool, no disk cache) keyed with
+/// `secret`.
+///
+/// # Panics
+/// When the engine cannot be built or the secret is too short.
+pub fn registry_with_key(secret: &str) -> ModuleRegistry {
+    let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
+        pooling: false,
+        ..Default::default()
+    })
+    .expect("wasmtime engine");
+    let key = ArtifactKey::from_secret(secret.as_bytes()).expect("key secret");
+    ModuleRegistry::new(Arc::new(runtime), key, None)
+}
+
+/// Example `name` precompiled and sealed with `secret`.
+///
+/// # Panics
+/// When the example is missing or does not compile.
+pub fn sealed_example(secret: &str, name: &str) -> Vec<u8> {
+    registry_with_key(secret)
+        .compile_sealed(&example_wasm(name))
+        .expect("example compiles")
+}
+
+/// Base64, as `/init` carries code.
+pub fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// An OpenWhisk init body for `code` with entry `main`; the fields of
+/// `extra` (e.g. `env`, `annotations`) are added to `value`.
+pub fn init_body(code: &[u8], main: &str, extra: Value) -> Value {
+    let mut value =
+        json!({ "name": "test-action", "main": main, "code": b64(code), "binary": true });
+    if let (Some(v), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+        for (k, x) in extra {
+            v.insert(k.clone(), x.clone());
+        }
+    }
+    json!({ "value": value })
+}
