@@ -1,0 +1,33 @@
+//! Luge's scheduler: deadline-ordered execution of sandboxes on core-pinned
+//! workers.
+//!
+//! Work distribution is decoupled from per-core scheduling, as in Sledge:
+//! new jobs enter one global [`crossbeam_deque::Injector`]; each worker pulls
+//! from it into its own run queue ordered by the [`Policy`] (FIFO, EDF or
+//! SRSF) and runs the most urgent job it has. Idle workers steal from busy
+//! ones, so no core idles while work waits.
+//!
+//! A job is a future. The engine makes a sandbox's future yield at the end
+//! of each quantum (Wasmtime's epoch interruption on a fiber): the worker then
+//! puts it back in its queue and picks the most urgent job again, including
+//! a newer, more urgent one from the injector. A job waiting on host I/O (a
+//! WASI sleep) returns `Pending` without being woken; it holds no worker and
+//! re-enters a queue when its waker fires. Engines that cannot yield give a
+//! future that completes in one poll: they run to completion under the same
+//! queues.
+//!
+//! The scheduler knows nothing of HTTP, tokio or any engine. A front end that
+//! needs a runtime context on worker threads (WASI's timers) passes a
+//! [`WorkerWrapper`].
+#![deny(missing_docs)]
+
+mod policy;
+mod queue;
+mod stats;
+mod task;
+mod worker;
+
+pub use policy::Policy;
+pub use queue::RunQueue;
+pub use stats::{ExecutionStats, FunctionStats, SchedulerStats};
+pub use worker::{Job, Scheduler, SchedulerConfig, SchedulerError, WorkerWrapper};

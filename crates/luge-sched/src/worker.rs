@@ -1,0 +1,386 @@
+//! Workers, the injector, and the scheduling loop.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::{Injector, Steal};
+
+use crate::policy::{Policy, Urgency};
+use crate::queue::RunQueue;
+use crate::stats::{Counters, ExecutionStats, SchedulerStats};
+use crate::task::{self, Task};
+
+/// Jobs moved from the injector into a worker's queue per scheduling point:
+/// enough that an urgent job behind a few others is seen at once, few enough
+/// that one worker does not hoard a burst (idle workers steal anyway).
+const INJECTOR_BATCH: usize = 8;
+/// An idle worker re-checks the queues at least this often. Wake-ups are
+/// explicit; this only bounds the cost of a missed one.
+const IDLE_RECHECK: Duration = Duration::from_millis(100);
+
+/// Runs each worker's loop inside a caller-provided context, e.g. a tokio
+/// runtime's `enter()` guard so engine host calls can use its timers. It
+/// receives the worker index and must call the loop exactly once.
+pub type WorkerWrapper = Arc<dyn Fn(usize, &mut dyn FnMut()) + Send + Sync>;
+
+/// Scheduler settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Worker threads.
+    pub workers: usize,
+    /// Run-queue order.
+    pub policy: Policy,
+    /// Pin worker `i` to core `i` (modulo the cores available).
+    pub pin: bool,
+    /// Percentile of recent execution times SRSF expects (0-100).
+    pub srsf_percentile: f64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            policy: Policy::Edf,
+            pin: true,
+            // p90: plans for the slow runs without being ruled by outliers.
+            srsf_percentile: 90.0,
+        }
+    }
+}
+
+/// Errors starting the scheduler.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    /// Zero workers asked for.
+    #[error("the scheduler needs at least one worker")]
+    NoWorkers,
+    /// A worker thread could not be spawned.
+    #[error("could not start worker thread: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// A unit of work: a future and what the policy needs to order it.
+pub struct Job {
+    /// Function name: the key of execution statistics and deadline misses.
+    pub function: Arc<str>,
+    /// Absolute deadline (may already be past: then it is the most urgent).
+    pub deadline: Instant,
+    /// Declared expected execution time, used by SRSF until runs are measured.
+    pub expected: Option<Duration>,
+    /// The work. It reports its own result (e.g. through a channel).
+    pub future: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+pub(crate) struct Shared {
+    policy: Policy,
+    injector: Injector<Arc<Task>>,
+    queues: Vec<Mutex<RunQueue<Arc<Task>>>>,
+    sleeping: Vec<AtomicBool>,
+    threads: Mutex<Vec<Thread>>,
+    shutdown: AtomicBool,
+    pub stats: ExecutionStats,
+    counters: Counters,
+    busy_ns: Vec<AtomicU64>,
+    jobs_run: Vec<AtomicU64>,
+    next_wake: AtomicUsize,
+}
+
+impl Shared {
+    fn queue(&self, worker: usize) -> MutexGuard<'_, RunQueue<Arc<Task>>> {
+        // Queue operations are single push/pop calls; ignore poisoning.
+        self.queues[worker].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn key(&self, task: &Task) -> Instant {
+        let now = Instant::now();
+        let remaining = match self.policy {
+            Policy::Srsf => self
+                .stats
+                .expected(&task.function, task.expected_seed)
+                .saturating_sub(task.cpu()),
+            Policy::Fifo | Policy::Edf => Duration::ZERO,
+        };
+        self.policy.key(&Urgency {
+            queued_at: now,
+            deadline: task.deadline,
+            remaining,
+        })
+    }
+
+    fn push_local(&self, worker: usize, task: Arc<Task>) {
+        let key = self.key(&task);
+        self.queue(worker).push(key, task);
+    }
+
+    /// A job whose I/O completed: back to the worker that last ran it.
+    pub(crate) fn enqueue_woken(&self, task: Arc<Task>) {
+        let home = task.home.load(Ordering::Relaxed) % self.queues.len();
+        self.push_local(home, task);
+        if !self.wake_worker(home) {
+            self.wake_any();
+        }
+    }
+
+    /// Unparks `worker` if it sleeps; whether it did.
+    fn wake_worker(&self, worker: usize) -> bool {
+        if self.sleeping[worker].swap(false, Ordering::SeqCst) {
+            if let Some(thread) = self.threads.lock().ok().and_then(|t| t.get(worker).cloned()) {
+                thread.unpark();
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Unparks one sleeping worker, if any, round robin.
+    fn wake_any(&self) {
+        let n = self.sleeping.len();
+        let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            if self.wake_worker((start + i) % n) {
+                return;
+            }
+        }
+    }
+
+    fn has_work_for(&self, worker: usize) -> bool {
+        !self.injector.is_empty() || !self.queue(worker).is_empty() || self.siblings_have_work(worker)
+    }
+
+    fn siblings_have_work(&self, worker: usize) -> bool {
+        (0..self.queues.len())
+            .filter(|&w| w != worker)
+            .any(|w| self.queues[w].try_lock().is_ok_and(|q| !q.is_empty()))
+    }
+
+    /// Moves up to a batch of new jobs from the injector into `worker`'s queue.
+    fn pull_injected(&self, worker: usize) {
+        for _ in 0..INJECTOR_BATCH {
+            match self.injector.steal() {
+                Steal::Success(task) => self.push_local(worker, task),
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    /// Takes the most urgent job of another worker's queue.
+    fn steal(&self, thief: usize) -> Option<Arc<Task>> {
+        let n = self.queues.len();
+        for offset in 1..n {
+            let victim = (thief + offset) % n;
+            if let Ok(mut queue) = self.queues[victim].try_lock()
+                && let Some(task) = queue.pop()
+            {
+                Counters::add(&self.counters.steals, 1);
+                return Some(task);
+            }
+        }
+        None
+    }
+
+    fn next_task(&self, worker: usize) -> Option<Arc<Task>> {
+        self.pull_injected(worker);
+        let (task, backlog) = {
+            let mut queue = self.queue(worker);
+            let task = queue.pop();
+            (task, !queue.is_empty())
+        };
+        if backlog {
+            // Work waits here while this worker is busy: let a sleeper steal.
+            self.wake_any();
+        }
+        task.or_else(|| self.steal(worker))
+    }
+
+    fn run(&self, worker: usize, task: Arc<Task>) {
+        task.home.store(worker, Ordering::Relaxed);
+        task.state.store(task::RUNNING, Ordering::Release);
+        let waker = Waker::from(Arc::clone(&task));
+        let mut cx = Context::from_waker(&waker);
+        let started = Instant::now();
+        let poll = {
+            let mut slot = task.future.lock().unwrap_or_else(|e| e.into_inner());
+            match slot.as_mut() {
+                // A panicking job must not take the worker down with it.
+                Some(future) => std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)))
+                    .unwrap_or_else(|_| {
+                        tracing::error!(function = %task.function, "job panicked");
+                        Poll::Ready(())
+                    }),
+                None => Poll::Ready(()),
+            }
+        };
+        let spent = started.elapsed().as_nanos() as u64;
+        self.busy_ns[worker].fetch_add(spent, Ordering::Relaxed);
+        task.cpu_ns.fetch_add(spent, Ordering::Relaxed);
+        match poll {
+            Poll::Ready(()) => {
+                task.state.store(task::DONE, Ordering::Release);
+                // Free the sandbox now, not when the last waker clone goes.
+                *task.future.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let missed = Instant::now() > task.deadline;
+                let yields = task.yields.load(Ordering::Relaxed);
+                self.stats.record(&task.function, task.cpu(), missed, yields);
+                Counters::add(&self.counters.completed, 1);
+            }
+            Poll::Pending => {
+                let parked = task
+                    .state
+                    .compare_exchange(task::RUNNING, task::IDLE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+                if !parked {
+                    // Woken while running: a quantum yield. Re-queue; the
+                    // loop then picks the most urgent job, maybe this one.
+                    task.state.store(task::QUEUED, Ordering::Release);
+                    task.yields.fetch_add(1, Ordering::Relaxed);
+                    Counters::add(&self.counters.preemptions, 1);
+                    self.push_local(worker, task);
+                }
+            }
+        }
+    }
+
+    fn worker_loop(&self, worker: usize) {
+        while !self.shutdown.load(Ordering::Acquire) {
+            if let Some(task) = self.next_task(worker) {
+                self.jobs_run[worker].fetch_add(1, Ordering::Relaxed);
+                self.run(worker, task);
+                continue;
+            }
+            // Announce sleep, then look once more: a job enqueued before the
+            // announcement is seen here, one after it unparks us.
+            self.sleeping[worker].store(true, Ordering::SeqCst);
+            if self.has_work_for(worker) || self.shutdown.load(Ordering::Acquire) {
+                self.sleeping[worker].store(false, Ordering::SeqCst);
+                continue;
+            }
+            std::thread::park_timeout(IDLE_RECHECK);
+            self.sleeping[worker].store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The scheduler: owns the worker threads; dropping it stops them.
+pub struct Scheduler {
+    shared: Arc<Shared>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("workers", &self.handles.len())
+            .field("policy", &self.shared.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scheduler {
+    /// Starts `config.workers` workers, each running inside `wrapper`.
+    pub fn start(config: &SchedulerConfig, wrapper: Option<WorkerWrapper>) -> Result<Self, SchedulerError> {
+        let n = config.workers;
+        if n == 0 {
+            return Err(SchedulerError::NoWorkers);
+        }
+        let shared = Arc::new(Shared {
+            policy: config.policy,
+            injector: Injector::new(),
+            queues: (0..n).map(|_| Mutex::new(RunQueue::default())).collect(),
+            sleeping: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            threads: Mutex::new(Vec::with_capacity(n)),
+            shutdown: AtomicBool::new(false),
+            stats: ExecutionStats::new(config.srsf_percentile),
+            counters: Counters::default(),
+            busy_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            jobs_run: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            next_wake: AtomicUsize::new(0),
+        });
+        let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let mut handles = Vec::with_capacity(n);
+        for worker in 0..n {
+            let shared = Arc::clone(&shared);
+            let wrapper = wrapper.clone();
+            let core = (!cores.is_empty()).then(|| cores[worker % cores.len()]);
+            let handle = std::thread::Builder::new()
+                .name(format!("luge-worker-{worker}"))
+                .spawn(move || {
+                    if let Some(core) = core
+                        && !core_affinity::set_for_current(core)
+                    {
+                        tracing::warn!(worker, "could not pin worker to its core");
+                    }
+                    let mut run = || shared.worker_loop(worker);
+                    match &wrapper {
+                        Some(wrap) => wrap(worker, &mut run),
+                        None => run(),
+                    }
+                })?;
+            handles.push(handle);
+        }
+        if let Ok(mut threads) = shared.threads.lock() {
+            threads.extend(handles.iter().map(|h| h.thread().clone()));
+        }
+        Ok(Self { shared, handles })
+    }
+
+    /// Queues a job. Never blocks.
+    pub fn submit(&self, job: Job) {
+        let task = Arc::new(Task {
+            future: Mutex::new(Some(job.future)),
+            state: AtomicU8::new(task::QUEUED),
+            function: job.function,
+            deadline: job.deadline,
+            expected_seed: job.expected,
+            cpu_ns: AtomicU64::new(0),
+            yields: AtomicU64::new(0),
+            home: AtomicUsize::new(0),
+            shared: Arc::downgrade(&self.shared),
+        });
+        Counters::add(&self.shared.counters.submitted, 1);
+        self.shared.injector.push(task);
+        self.shared.wake_any();
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Per-function execution statistics.
+    pub fn execution_stats(&self) -> &ExecutionStats {
+        &self.shared.stats
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> SchedulerStats {
+        let c = &self.shared.counters;
+        SchedulerStats {
+            submitted: c.submitted.load(Ordering::Relaxed),
+            completed: c.completed.load(Ordering::Relaxed),
+            preemptions: c.preemptions.load(Ordering::Relaxed),
+            steals: c.steals.load(Ordering::Relaxed),
+            busy_ns: self.shared.busy_ns.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
+            jobs_run: self.shared.jobs_run.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        if let Ok(threads) = self.shared.threads.lock() {
+            for thread in threads.iter() {
+                thread.unpark();
+            }
+        }
+        for handle in self.handles.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The scheduler with plain futures standing in for sandboxes: ordering,
+//! preemption at yields, parking on I/O, stealing, and resilience.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use luge_sched::{Job, Policy, Scheduler, SchedulerConfig};
+
+fn scheduler(workers: usize, policy: Policy) -> Scheduler {
+    let config = SchedulerConfig { workers, policy, pin: false, ..Default::default() };
+    Scheduler::start(&config, None).unwrap()
+}
+
+/// Spins for `total`, yielding (like an epoch quantum) every `quantum` when
+/// given; reports its finish time.
+struct Spin {
+    total: Duration,
+    quantum: Option<Duration>,
+    spent: Duration,
+}
+
+impl Future for Spin {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let slice = self.quantum.unwrap_or(self.total);
+        let started = Instant::now();
+        while started.elapsed() < slice && self.spent + started.elapsed() < self.total {
+            std::hint::spin_loop();
+        }
+        self.spent += started.elapsed();
+        if self.spent >= self.total {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Waits `delay` on another thread (host I/O), without holding a worker.
+struct Sleep {
+    delay: Duration,
+    done: Arc<Mutex<bool>>,
+    started: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if *self.done.lock().unwrap() {
+            return Poll::Ready(());
+        }
+        if !self.started {
+            self.started = true;
+            let (done, waker, delay) = (Arc::clone(&self.done), cx.waker().clone(), self.delay);
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                *done.lock().unwrap() = true;
+                waker.wake();
+            });
+        }
+        Poll::Pending
+    }
+}
+
+fn job(name: &str, deadline: Instant, work: impl Future<Output = ()> + Send + 'static, done: mpsc::Sender<(String, Instant)>) -> Job {
+    let name = name.to_owned();
+    Job {
+        function: Arc::from(name.as_str()),
+        deadline,
+        expected: None,
+        future: Box::pin(async move {
+            work.await;
+            let _ = done.send((name, Instant::now()));
+        }),
+    }
+}
+
+/// Stats are recorded just after a job reports its result: wait for them.
+fn eventually(condition: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(2);
+    while !condition() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(condition());
+}
+
+fn spin(ms: u64, quantum_ms: Option<u64>) -> Spin {
+    Spin {
+        total: Duration::from_millis(ms),
+        quantum: quantum_ms.map(Duration::from_millis),
+        spent: Duration::ZERO,
+    }
+}
+
+#[test]
+fn preemptive_edf_runs_an_urgent_job_within_a_few_quanta() {
+    let sched = scheduler(1, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    sched.submit(job("long", now + Duration::from_secs(60), spin(1500, Some(5)), tx.clone()));
+    std::thread::sleep(Duration::from_millis(100));
+    let submitted = Instant::now();
+    sched.submit(job("short", submitted + Duration::from_millis(10), spin(5, Some(5)), tx));
+    let (first, at) = rx.recv().unwrap();
+    assert_eq!(first, "short");
+    assert!(at - submitted < Duration::from_millis(100), "short waited {:?}", at - submitted);
+    assert_eq!(rx.recv().unwrap().0, "long");
+    assert!(sched.stats().preemptions > 0);
+}
+
+#[test]
+fn without_preemption_fifo_makes_the_short_job_wait() {
+    let sched = scheduler(1, Policy::Fifo);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    sched.submit(job("long", now + Duration::from_secs(60), spin(600, None), tx.clone()));
+    std::thread::sleep(Duration::from_millis(50));
+    let submitted = Instant::now();
+    sched.submit(job("short", submitted + Duration::from_millis(10), spin(5, None), tx));
+    assert_eq!(rx.recv().unwrap().0, "long");
+    let (second, at) = rx.recv().unwrap();
+    assert_eq!(second, "short");
+    assert!(at - submitted > Duration::from_millis(400), "short did not wait: {:?}", at - submitted);
+    eventually(|| sched.execution_stats().function("short").deadline_misses == 1);
+}
+
+#[test]
+fn jobs_waiting_on_io_hold_no_worker() {
+    let sched = scheduler(1, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    let started = Instant::now();
+    for i in 0..200 {
+        let sleep = Sleep { delay: Duration::from_millis(200), done: Arc::new(Mutex::new(false)), started: false };
+        sched.submit(job(&format!("s{i}"), started + Duration::from_secs(1), sleep, tx.clone()));
+    }
+    for _ in 0..200 {
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+    // Serially that would be 40 s; parked, it is one sleep plus overhead.
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[test]
+fn idle_workers_steal_so_both_cores_run() {
+    let sched = scheduler(2, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    // Submitted from one thread; long enough that one worker cannot take all.
+    for i in 0..8 {
+        sched.submit(job(&format!("j{i}"), now + Duration::from_millis(i), spin(30, None), tx.clone()));
+    }
+    for _ in 0..8 {
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+    eventually(|| sched.stats().completed == 8);
+    let stats = sched.stats();
+    assert!(stats.jobs_run.iter().all(|&n| n > 0), "{stats:?}");
+}
+
+#[test]
+fn srsf_learns_execution_times() {
+    let sched = scheduler(1, Policy::Srsf);
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..3 {
+        sched.submit(job("f", Instant::now() + Duration::from_secs(1), spin(20, None), tx.clone()));
+        rx.recv().unwrap();
+    }
+    let expected = sched.execution_stats().expected("f", None);
+    assert!(expected >= Duration::from_millis(20) && expected < Duration::from_millis(200), "{expected:?}");
+}
+
+#[test]
+fn a_panicking_job_does_not_kill_its_worker() {
+    let sched = scheduler(1, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    sched.submit(Job {
+        function: Arc::from("boom"),
+        deadline: Instant::now(),
+        expected: None,
+        future: Box::pin(async { panic!("job panics on purpose") }),
+    });
+    sched.submit(job("after", Instant::now(), spin(1, None), tx));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().0, "after");
+}
