@@ -60,7 +60,6 @@ impl Server {
             "--key-file",
             key_file.to_str().expect("utf-8 path"),
         ]);
-        let (addr, executor) = luge_executor::routes::build(cli).expect("executor");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -68,6 +67,8 @@ impl Server {
                 .build()
                 .expect("tokio");
             runtime.block_on(async move {
+                // The scheduler's workers enter this runtime: build inside it.
+                let (addr, executor) = luge_executor::routes::build(cli).expect("executor");
                 let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
                 tx.send(listener.local_addr().expect("addr")).expect("send");
                 luge_executor::routes::serve(listener, executor, std::future::pending()).await;

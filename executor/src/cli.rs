@@ -9,8 +9,9 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use luge_core::artifact::{self, KeySource};
 use luge_core::limits::{DEFAULT_MAX_OUTPUT_BYTES, Limits};
-use luge_core::{LimitPolicy, ModuleRegistry, WasmRuntime};
+use luge_core::{LimitPolicy, ModuleRegistry, Preemption, WasmRuntime};
 use luge_openwhisk::InitSettings;
+use luge_sched::{Policy, Scheduler, SchedulerConfig, WorkerWrapper};
 
 /// Luge: a serverless-first WebAssembly function runtime.
 #[derive(Debug, Parser)]
@@ -53,9 +54,35 @@ pub enum EngineKind {
     Wamr,
 }
 
+/// Scheduling policies (see luge-sched).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum PolicyArg {
+    /// First come, first served (round robin when preempting).
+    Fifo,
+    /// Earliest deadline first.
+    Edf,
+    /// Shortest remaining slack first.
+    Srsf,
+}
+
 /// Options shared by every mode.
 #[derive(Debug, Args)]
 pub struct Common {
+    /// Worker threads running sandboxes, one per core by default.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Order of each worker's run queue.
+    #[arg(long, value_enum, default_value = "edf")]
+    pub policy: PolicyArg,
+    /// Time slice after which a running sandbox yields, µs.
+    #[arg(long, default_value_t = 5000)]
+    pub quantum_us: u64,
+    /// Run each sandbox until it finishes or waits on I/O.
+    #[arg(long)]
+    pub no_preempt: bool,
+    /// Do not pin workers to cores.
+    #[arg(long)]
+    pub no_pin: bool,
     /// Wasm engine.
     #[arg(long, value_enum, default_value = "wasmtime")]
     pub engine: EngineKind,
@@ -94,6 +121,10 @@ pub struct Common {
 
 /// Everything the routes need, built once at start.
 pub struct Settings {
+    /// Runs invocations.
+    pub scheduler: Arc<Scheduler>,
+    /// How sandboxes share workers.
+    pub preemption: Preemption,
     /// Loads and shares modules.
     pub registry: Arc<ModuleRegistry>,
     /// Bounds on init.
@@ -145,8 +176,36 @@ impl Common {
         }
     }
 
-    /// Builds the engine, registry and limits.
+    fn scheduler(&self) -> anyhow::Result<Scheduler> {
+        let defaults = SchedulerConfig::default();
+        let config = SchedulerConfig {
+            workers: self.workers.unwrap_or(defaults.workers),
+            policy: match self.policy {
+                PolicyArg::Fifo => Policy::Fifo,
+                PolicyArg::Edf => Policy::Edf,
+                PolicyArg::Srsf => Policy::Srsf,
+            },
+            pin: !self.no_pin,
+            ..defaults
+        };
+        // Engine host calls (WASI sleeps, file I/O) use tokio's timers and
+        // blocking pool: run every worker inside the front end's runtime.
+        let handle = tokio::runtime::Handle::try_current()
+            .context("the scheduler must be started inside the tokio runtime")?;
+        let wrapper: WorkerWrapper = Arc::new(move |_, run| {
+            let _runtime = handle.enter();
+            run();
+        });
+        tracing::info!(workers = config.workers, policy = ?config.policy, pin = config.pin, "scheduler ready");
+        Ok(Scheduler::start(&config, Some(wrapper))?)
+    }
+
+    /// Builds the engine, registry, scheduler and limits. Call inside the
+    /// tokio runtime.
     pub fn settings(&self) -> anyhow::Result<Settings> {
+        if self.quantum_us == 0 {
+            bail!("--quantum-us must be greater than zero");
+        }
         let cache_dir = self.cache_dir();
         let (key, source) = artifact::operator_key(self.key_file.as_deref(), &cache_dir)?;
         if let KeySource::Local(path) = source {
@@ -162,6 +221,11 @@ impl Common {
             None => None,
         };
         Ok(Settings {
+            scheduler: Arc::new(self.scheduler()?),
+            preemption: Preemption {
+                quantum: Duration::from_micros(self.quantum_us),
+                enabled: !self.no_preempt,
+            },
             registry: Arc::new(ModuleRegistry::new(
                 runtime,
                 key,

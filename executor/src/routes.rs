@@ -155,6 +155,11 @@ impl App {
                 "containers": containers,
                 "modules": registry.live_modules(),
                 "compiles": registry.stats().compiles,
+                "scheduler": {
+                    "workers": self.settings.scheduler.workers(),
+                    "completed": self.settings.scheduler.stats().completed,
+                    "preemptions": self.settings.scheduler.stats().preemptions,
+                },
             }),
         )
     }
@@ -173,7 +178,8 @@ impl App {
             Ok(prepared) => prepared,
             Err(reply) => return http::reply(reply),
         };
-        let outcome = dispatch::invoke(prepared).await;
+        let settings = &self.settings;
+        let outcome = dispatch::invoke(&settings.scheduler, settings.preemption, prepared).await;
         tracing::debug!(termination = ?outcome.termination, elapsed_us = outcome.elapsed.as_micros() as u64, "activation");
         http::reply(container.finish_run(&outcome))
     }

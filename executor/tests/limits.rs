@@ -52,10 +52,11 @@ fn other_containers_are_served_during_a_runaway() {
         std::thread::sleep(Duration::from_millis(200));
         for i in 0..20 {
             let started = Instant::now();
-            assert_eq!(
-                luge.post("/echo/run", &json!({"value": {"i": i}})),
-                (200, json!({"i": i}))
-            );
+            // As OpenWhisk's invoker does, each run carries its deadline;
+            // under EDF it preempts the runaways, whose deadline is their
+            // time limit.
+            let run = json!({"value": {"i": i}, "deadline": (now_ms() + 100).to_string()});
+            assert_eq!(luge.post("/echo/run", &run), (200, json!({"i": i})));
             assert!(
                 started.elapsed() < Duration::from_millis(1000),
                 "echo waited {:?}",
@@ -134,4 +135,11 @@ fn traps_panics_and_exit_codes_are_action_errors() {
         assert!(err.contains("the action panicked on purpose"), "{err}");
         assert!(err.contains("giving up with status 3"), "{err}");
     });
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }

@@ -37,4 +37,4 @@ pub use invocation::Invocation;
 pub use limits::{LimitError, LimitPolicy, Limits};
 pub use outcome::{Outcome, Termination};
 pub use registry::{LoadError, ModuleRegistry, RegistryStats};
-pub use runtime::{EngineError, EngineId, LoadedModule, WasmRuntime};
+pub use runtime::{EngineError, EngineId, LoadedModule, Preemption, SandboxFuture, WasmRuntime};

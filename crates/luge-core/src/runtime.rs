@@ -4,7 +4,10 @@
 //! upload or first sight of a module), `load_artifact` (cheap, at `/init`),
 //! and [`LoadedModule::run`] (per invocation, a fresh sandbox every time).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -68,9 +71,35 @@ pub trait WasmRuntime: Send + Sync {
     ) -> Result<Arc<dyn LoadedModule>, EngineError>;
 }
 
+/// One sandbox run as a future, for a scheduler to poll.
+pub type SandboxFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+/// How a running sandbox shares its worker with other sandboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preemption {
+    /// Time slice after which a sandbox yields (Sledge uses 5 ms).
+    pub quantum: Duration,
+    /// Yield at the end of each quantum; when off, a sandbox runs until it
+    /// finishes, waits on I/O, or meets its time limit.
+    pub enabled: bool,
+}
+
+/// Five milliseconds: long enough that switching costs little (a few µs per
+/// switch), short enough that a short function waits a few ms at most.
+pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(5);
+
+impl Default for Preemption {
+    fn default() -> Self {
+        Self {
+            quantum: DEFAULT_QUANTUM,
+            enabled: true,
+        }
+    }
+}
+
 /// A compiled module ready to be instantiated, shared by every container that
 /// runs the same code.
-pub trait LoadedModule: Send + Sync {
+pub trait LoadedModule: Send + Sync + 'static {
     /// Whether the module exports a function called `name` (the entry point).
     fn has_export(&self, name: &str) -> bool;
 
@@ -80,4 +109,14 @@ pub trait LoadedModule: Send + Sync {
 
     /// Bytes of native code and metadata this module keeps resident.
     fn code_size(&self) -> usize;
+
+    /// Starts one invocation as a future. Engines that can suspend a running
+    /// sandbox return `Pending` at the end of each quantum (after waking the
+    /// task, so a scheduler re-queues it) and while waiting on host I/O
+    /// (without waking it until the I/O completes). The default, for engines
+    /// that cannot yield, runs to completion in the first poll.
+    fn start(self: Arc<Self>, invocation: Invocation, preemption: Preemption) -> SandboxFuture {
+        let _ = preemption;
+        Box::pin(async move { self.run(invocation) })
+    }
 }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use luge_core::action::COMMAND_ENTRY;
 use luge_core::capabilities::Annotations;
@@ -68,6 +69,33 @@ pub struct PreparedRun {
     pub invocation: Invocation,
     /// OpenWhisk's `deadline` (ms since the Unix epoch), when sent.
     pub deadline_ms: Option<u64>,
+}
+
+impl PreparedRun {
+    /// The absolute deadline of this run for a request that arrived at
+    /// `arrived`: OpenWhisk's `deadline` when sent (already past is fine: it
+    /// is then the most urgent), else the action's relative deadline, else
+    /// its time limit.
+    pub fn deadline(&self, arrived: Instant) -> Instant {
+        let action = &self.invocation.action;
+        if let Some(deadline_ms) = self.deadline_ms {
+            let now_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            return if deadline_ms >= now_ms {
+                arrived + Duration::from_millis(deadline_ms - now_ms)
+            } else {
+                arrived
+                    .checked_sub(Duration::from_millis(now_ms - deadline_ms))
+                    .unwrap_or(arrived)
+            };
+        }
+        arrived
+            + action
+                .sched
+                .relative_deadline
+                .unwrap_or(action.limits.timeout)
+    }
 }
 
 impl Container {

@@ -153,6 +153,9 @@ mod tests {
         for name in ["1", "2", "3"] {
             queue.push(t, name);
         }
-        assert_eq!(std::iter::from_fn(|| queue.pop()).collect::<Vec<_>>(), ["1", "2", "3"]);
+        assert_eq!(
+            std::iter::from_fn(|| queue.pop()).collect::<Vec<_>>(),
+            ["1", "2", "3"]
+        );
     }
 }

@@ -93,7 +93,9 @@ pub(crate) struct Shared {
 impl Shared {
     fn queue(&self, worker: usize) -> MutexGuard<'_, RunQueue<Arc<Task>>> {
         // Queue operations are single push/pop calls; ignore poisoning.
-        self.queues[worker].lock().unwrap_or_else(|e| e.into_inner())
+        self.queues[worker]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn key(&self, task: &Task) -> Instant {
@@ -129,7 +131,12 @@ impl Shared {
     /// Unparks `worker` if it sleeps; whether it did.
     fn wake_worker(&self, worker: usize) -> bool {
         if self.sleeping[worker].swap(false, Ordering::SeqCst) {
-            if let Some(thread) = self.threads.lock().ok().and_then(|t| t.get(worker).cloned()) {
+            if let Some(thread) = self
+                .threads
+                .lock()
+                .ok()
+                .and_then(|t| t.get(worker).cloned())
+            {
                 thread.unpark();
             }
             return true;
@@ -149,7 +156,9 @@ impl Shared {
     }
 
     fn has_work_for(&self, worker: usize) -> bool {
-        !self.injector.is_empty() || !self.queue(worker).is_empty() || self.siblings_have_work(worker)
+        !self.injector.is_empty()
+            || !self.queue(worker).is_empty()
+            || self.siblings_have_work(worker)
     }
 
     fn siblings_have_work(&self, worker: usize) -> bool {
@@ -208,11 +217,13 @@ impl Shared {
             let mut slot = task.future.lock().unwrap_or_else(|e| e.into_inner());
             match slot.as_mut() {
                 // A panicking job must not take the worker down with it.
-                Some(future) => std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)))
-                    .unwrap_or_else(|_| {
-                        tracing::error!(function = %task.function, "job panicked");
-                        Poll::Ready(())
-                    }),
+                Some(future) => {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)))
+                        .unwrap_or_else(|_| {
+                            tracing::error!(function = %task.function, "job panicked");
+                            Poll::Ready(())
+                        })
+                }
                 None => Poll::Ready(()),
             }
         };
@@ -226,13 +237,19 @@ impl Shared {
                 *task.future.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 let missed = Instant::now() > task.deadline;
                 let yields = task.yields.load(Ordering::Relaxed);
-                self.stats.record(&task.function, task.cpu(), missed, yields);
+                self.stats
+                    .record(&task.function, task.cpu(), missed, yields);
                 Counters::add(&self.counters.completed, 1);
             }
             Poll::Pending => {
                 let parked = task
                     .state
-                    .compare_exchange(task::RUNNING, task::IDLE, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(
+                        task::RUNNING,
+                        task::IDLE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
                     .is_ok();
                 if !parked {
                     // Woken while running: a quantum yield. Re-queue; the
@@ -283,7 +300,10 @@ impl std::fmt::Debug for Scheduler {
 
 impl Scheduler {
     /// Starts `config.workers` workers, each running inside `wrapper`.
-    pub fn start(config: &SchedulerConfig, wrapper: Option<WorkerWrapper>) -> Result<Self, SchedulerError> {
+    pub fn start(
+        config: &SchedulerConfig,
+        wrapper: Option<WorkerWrapper>,
+    ) -> Result<Self, SchedulerError> {
         let n = config.workers;
         if n == 0 {
             return Err(SchedulerError::NoWorkers);
@@ -301,7 +321,11 @@ impl Scheduler {
             jobs_run: (0..n).map(|_| AtomicU64::new(0)).collect(),
             next_wake: AtomicUsize::new(0),
         });
-        let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let cores = if config.pin {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let mut handles = Vec::with_capacity(n);
         for worker in 0..n {
             let shared = Arc::clone(&shared);
@@ -365,8 +389,18 @@ impl Scheduler {
             completed: c.completed.load(Ordering::Relaxed),
             preemptions: c.preemptions.load(Ordering::Relaxed),
             steals: c.steals.load(Ordering::Relaxed),
-            busy_ns: self.shared.busy_ns.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
-            jobs_run: self.shared.jobs_run.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
+            busy_ns: self
+                .shared
+                .busy_ns
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
+            jobs_run: self
+                .shared
+                .jobs_run
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
         }
     }
 }

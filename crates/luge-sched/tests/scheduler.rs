@@ -13,7 +13,12 @@ use std::time::{Duration, Instant};
 use luge_sched::{Job, Policy, Scheduler, SchedulerConfig};
 
 fn scheduler(workers: usize, policy: Policy) -> Scheduler {
-    let config = SchedulerConfig { workers, policy, pin: false, ..Default::default() };
+    let config = SchedulerConfig {
+        workers,
+        policy,
+        pin: false,
+        ..Default::default()
+    };
     Scheduler::start(&config, None).unwrap()
 }
 
@@ -68,7 +73,12 @@ impl Future for Sleep {
     }
 }
 
-fn job(name: &str, deadline: Instant, work: impl Future<Output = ()> + Send + 'static, done: mpsc::Sender<(String, Instant)>) -> Job {
+fn job(
+    name: &str,
+    deadline: Instant,
+    work: impl Future<Output = ()> + Send + 'static,
+    done: mpsc::Sender<(String, Instant)>,
+) -> Job {
     let name = name.to_owned();
     Job {
         function: Arc::from(name.as_str()),
@@ -103,13 +113,27 @@ fn preemptive_edf_runs_an_urgent_job_within_a_few_quanta() {
     let sched = scheduler(1, Policy::Edf);
     let (tx, rx) = mpsc::channel();
     let now = Instant::now();
-    sched.submit(job("long", now + Duration::from_secs(60), spin(1500, Some(5)), tx.clone()));
+    sched.submit(job(
+        "long",
+        now + Duration::from_secs(60),
+        spin(1500, Some(5)),
+        tx.clone(),
+    ));
     std::thread::sleep(Duration::from_millis(100));
     let submitted = Instant::now();
-    sched.submit(job("short", submitted + Duration::from_millis(10), spin(5, Some(5)), tx));
+    sched.submit(job(
+        "short",
+        submitted + Duration::from_millis(10),
+        spin(5, Some(5)),
+        tx,
+    ));
     let (first, at) = rx.recv().unwrap();
     assert_eq!(first, "short");
-    assert!(at - submitted < Duration::from_millis(100), "short waited {:?}", at - submitted);
+    assert!(
+        at - submitted < Duration::from_millis(100),
+        "short waited {:?}",
+        at - submitted
+    );
     assert_eq!(rx.recv().unwrap().0, "long");
     assert!(sched.stats().preemptions > 0);
 }
@@ -119,14 +143,28 @@ fn without_preemption_fifo_makes_the_short_job_wait() {
     let sched = scheduler(1, Policy::Fifo);
     let (tx, rx) = mpsc::channel();
     let now = Instant::now();
-    sched.submit(job("long", now + Duration::from_secs(60), spin(600, None), tx.clone()));
+    sched.submit(job(
+        "long",
+        now + Duration::from_secs(60),
+        spin(600, None),
+        tx.clone(),
+    ));
     std::thread::sleep(Duration::from_millis(50));
     let submitted = Instant::now();
-    sched.submit(job("short", submitted + Duration::from_millis(10), spin(5, None), tx));
+    sched.submit(job(
+        "short",
+        submitted + Duration::from_millis(10),
+        spin(5, None),
+        tx,
+    ));
     assert_eq!(rx.recv().unwrap().0, "long");
     let (second, at) = rx.recv().unwrap();
     assert_eq!(second, "short");
-    assert!(at - submitted > Duration::from_millis(400), "short did not wait: {:?}", at - submitted);
+    assert!(
+        at - submitted > Duration::from_millis(400),
+        "short did not wait: {:?}",
+        at - submitted
+    );
     eventually(|| sched.execution_stats().function("short").deadline_misses == 1);
 }
 
@@ -136,14 +174,27 @@ fn jobs_waiting_on_io_hold_no_worker() {
     let (tx, rx) = mpsc::channel();
     let started = Instant::now();
     for i in 0..200 {
-        let sleep = Sleep { delay: Duration::from_millis(200), done: Arc::new(Mutex::new(false)), started: false };
-        sched.submit(job(&format!("s{i}"), started + Duration::from_secs(1), sleep, tx.clone()));
+        let sleep = Sleep {
+            delay: Duration::from_millis(200),
+            done: Arc::new(Mutex::new(false)),
+            started: false,
+        };
+        sched.submit(job(
+            &format!("s{i}"),
+            started + Duration::from_secs(1),
+            sleep,
+            tx.clone(),
+        ));
     }
     for _ in 0..200 {
         rx.recv_timeout(Duration::from_secs(10)).unwrap();
     }
     // Serially that would be 40 s; parked, it is one sleep plus overhead.
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -153,7 +204,12 @@ fn idle_workers_steal_so_both_cores_run() {
     let now = Instant::now();
     // Submitted from one thread; long enough that one worker cannot take all.
     for i in 0..8 {
-        sched.submit(job(&format!("j{i}"), now + Duration::from_millis(i), spin(30, None), tx.clone()));
+        sched.submit(job(
+            &format!("j{i}"),
+            now + Duration::from_millis(i),
+            spin(30, None),
+            tx.clone(),
+        ));
     }
     for _ in 0..8 {
         rx.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -168,11 +224,19 @@ fn srsf_learns_execution_times() {
     let sched = scheduler(1, Policy::Srsf);
     let (tx, rx) = mpsc::channel();
     for _ in 0..3 {
-        sched.submit(job("f", Instant::now() + Duration::from_secs(1), spin(20, None), tx.clone()));
+        sched.submit(job(
+            "f",
+            Instant::now() + Duration::from_secs(1),
+            spin(20, None),
+            tx.clone(),
+        ));
         rx.recv().unwrap();
     }
     let expected = sched.execution_stats().expected("f", None);
-    assert!(expected >= Duration::from_millis(20) && expected < Duration::from_millis(200), "{expected:?}");
+    assert!(
+        expected >= Duration::from_millis(20) && expected < Duration::from_millis(200),
+        "{expected:?}"
+    );
 }
 
 #[test]

@@ -30,7 +30,7 @@ use wasmtime::{Engine, Linker, Module};
 
 pub use config::WasmtimeConfig;
 use epoch::EpochTicker;
-use sandbox::{SandboxModule, SandboxState};
+use sandbox::{Linkers, SandboxModule, SandboxState};
 
 /// Target triple this crate was built for.
 pub const HOST_TARGET: &str = env!("LUGE_TARGET_TRIPLE");
@@ -41,7 +41,7 @@ pub const WASMTIME_VERSION: &str = env!("LUGE_WASMTIME_VERSION");
 pub struct WasmtimeRuntime {
     engine: Engine,
     id: EngineId,
-    linker: Arc<Linker<SandboxState>>,
+    linkers: Arc<Linkers>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
 }
@@ -59,11 +59,12 @@ impl WasmtimeRuntime {
     pub fn new(config: &WasmtimeConfig) -> Result<Self, EngineError> {
         let engine = Engine::new(&config.to_wasmtime()?)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |state: &mut SandboxState| {
-            &mut state.wasi
-        })
-        .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let mut sync = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut sync, SandboxState::wasi)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let mut asynchronous = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut asynchronous, SandboxState::wasi)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let ticker = EpochTicker::start(engine.clone(), config.epoch_tick)
             .map_err(|e| EngineError::Config(format!("epoch ticker: {e}")))?;
         Ok(Self {
@@ -76,7 +77,7 @@ impl WasmtimeRuntime {
                     .unwrap_or_else(|| HOST_TARGET.to_owned()),
             },
             engine,
-            linker: Arc::new(linker),
+            linkers: Arc::new(Linkers { sync, asynchronous }),
             ticker,
             fuel: config.fuel,
         })
@@ -107,7 +108,8 @@ impl WasmRuntime for WasmtimeRuntime {
         // its own version and configuration flags and refuses a mismatch.
         let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
             .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
-        let module = SandboxModule::new(module, &self.linker, Arc::clone(&self.ticker), self.fuel)?;
+        let module =
+            SandboxModule::new(module, &self.linkers, Arc::clone(&self.ticker), self.fuel)?;
         Ok(Arc::new(module))
     }
 }

@@ -4,8 +4,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_core::{DirMode, EngineError, Invocation, LoadedModule, Outcome, Termination};
-use wasmtime::{InstancePre, Linker, Module, Store, Trap};
+use luge_core::limits::Limits;
+use luge_core::{
+    DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Termination,
+};
+use wasmtime::{InstancePre, Linker, Module, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
@@ -20,9 +23,25 @@ pub struct SandboxState {
     limiter: SandboxLimiter,
 }
 
+impl SandboxState {
+    /// The WASI context, as the WASI linkers reach it.
+    pub fn wasi(&mut self) -> &mut WasiP1Ctx {
+        &mut self.wasi
+    }
+}
+
+/// The WASI linkers of one engine, built once.
+pub(crate) struct Linkers {
+    pub sync: Linker<SandboxState>,
+    pub asynchronous: Linker<SandboxState>,
+}
+
 /// A deserialized module, pre-linked against WASI.
 pub struct SandboxModule {
+    /// Linked against synchronous WASI: `run` blocks its thread.
     pre: InstancePre<SandboxState>,
+    /// Linked against asynchronous WASI: `start` yields at quanta and I/O.
+    pre_async: InstancePre<SandboxState>,
     exports: HashSet<String>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
@@ -32,13 +51,17 @@ pub struct SandboxModule {
 impl SandboxModule {
     pub(crate) fn new(
         module: Module,
-        linker: &Linker<SandboxState>,
+        linkers: &Linkers,
         ticker: Arc<EpochTicker>,
         fuel: bool,
     ) -> Result<Self, EngineError> {
-        let pre = linker
-            .instantiate_pre(&module)
-            .map_err(|e| EngineError::Unsupported(format!("{e:#}")))?;
+        let link = |linker: &Linker<SandboxState>| {
+            linker
+                .instantiate_pre(&module)
+                .map_err(|e| EngineError::Unsupported(format!("{e:#}")))
+        };
+        let pre = link(&linkers.sync)?;
+        let pre_async = link(&linkers.asynchronous)?;
         let exports = module
             .exports()
             .filter(|e| e.ty().func().is_some())
@@ -47,6 +70,7 @@ impl SandboxModule {
         let range = module.image_range();
         Ok(Self {
             pre,
+            pre_async,
             exports,
             ticker,
             fuel,
@@ -93,13 +117,79 @@ impl LoadedModule for SandboxModule {
 
     fn run(&self, invocation: Invocation) -> Outcome {
         let started = Instant::now();
+        let mut sandbox = match self.sandbox(&invocation) {
+            Ok(sandbox) => sandbox,
+            Err(outcome) => return outcome,
+        };
+        // Synchronous runs trap at the time limit.
+        sandbox.store.epoch_deadline_trap();
+        sandbox
+            .store
+            .set_epoch_deadline(self.ticker.ticks_for(sandbox.limits.timeout));
+        let entry = invocation.action.entry.as_str();
+        let result = {
+            let _running = self.ticker.enter();
+            let store = &mut sandbox.store;
+            self.pre.instantiate(&mut *store).and_then(|instance| {
+                let func = instance.get_typed_func::<(), ()>(&mut *store, entry)?;
+                func.call(&mut *store, ())
+            })
+        };
+        sandbox.finish(result, started)
+    }
+
+    fn start(self: Arc<Self>, invocation: Invocation, preemption: Preemption) -> SandboxFuture {
+        Box::pin(async move {
+            let started = Instant::now();
+            let mut sandbox = match self.sandbox(&invocation) {
+                Ok(sandbox) => sandbox,
+                Err(outcome) => return outcome,
+            };
+            // At each quantum: stop a sandbox past its time limit, otherwise
+            // yield to the scheduler (or, without preemption, carry on).
+            let quantum = self.ticker.ticks_for(preemption.quantum);
+            let timeout = sandbox.limits.timeout;
+            sandbox.store.epoch_deadline_callback(move |_| {
+                Ok(if started.elapsed() >= timeout {
+                    UpdateDeadline::Interrupt
+                } else if preemption.enabled {
+                    UpdateDeadline::Yield(quantum)
+                } else {
+                    UpdateDeadline::Continue(quantum)
+                })
+            });
+            sandbox.store.set_epoch_deadline(quantum);
+            let entry = invocation.action.entry.as_str();
+            let result = {
+                let _running = self.ticker.enter();
+                let store = &mut sandbox.store;
+                match self.pre_async.instantiate_async(&mut *store).await {
+                    Ok(instance) => match instance.get_typed_func::<(), ()>(&mut *store, entry) {
+                        Ok(func) => func.call_async(&mut *store, ()).await,
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                }
+            };
+            sandbox.finish(result, started)
+        })
+    }
+}
+
+/// A store ready to instantiate in, with its captured streams.
+struct Sandbox {
+    store: Store<SandboxState>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    limits: Limits,
+}
+
+impl SandboxModule {
+    fn sandbox(&self, invocation: &Invocation) -> Result<Sandbox, Outcome> {
         let limits = invocation.action.limits;
         let stdout = MemoryOutputPipe::new(limits.max_output_bytes);
         let stderr = MemoryOutputPipe::new(limits.max_output_bytes);
-        let wasi = match Self::wasi_context(&invocation, &stdout, &stderr) {
-            Ok(wasi) => wasi,
-            Err(message) => return Outcome::failed(message),
-        };
+        let wasi = Self::wasi_context(invocation, &stdout, &stderr).map_err(Outcome::failed)?;
         let mut store = Store::new(
             self.pre.module().engine(),
             SandboxState {
@@ -112,45 +202,42 @@ impl LoadedModule for SandboxModule {
             // With metering on, an action without a fuel limit gets all of it.
             let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
         }
-        store.epoch_deadline_trap();
-        store.set_epoch_deadline(self.ticker.ticks_for(limits.timeout));
+        Ok(Sandbox {
+            store,
+            stdout,
+            stderr,
+            limits,
+        })
+    }
+}
 
-        let entry = invocation.action.entry.as_str();
-        let result = {
-            let _running = self.ticker.enter();
-            self.pre.instantiate(&mut store).and_then(|instance| {
-                let func = instance.get_typed_func::<(), ()>(&mut store, entry)?;
-                func.call(&mut store, ())
-            })
-        };
+impl Sandbox {
+    /// Tears the sandbox down and reports how it ended.
+    fn finish(self, result: wasmtime::Result<()>, started: Instant) -> Outcome {
+        let limits = self.limits;
+        let refused = self.store.data().limiter.refused;
         let termination = match result {
             Ok(()) => Termination::Exited(0),
             Err(error) => {
                 if let Some(exit) = error.downcast_ref::<I32Exit>() {
                     Termination::Exited(exit.0)
-                } else if let Some(trap) = error.downcast_ref::<Trap>() {
-                    match trap {
-                        Trap::Interrupt => Termination::TimedOut(limits.timeout),
-                        Trap::OutOfFuel => Termination::OutOfFuel,
-                        _ if store.data().limiter.refused => Termination::OutOfMemory {
+                } else {
+                    match error.downcast_ref::<Trap>() {
+                        Some(Trap::Interrupt) => Termination::TimedOut(limits.timeout),
+                        Some(Trap::OutOfFuel) => Termination::OutOfFuel,
+                        _ if refused => Termination::OutOfMemory {
                             limit_bytes: limits.memory_bytes,
                         },
                         _ => Termination::Trapped(format!("{error:#}")),
                     }
-                } else if store.data().limiter.refused {
-                    Termination::OutOfMemory {
-                        limit_bytes: limits.memory_bytes,
-                    }
-                } else {
-                    Termination::Trapped(format!("{error:#}"))
                 }
             }
         };
-        drop(store);
+        drop(self.store);
         Outcome {
             termination,
-            stdout: take_output(stdout),
-            stderr: take_output(stderr),
+            stdout: take_output(self.stdout),
+            stderr: take_output(self.stderr),
             elapsed: started.elapsed(),
         }
     }

@@ -1,0 +1,69 @@
+//! Scheduler overhead: no-op invocations through luge-sched (one worker,
+//! preemptive EDF, the async sandbox path) against calling the engine
+//! directly on one thread. The ratio of the two is the scheduler's cost.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use luge_benches::{registry, wasm};
+use luge_core::{Action, Invocation, ModuleCode, Preemption};
+use luge_sched::{Job, Policy, Scheduler, SchedulerConfig, WorkerWrapper};
+
+fn overhead(c: &mut Criterion) {
+    let registry = registry();
+    let module = registry
+        .load(&ModuleCode::Wasm(wasm("noop")))
+        .expect("loads");
+    let action = Arc::new(Action::command("noop"));
+    let mut group = c.benchmark_group("scheduler");
+
+    group.bench_function("noop direct, one thread", |b| {
+        b.iter(|| module.run(Invocation::new(Arc::clone(&action), Vec::new())))
+    });
+
+    let runtime = tokio::runtime::Runtime::new().expect("tokio");
+    let handle = runtime.handle().clone();
+    let wrapper: WorkerWrapper = Arc::new(move |_, run| {
+        let _guard = handle.enter();
+        run();
+    });
+    let config = SchedulerConfig {
+        workers: 1,
+        policy: Policy::Edf,
+        pin: true,
+        ..Default::default()
+    };
+    let scheduler = Scheduler::start(&config, Some(wrapper)).expect("scheduler");
+    let name: Arc<str> = Arc::from("noop");
+    group.bench_function("noop through the scheduler, one worker", |b| {
+        b.iter_custom(|iters| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let started = Instant::now();
+            for _ in 0..iters {
+                let sandbox = Arc::clone(&module).start(
+                    Invocation::new(Arc::clone(&action), Vec::new()),
+                    Preemption::default(),
+                );
+                let tx = tx.clone();
+                scheduler.submit(Job {
+                    function: Arc::clone(&name),
+                    deadline: Instant::now() + Duration::from_secs(1),
+                    expected: None,
+                    future: Box::pin(async move {
+                        let _ = tx.send(sandbox.await);
+                    }),
+                });
+            }
+            for _ in 0..iters {
+                let outcome = rx.recv().expect("outcome");
+                assert!(outcome.termination.is_success());
+            }
+            started.elapsed()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, overhead);
+criterion_main!(benches);
