@@ -10,6 +10,14 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 
+/// These tests measure waiting times with workers pinned to the same cores:
+/// run them one at a time so they do not measure each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -59,6 +67,7 @@ fn short_behind_long(args: &[&str]) -> Duration {
 
 #[test]
 fn preemptive_edf_serves_the_urgent_short_run_within_a_few_quanta() {
+    let _serial = serial();
     let waited = short_behind_long(&["--policy", "edf"]);
     // A few 5 ms quanta plus a sandbox and an HTTP round trip.
     assert!(
@@ -69,6 +78,7 @@ fn preemptive_edf_serves_the_urgent_short_run_within_a_few_quanta() {
 
 #[test]
 fn without_preemption_fifo_makes_the_short_run_wait() {
+    let _serial = serial();
     let waited = short_behind_long(&["--policy", "fifo", "--no-preempt"]);
     assert!(
         waited > Duration::from_millis(1500),
@@ -78,6 +88,7 @@ fn without_preemption_fifo_makes_the_short_run_wait() {
 
 #[test]
 fn five_hundred_concurrent_sleeps_on_two_workers() {
+    let _serial = serial();
     let luge = Luge::start("serve", &["--workers", "2"]);
     assert_eq!(
         luge.post("/sleep/init", &init_body(&wasm("sleep"), "main", json!({})))
@@ -105,6 +116,7 @@ fn five_hundred_concurrent_sleeps_on_two_workers() {
 
 #[test]
 fn a_sleep_past_its_time_limit_is_stopped_while_parked() {
+    let _serial = serial();
     let luge = Luge::start("serve", &["--workers", "1"]);
     let annotations = json!({"annotations": {"limits.timeout_ms": 200}});
     assert_eq!(
