@@ -22,6 +22,24 @@ fn overhead(c: &mut Criterion) {
         b.iter(|| module.run(Invocation::new(Arc::clone(&action), Vec::new())))
     });
 
+    // The async sandbox (fiber, async WASI) polled to completion inline:
+    // separates the engine's async cost from the scheduler's.
+    group.bench_function("noop async sandbox, polled inline", |b| {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        b.iter(|| {
+            let mut sandbox = Arc::clone(&module).start(
+                Invocation::new(Arc::clone(&action), Vec::new()),
+                Preemption::default(),
+            );
+            loop {
+                if let std::task::Poll::Ready(outcome) = sandbox.as_mut().poll(&mut cx) {
+                    break outcome;
+                }
+            }
+        })
+    });
+
     let runtime = tokio::runtime::Runtime::new().expect("tokio");
     let handle = runtime.handle().clone();
     let wrapper: WorkerWrapper = Arc::new(move |_, run| {

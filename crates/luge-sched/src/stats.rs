@@ -2,8 +2,8 @@
 //! SRSF) and counters for metrics.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Recent runs kept per function: enough for a stable p90, small enough to
@@ -31,7 +31,7 @@ struct FunctionRecord {
 #[derive(Debug)]
 pub struct ExecutionStats {
     percentile: f64,
-    functions: Mutex<HashMap<String, FunctionRecord>>,
+    functions: Mutex<HashMap<Arc<str>, FunctionRecord>>,
 }
 
 impl ExecutionStats {
@@ -43,7 +43,7 @@ impl ExecutionStats {
         }
     }
 
-    fn functions(&self) -> std::sync::MutexGuard<'_, HashMap<String, FunctionRecord>> {
+    fn functions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, FunctionRecord>> {
         // Updates are single inserts/pushes; ignore poisoning.
         self.functions.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -64,9 +64,15 @@ impl ExecutionStats {
     }
 
     /// Records a completed job.
-    pub fn record(&self, function: &str, execution: Duration, missed: bool, preemptions: u64) {
+    pub fn record(&self, function: &Arc<str>, execution: Duration, missed: bool, preemptions: u64) {
         let mut functions = self.functions();
-        let record = functions.entry(function.to_owned()).or_default();
+        // Look up by &str first: no allocation on the per-job hot path.
+        if !functions.contains_key(&**function) {
+            functions.insert(Arc::clone(function), FunctionRecord::default());
+        }
+        let Some(record) = functions.get_mut(&**function) else {
+            return;
+        };
         record.stats.completed += 1;
         record.stats.deadline_misses += u64::from(missed);
         record.stats.preemptions += preemptions;
@@ -88,7 +94,7 @@ impl ExecutionStats {
     pub fn all(&self) -> Vec<(String, FunctionStats)> {
         self.functions()
             .iter()
-            .map(|(k, r)| (k.clone(), r.stats.clone()))
+            .map(|(k, r)| (k.to_string(), r.stats.clone()))
             .collect()
     }
 }
@@ -134,8 +140,9 @@ mod tests {
         let stats = ExecutionStats::new(90.0);
         let ms = Duration::from_millis;
         assert_eq!(stats.expected("f", Some(ms(7))), ms(7));
+        let f: Arc<str> = Arc::from("f");
         for i in 1..=10 {
-            stats.record("f", ms(i), i == 10, 0);
+            stats.record(&f, ms(i), i == 10, 0);
         }
         assert_eq!(stats.expected("f", Some(ms(7))), ms(9));
         assert_eq!(stats.function("f").deadline_misses, 1);
