@@ -25,6 +25,10 @@ fn init_from_artifact(c: &mut Criterion) {
     let runtime = runtime();
     let key = key();
     let mut group = c.benchmark_group("init");
+    // The authentication alone.
+    group.bench_function("MAC check of big.wasm's artifact", |b| {
+        b.iter(|| artifact::open(&key, &sealed, runtime.id()).expect("authentic"))
+    });
     // MAC check + deserialize + pre-link: what /init does with an artifact.
     group.bench_function("load artifact of big.wasm", |b| {
         b.iter(|| {

