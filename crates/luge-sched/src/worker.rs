@@ -15,10 +15,6 @@ use crate::queue::RunQueue;
 use crate::stats::{Counters, ExecutionStats, SchedulerStats};
 use crate::task::{self, Task};
 
-/// Jobs moved from the injector into a worker's queue per scheduling point:
-/// enough that an urgent job behind a few others is seen at once, few enough
-/// that one worker does not hoard a burst (idle workers steal anyway).
-const INJECTOR_BATCH: usize = 8;
 /// An idle worker re-checks the queues at least this often. Wake-ups are
 /// explicit; this only bounds the cost of a missed one.
 const IDLE_RECHECK: Duration = Duration::from_millis(100);
@@ -167,44 +163,48 @@ impl Shared {
             .any(|w| self.queues[w].try_lock().is_ok_and(|q| !q.is_empty()))
     }
 
-    /// Moves up to a batch of new jobs from the injector into `worker`'s queue.
+    /// Moves one new job from the injector into `worker`'s queue. One per
+    /// scheduling point: the others stay in the injector, where every worker
+    /// sees them, instead of waiting behind this worker's current job.
     fn pull_injected(&self, worker: usize) {
-        for _ in 0..INJECTOR_BATCH {
+        loop {
             match self.injector.steal() {
-                Steal::Success(task) => self.push_local(worker, task),
-                Steal::Empty => break,
+                Steal::Success(task) => return self.push_local(worker, task),
+                Steal::Empty => return,
                 Steal::Retry => continue,
             }
         }
     }
 
-    /// Takes the most urgent job of another worker's queue.
-    fn steal(&self, thief: usize) -> Option<Arc<Task>> {
-        let n = self.queues.len();
-        for offset in 1..n {
-            let victim = (thief + offset) % n;
-            if let Ok(mut queue) = self.queues[victim].try_lock()
-                && let Some(task) = queue.pop()
-            {
-                Counters::add(&self.counters.steals, 1);
-                return Some(task);
-            }
-        }
-        None
-    }
-
+    /// The most urgent waiting job of all queues: this worker's own, or one
+    /// waiting behind a busy sibling (a sibling's queue holds only jobs it is
+    /// not running). Siblings locked at this instant are skipped, not waited
+    /// for.
     fn next_task(&self, worker: usize) -> Option<Arc<Task>> {
         self.pull_injected(worker);
+        let mut best: Option<(Instant, usize)> = self.queue(worker).peek_key().map(|k| (k, worker));
+        for other in (0..self.queues.len()).filter(|&w| w != worker) {
+            if let Ok(queue) = self.queues[other].try_lock()
+                && let Some(key) = queue.peek_key()
+                && best.is_none_or(|(best_key, _)| key < best_key)
+            {
+                best = Some((key, other));
+            }
+        }
+        let (_, from) = best?;
         let (task, backlog) = {
-            let mut queue = self.queue(worker);
+            let mut queue = self.queue(from);
             let task = queue.pop();
             (task, !queue.is_empty())
         };
+        if from != worker && task.is_some() {
+            Counters::add(&self.counters.steals, 1);
+        }
         if backlog {
-            // Work waits here while this worker is busy: let a sleeper steal.
+            // Work still waits while this worker is busy: let a sleeper take it.
             self.wake_any();
         }
-        task.or_else(|| self.steal(worker))
+        task
     }
 
     fn run(&self, worker: usize, task: Arc<Task>) {

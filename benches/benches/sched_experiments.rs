@@ -1,0 +1,421 @@
+//! Scheduling experiments on real sandboxes (spin.wasm through luge-sched),
+//! with a seeded open-loop Poisson load generator.
+//!
+//! - `deadline`: the deadline-miss experiment after the Sledge DAG paper
+//!   (its Tables 2-3): four function classes, half of each with tight and
+//!   half with loose deadlines, load from 50 % to 95 % of measured capacity,
+//!   every policy with and without preemption.
+//! - `hol`: head-of-line blocking after Pyrosome (its Fig. 14): short and
+//!   long functions at 70 % CPU, the short class's p50/p99 with and without
+//!   preemption, against the short class unloaded.
+//!
+//! `cargo bench -p luge-benches --bench sched_experiments [-- deadline|hol]`
+//! prints markdown tables and writes CSV to target/experiments/.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use luge_benches::{registry, wasm};
+use luge_core::{Action, Invocation, LoadedModule, ModuleCode, Preemption};
+use luge_sched::{Job, Policy, Scheduler, SchedulerConfig, WorkerWrapper};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+/// Every run draws the same arrivals.
+const SEED: u64 = 0x1u64 << 42 | 2026;
+/// Workers: one per core of the machine the figures are recorded on.
+const WORKERS: usize = 2;
+
+/// A function class: its share of requests and its service time.
+struct Class {
+    name: &'static str,
+    share: f64,
+    service: Duration,
+    iterations: u64,
+    /// Deadline as a multiple of the service time, when the class fixes it
+    /// (otherwise the run's tight or loose factor, by coin flip).
+    deadline_factor: Option<f64>,
+}
+
+struct Completion {
+    /// How late the generator submitted the job after its scheduled arrival.
+    submit_lag: Duration,
+    class: usize,
+    tight: bool,
+    latency: Duration,
+    missed: bool,
+}
+
+struct Bench {
+    module: Arc<dyn LoadedModule>,
+    actions: Vec<Arc<Action>>,
+    _runtime: tokio::runtime::Runtime,
+    wrapper: WorkerWrapper,
+}
+
+impl Bench {
+    fn new(classes: &[Class]) -> Self {
+        let registry = registry();
+        let module = registry
+            .load(&ModuleCode::Wasm(wasm("spin")))
+            .expect("spin.wasm loads");
+        let actions = classes
+            .iter()
+            .map(|c| Arc::new(Action::command(c.name)))
+            .collect();
+        let runtime = tokio::runtime::Runtime::new().expect("tokio");
+        let handle = runtime.handle().clone();
+        let wrapper: WorkerWrapper = Arc::new(move |_, run| {
+            let _guard = handle.enter();
+            run();
+        });
+        Self {
+            module,
+            actions,
+            _runtime: runtime,
+            wrapper,
+        }
+    }
+
+    fn invocation(&self, class: usize, iterations: u64) -> Invocation {
+        Invocation::new(
+            Arc::clone(&self.actions[class]),
+            format!("{{\"iterations\":{iterations}}}").into_bytes(),
+        )
+    }
+
+    /// Spin iterations per microsecond, measured directly on this thread.
+    fn calibrate(&self) -> f64 {
+        let iterations = 20_000_000;
+        let mut best = Duration::MAX;
+        for _ in 0..5 {
+            let outcome = self.module.run(self.invocation(0, iterations));
+            assert!(
+                outcome.termination.is_success(),
+                "{:?}",
+                outcome.termination
+            );
+            best = best.min(outcome.elapsed);
+        }
+        iterations as f64 / best.as_micros() as f64
+    }
+
+    /// Runs one load point; returns every completion.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        classes: &[Class],
+        policy: Policy,
+        quantum: Option<Duration>,
+        rate_per_s: f64,
+        duration: Duration,
+        tight_factor: f64,
+        loose_factor: f64,
+    ) -> Vec<Completion> {
+        let config = SchedulerConfig {
+            workers: WORKERS,
+            policy,
+            pin: true,
+            ..Default::default()
+        };
+        let scheduler =
+            Scheduler::start(&config, Some(Arc::clone(&self.wrapper))).expect("scheduler");
+        let preemption = match quantum {
+            Some(quantum) => Preemption {
+                quantum,
+                enabled: true,
+            },
+            None => Preemption {
+                enabled: false,
+                ..Preemption::default()
+            },
+        };
+        let mut rng = StdRng::seed_from_u64(SEED);
+        let (tx, rx) = mpsc::channel();
+        let start = Instant::now();
+        let mut next = Duration::ZERO;
+        let mut submitted = 0;
+        while next < duration {
+            let arrival = start + next;
+            if let Some(wait) = arrival.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let pick: f64 = rng.random();
+            let mut acc = 0.0;
+            let class = classes
+                .iter()
+                .position(|c| {
+                    acc += c.share;
+                    pick < acc
+                })
+                .unwrap_or(classes.len() - 1);
+            let tight = rng.random::<bool>();
+            let factor = classes[class].deadline_factor.unwrap_or(if tight {
+                tight_factor
+            } else {
+                loose_factor
+            });
+            let deadline = arrival + classes[class].service.mul_f64(factor);
+            let submit_lag = Instant::now().saturating_duration_since(arrival);
+            let sandbox = Arc::clone(&self.module).start(
+                self.invocation(class, classes[class].iterations),
+                preemption,
+            );
+            let tx = tx.clone();
+            scheduler.submit(Job {
+                function: Arc::from(classes[class].name),
+                deadline,
+                expected: Some(classes[class].service),
+                future: Box::pin(async move {
+                    let outcome = sandbox.await;
+                    let done = Instant::now();
+                    assert!(outcome.termination.is_success());
+                    let _ = tx.send(Completion {
+                        submit_lag,
+                        class,
+                        tight,
+                        latency: done - arrival,
+                        missed: done > deadline,
+                    });
+                }),
+            });
+            submitted += 1;
+            // Exponential inter-arrival times: a Poisson process.
+            let u: f64 = rng.random();
+            next += Duration::from_secs_f64(-(1.0 - u).ln() / rate_per_s);
+        }
+        drop(tx);
+        let completions: Vec<Completion> = rx.iter().take(submitted).collect();
+        assert_eq!(completions.len(), submitted);
+        completions
+    }
+}
+
+fn rate(completions: &[Completion], class: usize, tight: bool) -> f64 {
+    let of: Vec<_> = completions
+        .iter()
+        .filter(|c| c.class == class && c.tight == tight)
+        .collect();
+    if of.is_empty() {
+        return f64::NAN;
+    }
+    100.0 * of.iter().filter(|c| c.missed).count() as f64 / of.len() as f64
+}
+
+fn percentile(mut latencies: Vec<Duration>, p: f64) -> Duration {
+    if latencies.is_empty() {
+        return Duration::ZERO;
+    }
+    latencies.sort_unstable();
+    let rank = ((p / 100.0) * (latencies.len() - 1) as f64).round() as usize;
+    latencies[rank]
+}
+
+fn csv(name: &str) -> std::fs::File {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/experiments");
+    std::fs::create_dir_all(&dir).expect("results dir");
+    std::fs::File::create(dir.join(name)).expect("csv file")
+}
+
+fn classes(
+    ips: f64,
+    services_us: [u64; 4],
+    shares: [f64; 4],
+    names: [&'static str; 4],
+) -> Vec<Class> {
+    (0..4)
+        .map(|i| Class {
+            name: names[i],
+            share: shares[i],
+            service: Duration::from_micros(services_us[i]),
+            iterations: (services_us[i] as f64 * ips) as u64,
+            deadline_factor: None,
+        })
+        .collect()
+}
+
+fn deadline_experiment() {
+    // Four classes, 60/25/10/5 % of requests, service times growing 4x per
+    // class: many small functions and a heavy tail, scaled to this machine.
+    let names = ["c1-1ms", "c2-4ms", "c3-16ms", "c4-64ms"];
+    let services_us = [1_000, 4_000, 16_000, 64_000];
+    let shares = [0.60, 0.25, 0.10, 0.05];
+    let probe = Bench::new(&classes(1.0, services_us, shares, names));
+    let ips = probe.calibrate();
+    let classes = classes(ips, services_us, shares, names);
+    let bench = Bench::new(&classes);
+    let mean_service: f64 = classes
+        .iter()
+        .map(|c| c.share * c.service.as_secs_f64())
+        .sum();
+    let capacity = WORKERS as f64 / mean_service;
+    println!("## Deadline misses (Sledge DAG Tables 2-3)\n");
+    println!(
+        "spin.wasm at {ips:.0} iterations/µs; classes {names:?} at {shares:?} of requests; mean service {:.2} ms; capacity {capacity:.0} req/s on {WORKERS} workers; tight deadline 2x, loose 10x the class's service time; 4 s of Poisson arrivals per point, seed {SEED}.\n",
+        mean_service * 1e3
+    );
+    let mut out = csv("deadline_misses.csv");
+    let _ = writeln!(out, "policy,preempt,load_pct,class,tight,miss_pct,requests");
+    println!(
+        "| policy | preempt | load | {} |",
+        names
+            .iter()
+            .flat_map(|n| [format!("{n} tight"), format!("{n} loose")])
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|---|---|{}", "---|".repeat(names.len() * 2));
+    for (policy, label) in [
+        (Policy::Fifo, "fifo"),
+        (Policy::Edf, "edf"),
+        (Policy::Srsf, "srsf"),
+    ] {
+        for quantum in [
+            None,
+            Some(Duration::from_millis(5)),
+            Some(Duration::from_millis(1)),
+        ] {
+            let preempt =
+                quantum.map_or("no".to_owned(), |q| format!("{} ms quantum", q.as_millis()));
+            for load in [50, 70, 90, 95] {
+                let completions = bench.run(
+                    &classes,
+                    policy,
+                    quantum,
+                    capacity * load as f64 / 100.0,
+                    Duration::from_secs(4),
+                    2.0,
+                    10.0,
+                );
+                let mut cells = Vec::new();
+                for (i, _) in classes.iter().enumerate() {
+                    for tight in [true, false] {
+                        let miss = rate(&completions, i, tight);
+                        let n = completions
+                            .iter()
+                            .filter(|c| c.class == i && c.tight == tight)
+                            .count();
+                        let _ = writeln!(
+                            out,
+                            "{label},{preempt},{load},{},{tight},{miss:.2},{n}",
+                            names[i]
+                        );
+                        cells.push(format!("{miss:.1} %"));
+                    }
+                }
+                println!("| {label} | {preempt} | {load} % | {} |", cells.join(" | "));
+            }
+        }
+    }
+    println!();
+}
+
+/// A head-of-line case: label, classes, policy, quantum (None: no
+/// preemption), arrival rate.
+type Case<'a> = (&'a str, &'a [Class], Policy, Option<Duration>, f64);
+
+fn hol_experiment() {
+    // 90 % short (10 ms) and 10 % long (100 ms) requests: the long ones are
+    // over half the CPU time; total offered load 70 % of capacity.
+    let names = ["short-10ms", "long-100ms", "unused-a", "unused-b"];
+    let services_us = [10_000, 100_000, 1, 1];
+    let shares = [0.9, 0.1, 0.0, 0.0];
+    let probe = Bench::new(&classes(1.0, services_us, shares, names));
+    let ips = probe.calibrate();
+    let classes = classes(ips, services_us, shares, names);
+    let bench = Bench::new(&classes);
+    let mean_service: f64 = classes
+        .iter()
+        .map(|c| c.share * c.service.as_secs_f64())
+        .sum();
+    let rate_70 = 0.7 * WORKERS as f64 / mean_service;
+    println!("## Head-of-line blocking (Pyrosome Fig. 14)\n");
+    println!(
+        "short 10 ms (90 % of requests) and long 100 ms (10 %) on {WORKERS} workers at 70 % CPU ({rate_70:.1} req/s), 10 s of Poisson arrivals, deadlines 2x service time for the short class and 10x for the long one, seed {SEED}.\n"
+    );
+    let mut out = csv("head_of_line.csv");
+    let _ = writeln!(
+        out,
+        "case,short_p50_ms,short_p99_ms,long_p50_ms,long_p99_ms,max_submit_lag_ms"
+    );
+    println!(
+        "| case | short p50 | short p99 | long p50 | long p99 | generator max lag |\n|---|---|---|---|---|---|"
+    );
+    let short_only = [Class {
+        name: "short-10ms",
+        share: 1.0,
+        service: classes[0].service,
+        iterations: classes[0].iterations,
+        deadline_factor: Some(2.0),
+    }];
+    let five_ms = Some(Duration::from_millis(5));
+    let cases: [Case<'_>; 7] = [
+        (
+            "short alone, low load (5 req/s)",
+            &short_only,
+            Policy::Edf,
+            five_ms,
+            5.0,
+        ),
+        ("fifo, no preemption", &classes, Policy::Fifo, None, rate_70),
+        ("edf, no preemption", &classes, Policy::Edf, None, rate_70),
+        (
+            "fifo (round robin), preemption",
+            &classes,
+            Policy::Fifo,
+            five_ms,
+            rate_70,
+        ),
+        ("edf, preemption", &classes, Policy::Edf, five_ms, rate_70),
+        ("srsf, no preemption", &classes, Policy::Srsf, None, rate_70),
+        ("srsf, preemption", &classes, Policy::Srsf, five_ms, rate_70),
+    ];
+    for (label, set, policy, quantum, rate_per_s) in cases {
+        let completions = bench.run(
+            set,
+            policy,
+            quantum,
+            rate_per_s,
+            Duration::from_secs(10),
+            2.0,
+            2.0,
+        );
+        let lat = |class: usize| {
+            completions
+                .iter()
+                .filter(|c| c.class == class)
+                .map(|c| c.latency)
+                .collect::<Vec<_>>()
+        };
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (s50, s99) = (percentile(lat(0), 50.0), percentile(lat(0), 99.0));
+        let (l50, l99) = (percentile(lat(1), 50.0), percentile(lat(1), 99.0));
+        let lag = completions
+            .iter()
+            .map(|c| c.submit_lag)
+            .max()
+            .unwrap_or_default();
+        let row = [ms(s50), ms(s99), ms(l50), ms(l99), ms(lag)];
+        let csv_row: Vec<String> = row.iter().map(|v| format!("{v:.2}")).collect();
+        let _ = writeln!(out, "{label},{}", csv_row.join(","));
+        let md_row: Vec<String> = row.iter().map(|v| format!("{v:.1} ms")).collect();
+        println!("| {label} | {} |", md_row.join(" | "));
+    }
+    println!();
+}
+
+fn main() {
+    let wanted: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let run = |name: &str| wanted.is_empty() || wanted.iter().any(|w| w == name);
+    if run("deadline") {
+        deadline_experiment();
+    }
+    if run("hol") {
+        hol_experiment();
+    }
+}
