@@ -399,7 +399,7 @@ fn hol_experiment() {
             .unwrap_or_default();
         let row = [ms(s50), ms(s99), ms(l50), ms(l99), ms(lag)];
         let csv_row: Vec<String> = row.iter().map(|v| format!("{v:.2}")).collect();
-        let _ = writeln!(out, "{label},{}", csv_row.join(","));
+        let _ = writeln!(out, "\"{label}\",{}", csv_row.join(","));
         let md_row: Vec<String> = row.iter().map(|v| format!("{v:.1} ms")).collect();
         println!("| {label} | {} |", md_row.join(" | "));
     }

@@ -83,6 +83,9 @@ pub struct Common {
     /// Do not pin workers to cores.
     #[arg(long)]
     pub no_pin: bool,
+    /// Percentile of a function's recent execution times that SRSF expects.
+    #[arg(long, default_value_t = 90.0, value_parser = percentile)]
+    pub srsf_percentile: f64,
     /// Wasm engine.
     #[arg(long, value_enum, default_value = "wasmtime")]
     pub engine: EngineKind,
@@ -186,7 +189,7 @@ impl Common {
                 PolicyArg::Srsf => Policy::Srsf,
             },
             pin: !self.no_pin,
-            ..defaults
+            srsf_percentile: self.srsf_percentile,
         };
         // Engine host calls (WASI sleeps, file I/O) use tokio's timers and
         // blocking pool: run every worker inside the front end's runtime.
@@ -238,5 +241,12 @@ impl Common {
             },
             max_body_bytes: self.max_body_mb << 20,
         })
+    }
+}
+
+fn percentile(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!("{text} is not a percentile between 0 and 100")),
     }
 }
