@@ -107,25 +107,30 @@ fn hol_plot(out: &Path) -> Result<(), Box<dyn std::error::Error>> {
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(260)
-        .build_cartesian_2d(0f64..max.max(1.0), 0..cases.len())?;
+        .build_cartesian_2d(0f64..max.max(1.0), (0..cases.len()).into_segmented())?;
     chart
         .configure_mesh()
         .disable_y_mesh()
         .y_labels(cases.len())
-        .y_label_formatter(&|i| cases.get(*i).map(|c| c.0.clone()).unwrap_or_default())
-        .x_desc("short-class latency, ms (bar: p99, tick: p50)")
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => cases.get(*i).map(|c| c.0.clone()).unwrap_or_default(),
+            _ => String::new(),
+        })
+        .x_desc("short-class latency, ms (bar: p99, black tick: p50)")
         .draw()?;
-    chart.draw_series(
-        cases
-            .iter()
-            .enumerate()
-            .map(|(i, c)| Rectangle::new([(0.0, i), (c.2, i + 1)], BLUE.mix(0.5).filled())),
-    )?;
+    let row = |i: usize| (SegmentValue::Exact(i), SegmentValue::Exact(i + 1));
     chart.draw_series(cases.iter().enumerate().map(|(i, c)| {
-        Rectangle::new(
-            [(c.1 - max * 0.003, i), (c.1 + max * 0.003, i + 1)],
-            BLACK.filled(),
-        )
+        let (bottom, top) = row(i);
+        let mut bar = Rectangle::new([(0.0, bottom), (c.2, top)], BLUE.mix(0.5).filled());
+        bar.set_margin(6, 6, 0, 0);
+        bar
+    }))?;
+    chart.draw_series(cases.iter().enumerate().map(|(i, c)| {
+        let (bottom, top) = row(i);
+        let half = max * 0.003;
+        let mut tick = Rectangle::new([(c.1 - half, bottom), (c.1 + half, top)], BLACK.filled());
+        tick.set_margin(6, 6, 0, 0);
+        tick
     }))?;
     area.present()?;
     Ok(())
