@@ -56,14 +56,14 @@ struct Bench {
 }
 
 impl Bench {
-    fn new(classes: &[Class]) -> Self {
+    fn new(names: &[&'static str]) -> Self {
         let registry = registry();
         let module = registry
             .load(&ModuleCode::Wasm(wasm("spin")))
             .expect("spin.wasm loads");
-        let actions = classes
+        let actions = names
             .iter()
-            .map(|c| Arc::new(Action::command(c.name)))
+            .map(|name| Arc::new(Action::command(*name)))
             .collect();
         let runtime = tokio::runtime::Runtime::new().expect("tokio");
         let handle = runtime.handle().clone();
@@ -219,37 +219,63 @@ fn csv(name: &str) -> std::fs::File {
     std::fs::File::create(dir.join(name)).expect("csv file")
 }
 
-fn classes(
+/// A function class as specified: name, share of requests, service time
+/// in microseconds.
+type Spec = (&'static str, f64, u64);
+
+/// spin.wasm loaded and calibrated, with classes whose spin iterations give
+/// their service times on this machine.
+struct Setup {
+    bench: Bench,
+    classes: Vec<Class>,
+    /// Spin iterations per microsecond.
     ips: f64,
-    services_us: [u64; 4],
-    shares: [f64; 4],
-    names: [&'static str; 4],
-) -> Vec<Class> {
-    (0..4)
-        .map(|i| Class {
-            name: names[i],
-            share: shares[i],
-            service: Duration::from_micros(services_us[i]),
-            iterations: (services_us[i] as f64 * ips) as u64,
+    /// Mean service time over the class mix, seconds.
+    mean_service: f64,
+}
+
+fn setup(specs: &[Spec]) -> Setup {
+    let names: Vec<&'static str> = specs.iter().map(|s| s.0).collect();
+    let bench = Bench::new(&names);
+    let ips = bench.calibrate();
+    let classes: Vec<Class> = specs
+        .iter()
+        .map(|&(name, share, service_us)| Class {
+            name,
+            share,
+            service: Duration::from_micros(service_us),
+            iterations: (service_us as f64 * ips) as u64,
             deadline_factor: None,
         })
-        .collect()
+        .collect();
+    let mean_service = classes
+        .iter()
+        .map(|c| c.share * c.service.as_secs_f64())
+        .sum();
+    Setup {
+        bench,
+        classes,
+        ips,
+        mean_service,
+    }
 }
 
 fn deadline_experiment() {
     // Four classes, 60/25/10/5 % of requests, service times growing 4x per
     // class: many small functions and a heavy tail, scaled to this machine.
-    let names = ["c1-1ms", "c2-4ms", "c3-16ms", "c4-64ms"];
-    let services_us = [1_000, 4_000, 16_000, 64_000];
-    let shares = [0.60, 0.25, 0.10, 0.05];
-    let probe = Bench::new(&classes(1.0, services_us, shares, names));
-    let ips = probe.calibrate();
-    let classes = classes(ips, services_us, shares, names);
-    let bench = Bench::new(&classes);
-    let mean_service: f64 = classes
-        .iter()
-        .map(|c| c.share * c.service.as_secs_f64())
-        .sum();
+    let Setup {
+        bench,
+        classes,
+        ips,
+        mean_service,
+    } = setup(&[
+        ("c1-1ms", 0.60, 1_000),
+        ("c2-4ms", 0.25, 4_000),
+        ("c3-16ms", 0.10, 16_000),
+        ("c4-64ms", 0.05, 64_000),
+    ]);
+    let names: Vec<&str> = classes.iter().map(|c| c.name).collect();
+    let shares: Vec<f64> = classes.iter().map(|c| c.share).collect();
     let capacity = WORKERS as f64 / mean_service;
     println!("## Deadline misses (Sledge DAG Tables 2-3)\n");
     println!(
@@ -319,17 +345,15 @@ type Case<'a> = (&'a str, &'a [Class], Policy, Option<Duration>, f64);
 fn hol_experiment() {
     // 90 % short (10 ms) and 10 % long (100 ms) requests: the long ones are
     // over half the CPU time; total offered load 70 % of capacity.
-    let names = ["short-10ms", "long-100ms", "unused-a", "unused-b"];
-    let services_us = [10_000, 100_000, 1, 1];
-    let shares = [0.9, 0.1, 0.0, 0.0];
-    let probe = Bench::new(&classes(1.0, services_us, shares, names));
-    let ips = probe.calibrate();
-    let classes = classes(ips, services_us, shares, names);
-    let bench = Bench::new(&classes);
-    let mean_service: f64 = classes
-        .iter()
-        .map(|c| c.share * c.service.as_secs_f64())
-        .sum();
+    let Setup {
+        bench,
+        mut classes,
+        mean_service,
+        ..
+    } = setup(&[("short-10ms", 0.9, 10_000), ("long-100ms", 0.1, 100_000)]);
+    // Latency-critical short functions, batch-like long ones.
+    classes[0].deadline_factor = Some(2.0);
+    classes[1].deadline_factor = Some(10.0);
     let rate_70 = 0.7 * WORKERS as f64 / mean_service;
     println!("## Head-of-line blocking (Pyrosome Fig. 14)\n");
     println!(
