@@ -80,6 +80,39 @@ fn overhead(c: &mut Criterion) {
             started.elapsed()
         })
     });
+    // The same jobs, but only the last one to finish signals (a countdown
+    // latch): the worker does not wake the submitting thread once per job,
+    // so this is the scheduler's own throughput.
+    group.bench_function(
+        "noop through the scheduler, one worker, one wake-up per batch",
+        |b| {
+            b.iter_custom(|iters| {
+                let remaining = Arc::new(std::sync::atomic::AtomicU64::new(iters));
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let sandbox = Arc::clone(&module).start(
+                        Invocation::new(Arc::clone(&action), Vec::new()),
+                        Preemption::default(),
+                    );
+                    let (remaining, tx) = (Arc::clone(&remaining), tx.clone());
+                    scheduler.submit(Job {
+                        function: Arc::clone(&name),
+                        deadline: Instant::now() + Duration::from_secs(1),
+                        expected: None,
+                        future: Box::pin(async move {
+                            assert!(sandbox.await.termination.is_success());
+                            if remaining.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+                                let _ = tx.send(());
+                            }
+                        }),
+                    });
+                }
+                rx.recv().expect("the last job signals");
+                started.elapsed()
+            })
+        },
+    );
     group.finish();
 }
 

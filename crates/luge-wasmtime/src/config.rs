@@ -36,6 +36,10 @@ pub const DEFAULT_EPOCH_TICK: Duration = Duration::from_millis(1);
 /// being decommitted) between sandboxes: small functions then reuse hot
 /// pages, large ones pay one madvise.
 const KEEP_RESIDENT_BYTES: usize = 64 << 10;
+/// Slots whose memory is decommitted together. Each decommit (madvise) of a
+/// multi-threaded process costs a TLB shootdown on every core running it;
+/// batching pays that once per batch rather than once per sandbox.
+const DECOMMIT_BATCH: usize = 32;
 
 impl Default for WasmtimeConfig {
     fn default() -> Self {
@@ -77,7 +81,8 @@ impl WasmtimeConfig {
                 .max_tables_per_module(1)
                 .max_memory_size(self.max_memory_bytes as usize)
                 .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-                .table_keep_resident(KEEP_RESIDENT_BYTES);
+                .table_keep_resident(KEEP_RESIDENT_BYTES)
+                .decommit_batch_size(DECOMMIT_BATCH);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         Ok(config)
