@@ -103,6 +103,17 @@ pub fn json(status: StatusCode, body: &serde_json::Value) -> Response {
     response
 }
 
+/// A text response of `content_type`.
+pub fn text(status: StatusCode, content_type: &'static str, body: String) -> Response {
+    let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
 /// `{"error": message}` with `status`.
 pub fn json_error(status: StatusCode, message: &str) -> Response {
     json(status, &serde_json::json!({ "error": message }))

@@ -6,12 +6,13 @@
 //!   `/{id}/logs`), for OpenWhisk's WasmContainerFactory.
 //!
 //! This binary is a thin layer: CLI and configuration ([`cli`]), HTTP
-//! plumbing ([`http`]), routing ([`routes`]), and handing invocations to the
-//! engine off the async threads ([`dispatch`]).
+//! plumbing ([`http`]), routing ([`routes`]), handing invocations to the
+//! scheduler ([`dispatch`]), and Prometheus metrics ([`metrics`]).
 
 pub mod cli;
 pub mod dispatch;
 pub mod http;
+pub mod metrics;
 pub mod routes;
 
 use tracing_subscriber::EnvFilter;

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use crate::cli::{Cli, Command, Settings};
 use crate::dispatch;
 use crate::http::{self, Request, Response};
+use crate::metrics::{self, Metrics};
 
 /// What this process hosts.
 enum Mode {
@@ -22,6 +23,7 @@ enum Mode {
 
 struct App {
     settings: Settings,
+    metrics: Metrics,
     mode: Mode,
     next_request: AtomicU64,
 }
@@ -47,8 +49,14 @@ pub fn build(cli: Cli) -> anyhow::Result<(std::net::SocketAddr, Executor)> {
         }
         Command::Serve { listen, common } => (listen, common, Mode::Serve(Containers::default())),
     };
+    let settings = common.settings()?;
+    let metrics = Metrics::new(
+        Arc::clone(&settings.registry),
+        Arc::clone(&settings.scheduler),
+    );
     let app = Arc::new(App {
-        settings: common.settings()?,
+        settings,
+        metrics,
         mode,
         next_request: AtomicU64::new(1),
     });
@@ -107,6 +115,7 @@ impl App {
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice(), &self.mode) {
             (&Method::GET, ["healthz"], _) => self.health(),
+            (&Method::GET, ["metrics"], _) => self.metrics(),
             (&Method::POST, ["init"], Mode::Proxy(container)) => {
                 self.init(body, Arc::clone(container)).await
             }
@@ -137,6 +146,16 @@ impl App {
             _ => http::json_error(
                 StatusCode::NOT_FOUND,
                 &format!("No route for {method} {path}."),
+            ),
+        }
+    }
+
+    fn metrics(&self) -> Response {
+        match self.metrics.render() {
+            Ok(text) => http::text(StatusCode::OK, metrics::CONTENT_TYPE, text),
+            Err(_) => http::json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Could not encode the metrics.",
             ),
         }
     }
@@ -178,8 +197,12 @@ impl App {
             Ok(prepared) => prepared,
             Err(reply) => return http::reply(reply),
         };
+        let arrived = std::time::Instant::now();
+        let function = Arc::clone(&prepared.invocation.action);
         let settings = &self.settings;
         let outcome = dispatch::invoke(&settings.scheduler, settings.preemption, prepared).await;
+        self.metrics
+            .observe(&function.name, &outcome.termination, arrived.elapsed());
         tracing::debug!(termination = ?outcome.termination, elapsed_us = outcome.elapsed.as_micros() as u64, "activation");
         http::reply(container.finish_run(&outcome))
     }

@@ -1,0 +1,200 @@
+//! `GET /metrics`: Prometheus (OpenMetrics) text.
+//!
+//! Invocation outcomes and latencies are counted on the request path; what
+//! other components already count (module loads, scheduler preemptions,
+//! steals, worker busy time, per-function deadline misses) is read from them
+//! at scrape time by a collector, so there is one source of truth for each.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use luge_core::{ModuleRegistry, Termination};
+use luge_sched::Scheduler;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Content type of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    function: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FunctionLabels {
+    function: String,
+}
+
+/// The executor's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    invocations: Family<OutcomeLabels, Counter>,
+    latency: Family<FunctionLabels, Histogram>,
+}
+
+/// Buckets from 50 µs to about 1.6 s, doubling: sandboxes take tens of
+/// microseconds, functions up to seconds.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(50e-6, 2.0, 16))
+}
+
+impl Metrics {
+    /// Metrics over `registry` and `scheduler`.
+    pub fn new(modules: Arc<ModuleRegistry>, scheduler: Arc<Scheduler>) -> Self {
+        let mut registry = Registry::with_prefix("luge");
+        let invocations = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "invocations",
+            "Invocations by function and how they ended",
+            invocations.clone(),
+        );
+        let latency = Family::<FunctionLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "invocation_seconds",
+            "Time from a parsed run request to its outcome, queueing included",
+            latency.clone(),
+        );
+        registry.register_collector(Box::new(Pulled { modules, scheduler }));
+        Self {
+            registry,
+            invocations,
+            latency,
+        }
+    }
+
+    /// Records one invocation of `function`.
+    pub fn observe(&self, function: &str, termination: &Termination, latency: Duration) {
+        let outcome = match termination {
+            Termination::Exited(0) => "success",
+            Termination::Exited(_) => "exit_error",
+            Termination::Trapped(_) => "trap",
+            Termination::TimedOut(_) => "timeout",
+            Termination::OutOfMemory { .. } => "memory_limit",
+            Termination::OutOfFuel => "fuel_limit",
+            Termination::Failed(_) => "failed",
+        };
+        let function = function.to_owned();
+        self.invocations
+            .get_or_create(&OutcomeLabels {
+                function: function.clone(),
+                outcome,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&FunctionLabels { function })
+            .observe(latency.as_secs_f64());
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}
+
+/// Reads other components' counters at scrape time.
+#[derive(Debug)]
+struct Pulled {
+    modules: Arc<ModuleRegistry>,
+    scheduler: Arc<Scheduler>,
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstGauge::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+impl Collector for Pulled {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let modules = self.modules.stats();
+        counter(
+            &mut encoder,
+            "cold_starts",
+            "Modules loaded (from an artifact, the disk cache or a compile).",
+            modules.loads,
+        )?;
+        counter(
+            &mut encoder,
+            "compiles",
+            "Wasm modules compiled.",
+            modules.compiles,
+        )?;
+        counter(
+            &mut encoder,
+            "module_cache_hits",
+            "Loads served by the on-disk cache.",
+            modules.disk_hits,
+        )?;
+        gauge(
+            &mut encoder,
+            "modules_loaded",
+            "Modules loaded and in use.",
+            self.modules.live_modules() as i64,
+        )?;
+
+        let sched = self.scheduler.stats();
+        counter(
+            &mut encoder,
+            "preemptions",
+            "Sandboxes that yielded at the end of a quantum.",
+            sched.preemptions,
+        )?;
+        counter(
+            &mut encoder,
+            "steals",
+            "Jobs a worker took from another worker's queue.",
+            sched.steals,
+        )?;
+        let busy = ConstCounter::new(0.0f64);
+        let mut family = encoder.encode_descriptor(
+            "worker_busy_seconds",
+            "Time each worker spent running sandboxes.",
+            None,
+            busy.metric_type(),
+        )?;
+        for (worker, ns) in sched.busy_ns.iter().enumerate() {
+            let labels = [("worker", worker.to_string())];
+            ConstCounter::new(*ns as f64 / 1e9).encode(family.encode_family(&labels)?)?;
+        }
+
+        let functions = self.scheduler.execution_stats().all();
+        let misses = ConstCounter::new(0u64);
+        let mut family = encoder.encode_descriptor(
+            "deadline_misses",
+            "Invocations that completed after their deadline.",
+            None,
+            misses.metric_type(),
+        )?;
+        for (function, stats) in &functions {
+            let labels = [("function", function.as_str())];
+            ConstCounter::new(stats.deadline_misses).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}

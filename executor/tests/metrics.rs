@@ -1,0 +1,138 @@
+//! `GET /metrics`: valid Prometheus/OpenMetrics text whose counters move as
+//! invocations happen.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+/// Checks every line is a comment or `name{labels} value`, and returns the
+/// samples as (series, value).
+fn parse(text: &str) -> Vec<(String, f64)> {
+    assert!(
+        text.ends_with("# EOF\n"),
+        "OpenMetrics text ends with # EOF"
+    );
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            let kind = line.split(' ').nth(1).unwrap_or("");
+            assert!(
+                ["HELP", "TYPE", "UNIT", "EOF"].contains(&kind),
+                "bad comment: {line}"
+            );
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample: {line}"));
+        let name_end = series.find('{').unwrap_or(series.len());
+        let name = &series[..name_end];
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name: {line}"
+        );
+        if name_end < series.len() {
+            assert!(series.ends_with('}'), "bad labels: {line}");
+        }
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value: {line}"));
+        samples.push((series.to_owned(), value));
+    }
+    samples
+}
+
+fn value(samples: &[(String, f64)], series: &str) -> f64 {
+    samples
+        .iter()
+        .find(|(s, _)| s == series)
+        .map_or(0.0, |(_, v)| *v)
+}
+
+fn scrape(luge: &Luge) -> Vec<(String, f64)> {
+    let (status, body) = luge.request("GET", "/metrics", b"");
+    assert_eq!(status, 200);
+    parse(&String::from_utf8(body).unwrap())
+}
+
+#[test]
+fn counters_move_with_invocations() {
+    let luge = Luge::start("serve", &["--workers", "2"]);
+    let before = scrape(&luge);
+    assert_eq!(value(&before, "luge_cold_starts_total"), 0.0);
+
+    let echo = init_body(&wasm("echo"), "main", json!({"name": "echo-fn"}));
+    let fail = init_body(&wasm("fail"), "main", json!({"name": "fail-fn"}));
+    assert_eq!(luge.post("/e/init", &echo).0, 200);
+    assert_eq!(luge.post("/f/init", &fail).0, 200);
+    for _ in 0..3 {
+        assert_eq!(luge.post("/e/run", &json!({"value": {}})).0, 200);
+    }
+    assert_eq!(
+        luge.post("/f/run", &json!({"value": {"mode": "exit"}})).0,
+        502
+    );
+    assert_eq!(
+        luge.post("/f/run", &json!({"value": {"mode": "trap"}})).0,
+        502
+    );
+    // A deadline already past is a miss.
+    assert_eq!(
+        luge.post("/e/run", &json!({"value": {}, "deadline": "1"}))
+            .0,
+        200
+    );
+
+    let after = scrape(&luge);
+    let s = |series: &str| value(&after, series);
+    assert_eq!(
+        s("luge_invocations_total{function=\"echo-fn\",outcome=\"success\"}"),
+        4.0
+    );
+    assert_eq!(
+        s("luge_invocations_total{function=\"fail-fn\",outcome=\"exit_error\"}"),
+        1.0
+    );
+    assert_eq!(
+        s("luge_invocations_total{function=\"fail-fn\",outcome=\"trap\"}"),
+        1.0
+    );
+    assert_eq!(
+        s("luge_invocation_seconds_count{function=\"echo-fn\"}"),
+        4.0
+    );
+    assert!(s("luge_invocation_seconds_sum{function=\"echo-fn\"}") > 0.0);
+    assert_eq!(s("luge_cold_starts_total"), 2.0);
+    assert_eq!(s("luge_compiles_total"), 2.0);
+    assert_eq!(s("luge_modules_loaded"), 2.0);
+    assert!(s("luge_deadline_misses_total{function=\"echo-fn\"}") >= 1.0);
+    let busy: f64 = (0..2)
+        .map(|w| s(&format!("luge_worker_busy_seconds_total{{worker=\"{w}\"}}")))
+        .sum();
+    assert!(busy > 0.0, "{after:?}");
+}
+
+#[test]
+fn proxy_serves_metrics_too() {
+    let luge = Luge::start("proxy", &[]);
+    assert_eq!(
+        luge.post("/init", &init_body(&wasm("echo"), "main", json!({})))
+            .0,
+        200
+    );
+    assert_eq!(luge.post("/run", &json!({"value": {}})).0, 200);
+    let samples = scrape(&luge);
+    assert_eq!(
+        value(
+            &samples,
+            "luge_invocations_total{function=\"test-action\",outcome=\"success\"}"
+        ),
+        1.0
+    );
+}
