@@ -2,7 +2,6 @@
 //! in-process `luge serve` on 127.0.0.1 with a blocking HTTP client.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Parser;
 use luge_core::{ArtifactKey, ModuleRegistry, WasmRuntime};
@@ -75,11 +74,7 @@ impl Server {
             });
         });
         let addr = rx.recv().expect("server started");
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
+        let agent = luge_testkit::http_agent();
         Self {
             base: format!("http://{addr}"),
             agent,
@@ -89,18 +84,12 @@ impl Server {
 
     /// POSTs JSON and returns the status and reply.
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let mut response = self
+        let response = self
             .agent
             .post(format!("{}{path}", self.base))
             .send(serde_json::to_vec(body).expect("json"))
             .expect("request");
-        let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_vec()
-            .unwrap_or_default();
+        let (status, body) = luge_testkit::status_and_body(response);
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
 }

@@ -108,24 +108,12 @@ fn default_memory_limit_comes_from_the_operator() {
 fn traps_panics_and_exit_codes_are_action_errors() {
     on_both_front_ends(&[], |c| {
         assert_eq!(c.init(&init_body(&wasm("fail"), "main", json!({}))).0, 200);
-        let (status, body) = c.run(&json!({"value": {"mode": "trap"}}));
-        assert_eq!(status, 502);
-        assert!(
-            body["error"]
-                .as_str()
-                .unwrap()
-                .starts_with("The action trapped"),
-            "{body}"
-        );
-        let (status, body) = c.run(&json!({"value": {"mode": "panic"}}));
-        assert_eq!(status, 502);
-        assert!(
-            body["error"]
-                .as_str()
-                .unwrap()
-                .starts_with("The action trapped"),
-            "{body}"
-        );
+        for mode in ["trap", "panic"] {
+            let (status, body) = c.run(&json!({"value": {"mode": mode}}));
+            assert_eq!(status, 502);
+            let message = body["error"].as_str().unwrap();
+            assert!(message.starts_with("The action trapped"), "{mode}: {body}");
+        }
         let (status, body) = c.run(&json!({"value": {"mode": "exit"}}));
         assert_eq!(
             (status, body),

@@ -52,6 +52,28 @@ pub fn sealed_example(secret: &str, name: &str) -> Vec<u8> {
         .expect("example compiles")
 }
 
+/// The HTTP client tests and benchmarks talk to `luge` with: keep-alive,
+/// error statuses returned rather than raised, a generous overall timeout.
+pub fn http_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+/// The status and whole body of a response (bodies up to 128 MiB).
+pub fn status_and_body(mut response: ureq::http::Response<ureq::Body>) -> (u16, Vec<u8>) {
+    let status = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(128 << 20)
+        .read_to_vec()
+        .unwrap_or_default();
+    (status, body)
+}
+
 /// Base64, as `/init` carries code.
 pub fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)

@@ -14,6 +14,9 @@ use luge_core::{
 };
 use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
+/// The same lookup as `luge_testkit::example_wasm`, repeated here because
+/// luge-testkit depends on this crate: using it from this crate's own tests
+/// would build two copies of luge-wasmtime whose types do not mix.
 fn wasm(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/wasm")

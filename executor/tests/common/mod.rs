@@ -81,11 +81,7 @@ impl Luge {
         let base = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("luge did not start: {}", stderr.lock().unwrap()));
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
+        let agent = luge_testkit::http_agent();
         Self {
             child,
             base,
@@ -110,15 +106,7 @@ impl Luge {
             "DELETE" => self.agent.delete(&url).call(),
             other => panic!("method {other}"),
         };
-        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(128 << 20)
-            .read_to_vec()
-            .unwrap_or_default();
-        (status, body)
+        luge_testkit::status_and_body(response.unwrap_or_else(|e| panic!("{method} {path}: {e}")))
     }
 
     /// POSTs JSON; returns status and the JSON reply.
