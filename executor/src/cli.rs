@@ -33,11 +33,14 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Many containers: POST /{id}/init|run|destroy, GET /{id}/logs.
+    /// Many containers (POST /{id}/init|run|destroy, GET /{id}/logs), and
+    /// functions on routes: from a config, a Sledge spec, or uploads.
     Serve {
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: SocketAddr,
+        /// Address to listen on [default: 127.0.0.1:8080, or the config's].
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        #[command(flatten)]
+        host: HostArgs,
         #[command(flatten)]
         common: Common,
     },
@@ -65,18 +68,42 @@ pub enum PolicyArg {
     Srsf,
 }
 
-/// Options shared by every mode.
+/// Options of the standalone function host (`luge serve`).
+#[derive(Debug, Args, Default)]
+pub struct HostArgs {
+    /// Settings and routes (TOML); command-line flags override its settings.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Sledge route spec (JSON): each tenant's routes on the tenant's port.
+    #[arg(long)]
+    pub sledge_spec: Option<PathBuf>,
+    /// Directory of uploaded functions [default: the config's, else
+    /// $XDG_DATA_HOME/luge/functions once an operator token is set].
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// File holding the operator token of the management API (or set
+    /// LUGE_TOKEN); without one, the management API is off.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+}
+
+/// Default preemption quantum, µs (Sledge's and DESIGN.md's 5 ms).
+pub const DEFAULT_QUANTUM_US: u64 = 5000;
+
+/// Options shared by every mode. Those a config file may also set are
+/// optional here, so that a flag given wins and an absent one falls back to
+/// the config, then to the default named in its help.
 #[derive(Debug, Args)]
 pub struct Common {
     /// Worker threads running sandboxes, one per core by default.
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Order of each worker's run queue.
-    #[arg(long, value_enum, default_value = "edf")]
-    pub policy: PolicyArg,
-    /// Time slice after which a running sandbox yields, µs.
-    #[arg(long, default_value_t = 5000)]
-    pub quantum_us: u64,
+    /// Order of each worker's run queue [default: edf].
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+    /// Time slice after which a running sandbox yields, µs [default: 5000].
+    #[arg(long)]
+    pub quantum_us: Option<u64>,
     /// Run each sandbox until it finishes or waits on I/O.
     #[arg(long)]
     pub no_preempt: bool,
@@ -86,9 +113,9 @@ pub struct Common {
     /// Percentile of a function's recent execution times that SRSF expects.
     #[arg(long, default_value_t = 90.0, value_parser = percentile)]
     pub srsf_percentile: f64,
-    /// Wasm engine.
-    #[arg(long, value_enum, default_value = "wasmtime")]
-    pub engine: EngineKind,
+    /// Wasm engine [default: wasmtime].
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineKind>,
     /// Root directory for `wasi.dirs` grants; without it, grants are refused.
     #[arg(long)]
     pub fs_root: Option<PathBuf>,
@@ -114,12 +141,17 @@ pub struct Common {
     /// Meter fuel so `limits.fuel` can be enforced (slower).
     #[arg(long)]
     pub fuel: bool,
-    /// Largest request body, MiB (an init carries the whole action).
-    #[arg(long, default_value_t = 64)]
-    pub max_body_mb: usize,
+    /// Largest request body, MiB (an init or upload carries the whole
+    /// module) [default: 64].
+    #[arg(long)]
+    pub max_body_mb: Option<usize>,
     /// Sandboxes that may exist at once (pool slots).
     #[arg(long, default_value_t = 1000)]
     pub max_sandboxes: u32,
+    /// Invocations admitted at once; more get 503 with Retry-After
+    /// [default: --max-sandboxes, since each running one holds a slot].
+    #[arg(long)]
+    pub max_pending: Option<usize>,
 }
 
 /// Everything the routes need, built once at start.
@@ -134,9 +166,32 @@ pub struct Settings {
     pub init: InitSettings,
     /// Request body cap in bytes.
     pub max_body_bytes: usize,
+    /// Bound on invocations in flight.
+    pub max_pending: usize,
 }
 
 impl Common {
+    /// Fills what the command line left unset from a config's `[server]`.
+    pub fn merge(&mut self, server: &luge_host::ServerConfig) -> anyhow::Result<()> {
+        fn parse<T: ValueEnum>(key: &str, value: &Option<String>) -> anyhow::Result<Option<T>> {
+            value
+                .as_deref()
+                .map(|v| T::from_str(v, true).map_err(|e| anyhow::anyhow!("server.{key}: {e}")))
+                .transpose()
+        }
+        self.workers = self.workers.or(server.workers);
+        self.policy = self.policy.or(parse("policy", &server.policy)?);
+        self.engine = self.engine.or(parse("engine", &server.engine)?);
+        self.quantum_us = self.quantum_us.or(server.quantum_us);
+        if !self.no_preempt {
+            self.no_preempt = server.preempt == Some(false);
+        }
+        self.fs_root = self.fs_root.take().or_else(|| server.fs_root.clone());
+        self.max_body_mb = self.max_body_mb.or(server.max_body_mb);
+        self.max_pending = self.max_pending.or(server.max_pending);
+        Ok(())
+    }
+
     fn cache_dir(&self) -> PathBuf {
         self.cache_dir
             .clone()
@@ -163,7 +218,7 @@ impl Common {
     }
 
     fn runtime(&self) -> anyhow::Result<Arc<dyn WasmRuntime>> {
-        match self.engine {
+        match self.engine.unwrap_or(EngineKind::Wasmtime) {
             #[cfg(feature = "wasmtime")]
             EngineKind::Wasmtime => {
                 let config = luge_wasmtime::WasmtimeConfig {
@@ -183,7 +238,7 @@ impl Common {
         let defaults = SchedulerConfig::default();
         let config = SchedulerConfig {
             workers: self.workers.unwrap_or(defaults.workers),
-            policy: match self.policy {
+            policy: match self.policy.unwrap_or(PolicyArg::Edf) {
                 PolicyArg::Fifo => Policy::Fifo,
                 PolicyArg::Edf => Policy::Edf,
                 PolicyArg::Srsf => Policy::Srsf,
@@ -206,8 +261,13 @@ impl Common {
     /// Builds the engine, registry, scheduler and limits. Call inside the
     /// tokio runtime.
     pub fn settings(&self) -> anyhow::Result<Settings> {
-        if self.quantum_us == 0 {
+        let quantum_us = self.quantum_us.unwrap_or(DEFAULT_QUANTUM_US);
+        if quantum_us == 0 {
             bail!("--quantum-us must be greater than zero");
+        }
+        let max_pending = self.max_pending.unwrap_or(self.max_sandboxes as usize);
+        if max_pending == 0 {
+            bail!("--max-pending must be greater than zero");
         }
         let cache_dir = self.cache_dir();
         let (key, source) = artifact::operator_key(self.key_file.as_deref(), &cache_dir)?;
@@ -226,7 +286,7 @@ impl Common {
         Ok(Settings {
             scheduler: Arc::new(self.scheduler()?),
             preemption: Preemption {
-                quantum: Duration::from_micros(self.quantum_us),
+                quantum: Duration::from_micros(quantum_us),
                 enabled: !self.no_preempt,
             },
             registry: Arc::new(ModuleRegistry::new(
@@ -239,7 +299,9 @@ impl Common {
                 limits: self.limit_policy()?,
                 ..InitSettings::default()
             },
-            max_body_bytes: self.max_body_mb << 20,
+            // 64 MiB: OpenWhisk's largest action (48 MB) base64-encoded.
+            max_body_bytes: self.max_body_mb.unwrap_or(64) << 20,
+            max_pending,
         })
     }
 }

@@ -3,7 +3,9 @@
 //! - `luge proxy`: one OpenWhisk action container per process (`/init`,
 //!   `/run`), a drop-in for an action runtime image.
 //! - `luge serve`: many containers per process (`/{id}/init|run|destroy`,
-//!   `/{id}/logs`), for OpenWhisk's WasmContainerFactory.
+//!   `/{id}/logs`), for OpenWhisk's WasmContainerFactory; and a standalone
+//!   function host: routes from `--config luge.toml` or `--sledge-spec`,
+//!   uploads under `/v1/functions` ([`standalone`]).
 //!
 //! This binary is a thin layer: CLI and configuration ([`cli`]), HTTP
 //! plumbing ([`http`]), routing ([`routes`]), handing invocations to the
@@ -14,6 +16,7 @@ pub mod dispatch;
 pub mod http;
 pub mod metrics;
 pub mod routes;
+pub mod standalone;
 
 use tracing_subscriber::EnvFilter;
 

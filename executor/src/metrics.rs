@@ -38,12 +38,19 @@ pub struct Metrics {
     registry: Registry,
     invocations: Family<OutcomeLabels, Counter>,
     latency: Family<FunctionLabels, Histogram>,
+    queue_delay: Family<FunctionLabels, Histogram>,
 }
 
 /// Buckets from 50 µs to about 1.6 s, doubling: sandboxes take tens of
 /// microseconds, functions up to seconds.
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(50e-6, 2.0, 16))
+}
+
+/// Buckets from 5 µs to about 0.3 s, doubling: an idle worker picks a job
+/// up in microseconds, a loaded one after other jobs' quanta.
+fn queue_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(5e-6, 2.0, 16))
 }
 
 impl Metrics {
@@ -64,16 +71,32 @@ impl Metrics {
             "Time from a parsed run request to its outcome, queueing included",
             latency.clone(),
         );
+        let queue_delay = Family::<FunctionLabels, Histogram>::new_with_constructor(
+            queue_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "queue_delay_seconds",
+            "Time from submission to the scheduler until a worker first ran the sandbox",
+            queue_delay.clone(),
+        );
         registry.register_collector(Box::new(Pulled { modules, scheduler }));
         Self {
             registry,
             invocations,
             latency,
+            queue_delay,
         }
     }
 
-    /// Records one invocation of `function`.
-    pub fn observe(&self, function: &str, termination: &Termination, latency: Duration) {
+    /// Records one invocation of `function` that waited `queue_delay` for a
+    /// worker and took `latency` in all.
+    pub fn observe(
+        &self,
+        function: &str,
+        termination: &Termination,
+        latency: Duration,
+        queue_delay: Duration,
+    ) {
         let outcome = match termination {
             Termination::Exited(0) => "success",
             Termination::Exited(_) => "exit_error",
@@ -90,9 +113,24 @@ impl Metrics {
                 outcome,
             })
             .inc();
+        let labels = FunctionLabels { function };
         self.latency
-            .get_or_create(&FunctionLabels { function })
+            .get_or_create(&labels)
             .observe(latency.as_secs_f64());
+        self.queue_delay
+            .get_or_create(&labels)
+            .observe(queue_delay.as_secs_f64());
+    }
+
+    /// Records an invocation of `function` refused because too many were
+    /// pending (outcome `overloaded`).
+    pub fn observe_overload(&self, function: &str) {
+        self.invocations
+            .get_or_create(&OutcomeLabels {
+                function: function.to_owned(),
+                outcome: "overloaded",
+            })
+            .inc();
     }
 
     /// The exposition text.
@@ -156,6 +194,12 @@ impl Collector for Pulled {
             "modules_loaded",
             "Modules loaded and in use.",
             self.modules.live_modules() as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "module_code_bytes",
+            "Engine code of the loaded modules, in bytes.",
+            self.modules.live_code_bytes() as i64,
         )?;
 
         let sched = self.scheduler.stats();

@@ -1,38 +1,82 @@
 //! Routes of `luge proxy` and `luge serve`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use anyhow::Context;
 use bytes::Bytes;
+use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
+use luge_host::{Config, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
 use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams, Reply};
+use tokio::net::TcpListener;
 use tracing::Instrument;
 
-use crate::cli::{Cli, Command, Settings};
-use crate::dispatch;
+use crate::cli::{Cli, Command, HostArgs, Settings};
+use crate::dispatch::{self, Admission};
 use crate::http::{self, Request, Response};
 use crate::metrics::{self, Metrics};
+use crate::standalone::{self, HttpInput, OperatorToken};
+
+/// `luge serve`'s address when neither the command line nor a config sets it.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
 /// What this process hosts.
 enum Mode {
     /// `luge proxy`: exactly one container.
     Proxy(Arc<Container>),
-    /// `luge serve`: containers by id.
-    Serve(Containers),
+    /// `luge serve`: containers by id, and functions on routes.
+    Serve {
+        containers: Containers,
+        host: Arc<FunctionHost>,
+    },
 }
 
-struct App {
-    settings: Settings,
-    metrics: Metrics,
+/// A Sledge tenant: its own port, its own routes.
+struct TenantSite {
+    name: String,
+    port: u16,
+    routes: RouteTable,
+}
+
+/// Which listener a request came in on.
+#[derive(Debug, Clone, Copy)]
+enum Site {
+    Main,
+    Tenant(usize),
+}
+
+pub(crate) struct App {
+    pub(crate) settings: Settings,
+    pub(crate) metrics: Metrics,
+    pub(crate) admission: Admission,
+    pub(crate) token: Option<OperatorToken>,
     mode: Mode,
+    tenants: Vec<TenantSite>,
     next_request: AtomicU64,
 }
 
 /// Runs the command until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let (listen, app) = build(cli)?;
+    let (listen, executor) = build(cli)?;
+    // Tenants are announced before the main listener, so whoever waits for
+    // the main announcement finds the tenants' already written.
+    let mut tenants = Vec::with_capacity(executor.0.tenants.len());
+    for (index, tenant) in executor.0.tenants.iter().enumerate() {
+        let addr = SocketAddr::new(listen.ip(), tenant.port);
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("tenant {:?}: cannot listen on {addr}", tenant.name))?;
+        eprintln!(
+            "luge tenant {} listening on http://{}",
+            tenant.name,
+            listener.local_addr()?
+        );
+        tenants.push((index, listener));
+    }
     let listener = http::bind(listen).await?;
-    serve(listener, app, shutdown_signal()).await;
+    serve_sites(listener, tenants, executor, shutdown_signal()).await;
     Ok(())
 }
 
@@ -40,43 +84,208 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 pub struct Executor(Arc<App>);
 
 /// Builds the executor for `cli` without binding: the listen address and the
-/// executor to pass to [`serve`].
-pub fn build(cli: Cli) -> anyhow::Result<(std::net::SocketAddr, Executor)> {
-    let (listen, common, mode) = match cli.command {
+/// executor to pass to [`serve`]. Call inside the tokio runtime.
+pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
+    match cli.command {
         Command::Proxy { listen, common } => {
+            let settings = common.settings()?;
             let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
-            (listen, common, Mode::Proxy(Arc::new(Container::new(sink))))
+            let mode = Mode::Proxy(Arc::new(Container::new(sink)));
+            Ok((
+                listen,
+                Executor(Arc::new(App::new(settings, mode, None, Vec::new()))),
+            ))
         }
-        Command::Serve { listen, common } => (listen, common, Mode::Serve(Containers::default())),
-    };
-    let settings = common.settings()?;
-    let metrics = Metrics::new(
-        Arc::clone(&settings.registry),
-        Arc::clone(&settings.scheduler),
-    );
-    let app = Arc::new(App {
-        settings,
-        metrics,
-        mode,
-        next_request: AtomicU64::new(1),
-    });
-    Ok((listen, Executor(app)))
+        Command::Serve {
+            listen,
+            host,
+            mut common,
+        } => {
+            let config = host.config.as_deref().map(Config::load).transpose()?;
+            if let Some(config) = &config {
+                common
+                    .merge(&config.server)
+                    .with_context(|| config.file.display().to_string())?;
+            }
+            let server = config.as_ref().map(|c| &c.server);
+            let listen = match (listen, server.and_then(|s| s.listen.as_deref())) {
+                (Some(listen), _) => listen,
+                (None, Some(text)) => text.parse().with_context(|| {
+                    format!("{}: server.listen: not an address", host_file(&config))
+                })?,
+                (None, None) => DEFAULT_LISTEN.parse()?,
+            };
+            let token = operator_token(&host, server.and_then(|s| s.token_file.as_deref()))?;
+            let settings = common.settings()?;
+            let store_dir = host
+                .store
+                .clone()
+                .or_else(|| server.and_then(|s| s.store.clone()))
+                .or_else(|| token.is_some().then(luge_host::store::default_store_dir));
+            let store = store_dir.as_deref().map(FunctionStore::open).transpose()?;
+            let function_host = Arc::new(FunctionHost::new(
+                Arc::clone(&settings.registry),
+                HostPolicy {
+                    fs_root: settings.init.fs_root.clone(),
+                    limits: settings.init.limits,
+                },
+                store,
+                settings.init.max_code_bytes,
+            ));
+            if let Some(config) = &config {
+                function_host
+                    .add_configured(&config.routes)
+                    .map_err(|(path, e)| {
+                        anyhow::anyhow!("{}: route {path:?}: {e}", config.file.display())
+                    })?;
+            }
+            let restored = function_host.restore()?;
+            if let Some(dir) = &store_dir {
+                tracing::info!(store = %dir.display(), functions = restored.len(), "function store open");
+            }
+            let tenants = match &host.sledge_spec {
+                Some(file) => sledge_tenants(file, &function_host)?,
+                None => Vec::new(),
+            };
+            let mode = Mode::Serve {
+                containers: Containers::default(),
+                host: function_host,
+            };
+            Ok((
+                listen,
+                Executor(Arc::new(App::new(settings, mode, token, tenants))),
+            ))
+        }
+    }
 }
 
-/// Serves `executor` on `listener` until `shutdown` completes.
+fn host_file(config: &Option<Config>) -> String {
+    config
+        .as_ref()
+        .map_or_else(String::new, |c| c.file.display().to_string())
+}
+
+/// The token from `--token-file`, else `LUGE_TOKEN`, else the config's
+/// `token_file`; never from argv.
+fn operator_token(
+    host: &HostArgs,
+    config_file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<OperatorToken>> {
+    if let Some(file) = host.token_file.as_deref().or(std::env::var_os("LUGE_TOKEN")
+        .is_none()
+        .then_some(config_file)
+        .flatten())
+    {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("operator token file {}", file.display()))?;
+        return Ok(Some(OperatorToken::new(&text).with_context(|| {
+            format!("operator token file {}", file.display())
+        })?));
+    }
+    match std::env::var("LUGE_TOKEN") {
+        Ok(text) => Ok(Some(OperatorToken::new(&text).context("LUGE_TOKEN")?)),
+        Err(_) => Ok(None),
+    }
+}
+
+fn sledge_tenants(file: &std::path::Path, host: &FunctionHost) -> anyhow::Result<Vec<TenantSite>> {
+    let mut sites = Vec::new();
+    for tenant in luge_host::sledge::load(file)? {
+        if !tenant.ignored_keys.is_empty() {
+            tracing::info!(tenant = %tenant.name, keys = ?tenant.ignored_keys, "Sledge keys accepted but not used");
+        }
+        let routes = RouteTable::default();
+        for route in &tenant.routes {
+            let name = format!("{}{}", tenant.name, route.path);
+            let origin = Origin::Sledge {
+                tenant: tenant.name.clone(),
+            };
+            let function = host.load_route(route, name, origin).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: tenant {:?} route {:?}: {e}",
+                    file.display(),
+                    tenant.name,
+                    route.path
+                )
+            })?;
+            routes.insert(function)?;
+        }
+        sites.push(TenantSite {
+            name: tenant.name,
+            port: tenant.port,
+            routes,
+        });
+    }
+    Ok(sites)
+}
+
+/// Serves `executor` on `listener` until `shutdown` completes. Sledge
+/// tenants' listeners are bound by [`run`] only.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: TcpListener,
+    executor: Executor,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    serve_sites(listener, Vec::new(), executor, shutdown).await;
+}
+
+async fn serve_sites(
+    listener: TcpListener,
+    tenants: Vec<(usize, TcpListener)>,
     executor: Executor,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let app = executor.0;
-    let handler = move |request: Request| {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|&s| s).await;
+    };
+    let mut loops = Vec::new();
+    for (index, listener) in tenants {
+        let handler = handler(Arc::clone(&app), Site::Tenant(index));
+        loops.push(tokio::spawn(http::serve(
+            listener,
+            handler,
+            until_stopped(stopped.clone()),
+        )));
+    }
+    let main = http::serve(listener, handler(app, Site::Main), until_stopped(stopped));
+    tokio::pin!(main);
+    tokio::select! {
+        () = &mut main => {}
+        () = shutdown => {
+            let _ = stop.send(true);
+            main.await;
+        }
+    }
+    for l in loops {
+        let _ = l.await;
+    }
+}
+
+fn handler(
+    app: Arc<App>,
+    site: Site,
+) -> impl Fn(Request) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
++ Clone
++ Send
++ Sync
++ 'static {
+    move |request: Request| {
         let app = Arc::clone(&app);
         let id = app.next_request.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path());
-        async move { app.handle(request).await }.instrument(span)
-    };
-    http::serve(listener, handler, shutdown).await;
+        Box::pin(
+            async move {
+                let mut response = app.handle(site, id, request).await;
+                response
+                    .headers_mut()
+                    .insert("x-request-id", HeaderValue::from(id));
+                response
+            }
+            .instrument(span),
+        )
+    }
 }
 
 async fn shutdown_signal() {
@@ -102,9 +311,32 @@ async fn shutdown_signal() {
 }
 
 impl App {
-    async fn handle(self: Arc<Self>, request: Request) -> Response {
+    fn new(
+        settings: Settings,
+        mode: Mode,
+        token: Option<OperatorToken>,
+        tenants: Vec<TenantSite>,
+    ) -> Self {
+        let metrics = Metrics::new(
+            Arc::clone(&settings.registry),
+            Arc::clone(&settings.scheduler),
+        );
+        Self {
+            admission: Admission::new(settings.max_pending),
+            settings,
+            metrics,
+            token,
+            mode,
+            tenants,
+            next_request: AtomicU64::new(1),
+        }
+    }
+
+    async fn handle(self: Arc<Self>, site: Site, request_id: u64, request: Request) -> Response {
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
+        let query = request.uri().query().map(str::to_owned);
+        let headers = request.headers().clone();
         // Every body is read (bounded) before routing, even where the route
         // ignores it: a reply sent over an unread body forces hyper to close
         // the connection, breaking clients that pipeline on keep-alive.
@@ -112,41 +344,71 @@ impl App {
             Ok(body) => body,
             Err(response) => return response,
         };
+        let input = |body| HttpInput {
+            method: method.clone(),
+            query: query.clone(),
+            headers: headers.clone(),
+            body,
+            request_id,
+        };
+        match (&method, path.as_str()) {
+            (&Method::GET, "/healthz") => return self.health(),
+            (&Method::GET, "/metrics") => return self.metrics(),
+            _ => {}
+        }
+        if let Site::Tenant(index) = site {
+            let Some(tenant) = self.tenants.get(index) else {
+                return not_found(&method, &path);
+            };
+            return match tenant.routes.get(&path) {
+                Some(function) => self.invoke_function(function, input(body)).await,
+                None => not_found(&method, &path),
+            };
+        }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice(), &self.mode) {
-            (&Method::GET, ["healthz"], _) => self.health(),
-            (&Method::GET, ["metrics"], _) => self.metrics(),
             (&Method::POST, ["init"], Mode::Proxy(container)) => {
                 self.init(body, Arc::clone(container)).await
             }
             (&Method::POST, ["run"], Mode::Proxy(container)) => self.run(&body, container).await,
-            (&Method::POST, [id, "init"], Mode::Serve(containers)) => {
+            (_, ["v1", "functions", rest @ ..], Mode::Serve { host, .. }) if rest.len() <= 1 => {
+                self.manage(host, &method, rest.first().copied(), &headers, body)
+                    .await
+            }
+            (_, _, Mode::Serve { host, .. }) if host.route(&path).is_some() => {
+                match host.route(&path) {
+                    Some(function) => self.invoke_function(function, input(body)).await,
+                    None => not_found(&method, &path),
+                }
+            }
+            (&Method::POST, [id, "init"], Mode::Serve { containers, .. }) => {
                 match containers.get_or_create(id) {
                     Ok(hosted) => self.init(body, Arc::clone(&hosted.container)).await,
                     Err(reply) => http::reply(reply),
                 }
             }
-            (&Method::POST, [id, "run"], Mode::Serve(containers)) => match containers.get(id) {
-                Ok(hosted) => self.run(&body, &hosted.container).await,
-                Err(reply) => http::reply(reply),
-            },
-            (&Method::POST, [id, "destroy"], Mode::Serve(containers)) => {
+            (&Method::POST, [id, "run"], Mode::Serve { containers, .. }) => {
+                match containers.get(id) {
+                    Ok(hosted) => self.run(&body, &hosted.container).await,
+                    Err(reply) => http::reply(reply),
+                }
+            }
+            (&Method::POST, [id, "destroy"], Mode::Serve { containers, .. }) => {
                 match containers.destroy(id) {
                     Ok(()) => http::json(StatusCode::OK, &serde_json::json!({ "ok": true })),
                     Err(reply) => http::reply(reply),
                 }
             }
-            (&Method::GET, [id, "logs"], Mode::Serve(containers)) => match containers.get(id) {
-                Ok(hosted) => http::json(
-                    StatusCode::OK,
-                    &serde_json::json!({ "logs": hosted.logs.drain() }),
-                ),
-                Err(reply) => http::reply(reply),
-            },
-            _ => http::json_error(
-                StatusCode::NOT_FOUND,
-                &format!("No route for {method} {path}."),
-            ),
+            (&Method::GET, [id, "logs"], Mode::Serve { containers, .. }) => {
+                match containers.get(id) {
+                    Ok(hosted) => http::json(
+                        StatusCode::OK,
+                        &serde_json::json!({ "logs": hosted.logs.drain() }),
+                    ),
+                    Err(reply) => http::reply(reply),
+                }
+            }
+            _ => not_found(&method, &path),
         }
     }
 
@@ -161,19 +423,32 @@ impl App {
     }
 
     fn health(&self) -> Response {
-        let containers = match &self.mode {
-            Mode::Proxy(container) => usize::from(container.is_ready()),
-            Mode::Serve(containers) => containers.len(),
+        let (containers, routes, functions) = match &self.mode {
+            Mode::Proxy(container) => (usize::from(container.is_ready()), 0, 0),
+            Mode::Serve { containers, host } => (
+                containers.len(),
+                host.route_count(),
+                host.list_uploaded().len(),
+            ),
         };
         let registry = &self.settings.registry;
+        let tenants: Vec<_> = self
+            .tenants
+            .iter()
+            .map(|t| serde_json::json!({ "name": t.name, "routes": t.routes.len() }))
+            .collect();
         http::json(
             StatusCode::OK,
             &serde_json::json!({
                 "status": "ok",
                 "engine": registry.runtime().id().to_string(),
                 "containers": containers,
+                "routes": routes,
+                "uploaded_functions": functions,
+                "tenants": tenants,
                 "modules": registry.live_modules(),
                 "compiles": registry.stats().compiles,
+                "pending": self.admission.pending(),
                 "scheduler": {
                     "workers": self.settings.scheduler.workers(),
                     "completed": self.settings.scheduler.stats().completed,
@@ -199,11 +474,35 @@ impl App {
         };
         let arrived = std::time::Instant::now();
         let function = Arc::clone(&prepared.invocation.action);
+        let Some(_admitted) = self.admission.try_admit() else {
+            self.metrics.observe_overload(&function.name);
+            return standalone::overloaded(self.admission.limit());
+        };
         let settings = &self.settings;
-        let outcome = dispatch::invoke(&settings.scheduler, settings.preemption, prepared).await;
-        self.metrics
-            .observe(&function.name, &outcome.termination, arrived.elapsed());
+        let deadline = prepared.deadline(arrived);
+        let dispatched = dispatch::invoke(
+            &settings.scheduler,
+            settings.preemption,
+            prepared.module,
+            prepared.invocation,
+            deadline,
+        )
+        .await;
+        let outcome = dispatched.outcome;
+        self.metrics.observe(
+            &function.name,
+            &outcome.termination,
+            arrived.elapsed(),
+            dispatched.queue_delay,
+        );
         tracing::debug!(termination = ?outcome.termination, elapsed_us = outcome.elapsed.as_micros() as u64, "activation");
         http::reply(container.finish_run(&outcome))
     }
+}
+
+fn not_found(method: &Method, path: &str) -> Response {
+    http::json_error(
+        StatusCode::NOT_FOUND,
+        &format!("No route for {method} {path}."),
+    )
 }

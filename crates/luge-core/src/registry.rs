@@ -108,6 +108,15 @@ impl ModuleRegistry {
             .count()
     }
 
+    /// Engine code bytes of the modules currently loaded.
+    pub fn live_code_bytes(&self) -> usize {
+        self.loaded_map()
+            .values()
+            .filter_map(Weak::upgrade)
+            .map(|m| m.code_size())
+            .sum()
+    }
+
     fn loaded_map(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Weak<dyn LoadedModule>>> {
@@ -208,7 +217,8 @@ impl ModuleRegistry {
 }
 
 /// Writes `bytes` to `path` so that a reader sees the old file or the whole
-/// new one: temp file in the same directory, fsync, rename.
+/// new one, even across a crash: temp file in the same directory (named
+/// `.{name}.*.tmp`), fsync, rename, fsync of the directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -217,7 +227,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("artifact");
-    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    // Unique per writer, so concurrent writers of one path never share a
+    // temp file; the last rename wins and every version is whole.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{file_name}.{}.{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;

@@ -14,6 +14,7 @@ use serde_json::Value;
 /// The artifact key secret every test executor runs with.
 pub const TEST_KEY: &str = "luge integration test key 0123456789";
 
+#[allow(unused_imports)]
 pub use luge_testkit::init_body;
 
 /// A built example action.
@@ -57,9 +58,37 @@ fn capture(
     });
 }
 
+/// A response with its headers.
+pub struct Reply {
+    pub status: u16,
+    pub headers: ureq::http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// A header as text ("" when absent).
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// The body as JSON (`null` when it is not JSON).
+    pub fn json(&self) -> Value {
+        parse(&self.body)
+    }
+}
+
 impl Luge {
     /// Starts `luge <mode> --listen 127.0.0.1:0 <args>`.
     pub fn start(mode: &str, args: &[&str]) -> Self {
+        Self::try_start(mode, args).unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
+    }
+
+    /// Starts luge like [`Luge::start`]; if it exits or does not announce
+    /// its address within 30 s, returns what it wrote to stderr.
+    pub fn try_start(mode: &str, args: &[&str]) -> Result<Self, String> {
         let cache = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_luge"))
             .arg(mode)
@@ -78,18 +107,88 @@ impl Luge {
         let (tx, rx) = std::sync::mpsc::channel();
         capture(child.stdout.take().unwrap(), Arc::clone(&stdout), None);
         capture(child.stderr.take().unwrap(), Arc::clone(&stderr), Some(tx));
-        let base = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("luge did not start: {}", stderr.lock().unwrap()));
+        let started = Instant::now();
+        let base = loop {
+            if let Ok(base) = rx.recv_timeout(Duration::from_millis(50)) {
+                break base;
+            }
+            let exited = child.try_wait().unwrap().is_some();
+            if exited || started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                // Let the capture thread take the last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                return Err(stderr.lock().unwrap().clone());
+            }
+        };
         let agent = luge_testkit::http_agent();
-        Self {
+        Ok(Self {
             child,
             base,
             stdout,
             stderr,
             _cache: cache,
             agent,
+        })
+    }
+
+    /// `http://ADDR` of a Sledge tenant's listener, from its announcement.
+    pub fn tenant(&self, name: &str) -> String {
+        let prefix = format!("luge tenant {name} listening on ");
+        self.stderr
+            .lock()
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+            .unwrap_or_else(|| panic!("tenant {name} not announced"))
+    }
+
+    /// Sends `method url` (a path on this executor, or a full URL) with
+    /// `headers` and `body`.
+    pub fn send(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        let url = if url.starts_with("http") {
+            url.to_owned()
+        } else {
+            format!("{}{url}", self.base)
+        };
+        let response = match method {
+            "GET" | "DELETE" => {
+                let mut request = if method == "GET" {
+                    self.agent.get(&url)
+                } else {
+                    self.agent.delete(&url)
+                };
+                for (k, v) in headers {
+                    request = request.header(*k, *v);
+                }
+                request.call()
+            }
+            "POST" | "PUT" => {
+                let mut request = if method == "POST" {
+                    self.agent.post(&url)
+                } else {
+                    self.agent.put(&url)
+                };
+                for (k, v) in headers {
+                    request = request.header(*k, *v);
+                }
+                request.send(body)
+            }
+            other => panic!("method {other}"),
+        };
+        let response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let headers = response.headers().clone();
+        let (status, body) = luge_testkit::status_and_body(response);
+        Reply {
+            status,
+            headers,
+            body,
         }
+    }
+
+    /// Everything luge wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// Sends `method path` with `body`; returns status and raw body.
@@ -113,6 +212,11 @@ impl Luge {
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let (status, body) = self.request("POST", path, &serde_json::to_vec(body).unwrap());
         (status, parse(&body))
+    }
+
+    /// GETs text.
+    pub fn get_text(&self, path: &str) -> String {
+        String::from_utf8(self.request("GET", path, b"").1).unwrap()
     }
 
     /// GETs JSON.
@@ -249,4 +353,72 @@ pub fn fs_root_fixture() -> (tempfile::TempDir, tempfile::TempDir) {
 /// Path as a str.
 pub fn path_str(path: &Path) -> &str {
     path.to_str().unwrap()
+}
+
+/// Reads a whole raw HTTP reply: status and JSON body.
+pub fn read_reply(stream: &mut std::net::TcpStream) -> (u16, serde_json::Value) {
+    use std::io::Read;
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    let text = String::from_utf8_lossy(&reply);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// A raw connection to `luge`.
+pub fn connect(luge: &Luge) -> std::net::TcpStream {
+    let addr = luge.base.trim_start_matches("http://");
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+/// Sends only the headers of a `method path` announcing a `len`-byte body,
+/// and reads the answer (a well-behaved server refuses before reading).
+pub fn announce_oversized(
+    luge: &Luge,
+    method: &str,
+    path: &str,
+    len: usize,
+) -> (u16, serde_json::Value) {
+    use std::io::Write;
+    let mut stream = connect(luge);
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    read_reply(&mut stream)
+}
+
+/// Streams a `len`-byte chunked body with no Content-Length.
+pub fn raw_chunked(luge: &Luge, path: &str, len: usize) -> (u16, serde_json::Value) {
+    use std::io::Write;
+    let mut stream = connect(luge);
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let chunk = vec![b'a'; 64 << 10];
+    for _ in 0..len / chunk.len() {
+        if write!(stream, "{:x}\r\n", chunk.len()).is_err()
+            || stream.write_all(&chunk).is_err()
+            || stream.write_all(b"\r\n").is_err()
+        {
+            break; // the server answered and closed: read what it said
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+    read_reply(&mut stream)
 }

@@ -1,0 +1,250 @@
+//! `luge.toml`: the executor's settings and its routes.
+//!
+//! ```toml
+//! [server]
+//! listen = "127.0.0.1:8080"
+//! workers = 2
+//! policy = "edf"
+//! store = "functions"        # relative paths are relative to this file
+//! token_file = "token"
+//!
+//! [[routes]]
+//! path = "/fib"
+//! module = "fib.wasm"
+//! relative_deadline_us = 20000
+//! content_type = "text/plain"
+//! limits = { memory_mb = 64, timeout_ms = 1000 }
+//! ```
+//!
+//! Every error names the file and the key (or line) and says what is wrong;
+//! a config with any error is refused whole, so Luge never starts
+//! half-configured.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::spec::{FunctionSpec, check_route_path};
+
+/// A config file that could not be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{file}: {location}: {message}")]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// The key (`routes[2].path`) or line and column.
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Settings of `[server]`; each one given on the command line wins.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address of the main listener.
+    pub listen: Option<String>,
+    /// Worker threads.
+    pub workers: Option<usize>,
+    /// `fifo`, `edf` or `srsf`.
+    pub policy: Option<String>,
+    /// Preemption quantum, µs.
+    pub quantum_us: Option<u64>,
+    /// `false` runs every sandbox to completion.
+    pub preempt: Option<bool>,
+    /// `wasmtime`, `wasmer` or `wamr`.
+    pub engine: Option<String>,
+    /// Root of directory grants.
+    pub fs_root: Option<PathBuf>,
+    /// Directory of uploaded functions.
+    pub store: Option<PathBuf>,
+    /// File holding the operator token of the management API.
+    pub token_file: Option<PathBuf>,
+    /// Largest request body, MiB.
+    pub max_body_mb: Option<usize>,
+    /// Invocations admitted at once before new ones get 503.
+    pub max_pending: Option<usize>,
+}
+
+/// A route of the config, its module path resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredRoute {
+    /// The route's path, also its name in logs and metrics.
+    pub path: String,
+    /// The module file.
+    pub module: PathBuf,
+    /// Everything else about it.
+    pub spec: FunctionSpec,
+}
+
+/// A parsed and checked `luge.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file it came from.
+    pub file: PathBuf,
+    /// `[server]`, paths resolved against the file's directory.
+    pub server: ServerConfig,
+    /// `[[routes]]`.
+    pub routes: Vec<ConfiguredRoute>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    server: ServerConfig,
+    #[serde(default)]
+    routes: Vec<FunctionSpec>,
+}
+
+impl Config {
+    /// Reads and checks the config at `file`.
+    pub fn load(file: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+            file: file.to_owned(),
+            location: "file".to_owned(),
+            message: e.to_string(),
+        })?;
+        let base = file.parent().unwrap_or(Path::new("."));
+        Self::parse(file, &text, base)
+    }
+
+    /// Parses `text` as the contents of `file`, resolving relative paths
+    /// against `base`.
+    pub fn parse(file: &Path, text: &str, base: &Path) -> Result<Self, ConfigError> {
+        let error = |location: String, message: String| ConfigError {
+            file: file.to_owned(),
+            location,
+            message,
+        };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let location = e
+                .span()
+                .map(|span| line_and_column(text, span.start))
+                .unwrap_or_else(|| "syntax".to_owned());
+            error(location, e.message().trim().to_owned())
+        })?;
+        let mut server = raw.server;
+        for path in [
+            &mut server.fs_root,
+            &mut server.store,
+            &mut server.token_file,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *path = base.join(&*path);
+        }
+        let mut seen = HashSet::new();
+        let mut routes = Vec::with_capacity(raw.routes.len());
+        for (index, spec) in raw.routes.into_iter().enumerate() {
+            let key = |field: &str| format!("routes[{index}].{field}");
+            let path = spec
+                .path
+                .clone()
+                .ok_or_else(|| error(key("path"), "every route needs a path".to_owned()))?;
+            check_route_path(&path).map_err(|e| error(key("path"), e.to_string()))?;
+            if !seen.insert(path.clone()) {
+                return Err(error(key("path"), format!("{path:?} is configured twice")));
+            }
+            let module = spec
+                .module
+                .as_ref()
+                .map(|m| base.join(m))
+                .ok_or_else(|| error(key("module"), "every route needs a module".to_owned()))?;
+            routes.push(ConfiguredRoute { path, module, spec });
+        }
+        Ok(Self {
+            file: file.to_owned(),
+            server,
+            routes,
+        })
+    }
+}
+
+/// `line L, column C` (1-based) of byte `offset` in `text`.
+fn line_and_column(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("luge.toml"), text, Path::new("/etc/luge"))
+    }
+
+    #[test]
+    fn a_full_config_parses_with_paths_resolved() {
+        let config = parse(
+            r#"
+            [server]
+            listen = "127.0.0.1:9000"
+            workers = 2
+            policy = "srsf"
+            store = "functions"
+            token_file = "/secret/token"
+
+            [[routes]]
+            path = "/fib"
+            module = "fib.wasm"
+            relative_deadline_us = 20000
+            content_type = "application/json"
+            limits = { memory_mb = 64 }
+            env = { MODE = "fast" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.server.workers, Some(2));
+        assert_eq!(
+            config.server.store,
+            Some(PathBuf::from("/etc/luge/functions"))
+        );
+        assert_eq!(
+            config.server.token_file,
+            Some(PathBuf::from("/secret/token"))
+        );
+        let route = &config.routes[0];
+        assert_eq!(route.path, "/fib");
+        assert_eq!(route.module, PathBuf::from("/etc/luge/fib.wasm"));
+        assert_eq!(route.spec.limits.memory_mb, Some(64));
+        assert_eq!(route.spec.content_type(), "application/json");
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let err = parse("[server]\nworkers = 2\nthreads = 4\n").unwrap_err();
+        assert_eq!(err.location, "line 3, column 1");
+        assert!(err.message.contains("unknown field `threads`"), "{err}");
+        assert!(err.to_string().starts_with("luge.toml: line 3"), "{err}");
+
+        let err =
+            parse("[[routes]]\npath = \"/a\"\nmodule = \"a.wasm\"\ndeadline = 5\n").unwrap_err();
+        assert!(err.message.contains("unknown field `deadline`"), "{err}");
+
+        let err = parse("[[routes]]\nmodule = \"a.wasm\"\n").unwrap_err();
+        assert_eq!(err.location, "routes[0].path");
+
+        let err = parse("[[routes]]\npath = \"/a\"\n").unwrap_err();
+        assert_eq!(err.location, "routes[0].module");
+
+        let twice = "[[routes]]\npath = \"/a\"\nmodule = \"a.wasm\"\n[[routes]]\npath = \"/a\"\nmodule = \"b.wasm\"\n";
+        let err = parse(twice).unwrap_err();
+        assert_eq!(err.location, "routes[1].path");
+        assert!(err.message.contains("twice"), "{err}");
+
+        let err = parse("[[routes]]\npath = \"/metrics\"\nmodule = \"a.wasm\"\n").unwrap_err();
+        assert!(err.message.contains("reserved"), "{err}");
+
+        let err = parse("[server]\nworkers = \"two\"\n").unwrap_err();
+        assert!(err.message.contains("invalid type"), "{err}");
+
+        let err = parse("[server\n").unwrap_err();
+        assert!(err.location.starts_with("line 1"), "{err}");
+    }
+}

@@ -1,0 +1,471 @@
+//! The functions a standalone host serves, by route.
+//!
+//! Configured routes (TOML or Sledge) are loaded once at start and never
+//! change. Uploaded functions come and go through [`FunctionHost::upload`]
+//! and [`FunctionHost::remove`]: compiled before anything is published, then
+//! written to the store and swapped into the route table under one lock, so
+//! the table always matches the newest version on disk and a request sees
+//! either the old function or the new one, whole.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use luge_core::action::COMMAND_ENTRY;
+use luge_core::{Action, LoadError, LoadedModule, ModuleCode, ModuleRegistry};
+
+use crate::config::ConfiguredRoute;
+use crate::spec::{FunctionSpec, HostPolicy, SpecError, check_route_path};
+use crate::store::{FunctionStore, StoreError, StoredMetadata, valid_name};
+
+/// Where a function came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A route of `luge.toml`.
+    Config,
+    /// A route of a Sledge tenant.
+    Sledge {
+        /// The tenant.
+        tenant: String,
+    },
+    /// `PUT /v1/functions/{name}`.
+    Uploaded {
+        /// Seconds since the Unix epoch.
+        uploaded_at: u64,
+    },
+}
+
+/// A function ready to be invoked.
+pub struct Function {
+    /// Name in logs and metrics: the upload name, or the route path.
+    pub name: String,
+    /// Paths it is served on.
+    pub routes: Vec<String>,
+    /// The action every invocation runs.
+    pub action: Arc<Action>,
+    /// The loaded module, shared with every function of the same code.
+    pub module: Arc<dyn LoadedModule>,
+    /// As configured or uploaded.
+    pub spec: FunctionSpec,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Function")
+            .field("name", &self.name)
+            .field("routes", &self.routes)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Function {
+    /// `Content-Type` of successful responses.
+    pub fn content_type(&self) -> &str {
+        self.spec.content_type()
+    }
+}
+
+/// Why a function could not be deployed or found.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The name is not 1-64 letters, digits, `-`, `_`.
+    #[error("function names are 1-64 letters, digits, '-' and '_'")]
+    InvalidName,
+    /// No uploaded function of that name.
+    #[error("there is no function {0:?}")]
+    NotFound(String),
+    /// The spec was refused.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The code was not loadable Wasm or an artifact of this operator.
+    #[error("the module was refused: {0}")]
+    Load(#[from] LoadError),
+    /// The module has no `_start`.
+    #[error("the module exports no _start: a function is a WASI command module")]
+    NotACommand,
+    /// The route is taken by another function.
+    #[error("route {path:?} is already served by {owner:?}")]
+    RouteTaken {
+        /// The path.
+        path: String,
+        /// The function serving it.
+        owner: String,
+    },
+    /// Metadata tried to name a module file.
+    #[error("metadata: `module` is not allowed in an upload (the body is the module)")]
+    ModuleInMetadata,
+    /// A configured module file could not be read.
+    #[error("module {path}: {source}")]
+    ModuleFile {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Uploads need a store.
+    #[error("no function store is configured (--store or server.store)")]
+    NoStore,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Functions by path.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    map: RwLock<HashMap<String, Arc<Function>>>,
+}
+
+impl RouteTable {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Function>>> {
+        // Updates are single inserts and removes: a poisoned lock still holds
+        // a consistent map.
+        self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Function>>> {
+        self.map.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The function served on `path`.
+    pub fn get(&self, path: &str) -> Option<Arc<Function>> {
+        self.read().get(path).cloned()
+    }
+
+    /// Adds `function` on each of its routes; refuses a taken path.
+    pub fn insert(&self, function: Arc<Function>) -> Result<(), HostError> {
+        let mut map = self.write();
+        for path in &function.routes {
+            if let Some(owner) = map.get(path) {
+                return Err(HostError::RouteTaken {
+                    path: path.clone(),
+                    owner: owner.name.clone(),
+                });
+            }
+        }
+        for path in &function.routes {
+            map.insert(path.clone(), Arc::clone(&function));
+        }
+        Ok(())
+    }
+
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Loads configured routes and keeps uploaded functions, on one registry.
+pub struct FunctionHost {
+    registry: Arc<ModuleRegistry>,
+    policy: HostPolicy,
+    store: Option<FunctionStore>,
+    max_code_bytes: usize,
+    routes: RouteTable,
+    uploaded: RwLock<BTreeMap<String, Arc<Function>>>,
+    /// Serializes publishing (store write + table swap) of uploads; held
+    /// only after compilation, never across it.
+    publish: Mutex<()>,
+}
+
+impl std::fmt::Debug for FunctionHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionHost")
+            .field("store", &self.store)
+            .field("routes", &self.routes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl FunctionHost {
+    /// A host with no functions yet. Code (uploads, unpacked zips) larger
+    /// than `max_code_bytes` is refused.
+    pub fn new(
+        registry: Arc<ModuleRegistry>,
+        policy: HostPolicy,
+        store: Option<FunctionStore>,
+        max_code_bytes: usize,
+    ) -> Self {
+        Self {
+            registry,
+            policy,
+            store,
+            max_code_bytes,
+            routes: RouteTable::default(),
+            uploaded: RwLock::new(BTreeMap::new()),
+            publish: Mutex::new(()),
+        }
+    }
+
+    /// Whether uploads can be stored.
+    pub fn has_store(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// Loads a configured route (compiling plain Wasm, or loading it from
+    /// the compile cache) into a function, without serving it.
+    pub fn load_route(
+        &self,
+        route: &ConfiguredRoute,
+        name: String,
+        origin: Origin,
+    ) -> Result<Arc<Function>, HostError> {
+        let action = route.spec.action(&name, &self.policy)?;
+        let bytes = std::fs::read(&route.module).map_err(|source| HostError::ModuleFile {
+            path: route.module.clone(),
+            source,
+        })?;
+        let code = ModuleCode::detect(bytes, self.max_code_bytes).map_err(LoadError::from)?;
+        let module = self.registry.load(&code)?;
+        Ok(Arc::new(self.function(
+            name,
+            vec![route.path.clone()],
+            action,
+            module,
+            route.spec.clone(),
+            origin,
+        )?))
+    }
+
+    fn function(
+        &self,
+        name: String,
+        routes: Vec<String>,
+        action: Action,
+        module: Arc<dyn LoadedModule>,
+        spec: FunctionSpec,
+        origin: Origin,
+    ) -> Result<Function, HostError> {
+        if !module.has_export(COMMAND_ENTRY) {
+            return Err(HostError::NotACommand);
+        }
+        Ok(Function {
+            name,
+            routes,
+            action: Arc::new(action),
+            module,
+            spec,
+            origin,
+        })
+    }
+
+    /// Serves configured `routes` on the main listener. All or nothing: the
+    /// first error is returned with the route's path.
+    pub fn add_configured(&self, routes: &[ConfiguredRoute]) -> Result<(), (String, HostError)> {
+        let mut loaded = Vec::with_capacity(routes.len());
+        for route in routes {
+            let name = route.path.trim_start_matches('/').to_owned();
+            let function = self
+                .load_route(route, name, Origin::Config)
+                .map_err(|e| (route.path.clone(), e))?;
+            loaded.push(function);
+        }
+        for function in loaded {
+            let path = function.routes[0].clone();
+            self.routes.insert(function).map_err(|e| (path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Serves every stored function again, from its artifact (no compile).
+    /// A damaged or refused entry is logged and skipped; the names restored
+    /// are returned.
+    pub fn restore(&self) -> Result<Vec<String>, HostError> {
+        let Some(store) = &self.store else {
+            return Ok(Vec::new());
+        };
+        let mut restored = Vec::new();
+        for entry in store.load_all()? {
+            let result = entry.map_err(HostError::from).and_then(|stored| {
+                let metadata = stored.metadata;
+                let name = metadata.name.clone();
+                let function = self.prepare(
+                    &name,
+                    metadata.spec,
+                    ModuleCode::Artifact(stored.artifact),
+                    metadata.uploaded_at,
+                )?;
+                self.publish_uploaded(&name, function.0, None)?;
+                Ok(name)
+            });
+            match result {
+                Ok(name) => restored.push(name),
+                Err(e) => tracing::error!(error = %e, "stored function not restored"),
+            }
+        }
+        Ok(restored)
+    }
+
+    /// Compiles and loads `code` as `name`: the function and its sealed
+    /// artifact, nothing published yet.
+    fn prepare(
+        &self,
+        name: &str,
+        spec: FunctionSpec,
+        code: ModuleCode,
+        uploaded_at: u64,
+    ) -> Result<(Arc<Function>, Vec<u8>), HostError> {
+        if !valid_name(name) {
+            return Err(HostError::InvalidName);
+        }
+        if spec.module.is_some() {
+            return Err(HostError::ModuleInMetadata);
+        }
+        let mut routes = vec![format!("/fn/{name}")];
+        if let Some(path) = &spec.path {
+            check_route_path(path)?;
+            routes.push(path.clone());
+        }
+        let action = spec.action(name, &self.policy)?;
+        let sealed = match code {
+            ModuleCode::Wasm(wasm) => self.registry.compile_sealed(&wasm)?,
+            ModuleCode::Artifact(artifact) => artifact,
+        };
+        let sealed = ModuleCode::Artifact(sealed);
+        let module = self.registry.load(&sealed)?;
+        let function = self.function(
+            name.to_owned(),
+            routes,
+            action,
+            module,
+            spec,
+            Origin::Uploaded { uploaded_at },
+        )?;
+        let (ModuleCode::Artifact(sealed) | ModuleCode::Wasm(sealed)) = sealed;
+        Ok((Arc::new(function), sealed))
+    }
+
+    /// Stores (when `artifact` is given) and serves `function` as `name`,
+    /// replacing the previous version.
+    fn publish_uploaded(
+        &self,
+        name: &str,
+        function: Arc<Function>,
+        artifact: Option<&[u8]>,
+    ) -> Result<bool, HostError> {
+        let _publishing = self.publish.lock().unwrap_or_else(|e| e.into_inner());
+        let mut uploaded = self.uploaded.write().unwrap_or_else(|e| e.into_inner());
+        let previous = uploaded.get(name).cloned();
+        {
+            let map = self.routes.read();
+            for path in &function.routes {
+                if let Some(owner) = map.get(path)
+                    && owner.name != name
+                {
+                    return Err(HostError::RouteTaken {
+                        path: path.clone(),
+                        owner: owner.name.clone(),
+                    });
+                }
+            }
+        }
+        if let (Some(store), Some(artifact)) = (&self.store, artifact) {
+            let uploaded_at = match function.origin {
+                Origin::Uploaded { uploaded_at } => uploaded_at,
+                _ => now_secs(),
+            };
+            store.put(
+                &StoredMetadata {
+                    name: name.to_owned(),
+                    spec: function.spec.clone(),
+                    uploaded_at,
+                },
+                artifact,
+            )?;
+        }
+        let mut map = self.routes.write();
+        if let Some(previous) = &previous {
+            for path in &previous.routes {
+                map.remove(path);
+            }
+        }
+        for path in &function.routes {
+            map.insert(path.clone(), Arc::clone(&function));
+        }
+        uploaded.insert(name.to_owned(), function);
+        Ok(previous.is_some())
+    }
+
+    /// Compiles `code` (Wasm, a zip holding it, or this operator's artifact),
+    /// stores it durably with `spec` and serves it at once on `/fn/{name}`
+    /// (and `spec.path`). Returns the function and whether it replaced one.
+    /// Compiles on the calling thread: call it off async threads.
+    pub fn upload(
+        &self,
+        name: &str,
+        code: Vec<u8>,
+        spec: FunctionSpec,
+    ) -> Result<(Arc<Function>, bool), HostError> {
+        if !valid_name(name) {
+            return Err(HostError::InvalidName);
+        }
+        if self.store.is_none() {
+            return Err(HostError::NoStore);
+        }
+        let code = ModuleCode::detect(code, self.max_code_bytes).map_err(LoadError::from)?;
+        let (function, artifact) = self.prepare(name, spec, code, now_secs())?;
+        let replaced = self.publish_uploaded(name, Arc::clone(&function), Some(&artifact))?;
+        Ok((function, replaced))
+    }
+
+    /// Stops serving and deletes the uploaded function `name`.
+    pub fn remove(&self, name: &str) -> Result<(), HostError> {
+        let _publishing = self.publish.lock().unwrap_or_else(|e| e.into_inner());
+        let mut uploaded = self.uploaded.write().unwrap_or_else(|e| e.into_inner());
+        let function = uploaded
+            .remove(name)
+            .ok_or_else(|| HostError::NotFound(name.to_owned()))?;
+        if let Some(store) = &self.store {
+            store.remove(name)?;
+        }
+        let mut map = self.routes.write();
+        for path in &function.routes {
+            map.remove(path);
+        }
+        Ok(())
+    }
+
+    /// The uploaded function `name`.
+    pub fn uploaded(&self, name: &str) -> Option<Arc<Function>> {
+        self.uploaded
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Every uploaded function, by name.
+    pub fn list_uploaded(&self) -> Vec<Arc<Function>> {
+        self.uploaded
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The function served on `path` of the main listener.
+    pub fn route(&self, path: &str) -> Option<Arc<Function>> {
+        self.routes.get(path)
+    }
+
+    /// Routes on the main listener.
+    pub fn route_count(&self) -> usize {
+        self.routes.len()
+    }
+}

@@ -1,0 +1,348 @@
+//! What a function asks for, in the form operators write it.
+//!
+//! A [`FunctionSpec`] is one route of a TOML config, the metadata of an
+//! uploaded function, or (translated) a Sledge route. It is turned into a
+//! [`luge_core::Action`] through the same annotation rules as an OpenWhisk
+//! init, so a grant or limit means the same thing whichever way a function
+//! arrives: deny by default, directories under the fs root, limits bounded
+//! by the operator's maxima.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use luge_core::action::{COMMAND_ENTRY, SchedHints};
+use luge_core::capabilities::{Annotations, DirRequest};
+use luge_core::limits::RequestedLimits;
+use luge_core::{Action, Capabilities, DirMode, LimitPolicy};
+use serde::{Deserialize, Serialize};
+
+/// The response content type when a spec names none (Sledge's default).
+pub const DEFAULT_CONTENT_TYPE: &str = "text/plain";
+
+/// One function's route, deadline, limits and grants.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionSpec {
+    /// HTTP path the function is served on (`/fib`). Required in a config;
+    /// an uploaded function defaults to `/fn/{name}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The .wasm or artifact file, relative to the config file. Config only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<PathBuf>,
+    /// Deadline of each invocation relative to its arrival, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_deadline_us: Option<u64>,
+    /// Expected execution time, µs: seeds SRSF before runs are measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_execution_us: Option<u64>,
+    /// `Content-Type` of successful responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// Limits, each at most the operator's maximum.
+    #[serde(default, skip_serializing_if = "LimitsSpec::is_empty")]
+    pub limits: LimitsSpec,
+    /// Directories under the operator's fs root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<DirSpec>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// `argv[1..]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+/// Requested limits; absent ones take the operator's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Linear memory, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// Time limit per invocation, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Fuel, where the executor meters it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+}
+
+impl LimitsSpec {
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A directory grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirSpec {
+    /// Host path relative to the fs root.
+    pub host: String,
+    /// Path the guest opens it by.
+    pub guest: String,
+    /// `ro` (default) or `rw`.
+    #[serde(default = "read_only")]
+    pub mode: String,
+}
+
+fn read_only() -> String {
+    "ro".to_owned()
+}
+
+/// Why a spec cannot become an action.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    /// A route path that is not a clean absolute path, or is reserved.
+    #[error("path {path:?}: {reason}")]
+    Path {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A grant, variable or limit was refused.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Operator settings that bound every function.
+#[derive(Debug, Clone, Default)]
+pub struct HostPolicy {
+    /// Root for directory grants; `None` refuses all.
+    pub fs_root: Option<PathBuf>,
+    /// Limit defaults and maxima.
+    pub limits: LimitPolicy,
+}
+
+/// Paths the executor answers itself; a function cannot take them.
+const RESERVED: &[&str] = &["/healthz", "/metrics"];
+/// Prefixes owned by the management API and uploaded functions.
+const RESERVED_PREFIXES: &[&str] = &["/v1/", "/fn/"];
+
+/// Checks that `path` can be a configured route: absolute, no empty, `.` or
+/// `..` segments, no query, not one of the executor's own paths.
+pub fn check_route_path(path: &str) -> Result<(), SpecError> {
+    let bad = |reason| {
+        Err(SpecError::Path {
+            path: path.to_owned(),
+            reason,
+        })
+    };
+    if !path.starts_with('/') || path.len() < 2 {
+        return bad("a route is an absolute path such as \"/fib\"");
+    }
+    if path.len() > 256 || !path.bytes().all(|b| b.is_ascii_graphic()) || path.contains(['?', '#'])
+    {
+        return bad("a route is at most 256 printable ASCII characters, without '?' or '#'");
+    }
+    if path[1..]
+        .split('/')
+        .any(|s| s.is_empty() || s == "." || s == "..")
+    {
+        return bad("empty, '.' and '..' segments are not allowed");
+    }
+    if RESERVED.contains(&path) || RESERVED_PREFIXES.iter().any(|p| path.starts_with(p)) {
+        return bad("reserved for the executor (/healthz, /metrics, /v1/..., /fn/...)");
+    }
+    Ok(())
+}
+
+impl FunctionSpec {
+    /// The content type of successful responses.
+    pub fn content_type(&self) -> &str {
+        self.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE)
+    }
+
+    /// The annotations this spec amounts to.
+    fn annotations(&self) -> Result<Annotations, SpecError> {
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        for dir in &self.dirs {
+            let mode = match dir.mode.as_str() {
+                "ro" => DirMode::ReadOnly,
+                "rw" => DirMode::ReadWrite,
+                other => {
+                    return Err(SpecError::Refused(format!(
+                        "dirs: mode must be \"ro\" or \"rw\", not {other:?}"
+                    )));
+                }
+            };
+            if dir.guest.is_empty()
+                || Path::new(&dir.guest)
+                    .components()
+                    .any(|c| c.as_os_str() == "..")
+            {
+                return Err(SpecError::Refused(format!(
+                    "dirs: invalid guest path {:?}",
+                    dir.guest
+                )));
+            }
+            dirs.push(DirRequest {
+                host: dir.host.clone(),
+                guest: dir.guest.clone(),
+                mode,
+            });
+        }
+        for name in self.env.keys() {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(SpecError::Refused(format!(
+                    "env: invalid variable name {name:?}"
+                )));
+            }
+        }
+        Ok(Annotations {
+            dirs,
+            env: self
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            args: self.args.clone(),
+            limits: RequestedLimits {
+                memory_mb: self.limits.memory_mb,
+                timeout_ms: self.limits.timeout_ms,
+                fuel: self.limits.fuel,
+            },
+            sched: SchedHints {
+                relative_deadline: self.relative_deadline_us.map(Duration::from_micros),
+                expected_execution: self.expected_execution_us.map(Duration::from_micros),
+            },
+            net_access: false,
+        })
+    }
+
+    /// The action named `name` this spec describes, with grants resolved and
+    /// limits bounded by `policy`.
+    pub fn action(&self, name: &str, policy: &HostPolicy) -> Result<Action, SpecError> {
+        let annotations = self.annotations()?;
+        let capabilities = Capabilities::grant(&annotations, policy.fs_root.as_deref())
+            .map_err(|e| SpecError::Refused(e.to_string()))?;
+        let limits = policy
+            .limits
+            .apply(&annotations.limits)
+            .map_err(|e| SpecError::Refused(e.to_string()))?;
+        if let Some(content_type) = &self.content_type
+            && (content_type.is_empty()
+                || !content_type
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() || b == b' '))
+        {
+            return Err(SpecError::Refused(format!(
+                "content_type {content_type:?} is not a valid header value"
+            )));
+        }
+        if self.relative_deadline_us == Some(0) {
+            return Err(SpecError::Refused(
+                "relative_deadline_us must be greater than zero".to_owned(),
+            ));
+        }
+        Ok(Action {
+            name: name.to_owned(),
+            entry: COMMAND_ENTRY.to_owned(),
+            env: annotations.env,
+            capabilities,
+            limits,
+            sched: annotations.sched,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_paths_are_checked() {
+        for good in ["/fib", "/a/b", "/tenant-1/fn_x.v2"] {
+            assert_eq!(check_route_path(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "/",
+            "fib",
+            "/a//b",
+            "/a/../b",
+            "/./a",
+            "/a?x=1",
+            "/healthz",
+            "/metrics",
+            "/v1/functions",
+            "/fn/x",
+            "/a b",
+        ] {
+            assert!(check_route_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn spec_becomes_a_bounded_action() {
+        let spec = FunctionSpec {
+            relative_deadline_us: Some(2000),
+            expected_execution_us: Some(500),
+            limits: LimitsSpec {
+                memory_mb: Some(64),
+                ..LimitsSpec::default()
+            },
+            env: BTreeMap::from([("MODE".to_owned(), "fast".to_owned())]),
+            args: vec!["-v".to_owned()],
+            ..FunctionSpec::default()
+        };
+        let action = spec.action("fib", &HostPolicy::default()).unwrap();
+        assert_eq!(action.limits.memory_bytes, 64 << 20);
+        assert_eq!(
+            action.sched.relative_deadline,
+            Some(Duration::from_micros(2000))
+        );
+        assert_eq!(action.env, vec![("MODE".to_owned(), "fast".to_owned())]);
+        assert_eq!(action.capabilities.args, vec!["-v".to_owned()]);
+        assert_eq!(action.entry, COMMAND_ENTRY);
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong() {
+        let above = FunctionSpec {
+            limits: LimitsSpec {
+                memory_mb: Some(100_000),
+                ..LimitsSpec::default()
+            },
+            ..FunctionSpec::default()
+        };
+        let err = above.action("f", &HostPolicy::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("exceeds the operator maximum"),
+            "{err}"
+        );
+
+        let grant = FunctionSpec {
+            dirs: vec![DirSpec {
+                host: "data".to_owned(),
+                guest: "/data".to_owned(),
+                mode: "ro".to_owned(),
+            }],
+            ..FunctionSpec::default()
+        };
+        let err = grant.action("f", &HostPolicy::default()).unwrap_err();
+        assert!(err.to_string().contains("--fs-root"), "{err}");
+
+        let mode = FunctionSpec {
+            dirs: vec![DirSpec {
+                host: "data".to_owned(),
+                guest: "/data".to_owned(),
+                mode: "rwx".to_owned(),
+            }],
+            ..FunctionSpec::default()
+        };
+        assert!(mode.action("f", &HostPolicy::default()).is_err());
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = serde_json::from_str::<FunctionSpec>(r#"{"deadline_us": 5}"#).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `deadline_us`"),
+            "{err}"
+        );
+    }
+}

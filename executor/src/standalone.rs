@@ -1,0 +1,341 @@
+//! The standalone function host over HTTP: invoking a function on its route
+//! (request body on stdin, stdout as the response, Sledge style) and the
+//! management API under `/v1/functions` behind the operator token.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, StatusCode};
+use luge_core::{Invocation, Termination};
+use luge_host::{Function, FunctionHost, FunctionSpec, HostError, Origin};
+
+use crate::dispatch;
+use crate::http::{self, Response};
+use crate::routes::App;
+
+/// Header with a per-request deadline in ms, capped by the route's own.
+pub const DEADLINE_HEADER: &str = "x-luge-deadline-ms";
+
+/// The operator token, kept only as a hash: comparing `blake3::Hash`es is
+/// constant-time, so a wrong token's timing says nothing about the right one.
+#[derive(Debug, Clone)]
+pub struct OperatorToken(blake3::Hash);
+
+/// Tokens shorter than this are refused at start: the token is all that
+/// guards uploading native-speed code.
+const MIN_TOKEN_CHARS: usize = 16;
+
+impl OperatorToken {
+    /// The token in `text` (surrounding whitespace ignored).
+    pub fn new(text: &str) -> anyhow::Result<Self> {
+        let token = text.trim();
+        if token.chars().count() < MIN_TOKEN_CHARS {
+            anyhow::bail!("the operator token must be at least {MIN_TOKEN_CHARS} characters");
+        }
+        Ok(Self(blake3::hash(token.as_bytes())))
+    }
+
+    fn accepts(&self, headers: &HeaderMap) -> bool {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        presented.is_some_and(|p| blake3::hash(p.as_bytes()) == self.0)
+    }
+}
+
+/// What an invocation needs from its HTTP request.
+pub struct HttpInput {
+    /// GET or POST.
+    pub method: Method,
+    /// The query string, the input of a GET.
+    pub query: Option<String>,
+    /// Request headers.
+    pub headers: HeaderMap,
+    /// The body, the input of a POST.
+    pub body: Bytes,
+    /// The request id, also given to the function.
+    pub request_id: u64,
+}
+
+impl App {
+    /// Runs `function` on `input` and answers with its stdout.
+    pub(crate) async fn invoke_function(
+        &self,
+        function: Arc<Function>,
+        input: HttpInput,
+    ) -> Response {
+        let arrived = Instant::now();
+        let stdin = match input.method {
+            Method::POST => input.body.to_vec(),
+            Method::GET => input.query.clone().unwrap_or_default().into_bytes(),
+            _ => {
+                return http::json_error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "Functions are invoked with POST (body as input) or GET (query as input).",
+                );
+            }
+        };
+        let action = &function.action;
+        let mut relative = action
+            .sched
+            .relative_deadline
+            .unwrap_or(action.limits.timeout);
+        if let Some(value) = input.headers.get(DEADLINE_HEADER) {
+            match value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                Some(ms) => relative = relative.min(Duration::from_millis(ms)),
+                None => {
+                    return http::json_error(
+                        StatusCode::BAD_REQUEST,
+                        "X-Luge-Deadline-Ms must be a whole number of milliseconds.",
+                    );
+                }
+            }
+        }
+        let Some(_admitted) = self.admission.try_admit() else {
+            self.metrics.observe_overload(&function.name);
+            return overloaded(self.admission.limit());
+        };
+        let mut invocation = Invocation::new(Arc::clone(action), stdin);
+        invocation.env = vec![
+            ("REQUEST_METHOD".to_owned(), input.method.to_string()),
+            ("QUERY_STRING".to_owned(), input.query.unwrap_or_default()),
+            ("LUGE_REQUEST_ID".to_owned(), input.request_id.to_string()),
+        ];
+        let settings = &self.settings;
+        let dispatched = dispatch::invoke(
+            &settings.scheduler,
+            settings.preemption,
+            Arc::clone(&function.module),
+            invocation,
+            arrived + relative,
+        )
+        .await;
+        let outcome = dispatched.outcome;
+        self.metrics.observe(
+            &function.name,
+            &outcome.termination,
+            arrived.elapsed(),
+            dispatched.queue_delay,
+        );
+        log_stderr(&function.name, &outcome.stderr);
+        tracing::debug!(
+            function = %function.name,
+            termination = ?outcome.termination,
+            queue_us = dispatched.queue_delay.as_micros() as u64,
+            elapsed_us = arrived.elapsed().as_micros() as u64,
+            "invocation"
+        );
+        let status = match &outcome.termination {
+            Termination::Exited(0) => {
+                let mut response =
+                    hyper::Response::new(http_body_util::Full::new(Bytes::from(outcome.stdout)));
+                let content_type = HeaderValue::from_str(function.content_type())
+                    .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, content_type);
+                return response;
+            }
+            Termination::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
+            Termination::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = failure_message(&outcome.termination);
+        tracing::warn!(function = %function.name, %message, "invocation failed");
+        http::json_error(status, &message)
+    }
+
+    /// `/v1/functions[/{name}]`.
+    pub(crate) async fn manage(
+        &self,
+        host: &Arc<FunctionHost>,
+        method: &Method,
+        name: Option<&str>,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        match &self.token {
+            None => {
+                return http::json_error(
+                    StatusCode::FORBIDDEN,
+                    "The management API is off: no operator token is configured (--token-file or LUGE_TOKEN).",
+                );
+            }
+            Some(token) if !token.accepts(headers) => {
+                let mut response = http::json_error(
+                    StatusCode::UNAUTHORIZED,
+                    "Missing or wrong operator token (Authorization: Bearer TOKEN).",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return response;
+            }
+            Some(_) => {}
+        }
+        match (method, name) {
+            (&Method::GET, None) => {
+                let functions: Vec<_> = host.list_uploaded().iter().map(|f| describe(f)).collect();
+                http::json(
+                    StatusCode::OK,
+                    &serde_json::json!({ "functions": functions }),
+                )
+            }
+            (&Method::GET, Some(name)) => match host.uploaded(name) {
+                Some(function) => http::json(StatusCode::OK, &describe(&function)),
+                None => host_error(&HostError::NotFound(name.to_owned())),
+            },
+            (&Method::DELETE, Some(name)) => {
+                let host = Arc::clone(host);
+                let owned = name.to_owned();
+                match dispatch::blocking(move || host.remove(&owned)).await {
+                    Ok(Ok(())) => {
+                        http::json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
+                    }
+                    Ok(Err(e)) => host_error(&e),
+                    Err(message) => http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+                }
+            }
+            (&Method::PUT, Some(name)) => {
+                let (code, spec) = match parse_upload(body) {
+                    Ok(upload) => upload,
+                    Err(message) => return http::json_error(StatusCode::BAD_REQUEST, &message),
+                };
+                let host = Arc::clone(host);
+                let owned = name.to_owned();
+                match dispatch::blocking(move || host.upload(&owned, code, spec)).await {
+                    Ok(Ok((function, replaced))) => {
+                        tracing::info!(function = %function.name, replaced, "function uploaded");
+                        let status = if replaced {
+                            StatusCode::OK
+                        } else {
+                            StatusCode::CREATED
+                        };
+                        http::json(status, &describe(&function))
+                    }
+                    Ok(Err(e)) => host_error(&e),
+                    Err(message) => http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+                }
+            }
+            _ => http::json_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Use GET /v1/functions, or PUT, GET or DELETE /v1/functions/{name}.",
+            ),
+        }
+    }
+}
+
+/// An upload body: the module itself (Wasm, a zip, or an artifact), or JSON
+/// `{"code": BASE64, "metadata": {...}}` to send metadata with it.
+fn parse_upload(body: Bytes) -> Result<(Vec<u8>, FunctionSpec), String> {
+    let is_json = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{');
+    if !is_json {
+        return Ok((body.to_vec(), FunctionSpec::default()));
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Envelope {
+        code: String,
+        #[serde(default)]
+        metadata: FunctionSpec,
+    }
+    let envelope: Envelope =
+        serde_json::from_slice(&body).map_err(|e| format!("The upload is not valid JSON: {e}"))?;
+    let code = base64::engine::general_purpose::STANDARD
+        .decode(envelope.code.trim())
+        .map_err(|e| format!("code: not valid base64: {e}"))?;
+    Ok((code, envelope.metadata))
+}
+
+fn describe(function: &Function) -> serde_json::Value {
+    let uploaded_at = match function.origin {
+        Origin::Uploaded { uploaded_at } => Some(uploaded_at),
+        _ => None,
+    };
+    serde_json::json!({
+        "name": function.name,
+        "routes": function.routes,
+        "metadata": function.spec,
+        "uploaded_at": uploaded_at,
+        "code_bytes": function.module.code_size(),
+    })
+}
+
+fn host_error(error: &HostError) -> Response {
+    let status = match error {
+        HostError::NotFound(_) => StatusCode::NOT_FOUND,
+        HostError::RouteTaken { .. } => StatusCode::CONFLICT,
+        HostError::NoStore => StatusCode::FORBIDDEN,
+        HostError::Store(_) | HostError::ModuleFile { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        HostError::InvalidName
+        | HostError::Spec(_)
+        | HostError::Load(_)
+        | HostError::NotACommand
+        | HostError::ModuleInMetadata => StatusCode::BAD_REQUEST,
+    };
+    http::json_error(status, &error.to_string())
+}
+
+/// 503 with `Retry-After`, when `limit` invocations are already pending.
+pub fn overloaded(limit: usize) -> Response {
+    let mut response = http::json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!("Luge is at its limit of {limit} pending invocations; retry later."),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// What a client of a standalone route is told about a failed run.
+fn failure_message(termination: &Termination) -> String {
+    match termination {
+        Termination::Exited(0) => "The function succeeded.".to_owned(),
+        Termination::Exited(code) => format!("The function exited with status {code}."),
+        Termination::Trapped(reason) => {
+            let first = reason.lines().next().unwrap_or(reason);
+            format!("The function trapped: {first}")
+        }
+        Termination::TimedOut(limit) => format!(
+            "The function exceeded its time limit of {} ms.",
+            limit.as_millis()
+        ),
+        Termination::OutOfMemory { limit_bytes } => format!(
+            "The function exceeded its memory limit of {} MiB.",
+            limit_bytes >> 20
+        ),
+        Termination::OutOfFuel => "The function exceeded its fuel limit.".to_owned(),
+        Termination::Failed(reason) => format!("The function could not be started: {reason}"),
+    }
+}
+
+/// A function's stderr is its log: forwarded line by line, bounded so one
+/// chatty function cannot flood the executor's log.
+fn log_stderr(function: &str, stderr: &[u8]) {
+    const MAX_LINES: usize = 64;
+    if stderr.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(stderr);
+    let mut lines = text.lines();
+    for line in lines.by_ref().take(MAX_LINES) {
+        tracing::info!(target: "luge::function", function, "{line}");
+    }
+    let dropped = lines.count();
+    if dropped > 0 {
+        tracing::info!(target: "luge::function", function, dropped, "stderr lines dropped");
+    }
+}

@@ -1,0 +1,544 @@
+//! The standalone function host end to end: routes from a TOML config and
+//! from a Sledge spec, the upload API with its durable store, operator auth,
+//! overload, and bad input; the real `luge serve` on 127.0.0.1.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Luge, path_str, wasm};
+use serde_json::json;
+
+const TOKEN: &str = "operator-token-for-tests-0123456789";
+
+/// Bytes 0..=255 three times over: every byte value, NUL and 0xFF included.
+fn binary_body() -> Vec<u8> {
+    (0..768u32).map(|i| (i % 256) as u8).collect()
+}
+
+fn write_module(dir: &Path, name: &str) {
+    std::fs::write(dir.join(format!("{name}.wasm")), wasm(name)).unwrap();
+}
+
+fn auth() -> [(&'static str, String); 1] {
+    [("authorization", format!("Bearer {TOKEN}"))]
+}
+
+/// A `luge serve` with a token file and a store directory.
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
+        Self { dir }
+    }
+
+    fn store(&self) -> std::path::PathBuf {
+        self.dir.path().join("store")
+    }
+
+    fn start(&self, extra: &[&str]) -> Luge {
+        let token = self.dir.path().join("token");
+        let store = self.store();
+        let mut args = vec![
+            "--token-file",
+            path_str(&token),
+            "--store",
+            path_str(&store),
+        ];
+        args.extend_from_slice(extra);
+        Luge::start("serve", &args)
+    }
+}
+
+fn put(luge: &Luge, name: &str, body: &[u8]) -> common::Reply {
+    let [(k, v)] = auth();
+    luge.send("PUT", &format!("/v1/functions/{name}"), &[(k, &v)], body)
+}
+
+fn manage(luge: &Luge, method: &str, path: &str) -> common::Reply {
+    let [(k, v)] = auth();
+    luge.send(method, path, &[(k, &v)], b"")
+}
+
+#[test]
+fn config_routes_serve_rust_and_c_functions_binary_safe() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["cat", "c-echo", "c-hello"] {
+        write_module(dir.path(), name);
+    }
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        r#"
+        [server]
+        workers = 2
+        policy = "edf"
+
+        [[routes]]
+        path = "/cat"
+        module = "cat.wasm"
+        relative_deadline_us = 50000
+        content_type = "application/octet-stream"
+
+        [[routes]]
+        path = "/c/echo"
+        module = "c-echo.wasm"
+        content_type = "image/png"
+
+        [[routes]]
+        path = "/hello"
+        module = "c-hello.wasm"
+        content_type = "application/json"
+        limits = { memory_mb = 32, timeout_ms = 2000 }
+        "#,
+    )
+    .unwrap();
+    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+
+    let body = binary_body();
+    for (path, content_type) in [
+        ("/cat", "application/octet-stream"),
+        ("/c/echo", "image/png"),
+    ] {
+        let reply = luge.send("POST", path, &[], &body);
+        assert_eq!(reply.status, 200, "{path}");
+        assert_eq!(reply.body, body, "{path}: byte for byte");
+        assert_eq!(reply.header("content-type"), content_type);
+        assert!(!reply.header("x-request-id").is_empty());
+    }
+    // A megabyte through the C function, as Sledge's echo benchmark sends.
+    let big: Vec<u8> = (0..(1 << 20))
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    let reply = luge.send("POST", "/c/echo", &[], &big);
+    assert_eq!((reply.status, reply.body.len()), (200, big.len()));
+    assert!(reply.body == big);
+
+    // GET: the query string is the input.
+    let reply = luge.send("GET", "/cat?x=1&y=two", &[], b"");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"x=1&y=two".as_slice())
+    );
+
+    let reply = luge.send("POST", "/hello", &[], b"12345");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), "application/json");
+    let text = String::from_utf8(reply.body).unwrap();
+    assert!(text.contains("\"input_bytes\":5"), "{text}");
+
+    let health = luge.get("/healthz").1;
+    assert_eq!(health["routes"], 3, "{health}");
+    assert_eq!(
+        health["scheduler"]["workers"], 2,
+        "config's workers applied: {health}"
+    );
+
+    // Unknown routes and methods are clear errors.
+    let reply = luge.send("POST", "/nope", &[], b"");
+    assert_eq!(reply.status, 404);
+    assert!(reply.json()["error"].as_str().unwrap().contains("No route"));
+    let reply = luge.send("DELETE", "/cat", &[], b"");
+    assert_eq!(reply.status, 405);
+}
+
+#[test]
+fn sledge_spec_serves_each_tenant_on_its_port() {
+    let dir = tempfile::tempdir().unwrap();
+    write_module(dir.path(), "c-echo");
+    write_module(dir.path(), "cat");
+    // Sledge names aWsm builds `x.wasm.so`; the .wasm beside it is used.
+    let spec = dir.path().join("spec.json");
+    std::fs::write(
+        &spec,
+        r#"[
+          { "name": "gwu", "port": 0, "replenishment-period-us": 0, "max-budget-us": 0,
+            "routes": [
+              { "route": "/echo", "path": "c-echo.wasm.so", "admissions-percentile": 70,
+                "expected-execution-us": 100, "relative-deadline-us": 10000,
+                "http-resp-content-type": "application/octet-stream" } ] },
+          { "name": "other", "port": 0,
+            "routes": [
+              { "route": "/echo", "path": "cat.wasm", "expected-execution-us": 100,
+                "relative-deadline-us": 10000, "http-resp-content-type": "text/plain" } ] }
+        ]"#,
+    )
+    .unwrap();
+    let luge = Luge::start("serve", &["--sledge-spec", path_str(&spec)]);
+    let body = binary_body();
+    for (tenant, content_type) in [("gwu", "application/octet-stream"), ("other", "text/plain")] {
+        let base = luge.tenant(tenant);
+        let reply = luge.send("POST", &format!("{base}/echo"), &[], &body);
+        assert_eq!(reply.status, 200, "{tenant}");
+        assert_eq!(reply.body, body, "{tenant}");
+        assert_eq!(reply.header("content-type"), content_type, "{tenant}");
+        // A tenant's port serves only its routes.
+        assert_eq!(
+            luge.send("POST", &format!("{base}/v1/functions"), &[], b"")
+                .status,
+            404
+        );
+    }
+    // The main listener does not serve tenant routes.
+    assert_eq!(luge.send("POST", "/echo", &[], b"").status, 404);
+    let metrics = luge.get_text("/metrics");
+    assert!(
+        metrics.contains("luge_invocations_total{function=\"gwu/echo\",outcome=\"success\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn upload_invoke_list_replace_delete() {
+    let host = Host::new();
+    let luge = host.start(&[]);
+
+    let reply = put(&luge, "echo", &wasm("cat"));
+    assert_eq!(reply.status, 201, "{}", reply.json());
+    assert_eq!(reply.json()["routes"], json!(["/fn/echo"]));
+    let reply = luge.send("POST", "/fn/echo", &[], b"round trip");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"round trip".as_slice())
+    );
+
+    // Replace it, with metadata, through the JSON form.
+    let upload = json!({
+        "code": luge_testkit::b64(&wasm("c-hello")),
+        "metadata": { "path": "/hello", "content_type": "application/json",
+                      "relative_deadline_us": 20000, "limits": { "memory_mb": 16 } }
+    });
+    let reply = put(&luge, "echo", upload.to_string().as_bytes());
+    assert_eq!(reply.status, 200, "replaced: {}", reply.json());
+    assert_eq!(reply.json()["routes"], json!(["/fn/echo", "/hello"]));
+    for path in ["/fn/echo", "/hello"] {
+        let reply = luge.send("POST", path, &[], b"abc");
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("content-type"), "application/json");
+        assert!(String::from_utf8_lossy(&reply.body).contains("\"input_bytes\":3"));
+    }
+
+    assert_eq!(put(&luge, "other", &wasm("noop")).status, 201);
+    let list = manage(&luge, "GET", "/v1/functions").json();
+    let names: Vec<_> = list["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("echo"), json!("other")]);
+    let one = manage(&luge, "GET", "/v1/functions/echo").json();
+    assert_eq!(one["metadata"]["relative_deadline_us"], 20000, "{one}");
+    assert!(one["code_bytes"].as_u64().unwrap() > 0);
+
+    let reply = manage(&luge, "DELETE", "/v1/functions/echo");
+    assert_eq!(reply.status, 200);
+    assert_eq!(luge.send("POST", "/fn/echo", &[], b"").status, 404);
+    assert_eq!(luge.send("POST", "/hello", &[], b"").status, 404);
+    assert_eq!(manage(&luge, "DELETE", "/v1/functions/echo").status, 404);
+    assert_eq!(manage(&luge, "GET", "/v1/functions/echo").status, 404);
+    assert!(!host.store().join("echo.fn").exists());
+    assert!(host.store().join("other.fn").exists());
+}
+
+#[test]
+fn restart_serves_stored_functions_without_compiling_and_survives_a_crash_mid_upload() {
+    let host = Host::new();
+    {
+        let luge = host.start(&[]);
+        assert_eq!(put(&luge, "echo", &wasm("cat")).status, 201);
+        assert_eq!(luge.get("/healthz").1["compiles"], 1);
+        // Dropping kills the process (SIGKILL): no orderly shutdown.
+    }
+    // A crash in the middle of the next upload leaves a partial temp file.
+    let whole = std::fs::read(host.store().join("echo.fn")).unwrap();
+    let partial = host.store().join(".echo.fn.4242.0.tmp");
+    std::fs::write(&partial, &whole[..whole.len() / 3]).unwrap();
+
+    let luge = host.start(&[]);
+    let reply = luge.send("POST", "/fn/echo", &[], b"after restart");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"after restart".as_slice())
+    );
+    let health = luge.get("/healthz").1;
+    assert_eq!(
+        health["compiles"], 0,
+        "served from the stored artifact: {health}"
+    );
+    assert_eq!(health["uploaded_functions"], 1);
+    assert!(!partial.exists(), "the interrupted upload was cleaned up");
+    let metrics = luge.get_text("/metrics");
+    assert!(metrics.contains("luge_compiles_total 0"), "{metrics}");
+}
+
+#[test]
+fn concurrent_uploads_of_one_name_leave_one_complete_version() {
+    let host = Host::new();
+    let luge = host.start(&[]);
+    let versions = [wasm("cat"), wasm("c-hello")];
+    for _round in 0..3 {
+        std::thread::scope(|s| {
+            for version in &versions {
+                let luge = &luge;
+                s.spawn(move || {
+                    let status = put(luge, "racy", version).status;
+                    assert!(status == 200 || status == 201, "{status}");
+                });
+            }
+        });
+        let reply = luge.send("POST", "/fn/racy", &[], b"xyz");
+        assert_eq!(reply.status, 200);
+        let text = String::from_utf8_lossy(&reply.body).into_owned();
+        assert!(
+            text == "xyz" || text.contains("\"input_bytes\":3"),
+            "{text}"
+        );
+    }
+    let files: Vec<_> = std::fs::read_dir(host.store())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(files, ["racy.fn"], "one version, no temp files");
+    // What is served is what is stored: a restart serves the same version.
+    let before = luge.send("POST", "/fn/racy", &[], b"xyz").body;
+    drop(luge);
+    let luge = host.start(&[]);
+    assert_eq!(luge.send("POST", "/fn/racy", &[], b"xyz").body, before);
+}
+
+#[test]
+fn management_needs_the_operator_token_and_leaks_nothing() {
+    let host = Host::new();
+    let luge = host.start(&[]);
+    assert_eq!(put(&luge, "secret", &wasm("cat")).status, 201);
+    let cases: [&[(&str, &str)]; 4] = [
+        &[],
+        &[("authorization", "Bearer wrong-token-wrong-token-wrong")],
+        &[("authorization", TOKEN)],
+        &[("authorization", "Basic b3BlcmF0b3I6dG9rZW4=")],
+    ];
+    for headers in cases {
+        for (method, path) in [
+            ("GET", "/v1/functions"),
+            ("GET", "/v1/functions/secret"),
+            ("GET", "/v1/functions/unknown"),
+            ("DELETE", "/v1/functions/secret"),
+        ] {
+            let reply = luge.send(method, path, headers, b"");
+            assert_eq!(reply.status, 401, "{method} {path} {headers:?}");
+            assert_eq!(reply.header("www-authenticate"), "Bearer");
+            let text = String::from_utf8_lossy(&reply.body).into_owned();
+            assert!(
+                !text.contains("secret") && !text.contains("unknown"),
+                "{text}"
+            );
+        }
+        let reply = luge.send("PUT", "/v1/functions/intruder", headers, &wasm("cat"));
+        assert_eq!(reply.status, 401);
+    }
+    assert_eq!(luge.send("POST", "/fn/intruder", &[], b"").status, 404);
+    // Public routes need no token.
+    assert_eq!(luge.send("POST", "/fn/secret", &[], b"hi").status, 200);
+
+    // Without a token configured, the management API is off altogether.
+    let plain = Luge::start("serve", &[]);
+    let [(k, v)] = auth();
+    let reply = plain.send("GET", "/v1/functions", &[(k, &v)], b"");
+    assert_eq!(reply.status, 403);
+    assert!(reply.json()["error"].as_str().unwrap().contains("token"));
+}
+
+#[test]
+fn bad_uploads_and_requests_are_refused_and_the_host_keeps_serving() {
+    let host = Host::new();
+    let luge = host.start(&["--max-body-mb", "1"]);
+    assert_eq!(put(&luge, "ok", &wasm("cat")).status, 201);
+
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        ("bad-wasm", b"\0asm\x01\0\0\0garbage".to_vec(), 400, "refused"),
+        ("not-wasm", b"hello".to_vec(), 400, "refused"),
+        ("bad-b64", br#"{"code": "***"}"#.to_vec(), 400, "base64"),
+        ("bad-json", br#"{"code": "#.to_vec(), 400, "JSON"),
+        (
+            "bad-meta",
+            json!({"code": luge_testkit::b64(&wasm("cat")), "metadata": {"deadline": 1}}).to_string().into_bytes(),
+            400,
+            "unknown field `deadline`",
+        ),
+        (
+            "taken",
+            json!({"code": luge_testkit::b64(&wasm("cat")), "metadata": {"path": "/fn/ok"}}).to_string().into_bytes(),
+            400,
+            "reserved",
+        ),
+        (
+            "too-much",
+            json!({"code": luge_testkit::b64(&wasm("cat")), "metadata": {"limits": {"memory_mb": 100000}}}).to_string().into_bytes(),
+            400,
+            "exceeds the operator maximum",
+        ),
+        ("../escape", wasm("cat"), 404, "No route"),
+        ("bad.name", wasm("cat"), 400, "function names"),
+    ];
+    for (name, body, status, message) in cases {
+        let reply = put(&luge, name, &body);
+        let text = String::from_utf8_lossy(&reply.body).into_owned();
+        assert_eq!(reply.status, status, "{name}: {text}");
+        assert!(text.contains(message), "{name}: {text}");
+    }
+    // Another function's route is a conflict.
+    let upload = json!({"code": luge_testkit::b64(&wasm("cat")), "metadata": {"path": "/shared"}});
+    assert_eq!(
+        put(&luge, "first", upload.to_string().as_bytes()).status,
+        201
+    );
+    let reply = put(&luge, "second", upload.to_string().as_bytes());
+    assert_eq!(reply.status, 409, "{}", reply.json());
+
+    let reply = luge.send("POST", "/fn/ok", &[("x-luge-deadline-ms", "soon")], b"");
+    assert_eq!(reply.status, 400);
+    // Oversized bodies, announced or streamed, on an upload and on a route.
+    for (method, path) in [("PUT", "/v1/functions/big"), ("POST", "/fn/ok")] {
+        let (status, body) = common::announce_oversized(&luge, method, path, 2 << 20);
+        assert_eq!(status, 413, "{method} {path}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("exceeds the limit")
+        );
+    }
+    assert_eq!(common::raw_chunked(&luge, "/fn/ok", 2 << 20).0, 413);
+
+    let reply = luge.send(
+        "POST",
+        "/fn/ok",
+        &[("x-luge-deadline-ms", "5")],
+        b"still here",
+    );
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"still here".as_slice())
+    );
+    let files = std::fs::read_dir(host.store()).unwrap().count();
+    assert_eq!(
+        files, 2,
+        "ok.fn and first.fn; the refused uploads left nothing"
+    );
+}
+
+#[test]
+fn failures_map_to_statuses_and_overload_is_503_with_retry_after() {
+    let host = Host::new();
+    let luge = host.start(&["--workers", "1", "--max-pending", "1"]);
+    let spin = json!({"code": luge_testkit::b64(&wasm("spin")), "metadata": {"limits": {"timeout_ms": 300}}});
+    assert_eq!(put(&luge, "spin", spin.to_string().as_bytes()).status, 201);
+    assert_eq!(put(&luge, "fail", &wasm("fail")).status, 201);
+    assert_eq!(put(&luge, "sleep", &wasm("sleep")).status, 201);
+
+    let reply = luge.send("POST", "/fn/spin", &[], b"{}");
+    assert_eq!(reply.status, 504);
+    assert!(
+        reply.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("time limit of 300 ms")
+    );
+    let reply = luge.send("POST", "/fn/fail", &[], br#"{"mode":"exit"}"#);
+    assert_eq!(reply.status, 500);
+    assert!(
+        reply.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("exited with status 3")
+    );
+    let reply = luge.send("POST", "/fn/fail", &[], br#"{"mode":"trap"}"#);
+    assert_eq!(reply.status, 500);
+    assert!(reply.json()["error"].as_str().unwrap().contains("trapped"));
+
+    // One slot: while a sleep holds it, the next request is refused at once.
+    std::thread::scope(|s| {
+        let sleeper = s.spawn(|| luge.send("POST", "/fn/sleep", &[], br#"{"ms": 1500}"#));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while luge.get("/healthz").1["pending"] != 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sleep never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let refused = luge.send("POST", "/fn/fail", &[], b"{}");
+        assert_eq!(refused.status, 503);
+        assert_eq!(refused.header("retry-after"), "1");
+        assert_eq!(sleeper.join().unwrap().status, 200);
+    });
+    let metrics = luge.get_text("/metrics");
+    for expected in [
+        "luge_invocations_total{function=\"fail\",outcome=\"overloaded\"} 1",
+        "luge_invocations_total{function=\"spin\",outcome=\"timeout\"} 1",
+        "luge_invocations_total{function=\"sleep\",outcome=\"success\"} 1",
+        "luge_queue_delay_seconds_count{function=\"sleep\"} 1",
+    ] {
+        assert!(metrics.contains(expected), "{expected} in\n{metrics}");
+    }
+    // Freed again.
+    assert_eq!(
+        luge.send("POST", "/fn/sleep", &[], br#"{"ms": 1}"#).status,
+        200
+    );
+}
+
+#[test]
+fn config_errors_name_the_file_and_key_and_nothing_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    write_module(dir.path(), "cat");
+    std::fs::write(dir.path().join("junk.wasm"), b"not wasm").unwrap();
+    let cases = [
+        (
+            "[server]\nthreads = 4\n",
+            "line 2",
+            "unknown field `threads`",
+        ),
+        ("[server]\npolicy = \"lifo\"\n", "server.policy", "lifo"),
+        (
+            "[[routes]]\npath = \"/a\"\nmodule = \"missing.wasm\"\n",
+            "route \"/a\"",
+            "missing.wasm",
+        ),
+        (
+            "[[routes]]\npath = \"/a\"\nmodule = \"junk.wasm\"\n",
+            "route \"/a\"",
+            "refused",
+        ),
+        (
+            "[[routes]]\npath = \"/a\"\nmodule = \"cat.wasm\"\nlimits = { memory_mb = 99999 }\n",
+            "route \"/a\"",
+            "exceeds the operator maximum",
+        ),
+        (
+            "[[routes]]\npath = \"/a\"\nmodule = \"cat.wasm\"\ncolour = 1\n",
+            "line 4",
+            "unknown field `colour`",
+        ),
+    ];
+    for (i, (text, location, message)) in cases.into_iter().enumerate() {
+        let file = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let stderr = match Luge::try_start("serve", &["--config", path_str(&file)]) {
+            Ok(_) => panic!("{text:?} started"),
+            Err(stderr) => stderr,
+        };
+        assert!(
+            stderr.contains(&format!("bad{i}.toml")),
+            "{text:?}: {stderr}"
+        );
+        assert!(stderr.contains(location), "{text:?}: {stderr}");
+        assert!(stderr.contains(message), "{text:?}: {stderr}");
+    }
+}
