@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+pub mod load;
+
 use clap::Parser;
 use luge_core::{ArtifactKey, ModuleRegistry, WasmRuntime};
 use serde_json::{Value, json};
@@ -46,10 +48,15 @@ pub struct Server {
 impl Server {
     /// Starts `luge serve` on an ephemeral loopback port in background threads.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts `luge serve` like [`Server::start`], with extra flags.
+    pub fn start_with(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let key_file = dir.path().join("key");
         std::fs::write(&key_file, BENCH_KEY).expect("key file");
-        let cli = luge_executor::cli::Cli::parse_from([
+        let mut argv = vec![
             "luge",
             "serve",
             "--listen",
@@ -58,7 +65,9 @@ impl Server {
             dir.path().to_str().expect("utf-8 path"),
             "--key-file",
             key_file.to_str().expect("utf-8 path"),
-        ]);
+        ];
+        argv.extend_from_slice(args);
+        let cli = luge_executor::cli::Cli::parse_from(argv);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -80,6 +89,14 @@ impl Server {
             agent,
             _dir: dir,
         }
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.base
+            .trim_start_matches("http://")
+            .parse()
+            .expect("socket address")
     }
 
     /// POSTs JSON and returns the status and reply.

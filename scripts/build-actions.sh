@@ -11,8 +11,13 @@ cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$ro
     --target wasm32-wasip1 --release
 cp "$root"/actions/target/wasm32-wasip1/release/*.wasm "$out/"
 
+# The C functions are also built natively (target/native/): the
+# process-per-request baseline of the benchmarks runs the same source.
+native="$root/target/native"
+mkdir -p "$native"
 for src in "$root"/actions/c/*.c; do
     name=$(basename "$src" .c)
     clang --target=wasm32-wasi --sysroot=/usr -O2 -o "$out/c-$name.wasm" "$src"
+    cc -O2 -o "$native/c-$name" "$src"
 done
 echo "actions built into $out: $(ls "$out" | tr '\n' ' ')"

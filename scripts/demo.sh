@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The built-in demo: builds Luge and the example functions, starts
-# `luge serve` on 127.0.0.1:8080, deploys the examples as containers through
-# the executor API, invokes each once, and keeps serving until Ctrl-C.
+# The built-in demo: builds Luge and the example functions and starts
+# `luge serve --config deploy/demo/luge.toml` on 127.0.0.1:8080. It invokes
+# the configured routes, uploads a function through the management API, and
+# deploys and runs OpenWhisk containers through the executor API; then it
+# keeps serving until Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -10,11 +12,30 @@ cargo build --quiet -p luge-executor -p luge-precompile
 
 addr=${LUGE_DEMO_ADDR:-127.0.0.1:8080}
 state=$(mktemp -d)
-./target/debug/luge serve --listen "$addr" --cache-dir "$state" &
+# A throwaway operator token for the demo's uploads; a real host keeps its
+# token in a file only the operator can read.
+head -c 24 /dev/urandom | base64 > "$state/token"
+token=$(cat "$state/token")
+./target/debug/luge serve --config deploy/demo/luge.toml --listen "$addr" \
+    --cache-dir "$state/cache" --store "$state/functions" --token-file "$state/token" &
 luge_pid=$!
 trap 'kill $luge_pid 2>/dev/null; rm -rf "$state"' EXIT
-for _ in $(seq 50); do curl -sf "http://$addr/healthz" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do curl -sf "http://$addr/healthz" >/dev/null && break; sleep 0.1; done
 
+echo "== standalone routes (deploy/demo/luge.toml)"
+printf 'POST /ping            -> '; curl -s -XPOST "http://$addr/ping"
+printf 'POST /echo "hi there" -> '; curl -s -XPOST "http://$addr/echo" --data-binary 'hi there'; echo
+printf 'GET  /echo?a=1&b=2    -> '; curl -s "http://$addr/echo?a=1&b=2"; echo
+printf 'POST /fib {"n":25}    -> '; curl -s -XPOST "http://$addr/fib" -d '{"n":25}'
+
+echo "== upload API"
+printf 'PUT  /v1/functions/hello -> '
+curl -s -XPUT "http://$addr/v1/functions/hello" -H "Authorization: Bearer $token" \
+    --data-binary @target/wasm/c-hello.wasm; echo
+printf 'POST /fn/hello           -> '; curl -s -XPOST "http://$addr/fn/hello" -d 'abc'
+printf 'GET  /v1/functions (no token) -> '; curl -s "http://$addr/v1/functions"; echo
+
+echo "== OpenWhisk executor API"
 deploy() { # container, wasm, main
     printf '{"value":{"name":"%s","main":"%s","binary":true,"code":"%s"}}' \
         "$1" "$3" "$(base64 -w0 "target/wasm/$2.wasm")" > "$state/init.json"
@@ -24,21 +45,19 @@ invoke() { # container, params
     printf 'invoke %-8s %s -> ' "$1" "$2"
     curl -s -XPOST "http://$addr/$1/run" -d "{\"value\":$2,\"activation_id\":\"demo\"}"; echo
 }
-deploy echo echo main
-deploy hello c-hello main
+deploy greet echo main
 deploy hash hash main
-deploy fib fib main
 deploy sleep sleep main
-invoke echo '{"message":"hello, luge"}'
-invoke hello '{}'
+invoke greet '{"message":"hello, luge"}'
 invoke hash '{"iterations":10000}'
-invoke fib '{"n":30}'
 invoke sleep '{"ms":300}'
-echo "logs of echo: $(curl -s "http://$addr/echo/logs")"
+echo "logs of greet: $(curl -s "http://$addr/greet/logs")"
 cat <<MSG
 
-Luge is serving the examples at http://$addr (Ctrl-C stops it). Try:
-  curl -s -XPOST http://$addr/fib/run -d '{"value":{"n":25}}'
-  curl -s http://$addr/healthz
+Luge is serving at http://$addr (Ctrl-C stops it). Try:
+  curl -s -XPOST http://$addr/echo --data-binary @README.md
+  curl -s -XPOST http://$addr/fib -d '{"n":30}'
+  curl -s -XPUT http://$addr/v1/functions/cat -H "Authorization: Bearer $token" --data-binary @target/wasm/cat.wasm
+  curl -s http://$addr/metrics
 MSG
 wait $luge_pid

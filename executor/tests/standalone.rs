@@ -458,6 +458,23 @@ fn failures_map_to_statuses_and_overload_is_503_with_retry_after() {
             .unwrap()
             .contains("exited with status 3")
     );
+    // The function's stderr is logged under the request's id, which the
+    // response names.
+    let id = format!("id={}", reply.header("x-request-id"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let logged = loop {
+        let stderr = luge.stderr();
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("giving up with status 3") && l.contains(&id))
+            .map(str::to_owned);
+        if line.is_some() || std::time::Instant::now() > deadline {
+            break line;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let logged = logged.unwrap_or_else(|| panic!("no log line with {id}: {}", luge.stderr()));
+    assert!(logged.contains("function=\"fail\""), "{logged}");
     let reply = luge.send("POST", "/fn/fail", &[], br#"{"mode":"trap"}"#);
     assert_eq!(reply.status, 500);
     assert!(reply.json()["error"].as_str().unwrap().contains("trapped"));

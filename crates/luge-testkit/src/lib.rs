@@ -27,6 +27,23 @@ pub fn example_wasm(name: &str) -> Vec<u8> {
     })
 }
 
+/// The native build of C example `name` (`target/native/c-<name>`), the
+/// process-per-request baseline of the benchmarks.
+///
+/// # Panics
+/// When the examples have not been built, with a message saying how.
+pub fn native_example(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/native")
+        .join(name);
+    assert!(
+        path.is_file(),
+        "{}: missing; run scripts/build-actions.sh first",
+        path.display()
+    );
+    path
+}
+
 /// A registry on a host Wasmtime engine (no pool, no disk cache) keyed with
 /// `secret`.
 ///

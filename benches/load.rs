@@ -1,0 +1,158 @@
+//! A closed-loop HTTP load generator for loopback experiments.
+//!
+//! `concurrency` clients each keep one keep-alive connection and send the
+//! next request as soon as the previous answer is read (Sledge's and wrk's
+//! model). The generator runs on one thread, so on a small machine it takes
+//! at most one core from the server under test, the same for every target
+//! measured in a run.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+
+/// What one load point measured.
+#[derive(Debug, Clone, Default)]
+pub struct LoadReport {
+    /// Requests answered 200 with the expected body length in the window.
+    pub ok: u64,
+    /// Other answers and connection failures in the window.
+    pub errors: u64,
+    /// Length of the measured window.
+    pub window: Duration,
+    /// Latency of each successful request, µs, sorted.
+    pub latencies_us: Vec<u32>,
+}
+
+impl LoadReport {
+    /// Successful requests per second.
+    pub fn throughput(&self) -> f64 {
+        self.ok as f64 / self.window.as_secs_f64()
+    }
+
+    /// Latency at percentile `p` (0-100), µs.
+    pub fn percentile_us(&self, p: f64) -> u32 {
+        if self.latencies_us.is_empty() {
+            return 0;
+        }
+        let rank = ((p / 100.0) * (self.latencies_us.len() - 1) as f64).round() as usize;
+        self.latencies_us[rank.min(self.latencies_us.len() - 1)]
+    }
+}
+
+/// One request shape.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Method and path.
+    pub method: hyper::Method,
+    /// Path and query.
+    pub path: String,
+    /// Request body.
+    pub body: Bytes,
+    /// Body length a correct answer has, when known.
+    pub expect_len: Option<usize>,
+}
+
+/// Drives `target` with `concurrency` clients: `warmup`, then a measured
+/// `window`.
+pub fn closed_loop(
+    target: &Target,
+    concurrency: usize,
+    warmup: Duration,
+    window: Duration,
+) -> LoadReport {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        let start = Instant::now() + warmup;
+        let end = start + window;
+        let mut clients = Vec::with_capacity(concurrency);
+        for _ in 0..concurrency {
+            clients.push(tokio::spawn(client(target.clone(), start, end)));
+        }
+        let mut report = LoadReport {
+            window,
+            ..LoadReport::default()
+        };
+        for c in clients {
+            if let Ok(part) = c.await {
+                report.ok += part.ok;
+                report.errors += part.errors;
+                report.latencies_us.extend(part.latencies_us);
+            }
+        }
+        report.latencies_us.sort_unstable();
+        report
+    })
+}
+
+async fn client(target: Target, start: Instant, end: Instant) -> LoadReport {
+    let mut report = LoadReport::default();
+    let mut sender = None;
+    while Instant::now() < end {
+        if sender.is_none() {
+            sender = connect(target.addr).await;
+            if sender.is_none() {
+                report.errors += u64::from(Instant::now() >= start);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            }
+        }
+        let Some(s) = sender.as_mut() else { continue };
+        let request = hyper::Request::builder()
+            .method(target.method.clone())
+            .uri(&target.path)
+            .header(hyper::header::HOST, "127.0.0.1")
+            .body(Full::new(target.body.clone()))
+            .expect("request");
+        let sent = Instant::now();
+        let answer = match s.send_request(request).await {
+            Ok(response) => {
+                let status = response.status();
+                response
+                    .into_body()
+                    .collect()
+                    .await
+                    .ok()
+                    .map(|b| (status, b.to_bytes().len()))
+            }
+            Err(_) => None,
+        };
+        let measured = sent >= start && Instant::now() <= end;
+        match answer {
+            Some((status, len))
+                if status == hyper::StatusCode::OK
+                    && target.expect_len.is_none_or(|e| e == len) =>
+            {
+                if measured {
+                    report.ok += 1;
+                    report
+                        .latencies_us
+                        .push(sent.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                }
+            }
+            Some(_) => report.errors += u64::from(measured),
+            None => {
+                report.errors += u64::from(measured);
+                sender = None;
+            }
+        }
+    }
+    report
+}
+
+async fn connect(addr: SocketAddr) -> Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let _ = stream.set_nodelay(true);
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .ok()?;
+    tokio::spawn(connection);
+    Some(sender)
+}
