@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Luge needs on a fresh Debian machine:
-# the wasm32-wasip1 Rust target, and clang + wasi-libc for the C actions.
+# the wasm32-wasip1 Rust target, clang + wasi-libc for the C actions, and
+# cmake + libclang for building WAMR (the `wamr` engine feature).
 set -euo pipefail
 if ! rustup target list --installed | grep -qx wasm32-wasip1; then
     rustup target add wasm32-wasip1
@@ -12,6 +13,9 @@ command -v wasm-ld >/dev/null || need+=(lld)
 [ -f /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
 ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || need+=(libclang-rt-dev-wasm32)
 command -v curl >/dev/null || need+=(curl)
+command -v cmake >/dev/null || need+=(cmake)
+command -v cc >/dev/null || need+=(gcc)
+ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine, builds the example actions, and runs the whole
-# test suite, formatting and lint checks included.
+# test suite, formatting and lint checks included, with every engine
+# compiled in; the end-to-end suite then runs once more per extra engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build-actions.sh
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo test --workspace --all-features
+# The engine-neutral end-to-end tests against each other engine (the
+# scheduling tests are Wasmtime's: only it preempts).
+for engine in wamr; do
+    echo "== end-to-end suite on $engine"
+    LUGE_TEST_ENGINE=$engine cargo test -p luge-executor --all-features \
+        --test openwhisk_runner --test capabilities --test bad_input --test limits \
+        --test standalone --test serve_containers --test metrics --test engines
+done

@@ -229,6 +229,10 @@ impl Common {
                 };
                 Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
             }
+            #[cfg(feature = "wamr")]
+            EngineKind::Wamr => Ok(Arc::new(luge_wamr::WamrRuntime::new(
+                &luge_wamr::WamrConfig::default(),
+            )?)),
             #[allow(unreachable_patterns)]
             other => bail!("engine {other:?} is not compiled into this binary (cargo feature)"),
         }

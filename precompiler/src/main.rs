@@ -61,6 +61,13 @@ fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
             };
             Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
         }
+        #[cfg(feature = "wamr")]
+        Engine::Wamr => Ok(Arc::new(luge_wamr::WamrRuntime::new(
+            &luge_wamr::WamrConfig {
+                target: cli.target.clone(),
+                ..Default::default()
+            },
+        )?)),
         #[allow(unreachable_patterns)]
         other => {
             bail!("engine {other:?} is not compiled into this luge-precompile (cargo feature)")

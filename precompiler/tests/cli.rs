@@ -107,3 +107,36 @@ fn invalid_input_is_refused_with_a_reason() {
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("not a WebAssembly module"));
 }
+
+#[cfg(feature = "wamr")]
+#[test]
+fn wamr_artifacts_name_their_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("echo-wamr.luge");
+    let run = precompile(&[
+        example("echo").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--engine",
+        "wamr",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(
+        luge_core::artifact::peek_engine(&bytes).unwrap().engine,
+        "wamr"
+    );
+    // A Wasmtime executor refuses it, naming both engines.
+    let code = ModuleCode::detect(bytes, usize::MAX).unwrap();
+    let err = registry(KEY).load(&code).err().unwrap().to_string();
+    assert!(err.contains("wamr") && err.contains("wasmtime"), "{err}");
+    // Invalid Wasm is refused by WAMR's loader too.
+    let bad = dir.path().join("bad.wasm");
+    std::fs::write(&bad, b"\0asm\x01\0\0\0\x05junk").unwrap();
+    let run = precompile(&[bad.to_str().unwrap(), "-o", "/dev/null", "--engine", "wamr"]);
+    assert!(!run.status.success());
+}

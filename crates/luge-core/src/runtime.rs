@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::VerifiedArtifact;
+use crate::capabilities::Capabilities;
 use crate::invocation::Invocation;
 use crate::outcome::Outcome;
 
@@ -69,6 +70,14 @@ pub trait WasmRuntime: Send + Sync {
         &self,
         artifact: VerifiedArtifact<'_>,
     ) -> Result<Arc<dyn LoadedModule>, EngineError>;
+
+    /// Refuses grants this engine cannot enforce as granted (checked at
+    /// init, so a grant is never silently widened). The default enforces
+    /// every grant.
+    fn check_grants(&self, capabilities: &Capabilities) -> Result<(), EngineError> {
+        let _ = capabilities;
+        Ok(())
+    }
 }
 
 /// One sandbox run as a future, for a scheduler to poll.

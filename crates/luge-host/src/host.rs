@@ -225,7 +225,7 @@ impl FunctionHost {
         name: String,
         origin: Origin,
     ) -> Result<Arc<Function>, HostError> {
-        let action = route.spec.action(&name, &self.policy)?;
+        let action = self.action(&route.spec, &name)?;
         let bytes = std::fs::read(&route.module).map_err(|source| HostError::ModuleFile {
             path: route.module.clone(),
             source,
@@ -240,6 +240,16 @@ impl FunctionHost {
             route.spec.clone(),
             origin,
         )?))
+    }
+
+    /// The action `spec` describes, with grants the engine can enforce.
+    fn action(&self, spec: &FunctionSpec, name: &str) -> Result<Action, HostError> {
+        let action = spec.action(name, &self.policy)?;
+        self.registry
+            .runtime()
+            .check_grants(&action.capabilities)
+            .map_err(|e| SpecError::Refused(e.to_string()))?;
+        Ok(action)
     }
 
     fn function(
@@ -331,7 +341,7 @@ impl FunctionHost {
             check_route_path(path)?;
             routes.push(path.clone());
         }
-        let action = spec.action(name, &self.policy)?;
+        let action = self.action(&spec, name)?;
         let sealed = match code {
             ModuleCode::Wasm(wasm) => self.registry.compile_sealed(&wasm)?,
             ModuleCode::Artifact(artifact) => artifact,

@@ -157,6 +157,10 @@ impl Container {
             .map_err(|e| Reply::error(status::BAD_REQUEST, e.to_string()))?;
         let capabilities = Capabilities::grant(&annotations, settings.fs_root.as_deref())
             .map_err(|e| refuse(&e))?;
+        registry
+            .runtime()
+            .check_grants(&capabilities)
+            .map_err(|e| refuse(&e))?;
         let limits = settings
             .limits
             .apply(&annotations.limits)

@@ -17,14 +17,49 @@ pub const TEST_KEY: &str = "luge integration test key 0123456789";
 #[allow(unused_imports)]
 pub use luge_testkit::init_body;
 
+/// The engine the suite runs against: `LUGE_TEST_ENGINE` (wasmtime, wamr),
+/// wasmtime by default. scripts/test.sh runs the suite once per engine.
+pub fn engine() -> &'static str {
+    static ENGINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| std::env::var("LUGE_TEST_ENGINE").unwrap_or_else(|_| "wasmtime".into()))
+}
+
+/// Example `name` through the luge-precompile binary (built with the
+/// workspace) for the engine under test.
+fn sealed_by_precompiler(name: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.wasm");
+    let output = dir.path().join("out.luge");
+    std::fs::write(&input, wasm(name)).unwrap();
+    let status = Command::new(precompiler())
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .args(["--engine", engine()])
+        .env("LUGE_KEY", TEST_KEY)
+        .status()
+        .expect("luge-precompile runs");
+    assert!(status.success());
+    std::fs::read(output).unwrap()
+}
+
+/// The luge-precompile binary built beside luge.
+fn precompiler() -> std::path::PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_luge")).with_file_name("luge-precompile")
+}
+
 /// A built example action.
 pub fn wasm(name: &str) -> Vec<u8> {
     luge_testkit::example_wasm(name)
 }
 
-/// Example `name` sealed with the key the test executors run with.
+/// Example `name` precompiled for the engine under test and sealed with the
+/// key the test executors run with.
 pub fn sealed(name: &str) -> Vec<u8> {
-    luge_testkit::sealed_example(TEST_KEY, name)
+    match engine() {
+        "wasmtime" => luge_testkit::sealed_example(TEST_KEY, name),
+        _ => sealed_by_precompiler(name),
+    }
 }
 
 /// A running `luge` process.
@@ -92,7 +127,13 @@ impl Luge {
         let cache = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_luge"))
             .arg(mode)
-            .args(["--listen", "127.0.0.1:0", "--cache-dir"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--engine",
+                engine(),
+                "--cache-dir",
+            ])
             .arg(cache.path())
             .args(args)
             .env("LUGE_KEY", TEST_KEY)

@@ -1,0 +1,137 @@
+//! A parsed module, shared by every container running the same code.
+
+use std::collections::HashSet;
+use std::ffi::CStr;
+use std::sync::{Arc, Mutex};
+
+use luge_core::{Invocation, LoadedModule, Outcome};
+use wamrx_sys as sys;
+
+use crate::WamrConfig;
+use crate::watchdog::Watchdog;
+
+/// Why WAMR refused a module.
+#[derive(Debug, thiserror::Error)]
+pub enum ModuleError {
+    /// WAMR's loader said no.
+    #[error("{0}")]
+    Refused(String),
+    /// Larger than WAMR's 32-bit sizes.
+    #[error("module of {0} bytes is too large")]
+    TooLarge(usize),
+}
+
+/// A module loaded into WAMR.
+pub struct WamrModule {
+    pub(crate) module: sys::wasm_module_t,
+    /// WAMR's interpreter refers into the bytes it loaded for as long as the
+    /// module lives: they are kept here, never moved or touched again.
+    _bytes: Box<[u8]>,
+    exports: HashSet<String>,
+    pub(crate) config: WamrConfig,
+    pub(crate) watchdog: Arc<Watchdog>,
+    /// WAMR does not document instantiating one module from several threads
+    /// at once; instantiation is short, so it is serialized per module.
+    pub(crate) instantiating: Mutex<()>,
+}
+
+// SAFETY: after loading, WAMR only reads the module; the one operation that
+// might touch shared module state, instantiation, is serialized by
+// `instantiating`. The owned bytes never change.
+unsafe impl Send for WamrModule {}
+// SAFETY: as above.
+unsafe impl Sync for WamrModule {}
+
+impl std::fmt::Debug for WamrModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WamrModule")
+            .field("bytes", &self._bytes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads WAMR's NUL-terminated error buffer.
+pub(crate) fn error_text(buffer: &[std::ffi::c_char]) -> String {
+    // SAFETY: WAMR writes a NUL-terminated string into the buffer it was
+    // given (zero-initialized, so it is terminated even if WAMR wrote
+    // nothing); the buffer outlives this borrow.
+    unsafe { CStr::from_ptr(buffer.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+impl WamrModule {
+    /// Loads `wasm` (kept for the module's life).
+    pub fn load(
+        wasm: Vec<u8>,
+        config: &WamrConfig,
+        watchdog: Arc<Watchdog>,
+    ) -> Result<Self, ModuleError> {
+        let mut bytes = wasm.into_boxed_slice();
+        let size = u32::try_from(bytes.len()).map_err(|_| ModuleError::TooLarge(bytes.len()))?;
+        let mut error = [0 as std::ffi::c_char; 256];
+        // SAFETY: `bytes` is a live, exclusively owned buffer of `size`
+        // bytes that stays at this address (boxed, never reallocated) until
+        // after `wasm_runtime_unload` in Drop; the error buffer's length is
+        // passed with it.
+        let module = unsafe {
+            sys::wasm_runtime_load(
+                bytes.as_mut_ptr(),
+                size,
+                error.as_mut_ptr(),
+                error.len() as u32,
+            )
+        };
+        if module.is_null() {
+            return Err(ModuleError::Refused(error_text(&error)));
+        }
+        let mut exports = HashSet::new();
+        // SAFETY: `module` is a valid loaded module.
+        let count = unsafe { sys::wasm_runtime_get_export_count(module) };
+        for index in 0..count.max(0) {
+            // SAFETY: all-zero is a valid `wasm_export_t` (null name, kind 0)
+            // for WAMR to overwrite.
+            let mut export: sys::wasm_export_t = unsafe { std::mem::zeroed() };
+            // SAFETY: `index` is within the count WAMR reported.
+            unsafe { sys::wasm_runtime_get_export_type(module, index, &mut export) };
+            if export.kind == sys::WASM_IMPORT_EXPORT_KIND_FUNC && !export.name.is_null() {
+                // SAFETY: WAMR's export names are NUL-terminated strings
+                // owned by the module, alive while it is.
+                let name = unsafe { CStr::from_ptr(export.name) };
+                exports.insert(name.to_string_lossy().into_owned());
+            }
+        }
+        Ok(Self {
+            module,
+            _bytes: bytes,
+            exports,
+            config: config.clone(),
+            watchdog,
+            instantiating: Mutex::new(()),
+        })
+    }
+}
+
+impl Drop for WamrModule {
+    fn drop(&mut self) {
+        // SAFETY: the module was loaded by `load` and is unloaded once; every
+        // instance of it held an `Arc` to this value, so none is left.
+        unsafe { sys::wasm_runtime_unload(self.module) };
+    }
+}
+
+impl LoadedModule for WamrModule {
+    fn has_export(&self, name: &str) -> bool {
+        self.exports.contains(name)
+    }
+
+    fn run(&self, invocation: Invocation) -> Outcome {
+        crate::sandbox::run(self, invocation)
+    }
+
+    fn code_size(&self) -> usize {
+        // The interpreter's code is the Wasm it keeps, plus what its loader
+        // derives from it (not reported by WAMR).
+        self._bytes.len()
+    }
+}

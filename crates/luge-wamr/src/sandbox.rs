@@ -1,0 +1,317 @@
+//! One invocation on WAMR: stdio in memory files, WASI arguments per
+//! instance, a fresh instance, the entry point under the watchdog, teardown.
+//!
+//! Stdio are memfds handed to WAMR as the instance's fds 0-2 (WAMR never
+//! closes stdio it was given). stdout and stderr are sparse files of the
+//! output cap, sealed against growing: a guest writing past the cap gets an
+//! error, not the host's memory, and the bytes written are the file offset.
+
+use std::ffi::{CStr, CString, c_char};
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::time::Instant;
+
+use luge_core::{Invocation, Outcome, Termination};
+use wamrx_sys as sys;
+
+use crate::ffi;
+use crate::module::{WamrModule, error_text};
+
+const WASM_PAGE: u64 = 64 << 10;
+
+fn memfd(name: &CStr, sealing: bool) -> std::io::Result<File> {
+    let flags = libc::MFD_CLOEXEC | if sealing { libc::MFD_ALLOW_SEALING } else { 0 };
+    // SAFETY: `name` is a valid C string; the call creates a new fd.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// An output stream capped at `cap` bytes.
+fn capped_output(name: &CStr, cap: usize) -> std::io::Result<File> {
+    let file = memfd(name, true)?;
+    file.set_len(cap as u64)?;
+    // SAFETY: `file` owns a valid memfd created with MFD_ALLOW_SEALING.
+    let sealed = unsafe {
+        libc::fcntl(
+            file.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_GROW | libc::F_SEAL_SHRINK,
+        )
+    };
+    if sealed < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// What the guest wrote: the bytes before the file offset.
+fn written(mut file: File) -> Vec<u8> {
+    let len = file.stream_position().unwrap_or(0) as usize;
+    let mut bytes = vec![0; len];
+    match file.read_exact_at(&mut bytes, 0) {
+        Ok(()) => bytes,
+        Err(_) => Vec::new(),
+    }
+}
+
+struct Streams {
+    stdin: File,
+    stdout: File,
+    stderr: File,
+}
+
+impl Streams {
+    fn new(stdin: &[u8], cap: usize) -> std::io::Result<Self> {
+        let mut input = memfd(c"luge-stdin", false)?;
+        input.write_all(stdin)?;
+        input.seek(SeekFrom::Start(0))?;
+        Ok(Self {
+            stdin: input,
+            stdout: capped_output(c"luge-stdout", cap)?,
+            stderr: capped_output(c"luge-stderr", cap)?,
+        })
+    }
+}
+
+/// C strings and the pointer array WAMR reads them through; both live until
+/// the instance is gone.
+struct CStringList {
+    _strings: Vec<CString>,
+    pointers: Vec<*const c_char>,
+}
+
+impl CStringList {
+    fn new(items: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let strings = items
+            .into_iter()
+            .map(|s| {
+                CString::new(s).map_err(|_| "a WASI argument or variable contains NUL".to_owned())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let pointers = strings.iter().map(|s| s.as_ptr()).collect();
+        Ok(Self {
+            _strings: strings,
+            pointers,
+        })
+    }
+
+    fn len(&self) -> u32 {
+        self.pointers.len() as u32
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut *const c_char {
+        if self.pointers.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            self.pointers.as_mut_ptr()
+        }
+    }
+}
+
+/// Instantiation arguments, destroyed on drop.
+struct InstantiationArgs(*mut sys::InstantiationArgs2);
+
+impl Drop for InstantiationArgs {
+    fn drop(&mut self) {
+        // SAFETY: created by `wasm_runtime_instantiation_args_create`, freed
+        // once.
+        unsafe { sys::wasm_runtime_instantiation_args_destroy(self.0) };
+    }
+}
+
+/// A live instance with its exec env, torn down on drop.
+struct Instance {
+    instance: sys::wasm_module_inst_t,
+    exec_env: sys::wasm_exec_env_t,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // SAFETY: both were created for this run and are destroyed once, the
+        // exec env first; the watchdog guard was dropped before this.
+        unsafe {
+            if !self.exec_env.is_null() {
+                sys::wasm_runtime_destroy_exec_env(self.exec_env);
+            }
+            sys::wasm_runtime_deinstantiate(self.instance);
+        }
+    }
+}
+
+/// Runs `invocation` in a fresh instance of `module`.
+pub(crate) fn run(module: &WamrModule, invocation: Invocation) -> Outcome {
+    let started = Instant::now();
+    let limits = invocation.action.limits;
+    let streams = match Streams::new(&invocation.stdin, limits.max_output_bytes) {
+        Ok(streams) => streams,
+        Err(e) => return Outcome::failed(format!("stdio for the sandbox: {e}")),
+    };
+    let termination = match execute(module, &invocation, &streams, started) {
+        Ok(termination) => termination,
+        Err(message) => Termination::Failed(message),
+    };
+    Outcome {
+        termination,
+        stdout: written(streams.stdout),
+        stderr: written(streams.stderr),
+        elapsed: started.elapsed(),
+    }
+}
+
+fn execute(
+    module: &WamrModule,
+    invocation: &Invocation,
+    streams: &Streams,
+    started: Instant,
+) -> Result<Termination, String> {
+    if !ffi::ensure_thread_env() {
+        return Err("WAMR could not set up this thread".to_owned());
+    }
+    let action = &invocation.action;
+    let limits = action.limits;
+    let mut argv = CStringList::new(
+        std::iter::once(action.name.clone()).chain(action.capabilities.args.iter().cloned()),
+    )?;
+    let mut env = CStringList::new(
+        action
+            .env
+            .iter()
+            .chain(&invocation.env)
+            .map(|(k, v)| format!("{k}={v}")),
+    )?;
+    let mut dirs = CStringList::new(
+        action
+            .capabilities
+            .dirs
+            .iter()
+            .map(|d| format!("{}::{}", d.guest, d.host.display())),
+    )?;
+    let entry = CString::new(action.entry.as_str()).map_err(|_| "entry name contains NUL")?;
+    let max_pages = u32::try_from((limits.memory_bytes / WASM_PAGE).max(1)).unwrap_or(u32::MAX);
+
+    let mut raw_args = std::ptr::null_mut();
+    // SAFETY: WAMR allocates the arguments object and stores it in
+    // `raw_args`; ownership passes to the guard below.
+    if !unsafe { sys::wasm_runtime_instantiation_args_create(&mut raw_args) } || raw_args.is_null()
+    {
+        return Err("WAMR could not allocate instantiation arguments".to_owned());
+    }
+    let args = InstantiationArgs(raw_args);
+    // SAFETY: every pointer handed over stays valid until the instance is
+    // deinstantiated: the lists and `streams` live on this function's stack
+    // frame (and its caller's), which outlives `instance`. WAMR copies the
+    // WASI arguments into the instance at instantiation.
+    unsafe {
+        sys::wasm_runtime_instantiation_args_set_default_stack_size(
+            args.0,
+            module.config.stack_bytes,
+        );
+        sys::wasm_runtime_instantiation_args_set_host_managed_heap_size(args.0, 0);
+        sys::wasm_runtime_instantiation_args_set_max_memory_pages(args.0, max_pages);
+        sys::wasm_runtime_instantiation_args_set_wasi_arg(
+            args.0,
+            argv.as_mut_ptr().cast(),
+            argv.len() as i32,
+        );
+        sys::wasm_runtime_instantiation_args_set_wasi_env(args.0, env.as_mut_ptr(), env.len());
+        sys::wasm_runtime_instantiation_args_set_wasi_dir(
+            args.0,
+            std::ptr::null_mut(),
+            0,
+            dirs.as_mut_ptr(),
+            dirs.len(),
+        );
+        sys::wasm_runtime_instantiation_args_set_wasi_stdio(
+            args.0,
+            i64::from(streams.stdin.as_raw_fd()),
+            i64::from(streams.stdout.as_raw_fd()),
+            i64::from(streams.stderr.as_raw_fd()),
+        );
+    }
+    let mut error = [0 as c_char; 256];
+    let instance = {
+        let _serialized = module
+            .instantiating
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `module.module` is a loaded module; `args` is valid; the
+        // error buffer's length is passed with it.
+        unsafe {
+            sys::wasm_runtime_instantiate_ex2(
+                module.module,
+                args.0,
+                error.as_mut_ptr(),
+                error.len() as u32,
+            )
+        }
+    };
+    drop(args);
+    if instance.is_null() {
+        let reason = error_text(&error);
+        if reason.contains("memory") {
+            return Ok(Termination::OutOfMemory {
+                limit_bytes: limits.memory_bytes,
+            });
+        }
+        return Err(format!("instantiation failed: {reason}"));
+    }
+    let mut instance = Instance {
+        instance,
+        exec_env: std::ptr::null_mut(),
+    };
+    // SAFETY: `instance.instance` is live; the stack size is WAMR's to
+    // allocate.
+    instance.exec_env =
+        unsafe { sys::wasm_runtime_create_exec_env(instance.instance, module.config.stack_bytes) };
+    if instance.exec_env.is_null() {
+        return Err("WAMR could not create an execution environment".to_owned());
+    }
+    // SAFETY: live instance, NUL-terminated name.
+    let function = unsafe { sys::wasm_runtime_lookup_function(instance.instance, entry.as_ptr()) };
+    if function.is_null() {
+        return Err(format!("the module exports no function {:?}", action.entry));
+    }
+
+    ffi::reset_memory_refused();
+    let (returned, timed_out) = {
+        let watch = module
+            .watchdog
+            .watch(instance.instance, started + limits.timeout);
+        // SAFETY: live exec env and function of this instance; `_start` and
+        // named entries take no arguments and return none, so no argv.
+        let returned = unsafe {
+            sys::wasm_runtime_call_wasm(instance.exec_env, function, 0, std::ptr::null_mut())
+        };
+        (returned, watch.fired())
+    };
+    // SAFETY: live instance; the returned string is owned by it and copied
+    // before the instance goes.
+    let exception = unsafe {
+        let text = sys::wasm_runtime_get_exception(instance.instance);
+        (!text.is_null()).then(|| CStr::from_ptr(text).to_string_lossy().into_owned())
+    };
+    Ok(if timed_out {
+        Termination::TimedOut(limits.timeout)
+    } else if returned {
+        Termination::Exited(0)
+    } else if exception
+        .as_deref()
+        .is_some_and(|e| e.contains("wasi proc exit"))
+    {
+        // SAFETY: live instance.
+        let code = unsafe { sys::wasm_runtime_get_wasi_exit_code(instance.instance) };
+        Termination::Exited(code as i32)
+    } else if ffi::memory_was_refused() {
+        Termination::OutOfMemory {
+            limit_bytes: limits.memory_bytes,
+        }
+    } else {
+        Termination::Trapped(exception.unwrap_or_else(|| "unknown exception".to_owned()))
+    })
+}

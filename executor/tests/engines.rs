@@ -1,0 +1,60 @@
+//! Artifacts carry their engine, engine version and target in the
+//! authenticated header: one for another engine, or another version of this
+//! one, is refused at /init with a message naming both, and never loaded.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod common;
+
+use common::*;
+use luge_core::{ArtifactKey, EngineId, artifact};
+use serde_json::json;
+
+#[test]
+fn artifacts_for_another_engine_or_version_are_refused_at_init() {
+    let luge = Luge::start("serve", &[]);
+    let health = luge.get("/healthz").1;
+    let running = health["engine"].as_str().unwrap().to_owned();
+    assert!(running.starts_with(engine()), "{running}");
+
+    // Our own engine's artifact round-trips.
+    assert_eq!(
+        luge.post("/own/init", &init_body(&sealed("echo"), "main", json!({})))
+            .0,
+        200
+    );
+    assert_eq!(
+        luge.post("/own/run", &json!({"value": {"k": 1}})),
+        (200, json!({"k": 1}))
+    );
+
+    // Authentic (this operator's key) but for other builds.
+    let key = ArtifactKey::from_secret(TEST_KEY.as_bytes()).unwrap();
+    let target = running.rsplit(" for ").next().unwrap().to_owned();
+    let other = if engine() == "wamr" {
+        "wasmtime"
+    } else {
+        "wamr"
+    };
+    let this_version = running.split(' ').nth(1).unwrap();
+    for (name, version) in [(other, "1.0.0"), (engine(), "0.0.1-other")] {
+        let foreign = EngineId {
+            engine: name.to_owned(),
+            version: version.to_owned(),
+            target: target.clone(),
+        };
+        let bytes = artifact::seal(&key, &foreign, &wasm("echo"));
+        let (status, body) = luge.post(
+            &format!("/{name}-{version}/init"),
+            &init_body(&bytes, "main", json!({})),
+        );
+        assert_eq!(status, 403, "{body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.contains(&foreign.to_string()) && error.contains(&running),
+            "{error}"
+        );
+        assert_ne!(version, this_version);
+    }
+    assert_eq!(luge.get("/healthz").1["modules"], 1);
+}
