@@ -20,4 +20,9 @@ for src in "$root"/actions/c/*.c; do
     clang --target=wasm32-wasi --sysroot=/usr -O2 -o "$out/c-$name.wasm" "$src"
     cc -O2 -o "$native/c-$name" "$src"
 done
+# The CPU-bound Rust example natively too: the engines benchmark compares
+# each engine with the same source compiled for the host.
+cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$root/actions/target" \
+    --release --bin hash
+cp "$root/actions/target/release/hash" "$native/hash"
 echo "actions built into $out: $(ls "$out" | tr '\n' ' ')"

@@ -1,0 +1,167 @@
+//! The engines side by side, in one run (WOW's Fig. 5 and Table II, and its
+//! CPU-bound comparison with native code):
+//!
+//! - `/init` cost: loading the sealed artifact of the same ~1.1 MB module
+//!   (`big.wasm`), MAC check included, the way /init does;
+//! - a CPU-bound function (BLAKE3 `hash`) per engine, against the same Rust
+//!   source compiled for the host and run as a process;
+//! - memory: RSS of a loaded module (what a warm function costs; containers
+//!   of the same code share it, see the memory bench for their own cost),
+//!   and per running sandbox (sandboxes held open in a host sleep).
+//!
+//! `cargo bench -p luge-benches --bench engines` prints markdown tables.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use luge_benches::{key, rss_bytes, wasm};
+use luge_core::{
+    Action, Invocation, LoadedModule, ModuleCode, ModuleRegistry, Termination, WasmRuntime,
+};
+
+fn engines() -> Vec<(&'static str, Arc<dyn WasmRuntime>)> {
+    vec![
+        ("wasmtime", luge_benches::runtime()),
+        (
+            "wamr",
+            Arc::new(luge_wamr::WamrRuntime::new(&luge_wamr::WamrConfig::default()).expect("wamr")),
+        ),
+    ]
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn init_cost(runtime: &Arc<dyn WasmRuntime>) -> (usize, Duration) {
+    let registry = ModuleRegistry::new(Arc::clone(runtime), key(), None);
+    let sealed = registry.compile_sealed(&wasm("big")).expect("precompile");
+    let samples = (0..30)
+        .map(|_| {
+            // A fresh registry each time: nothing shared, a real cold /init.
+            let registry = ModuleRegistry::new(Arc::clone(runtime), key(), None);
+            let code = ModuleCode::Artifact(sealed.clone());
+            let started = Instant::now();
+            let module = registry.load(&code).expect("load");
+            let took = started.elapsed();
+            drop(module);
+            took
+        })
+        .collect();
+    (sealed.len(), median(samples))
+}
+
+fn run_hash(module: &dyn LoadedModule, iterations: u64) -> Duration {
+    let input = format!(r#"{{"iterations":{iterations}}}"#);
+    let started = Instant::now();
+    let outcome = module.run(Invocation::new(
+        Arc::new(Action::command("hash")),
+        input.into_bytes(),
+    ));
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    started.elapsed()
+}
+
+fn run_native_hash(iterations: u64) -> Duration {
+    use std::io::Write;
+    let binary = luge_testkit::native_example("hash");
+    let started = Instant::now();
+    let mut child = std::process::Command::new(binary)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("native hash");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = write!(stdin, r#"{{"iterations":{iterations}}}"#);
+    }
+    assert!(child.wait().expect("wait").success());
+    started.elapsed()
+}
+
+/// RSS growth per sandbox while `count` sandboxes sleep at once.
+fn rss_per_running_sandbox(module: &Arc<dyn LoadedModule>, count: usize) -> f64 {
+    let before = rss_bytes();
+    let peak = std::thread::scope(|s| {
+        for _ in 0..count {
+            let module = Arc::clone(module);
+            s.spawn(move || {
+                module.run(Invocation::new(
+                    Arc::new(Action::command("sleep")),
+                    br#"{"ms":600}"#.to_vec(),
+                ))
+            });
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        rss_bytes()
+    });
+    (peak.saturating_sub(before)) as f64 / count as f64
+}
+
+fn main() {
+    let engines = engines();
+    println!("| engine | artifact of big.wasm | /init (artifact load, median of 30) |");
+    println!("|---|---|---|");
+    for (name, runtime) in &engines {
+        let (size, took) = init_cost(runtime);
+        println!(
+            "| {name} | {:.2} MB | {:.3} ms |",
+            size as f64 / 1e6,
+            took.as_secs_f64() * 1e3
+        );
+    }
+
+    // Native first, as the reference: a process spawn with no work is
+    // subtracted so the comparison is of the computation.
+    let iterations = 20_000;
+    let native_spawn = median((0..5).map(|_| run_native_hash(0)).collect());
+    let native =
+        median((0..5).map(|_| run_native_hash(iterations)).collect()).saturating_sub(native_spawn);
+    println!();
+    println!(
+        "| engine | hash, {iterations} BLAKE3 rounds over 1 KiB (median of 5) | relative to native |"
+    );
+    println!("|---|---|---|");
+    println!(
+        "| native (same source, host build, process spawn of {:.2} ms subtracted) | {:.1} ms | 100 % |",
+        native_spawn.as_secs_f64() * 1e3,
+        native.as_secs_f64() * 1e3
+    );
+    for (name, runtime) in &engines {
+        let registry = ModuleRegistry::new(Arc::clone(runtime), key(), None);
+        let module = registry
+            .load(&ModuleCode::Wasm(wasm("hash")))
+            .expect("hash");
+        let empty = median((0..5).map(|_| run_hash(&*module, 0)).collect());
+        let took =
+            median((0..5).map(|_| run_hash(&*module, iterations)).collect()).saturating_sub(empty);
+        println!(
+            "| {name} | {:.1} ms | {:.0} % |",
+            took.as_secs_f64() * 1e3,
+            100.0 * native.as_secs_f64() / took.as_secs_f64()
+        );
+    }
+
+    println!();
+    println!(
+        "| engine | RSS of the loaded big.wasm module | RSS per running sandbox (`sleep`, 32 at once) |"
+    );
+    println!("|---|---|---|");
+    for (name, runtime) in &engines {
+        let registry = ModuleRegistry::new(Arc::clone(runtime), key(), None);
+        let sealed = registry.compile_sealed(&wasm("big")).expect("precompile");
+        let before = rss_bytes();
+        let big = registry.load(&ModuleCode::Artifact(sealed)).expect("big");
+        let per_module = rss_bytes().saturating_sub(before);
+        let module = registry
+            .load(&ModuleCode::Wasm(wasm("sleep")))
+            .expect("sleep");
+        let per_sandbox = rss_per_running_sandbox(&module, 32);
+        drop(big);
+        println!(
+            "| {name} | {:.2} MiB | {:.2} MiB |",
+            per_module as f64 / (1024.0 * 1024.0),
+            per_sandbox / (1024.0 * 1024.0)
+        );
+    }
+}
