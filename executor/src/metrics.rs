@@ -211,6 +211,12 @@ impl Collector for Pulled {
         )?;
         counter(
             &mut encoder,
+            "early_preemptions",
+            "Running sandboxes asked to yield before their quantum ended by a more urgent arrival.",
+            sched.early_preemptions,
+        )?;
+        counter(
+            &mut encoder,
             "steals",
             "Jobs a worker took from another worker's queue.",
             sched.steals,

@@ -453,6 +453,7 @@ impl App {
                     "workers": self.settings.scheduler.workers(),
                     "completed": self.settings.scheduler.stats().completed,
                     "preemptions": self.settings.scheduler.stats().preemptions,
+                    "early_preemptions": self.settings.scheduler.stats().early_preemptions,
                 },
             }),
         )

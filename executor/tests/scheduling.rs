@@ -77,6 +77,18 @@ fn preemptive_edf_serves_the_urgent_short_run_within_a_few_quanta() {
 }
 
 #[test]
+fn an_urgent_arrival_preempts_before_the_quantum_ends() {
+    let _serial = serial();
+    // A 1 s quantum: waiting for it would take the short run ~1 s. The
+    // arrival asks the running sandbox to yield at its next epoch tick.
+    let waited = short_behind_long(&["--policy", "edf", "--quantum-us", "1000000"]);
+    assert!(
+        waited < Duration::from_millis(300),
+        "short run waited {waited:?} behind a 1 s quantum"
+    );
+}
+
+#[test]
 fn without_preemption_fifo_makes_the_short_run_wait() {
     let _serial = serial();
     let waited = short_behind_long(&["--policy", "fifo", "--no-preempt"]);

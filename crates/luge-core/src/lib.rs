@@ -17,6 +17,7 @@
 //! - [`capabilities`] and [`limits`]: what an action may touch and use,
 //!   deny-by-default, bounded by the operator's maxima.
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
+//! - [`preempt`]: the one signal a scheduler sends a running sandbox.
 #![deny(missing_docs)]
 
 pub mod action;
@@ -26,6 +27,7 @@ pub mod code;
 pub mod invocation;
 pub mod limits;
 pub mod outcome;
+pub mod preempt;
 pub mod registry;
 pub mod runtime;
 

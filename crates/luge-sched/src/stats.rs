@@ -108,6 +108,9 @@ pub struct SchedulerStats {
     pub completed: u64,
     /// Times a job yielded at the end of its quantum and was re-queued.
     pub preemptions: u64,
+    /// Times an arrival more urgent than a running job asked it to yield
+    /// before its quantum ended.
+    pub early_preemptions: u64,
     /// Jobs taken from another worker's queue.
     pub steals: u64,
     /// Busy time per worker, nanoseconds.
@@ -122,6 +125,7 @@ pub(crate) struct Counters {
     pub submitted: AtomicU64,
     pub completed: AtomicU64,
     pub preemptions: AtomicU64,
+    pub early_preemptions: AtomicU64,
     pub steals: AtomicU64,
 }
 

@@ -9,6 +9,7 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
+use luge_core::preempt::PreemptSignal;
 
 use crate::policy::{Policy, Urgency};
 use crate::queue::RunQueue;
@@ -84,7 +85,17 @@ pub(crate) struct Shared {
     busy_ns: Vec<AtomicU64>,
     jobs_run: Vec<AtomicU64>,
     next_wake: AtomicUsize,
+    /// Per worker: asks the sandbox it runs to yield early.
+    signals: Vec<PreemptSignal>,
+    /// Per worker: the policy key of the job it runs, as ns since `base`;
+    /// `IDLE_KEY` when it runs none. Read by `submit` to find the worker a
+    /// more urgent arrival should interrupt.
+    running_key: Vec<AtomicU64>,
+    base: Instant,
 }
+
+/// `running_key` of a worker running nothing.
+const IDLE_KEY: u64 = u64::MAX;
 
 impl Shared {
     fn queue(&self, worker: usize) -> MutexGuard<'_, RunQueue<Arc<Task>>> {
@@ -108,6 +119,31 @@ impl Shared {
             deadline: task.deadline,
             remaining,
         })
+    }
+
+    fn key_ns(&self, key: Instant) -> u64 {
+        (key.saturating_duration_since(self.base).as_nanos() as u64).min(IDLE_KEY - 1)
+    }
+
+    /// A new job that is more urgent than a running one, while no worker is
+    /// free: ask the worker running the least urgent job to yield now
+    /// rather than at the end of its quantum. Under FIFO a new job is never
+    /// more urgent, so this never fires.
+    fn preempt_for(&self, key: Instant) {
+        let key = self.key_ns(key);
+        let least_urgent = self
+            .running_key
+            .iter()
+            .enumerate()
+            .map(|(worker, running)| (running.load(Ordering::Acquire), worker))
+            .max();
+        if let Some((running, worker)) = least_urgent
+            && running != IDLE_KEY
+            && key < running
+        {
+            self.signals[worker].raise();
+            Counters::add(&self.counters.early_preemptions, 1);
+        }
     }
 
     fn push_local(&self, worker: usize, task: Arc<Task>) {
@@ -140,15 +176,11 @@ impl Shared {
         false
     }
 
-    /// Unparks one sleeping worker, if any, round robin.
-    fn wake_any(&self) {
+    /// Unparks one sleeping worker, if any, round robin; whether one was.
+    fn wake_any(&self) -> bool {
         let n = self.sleeping.len();
         let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
-        for i in 0..n {
-            if self.wake_worker((start + i) % n) {
-                return;
-            }
-        }
+        (0..n).any(|i| self.wake_worker((start + i) % n))
     }
 
     fn has_work_for(&self, worker: usize) -> bool {
@@ -212,6 +244,10 @@ impl Shared {
         task.state.store(task::RUNNING, Ordering::Release);
         let waker = Waker::from(Arc::clone(&task));
         let mut cx = Context::from_waker(&waker);
+        // A request raised for the previous job is void: this one is the
+        // most urgent the worker could find.
+        self.signals[worker].clear();
+        self.running_key[worker].store(self.key_ns(self.key(&task)), Ordering::Release);
         let started = Instant::now();
         let poll = {
             let mut slot = task.future.lock().unwrap_or_else(|e| e.into_inner());
@@ -227,6 +263,7 @@ impl Shared {
                 None => Poll::Ready(()),
             }
         };
+        self.running_key[worker].store(IDLE_KEY, Ordering::Release);
         let spent = started.elapsed().as_nanos() as u64;
         self.busy_ns[worker].fetch_add(spent, Ordering::Relaxed);
         task.cpu_ns.fetch_add(spent, Ordering::Relaxed);
@@ -320,6 +357,9 @@ impl Scheduler {
             busy_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
             jobs_run: (0..n).map(|_| AtomicU64::new(0)).collect(),
             next_wake: AtomicUsize::new(0),
+            signals: (0..n).map(|_| PreemptSignal::new()).collect(),
+            running_key: (0..n).map(|_| AtomicU64::new(IDLE_KEY)).collect(),
+            base: Instant::now(),
         });
         let cores = if config.pin {
             core_affinity::get_core_ids().unwrap_or_default()
@@ -339,6 +379,7 @@ impl Scheduler {
                     {
                         tracing::warn!(worker, "could not pin worker to its core");
                     }
+                    shared.signals[worker].install_on_this_thread();
                     let mut run = || shared.worker_loop(worker);
                     match &wrapper {
                         Some(wrap) => wrap(worker, &mut run),
@@ -367,8 +408,11 @@ impl Scheduler {
             shared: Arc::downgrade(&self.shared),
         });
         Counters::add(&self.shared.counters.submitted, 1);
+        let key = self.shared.key(&task);
         self.shared.injector.push(task);
-        self.shared.wake_any();
+        if !self.shared.wake_any() {
+            self.shared.preempt_for(key);
+        }
     }
 
     /// Number of workers.
@@ -388,6 +432,7 @@ impl Scheduler {
             submitted: c.submitted.load(Ordering::Relaxed),
             completed: c.completed.load(Ordering::Relaxed),
             preemptions: c.preemptions.load(Ordering::Relaxed),
+            early_preemptions: c.early_preemptions.load(Ordering::Relaxed),
             steals: c.steals.load(Ordering::Relaxed),
             busy_ns: self
                 .shared

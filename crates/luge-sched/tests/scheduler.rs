@@ -36,6 +36,11 @@ impl Future for Spin {
         let slice = self.quantum.unwrap_or(self.total);
         let started = Instant::now();
         while started.elapsed() < slice && self.spent + started.elapsed() < self.total {
+            // An engine's preemption point: yield early when the scheduler
+            // asks (only a preemptible job listens).
+            if self.quantum.is_some() && luge_core::preempt::requested() {
+                break;
+            }
             std::hint::spin_loop();
         }
         self.spent += started.elapsed();
@@ -136,6 +141,60 @@ fn preemptive_edf_runs_an_urgent_job_within_a_few_quanta() {
     );
     assert_eq!(rx.recv().unwrap().0, "long");
     assert!(sched.stats().preemptions > 0);
+}
+
+#[test]
+fn a_more_urgent_arrival_interrupts_a_long_quantum() {
+    let sched = scheduler(1, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    // A 1 s quantum: without an early yield the short job waits ~1 s.
+    sched.submit(job(
+        "long",
+        now + Duration::from_secs(60),
+        spin(1500, Some(1000)),
+        tx.clone(),
+    ));
+    std::thread::sleep(Duration::from_millis(100));
+    let submitted = Instant::now();
+    sched.submit(job(
+        "short",
+        submitted + Duration::from_millis(10),
+        spin(5, Some(5)),
+        tx,
+    ));
+    let (first, at) = rx.recv().unwrap();
+    assert_eq!(first, "short");
+    assert!(
+        at - submitted < Duration::from_millis(200),
+        "short waited {:?}",
+        at - submitted
+    );
+    assert_eq!(rx.recv().unwrap().0, "long");
+    assert_eq!(sched.stats().early_preemptions, 1);
+}
+
+#[test]
+fn a_less_urgent_arrival_does_not_interrupt() {
+    let sched = scheduler(1, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    sched.submit(job(
+        "urgent",
+        now + Duration::from_millis(50),
+        spin(300, Some(1000)),
+        tx.clone(),
+    ));
+    std::thread::sleep(Duration::from_millis(50));
+    sched.submit(job(
+        "relaxed",
+        now + Duration::from_secs(60),
+        spin(5, Some(5)),
+        tx,
+    ));
+    assert_eq!(rx.recv().unwrap().0, "urgent");
+    assert_eq!(rx.recv().unwrap().0, "relaxed");
+    assert_eq!(sched.stats().early_preemptions, 0);
 }
 
 #[test]

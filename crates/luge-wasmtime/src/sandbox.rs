@@ -145,20 +145,33 @@ impl LoadedModule for SandboxModule {
                 Ok(sandbox) => sandbox,
                 Err(outcome) => return outcome,
             };
-            // At each quantum: stop a sandbox past its time limit, otherwise
-            // yield to the scheduler (or, without preemption, carry on).
-            let quantum = self.ticker.ticks_for(preemption.quantum);
+            // With preemption, check at every epoch tick: stop a sandbox past
+            // its time limit; yield at the end of its quantum, or at once
+            // when the scheduler asks because a more urgent job arrived.
+            // Without, check once per quantum, only for the time limit.
+            let quantum = self.ticker.ticks_for(preemption.quantum).max(1);
             let timeout = sandbox.limits.timeout;
+            let mut ticks_in_slice = 0;
             sandbox.store.epoch_deadline_callback(move |_| {
-                Ok(if started.elapsed() >= timeout {
-                    UpdateDeadline::Interrupt
-                } else if preemption.enabled {
-                    UpdateDeadline::Yield(quantum)
-                } else {
-                    UpdateDeadline::Continue(quantum)
-                })
+                if started.elapsed() >= timeout {
+                    return Ok(UpdateDeadline::Interrupt);
+                }
+                if !preemption.enabled {
+                    return Ok(UpdateDeadline::Continue(quantum));
+                }
+                ticks_in_slice += 1;
+                Ok(
+                    if ticks_in_slice >= quantum || luge_core::preempt::requested() {
+                        ticks_in_slice = 0;
+                        UpdateDeadline::Yield(1)
+                    } else {
+                        UpdateDeadline::Continue(1)
+                    },
+                )
             });
-            sandbox.store.set_epoch_deadline(quantum);
+            sandbox
+                .store
+                .set_epoch_deadline(if preemption.enabled { 1 } else { quantum });
             let entry = invocation.action.entry.as_str();
             let result = {
                 let _running = self.ticker.enter();
