@@ -9,7 +9,8 @@
 //!   of the same code share it, see the memory bench for their own cost),
 //!   and per running sandbox (sandboxes held open in a host sleep).
 //!
-//! `cargo bench -p luge-benches --bench engines` prints markdown tables.
+//! `cargo bench -p luge-benches --bench engines --features wamr` prints
+//! markdown tables.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,14 +21,17 @@ use luge_core::{
     artifact,
 };
 
+/// Every engine compiled into this bench (`--features wamr` adds WAMR).
 fn engines() -> Vec<(&'static str, Arc<dyn WasmRuntime>)> {
-    vec![
-        ("wasmtime", luge_benches::runtime()),
-        (
-            "wamr",
-            Arc::new(luge_wamr::WamrRuntime::new(&luge_wamr::WamrConfig::default()).expect("wamr")),
-        ),
-    ]
+    #[allow(unused_mut)]
+    let mut engines: Vec<(&'static str, Arc<dyn WasmRuntime>)> =
+        vec![("wasmtime", luge_benches::runtime())];
+    #[cfg(feature = "wamr")]
+    engines.push((
+        "wamr",
+        Arc::new(luge_wamr::WamrRuntime::new(&luge_wamr::WamrConfig::default()).expect("wamr")),
+    ));
+    engines
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {

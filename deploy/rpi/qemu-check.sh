@@ -15,7 +15,9 @@ if ! command -v qemu-aarch64 >/dev/null; then
 fi
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
-cargo bench --no-run --target "$target" -p luge-benches --bench lifecycle --bench http --bench scheduler --bench memory
+# The benches compile for aarch64 (dev profile, sharing the build above;
+# `cargo bench --target ...` on the Pi side for figures).
+cargo build --target "$target" -p luge-benches --benches
 
 work=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
