@@ -3,11 +3,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use anyhow::Context;
 use bytes::Bytes;
 use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
+use luge_core::{Invocation, LoadedModule, Outcome};
 use luge_host::{Config, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
 use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams, Reply};
 use tokio::net::TcpListener;
@@ -473,31 +475,55 @@ impl App {
             Ok(prepared) => prepared,
             Err(reply) => return http::reply(reply),
         };
-        let arrived = std::time::Instant::now();
-        let function = Arc::clone(&prepared.invocation.action);
+        let arrived = Instant::now();
+        let deadline = prepared.deadline(arrived);
+        match self
+            .execute(prepared.module, prepared.invocation, arrived, deadline)
+            .await
+        {
+            Ok(outcome) => http::reply(container.finish_run(&outcome)),
+            Err(overloaded) => overloaded,
+        }
+    }
+
+    /// Admits, schedules and records one invocation: its outcome, or the
+    /// 503 to answer when the admission bound is reached.
+    pub(crate) async fn execute(
+        &self,
+        module: Arc<dyn LoadedModule>,
+        invocation: Invocation,
+        arrived: Instant,
+        deadline: Instant,
+    ) -> Result<Outcome, Response> {
+        let action = Arc::clone(&invocation.action);
         let Some(_admitted) = self.admission.try_admit() else {
-            self.metrics.observe_overload(&function.name);
-            return standalone::overloaded(self.admission.limit());
+            self.metrics.observe_overload(&action.name);
+            return Err(standalone::overloaded(self.admission.limit()));
         };
         let settings = &self.settings;
-        let deadline = prepared.deadline(arrived);
         let dispatched = dispatch::invoke(
             &settings.scheduler,
             settings.preemption,
-            prepared.module,
-            prepared.invocation,
+            module,
+            invocation,
             deadline,
         )
         .await;
         let outcome = dispatched.outcome;
         self.metrics.observe(
-            &function.name,
+            &action.name,
             &outcome.termination,
             arrived.elapsed(),
             dispatched.queue_delay,
         );
-        tracing::debug!(termination = ?outcome.termination, elapsed_us = outcome.elapsed.as_micros() as u64, "activation");
-        http::reply(container.finish_run(&outcome))
+        tracing::debug!(
+            function = %action.name,
+            termination = ?outcome.termination,
+            queue_us = dispatched.queue_delay.as_micros() as u64,
+            elapsed_us = arrived.elapsed().as_micros() as u64,
+            "invocation"
+        );
+        Ok(outcome)
     }
 }
 

@@ -100,40 +100,21 @@ impl App {
                 }
             }
         }
-        let Some(_admitted) = self.admission.try_admit() else {
-            self.metrics.observe_overload(&function.name);
-            return overloaded(self.admission.limit());
-        };
         let mut invocation = Invocation::new(Arc::clone(action), stdin);
         invocation.env = vec![
             ("REQUEST_METHOD".to_owned(), input.method.to_string()),
             ("QUERY_STRING".to_owned(), input.query.unwrap_or_default()),
             ("LUGE_REQUEST_ID".to_owned(), input.request_id.to_string()),
         ];
-        let settings = &self.settings;
-        let dispatched = dispatch::invoke(
-            &settings.scheduler,
-            settings.preemption,
-            Arc::clone(&function.module),
-            invocation,
-            arrived + relative,
-        )
-        .await;
-        let outcome = dispatched.outcome;
-        self.metrics.observe(
-            &function.name,
-            &outcome.termination,
-            arrived.elapsed(),
-            dispatched.queue_delay,
-        );
+        let module = Arc::clone(&function.module);
+        let outcome = match self
+            .execute(module, invocation, arrived, arrived + relative)
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(overloaded) => return overloaded,
+        };
         log_stderr(&function.name, &outcome.stderr);
-        tracing::debug!(
-            function = %function.name,
-            termination = ?outcome.termination,
-            queue_us = dispatched.queue_delay.as_micros() as u64,
-            elapsed_us = arrived.elapsed().as_micros() as u64,
-            "invocation"
-        );
         let status = match &outcome.termination {
             Termination::Exited(0) => {
                 let mut response =

@@ -113,15 +113,17 @@ fn spin(ms: u64, quantum_ms: Option<u64>) -> Spin {
     }
 }
 
-#[test]
-fn preemptive_edf_runs_an_urgent_job_within_a_few_quanta() {
+/// On one edf worker, a 1.5 s job with a far deadline yielding every
+/// `long_quantum_ms`, then a 5 ms job due in 10 ms. Returns the scheduler and
+/// how long the short job took; asserts it finished first.
+fn urgent_behind_long(long_quantum_ms: u64) -> (Scheduler, Duration) {
     let sched = scheduler(1, Policy::Edf);
     let (tx, rx) = mpsc::channel();
     let now = Instant::now();
     sched.submit(job(
         "long",
         now + Duration::from_secs(60),
-        spin(1500, Some(5)),
+        spin(1500, Some(long_quantum_ms)),
         tx.clone(),
     ));
     std::thread::sleep(Duration::from_millis(100));
@@ -134,43 +136,28 @@ fn preemptive_edf_runs_an_urgent_job_within_a_few_quanta() {
     ));
     let (first, at) = rx.recv().unwrap();
     assert_eq!(first, "short");
-    assert!(
-        at - submitted < Duration::from_millis(100),
-        "short waited {:?}",
-        at - submitted
-    );
     assert_eq!(rx.recv().unwrap().0, "long");
+    (sched, at - submitted)
+}
+
+#[test]
+fn preemptive_edf_runs_an_urgent_job_within_a_few_quanta() {
+    let (sched, waited) = urgent_behind_long(5);
+    assert!(
+        waited < Duration::from_millis(100),
+        "short waited {waited:?}"
+    );
     assert!(sched.stats().preemptions > 0);
 }
 
 #[test]
 fn a_more_urgent_arrival_interrupts_a_long_quantum() {
-    let sched = scheduler(1, Policy::Edf);
-    let (tx, rx) = mpsc::channel();
-    let now = Instant::now();
     // A 1 s quantum: without an early yield the short job waits ~1 s.
-    sched.submit(job(
-        "long",
-        now + Duration::from_secs(60),
-        spin(1500, Some(1000)),
-        tx.clone(),
-    ));
-    std::thread::sleep(Duration::from_millis(100));
-    let submitted = Instant::now();
-    sched.submit(job(
-        "short",
-        submitted + Duration::from_millis(10),
-        spin(5, Some(5)),
-        tx,
-    ));
-    let (first, at) = rx.recv().unwrap();
-    assert_eq!(first, "short");
+    let (sched, waited) = urgent_behind_long(1000);
     assert!(
-        at - submitted < Duration::from_millis(200),
-        "short waited {:?}",
-        at - submitted
+        waited < Duration::from_millis(200),
+        "short waited {waited:?}"
     );
-    assert_eq!(rx.recv().unwrap().0, "long");
     assert_eq!(sched.stats().early_preemptions, 1);
 }
 

@@ -91,6 +91,20 @@ pub fn status_and_body(mut response: ureq::http::Response<ureq::Body>) -> (u16, 
     (status, body)
 }
 
+/// The last non-empty stdout line as JSON: an action's result.
+///
+/// # Panics
+/// When that line is not JSON, showing the whole output.
+pub fn last_json(stdout: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
 /// Base64, as `/init` carries code.
 pub fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)

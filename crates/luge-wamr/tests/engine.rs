@@ -11,7 +11,7 @@ use luge_core::{
     Action, ArtifactKey, Capabilities, DirGrant, DirMode, Invocation, LoadedModule, ModuleCode,
     ModuleRegistry, Termination, WasmRuntime,
 };
-use luge_testkit::example_wasm as wasm;
+use luge_testkit::{example_wasm as wasm, last_json};
 use luge_wamr::{WamrConfig, WamrRuntime};
 
 const SECRET: &str = "wamr engine tests secret key";
@@ -31,16 +31,6 @@ fn load(registry: &ModuleRegistry, name: &str) -> Arc<dyn LoadedModule> {
 
 fn run(module: &dyn LoadedModule, action: Action, stdin: &str) -> luge_core::Outcome {
     module.run(Invocation::new(Arc::new(action), stdin.as_bytes()))
-}
-
-fn last_json(stdout: &[u8]) -> serde_json::Value {
-    let text = String::from_utf8_lossy(stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 #[test]
