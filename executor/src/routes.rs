@@ -367,6 +367,12 @@ impl App {
                 None => not_found(&method, &path),
             };
         }
+        // A function route (config or upload) wins over the container API.
+        if let Mode::Serve { host, .. } = &self.mode
+            && let Some(function) = host.route(&path)
+        {
+            return self.invoke_function(function, input(body)).await;
+        }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice(), &self.mode) {
             (&Method::POST, ["init"], Mode::Proxy(container)) => {
@@ -376,12 +382,6 @@ impl App {
             (_, ["v1", "functions", rest @ ..], Mode::Serve { host, .. }) if rest.len() <= 1 => {
                 self.manage(host, &method, rest.first().copied(), &headers, body)
                     .await
-            }
-            (_, _, Mode::Serve { host, .. }) if host.route(&path).is_some() => {
-                match host.route(&path) {
-                    Some(function) => self.invoke_function(function, input(body)).await,
-                    None => not_found(&method, &path),
-                }
             }
             (&Method::POST, [id, "init"], Mode::Serve { containers, .. }) => {
                 match containers.get_or_create(id) {
