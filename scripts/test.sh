@@ -15,5 +15,6 @@ for engine in wamr; do
     echo "== end-to-end suite on $engine"
     LUGE_TEST_ENGINE=$engine cargo test -p luge-executor --all-features \
         --test openwhisk_runner --test capabilities --test bad_input --test limits \
-        --test standalone --test serve_containers --test metrics --test engines
+        --test standalone --test serve_containers --test metrics --test engines \
+        --test invoker
 done
