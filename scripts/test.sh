@@ -11,7 +11,7 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features
 # The engine-neutral end-to-end tests against each other engine (the
 # scheduling tests are Wasmtime's: only it preempts).
-for engine in wamr; do
+for engine in wasmer wamr; do
     echo "== end-to-end suite on $engine"
     LUGE_TEST_ENGINE=$engine cargo test -p luge-executor --all-features \
         --test openwhisk_runner --test capabilities --test bad_input --test limits \

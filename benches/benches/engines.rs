@@ -9,7 +9,7 @@
 //!   of the same code share it, see the memory bench for their own cost),
 //!   and per running sandbox (sandboxes held open in a host sleep).
 //!
-//! `cargo bench -p luge-benches --bench engines --features wamr` prints
+//! `cargo bench -p luge-benches --bench engines --features wasmer,wamr` prints
 //! markdown tables.
 
 use std::sync::Arc;
@@ -22,11 +22,19 @@ use luge_core::{
 };
 use luge_sched::{Job, Scheduler, SchedulerConfig, WorkerWrapper};
 
-/// Every engine compiled into this bench (`--features wamr` adds WAMR).
+/// Every engine compiled into this bench (`--features wasmer,wamr` adds
+/// Wasmer and WAMR).
 fn engines() -> Vec<(&'static str, Arc<dyn WasmRuntime>)> {
     #[allow(unused_mut)]
     let mut engines: Vec<(&'static str, Arc<dyn WasmRuntime>)> =
         vec![("wasmtime", luge_benches::runtime())];
+    #[cfg(feature = "wasmer")]
+    engines.push((
+        "wasmer",
+        Arc::new(
+            luge_wasmer::WasmerRuntime::new(&luge_wasmer::WasmerConfig::default()).expect("wasmer"),
+        ),
+    ));
     #[cfg(feature = "wamr")]
     engines.push((
         "wamr",

@@ -51,7 +51,7 @@ pub enum Command {
 pub enum EngineKind {
     /// Wasmtime (default): AoT artifacts, pooling allocator, epoch limits.
     Wasmtime,
-    /// Wasmer.
+    /// Wasmer (Cranelift): serialized native modules, runs to completion.
     Wasmer,
     /// WAMR, the small-footprint interpreter.
     Wamr,
@@ -229,6 +229,10 @@ impl Common {
                 };
                 Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
             }
+            #[cfg(feature = "wasmer")]
+            EngineKind::Wasmer => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
+                &luge_wasmer::WasmerConfig::default(),
+            )?)),
             #[cfg(feature = "wamr")]
             EngineKind::Wamr => Ok(Arc::new(luge_wamr::WamrRuntime::new(
                 &luge_wamr::WamrConfig::default(),

@@ -31,10 +31,10 @@ fn artifacts_for_another_engine_or_version_are_refused_at_init() {
     // Authentic (this operator's key) but for other builds.
     let key = ArtifactKey::from_secret(TEST_KEY.as_bytes()).unwrap();
     let target = running.rsplit(" for ").next().unwrap().to_owned();
-    let other = if engine() == "wamr" {
-        "wasmtime"
+    let other = if engine() == "wasmtime" {
+        "wasmer"
     } else {
-        "wamr"
+        "wasmtime"
     };
     let this_version = running.split(' ').nth(1).unwrap();
     for (name, version) in [(other, "1.0.0"), (engine(), "0.0.1-other")] {

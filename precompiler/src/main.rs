@@ -61,6 +61,12 @@ fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
             };
             Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
         }
+        #[cfg(feature = "wasmer")]
+        Engine::Wasmer => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
+            &luge_wasmer::WasmerConfig {
+                target: cli.target.clone(),
+            },
+        )?)),
         #[cfg(feature = "wamr")]
         Engine::Wamr => Ok(Arc::new(luge_wamr::WamrRuntime::new(
             &luge_wamr::WamrConfig {

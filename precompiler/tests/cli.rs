@@ -108,17 +108,19 @@ fn invalid_input_is_refused_with_a_reason() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("not a WebAssembly module"));
 }
 
-#[cfg(feature = "wamr")]
-#[test]
-fn wamr_artifacts_name_their_engine() {
+/// Another engine's artifact (`--engine NAME`) names that engine; a
+/// Wasmtime executor refuses it, naming both; invalid Wasm is refused by
+/// that engine's compiler or loader too.
+#[allow(dead_code)] // used only when an engine besides Wasmtime is built in
+fn other_engine_artifacts_name_their_engine(engine: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("echo-wamr.luge");
+    let out = dir.path().join(format!("echo-{engine}.luge"));
     let run = precompile(&[
         example("echo").to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
         "--engine",
-        "wamr",
+        engine,
     ]);
     assert!(
         run.status.success(),
@@ -128,15 +130,25 @@ fn wamr_artifacts_name_their_engine() {
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(
         luge_core::artifact::peek_engine(&bytes).unwrap().engine,
-        "wamr"
+        engine
     );
-    // A Wasmtime executor refuses it, naming both engines.
     let code = ModuleCode::detect(bytes, usize::MAX).unwrap();
     let err = registry(KEY).load(&code).err().unwrap().to_string();
-    assert!(err.contains("wamr") && err.contains("wasmtime"), "{err}");
-    // Invalid Wasm is refused by WAMR's loader too.
+    assert!(err.contains(engine) && err.contains("wasmtime"), "{err}");
     let bad = dir.path().join("bad.wasm");
     std::fs::write(&bad, b"\0asm\x01\0\0\0\x05junk").unwrap();
-    let run = precompile(&[bad.to_str().unwrap(), "-o", "/dev/null", "--engine", "wamr"]);
+    let run = precompile(&[bad.to_str().unwrap(), "-o", "/dev/null", "--engine", engine]);
     assert!(!run.status.success());
+}
+
+#[cfg(feature = "wamr")]
+#[test]
+fn wamr_artifacts_name_their_engine() {
+    other_engine_artifacts_name_their_engine("wamr");
+}
+
+#[cfg(feature = "wasmer")]
+#[test]
+fn wasmer_artifacts_name_their_engine() {
+    other_engine_artifacts_name_their_engine("wasmer");
 }

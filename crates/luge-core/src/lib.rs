@@ -18,6 +18,7 @@
 //!   deny-by-default, bounded by the operator's maxima.
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
 //! - [`preempt`]: the one signal a scheduler sends a running sandbox.
+//! - [`watchdog`]: the time limit for engines stopped from another thread.
 #![deny(missing_docs)]
 
 pub mod action;
@@ -30,6 +31,7 @@ pub mod outcome;
 pub mod preempt;
 pub mod registry;
 pub mod runtime;
+pub mod watchdog;
 
 pub use action::Action;
 pub use artifact::{ArtifactError, ArtifactKey, VerifiedArtifact};

@@ -4,6 +4,8 @@
 //! with a chosen key.
 #![deny(missing_docs)]
 
+pub mod conformance;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

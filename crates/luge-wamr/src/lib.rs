@@ -12,8 +12,8 @@
 //!   environment, directories and stdio set per instance (WAMR's
 //!   `InstantiationArgs2`), never on the shared module ([`sandbox`]).
 //! - **Limits**: memory through the instance's maximum page count, the time
-//!   limit by a watchdog thread that terminates the instance
-//!   ([`watchdog`]). The interpreter cannot yield mid-run, so under Luge's
+//!   limit by luge-core's watchdog thread, which terminates the instance
+//!   (`wasm_runtime_terminate`, checked by the interpreter at branches). The interpreter cannot yield mid-run, so under Luge's
 //!   scheduler a WAMR sandbox runs to completion on its worker, as DESIGN.md
 //!   says engines that cannot yield do.
 //! - **Read-only directories cannot be expressed** in WAMR's WASI
@@ -24,7 +24,6 @@
 mod ffi;
 pub mod module;
 pub mod sandbox;
-pub mod watchdog;
 
 use std::sync::Arc;
 
@@ -32,8 +31,9 @@ use luge_core::{
     Capabilities, DirMode, EngineError, EngineId, LoadedModule, VerifiedArtifact, WasmRuntime,
 };
 
+use luge_core::watchdog::Watchdog;
+
 use crate::module::WamrModule;
-use crate::watchdog::Watchdog;
 
 /// Target triple this crate was built for.
 pub const HOST_TARGET: &str = env!("LUGE_TARGET_TRIPLE");
@@ -72,8 +72,8 @@ impl WamrRuntime {
     /// Initializes WAMR (once per process) and starts the watchdog.
     pub fn new(config: &WamrConfig) -> Result<Self, EngineError> {
         ffi::init_runtime().map_err(EngineError::Config)?;
-        let watchdog =
-            Watchdog::start().map_err(|e| EngineError::Config(format!("watchdog thread: {e}")))?;
+        let watchdog = Watchdog::start("luge-wamr-watchdog")
+            .map_err(|e| EngineError::Config(format!("watchdog thread: {e}")))?;
         Ok(Self {
             id: EngineId {
                 engine: "wamr".into(),

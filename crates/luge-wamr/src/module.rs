@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use luge_core::{Invocation, LoadedModule, Outcome};
 use wamrx_sys as sys;
 
+use luge_core::watchdog::Watchdog;
+
 use crate::WamrConfig;
-use crate::watchdog::Watchdog;
 
 /// Why WAMR refused a module.
 #[derive(Debug, thiserror::Error)]

@@ -144,6 +144,22 @@ impl Drop for Instance {
     }
 }
 
+/// An instance the watchdog may terminate from its thread.
+struct Terminable(sys::wasm_module_inst_t);
+
+// SAFETY: the pointer is only used for `wasm_runtime_terminate`, which WAMR
+// documents as callable from another thread, and only while the watchdog
+// entry exists, which the guard removes before the instance is torn down.
+unsafe impl Send for Terminable {}
+
+impl Terminable {
+    fn terminate(&self) {
+        // SAFETY: see the `Send` impl: the instance is alive while the
+        // watchdog may call this.
+        unsafe { sys::wasm_runtime_terminate(self.0) };
+    }
+}
+
 /// Runs `invocation` in a fresh instance of `module`.
 pub(crate) fn run(module: &WamrModule, invocation: Invocation) -> Outcome {
     let started = Instant::now();
@@ -280,9 +296,11 @@ fn execute(
 
     ffi::reset_memory_refused();
     let (returned, timed_out) = {
-        let watch = module
-            .watchdog
-            .watch(instance.instance, started + limits.timeout);
+        let target = Terminable(instance.instance);
+        let watch = module.watchdog.watch(
+            started + limits.timeout,
+            Box::new(move || target.terminate()),
+        );
         // SAFETY: live exec env and function of this instance; `_start` and
         // named entries take no arguments and return none, so no argv.
         let returned = unsafe {

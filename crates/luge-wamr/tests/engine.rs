@@ -1,243 +1,41 @@
-//! The WAMR runtime against real example actions (target/wasm, built by
-//! scripts/build-actions.sh): streams, WASI context, limits, traps, grants,
-//! and artifacts that name their engine.
+//! The WAMR runtime through the engine conformance suite (luge-testkit),
+//! against real example actions (target/wasm, built by
+//! scripts/build-actions.sh).
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use luge_core::{
-    Action, ArtifactKey, Capabilities, DirGrant, DirMode, Invocation, LoadedModule, ModuleCode,
-    ModuleRegistry, Termination, WasmRuntime,
-};
-use luge_testkit::{example_wasm as wasm, last_json};
+use luge_core::ModuleRegistry;
+use luge_testkit::conformance;
 use luge_wamr::{WamrConfig, WamrRuntime};
 
-const SECRET: &str = "wamr engine tests secret key";
-
 fn registry() -> ModuleRegistry {
-    let runtime: Arc<dyn WasmRuntime> = Arc::new(WamrRuntime::new(&WamrConfig::default()).unwrap());
-    ModuleRegistry::new(
-        runtime,
-        ArtifactKey::from_secret(SECRET.as_bytes()).unwrap(),
-        None,
-    )
-}
-
-fn load(registry: &ModuleRegistry, name: &str) -> Arc<dyn LoadedModule> {
-    registry.load(&ModuleCode::Wasm(wasm(name))).unwrap()
-}
-
-fn run(module: &dyn LoadedModule, action: Action, stdin: &str) -> luge_core::Outcome {
-    module.run(Invocation::new(Arc::new(action), stdin.as_bytes()))
+    conformance::registry(Arc::new(WamrRuntime::new(&WamrConfig::default()).unwrap()))
 }
 
 #[test]
 fn streams_context_and_entry_points() {
-    let registry = registry();
-    let echo = load(&registry, "echo");
-    let outcome = run(&*echo, Action::command("echo"), r#"{"a":1}"#);
-    assert_eq!(outcome.termination, Termination::Exited(0));
-    assert_eq!(last_json(&outcome.stdout), serde_json::json!({"a": 1}));
-    assert_eq!(outcome.stderr, b"hello stderr\n");
-
-    let env = load(&registry, "env");
-    let mut action = Action::command("ctx");
-    action.env.push(("__OW_NAMESPACE".into(), "ns".into()));
-    action.capabilities.args.push("--flag".into());
-    let mut invocation = Invocation::new(Arc::new(action), b"{}".to_vec());
-    invocation
-        .env
-        .push(("__OW_ACTIVATION_ID".into(), "act-1".into()));
-    let out = last_json(&env.run(invocation).stdout);
-    assert_eq!(out["namespace"], "ns");
-    assert_eq!(out["activation_id"], "act-1");
-    assert_eq!(out["args"], serde_json::json!(["ctx", "--flag"]));
-    assert!(
-        out["env"].get("PATH").is_none(),
-        "no host environment: {out}"
-    );
-
-    let entry = load(&registry, "entry");
-    assert!(entry.has_export("niam") && entry.has_export("_start"));
-    assert!(!entry.has_export("nothere"));
-    let mut action = Action::command("entry");
-    action.entry = "niam".into();
-    assert_eq!(
-        last_json(&run(&*entry, action, r#"{"x":"y"}"#).stdout),
-        serde_json::json!({"x": "y"})
-    );
-
-    // Binary-safe, byte for byte, through the C function.
-    let cat = load(&registry, "c-echo");
-    let body: Vec<u8> = (0..=255u8).cycle().take(200_000).collect();
-    let outcome = cat.run(Invocation::new(
-        Arc::new(Action::command("cat")),
-        body.clone(),
-    ));
-    assert_eq!(
-        (outcome.termination, outcome.stdout == body),
-        (Termination::Exited(0), true)
-    );
+    conformance::streams_context_and_entry_points(&registry());
 }
 
 #[test]
 fn limits_traps_and_exits_are_outcomes_and_the_engine_survives() {
-    let registry = registry();
-    let spin = load(&registry, "spin");
-    let mut action = Action::command("spin");
-    action.limits.timeout = Duration::from_millis(200);
-    let outcome = run(&*spin, action, "{}");
-    assert_eq!(
-        outcome.termination,
-        Termination::TimedOut(Duration::from_millis(200))
-    );
-    assert!(
-        outcome.elapsed < Duration::from_secs(5),
-        "{:?}",
-        outcome.elapsed
-    );
-
-    let memhog = load(&registry, "memhog");
-    let mut action = Action::command("memhog");
-    action.limits.memory_bytes = 32 << 20;
-    let outcome = run(&*memhog, action.clone(), r#"{"mb": 200}"#);
-    assert_eq!(
-        outcome.termination,
-        Termination::OutOfMemory {
-            limit_bytes: 32 << 20
-        }
-    );
-    assert_eq!(
-        last_json(&run(&*memhog, action, r#"{"mb": 8}"#).stdout)["allocated_mb"],
-        8
-    );
-
-    let fail = load(&registry, "fail");
-    for mode in ["trap", "panic"] {
-        let outcome = run(
-            &*fail,
-            Action::command("fail"),
-            &format!(r#"{{"mode":"{mode}"}}"#),
-        );
-        assert!(
-            matches!(outcome.termination, Termination::Trapped(_)),
-            "{mode}: {:?}",
-            outcome.termination
-        );
-    }
-    let exit = run(&*fail, Action::command("fail"), r#"{"mode":"exit"}"#);
-    assert_eq!(exit.termination, Termination::Exited(3));
-    assert_eq!(exit.stderr, b"giving up with status 3\n");
-
-    // Output past the cap is refused to the guest, not buffered.
-    let cat = load(&registry, "c-echo");
-    let mut action = Action::command("cat");
-    action.limits.max_output_bytes = 1000;
-    let outcome = cat.run(Invocation::new(Arc::new(action), vec![b'x'; 5000]));
-    assert!(outcome.stdout.len() <= 1000, "{}", outcome.stdout.len());
-
-    let echo = load(&registry, "echo");
-    assert!(
-        run(&*echo, Action::command("echo"), "{}")
-            .termination
-            .is_success()
-    );
+    conformance::limits_traps_and_exits_are_outcomes_and_the_engine_survives(&registry());
 }
 
 #[test]
 fn concurrent_runs_of_one_module() {
-    let registry = registry();
-    let echo = load(&registry, "echo");
-    std::thread::scope(|s| {
-        for i in 0..4 {
-            let echo = &echo;
-            s.spawn(move || {
-                for j in 0..25 {
-                    let input = format!(r#"{{"i":{i},"j":{j}}}"#);
-                    let outcome = run(&**echo, Action::command("echo"), &input);
-                    assert_eq!(
-                        last_json(&outcome.stdout),
-                        serde_json::json!({"i": i, "j": j})
-                    );
-                }
-            });
-        }
-    });
+    conformance::concurrent_runs_of_one_module(&registry());
 }
 
+/// WAMR cannot make a preopen read-only, so it refuses such grants.
 #[test]
-fn read_write_grants_work_and_read_only_ones_are_refused() {
-    let registry = registry();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("hello.txt"), "hello from the host").unwrap();
-    let grant = |mode| Capabilities {
-        dirs: vec![DirGrant {
-            host: dir.path().to_owned(),
-            guest: "/data".into(),
-            mode,
-        }],
-        args: Vec::new(),
-    };
-    let runtime = registry.runtime();
-    let refused = runtime.check_grants(&grant(DirMode::ReadOnly)).unwrap_err();
-    assert!(refused.to_string().contains("read-only"), "{refused}");
-    runtime.check_grants(&grant(DirMode::ReadWrite)).unwrap();
-
-    let files = load(&registry, "files");
-    let mut action = Action::command("files");
-    action.capabilities = grant(DirMode::ReadWrite);
-    let outcome = run(&*files, action.clone(), r#"{"path":"/data/hello.txt"}"#);
-    assert_eq!(last_json(&outcome.stdout)["content"], "hello from the host");
-    let outcome = run(
-        &*files,
-        action.clone(),
-        r#"{"path":"/data/out.txt","write":"hi"}"#,
-    );
-    assert_eq!(last_json(&outcome.stdout)["written"], 2);
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
-        "hi"
-    );
-    // Nothing outside the grant.
-    let outcome = run(&*files, action, r#"{"path":"/etc/passwd"}"#);
-    assert!(last_json(&outcome.stdout).get("error").is_some());
+fn directory_grants() {
+    conformance::directory_grants(&registry(), false);
 }
 
 #[test]
 fn artifacts_name_their_engine_and_invalid_wasm_is_refused() {
-    let registry = registry();
-    let sealed = registry.compile_sealed(&wasm("echo")).unwrap();
-    let module = registry
-        .load(&ModuleCode::Artifact(sealed.clone()))
-        .unwrap();
-    assert!(
-        run(&*module, Action::command("echo"), "{}")
-            .termination
-            .is_success()
-    );
-
-    // A Wasmtime artifact is native code for another engine: refused, never
-    // loaded, and the message names both engines.
-    let wasmtime = luge_testkit::sealed_example(SECRET, "echo");
-    let err = registry
-        .load(&ModuleCode::Artifact(wasmtime))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("wasmtime") && err.contains("wamr"), "{err}");
-    // And the other way round.
-    let err = luge_testkit::registry_with_key(SECRET)
-        .load(&ModuleCode::Artifact(sealed))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("wasmtime") && err.contains("wamr"), "{err}");
-
-    let err = registry
-        .load(&ModuleCode::Wasm(b"\0asm\x01\0\0\0\x01garbage".to_vec()))
-        .err()
-        .unwrap();
-    assert!(err.to_string().contains("invalid"), "{err}");
+    conformance::artifacts_name_their_engine_and_invalid_wasm_is_refused(&registry());
 }

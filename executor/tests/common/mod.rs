@@ -17,7 +17,8 @@ pub const TEST_KEY: &str = "luge integration test key 0123456789";
 #[allow(unused_imports)]
 pub use luge_testkit::init_body;
 
-/// The engine the suite runs against: `LUGE_TEST_ENGINE` (wasmtime, wamr),
+/// The engine the suite runs against: `LUGE_TEST_ENGINE` (wasmtime, wasmer,
+/// wamr),
 /// wasmtime by default. scripts/test.sh runs the suite once per engine.
 pub fn engine() -> &'static str {
     static ENGINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();

@@ -1,0 +1,188 @@
+//! Luge's [`WasmRuntime`] on Wasmer.
+//!
+//! This crate narrows Wasmer (the `sys` backend with Cranelift) and its WASI
+//! implementation, WASIX, to what Luge needs:
+//!
+//! - **Native code ahead of time.** `precompile` compiles with Cranelift
+//!   and serializes the module; `load_artifact` deserializes it without
+//!   compiling (only ever an artifact whose MAC verified, as Wasmer's
+//!   deserialization trusts its input). The artifact header names `wasmer`
+//!   and Wasmer's version, so another engine's artifact is refused.
+//! - **A fresh store and WASI environment per invocation** ([`sandbox`]):
+//!   WASI preview 1 arguments, environment and stdio per sandbox, directory
+//!   grants mounted one per grant with their read-only or read-write mode.
+//!   Nothing else is visible.
+//! - **Limits**: memory through engine tunables that cap each memory the
+//!   sandbox creates ([`limits`]), the time limit by luge-core's watchdog,
+//!   which interrupts the store from another thread (Wasmer's host
+//!   interrupt, a signal checked when control is in Wasm code). Wasmer
+//!   cannot suspend a running call, so under Luge's scheduler a Wasmer
+//!   sandbox runs to completion on its worker, as DESIGN.md says engines
+//!   that cannot yield do.
+//!
+//! Wasmer is held at 7.3: 7.4 pins a Cranelift that cannot be built beside
+//! Wasmtime 48's in one binary.
+#![deny(missing_docs)]
+
+pub mod grants;
+pub mod limits;
+pub mod module;
+pub mod sandbox;
+pub mod stdio;
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use luge_core::watchdog::Watchdog;
+use luge_core::{EngineError, EngineId, LoadedModule, VerifiedArtifact, WasmRuntime};
+use wasmer::sys::{CpuFeature, Cranelift, EngineBuilder, NativeEngineExt, Target, Triple};
+use wasmer::{Engine, Module};
+use wasmer_wasix::runtime::PluggableRuntime;
+use wasmer_wasix::runtime::task_manager::tokio::TokioTaskManager;
+
+use crate::limits::LimitingTunables;
+use crate::module::WasmerModule;
+
+/// Target triple this crate was built for.
+pub const HOST_TARGET: &str = env!("LUGE_TARGET_TRIPLE");
+/// Wasmer version linked in (pinned in Cargo.toml).
+pub const WASMER_VERSION: &str = "7.3.0";
+
+/// Settings of the Wasmer engine.
+#[derive(Debug, Clone, Default)]
+pub struct WasmerConfig {
+    /// Target to compile for (default: this host, with its CPU features).
+    /// Cross-compiled artifacts assume only the target's baseline features.
+    pub target: Option<String>,
+}
+
+/// What every sandbox of this runtime shares.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    /// WASIX's view of the host: task manager, engine, no network.
+    pub(crate) wasi_runtime: Arc<dyn wasmer_wasix::Runtime + Send + Sync>,
+    /// The tokio runtime WASIX's file and clock futures run on; sandboxes
+    /// enter it on their worker thread.
+    pub(crate) io: IoRuntime,
+    pub(crate) watchdog: Arc<Watchdog>,
+}
+
+/// A tokio runtime that may be dropped anywhere, an async context included
+/// (tokio refuses a plain drop there): it is shut down in the background.
+pub(crate) struct IoRuntime(Option<tokio::runtime::Runtime>);
+
+impl IoRuntime {
+    /// Enters the runtime on this thread until the guard drops.
+    pub(crate) fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
+        self.0.as_ref().map(|rt| rt.enter())
+    }
+
+    /// A handle to the runtime (present until drop).
+    pub(crate) fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.0.as_ref().map(|rt| rt.handle())
+    }
+}
+
+impl Drop for IoRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Wasmer configured for Luge.
+pub struct WasmerRuntime {
+    id: EngineId,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for WasmerRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmerRuntime")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WasmerRuntime {
+    /// Builds the engine, its I/O runtime and its watchdog.
+    pub fn new(config: &WasmerConfig) -> Result<Self, EngineError> {
+        let target_name = config
+            .target
+            .clone()
+            .unwrap_or_else(|| HOST_TARGET.to_owned());
+        let target = if target_name == HOST_TARGET {
+            Target::default()
+        } else {
+            let triple = Triple::from_str(&target_name)
+                .map_err(|e| EngineError::Config(format!("target {target_name}: {e}")))?;
+            Target::new(triple, CpuFeature::set())
+        };
+        let mut engine: Engine = EngineBuilder::new(Cranelift::default())
+            .set_target(Some(target.clone()))
+            .engine()
+            .into();
+        engine.set_tunables(LimitingTunables::for_target(&target));
+
+        // One I/O thread: WASIX only parks timers and file futures on it;
+        // the guest code runs on Luge's workers.
+        let io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("luge-wasmer-io")
+            .enable_all()
+            .build()
+            .map_err(|e| EngineError::Config(format!("I/O runtime: {e}")))?;
+        let tasks = TokioTaskManager::new(io.handle().clone());
+        let mut wasi_runtime = PluggableRuntime::new(Arc::new(tasks));
+        wasi_runtime.set_engine(engine.clone());
+        let watchdog = Watchdog::start("luge-wasmer-watchdog")
+            .map_err(|e| EngineError::Config(format!("watchdog thread: {e}")))?;
+        Ok(Self {
+            id: EngineId {
+                engine: "wasmer".into(),
+                version: WASMER_VERSION.into(),
+                target: target_name,
+            },
+            shared: Arc::new(Shared {
+                engine,
+                wasi_runtime: Arc::new(wasi_runtime),
+                io: IoRuntime(Some(io)),
+                watchdog,
+            }),
+        })
+    }
+}
+
+impl WasmRuntime for WasmerRuntime {
+    fn id(&self) -> &EngineId {
+        &self.id
+    }
+
+    fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
+        let module = Module::new(&self.shared.engine, wasm)
+            .map_err(|e| EngineError::InvalidModule(e.to_string()))?;
+        let serialized = module
+            .serialize()
+            .map_err(|e| EngineError::Unsupported(format!("serializing: {e}")))?;
+        Ok(serialized.to_vec())
+    }
+
+    fn load_artifact(
+        &self,
+        artifact: VerifiedArtifact<'_>,
+    ) -> Result<Arc<dyn LoadedModule>, EngineError> {
+        let payload = artifact.payload();
+        // SAFETY: Wasmer trusts serialized modules. This payload's MAC was
+        // verified under the operator's key by `artifact::open`, so it is a
+        // module this engine version serialized for this target (the header
+        // names both and was checked before this call).
+        let module = unsafe { Module::deserialize(&self.shared.engine, payload) }
+            .map_err(|e| EngineError::BadArtifact(e.to_string()))?;
+        Ok(Arc::new(WasmerModule::new(
+            module,
+            payload.len(),
+            Arc::clone(&self.shared),
+        )))
+    }
+}

@@ -1,0 +1,128 @@
+//! One invocation on Wasmer: a fresh store and WASIX environment, the
+//! entry point under the watchdog, teardown.
+//!
+//! Directory grants are preopened from their [`grants`] mounts. Nothing
+//! else is visible: no host root, no inherited environment, stdio in
+//! memory.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use luge_core::{DirMode, Invocation, Outcome, Termination};
+use wasmer::Store;
+use wasmer_vm::TrapCode;
+use wasmer_wasix::{WasiEnv, WasiError};
+
+use crate::grants;
+use crate::limits::LimitScope;
+use crate::module::WasmerModule;
+use crate::stdio::{Input, Output};
+
+/// Runs `invocation` in a fresh instance of `module`.
+pub(crate) fn run(module: &WasmerModule, invocation: Invocation) -> Outcome {
+    let started = Instant::now();
+    let cap = invocation.action.limits.max_output_bytes;
+    let stdout = Output::new(cap);
+    let stderr = Output::new(cap);
+    let termination =
+        execute(module, invocation, &stdout, &stderr, started).unwrap_or_else(Termination::Failed);
+    Outcome {
+        termination,
+        stdout: stdout.take(),
+        stderr: stderr.take(),
+        elapsed: started.elapsed(),
+    }
+}
+
+fn execute(
+    module: &WasmerModule,
+    invocation: Invocation,
+    stdout: &Output,
+    stderr: &Output,
+    started: Instant,
+) -> Result<Termination, String> {
+    let shared = &module.shared;
+    // WASIX's files and clocks run on the engine's own I/O runtime.
+    let _io = shared.io.enter();
+    let action = &invocation.action;
+    let limits = action.limits;
+
+    let mut builder = WasiEnv::builder(action.name.clone())
+        .args(action.capabilities.args.iter())
+        .envs(
+            action
+                .env
+                .iter()
+                .chain(&invocation.env)
+                .map(|(k, v)| (k.clone(), v.clone())),
+        )
+        .stdin(Box::new(Input::new(invocation.stdin)))
+        .stdout(Box::new(stdout.clone()))
+        .stderr(Box::new(stderr.clone()))
+        .runtime(Arc::clone(&shared.wasi_runtime));
+    for grant in &action.capabilities.dirs {
+        let at = grants::mount_point(&grant.guest);
+        let writable = grant.mode == DirMode::ReadWrite;
+        builder = builder
+            .preopen_build(|p| {
+                p.directory(&at)
+                    .alias(&grant.guest)
+                    .read(true)
+                    .write(writable)
+                    .create(writable)
+            })
+            .map_err(|e| format!("granting {}: {e}", grant.guest))?;
+    }
+    if !action.capabilities.dirs.is_empty() {
+        let io = shared.io.handle().ok_or("the engine is shutting down")?;
+        builder = builder.fs(grants::mount(&action.capabilities.dirs, io)?);
+    }
+
+    let mut store = Store::new(shared.engine.clone());
+    let memory_limit = LimitScope::enter(limits.memory_bytes);
+    let (instance, env) = match builder.instantiate(module.module.clone(), &mut store) {
+        Ok(instantiated) => instantiated,
+        Err(_) if memory_limit.refused() => {
+            return Ok(Termination::OutOfMemory {
+                limit_bytes: limits.memory_bytes,
+            });
+        }
+        Err(e) => return Err(format!("instantiation failed: {e}")),
+    };
+    let entry = instance
+        .exports
+        .get_function(&action.entry)
+        .map_err(|_| format!("the module exports no function {:?}", action.entry))?
+        .clone();
+
+    let interrupter = store.interrupter();
+    let (returned, timed_out) = {
+        let watch = shared.watchdog.watch(
+            started + limits.timeout,
+            Box::new(move || interrupter.interrupt()),
+        );
+        let returned = entry.call(&mut store, &[]);
+        (returned, watch.fired())
+    };
+    env.on_exit(&mut store, None);
+
+    Ok(match returned {
+        Ok(_) => Termination::Exited(0),
+        Err(error) => match error.downcast::<WasiError>() {
+            Ok(WasiError::Exit(code)) => Termination::Exited(code.raw()),
+            Ok(other) => Termination::Trapped(other.to_string()),
+            Err(error) => {
+                let message = error.message();
+                if timed_out || error.clone().to_trap() == Some(TrapCode::HostInterrupt) {
+                    Termination::TimedOut(limits.timeout)
+                } else if memory_limit.refused() {
+                    Termination::OutOfMemory {
+                        limit_bytes: limits.memory_bytes,
+                    }
+                } else {
+                    Termination::Trapped(message)
+                }
+            }
+        },
+    })
+}
