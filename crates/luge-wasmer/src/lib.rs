@@ -154,6 +154,27 @@ impl WasmerRuntime {
     }
 }
 
+/// Import namespaces a module may use: WASI preview 1 (and its older
+/// name), as with the other engines.
+const ALLOWED_IMPORTS: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
+
+/// Refuses modules importing from anything but WASI preview 1. WASIX would
+/// otherwise offer them its extensions (processes, threads, sockets), which
+/// no grant covers.
+fn check_imports(module: &Module) -> Result<(), EngineError> {
+    match module
+        .imports()
+        .find(|i| !ALLOWED_IMPORTS.contains(&i.module()))
+    {
+        Some(import) => Err(EngineError::Unsupported(format!(
+            "the module imports {}::{}; only WASI preview 1 (wasi_snapshot_preview1) is provided",
+            import.module(),
+            import.name()
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl WasmRuntime for WasmerRuntime {
     fn id(&self) -> &EngineId {
         &self.id
@@ -162,6 +183,7 @@ impl WasmRuntime for WasmerRuntime {
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
         let module = Module::new(&self.shared.engine, wasm)
             .map_err(|e| EngineError::InvalidModule(e.to_string()))?;
+        check_imports(&module)?;
         let serialized = module
             .serialize()
             .map_err(|e| EngineError::Unsupported(format!("serializing: {e}")))?;

@@ -41,3 +41,24 @@ fn directory_grants() {
 fn artifacts_name_their_engine_and_invalid_wasm_is_refused() {
     conformance::artifacts_name_their_engine_and_invalid_wasm_is_refused(&registry());
 }
+
+/// WASIX's extensions are not offered: a module importing them is refused
+/// at compile time, naming the import.
+#[test]
+fn imports_beyond_wasi_preview_1_are_refused() {
+    let mut wasm = b"\0asm\x01\0\0\0".to_vec();
+    // Type section: one type, () -> ().
+    wasm.extend_from_slice(&[0x01, 0x04, 0x01, 0x60, 0x00, 0x00]);
+    // Import section: wasix_32v1::fd_pipe, a function of type 0.
+    wasm.extend_from_slice(&[0x02, 0x16, 0x01, 10]);
+    wasm.extend_from_slice(b"wasix_32v1");
+    wasm.push(7);
+    wasm.extend_from_slice(b"fd_pipe");
+    wasm.extend_from_slice(&[0x00, 0x00]);
+    let err = registry()
+        .load(&luge_core::ModuleCode::Wasm(wasm))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("wasix_32v1::fd_pipe"), "{err}");
+}
