@@ -272,3 +272,40 @@ pub fn artifacts_name_their_engine_and_invalid_wasm_is_refused(registry: &Module
         .expect("as the engine contract says");
     assert!(err.to_string().contains("invalid"), "{err}");
 }
+
+/// Declares the conformance suite as `#[test]` functions in the calling
+/// test file: `conformance_tests!(registry(), read_only_supported)`, where
+/// the first argument builds a fresh [`ModuleRegistry`] per test.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($registry:expr, $read_only_supported:expr) => {
+        #[test]
+        fn streams_context_and_entry_points() {
+            $crate::conformance::streams_context_and_entry_points(&$registry);
+        }
+
+        #[test]
+        fn limits_traps_and_exits_are_outcomes_and_the_engine_survives() {
+            $crate::conformance::limits_traps_and_exits_are_outcomes_and_the_engine_survives(
+                &$registry,
+            );
+        }
+
+        #[test]
+        fn concurrent_runs_of_one_module() {
+            $crate::conformance::concurrent_runs_of_one_module(&$registry);
+        }
+
+        #[test]
+        fn directory_grants() {
+            $crate::conformance::directory_grants(&$registry, $read_only_supported);
+        }
+
+        #[test]
+        fn artifacts_name_their_engine_and_invalid_wasm_is_refused() {
+            $crate::conformance::artifacts_name_their_engine_and_invalid_wasm_is_refused(
+                &$registry,
+            );
+        }
+    };
+}

@@ -14,28 +14,5 @@ fn registry() -> ModuleRegistry {
     conformance::registry(Arc::new(WamrRuntime::new(&WamrConfig::default()).unwrap()))
 }
 
-#[test]
-fn streams_context_and_entry_points() {
-    conformance::streams_context_and_entry_points(&registry());
-}
-
-#[test]
-fn limits_traps_and_exits_are_outcomes_and_the_engine_survives() {
-    conformance::limits_traps_and_exits_are_outcomes_and_the_engine_survives(&registry());
-}
-
-#[test]
-fn concurrent_runs_of_one_module() {
-    conformance::concurrent_runs_of_one_module(&registry());
-}
-
-/// WAMR cannot make a preopen read-only, so it refuses such grants.
-#[test]
-fn directory_grants() {
-    conformance::directory_grants(&registry(), false);
-}
-
-#[test]
-fn artifacts_name_their_engine_and_invalid_wasm_is_refused() {
-    conformance::artifacts_name_their_engine_and_invalid_wasm_is_refused(&registry());
-}
+// WAMR cannot make a preopen read-only, so it refuses such grants.
+luge_testkit::conformance_tests!(registry(), false);

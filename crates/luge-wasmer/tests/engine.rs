@@ -16,31 +16,8 @@ fn registry() -> ModuleRegistry {
     ))
 }
 
-#[test]
-fn streams_context_and_entry_points() {
-    conformance::streams_context_and_entry_points(&registry());
-}
-
-#[test]
-fn limits_traps_and_exits_are_outcomes_and_the_engine_survives() {
-    conformance::limits_traps_and_exits_are_outcomes_and_the_engine_survives(&registry());
-}
-
-#[test]
-fn concurrent_runs_of_one_module() {
-    conformance::concurrent_runs_of_one_module(&registry());
-}
-
-/// Wasmer enforces read-only grants.
-#[test]
-fn directory_grants() {
-    conformance::directory_grants(&registry(), true);
-}
-
-#[test]
-fn artifacts_name_their_engine_and_invalid_wasm_is_refused() {
-    conformance::artifacts_name_their_engine_and_invalid_wasm_is_refused(&registry());
-}
+// Wasmer enforces read-only grants.
+luge_testkit::conformance_tests!(registry(), true);
 
 /// WASIX's extensions are not offered: a module importing them is refused
 /// at compile time, naming the import.
