@@ -54,8 +54,8 @@ fn second_initialization_is_refused() {
             body,
             json!({"error": "Cannot initialize the action more than once."})
         );
-        let (out, err) = c.logs(0);
-        assert!((out + &err).contains("Cannot initialize the action more than once."));
+        let message = "Cannot initialize the action more than once.";
+        assert!(c.logs_containing(message).contains(message));
     });
 }
 

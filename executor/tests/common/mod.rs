@@ -312,6 +312,20 @@ pub trait ActionContainer {
     fn run(&self, body: &Value) -> (u16, Value);
     /// The activation logs so far: (stdout, stderr), waiting for `sentinels`.
     fn logs(&self, sentinels: usize) -> (String, String);
+    /// Both log streams together, once they hold `needle` (or after 5 s):
+    /// a line outside an activation has no sentinel to wait for, and the
+    /// process's streams are read by another thread.
+    fn logs_containing(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (out, err) = self.logs(0);
+            let both = out + &err;
+            if both.contains(needle) || Instant::now() > deadline {
+                return both;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// `luge proxy`: the container is the process.
