@@ -1,8 +1,9 @@
 //! The engines side by side, in one run (WOW's Fig. 5 and Table II, and its
 //! CPU-bound comparison with native code):
 //!
-//! - `/init` cost: loading the sealed artifact of the same ~1.1 MB module
-//!   (`big.wasm`), MAC check included, the way /init does;
+//! - compile cost (what an init from plain Wasm, or luge-precompile, pays)
+//!   and `/init` cost: loading the sealed artifact of the same ~1.1 MB
+//!   module (`big.wasm`), MAC check included, the way /init does;
 //! - a CPU-bound function (BLAKE3 `hash`) per engine, against the same Rust
 //!   source compiled for the host and run as a process;
 //! - memory: RSS of a loaded module (what a warm function costs; containers
@@ -35,6 +36,17 @@ fn engines() -> Vec<(&'static str, Arc<dyn WasmRuntime>)> {
             luge_wasmer::WasmerRuntime::new(&luge_wasmer::WasmerConfig::default()).expect("wasmer"),
         ),
     ));
+    #[cfg(feature = "wasmer")]
+    engines.push((
+        "wasmer-singlepass",
+        Arc::new(
+            luge_wasmer::WasmerRuntime::new(&luge_wasmer::WasmerConfig {
+                compiler: luge_wasmer::WasmerCompiler::Singlepass,
+                ..Default::default()
+            })
+            .expect("wasmer singlepass"),
+        ),
+    ));
     #[cfg(feature = "wamr")]
     engines.push((
         "wamr",
@@ -46,6 +58,21 @@ fn engines() -> Vec<(&'static str, Arc<dyn WasmRuntime>)> {
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
+}
+
+/// Median time to compile `big.wasm` into an artifact (validation only for
+/// WAMR, whose artifact is the Wasm).
+fn compile_cost(runtime: &Arc<dyn WasmRuntime>) -> Duration {
+    let big = wasm("big");
+    median(
+        (0..5)
+            .map(|_| {
+                let started = Instant::now();
+                runtime.precompile(&big).expect("precompile");
+                started.elapsed()
+            })
+            .collect(),
+    )
 }
 
 fn init_cost(runtime: &Arc<dyn WasmRuntime>) -> (usize, Duration) {
@@ -172,12 +199,16 @@ fn rss_per_running_sandbox(module: &Arc<dyn LoadedModule>, count: usize) -> f64 
 
 fn main() {
     let engines = engines();
-    println!("| engine | artifact of big.wasm | /init (artifact load, median of 30) |");
-    println!("|---|---|---|");
+    println!(
+        "| engine | compile big.wasm (median of 5) | artifact of big.wasm | /init (artifact load, median of 30) |"
+    );
+    println!("|---|---|---|---|");
     for (name, runtime) in &engines {
+        let compile = compile_cost(runtime);
         let (size, took) = init_cost(runtime);
         println!(
-            "| {name} | {:.2} MB | {:.3} ms |",
+            "| {name} | {:.1} ms | {:.2} MB | {:.3} ms |",
+            compile.as_secs_f64() * 1e3,
             size as f64 / 1e6,
             took.as_secs_f64() * 1e3
         );

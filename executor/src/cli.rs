@@ -53,6 +53,9 @@ pub enum EngineKind {
     Wasmtime,
     /// Wasmer (Cranelift): serialized native modules, runs to completion.
     Wasmer,
+    /// Wasmer compiling with Singlepass: faster compiles from plain Wasm,
+    /// slower code. Loads the same artifacts as `wasmer`.
+    WasmerSinglepass,
     /// WAMR, the small-footprint interpreter.
     Wamr,
 }
@@ -113,8 +116,9 @@ pub struct Common {
     /// Percentile of a function's recent execution times that SRSF expects.
     #[arg(long, default_value_t = 90.0, value_parser = percentile)]
     pub srsf_percentile: f64,
-    /// Wasm engine [default: wasmtime].
-    #[arg(long, value_enum)]
+    /// Wasm engine [default: wasmtime]. Given twice, the last one counts
+    /// (so a wrapper's default can be overridden).
+    #[arg(long, value_enum, overrides_with = "engine")]
     pub engine: Option<EngineKind>,
     /// Root directory for `wasi.dirs` grants; without it, grants are refused.
     #[arg(long)]
@@ -232,6 +236,13 @@ impl Common {
             #[cfg(feature = "wasmer")]
             EngineKind::Wasmer => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
                 &luge_wasmer::WasmerConfig::default(),
+            )?)),
+            #[cfg(feature = "wasmer")]
+            EngineKind::WasmerSinglepass => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
+                &luge_wasmer::WasmerConfig {
+                    compiler: luge_wasmer::WasmerCompiler::Singlepass,
+                    ..Default::default()
+                },
             )?)),
             #[cfg(feature = "wamr")]
             EngineKind::Wamr => Ok(Arc::new(luge_wamr::WamrRuntime::new(

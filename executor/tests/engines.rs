@@ -58,3 +58,42 @@ fn artifacts_for_another_engine_or_version_are_refused_at_init() {
     }
     assert_eq!(luge.get("/healthz").1["modules"], 1);
 }
+
+/// `--engine wasmer-singlepass` compiles a plain-Wasm init with Singlepass
+/// and enforces the time limit on that code (Wasmer's host interrupt) like
+/// on Cranelift's.
+#[cfg(feature = "wasmer")]
+#[test]
+fn wasmer_singlepass_serves_and_limits() {
+    let luge = Luge::start("serve", &["--engine", "wasmer-singlepass"]);
+    let health = luge.get("/healthz").1;
+    assert!(
+        health["engine"].as_str().unwrap().starts_with("wasmer "),
+        "{health}"
+    );
+    assert_eq!(
+        luge.post("/sp/init", &init_body(&wasm("echo"), "main", json!({})))
+            .0,
+        200
+    );
+    assert_eq!(
+        luge.post("/sp/run", &json!({"value": {"k": "v"}})),
+        (200, json!({"k": "v"}))
+    );
+    let annotations = json!({"annotations": {"limits.timeout_ms": 300}});
+    assert_eq!(
+        luge.post("/spin/init", &init_body(&wasm("spin"), "main", annotations))
+            .0,
+        200
+    );
+    let started = std::time::Instant::now();
+    let (status, body) = luge.post("/spin/run", &json!({"value": {}}));
+    assert_eq!(
+        (status, body),
+        (
+            502,
+            json!({"error": "The action exceeded its time limits of 300 milliseconds."})
+        )
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

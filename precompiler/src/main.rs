@@ -20,6 +20,8 @@ use luge_core::{ModuleCode, ModuleRegistry, WasmRuntime};
 enum Engine {
     Wasmtime,
     Wasmer,
+    /// Wasmer's artifact, compiled by Singlepass (quicker, slower code).
+    WasmerSinglepass,
     Wamr,
 }
 
@@ -62,9 +64,14 @@ fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
             Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
         }
         #[cfg(feature = "wasmer")]
-        Engine::Wasmer => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
+        Engine::Wasmer | Engine::WasmerSinglepass => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
             &luge_wasmer::WasmerConfig {
                 target: cli.target.clone(),
+                compiler: if matches!(cli.engine, Engine::WasmerSinglepass) {
+                    luge_wasmer::WasmerCompiler::Singlepass
+                } else {
+                    luge_wasmer::WasmerCompiler::Cranelift
+                },
             },
         )?)),
         #[cfg(feature = "wamr")]

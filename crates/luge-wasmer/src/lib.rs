@@ -1,10 +1,11 @@
 //! Luge's [`WasmRuntime`] on Wasmer.
 //!
-//! This crate narrows Wasmer (the `sys` backend with Cranelift) and its WASI
-//! implementation, WASIX, to what Luge needs:
+//! This crate narrows Wasmer (the `sys` backend with Cranelift, or
+//! Singlepass as an option) and its WASI implementation, WASIX, to what Luge
+//! needs:
 //!
-//! - **Native code ahead of time.** `precompile` compiles with Cranelift
-//!   and serializes the module; `load_artifact` deserializes it without
+//! - **Native code ahead of time.** `precompile` compiles with the chosen
+//!   compiler ([`WasmerCompiler`]) and serializes the module; `load_artifact` deserializes it without
 //!   compiling (only ever an artifact whose MAC verified, as Wasmer's
 //!   deserialization trusts its input). The artifact header names `wasmer`
 //!   and Wasmer's version, so another engine's artifact is refused.
@@ -35,7 +36,9 @@ use std::sync::Arc;
 
 use luge_core::watchdog::Watchdog;
 use luge_core::{EngineError, EngineId, LoadedModule, VerifiedArtifact, WasmRuntime};
-use wasmer::sys::{CpuFeature, Cranelift, EngineBuilder, NativeEngineExt, Target, Triple};
+use wasmer::sys::{
+    CpuFeature, Cranelift, EngineBuilder, NativeEngineExt, Singlepass, Target, Triple,
+};
 use wasmer::{Engine, Module};
 use wasmer_wasix::runtime::PluggableRuntime;
 use wasmer_wasix::runtime::task_manager::tokio::TokioTaskManager;
@@ -48,12 +51,32 @@ pub const HOST_TARGET: &str = env!("LUGE_TARGET_TRIPLE");
 /// Wasmer version linked in (pinned in Cargo.toml).
 pub const WASMER_VERSION: &str = "7.3.0";
 
+/// Which of Wasmer's compilers turns Wasm into native code.
+///
+/// Both produce the same kind of serialized module, so an artifact loads
+/// whichever compiler the loading executor was started with; the choice
+/// only matters where modules are compiled (precompile, or an init from
+/// plain Wasm).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WasmerCompiler {
+    /// Cranelift (the default): optimized code, compile time grows with
+    /// the module.
+    #[default]
+    Cranelift,
+    /// Singlepass: compiles in one linear pass, faster than Cranelift,
+    /// into slower code (docs/BENCHMARKS.md measures both). For cold starts
+    /// from plain Wasm of short-lived functions.
+    Singlepass,
+}
+
 /// Settings of the Wasmer engine.
 #[derive(Debug, Clone, Default)]
 pub struct WasmerConfig {
     /// Target to compile for (default: this host, with its CPU features).
     /// Cross-compiled artifacts assume only the target's baseline features.
     pub target: Option<String>,
+    /// Compiler for modules compiled by this runtime (default: Cranelift).
+    pub compiler: WasmerCompiler,
 }
 
 /// What every sandbox of this runtime shares.
@@ -119,10 +142,11 @@ impl WasmerRuntime {
                 .map_err(|e| EngineError::Config(format!("target {target_name}: {e}")))?;
             Target::new(triple, CpuFeature::set())
         };
-        let mut engine: Engine = EngineBuilder::new(Cranelift::default())
-            .set_target(Some(target.clone()))
-            .engine()
-            .into();
+        let builder = match config.compiler {
+            WasmerCompiler::Cranelift => EngineBuilder::new(Cranelift::default()),
+            WasmerCompiler::Singlepass => EngineBuilder::new(Singlepass::default()),
+        };
+        let mut engine: Engine = builder.set_target(Some(target.clone())).engine().into();
         engine.set_tunables(LimitingTunables::for_target(&target));
 
         // One I/O thread: WASIX only parks timers and file futures on it;

@@ -19,6 +19,46 @@ fn registry() -> ModuleRegistry {
 // Wasmer enforces read-only grants.
 luge_testkit::conformance_tests!(registry(), true);
 
+/// The same suite with Singlepass compiling: limits (the host interrupt
+/// included), grants and artifacts do not depend on the compiler.
+mod singlepass {
+    use super::*;
+    use luge_wasmer::WasmerCompiler;
+
+    fn registry() -> ModuleRegistry {
+        conformance::registry(Arc::new(
+            WasmerRuntime::new(&WasmerConfig {
+                compiler: WasmerCompiler::Singlepass,
+                ..WasmerConfig::default()
+            })
+            .unwrap(),
+        ))
+    }
+
+    luge_testkit::conformance_tests!(registry(), true);
+
+    /// An artifact compiled by Singlepass loads in a Cranelift runtime of
+    /// the same version (the artifact header names the engine, not the
+    /// compiler), and runs there.
+    #[test]
+    fn singlepass_artifacts_load_under_cranelift() {
+        let wasm = luge_testkit::example_wasm("echo");
+        let artifact = registry().compile_sealed(&wasm).unwrap();
+        let module = super::registry()
+            .load(&luge_core::ModuleCode::Artifact(artifact))
+            .unwrap();
+        let outcome = module.run(luge_core::Invocation::new(
+            Arc::new(luge_core::Action::command("echo")),
+            br#"{"x":1}"#.to_vec(),
+        ));
+        assert_eq!(outcome.termination, luge_core::Termination::Exited(0));
+        assert_eq!(
+            luge_testkit::last_json(&outcome.stdout),
+            serde_json::json!({"x": 1})
+        );
+    }
+}
+
 /// WASIX's extensions are not offered: a module importing them is refused
 /// at compile time, naming the import.
 #[test]
