@@ -49,6 +49,10 @@ struct Cli {
     /// Seconds of load per point where an experiment drives load.
     #[arg(long, default_value_t = 4)]
     seconds: u64,
+    /// Rounds per point of the cold-start experiment (each round starts
+    /// `n` fresh containers at once).
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
 }
 
 /// One experiment's results, written as CSV, a markdown table and a plot.
@@ -81,7 +85,7 @@ fn main() -> anyhow::Result<()> {
     };
     for experiment in experiments {
         let report = match experiment {
-            Experiment::ColdStart => cold_start(),
+            Experiment::ColdStart => cold_start(cli.rounds.max(1)),
             Experiment::AzureMix => azure_mix(window),
             Experiment::Churn => churn(window),
             Experiment::Memory => memory(),
@@ -139,75 +143,99 @@ fn spawn_native(binary: &Path, stdin: &[u8]) -> Duration {
     started.elapsed()
 }
 
-fn cold_start() -> anyhow::Result<Report> {
+/// `n` containers started at once on `server`, each from its own code
+/// (`init_code(i)`), then run once; the time of each from its /init to the
+/// end of its first /run.
+fn concurrent_cold_starts(server: &Server, tag: &str, codes: &[Vec<u8>]) -> Vec<Duration> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, code)| {
+                s.spawn(move || {
+                    let id = format!("{tag}-{i}");
+                    let started = Instant::now();
+                    assert_eq!(server.post(&format!("/{id}/init"), &init_body(code)).0, 200);
+                    assert_eq!(
+                        server.post(&format!("/{id}/run"), &json!({"value": {}})).0,
+                        200
+                    );
+                    let took = started.elapsed();
+                    let _ = server.post(&format!("/{id}/destroy"), &json!({}));
+                    took
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
+    })
+}
+
+fn cold_start(rounds: usize) -> anyhow::Result<Report> {
     let server = Server::start();
     let registry = ModuleRegistry::new(luge_benches::runtime(), key(), None);
     let native = luge_testkit::native_example("c-hello");
     let base = wasm("c-hello");
     let mut rows = Vec::new();
-    let (mut luge_series, mut native_series) = (Vec::new(), Vec::new());
+    let (mut artifact_series, mut wasm_series, mut native_series) =
+        (Vec::new(), Vec::new(), Vec::new());
     let mut next_variant = 0;
-    for n in [1usize, 2, 4, 8, 16] {
-        // Artifacts made ahead, as at upload: the cold start is the init.
-        let artifacts: Vec<Vec<u8>> = (0..n)
+    let mut fresh = |n: usize| -> Vec<Vec<u8>> {
+        (0..n)
             .map(|_| {
                 next_variant += 1;
-                registry
-                    .compile_sealed(&variant(&base, next_variant))
-                    .expect("precompile")
+                variant(&base, next_variant)
             })
-            .collect();
-        let luge: Vec<Duration> = std::thread::scope(|s| {
-            let handles: Vec<_> = artifacts
+            .collect()
+    };
+    for n in [1usize, 2, 4, 8, 16] {
+        let (mut from_artifact, mut from_wasm, mut natives) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // Artifacts made ahead, as at upload: the cold start is the
+            // init. Every container has its own content hash, so nothing is
+            // shared or cached between them.
+            let artifacts = fresh(n)
                 .iter()
-                .enumerate()
-                .map(|(i, artifact)| {
-                    let server = &server;
-                    s.spawn(move || {
-                        let id = format!("cold{n}-{i}");
-                        let started = Instant::now();
-                        assert_eq!(
-                            server.post(&format!("/{id}/init"), &init_body(artifact)).0,
-                            200
-                        );
-                        assert_eq!(
-                            server.post(&format!("/{id}/run"), &json!({"value": {}})).0,
-                            200
-                        );
-                        let took = started.elapsed();
-                        let _ = server.post(&format!("/{id}/destroy"), &json!({}));
-                        took
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("client"))
-                .collect()
-        });
-        let natives: Vec<Duration> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..n)
-                .map(|_| s.spawn(|| spawn_native(&native, b"{}")))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("spawn"))
-                .collect()
-        });
-        let (lm, lx, nm, nx) = (
-            mean_ms(&luge),
-            percentile_ms(&luge, 100.0),
+                .map(|w| registry.compile_sealed(w))
+                .collect::<Result<Vec<_>, _>>()?;
+            from_artifact.extend(concurrent_cold_starts(
+                &server,
+                &format!("a{n}-{round}"),
+                &artifacts,
+            ));
+            from_wasm.extend(concurrent_cold_starts(
+                &server,
+                &format!("w{n}-{round}"),
+                &fresh(n),
+            ));
+            natives.extend(std::thread::scope(|s| {
+                let handles: Vec<_> = (0..n)
+                    .map(|_| s.spawn(|| spawn_native(&native, b"{}")))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("spawn"))
+                    .collect::<Vec<_>>()
+            }));
+        }
+        let (am, wm, nm) = (
+            mean_ms(&from_artifact),
+            mean_ms(&from_wasm),
             mean_ms(&natives),
-            percentile_ms(&natives, 100.0),
         );
-        luge_series.push((n as f64, lm));
+        artifact_series.push((n as f64, am));
+        wasm_series.push((n as f64, wm));
         native_series.push((n as f64, nm));
         rows.push(vec![
             n.to_string(),
-            format!("{lm:.2}"),
-            format!("{lx:.2}"),
+            format!("{am:.2}"),
+            format!("{:.2}", percentile_ms(&from_artifact, 99.0)),
+            format!("{wm:.2}"),
+            format!("{:.2}", percentile_ms(&from_wasm, 99.0)),
             format!("{nm:.2}"),
-            format!("{nx:.2}"),
+            format!("{:.2}", percentile_ms(&natives, 99.0)),
         ]);
     }
     Ok(Report {
@@ -215,19 +243,33 @@ fn cold_start() -> anyhow::Result<Report> {
         title: "Cold start vs concurrent cold starts (WOW Fig. 4/5)".into(),
         columns: vec![
             "concurrent cold starts",
-            "luge mean ms",
-            "luge max ms",
+            "luge artifact mean ms",
+            "luge artifact p99 ms",
+            "luge .wasm mean ms",
+            "luge .wasm p99 ms",
             "native spawn mean ms",
-            "native spawn max ms",
+            "native spawn p99 ms",
         ],
         rows,
         x_desc: "concurrent cold starts",
         y_desc: "mean latency, ms",
         series: vec![
-            ("luge: /init (artifact) + first /run over HTTP".into(), luge_series),
-            ("native: spawn + run of the same C source".into(), native_series),
+            (
+                "luge: /init of an artifact + first /run over HTTP".into(),
+                artifact_series,
+            ),
+            (
+                "luge: /init of plain .wasm (compiles) + first /run".into(),
+                wasm_series,
+            ),
+            (
+                "native: spawn + run of the same C source".into(),
+                native_series,
+            ),
         ],
-        notes: "C `hello` (actions/c/hello.c). Luge: each container gets its own artifact (a distinct content hash, so nothing is shared or cached), then `/init` and the first `/run` over HTTP on 127.0.0.1, all containers at once. Native: the same source built with `cc -O2`, spawned once per cold start with the JSON on stdin, all at once; no HTTP. A Docker container start, the cold start WOW compares with, is not available on this machine.".into(),
+        notes: format!(
+            "C `hello` (actions/c/hello.c), {rounds} rounds per point. Luge: each container gets its own code (a distinct content hash, so nothing is shared or cached), then `/init` and the first `/run` over HTTP on 127.0.0.1, all containers of a round at once; either a sealed artifact made ahead (as `luge-precompile` or an upload makes it) or the plain .wasm, compiled at /init. Native: the same source built with `cc -O2`, spawned once per cold start with the JSON on stdin, all at once; no HTTP. A Docker container start, the cold start WOW compares with, is not available on this machine."
+        ),
     })
 }
 
@@ -446,6 +488,26 @@ fn memory() -> anyhow::Result<Report> {
         assert_eq!(server.post(&format!("/warm{i}/init"), &init).0, 200);
     }
     let per_container = rss_bytes().saturating_sub(before) as f64 / containers as f64;
+
+    // Containers that each bring their own module (a distinct content hash
+    // of the same code, sealed ahead): what WOW's per-container figure
+    // counts, the module's code and data included.
+    let distinct = 50;
+    let registry = ModuleRegistry::new(luge_benches::runtime(), key(), None);
+    let sleep = wasm("sleep");
+    let artifacts = (0..distinct)
+        .map(|i| registry.compile_sealed(&variant(&sleep, 1_000 + i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let before_distinct = rss_bytes();
+    for (i, artifact) in artifacts.iter().enumerate() {
+        assert_eq!(
+            server
+                .post(&format!("/own{i}/init"), &init_body(artifact))
+                .0,
+            200
+        );
+    }
+    let per_module_container = rss_bytes().saturating_sub(before_distinct) as f64 / distinct as f64;
     let running = 64;
     let idle = rss_bytes();
     let peak = std::thread::scope(|s| {
@@ -464,6 +526,11 @@ fn memory() -> anyhow::Result<Report> {
     let per_sandbox = peak.saturating_sub(idle) as f64 / running as f64;
     let gib = (1u64 << 30) as f64;
     let rows = vec![
+        vec![
+            "warm container with its own module (distinct artifact)".into(),
+            format!("{:.1}", per_module_container / 1024.0),
+            format!("{:.0}", gib / per_module_container.max(1.0)),
+        ],
         vec![
             "warm container (init of an already loaded module)".into(),
             format!("{:.1}", per_container / 1024.0),
@@ -484,7 +551,7 @@ fn memory() -> anyhow::Result<Report> {
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`sleep.wasm` (Rust) on one in-process `luge serve`; RSS of the process from /proc/self/statm. {containers} extra containers of the loaded module, then {running} of them each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container."
+            "`sleep.wasm` (Rust) on one in-process `luge serve`; RSS of the process from /proc/self/statm. {containers} extra containers of the loaded module; {distinct} containers each initialized from its own sealed artifact of the same code (a distinct content hash); then {running} of the first kind each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container."
         ),
     })
 }
@@ -518,13 +585,12 @@ fn machine() -> String {
 fn write(out: &Path, report: &Report) -> anyhow::Result<PathBuf> {
     let dir = out.join(report.name);
     std::fs::create_dir_all(&dir)?;
-    let mut csv = report.columns.join(",");
-    csv.push('\n');
+    let mut csv = csv::Writer::from_path(dir.join("data.csv"))?;
+    csv.write_record(&report.columns)?;
     for row in &report.rows {
-        csv.push_str(&row.join(","));
-        csv.push('\n');
+        csv.write_record(row)?;
     }
-    std::fs::write(dir.join("data.csv"), csv)?;
+    csv.flush()?;
     let mut md = format!("## {}\n\n{}\n\n", report.title, report.notes);
     let _ = writeln!(md, "| {} |", report.columns.join(" | "));
     let _ = writeln!(md, "|{}", "---|".repeat(report.columns.len()));

@@ -1,0 +1,90 @@
+//! `luge-bench all`, shortened (one round, one-second windows), end to end:
+//! every experiment starts Luge on 127.0.0.1, drives it, and writes its
+//! CSV, markdown table, machine description and (where it has series) SVG
+//! plot, with plausible numbers in them.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::path::Path;
+use std::process::Command;
+
+/// The rows of `data.csv` after the header, split into fields.
+fn rows(dir: &Path) -> Vec<Vec<String>> {
+    csv::Reader::from_path(dir.join("data.csv"))
+        .unwrap()
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_owned).collect())
+        .collect()
+}
+
+fn number(field: &str) -> f64 {
+    field
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {field}"))
+}
+
+#[test]
+fn every_experiment_writes_its_results() {
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
+        .args(["all", "--seconds", "1", "--rounds", "1", "--out"])
+        .arg(out.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    for (experiment, plotted) in [
+        ("cold-start", true),
+        ("azure-mix", true),
+        ("churn", true),
+        ("memory", false),
+    ] {
+        let dir = out.path().join(experiment);
+        let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
+        assert!(table.starts_with("## "), "{experiment}: {table}");
+        let machine = std::fs::read_to_string(dir.join("machine.md")).unwrap();
+        assert!(machine.contains("logical cores"), "{machine}");
+        let svg = dir.join("plot.svg");
+        assert_eq!(svg.exists(), plotted, "{experiment}");
+        if plotted {
+            let svg = std::fs::read_to_string(svg).unwrap();
+            assert!(
+                svg.contains("<svg") && svg.contains("<polyline"),
+                "{experiment}"
+            );
+        }
+    }
+
+    // One row per concurrency level; every latency is a positive number.
+    let cold = rows(&out.path().join("cold-start"));
+    assert_eq!(
+        cold.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        ["1", "2", "4", "8", "16"]
+    );
+    for row in &cold {
+        assert!(row[1..].iter().all(|f| number(f) > 0.0), "{row:?}");
+    }
+
+    // Every request of the mix answered: the hot and the tail counts add up.
+    let mix = rows(&out.path().join("azure-mix"));
+    assert_eq!(mix.len(), 3);
+    assert_eq!(
+        number(&mix[0][1]),
+        number(&mix[1][1]) + number(&mix[2][1]),
+        "{mix:?}"
+    );
+    assert!(number(&mix[0][1]) > 50.0, "{mix:?}");
+
+    // Five offered rates and the native row; no sandbox failed.
+    let churn = rows(&out.path().join("churn"));
+    assert_eq!(churn.len(), 6);
+    assert!(churn.iter().all(|r| r[4] == "0"), "{churn:?}");
+    assert!(number(&churn[0][1]) > 500.0, "{churn:?}");
+
+    // Containers cost something, and a container with its own module more
+    // than one sharing a loaded module.
+    let memory = rows(&out.path().join("memory"));
+    assert_eq!(memory.len(), 3);
+    let kib = |r: usize| number(&memory[r][1]);
+    assert!(kib(0) > kib(1) && kib(0) > 0.0, "{memory:?}");
+}
