@@ -571,14 +571,12 @@ fn machine() -> String {
         .unwrap_or("")
         .to_owned();
     format!(
-        "- CPU: {cpu}, {} logical cores\n- {mem}\n- kernel {}- arch {}\n- engine: {}\n- measured: {} s since the Unix epoch\n",
+        "- CPU: {cpu}, {} logical cores\n- {mem}\n- kernel {}- arch {}\n- engine: {}\n- measured: {}\n",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         read("/proc/sys/kernel/osrelease"),
         std::env::consts::ARCH,
         luge_benches::runtime().id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        httpdate::fmt_http_date(std::time::SystemTime::now()),
     )
 }
 
