@@ -27,6 +27,7 @@ printf 'POST /ping            -> '; curl -s -XPOST "http://$addr/ping"
 printf 'POST /echo "hi there" -> '; curl -s -XPOST "http://$addr/echo" --data-binary 'hi there'; echo
 printf 'GET  /echo?a=1&b=2    -> '; curl -s "http://$addr/echo?a=1&b=2"; echo
 printf 'POST /fib {"n":25}    -> '; curl -s -XPOST "http://$addr/fib" -d '{"n":25}'
+printf 'POST /echo-stamp-stamp "hi" (a chain) -> '; curl -s -XPOST "http://$addr/echo-stamp-stamp" --data-binary 'hi'; echo
 
 echo "== upload API"
 printf 'PUT  /v1/functions/hello -> '

@@ -140,6 +140,11 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                     .map_err(|(path, e)| {
                         anyhow::anyhow!("{}: route {path:?}: {e}", config.file.display())
                     })?;
+                function_host
+                    .add_chains(&config.chains)
+                    .map_err(|(path, e)| {
+                        anyhow::anyhow!("{}: chain {path:?}: {e}", config.file.display())
+                    })?;
             }
             let restored = function_host.restore()?;
             if let Some(dir) = &store_dir {
@@ -368,10 +373,13 @@ impl App {
             };
         }
         // A function route (config or upload) wins over the container API.
-        if let Mode::Serve { host, .. } = &self.mode
-            && let Some(function) = host.route(&path)
-        {
-            return self.invoke_function(function, input(body)).await;
+        if let Mode::Serve { host, .. } = &self.mode {
+            if let Some(function) = host.route(&path) {
+                return self.invoke_function(function, input(body)).await;
+            }
+            if let Some(chain) = host.chain(&path) {
+                return self.invoke_chain(chain, input(body)).await;
+            }
         }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice(), &self.mode) {
@@ -425,11 +433,12 @@ impl App {
     }
 
     fn health(&self) -> Response {
-        let (containers, routes, functions) = match &self.mode {
-            Mode::Proxy(container) => (usize::from(container.is_ready()), 0, 0),
+        let (containers, routes, chains, functions) = match &self.mode {
+            Mode::Proxy(container) => (usize::from(container.is_ready()), 0, 0, 0),
             Mode::Serve { containers, host } => (
                 containers.len(),
                 host.route_count(),
+                host.chain_count(),
                 host.list_uploaded().len(),
             ),
         };
@@ -446,6 +455,7 @@ impl App {
                 "engine": registry.runtime().id().to_string(),
                 "containers": containers,
                 "routes": routes,
+                "chains": chains,
                 "uploaded_functions": functions,
                 "tenants": tenants,
                 "modules": registry.live_modules(),
@@ -495,11 +505,30 @@ impl App {
         arrived: Instant,
         deadline: Instant,
     ) -> Result<Outcome, Response> {
+        let _admitted = self.admit(&invocation.action.name)?;
+        Ok(self
+            .execute_admitted(module, invocation, arrived, deadline)
+            .await)
+    }
+
+    /// A place under the admission bound, or the 503 to answer with.
+    pub(crate) fn admit(&self, function: &str) -> Result<dispatch::Admitted<'_>, Response> {
+        self.admission.try_admit().ok_or_else(|| {
+            self.metrics.observe_overload(function);
+            standalone::overloaded(self.admission.limit())
+        })
+    }
+
+    /// [`App::execute`] for a caller already holding an admission place
+    /// (a chain holds one for all its stages).
+    pub(crate) async fn execute_admitted(
+        &self,
+        module: Arc<dyn LoadedModule>,
+        invocation: Invocation,
+        arrived: Instant,
+        deadline: Instant,
+    ) -> Outcome {
         let action = Arc::clone(&invocation.action);
-        let Some(_admitted) = self.admission.try_admit() else {
-            self.metrics.observe_overload(&action.name);
-            return Err(standalone::overloaded(self.admission.limit()));
-        };
         let settings = &self.settings;
         let dispatched = dispatch::invoke(
             &settings.scheduler,
@@ -523,7 +552,7 @@ impl App {
             elapsed_us = arrived.elapsed().as_micros() as u64,
             "invocation"
         );
-        Ok(outcome)
+        outcome
     }
 }
 

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, StatusCode};
 use luge_core::{Invocation, Termination};
-use luge_host::{Function, FunctionHost, FunctionSpec, HostError, Origin};
+use luge_host::{Chain, Function, FunctionHost, FunctionSpec, HostError, Origin};
 
 use crate::dispatch;
 use crate::http::{self, Response};
@@ -18,6 +18,10 @@ use crate::routes::App;
 
 /// Header with a per-request deadline in ms, capped by the route's own.
 pub const DEADLINE_HEADER: &str = "x-luge-deadline-ms";
+
+/// Header of a failed chain's response: the number (from 1) of the stage
+/// that failed.
+pub const CHAIN_STAGE_HEADER: &str = "x-luge-chain-stage";
 
 /// The operator token, kept only as a hash: comparing `blake3::Hash`es is
 /// constant-time, so a wrong token's timing says nothing about the right one.
@@ -70,42 +74,19 @@ impl App {
         input: HttpInput,
     ) -> Response {
         let arrived = Instant::now();
-        let stdin = match input.method {
-            Method::POST => input.body.to_vec(),
-            Method::GET => input.query.clone().unwrap_or_default().into_bytes(),
-            _ => {
-                return http::json_error(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "Functions are invoked with POST (body as input) or GET (query as input).",
-                );
-            }
-        };
         let action = &function.action;
-        let mut relative = action
+        let relative = action
             .sched
             .relative_deadline
             .unwrap_or(action.limits.timeout);
-        if let Some(value) = input.headers.get(DEADLINE_HEADER) {
-            match value
-                .to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-            {
-                Some(ms) => relative = relative.min(Duration::from_millis(ms)),
-                None => {
-                    return http::json_error(
-                        StatusCode::BAD_REQUEST,
-                        "X-Luge-Deadline-Ms must be a whole number of milliseconds.",
-                    );
-                }
-            }
-        }
-        let mut invocation = Invocation::new(Arc::clone(action), stdin);
-        invocation.env = vec![
-            ("REQUEST_METHOD".to_owned(), input.method.to_string()),
-            ("QUERY_STRING".to_owned(), input.query.unwrap_or_default()),
-            ("LUGE_REQUEST_ID".to_owned(), input.request_id.to_string()),
-        ];
+        let (stdin, relative) = match request_input(&input, relative) {
+            Ok(prepared) => prepared,
+            Err(response) => return response,
+        };
+        let invocation = Invocation {
+            env: request_env(&input, None),
+            ..Invocation::new(Arc::clone(action), stdin)
+        };
         let module = Arc::clone(&function.module);
         let outcome = match self
             .execute(module, invocation, arrived, arrived + relative)
@@ -115,24 +96,64 @@ impl App {
             Err(overloaded) => return overloaded,
         };
         log_stderr(&function.name, &outcome.stderr);
-        let status = match &outcome.termination {
-            Termination::Exited(0) => {
-                let mut response =
-                    hyper::Response::new(http_body_util::Full::new(Bytes::from(outcome.stdout)));
-                let content_type = HeaderValue::from_str(function.content_type())
-                    .unwrap_or(HeaderValue::from_static("application/octet-stream"));
-                response
-                    .headers_mut()
-                    .insert(header::CONTENT_TYPE, content_type);
-                return response;
-            }
-            Termination::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
-            Termination::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
+        if outcome.termination == Termination::Exited(0) {
+            return success(outcome.stdout, function.content_type());
+        }
         let message = failure_message(&outcome.termination);
         tracing::warn!(function = %function.name, %message, "invocation failed");
-        http::json_error(status, &message)
+        http::json_error(failure_status(&outcome.termination), &message)
+    }
+
+    /// Runs `chain`'s stages in turn, each one's stdout the next one's
+    /// stdin, all under the chain's deadline and one admission place, and
+    /// answers with the last stdout. The first stage that fails ends the
+    /// chain; the answer names it (and `X-Luge-Chain-Stage` numbers it).
+    pub(crate) async fn invoke_chain(&self, chain: Arc<Chain>, input: HttpInput) -> Response {
+        let arrived = Instant::now();
+        let (mut data, relative) = match request_input(&input, chain.relative_deadline) {
+            Ok(prepared) => prepared,
+            Err(response) => return response,
+        };
+        // One place for the whole chain: a chain admitted is not refused
+        // halfway through.
+        let _admitted = match self.admit(&chain.path) {
+            Ok(admitted) => admitted,
+            Err(overloaded) => return overloaded,
+        };
+        let deadline = arrived + relative;
+        for (index, function) in chain.stages.iter().enumerate() {
+            let stage = index + 1;
+            let invocation = Invocation {
+                env: request_env(&input, Some(stage)),
+                ..Invocation::new(Arc::clone(&function.action), data)
+            };
+            let outcome = self
+                .execute_admitted(
+                    Arc::clone(&function.module),
+                    invocation,
+                    Instant::now(),
+                    deadline,
+                )
+                .await;
+            log_stderr(&function.name, &outcome.stderr);
+            if outcome.termination != Termination::Exited(0) {
+                let message = format!(
+                    "Stage {stage} of {} ({}): {}",
+                    chain.stages.len(),
+                    function.routes.first().map_or("?", String::as_str),
+                    failure_message(&outcome.termination)
+                );
+                tracing::warn!(chain = %chain.path, %message, "chain failed");
+                let mut response =
+                    http::json_error(failure_status(&outcome.termination), &message);
+                response
+                    .headers_mut()
+                    .insert(CHAIN_STAGE_HEADER, HeaderValue::from(stage));
+                return response;
+            }
+            data = outcome.stdout;
+        }
+        success(data, chain.content_type())
     }
 
     /// `/v1/functions[/{name}]`.
@@ -264,6 +285,7 @@ fn host_error(error: &HostError) -> Response {
         | HostError::Spec(_)
         | HostError::Load(_)
         | HostError::NotACommand
+        | HostError::UnknownStage { .. }
         | HostError::ModuleInMetadata => StatusCode::BAD_REQUEST,
     };
     http::json_error(status, &error.to_string())
@@ -279,6 +301,73 @@ pub fn overloaded(limit: usize) -> Response {
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
+}
+
+/// The input of an invocation (a POST's body, a GET's query string) and its
+/// relative deadline: `relative`, tightened by `X-Luge-Deadline-Ms`.
+fn request_input(input: &HttpInput, relative: Duration) -> Result<(Vec<u8>, Duration), Response> {
+    let stdin = match input.method {
+        Method::POST => input.body.to_vec(),
+        Method::GET => input.query.clone().unwrap_or_default().into_bytes(),
+        _ => {
+            return Err(http::json_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Functions are invoked with POST (body as input) or GET (query as input).",
+            ));
+        }
+    };
+    let Some(value) = input.headers.get(DEADLINE_HEADER) else {
+        return Ok((stdin, relative));
+    };
+    match value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        Some(ms) => Ok((stdin, relative.min(Duration::from_millis(ms)))),
+        None => Err(http::json_error(
+            StatusCode::BAD_REQUEST,
+            "X-Luge-Deadline-Ms must be a whole number of milliseconds.",
+        )),
+    }
+}
+
+/// The CGI-like environment of an invocation; a chain's stages also learn
+/// their number (from 1) in `LUGE_CHAIN_STAGE`.
+fn request_env(input: &HttpInput, chain_stage: Option<usize>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("REQUEST_METHOD".to_owned(), input.method.to_string()),
+        (
+            "QUERY_STRING".to_owned(),
+            input.query.clone().unwrap_or_default(),
+        ),
+        ("LUGE_REQUEST_ID".to_owned(), input.request_id.to_string()),
+    ];
+    if let Some(stage) = chain_stage {
+        env.push(("LUGE_CHAIN_STAGE".to_owned(), stage.to_string()));
+    }
+    env
+}
+
+/// 200 with `body` as `content_type`.
+fn success(body: Vec<u8>, content_type: &str) -> Response {
+    let mut response = hyper::Response::new(http_body_util::Full::new(Bytes::from(body)));
+    let content_type = HeaderValue::from_str(content_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
+    response
+}
+
+/// The status of a failed run: 504 past its time limit, 503 when it could
+/// not start, 500 for what the function did (trap, exit, limits).
+fn failure_status(termination: &Termination) -> StatusCode {
+    match termination {
+        Termination::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
+        Termination::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 /// What a client of a standalone route is told about a failed run.

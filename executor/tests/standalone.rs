@@ -148,6 +148,154 @@ fn config_routes_serve_rust_and_c_functions_binary_safe() {
 }
 
 #[test]
+fn chains_pipe_each_stdout_to_the_next_stdin_and_name_the_failing_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["c-append", "cat", "env", "fail", "spin"] {
+        write_module(dir.path(), name);
+    }
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        r#"
+        [[routes]]
+        path = "/a"
+        module = "c-append.wasm"
+        args = ["a"]
+
+        [[routes]]
+        path = "/b"
+        module = "c-append.wasm"
+        args = ["b"]
+        content_type = "text/x-b"
+
+        [[routes]]
+        path = "/cat"
+        module = "cat.wasm"
+
+        [[routes]]
+        path = "/env"
+        module = "env.wasm"
+        content_type = "application/json"
+
+        [[routes]]
+        path = "/fail"
+        module = "fail.wasm"
+
+        [[routes]]
+        path = "/spin"
+        module = "spin.wasm"
+        limits = { timeout_ms = 300 }
+
+        [[chains]]
+        path = "/aba"
+        stages = ["/a", "/b", "/a"]
+
+        [[chains]]
+        path = "/ab"
+        stages = ["/cat", "/a", "/b"]
+        relative_deadline_us = 2000000
+
+        [[chains]]
+        path = "/staged"
+        stages = ["/cat", "/env"]
+
+        [[chains]]
+        path = "/broken"
+        stages = ["/cat", "/fail", "/a"]
+
+        [[chains]]
+        path = "/slow"
+        stages = ["/cat", "/spin"]
+        "#,
+    )
+    .unwrap();
+    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    assert_eq!(luge.get("/healthz").1["chains"], 5);
+
+    // Stages run in order, each on the previous one's output; the last
+    // stage's content type is the chain's.
+    let reply = luge.send("POST", "/aba", &[], b"x");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"xaba".as_slice())
+    );
+    assert_eq!(reply.header("content-type"), "text/plain");
+    // A GET's query string is the first stage's input.
+    let reply = luge.send("GET", "/ab?q=1", &[], b"");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"q=1ab".as_slice())
+    );
+    assert_eq!(reply.header("content-type"), "text/x-b");
+    // Binary-safe from end to end, through Rust and C stages.
+    let body = binary_body();
+    let reply = luge.send("POST", "/ab", &[], &body);
+    let mut expected = body.clone();
+    expected.extend_from_slice(b"ab");
+    assert_eq!(reply.status, 200);
+    assert!(reply.body == expected, "byte for byte");
+
+    // Each stage learns its number.
+    let reply = luge.send("POST", "/staged", &[], b"{}");
+    assert_eq!(reply.status, 200);
+    let env = &reply.json()["env"];
+    assert_eq!(env["LUGE_CHAIN_STAGE"], "2", "{env}");
+    assert_eq!(env["REQUEST_METHOD"], "POST", "{env}");
+
+    // The first failing stage ends the chain, and the answer names it.
+    let reply = luge.send("POST", "/broken", &[], br#"{"mode":"exit"}"#);
+    assert_eq!(reply.status, 500);
+    assert_eq!(reply.header("x-luge-chain-stage"), "2");
+    assert_eq!(
+        reply.json()["error"],
+        "Stage 2 of 3 (/fail): The function exited with status 3."
+    );
+    let reply = luge.send("POST", "/slow", &[], b"{}");
+    assert_eq!(reply.status, 504);
+    assert_eq!(reply.header("x-luge-chain-stage"), "2");
+    assert!(
+        reply.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Stage 2 of 2 (/spin): The function exceeded its time limit of 300 ms"),
+        "{:?}",
+        reply.json()
+    );
+
+    // Bad requests are refused before any stage runs.
+    let reply = luge.send("POST", "/aba", &[("x-luge-deadline-ms", "soon")], b"x");
+    assert_eq!(reply.status, 400);
+    let reply = luge.send("DELETE", "/aba", &[], b"");
+    assert_eq!(reply.status, 405);
+
+    // The stages' runs are counted as their functions' invocations: /a ran
+    // twice in /aba and once in each /ab (it never ran in /broken).
+    let metrics = luge.get_text("/metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "luge_invocations_total{function=\"a\",outcome=\"success\"} 4"),
+        "{metrics}"
+    );
+
+    // A chain naming a route that does not exist stops the start.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[routes]]\npath = \"/a\"\nmodule = \"cat.wasm\"\n[[chains]]\npath = \"/c\"\nstages = [\"/a\", \"/nope\"]\n",
+    )
+    .unwrap();
+    let stderr = match Luge::try_start("serve", &["--config", path_str(&bad)]) {
+        Ok(_) => panic!("a chain with an unknown stage started"),
+        Err(stderr) => stderr,
+    };
+    assert!(
+        stderr.contains("bad.toml") && stderr.contains("chains[0].stages[1]"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn sledge_spec_serves_each_tenant_on_its_port() {
     let dir = tempfile::tempdir().unwrap();
     write_module(dir.path(), "c-echo");

@@ -14,6 +14,11 @@
 //! relative_deadline_us = 20000
 //! content_type = "text/plain"
 //! limits = { memory_mb = 64, timeout_ms = 1000 }
+//!
+//! [[chains]]                 # stdout of each stage is stdin of the next
+//! path = "/pipeline"
+//! stages = ["/fib", "/fib"]  # paths of the routes above
+//! relative_deadline_us = 40000
 //! ```
 //!
 //! Every error names the file and the key (or line) and says what is wrong;
@@ -25,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::chain::{ChainSpec, MAX_STAGES};
 use crate::spec::{FunctionSpec, check_route_path};
 
 /// A config file that could not be used.
@@ -87,6 +93,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// `[[routes]]`.
     pub routes: Vec<ConfiguredRoute>,
+    /// `[[chains]]`, each stage a path of `routes`.
+    pub chains: Vec<ChainSpec>,
 }
 
 #[derive(Deserialize)]
@@ -96,6 +104,8 @@ struct RawConfig {
     server: ServerConfig,
     #[serde(default)]
     routes: Vec<FunctionSpec>,
+    #[serde(default)]
+    chains: Vec<ChainSpec>,
 }
 
 impl Config {
@@ -155,10 +165,37 @@ impl Config {
                 .ok_or_else(|| error(key("module"), "every route needs a module".to_owned()))?;
             routes.push(ConfiguredRoute { path, module, spec });
         }
+        for (index, chain) in raw.chains.iter().enumerate() {
+            let key = |field: &str| format!("chains[{index}].{field}");
+            check_route_path(&chain.path).map_err(|e| error(key("path"), e.to_string()))?;
+            if !seen.insert(chain.path.clone()) {
+                return Err(error(
+                    key("path"),
+                    format!("{:?} is configured twice", chain.path),
+                ));
+            }
+            if chain.stages.is_empty() || chain.stages.len() > MAX_STAGES {
+                return Err(error(
+                    key("stages"),
+                    format!("a chain has 1 to {MAX_STAGES} stages"),
+                ));
+            }
+            for (stage_index, stage) in chain.stages.iter().enumerate() {
+                if !routes.iter().any(|r| r.path == *stage) {
+                    return Err(error(
+                        key(&format!("stages[{stage_index}]")),
+                        format!(
+                            "{stage:?} is not a route of this file (a stage is the path of a [[routes]] entry)"
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(Self {
             file: file.to_owned(),
             server,
             routes,
+            chains: raw.chains,
         })
     }
 }
@@ -246,5 +283,47 @@ mod tests {
 
         let err = parse("[server\n").unwrap_err();
         assert!(err.location.starts_with("line 1"), "{err}");
+    }
+
+    #[test]
+    fn chains_name_routes_of_the_file() {
+        let routes = "[[routes]]\npath = \"/a\"\nmodule = \"a.wasm\"\n[[routes]]\npath = \"/b\"\nmodule = \"b.wasm\"\n";
+        let config = parse(&format!(
+            "{routes}[[chains]]\npath = \"/ab\"\nstages = [\"/a\", \"/b\", \"/a\"]\nrelative_deadline_us = 9000\n"
+        ))
+        .unwrap();
+        assert_eq!(config.chains[0].stages, ["/a", "/b", "/a"]);
+        assert_eq!(config.chains[0].relative_deadline_us, Some(9000));
+
+        let err = parse(&format!(
+            "{routes}[[chains]]\npath = \"/ab\"\nstages = [\"/a\", \"/c\"]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(err.location, "chains[0].stages[1]");
+        assert!(err.message.contains("\"/c\" is not a route"), "{err}");
+
+        let err = parse(&format!("{routes}[[chains]]\npath = \"/a\"\nstages = [\"/b\"]\n"))
+            .unwrap_err();
+        assert_eq!(err.location, "chains[0].path");
+        assert!(err.message.contains("twice"), "{err}");
+
+        let err = parse(&format!("{routes}[[chains]]\npath = \"/e\"\nstages = []\n"))
+            .unwrap_err();
+        assert_eq!(err.location, "chains[0].stages");
+
+        let many = vec!["\"/a\""; MAX_STAGES + 1].join(", ");
+        let err = parse(&format!("{routes}[[chains]]\npath = \"/m\"\nstages = [{many}]\n"))
+            .unwrap_err();
+        assert_eq!(err.location, "chains[0].stages");
+
+        let err = parse(&format!("{routes}[[chains]]\npath = \"/v1/x\"\nstages = [\"/a\"]\n"))
+            .unwrap_err();
+        assert!(err.message.contains("reserved"), "{err}");
+
+        let err = parse(&format!(
+            "{routes}[[chains]]\npath = \"/x\"\nstages = [\"/a\"]\ndeadline = 1\n"
+        ))
+        .unwrap_err();
+        assert!(err.message.contains("unknown field `deadline`"), "{err}");
     }
 }

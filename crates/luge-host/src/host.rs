@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use luge_core::action::COMMAND_ENTRY;
 use luge_core::{Action, LoadError, LoadedModule, ModuleCode, ModuleRegistry};
 
+use crate::chain::{Chain, ChainSpec};
 use crate::config::ConfiguredRoute;
 use crate::spec::{FunctionSpec, HostPolicy, SpecError, check_route_path};
 use crate::store::{FunctionStore, StoreError, StoredMetadata, valid_name};
@@ -87,6 +88,14 @@ pub enum HostError {
     /// The module has no `_start`.
     #[error("the module exports no _start: a function is a WASI command module")]
     NotACommand,
+    /// A chain stage names no configured route.
+    #[error("chain {chain:?}: stage {stage:?} is not a configured route")]
+    UnknownStage {
+        /// The chain's path.
+        chain: String,
+        /// The stage path.
+        stage: String,
+    },
     /// The route is taken by another function.
     #[error("route {path:?} is already served by {owner:?}")]
     RouteTaken {
@@ -172,6 +181,8 @@ pub struct FunctionHost {
     max_code_bytes: usize,
     routes: RouteTable,
     uploaded: RwLock<BTreeMap<String, Arc<Function>>>,
+    /// Chains by path; set at start, before uploads are restored.
+    chains: RwLock<HashMap<String, Arc<Chain>>>,
     /// Serializes publishing (store write + table swap) of uploads; held
     /// only after compilation, never across it.
     publish: Mutex<()>,
@@ -208,6 +219,7 @@ impl FunctionHost {
             max_code_bytes,
             routes: RouteTable::default(),
             uploaded: RwLock::new(BTreeMap::new()),
+            chains: RwLock::new(HashMap::new()),
             publish: Mutex::new(()),
         }
     }
@@ -292,6 +304,59 @@ impl FunctionHost {
         Ok(())
     }
 
+    /// Serves `chains` on the main listener, their stages resolved among
+    /// the routes served now (call after [`FunctionHost::add_configured`]).
+    /// All or nothing: the first error is returned with the chain's path.
+    pub fn add_chains(&self, chains: &[ChainSpec]) -> Result<(), (String, HostError)> {
+        let _publishing = self.publish.lock().unwrap_or_else(|e| e.into_inner());
+        let mut resolved = Vec::with_capacity(chains.len());
+        for spec in chains {
+            let fail = |e| (spec.path.clone(), e);
+            check_route_path(&spec.path).map_err(|e| fail(e.into()))?;
+            if let Some(owner) = self.routes.get(&spec.path) {
+                return Err(fail(HostError::RouteTaken {
+                    path: spec.path.clone(),
+                    owner: owner.name.clone(),
+                }));
+            }
+            let chain = Chain::resolve(spec, |path| self.routes.get(path)).map_err(|stage| {
+                fail(HostError::UnknownStage {
+                    chain: spec.path.clone(),
+                    stage,
+                })
+            })?;
+            resolved.push(chain);
+        }
+        let mut map = self.chains.write().unwrap_or_else(|e| e.into_inner());
+        for chain in resolved {
+            if map.contains_key(&chain.path) {
+                return Err((
+                    chain.path.clone(),
+                    HostError::RouteTaken {
+                        path: chain.path.clone(),
+                        owner: format!("chain {}", chain.path),
+                    },
+                ));
+            }
+            map.insert(chain.path.clone(), Arc::new(chain));
+        }
+        Ok(())
+    }
+
+    /// The chain served on `path` of the main listener.
+    pub fn chain(&self, path: &str) -> Option<Arc<Chain>> {
+        self.chains
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .cloned()
+    }
+
+    /// Chains on the main listener.
+    pub fn chain_count(&self) -> usize {
+        self.chains.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Serves every stored function again, from its artifact (no compile).
     /// A damaged or refused entry is logged and skipped; the names restored
     /// are returned.
@@ -373,6 +438,7 @@ impl FunctionHost {
         let previous = uploaded.get(name).cloned();
         {
             let map = self.routes.read();
+            let chains = self.chains.read().unwrap_or_else(|e| e.into_inner());
             for path in &function.routes {
                 if let Some(owner) = map.get(path)
                     && owner.name != name
@@ -380,6 +446,12 @@ impl FunctionHost {
                     return Err(HostError::RouteTaken {
                         path: path.clone(),
                         owner: owner.name.clone(),
+                    });
+                }
+                if chains.contains_key(path) {
+                    return Err(HostError::RouteTaken {
+                        path: path.clone(),
+                        owner: format!("chain {path}"),
                     });
                 }
             }

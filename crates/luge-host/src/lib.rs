@@ -15,14 +15,18 @@
 //!   unchanged.
 //! - [`store`]: uploaded functions on disk, crash-safe.
 //! - [`host`]: the route table, uploads, replacement and removal.
+//! - [`chain`]: routes that run several functions in turn, stdout to
+//!   stdin, under one deadline.
 #![deny(missing_docs)]
 
+pub mod chain;
 pub mod config;
 pub mod host;
 pub mod sledge;
 pub mod spec;
 pub mod store;
 
+pub use chain::{Chain, ChainSpec};
 pub use config::{Config, ConfigError, ConfiguredRoute, ServerConfig};
 pub use host::{Function, FunctionHost, HostError, Origin, RouteTable};
 pub use spec::{FunctionSpec, HostPolicy};
