@@ -13,7 +13,9 @@
 //! - `memory`: RSS per warm container and per running sandbox, and how many
 //!   fit in 1 GiB (WOW Table II, Faasm Table 3).
 //!
-//! Function chains (Sledge DAG Table 1) wait for chains in Luge.
+//! - `chains`: end-to-end latency of chains of 1-5 pass-through functions
+//!   over HTTP, against the same function on a plain route (Sledge DAG
+//!   Table 1).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,7 @@ enum Experiment {
     AzureMix,
     Churn,
     Memory,
+    Chains,
     All,
 }
 
@@ -80,6 +83,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::AzureMix,
             Experiment::Churn,
             Experiment::Memory,
+            Experiment::Chains,
         ],
         one => vec![one],
     };
@@ -89,6 +93,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::AzureMix => azure_mix(window),
             Experiment::Churn => churn(window),
             Experiment::Memory => memory(),
+            Experiment::Chains => chains(cli.rounds.max(1) * 50),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report)?;
@@ -552,6 +557,72 @@ fn memory() -> anyhow::Result<Report> {
         series: Vec::new(),
         notes: format!(
             "`sleep.wasm` (Rust) on one in-process `luge serve`; RSS of the process from /proc/self/statm. {containers} extra containers of the loaded module; {distinct} containers each initialized from its own sealed artifact of the same code (a distinct content hash); then {running} of the first kind each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container."
+        ),
+    })
+}
+
+fn chains(requests: usize) -> anyhow::Result<Report> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("pass.wasm"), wasm("c-echo"))?;
+    let mut config = String::from("[[routes]]\npath = \"/pass\"\nmodule = \"pass.wasm\"\n");
+    let lengths = 1..=5usize;
+    for n in lengths.clone() {
+        let stages = vec!["\"/pass\""; n].join(", ");
+        let _ = writeln!(
+            config,
+            "[[chains]]\npath = \"/chain{n}\"\nstages = [{stages}]"
+        );
+    }
+    let file = dir.path().join("luge.toml");
+    std::fs::write(&file, config)?;
+    let server = Server::start_with(&["--config", file.to_str().expect("utf-8 path")]);
+    let agent = luge_testkit::http_agent();
+    let body = b"{\"payload\":\"sledge dag\"}";
+    let mut timed = |path: &str| -> anyhow::Result<Vec<Duration>> {
+        let url = format!("{}{path}", server.base);
+        // Warm-up: connections, first-run caches.
+        for _ in 0..20 {
+            agent.post(&url).send(&body[..])?;
+        }
+        (0..requests)
+            .map(|_| {
+                let started = Instant::now();
+                let response = agent.post(&url).send(&body[..])?;
+                let (status, reply) = luge_testkit::status_and_body(response);
+                anyhow::ensure!(status == 200 && reply == body, "{path}: {status}");
+                Ok(started.elapsed())
+            })
+            .collect()
+    };
+    let route = timed("/pass")?;
+    let mut rows = vec![vec![
+        "plain route (no chain)".to_owned(),
+        format!("{:.3}", percentile_ms(&route, 50.0)),
+        format!("{:.3}", mean_ms(&route)),
+        format!("{:.3}", percentile_ms(&route, 99.0)),
+    ]];
+    let (mut mean_series, mut p99_series) = (Vec::new(), Vec::new());
+    for n in lengths {
+        let samples = timed(&format!("/chain{n}"))?;
+        mean_series.push((n as f64, mean_ms(&samples)));
+        p99_series.push((n as f64, percentile_ms(&samples, 99.0)));
+        rows.push(vec![
+            n.to_string(),
+            format!("{:.3}", percentile_ms(&samples, 50.0)),
+            format!("{:.3}", mean_ms(&samples)),
+            format!("{:.3}", percentile_ms(&samples, 99.0)),
+        ]);
+    }
+    Ok(Report {
+        name: "chains",
+        title: "Function chains end to end (Sledge DAG Table 1)".into(),
+        columns: vec!["stages", "p50 ms", "mean ms", "p99 ms"],
+        rows,
+        x_desc: "stages in the chain",
+        y_desc: "end-to-end latency, ms",
+        series: vec![("mean".into(), mean_series), ("p99".into(), p99_series)],
+        notes: format!(
+            "`[[chains]]` of 1-5 stages of the C `echo` (stdin to stdout, a pass-through function) on one in-process `luge serve`; {requests} requests one after another per chain over a keep-alive HTTP connection on 127.0.0.1, after 20 of warm-up; latency from sending the request to the whole reply. The plain route is the same function without a chain. Sledge DAG's Table 1 reports 0.40-0.80 ms end to end for chains of 1-5 no-op functions."
         ),
     })
 }

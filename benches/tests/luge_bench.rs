@@ -38,6 +38,7 @@ fn every_experiment_writes_its_results() {
         ("azure-mix", true),
         ("churn", true),
         ("memory", false),
+        ("chains", true),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
@@ -86,5 +87,18 @@ fn every_experiment_writes_its_results() {
     let memory = rows(&out.path().join("memory"));
     assert_eq!(memory.len(), 3);
     let kib = |r: usize| number(&memory[r][1]);
+    // A plain route, then chains of 1-5 stages, each answered (a failed
+    // request stops the experiment) in positive time.
+    let chains = rows(&out.path().join("chains"));
+    assert_eq!(
+        chains.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        ["plain route (no chain)", "1", "2", "3", "4", "5"]
+    );
+    assert!(
+        chains
+            .iter()
+            .all(|r| r[1..].iter().all(|f| number(f) > 0.0)),
+        "{chains:?}"
+    );
     assert!(kib(0) > kib(1) && kib(0) > 0.0, "{memory:?}");
 }

@@ -144,8 +144,7 @@ impl App {
                     failure_message(&outcome.termination)
                 );
                 tracing::warn!(chain = %chain.path, %message, "chain failed");
-                let mut response =
-                    http::json_error(failure_status(&outcome.termination), &message);
+                let mut response = http::json_error(failure_status(&outcome.termination), &message);
                 response
                     .headers_mut()
                     .insert(CHAIN_STAGE_HEADER, HeaderValue::from(stage));

@@ -302,22 +302,27 @@ mod tests {
         assert_eq!(err.location, "chains[0].stages[1]");
         assert!(err.message.contains("\"/c\" is not a route"), "{err}");
 
-        let err = parse(&format!("{routes}[[chains]]\npath = \"/a\"\nstages = [\"/b\"]\n"))
-            .unwrap_err();
+        let err = parse(&format!(
+            "{routes}[[chains]]\npath = \"/a\"\nstages = [\"/b\"]\n"
+        ))
+        .unwrap_err();
         assert_eq!(err.location, "chains[0].path");
         assert!(err.message.contains("twice"), "{err}");
 
-        let err = parse(&format!("{routes}[[chains]]\npath = \"/e\"\nstages = []\n"))
-            .unwrap_err();
+        let err = parse(&format!("{routes}[[chains]]\npath = \"/e\"\nstages = []\n")).unwrap_err();
         assert_eq!(err.location, "chains[0].stages");
 
         let many = vec!["\"/a\""; MAX_STAGES + 1].join(", ");
-        let err = parse(&format!("{routes}[[chains]]\npath = \"/m\"\nstages = [{many}]\n"))
-            .unwrap_err();
+        let err = parse(&format!(
+            "{routes}[[chains]]\npath = \"/m\"\nstages = [{many}]\n"
+        ))
+        .unwrap_err();
         assert_eq!(err.location, "chains[0].stages");
 
-        let err = parse(&format!("{routes}[[chains]]\npath = \"/v1/x\"\nstages = [\"/a\"]\n"))
-            .unwrap_err();
+        let err = parse(&format!(
+            "{routes}[[chains]]\npath = \"/v1/x\"\nstages = [\"/a\"]\n"
+        ))
+        .unwrap_err();
         assert!(err.message.contains("reserved"), "{err}");
 
         let err = parse(&format!(
