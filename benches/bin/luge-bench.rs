@@ -578,7 +578,7 @@ fn chains(requests: usize) -> anyhow::Result<Report> {
     let server = Server::start_with(&["--config", file.to_str().expect("utf-8 path")]);
     let agent = luge_testkit::http_agent();
     let body = b"{\"payload\":\"sledge dag\"}";
-    let mut timed = |path: &str| -> anyhow::Result<Vec<Duration>> {
+    let timed = |path: &str| -> anyhow::Result<Vec<Duration>> {
         let url = format!("{}{path}", server.base);
         // Warm-up: connections, first-run caches.
         for _ in 0..20 {

@@ -505,18 +505,22 @@ impl App {
         arrived: Instant,
         deadline: Instant,
     ) -> Result<Outcome, Response> {
-        let _admitted = self.admit(&invocation.action.name)?;
+        let Some(_admitted) = self.admit(&invocation.action.name) else {
+            return Err(standalone::overloaded(self.admission.limit()));
+        };
         Ok(self
             .execute_admitted(module, invocation, arrived, deadline)
             .await)
     }
 
-    /// A place under the admission bound, or the 503 to answer with.
-    pub(crate) fn admit(&self, function: &str) -> Result<dispatch::Admitted<'_>, Response> {
-        self.admission.try_admit().ok_or_else(|| {
+    /// A place under the admission bound; `None` (counted as an overload
+    /// of `function`) when all are taken.
+    pub(crate) fn admit(&self, function: &str) -> Option<dispatch::Admitted<'_>> {
+        let admitted = self.admission.try_admit();
+        if admitted.is_none() {
             self.metrics.observe_overload(function);
-            standalone::overloaded(self.admission.limit())
-        })
+        }
+        admitted
     }
 
     /// [`App::execute`] for a caller already holding an admission place

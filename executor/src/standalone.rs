@@ -81,7 +81,7 @@ impl App {
             .unwrap_or(action.limits.timeout);
         let (stdin, relative) = match request_input(&input, relative) {
             Ok(prepared) => prepared,
-            Err(response) => return response,
+            Err((status, message)) => return http::json_error(status, message),
         };
         let invocation = Invocation {
             env: request_env(&input, None),
@@ -112,13 +112,12 @@ impl App {
         let arrived = Instant::now();
         let (mut data, relative) = match request_input(&input, chain.relative_deadline) {
             Ok(prepared) => prepared,
-            Err(response) => return response,
+            Err((status, message)) => return http::json_error(status, message),
         };
         // One place for the whole chain: a chain admitted is not refused
         // halfway through.
-        let _admitted = match self.admit(&chain.path) {
-            Ok(admitted) => admitted,
-            Err(overloaded) => return overloaded,
+        let Some(_admitted) = self.admit(&chain.path) else {
+            return overloaded(self.admission.limit());
         };
         let deadline = arrived + relative;
         for (index, function) in chain.stages.iter().enumerate() {
@@ -304,12 +303,16 @@ pub fn overloaded(limit: usize) -> Response {
 
 /// The input of an invocation (a POST's body, a GET's query string) and its
 /// relative deadline: `relative`, tightened by `X-Luge-Deadline-Ms`.
-fn request_input(input: &HttpInput, relative: Duration) -> Result<(Vec<u8>, Duration), Response> {
+/// A refusal is its status and message.
+fn request_input(
+    input: &HttpInput,
+    relative: Duration,
+) -> Result<(Vec<u8>, Duration), (StatusCode, &'static str)> {
     let stdin = match input.method {
         Method::POST => input.body.to_vec(),
         Method::GET => input.query.clone().unwrap_or_default().into_bytes(),
         _ => {
-            return Err(http::json_error(
+            return Err((
                 StatusCode::METHOD_NOT_ALLOWED,
                 "Functions are invoked with POST (body as input) or GET (query as input).",
             ));
@@ -324,7 +327,7 @@ fn request_input(input: &HttpInput, relative: Duration) -> Result<(Vec<u8>, Dura
         .and_then(|v| v.trim().parse::<u64>().ok())
     {
         Some(ms) => Ok((stdin, relative.min(Duration::from_millis(ms)))),
-        None => Err(http::json_error(
+        None => Err((
             StatusCode::BAD_REQUEST,
             "X-Luge-Deadline-Ms must be a whole number of milliseconds.",
         )),
