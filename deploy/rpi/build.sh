@@ -5,10 +5,13 @@
 #
 #   PROFILE=release deploy/rpi/build.sh        # what a Pi should run
 #   PROFILE=dev deploy/rpi/build.sh            # quicker, for checks
+#   ENGINES=wamr deploy/rpi/build.sh           # WAMR only: the smallest build
+#   ENGINES=wasmtime,wamr deploy/rpi/build.sh  # both; pick with --engine
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-gnu
 profile=${PROFILE:-release}
+engines=${ENGINES:-wasmtime}
 if ! rustup target list --installed | grep -qx "$target"; then
     rustup target add "$target"
 fi
@@ -18,11 +21,18 @@ if ! command -v aarch64-linux-gnu-gcc >/dev/null; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 fi
+if [[ ",$engines," == *,wamr,* ]] && ! command -v cmake >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq cmake
+fi
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
-# The Wasmtime engine only: WAMR's CMake build would need a cross CMake
-# toolchain file (see deploy/rpi/README.md).
-cargo build --profile "$profile" --target "$target" -p luge-executor -p luge-precompile
+# WAMR's CMake build cross-compiles through the cmake crate, which hands
+# CMake the target's C compiler (CC_aarch64_unknown_linux_gnu) and system.
+cargo build --profile "$profile" --target "$target" -p luge-executor -p luge-precompile \
+    --no-default-features --features "$engines"
 dir=target/$target/$([ "$profile" = dev ] && echo debug || echo "$profile")
 ls -l "$dir/luge" "$dir/luge-precompile"

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-gnu
+# Both engines in one build: Wasmtime (native code precompiled on x86) and
+# WAMR (the interpreter, for the smallest boards).
+export ENGINES=wasmtime,wamr
 PROFILE=${PROFILE:-dev} deploy/rpi/build.sh
 dir=target/$target/$([ "${PROFILE:-dev}" = dev ] && echo debug || echo "$PROFILE")
 if ! command -v qemu-aarch64 >/dev/null; then
@@ -20,24 +23,55 @@ export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 cargo build --target "$target" -p luge-benches --benches
 
 work=$(mktemp -d)
+pid=""
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 export LUGE_KEY="raspberry pi check key 0123456789"
-cargo build --quiet -p luge-precompile
-./target/debug/luge-precompile target/wasm/echo.wasm -o "$work/echo.luge" --target "$target"
-
-qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/luge" serve --listen 127.0.0.1:0 \
-    --cache-dir "$work/cache" --max-sandboxes 8 --workers 1 --no-pin 2> "$work/stderr" &
-pid=$!
-for _ in $(seq 300); do
-    addr=$(sed -n 's/^luge listening on http:\/\///p' "$work/stderr")
-    [ -n "$addr" ] && break
-    sleep 0.1
+cargo build --quiet -p luge-precompile --features wamr
+for engine in wasmtime wamr; do
+    ./target/debug/luge-precompile target/wasm/echo.wasm -o "$work/echo-$engine.luge" \
+        --engine "$engine" --target "$target"
 done
-[ -n "$addr" ] || { cat "$work/stderr"; exit 1; }
-printf '{"value":{"main":"main","binary":true,"code":"%s"}}' "$(base64 -w0 "$work/echo.luge")" > "$work/init.json"
-init=$(curl -s -XPOST "http://$addr/pi/init" -d @"$work/init.json")
-run=$(curl -s -XPOST "http://$addr/pi/run" -d '{"value":{"on":"aarch64"}}')
-engine=$(curl -s "http://$addr/healthz")
-echo "init: $init"; echo "run: $run"; echo "healthz: $engine"
-[ "$init" = '{"ok":true}' ] && [ "$run" = '{"on":"aarch64"}' ] && grep -q "$target" <<<"$engine"
-echo "aarch64 build under qemu: init from an x86-precompiled artifact and run OK"
+
+# Stops the check with MESSAGE.
+fail() { echo "qemu check failed: $*"; exit 1; }
+
+# Starts the aarch64 luge on ENGINE under qemu; sets $pid and $addr.
+start() {
+    qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/luge" serve --engine "$1" --listen 127.0.0.1:0 \
+        --cache-dir "$work/cache-$1" --max-sandboxes 8 --workers 1 --no-pin 2> "$work/stderr-$1" &
+    pid=$!
+    addr=""
+    for _ in $(seq 300); do
+        addr=$(sed -n 's/^luge listening on http:\/\///p' "$work/stderr-$1")
+        [ -n "$addr" ] && break
+        sleep 0.1
+    done
+    [ -n "$addr" ] || { cat "$work/stderr-$1"; exit 1; }
+}
+
+# POSTs an init of FILE (base64) with ANNOTATIONS to /ID/init.
+init() {
+    printf '{"value":{"main":"main","binary":true,"code":"%s","annotations":%s}}' \
+        "$(base64 -w0 "$2")" "$3" > "$work/init.json"
+    curl -s -XPOST "http://$addr/$1/init" -d @"$work/init.json"
+}
+
+for engine in wasmtime wamr; do
+    start "$engine"
+    ok=$(init pi "$work/echo-$engine.luge" '{}')
+    run=$(curl -s -XPOST "http://$addr/pi/run" -d '{"value":{"on":"aarch64"}}')
+    health=$(curl -s "http://$addr/healthz")
+    echo "$engine: init: $ok; run: $run; healthz: $health"
+    [ "$ok" = '{"ok":true}' ] || fail "$engine: init"
+    [ "$run" = '{"on":"aarch64"}' ] || fail "$engine: run"
+    grep -q "\"engine\":\"$engine [^\"]* for $target\"" <<<"$health" || fail "$engine: engine"
+    # The time limit holds on the Pi too (WAMR: its watchdog thread).
+    ok=$(init spin target/wasm/spin.wasm '{"limits.timeout_ms":500}')
+    spin=$(curl -s -XPOST "http://$addr/spin/run" -d '{"value":{}}')
+    echo "$engine: endless loop: $spin"
+    [ "$ok" = '{"ok":true}' ] || fail "$engine: init of spin"
+    grep -q "exceeded its time limits of 500 milliseconds" <<<"$spin" || fail "$engine: time limit"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+done
+echo "aarch64 build under qemu: Wasmtime and WAMR run artifacts precompiled on x86 and stop endless loops"
