@@ -27,6 +27,34 @@ pub fn runtime() -> Arc<dyn WasmRuntime> {
     )
 }
 
+/// The runtime `luge serve --engine NAME` would run (`wasmtime`, and with
+/// this crate's features `wasmer`, `wasmer-singlepass`, `wamr`).
+pub fn runtime_named(name: &str) -> Result<Arc<dyn WasmRuntime>, String> {
+    match name {
+        "wasmtime" => Ok(runtime()),
+        #[cfg(feature = "wasmer")]
+        "wasmer" | "wasmer-singlepass" => {
+            luge_wasmer::WasmerRuntime::new(&luge_wasmer::WasmerConfig {
+                compiler: if name == "wasmer" {
+                    luge_wasmer::WasmerCompiler::Cranelift
+                } else {
+                    luge_wasmer::WasmerCompiler::Singlepass
+                },
+                ..Default::default()
+            })
+            .map(|r| Arc::new(r) as Arc<dyn WasmRuntime>)
+            .map_err(|e| e.to_string())
+        }
+        #[cfg(feature = "wamr")]
+        "wamr" => luge_wamr::WamrRuntime::new(&luge_wamr::WamrConfig::default())
+            .map(|r| Arc::new(r) as Arc<dyn WasmRuntime>)
+            .map_err(|e| e.to_string()),
+        other => Err(format!(
+            "engine {other:?} is not built into these benches (features wasmer, wamr)"
+        )),
+    }
+}
+
 /// A registry without a disk cache.
 pub fn registry() -> ModuleRegistry {
     ModuleRegistry::new(runtime(), key(), None)

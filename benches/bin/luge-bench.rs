@@ -52,6 +52,10 @@ struct Cli {
     /// Seconds of load per point where an experiment drives load.
     #[arg(long, default_value_t = 4)]
     seconds: u64,
+    /// Engine to run on: wasmtime, or with the crate's features wasmer,
+    /// wasmer-singlepass, wamr.
+    #[arg(long, default_value = "wasmtime")]
+    engine: String,
     /// Rounds per point of the cold-start experiment (each round starts
     /// `n` fresh containers at once).
     #[arg(long, default_value_t = 10)]
@@ -77,6 +81,10 @@ fn main() -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/luge-bench"));
     let window = Duration::from_secs(cli.seconds);
+    let setup = Setup {
+        engine: cli.engine.clone(),
+        runtime: luge_benches::runtime_named(&cli.engine).map_err(anyhow::Error::msg)?,
+    };
     let experiments = match cli.experiment {
         Experiment::All => vec![
             Experiment::ColdStart,
@@ -89,18 +97,40 @@ fn main() -> anyhow::Result<()> {
     };
     for experiment in experiments {
         let report = match experiment {
-            Experiment::ColdStart => cold_start(cli.rounds.max(1)),
-            Experiment::AzureMix => azure_mix(window),
-            Experiment::Churn => churn(window),
-            Experiment::Memory => memory(),
-            Experiment::Chains => chains(cli.rounds.max(1) * 50),
+            Experiment::ColdStart => cold_start(&setup, cli.rounds.max(1)),
+            Experiment::AzureMix => azure_mix(&setup, window),
+            Experiment::Churn => churn(&setup, window),
+            Experiment::Memory => memory(&setup),
+            Experiment::Chains => chains(&setup, cli.rounds.max(1) * 50),
             Experiment::All => unreachable!("expanded above"),
         }?;
-        let dir = write(&out, &report)?;
+        let dir = write(&out, &report, &setup)?;
         println!("{}", std::fs::read_to_string(dir.join("table.md"))?);
         eprintln!("wrote {}", dir.display());
     }
     Ok(())
+}
+
+/// The engine every experiment runs on.
+struct Setup {
+    /// As `luge serve --engine` takes it.
+    engine: String,
+    /// The same engine in this process, to precompile and for churn.
+    runtime: Arc<dyn luge_core::WasmRuntime>,
+}
+
+impl Setup {
+    /// An in-process `luge serve` on this engine, with `extra` flags.
+    fn server(&self, extra: &[&str]) -> Server {
+        let mut args = vec!["--engine", self.engine.as_str()];
+        args.extend_from_slice(extra);
+        Server::start_with(&args)
+    }
+
+    /// A registry on this engine sealing with the servers' key.
+    fn registry(&self) -> ModuleRegistry {
+        ModuleRegistry::new(Arc::clone(&self.runtime), key(), None)
+    }
 }
 
 /// `wasm` with a custom section naming `variant`: the same code under a
@@ -178,9 +208,9 @@ fn concurrent_cold_starts(server: &Server, tag: &str, codes: &[Vec<u8>]) -> Vec<
     })
 }
 
-fn cold_start(rounds: usize) -> anyhow::Result<Report> {
-    let server = Server::start();
-    let registry = ModuleRegistry::new(luge_benches::runtime(), key(), None);
+fn cold_start(setup: &Setup, rounds: usize) -> anyhow::Result<Report> {
+    let server = setup.server(&[]);
+    let registry = setup.registry();
     let native = luge_testkit::native_example("c-hello");
     let base = wasm("c-hello");
     let mut rows = Vec::new();
@@ -278,9 +308,9 @@ fn cold_start(rounds: usize) -> anyhow::Result<Report> {
     })
 }
 
-fn azure_mix(window: Duration) -> anyhow::Result<Report> {
+fn azure_mix(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
     use rand::{RngExt, SeedableRng};
-    let server = Server::start();
+    let server = setup.server(&[]);
     // f0 and f1 take 90 % of requests; f2..f61 share 10 %. Even functions
     // are CPU-bound (BLAKE3 rounds), odd ones are echo.
     let functions = 62;
@@ -383,12 +413,12 @@ fn azure_mix(window: Duration) -> anyhow::Result<Report> {
     })
 }
 
-fn churn(window: Duration) -> anyhow::Result<Report> {
+fn churn(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let _entered = runtime.enter();
-    let registry = ModuleRegistry::new(luge_benches::runtime(), key(), None);
+    let registry = setup.registry();
     let module = registry.load(&ModuleCode::Wasm(wasm("noop")))?;
     let action = Arc::new(Action::command("noop"));
     let window = window.min(Duration::from_secs(3));
@@ -479,8 +509,8 @@ fn churn(window: Duration) -> anyhow::Result<Report> {
     })
 }
 
-fn memory() -> anyhow::Result<Report> {
-    let server = Server::start();
+fn memory(setup: &Setup) -> anyhow::Result<Report> {
+    let server = setup.server(&[]);
     let init = init_body(&wasm("sleep"));
     assert_eq!(server.post("/warm0/init", &init).0, 200);
     assert_eq!(
@@ -498,7 +528,7 @@ fn memory() -> anyhow::Result<Report> {
     // of the same code, sealed ahead): what WOW's per-container figure
     // counts, the module's code and data included.
     let distinct = 50;
-    let registry = ModuleRegistry::new(luge_benches::runtime(), key(), None);
+    let registry = setup.registry();
     let sleep = wasm("sleep");
     let artifacts = (0..distinct)
         .map(|i| registry.compile_sealed(&variant(&sleep, 1_000 + i)))
@@ -561,7 +591,7 @@ fn memory() -> anyhow::Result<Report> {
     })
 }
 
-fn chains(requests: usize) -> anyhow::Result<Report> {
+fn chains(setup: &Setup, requests: usize) -> anyhow::Result<Report> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("pass.wasm"), wasm("c-echo"))?;
     let mut config = String::from("[[routes]]\npath = \"/pass\"\nmodule = \"pass.wasm\"\n");
@@ -575,7 +605,7 @@ fn chains(requests: usize) -> anyhow::Result<Report> {
     }
     let file = dir.path().join("luge.toml");
     std::fs::write(&file, config)?;
-    let server = Server::start_with(&["--config", file.to_str().expect("utf-8 path")]);
+    let server = setup.server(&["--config", file.to_str().expect("utf-8 path")]);
     let agent = luge_testkit::http_agent();
     let body = b"{\"payload\":\"sledge dag\"}";
     let timed = |path: &str| -> anyhow::Result<Vec<Duration>> {
@@ -627,7 +657,7 @@ fn chains(requests: usize) -> anyhow::Result<Report> {
     })
 }
 
-fn machine() -> String {
+fn machine(engine: &luge_core::EngineId) -> String {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let cpu = read("/proc/cpuinfo")
         .lines()
@@ -646,12 +676,12 @@ fn machine() -> String {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         read("/proc/sys/kernel/osrelease"),
         std::env::consts::ARCH,
-        luge_benches::runtime().id(),
+        engine,
         httpdate::fmt_http_date(std::time::SystemTime::now()),
     )
 }
 
-fn write(out: &Path, report: &Report) -> anyhow::Result<PathBuf> {
+fn write(out: &Path, report: &Report, setup: &Setup) -> anyhow::Result<PathBuf> {
     let dir = out.join(report.name);
     std::fs::create_dir_all(&dir)?;
     let mut csv = csv::Writer::from_path(dir.join("data.csv"))?;
@@ -660,14 +690,20 @@ fn write(out: &Path, report: &Report) -> anyhow::Result<PathBuf> {
         csv.write_record(row)?;
     }
     csv.flush()?;
-    let mut md = format!("## {}\n\n{}\n\n", report.title, report.notes);
+    let mut md = format!(
+        "## {}\n\nEngine: {} (`--engine {}`). {}\n\n",
+        report.title,
+        setup.runtime.id(),
+        setup.engine,
+        report.notes
+    );
     let _ = writeln!(md, "| {} |", report.columns.join(" | "));
     let _ = writeln!(md, "|{}", "---|".repeat(report.columns.len()));
     for row in &report.rows {
         let _ = writeln!(md, "| {} |", row.join(" | "));
     }
     std::fs::write(dir.join("table.md"), md)?;
-    std::fs::write(dir.join("machine.md"), machine())?;
+    std::fs::write(dir.join("machine.md"), machine(setup.runtime.id()))?;
     if !report.series.is_empty() {
         plot(&dir.join("plot.svg"), report).map_err(|e| anyhow::anyhow!("plot: {e}"))?;
     }

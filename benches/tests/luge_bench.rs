@@ -102,3 +102,35 @@ fn every_experiment_writes_its_results() {
     );
     assert!(kib(0) > kib(1) && kib(0) > 0.0, "{memory:?}");
 }
+
+/// `--engine` runs the experiments on another engine, and machine.md and
+/// the table say which.
+#[cfg(feature = "wamr")]
+#[test]
+fn experiments_run_on_the_engine_asked_for() {
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
+        .args(["chains", "--engine", "wamr", "--rounds", "1", "--out"])
+        .arg(out.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dir = out.path().join("chains");
+    let machine = std::fs::read_to_string(dir.join("machine.md")).unwrap();
+    assert!(machine.contains("engine: wamr "), "{machine}");
+    let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
+    assert!(table.contains("(`--engine wamr`)"), "{table}");
+    assert_eq!(rows(&dir).len(), 6);
+}
+
+/// An engine this build lacks is a clear error, not a panic.
+#[test]
+fn an_unknown_engine_is_refused_by_name() {
+    let output = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
+        .args(["memory", "--engine", "v8"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("engine \"v8\" is not built"), "{stderr}");
+}
