@@ -111,8 +111,11 @@ impl Watchdog {
                 break;
             }
             let ((_, id), watched) = entry.remove_entry();
-            (watched.stop)();
+            // Marked before the request: the sandbox may return as soon as
+            // it is stopped, and must then read that it was stopped (read
+            // after, a slow machine showed a timeout as a trap).
             watched.fired.store(true, Ordering::Release);
+            (watched.stop)();
             deadlines.entries.insert((now + RETRY, id), watched);
         }
         let wait = deadlines
@@ -183,6 +186,32 @@ mod tests {
         let after = calls.load(Ordering::SeqCst);
         std::thread::sleep(RETRY * 4);
         assert_eq!(calls.load(Ordering::SeqCst), after, "not after the guard");
+    }
+
+    /// A sandbox stopped by the watchdog reads `fired` as soon as the stop
+    /// takes effect: here the stop request itself waits until the test has
+    /// read the flag.
+    #[test]
+    fn fired_is_set_before_the_stop_request() {
+        let watchdog = Watchdog::start("test-watchdog").expect("thread");
+        let (stopping, stopped) = std::sync::mpsc::channel();
+        let (ack, acked) = std::sync::mpsc::channel::<()>();
+        let first = AtomicBool::new(true);
+        let guard = watchdog.watch(
+            Instant::now() + Duration::from_millis(5),
+            Box::new(move || {
+                if first.swap(false, Ordering::SeqCst) {
+                    let _ = stopping.send(());
+                    let _ = acked.recv_timeout(Duration::from_secs(5));
+                }
+            }),
+        );
+        stopped
+            .recv_timeout(Duration::from_secs(5))
+            .expect("asked to stop");
+        let fired = guard.fired();
+        let _ = ack.send(());
+        assert!(fired, "the flag is set before the sandbox is stopped");
     }
 
     #[test]
