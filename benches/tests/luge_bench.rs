@@ -23,15 +23,23 @@ fn number(field: &str) -> f64 {
         .unwrap_or_else(|_| panic!("not a number: {field}"))
 }
 
-#[test]
-fn every_experiment_writes_its_results() {
+/// Runs `luge-bench ARGS --out DIR` into a fresh folder, which it returns
+/// after checking that the run succeeded.
+fn run_into(args: &[&str]) -> tempfile::TempDir {
     let out = tempfile::tempdir().unwrap();
     let status = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
-        .args(["all", "--seconds", "1", "--rounds", "1", "--out"])
+        .args(args)
+        .arg("--out")
         .arg(out.path())
         .status()
         .unwrap();
-    assert!(status.success());
+    assert!(status.success(), "luge-bench {args:?}");
+    out
+}
+
+#[test]
+fn every_experiment_writes_its_results() {
+    let out = run_into(&["all", "--seconds", "1", "--rounds", "1"]);
 
     for (experiment, plotted) in [
         ("cold-start", true),
@@ -108,13 +116,7 @@ fn every_experiment_writes_its_results() {
 #[cfg(feature = "wamr")]
 #[test]
 fn experiments_run_on_the_engine_asked_for() {
-    let out = tempfile::tempdir().unwrap();
-    let status = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
-        .args(["chains", "--engine", "wamr", "--rounds", "1", "--out"])
-        .arg(out.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let out = run_into(&["chains", "--engine", "wamr", "--rounds", "1"]);
     let dir = out.path().join("chains");
     let machine = std::fs::read_to_string(dir.join("machine.md")).unwrap();
     assert!(machine.contains("engine: wamr "), "{machine}");
