@@ -84,6 +84,11 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let key_file = dir.path().join("key");
         std::fs::write(&key_file, BENCH_KEY).expect("key file");
+        std::fs::set_permissions(
+            &key_file,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("key file mode");
         let mut argv = vec![
             "luge",
             "serve",

@@ -14,7 +14,7 @@ addr=${LUGE_DEMO_ADDR:-127.0.0.1:8080}
 state=$(mktemp -d)
 # A throwaway operator token for the demo's uploads; a real host keeps its
 # token in a file only the operator can read.
-head -c 24 /dev/urandom | base64 > "$state/token"
+(umask 077; head -c 24 /dev/urandom | base64 > "$state/token")
 token=$(cat "$state/token")
 ./target/debug/luge serve --config deploy/demo/luge.toml --listen "$addr" \
     --cache-dir "$state/cache" --store "$state/functions" --token-file "$state/token" &

@@ -1,7 +1,7 @@
 //! Command line and the settings derived from it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -153,9 +153,18 @@ pub struct Common {
     #[arg(long, default_value_t = 1000)]
     pub max_sandboxes: u32,
     /// Invocations admitted at once; more get 503 with Retry-After
-    /// [default: --max-sandboxes, since each running one holds a slot].
+    /// [default: --max-sandboxes, since each running one holds a slot;
+    /// more than that is refused at start].
     #[arg(long)]
     pub max_pending: Option<usize>,
+    /// Open client connections at once; one more is answered 503 and
+    /// closed [default: the descriptor limit less 256, at most 10000].
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Time a connection may take to send a request's headers, ms; also
+    /// how long a keep-alive connection may sit idle [default: 10000].
+    #[arg(long)]
+    pub header_timeout_ms: Option<u64>,
 }
 
 /// Everything the routes need, built once at start.
@@ -172,6 +181,8 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Bound on invocations in flight.
     pub max_pending: usize,
+    /// Bounds on client connections.
+    pub connections: crate::http::ConnectionLimits,
 }
 
 impl Common {
@@ -278,8 +289,9 @@ impl Common {
     }
 
     /// Builds the engine, registry, scheduler and limits. Call inside the
-    /// tokio runtime.
-    pub fn settings(&self) -> anyhow::Result<Settings> {
+    /// tokio runtime. `secrets` are the mode's own operator files (token,
+    /// store), kept, like the key and the cache, out of the fs root.
+    pub fn settings(&self, secrets: &[(&str, &Path)]) -> anyhow::Result<Settings> {
         let quantum_us = self.quantum_us.unwrap_or(DEFAULT_QUANTUM_US);
         if quantum_us == 0 {
             bail!("--quantum-us must be greater than zero");
@@ -288,9 +300,28 @@ impl Common {
         if max_pending == 0 {
             bail!("--max-pending must be greater than zero");
         }
+        // Every admitted invocation needs a sandbox slot; admitting more
+        // would turn overload into instantiation failures instead of 503s.
+        if max_pending > self.max_sandboxes as usize {
+            bail!(
+                "--max-pending {max_pending} exceeds --max-sandboxes {}: every admitted invocation needs a sandbox; lower --max-pending or raise --max-sandboxes",
+                self.max_sandboxes
+            );
+        }
+        let connections = crate::http::ConnectionLimits {
+            max_connections: self
+                .max_connections
+                .unwrap_or_else(crate::http::ConnectionLimits::default_max_connections),
+            header_timeout: self
+                .header_timeout_ms
+                .map_or(crate::http::DEFAULT_HEADER_TIMEOUT, Duration::from_millis),
+        };
+        if connections.max_connections == 0 || connections.header_timeout.is_zero() {
+            bail!("--max-connections and --header-timeout-ms must be greater than zero");
+        }
         let cache_dir = self.cache_dir();
         let (key, source) = artifact::operator_key(self.key_file.as_deref(), &cache_dir)?;
-        if let KeySource::Local(path) = source {
+        if let KeySource::Local(path) = &source {
             tracing::info!(path = %path.display(), "no --key-file or LUGE_KEY: using this host's local key");
         }
         let runtime = self.runtime()?;
@@ -302,6 +333,23 @@ impl Common {
             ),
             None => None,
         };
+        if let Some(root) = &fs_root {
+            let key_path = match &source {
+                KeySource::File(path) | KeySource::Local(path) => Some(path.as_path()),
+                KeySource::Environment => None,
+            };
+            let own = [
+                ("the artifact key", key_path),
+                ("--cache-dir", Some(&cache_dir)),
+            ];
+            for (what, path) in own
+                .into_iter()
+                .filter_map(|(what, path)| Some((what, path?)))
+                .chain(secrets.iter().copied())
+            {
+                refuse_under(root, what, path)?;
+            }
+        }
         Ok(Settings {
             scheduler: Arc::new(self.scheduler()?),
             preemption: Preemption {
@@ -321,7 +369,41 @@ impl Common {
             // 64 MiB: OpenWhisk's largest action (48 MB) base64-encoded.
             max_body_bytes: self.max_body_mb.unwrap_or(64) << 20,
             max_pending,
+            connections,
         })
+    }
+}
+
+/// Refuses an operator file (key, token, cache, store) that a directory
+/// grant could reach: one beneath the fs root.
+fn refuse_under(fs_root: &Path, what: &str, path: &Path) -> anyhow::Result<()> {
+    if real_path(path).starts_with(fs_root) {
+        bail!(
+            "--fs-root {} would let granted functions reach {what} ({}); keep operator files outside the fs root",
+            fs_root.display(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// `path` with every symlink of its existing part resolved (the rest may
+/// not exist yet, like a cache directory made on first use).
+fn real_path(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
     }
 }
 

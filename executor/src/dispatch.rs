@@ -3,7 +3,6 @@
 //! bound that turns a flood into 503s instead of an unbounded queue.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use luge_core::{Invocation, LoadedModule, Outcome, Preemption, Termination};
@@ -25,34 +24,51 @@ pub struct Dispatched {
 
 /// Runs `invocation` on `module` under the scheduler with `deadline`, and
 /// awaits its outcome.
+///
+/// The job holds `place` until the sandbox has really ended, not until this
+/// future is dropped: a client that goes away frees nothing early, so the
+/// admission bound counts every sandbox that exists. Dropping this future
+/// (the client disconnected) cancels the invocation: the job sees its
+/// receiver closed at its next poll (a preempted sandbox is polled again
+/// within a quantum, a parked one as soon as it is woken) and drops the
+/// sandbox there, which ends it. An engine that runs to completion in one
+/// poll is ended by its own time limit.
 pub async fn invoke(
     scheduler: &Scheduler,
     preemption: Preemption,
     module: Arc<dyn LoadedModule>,
     invocation: Invocation,
     deadline: Instant,
+    place: Admitted,
 ) -> Dispatched {
     let submitted = Instant::now();
     let action = Arc::clone(&invocation.action);
     let timeout = action.limits.timeout;
     let sandbox = module.start(invocation, preemption);
-    let (done, outcome) = tokio::sync::oneshot::channel();
+    let (mut done, outcome) = tokio::sync::oneshot::channel();
     scheduler.submit(Job {
         function: Arc::from(action.name.as_str()),
         deadline,
         expected: action.sched.expected_execution,
         future: Box::pin(async move {
+            let _place = place;
             // First poll: a worker picked the job up.
             let queue_delay = submitted.elapsed();
-            let outcome = tokio::time::timeout(timeout + PARKED_GRACE, sandbox)
-                .await
-                .unwrap_or_else(|_| Outcome {
-                    termination: Termination::TimedOut(timeout),
-                    stdout: Vec::new(),
-                    stderr: Vec::new(),
-                    elapsed: submitted.elapsed(),
-                });
-            // The requester may have gone away; nothing else to tell.
+            let outcome = tokio::select! {
+                // Checked first at every poll: a job whose requester left
+                // is not run any further.
+                biased;
+                () = done.closed() => return,
+                outcome = tokio::time::timeout(timeout + PARKED_GRACE, sandbox) => {
+                    outcome.unwrap_or_else(|_| Outcome {
+                        termination: Termination::TimedOut(timeout),
+                        stdout: Vec::new(),
+                        stderr: Vec::new(),
+                        elapsed: submitted.elapsed(),
+                    })
+                }
+            };
+            // The requester may have gone away meanwhile; nothing to tell.
             let _ = done.send(Dispatched {
                 outcome,
                 queue_delay,
@@ -81,45 +97,40 @@ where
 /// request is refused at once (503) rather than queued without limit: a
 /// client can retry elsewhere, while a queue that only grows makes every
 /// deadline in it miss. Each admitted invocation holds a pool slot while it
-/// runs, so the default bound is the pool size.
+/// runs, so the bound is at most the pool size. A semaphore (tokio's) with
+/// owned permits: a place moves into the job and is given back when the
+/// last holder, request or sandbox, lets go.
 #[derive(Debug)]
 pub struct Admission {
-    pending: AtomicUsize,
+    places: Arc<tokio::sync::Semaphore>,
     limit: usize,
 }
 
-/// One admitted invocation; dropping it frees the place.
-#[derive(Debug)]
-pub struct Admitted<'a>(&'a Admission);
-
-impl Drop for Admitted<'_> {
-    fn drop(&mut self) {
-        self.0.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+/// One admitted invocation (or chain); the place is freed when the last
+/// clone is dropped.
+#[derive(Debug, Clone)]
+pub struct Admitted(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
 
 impl Admission {
     /// Admits at most `limit` invocations at once.
     pub fn new(limit: usize) -> Self {
         Self {
-            pending: AtomicUsize::new(0),
+            places: Arc::new(tokio::sync::Semaphore::new(limit)),
             limit,
         }
     }
 
     /// A place for one more invocation, or `None` when all are taken.
-    pub fn try_admit(&self) -> Option<Admitted<'_>> {
-        self.pending
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.limit).then_some(n + 1)
-            })
+    pub fn try_admit(&self) -> Option<Admitted> {
+        Arc::clone(&self.places)
+            .try_acquire_owned()
             .ok()
-            .map(|_| Admitted(self))
+            .map(|permit| Admitted(Arc::new(permit)))
     }
 
     /// Invocations admitted and not finished.
     pub fn pending(&self) -> usize {
-        self.pending.load(Ordering::Acquire)
+        self.limit - self.places.available_permits()
     }
 
     /// The bound.
@@ -141,7 +152,12 @@ mod tests {
         assert_eq!(admission.pending(), 2);
         drop(a);
         let c = admission.try_admit().unwrap();
+        // A place shared by a chain and its running stage is freed by the
+        // last of them.
+        let stage = c.clone();
         drop((b, c));
+        assert_eq!(admission.pending(), 1);
+        drop(stage);
         assert_eq!(admission.pending(), 0);
     }
 }

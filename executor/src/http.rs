@@ -3,6 +3,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -10,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{StatusCode, header};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use luge_openwhisk::Reply;
 use tokio::net::TcpListener;
 
@@ -19,34 +21,96 @@ pub type Request = hyper::Request<Incoming>;
 /// A complete response.
 pub type Response = hyper::Response<Full<Bytes>>;
 
+/// Bounds on connections, as hyper and this accept loop enforce them.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Open connections at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Time a connection may take to send a request's headers, counted
+    /// from when it starts waiting for them: a new connection, or a
+    /// keep-alive one between requests, so it bounds idle time too.
+    pub header_timeout: Duration,
+}
+
+/// `--header-timeout-ms`'s default: ten seconds is far more than any
+/// client needs to send headers on a working network, and short enough
+/// that idle or silent connections are given back soon.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Descriptors kept for everything but client connections (listeners,
+/// modules, grants, stores, logs) when the connection bound is derived
+/// from the process's descriptor limit.
+const RESERVED_FDS: u64 = 256;
+/// Most connections by default, whatever the descriptor limit.
+const MAX_DEFAULT_CONNECTIONS: u64 = 10_000;
+
+impl ConnectionLimits {
+    /// `--max-connections`'s default: the soft descriptor limit less what
+    /// the rest of the process needs, at most 10,000 (at least 16), so new
+    /// clients are refused cleanly before the process runs out of
+    /// descriptors.
+    pub fn default_max_connections() -> usize {
+        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(MAX_DEFAULT_CONNECTIONS + RESERVED_FDS);
+        soft.saturating_sub(RESERVED_FDS)
+            .clamp(16, MAX_DEFAULT_CONNECTIONS) as usize
+    }
+}
+
+/// Answer to a connection over the bound, written before it is closed.
+const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\ncontent-length: 45\r\nconnection: close\r\n\r\n{\"error\":\"Too many open connections; retry.\"}";
+
 /// Serves connections on `listener` until `shutdown` completes.
-pub async fn serve<H, F>(listener: TcpListener, handler: H, shutdown: impl Future<Output = ()>)
-where
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    handler: H,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) where
     H: Fn(Request) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
     tokio::pin!(shutdown);
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
-        let (stream, peer) = tokio::select! {
+        let (mut stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
                     // Out of file descriptors and the like: keep serving.
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
             },
             () = &mut shutdown => return,
         };
+        let Ok(place) = Arc::clone(&open).try_acquire_owned() else {
+            tracing::warn!(%peer, limit = limits.max_connections, "too many open connections: refused");
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                // Best effort and bounded: a client that does not read
+                // this is closed all the same.
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    stream.write_all(TOO_MANY_CONNECTIONS),
+                )
+                .await;
+            });
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         tokio::spawn(async move {
+            let _place = place;
             let service = service_fn(move |req| {
                 let handler = handler.clone();
                 async move { Ok::<_, Infallible>(handler(req).await) }
             });
             if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service)
                 .await

@@ -104,6 +104,7 @@ impl Metrics {
             Termination::TimedOut(_) => "timeout",
             Termination::OutOfMemory { .. } => "memory_limit",
             Termination::OutOfFuel => "fuel_limit",
+            Termination::OutputTooLarge { .. } => "output_limit",
             Termination::Failed(_) => "failed",
         };
         let function = function.to_owned();
@@ -125,10 +126,21 @@ impl Metrics {
     /// Records an invocation of `function` refused because too many were
     /// pending (outcome `overloaded`).
     pub fn observe_overload(&self, function: &str) {
+        self.count(function, "overloaded");
+    }
+
+    /// Counts an invocation whose client went away before it ended (it is
+    /// cancelled, and its sandbox keeps its admission place until it has
+    /// really stopped).
+    pub fn observe_client_gone(&self, function: &str) {
+        self.count(function, "client_gone");
+    }
+
+    fn count(&self, function: &str, outcome: &'static str) {
         self.invocations
             .get_or_create(&OutcomeLabels {
                 function: function.to_owned(),
-                outcome: "overloaded",
+                outcome,
             })
             .inc();
     }
@@ -214,6 +226,12 @@ impl Collector for Pulled {
             "early_preemptions",
             "Running sandboxes asked to yield before their quantum ended by a more urgent arrival.",
             sched.early_preemptions,
+        )?;
+        counter(
+            &mut encoder,
+            "deadline_renewals",
+            "Sandboxes that ran a whole relative deadline without ending and were re-queued as new arrivals.",
+            sched.renewals,
         )?;
         counter(
             &mut encoder,

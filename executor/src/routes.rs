@@ -90,7 +90,7 @@ pub struct Executor(Arc<App>);
 pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
     match cli.command {
         Command::Proxy { listen, common } => {
-            let settings = common.settings()?;
+            let settings = common.settings(&[])?;
             let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
             let mode = Mode::Proxy(Arc::new(Container::new(sink)));
             Ok((
@@ -117,13 +117,21 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 })?,
                 (None, None) => DEFAULT_LISTEN.parse()?,
             };
-            let token = operator_token(&host, server.and_then(|s| s.token_file.as_deref()))?;
-            let settings = common.settings()?;
+            let token_file = token_file(&host, server.and_then(|s| s.token_file.as_deref()));
+            let token = operator_token(token_file)?;
             let store_dir = host
                 .store
                 .clone()
                 .or_else(|| server.and_then(|s| s.store.clone()))
                 .or_else(|| token.is_some().then(luge_host::store::default_store_dir));
+            let secrets: Vec<(&str, &std::path::Path)> = [
+                ("the operator token", token_file),
+                ("the function store", store_dir.as_deref()),
+            ]
+            .into_iter()
+            .filter_map(|(what, path)| Some((what, path?)))
+            .collect();
+            let settings = common.settings(&secrets)?;
             let store = store_dir.as_deref().map(FunctionStore::open).transpose()?;
             let function_host = Arc::new(FunctionHost::new(
                 Arc::clone(&settings.registry),
@@ -172,19 +180,24 @@ fn host_file(config: &Option<Config>) -> String {
         .map_or_else(String::new, |c| c.file.display().to_string())
 }
 
-/// The token from `--token-file`, else `LUGE_TOKEN`, else the config's
-/// `token_file`; never from argv.
-fn operator_token(
-    host: &HostArgs,
-    config_file: Option<&std::path::Path>,
-) -> anyhow::Result<Option<OperatorToken>> {
-    if let Some(file) = host.token_file.as_deref().or(std::env::var_os("LUGE_TOKEN")
+/// The token file: `--token-file`, else (unless `LUGE_TOKEN` is set) the
+/// config's `token_file`.
+fn token_file<'a>(
+    host: &'a HostArgs,
+    config_file: Option<&'a std::path::Path>,
+) -> Option<&'a std::path::Path> {
+    host.token_file.as_deref().or(std::env::var_os("LUGE_TOKEN")
         .is_none()
         .then_some(config_file)
         .flatten())
-    {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("operator token file {}", file.display()))?;
+}
+
+/// The token from the [`token_file`], else `LUGE_TOKEN`; never from argv.
+fn operator_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<OperatorToken>> {
+    if let Some(file) = file {
+        let text = luge_core::secret::read_private(file).context("operator token file")?;
+        let text = String::from_utf8(text)
+            .with_context(|| format!("operator token file {}: not UTF-8", file.display()))?;
         return Ok(Some(OperatorToken::new(&text).with_context(|| {
             format!("operator token file {}", file.display())
         })?));
@@ -243,6 +256,7 @@ async fn serve_sites(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let app = executor.0;
+    let limits = app.settings.connections;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|&s| s).await;
@@ -253,10 +267,16 @@ async fn serve_sites(
         loops.push(tokio::spawn(http::serve(
             listener,
             handler,
+            limits,
             until_stopped(stopped.clone()),
         )));
     }
-    let main = http::serve(listener, handler(app, Site::Main), until_stopped(stopped));
+    let main = http::serve(
+        listener,
+        handler(app, Site::Main),
+        limits,
+        until_stopped(stopped),
+    );
     tokio::pin!(main);
     tokio::select! {
         () = &mut main => {}
@@ -505,17 +525,17 @@ impl App {
         arrived: Instant,
         deadline: Instant,
     ) -> Result<Outcome, Response> {
-        let Some(_admitted) = self.admit(&invocation.action.name) else {
+        let Some(place) = self.admit(&invocation.action.name) else {
             return Err(standalone::overloaded(self.admission.limit()));
         };
         Ok(self
-            .execute_admitted(module, invocation, arrived, deadline)
+            .execute_admitted(module, invocation, arrived, deadline, place)
             .await)
     }
 
     /// A place under the admission bound; `None` (counted as an overload
     /// of `function`) when all are taken.
-    pub(crate) fn admit(&self, function: &str) -> Option<dispatch::Admitted<'_>> {
+    pub(crate) fn admit(&self, function: &str) -> Option<dispatch::Admitted> {
         let admitted = self.admission.try_admit();
         if admitted.is_none() {
             self.metrics.observe_overload(function);
@@ -524,24 +544,35 @@ impl App {
     }
 
     /// [`App::execute`] for a caller already holding an admission place
-    /// (a chain holds one for all its stages).
+    /// (a chain holds one for all its stages; each stage's job holds it
+    /// too, until its sandbox has ended).
     pub(crate) async fn execute_admitted(
         &self,
         module: Arc<dyn LoadedModule>,
         invocation: Invocation,
         arrived: Instant,
         deadline: Instant,
+        place: dispatch::Admitted,
     ) -> Outcome {
         let action = Arc::clone(&invocation.action);
         let settings = &self.settings;
+        // Dropped unfinished when the client goes away: counted there, as
+        // the invocation is cancelled (see dispatch::invoke).
+        let mut in_flight = InFlight {
+            metrics: &self.metrics,
+            function: &action.name,
+            finished: false,
+        };
         let dispatched = dispatch::invoke(
             &settings.scheduler,
             settings.preemption,
             module,
             invocation,
             deadline,
+            place,
         )
         .await;
+        in_flight.finished = true;
         let outcome = dispatched.outcome;
         self.metrics.observe(
             &action.name,
@@ -565,4 +596,21 @@ fn not_found(method: &Method, path: &str) -> Response {
         StatusCode::NOT_FOUND,
         &format!("No route for {method} {path}."),
     )
+}
+
+/// An invocation a request is waiting for; if the request is dropped first
+/// (the client went away), it is counted as `client_gone`.
+struct InFlight<'a> {
+    metrics: &'a Metrics,
+    function: &'a str,
+    finished: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            tracing::info!(function = %self.function, "client went away: invocation cancelled");
+            self.metrics.observe_client_gone(self.function);
+        }
+    }
 }

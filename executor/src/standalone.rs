@@ -75,10 +75,7 @@ impl App {
     ) -> Response {
         let arrived = Instant::now();
         let action = &function.action;
-        let relative = action
-            .sched
-            .relative_deadline
-            .unwrap_or(action.limits.timeout);
+        let relative = action.sched.relative_deadline_or_default();
         let (stdin, relative) = match request_input(&input, relative) {
             Ok(prepared) => prepared,
             Err((status, message)) => return http::json_error(status, message),
@@ -116,7 +113,7 @@ impl App {
         };
         // One place for the whole chain: a chain admitted is not refused
         // halfway through.
-        let Some(_admitted) = self.admit(&chain.path) else {
+        let Some(place) = self.admit(&chain.path) else {
             return overloaded(self.admission.limit());
         };
         let deadline = arrived + relative;
@@ -132,6 +129,7 @@ impl App {
                     invocation,
                     Instant::now(),
                     deadline,
+                    place.clone(),
                 )
                 .await;
             log_stderr(&function.name, &outcome.stderr);
@@ -390,6 +388,9 @@ fn failure_message(termination: &Termination) -> String {
             limit_bytes >> 20
         ),
         Termination::OutOfFuel => "The function exceeded its fuel limit.".to_owned(),
+        Termination::OutputTooLarge { limit_bytes } => {
+            format!("The function's output exceeds its limit of {limit_bytes} bytes.")
+        }
         Termination::Failed(reason) => format!("The function could not be started: {reason}"),
     }
 }

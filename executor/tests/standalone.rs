@@ -33,7 +33,10 @@ struct Host {
 impl Host {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         Self { dir }
     }
 

@@ -35,6 +35,22 @@ pub struct SchedHints {
     pub expected_execution: Option<Duration>,
 }
 
+/// The relative deadline of work no one gave one (no `deadline` from
+/// OpenWhisk, no `sched.relative_deadline_us`). Not the time limit: a
+/// function with a short limit would then outrank every other function
+/// for as long as it runs. 100 ms, the latency an interactive request
+/// expects, keeps unannotated work in arrival order among itself and lets
+/// deadline-annotated work go ahead of it only by their stated urgency.
+pub const DEFAULT_RELATIVE_DEADLINE: Duration = Duration::from_millis(100);
+
+impl SchedHints {
+    /// The relative deadline to schedule by: the annotated one, else
+    /// [`DEFAULT_RELATIVE_DEADLINE`].
+    pub fn relative_deadline_or_default(&self) -> Duration {
+        self.relative_deadline.unwrap_or(DEFAULT_RELATIVE_DEADLINE)
+    }
+}
+
 impl Action {
     /// An action running `_start` with default limits and no capabilities.
     pub fn command(name: impl Into<String>) -> Self {

@@ -57,9 +57,9 @@ impl ArtifactKey {
     /// Reads the secret from `path`, or creates the file with a random secret
     /// (mode 0600) if it does not exist.
     pub fn load_or_create(path: &Path) -> Result<Self, ArtifactError> {
-        match std::fs::read(path) {
+        match crate::secret::read_private(path) {
             Ok(secret) => Self::from_secret(&secret),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(_) if !path.exists() => {
                 let mut raw = [0u8; 32];
                 getrandom::fill(&mut raw).map_err(|e| ArtifactError::Io(e.to_string()))?;
                 let secret: String = raw.iter().map(|b| format!("{b:02x}")).collect();
@@ -70,7 +70,7 @@ impl ArtifactKey {
                     .map_err(|e| ArtifactError::Io(format!("{}: {e}", path.display())))?;
                 Self::from_secret(secret.as_bytes())
             }
-            Err(e) => Err(ArtifactError::Io(format!("{}: {e}", path.display()))),
+            Err(e) => Err(ArtifactError::Io(e.to_string())),
         }
     }
 }
@@ -94,8 +94,8 @@ pub fn operator_key(
     cache_dir: &Path,
 ) -> Result<(ArtifactKey, KeySource), ArtifactError> {
     if let Some(path) = key_file {
-        let secret = std::fs::read(path)
-            .map_err(|e| ArtifactError::Io(format!("{}: {e}", path.display())))?;
+        let secret =
+            crate::secret::read_private(path).map_err(|e| ArtifactError::Io(e.to_string()))?;
         return Ok((
             ArtifactKey::from_secret(&secret)?,
             KeySource::File(path.to_owned()),

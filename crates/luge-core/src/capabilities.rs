@@ -3,8 +3,16 @@
 //! Deny by default: a sandbox sees no directory, no host environment and no
 //! argv beyond what its annotations grant. Directory grants are resolved at
 //! init under the operator's `--fs-root`; absolute paths, `..` components and
-//! symlinks that lead out of the root are refused there, before any
-//! invocation runs.
+//! symlinks are refused there, before any invocation runs.
+//!
+//! A granted directory is opened once, at init, by walking from the fs root
+//! one component at a time with `O_NOFOLLOW`, and the [`DirGrant`] holds that
+//! descriptor for as long as the action lives. Engines open a grant only
+//! through [`DirGrant::path`], a `/proc/self/fd` link the kernel resolves to
+//! the held directory itself, never to whatever now sits at its old path: a
+//! guest that renames a granted directory and leaves a symlink in its place,
+//! or a host that swaps one, cannot make a later run's grant point anywhere
+//! else.
 //!
 //! Annotations arrive either as a JSON object (`{"wasi.env": {...}}`) or in
 //! OpenWhisk's list form (`[{"key": "wasi.env", "value": {...}}]`). Keys
@@ -12,8 +20,12 @@
 //! own and are ignored; an unknown key inside them is an error, so a typo does
 //! not silently drop a limit.
 
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 use serde_json::Value;
 
@@ -29,15 +41,77 @@ pub enum DirMode {
     ReadWrite,
 }
 
-/// A host directory preopened in the sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Directory grants one action may hold. Each holds a descriptor open for
+/// the action's lifetime; sixteen is more than any function has needed and
+/// keeps a hostile init from spending the executor's descriptors.
+pub const MAX_DIR_GRANTS: usize = 16;
+
+/// A host directory preopened in the sandbox, held open since it was
+/// granted.
+#[derive(Debug, Clone)]
 pub struct DirGrant {
-    /// Canonical host path, inside the fs root.
+    /// Where the directory was when it was granted. For messages only:
+    /// sandboxes open [`DirGrant::path`], never this.
     pub host: PathBuf,
     /// Path the guest opens it by.
     pub guest: String,
     /// Access mode.
     pub mode: DirMode,
+    dir: Arc<OwnedFd>,
+}
+
+impl PartialEq for DirGrant {
+    fn eq(&self, other: &Self) -> bool {
+        self.host == other.host && self.guest == other.guest && self.mode == other.mode
+    }
+}
+
+impl Eq for DirGrant {}
+
+impl DirGrant {
+    /// Grants the operator-named directory `host` as is (symlinks followed:
+    /// the operator's own path). Tenant-named grants go through
+    /// [`Capabilities::grant`], which opens them beneath the fs root.
+    pub fn open(host: &Path, guest: &str, mode: DirMode) -> Result<Self, GrantError> {
+        let not_dir = |e: rustix::io::Errno| GrantError::NotADirectory {
+            path: host.display().to_string(),
+            reason: std::io::Error::from(e).to_string(),
+        };
+        let dir = rustix::fs::open(host, dir_flags(), Mode::empty()).map_err(not_dir)?;
+        Self::held(dir, host.to_owned(), guest, mode)
+    }
+
+    fn held(dir: OwnedFd, host: PathBuf, guest: &str, mode: DirMode) -> Result<Self, GrantError> {
+        let grant = Self {
+            host,
+            guest: guest.to_owned(),
+            mode,
+            dir: Arc::new(dir),
+        };
+        // Engines reach the held directory through /proc; without it they
+        // would open something else, so a grant fails here instead.
+        let held = rustix::fs::fstat(grant.dir.as_fd());
+        let linked = rustix::fs::stat(grant.path());
+        match (held, linked) {
+            (Ok(a), Ok(b)) if a.st_dev == b.st_dev && a.st_ino == b.st_ino => Ok(grant),
+            _ => Err(GrantError::NotADirectory {
+                path: grant.host.display().to_string(),
+                reason: "directory grants need /proc mounted (held directories are opened through /proc/self/fd)".to_owned(),
+            }),
+        }
+    }
+
+    /// The path an engine opens to preopen this grant: `/proc/self/fd/N`,
+    /// which the kernel resolves to the directory held since init, wherever
+    /// it has been moved and whatever now sits at its old path.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
+}
+
+/// Flags of every directory open: a directory, read-only, not inherited.
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC
 }
 
 /// Resolved grants of an action.
@@ -106,9 +180,14 @@ pub enum GrantError {
     /// `..` in a path.
     #[error("directory grant {0:?}: '..' escapes are refused")]
     DotDot(String),
-    /// Resolves (through symlinks) outside the fs root.
-    #[error("directory grant {0:?} resolves outside the fs root")]
-    OutsideRoot(String),
+    /// A symlink on the way: it could lead outside the fs root, now or later.
+    #[error(
+        "directory grant {0:?} passes through a symlink; grants name real directories beneath the fs root"
+    )]
+    Symlink(String),
+    /// More grants than [`MAX_DIR_GRANTS`].
+    #[error("at most {MAX_DIR_GRANTS} directory grants per action")]
+    TooMany,
     /// Missing or not a directory.
     #[error("directory grant {path:?}: {reason}")]
     NotADirectory {
@@ -262,21 +341,29 @@ fn parse_dir(key: &str, dir: &Value) -> Result<DirRequest, GrantError> {
 }
 
 impl Capabilities {
-    /// Resolves requested grants under `fs_root`.
+    /// Resolves requested grants beneath `fs_root` and opens each.
     pub fn grant(annotations: &Annotations, fs_root: Option<&Path>) -> Result<Self, GrantError> {
         let mut dirs = Vec::with_capacity(annotations.dirs.len());
+        if annotations.dirs.len() > MAX_DIR_GRANTS {
+            return Err(GrantError::TooMany);
+        }
         if !annotations.dirs.is_empty() {
             let root = fs_root.ok_or(GrantError::NoFsRoot)?;
-            let root = root.canonicalize().map_err(|e| GrantError::NotADirectory {
+            let not_dir = |e: std::io::Error| GrantError::NotADirectory {
                 path: root.display().to_string(),
                 reason: e.to_string(),
-            })?;
+            };
+            let canonical = root.canonicalize().map_err(not_dir)?;
+            let root_dir = rustix::fs::open(&canonical, dir_flags(), Mode::empty())
+                .map_err(|e| not_dir(e.into()))?;
             for request in &annotations.dirs {
-                dirs.push(DirGrant {
-                    host: resolve_under(&root, &request.host)?,
-                    guest: request.guest.clone(),
-                    mode: request.mode,
-                });
+                let dir = open_beneath(&root_dir, &request.host)?;
+                dirs.push(DirGrant::held(
+                    dir,
+                    canonical.join(&request.host),
+                    &request.guest,
+                    request.mode,
+                )?);
             }
         }
         Ok(Self {
@@ -286,8 +373,9 @@ impl Capabilities {
     }
 }
 
-/// Resolves `host` under the canonical `root`, refusing every way out.
-fn resolve_under(root: &Path, host: &str) -> Result<PathBuf, GrantError> {
+/// Opens `host` beneath `root`, one component at a time, following no
+/// symlink: every way out (absolute paths, `..`, symlinks) is refused.
+fn open_beneath(root: &OwnedFd, host: &str) -> Result<OwnedFd, GrantError> {
     let path = Path::new(host);
     for component in path.components() {
         match component {
@@ -298,24 +386,41 @@ fn resolve_under(root: &Path, host: &str) -> Result<PathBuf, GrantError> {
             }
         }
     }
-    let resolved = root
-        .join(path)
-        .canonicalize()
-        .map_err(|e| GrantError::NotADirectory {
-            path: host.to_owned(),
-            reason: e.to_string(),
-        })?;
-    // Canonicalisation followed every symlink; what remains must be inside.
-    if !resolved.starts_with(root) {
-        return Err(GrantError::OutsideRoot(host.to_owned()));
+    let mut dir: Option<OwnedFd> = None;
+    for component in path.components() {
+        let Component::Normal(name) = component else {
+            continue;
+        };
+        let parent = dir.as_ref().unwrap_or(root);
+        let next = rustix::fs::openat(parent, name, dir_flags() | OFlags::NOFOLLOW, Mode::empty())
+            .map_err(|errno| {
+                // Say why: a symlink, not a directory, or missing.
+                match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink() => {
+                        GrantError::Symlink(host.to_owned())
+                    }
+                    Ok(_) if errno == rustix::io::Errno::NOTDIR => GrantError::NotADirectory {
+                        path: host.to_owned(),
+                        reason: "not a directory".to_owned(),
+                    },
+                    _ => GrantError::NotADirectory {
+                        path: host.to_owned(),
+                        reason: std::io::Error::from(errno).to_string(),
+                    },
+                }
+            })?;
+        dir = Some(next);
     }
-    if !resolved.is_dir() {
-        return Err(GrantError::NotADirectory {
-            path: host.to_owned(),
-            reason: "not a directory".to_owned(),
-        });
+    match dir {
+        Some(dir) => Ok(dir),
+        // "" or "." grants the root itself.
+        None => rustix::fs::openat(root, ".", dir_flags(), Mode::empty()).map_err(|e| {
+            GrantError::NotADirectory {
+                path: host.to_owned(),
+                reason: std::io::Error::from(e).to_string(),
+            }
+        }),
     }
-    Ok(resolved)
 }
 
 #[cfg(test)]
@@ -374,12 +479,16 @@ mod tests {
         let ok = grant("data/x").unwrap();
         assert!(ok.dirs[0].host.ends_with("data/x"));
         assert_eq!(ok.dirs[0].mode, DirMode::ReadOnly);
+        assert!(ok.dirs[0].path().starts_with("/proc/self/fd/"));
         assert!(matches!(grant("/etc"), Err(GrantError::Absolute(_))));
         assert!(matches!(
             grant("data/../../etc"),
             Err(GrantError::DotDot(_))
         ));
-        assert!(matches!(grant("link"), Err(GrantError::OutsideRoot(_))));
+        assert!(matches!(grant("link"), Err(GrantError::Symlink(_))));
+        // A symlink that stays inside is refused too: it could be swapped.
+        std::os::unix::fs::symlink("data", root.path().join("inside")).unwrap();
+        assert!(matches!(grant("inside/x"), Err(GrantError::Symlink(_))));
         assert!(matches!(
             grant("missing"),
             Err(GrantError::NotADirectory { .. })
@@ -391,5 +500,39 @@ mod tests {
 
         let ann = Annotations::parse(&json!({"dir": "data"})).unwrap();
         assert_eq!(Capabilities::grant(&ann, None), Err(GrantError::NoFsRoot));
+    }
+
+    #[test]
+    fn a_grant_stays_on_the_directory_it_opened() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("data/sub")).unwrap();
+        std::fs::write(root.path().join("data/sub/mine.txt"), "mine").unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+        let ann = Annotations::parse(&json!({"wasi.dirs": [{"host": "data/sub", "guest": "/d"}]}))
+            .unwrap();
+        let caps = Capabilities::grant(&ann, Some(root.path())).unwrap();
+        // Moved away, and a symlink to outside put in its place.
+        std::fs::rename(root.path().join("data/sub"), root.path().join("data/moved")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("data/sub")).unwrap();
+        let through = caps.dirs[0].path();
+        assert_eq!(
+            std::fs::read_to_string(through.join("mine.txt")).unwrap(),
+            "mine"
+        );
+        assert!(!through.join("secret.txt").exists());
+    }
+
+    #[test]
+    fn grants_are_bounded() {
+        let root = tempfile::tempdir().unwrap();
+        let many: Vec<_> = (0..=MAX_DIR_GRANTS)
+            .map(|i| json!({"host": ".", "guest": format!("/d{i}")}))
+            .collect();
+        let ann = Annotations::parse(&json!({ "wasi.dirs": many })).unwrap();
+        assert_eq!(
+            Capabilities::grant(&ann, Some(root.path())),
+            Err(GrantError::TooMany)
+        );
     }
 }

@@ -4,6 +4,10 @@
 //! precompiled artifact; the upload API takes the same. Detection is by
 //! content, never by name, and a zip is unpacked with a size cap so a zip
 //! bomb costs a clear error rather than the executor's memory.
+//!
+//! Nothing here recurses on input: a zip's module must be Wasm or an
+//! artifact itself, so a zip inside a zip is refused after one level, and
+//! an archive's entry count is bounded before any entry is read.
 
 use std::io::Read;
 
@@ -12,6 +16,10 @@ use crate::artifact;
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
 const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+/// Entries a zip may list. An action's zip holds a module and perhaps a
+/// README; the bound keeps a crafted central directory (entries are ~50
+/// bytes each) from costing more than a small allocation.
+pub const MAX_ZIP_ENTRIES: usize = 1000;
 /// Entry names preferred when a zip holds several modules.
 const PREFERRED_STEMS: [&str; 2] = ["main", "action"];
 
@@ -43,6 +51,14 @@ pub enum CodeError {
     /// A zip that cannot be read.
     #[error("the zip archive is unreadable: {0}")]
     Zip(String),
+    /// A zip whose module is itself a zip (or anything but a module).
+    #[error(
+        "the zip archive's {0} is not a WebAssembly module or a Luge artifact (zips inside zips are refused)"
+    )]
+    ZipNested(String),
+    /// More entries than [`MAX_ZIP_ENTRIES`].
+    #[error("the zip archive lists more than {MAX_ZIP_ENTRIES} entries")]
+    ZipTooManyEntries,
     /// A zip without any module in it.
     #[error("the zip archive holds no WebAssembly module or Luge artifact (.wasm, .luge)")]
     ZipWithoutModule,
@@ -90,6 +106,9 @@ impl ModuleCode {
     fn from_zip(bytes: &[u8], max_unpacked: usize) -> Result<Self, CodeError> {
         let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
             .map_err(|e| CodeError::Zip(e.to_string()))?;
+        if archive.len() > MAX_ZIP_ENTRIES {
+            return Err(CodeError::ZipTooManyEntries);
+        }
         let candidates: Vec<(usize, String)> = (0..archive.len())
             .filter_map(|i| {
                 let entry = archive.by_index_raw(i).ok()?;
@@ -122,6 +141,9 @@ impl ModuleCode {
         let entry = archive
             .by_index(chosen)
             .map_err(|e| CodeError::Zip(e.to_string()))?;
+        let name = entry
+            .name()
+            .map_or_else(|_| "entry".to_owned(), |n| n.into_owned());
         let mut unpacked = Vec::new();
         entry
             .take(max_unpacked as u64 + 1)
@@ -132,8 +154,12 @@ impl ModuleCode {
                 limit: max_unpacked,
             });
         }
-        match Self::detect(unpacked, max_unpacked)? {
-            code @ (Self::Wasm(_) | Self::Artifact(_)) => Ok(code),
+        if unpacked.starts_with(WASM_MAGIC) {
+            Ok(Self::Wasm(unpacked))
+        } else if artifact::is_artifact(&unpacked) {
+            Ok(Self::Artifact(unpacked))
+        } else {
+            Err(CodeError::ZipNested(name))
         }
     }
 }
@@ -216,6 +242,29 @@ mod tests {
         assert!(matches!(
             ModuleCode::detect(zip, 64 * 1024),
             Err(CodeError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn zips_inside_zips_are_refused_at_the_first_level() {
+        // Deep nesting was once a recursion per level: a stack overflow at
+        // a few thousand levels, hundreds of MiB well before.
+        let mut nested = zip_of(&[("main.wasm", WASM)]);
+        for _ in 0..200 {
+            nested = zip_of(&[("main.wasm", &nested)]);
+        }
+        let refused = ModuleCode::detect(nested, 1 << 20).unwrap_err();
+        assert!(matches!(refused, CodeError::ZipNested(_)), "{refused}");
+        assert!(refused.to_string().contains("main.wasm"), "{refused}");
+    }
+
+    #[test]
+    fn entry_count_is_bounded() {
+        let names: Vec<String> = (0..=MAX_ZIP_ENTRIES).map(|i| format!("f{i}")).collect();
+        let entries: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b""[..])).collect();
+        assert!(matches!(
+            ModuleCode::detect(zip_of(&entries), 1024),
+            Err(CodeError::ZipTooManyEntries)
         ));
     }
 

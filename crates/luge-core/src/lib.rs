@@ -19,6 +19,7 @@
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
 //! - [`preempt`]: the one signal a scheduler sends a running sandbox.
 //! - [`watchdog`]: the time limit for engines stopped from another thread.
+//! - [`secret`]: operator secrets read only from private files.
 #![deny(missing_docs)]
 
 pub mod action;
@@ -31,6 +32,7 @@ pub mod outcome;
 pub mod preempt;
 pub mod registry;
 pub mod runtime;
+pub mod secret;
 pub mod watchdog;
 
 pub use action::Action;

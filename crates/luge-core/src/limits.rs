@@ -15,8 +15,20 @@ pub struct Limits {
     pub timeout: Duration,
     /// Fuel (instructions, roughly) per invocation, where the engine meters.
     pub fuel: Option<u64>,
-    /// Cap on captured stdout and on captured stderr, each.
+    /// Cap on captured stdout and on captured stderr, each. Stdout past it
+    /// ends the run ([`Termination::OutputTooLarge`](crate::Termination));
+    /// stderr past it is cut. [`LimitPolicy::apply`] keeps it within the
+    /// memory limit, so what a sandbox holds outside its linear memory is
+    /// bounded by the same number.
     pub max_output_bytes: usize,
+}
+
+impl Limits {
+    /// Bytes an engine captures per stream: one past the cap, so that
+    /// output over the cap can be told from output exactly at it.
+    pub fn capture_bytes(&self) -> usize {
+        self.max_output_bytes.saturating_add(1)
+    }
 }
 
 /// OpenWhisk's default action memory (256 MiB).
@@ -103,6 +115,11 @@ impl LimitPolicy {
             check("limits.memory_mb", mb, max_mb)?;
             limits.memory_bytes = mb << 20;
         }
+        // Captured output counts like memory: a 1 MiB function cannot hold
+        // 32 MiB of stdout in the host.
+        limits.max_output_bytes = limits
+            .max_output_bytes
+            .min(usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX));
         if let Some(ms) = requested.timeout_ms {
             let max_ms = self.max.timeout.as_millis() as u64;
             check("limits.timeout_ms", ms, max_ms)?;

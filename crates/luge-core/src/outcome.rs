@@ -31,6 +31,11 @@ pub enum Termination {
     },
     /// Ran out of fuel.
     OutOfFuel,
+    /// Wrote more to stdout than its cap.
+    OutputTooLarge {
+        /// The cap in bytes.
+        limit_bytes: usize,
+    },
     /// The sandbox could not be started (instantiation failed, resources).
     Failed(String),
 }
@@ -42,7 +47,34 @@ impl Termination {
     }
 }
 
+/// Appended to stderr cut at its cap.
+pub const STDERR_CUT: &[u8] = b"\n[luge: stderr cut at its cap]\n";
+
 impl Outcome {
+    /// Applies the output cap to streams captured with
+    /// [`Limits::capture_bytes`](crate::Limits::capture_bytes): stdout past
+    /// `cap` ends the run as [`Termination::OutputTooLarge`] (a truncated
+    /// result must never pass for the whole one); stderr past it is cut
+    /// and says so. Every engine ends its outcome with this.
+    pub fn cap_output(mut self, cap: usize) -> Self {
+        if self.stdout.len() > cap {
+            self.stdout.truncate(cap);
+            // Its failed write may have made the guest exit or trap; a time
+            // or memory limit it also hit stays the reason given.
+            if matches!(
+                self.termination,
+                Termination::Exited(_) | Termination::Trapped(_)
+            ) {
+                self.termination = Termination::OutputTooLarge { limit_bytes: cap };
+            }
+        }
+        if self.stderr.len() > cap {
+            self.stderr.truncate(cap);
+            self.stderr.extend_from_slice(STDERR_CUT);
+        }
+        self
+    }
+
     /// An outcome for a sandbox that never started.
     pub fn failed(message: impl Into<String>) -> Self {
         Self {

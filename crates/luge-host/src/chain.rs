@@ -63,12 +63,7 @@ impl Chain {
             Some(us) => Duration::from_micros(us),
             None => stages
                 .iter()
-                .map(|f| {
-                    f.action
-                        .sched
-                        .relative_deadline
-                        .unwrap_or(f.action.limits.timeout)
-                })
+                .map(|f| f.action.sched.relative_deadline_or_default())
                 .sum(),
         };
         Ok(Self {

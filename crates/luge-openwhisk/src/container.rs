@@ -75,7 +75,8 @@ impl PreparedRun {
     /// The absolute deadline of this run for a request that arrived at
     /// `arrived`: OpenWhisk's `deadline` when sent (already past is fine: it
     /// is then the most urgent), else the action's relative deadline, else
-    /// its time limit.
+    /// the default one (never the time limit: see
+    /// [`luge_core::action::DEFAULT_RELATIVE_DEADLINE`]).
     pub fn deadline(&self, arrived: Instant) -> Instant {
         let action = &self.invocation.action;
         if let Some(deadline_ms) = self.deadline_ms {
@@ -90,11 +91,7 @@ impl PreparedRun {
                     .unwrap_or(arrived)
             };
         }
-        arrived
-            + action
-                .sched
-                .relative_deadline
-                .unwrap_or(action.limits.timeout)
+        arrived + action.sched.relative_deadline_or_default()
     }
 }
 
@@ -264,6 +261,9 @@ pub fn failure_message(termination: &Termination) -> String {
             limit_bytes >> 20
         ),
         Termination::OutOfFuel => "The action exceeded its fuel limit.".to_owned(),
+        Termination::OutputTooLarge { limit_bytes } => {
+            format!("The action's output exceeds its limit of {limit_bytes} bytes.")
+        }
         Termination::Failed(reason) => format!("The action could not be started: {reason}"),
     }
 }

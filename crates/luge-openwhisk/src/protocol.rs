@@ -93,7 +93,32 @@ pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
             format!("The action code is not valid base64 ({e}); Wasm actions are sent as base64 of a .wasm, a zip or a Luge artifact."),
         )
     })?;
-    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
+    // A field of the wrong type is the client's mistake, said as such, not
+    // silently replaced by a default.
+    let text = |key: &str| match value.get(key) {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(text)) => Ok(text.as_str()),
+        Some(other) => Err(Reply::error(
+            status::BAD_REQUEST,
+            format!(
+                "The init field {key:?} must be a string, not {}.",
+                kind(other)
+            ),
+        )),
+    };
+    if let Some(binary) = value
+        .get("binary")
+        .filter(|b| !b.is_null() && !b.is_boolean())
+    {
+        return Err(Reply::error(
+            status::BAD_REQUEST,
+            format!(
+                "The init field \"binary\" must be a boolean, not {}.",
+                kind(binary)
+            ),
+        ));
+    }
+    let (name, main) = (text("name")?, text("main")?);
     let env = match value.get("env") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Object(map)) => map
@@ -108,12 +133,25 @@ pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
         }
     };
     Ok(InitRequest {
-        name: text("name").to_owned(),
-        main: text("main").to_owned(),
+        name: name.to_owned(),
+        main: main.to_owned(),
         code,
         env,
         annotations: value.get("annotations").cloned().unwrap_or(Value::Null),
     })
+}
+
+/// What kind of JSON value `value` is, for messages (never the value
+/// itself, which may be large).
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// Base64 as clients send it: standard alphabet, padding optional, line
@@ -208,6 +246,24 @@ pub fn split_result(stdout: &str) -> (Option<Map<String, Value>>, Vec<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrong_typed_fields_are_bad_requests() {
+        let code = base64::engine::general_purpose::STANDARD.encode(b"\0asm\x01\0\0\0");
+        for (field, value) in [
+            ("main", json!(7)),
+            ("name", json!(["a"])),
+            ("binary", json!("yes")),
+        ] {
+            let mut init = json!({"value": {"code": code, "main": "main"}});
+            init["value"][field] = value;
+            let reply = parse_init(init.to_string().as_bytes()).unwrap_err();
+            assert_eq!(reply.status, status::BAD_REQUEST, "{field}");
+            assert!(reply.error_message().unwrap().contains(field), "{reply:?}");
+        }
+        let ok = json!({"value": {"code": code, "main": null, "binary": true}});
+        assert!(parse_init(ok.to_string().as_bytes()).is_ok());
+    }
 
     #[test]
     fn init_errors_match_openwhisk() {

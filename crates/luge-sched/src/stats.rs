@@ -111,6 +111,9 @@ pub struct SchedulerStats {
     /// Times an arrival more urgent than a running job asked it to yield
     /// before its quantum ended.
     pub early_preemptions: u64,
+    /// Times a job that had run a whole window (its relative deadline)
+    /// without ending was given a fresh deadline, as a new arrival.
+    pub renewals: u64,
     /// Jobs taken from another worker's queue.
     pub steals: u64,
     /// Busy time per worker, nanoseconds.
@@ -126,6 +129,7 @@ pub(crate) struct Counters {
     pub completed: AtomicU64,
     pub preemptions: AtomicU64,
     pub early_preemptions: AtomicU64,
+    pub renewals: AtomicU64,
     pub steals: AtomicU64,
 }
 

@@ -36,7 +36,18 @@ pub(crate) struct Task {
     pub future: Mutex<Option<BoxFuture>>,
     pub state: AtomicU8,
     pub function: Arc<str>,
+    /// The deadline the job was submitted with: misses are counted
+    /// against it.
     pub deadline: Instant,
+    /// The job's window: its relative deadline at submission (at least
+    /// [`MIN_WINDOW`]). Each time it has run this long without ending, it
+    /// is renewed (see [`Task::renew_if_spent`]).
+    pub window: Duration,
+    /// How far the deadline the policy orders by has moved past
+    /// `deadline`, ns. Written only by the worker running the job.
+    pub postponed_ns: AtomicU64,
+    /// CPU time at the last renewal, ns.
+    pub renewed_at_cpu_ns: AtomicU64,
     pub expected_seed: Option<Duration>,
     /// Time spent in `poll`, i.e. executing, not waiting.
     pub cpu_ns: AtomicU64,
@@ -46,9 +57,41 @@ pub(crate) struct Task {
     pub shared: Weak<Shared>,
 }
 
+/// The smallest window a job gets, even one submitted past its deadline:
+/// one default quantum, so such a job is renewed as soon as it has run a
+/// slice rather than outranking everything for as long as it runs.
+pub(crate) const MIN_WINDOW: Duration = Duration::from_millis(5);
+
 impl Task {
     pub fn cpu(&self) -> Duration {
         Duration::from_nanos(self.cpu_ns.load(Ordering::Relaxed))
+    }
+
+    /// The deadline the policy orders by: the submitted one, or a renewed
+    /// one.
+    pub fn current_deadline(&self) -> Instant {
+        self.deadline + Duration::from_nanos(self.postponed_ns.load(Ordering::Relaxed))
+    }
+
+    /// Renews the job's deadline, as if it had just arrived (`now` plus its
+    /// window), once it has run for a whole window since the last renewal
+    /// without ending: the deadline rule of a constant bandwidth server. A
+    /// job that has used its whole relative deadline in CPU can no longer
+    /// meet it, and must not outrank every later arrival for as long as it
+    /// runs: under EDF a runaway then shares the workers with fresh work
+    /// instead of starving it, while a job that ends within its window is
+    /// ordered exactly as plain EDF orders it. Returns whether it renewed.
+    pub fn renew_if_spent(&self, now: Instant) -> bool {
+        let cpu = self.cpu_ns.load(Ordering::Relaxed);
+        let since = cpu.saturating_sub(self.renewed_at_cpu_ns.load(Ordering::Relaxed));
+        if since < self.window.as_nanos() as u64 {
+            return false;
+        }
+        let renewed = (now + self.window).saturating_duration_since(self.deadline);
+        self.postponed_ns
+            .store(renewed.as_nanos() as u64, Ordering::Relaxed);
+        self.renewed_at_cpu_ns.store(cpu, Ordering::Relaxed);
+        true
     }
 }
 

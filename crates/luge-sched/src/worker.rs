@@ -116,7 +116,7 @@ impl Shared {
         };
         self.policy.key(&Urgency {
             queued_at: now,
-            deadline: task.deadline,
+            deadline: task.current_deadline(),
             remaining,
         })
     }
@@ -294,6 +294,9 @@ impl Shared {
                     task.state.store(task::QUEUED, Ordering::Release);
                     task.yields.fetch_add(1, Ordering::Relaxed);
                     Counters::add(&self.counters.preemptions, 1);
+                    if task.renew_if_spent(Instant::now()) {
+                        Counters::add(&self.counters.renewals, 1);
+                    }
                     self.push_local(worker, task);
                 }
             }
@@ -396,11 +399,18 @@ impl Scheduler {
 
     /// Queues a job. Never blocks.
     pub fn submit(&self, job: Job) {
+        let window = job
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .max(task::MIN_WINDOW);
         let task = Arc::new(Task {
             future: Mutex::new(Some(job.future)),
             state: AtomicU8::new(task::QUEUED),
             function: job.function,
             deadline: job.deadline,
+            window,
+            postponed_ns: AtomicU64::new(0),
+            renewed_at_cpu_ns: AtomicU64::new(0),
             expected_seed: job.expected,
             cpu_ns: AtomicU64::new(0),
             yields: AtomicU64::new(0),
@@ -433,6 +443,7 @@ impl Scheduler {
             completed: c.completed.load(Ordering::Relaxed),
             preemptions: c.preemptions.load(Ordering::Relaxed),
             early_preemptions: c.early_preemptions.load(Ordering::Relaxed),
+            renewals: c.renewals.load(Ordering::Relaxed),
             steals: c.steals.load(Ordering::Relaxed),
             busy_ns: self
                 .shared

@@ -136,12 +136,26 @@ pub fn limits_traps_and_exits_are_outcomes_and_the_engine_survives(registry: &Mo
     assert_eq!(exit.termination, Termination::Exited(3));
     assert_eq!(exit.stderr, b"giving up with status 3\n");
 
-    // Output past the cap is refused to the guest, not buffered.
+    // Output past the cap is refused to the guest, not buffered, and the
+    // run fails: a cut result never passes for the whole one.
     let cat = load(registry, "c-echo");
     let mut action = Action::command("cat");
     action.limits.max_output_bytes = 1000;
-    let outcome = cat.run(Invocation::new(Arc::new(action), vec![b'x'; 5000]));
+    let action = Arc::new(action);
+    let outcome = cat.run(Invocation::new(Arc::clone(&action), vec![b'x'; 5000]));
     assert!(outcome.stdout.len() <= 1000, "{}", outcome.stdout.len());
+    assert_eq!(
+        outcome.termination,
+        Termination::OutputTooLarge { limit_bytes: 1000 }
+    );
+    // Exactly at the cap is fine.
+    let outcome = cat.run(Invocation::new(action, vec![b'x'; 1000]));
+    assert_eq!(outcome.stdout.len(), 1000);
+    assert!(
+        outcome.termination.is_success(),
+        "{:?}",
+        outcome.termination
+    );
 
     let echo = load(registry, "echo");
     assert!(
@@ -179,11 +193,7 @@ pub fn directory_grants(registry: &ModuleRegistry, read_only_supported: bool) {
     std::fs::write(dir.path().join("hello.txt"), "hello from the host")
         .expect("as the engine contract says");
     let grant = |mode| Capabilities {
-        dirs: vec![DirGrant {
-            host: dir.path().to_owned(),
-            guest: "/data".into(),
-            mode,
-        }],
+        dirs: vec![DirGrant::open(dir.path(), "/data", mode).expect("a temporary directory")],
         args: Vec::new(),
     };
     let runtime = registry.runtime();

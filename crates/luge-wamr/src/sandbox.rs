@@ -3,8 +3,9 @@
 //!
 //! Stdio are memfds handed to WAMR as the instance's fds 0-2 (WAMR never
 //! closes stdio it was given). stdout and stderr are sparse files of the
-//! output cap, sealed against growing: a guest writing past the cap gets an
-//! error, not the host's memory, and the bytes written are the file offset.
+//! output cap (and a page), sealed against growing: a guest writing past
+//! the cap gets an error, not the host's memory, and the bytes written are
+//! the file offset.
 
 use std::ffi::{CStr, CString, c_char};
 use std::fs::File;
@@ -32,10 +33,25 @@ fn memfd(name: &CStr, sealing: bool) -> std::io::Result<File> {
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-/// An output stream capped at `cap` bytes.
-fn capped_output(name: &CStr, cap: usize) -> std::io::Result<File> {
+/// An output stream that holds at least `capture` bytes, sealed against
+/// growing.
+///
+/// The kernel refuses a write to a sealed memfd page by page: a chunk that
+/// would cross the end fails whole, so a large write past a file of exactly
+/// `capture` bytes would leave nothing behind to show it was tried. One page
+/// of room past `capture` (rounded up to a page) makes any write beyond
+/// `capture` leave the offset past it, where the output cap sees it.
+fn capped_output(name: &CStr, capture: usize) -> std::io::Result<File> {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(1);
+    let size = capture
+        .div_ceil(page)
+        .saturating_add(1)
+        .saturating_mul(page);
     let file = memfd(name, true)?;
-    file.set_len(cap as u64)?;
+    file.set_len(size as u64)?;
     // SAFETY: `file` owns a valid memfd created with MFD_ALLOW_SEALING.
     let sealed = unsafe {
         libc::fcntl(
@@ -67,14 +83,14 @@ struct Streams {
 }
 
 impl Streams {
-    fn new(stdin: &[u8], cap: usize) -> std::io::Result<Self> {
+    fn new(stdin: &[u8], capture: usize) -> std::io::Result<Self> {
         let mut input = memfd(c"luge-stdin", false)?;
         input.write_all(stdin)?;
         input.seek(SeekFrom::Start(0))?;
         Ok(Self {
             stdin: input,
-            stdout: capped_output(c"luge-stdout", cap)?,
-            stderr: capped_output(c"luge-stderr", cap)?,
+            stdout: capped_output(c"luge-stdout", capture)?,
+            stderr: capped_output(c"luge-stderr", capture)?,
         })
     }
 }
@@ -164,7 +180,7 @@ impl Terminable {
 pub(crate) fn run(module: &WamrModule, invocation: Invocation) -> Outcome {
     let started = Instant::now();
     let limits = invocation.action.limits;
-    let streams = match Streams::new(&invocation.stdin, limits.max_output_bytes) {
+    let streams = match Streams::new(&invocation.stdin, limits.capture_bytes()) {
         Ok(streams) => streams,
         Err(e) => return Outcome::failed(format!("stdio for the sandbox: {e}")),
     };
@@ -178,6 +194,7 @@ pub(crate) fn run(module: &WamrModule, invocation: Invocation) -> Outcome {
         stderr: written(streams.stderr),
         elapsed: started.elapsed(),
     }
+    .cap_output(limits.max_output_bytes)
 }
 
 fn execute(
@@ -206,7 +223,7 @@ fn execute(
             .capabilities
             .dirs
             .iter()
-            .map(|d| format!("{}::{}", d.guest, d.host.display())),
+            .map(|d| format!("{}::{}", d.guest, d.path().display())),
     )?;
     let entry = CString::new(action.entry.as_str()).map_err(|_| "entry name contains NUL")?;
     let max_pages = u32::try_from((limits.memory_bytes / WASM_PAGE).max(1)).unwrap_or(u32::MAX);

@@ -35,7 +35,7 @@ pub fn mount(
 ) -> Result<Arc<dyn FileSystem + Send + Sync>, String> {
     let mounts = MountFileSystem::new();
     for grant in grants {
-        let host = host_fs::FileSystem::new(io.clone(), &grant.host)
+        let host = host_fs::FileSystem::new(io.clone(), grant.path())
             .map_err(|e| format!("granted directory {}: {e}", grant.host.display()))?;
         let fs: Arc<dyn FileSystem + Send + Sync> = match grant.mode {
             DirMode::ReadWrite => Arc::new(host),

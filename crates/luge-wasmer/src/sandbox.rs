@@ -21,9 +21,9 @@ use crate::stdio::{Input, Output};
 /// Runs `invocation` in a fresh instance of `module`.
 pub(crate) fn run(module: &WasmerModule, invocation: Invocation) -> Outcome {
     let started = Instant::now();
-    let cap = invocation.action.limits.max_output_bytes;
-    let stdout = Output::new(cap);
-    let stderr = Output::new(cap);
+    let limits = invocation.action.limits;
+    let stdout = Output::new(limits.capture_bytes());
+    let stderr = Output::new(limits.capture_bytes());
     let termination =
         execute(module, invocation, &stdout, &stderr, started).unwrap_or_else(Termination::Failed);
     Outcome {
@@ -32,6 +32,7 @@ pub(crate) fn run(module: &WasmerModule, invocation: Invocation) -> Outcome {
         stderr: stderr.take(),
         elapsed: started.elapsed(),
     }
+    .cap_output(limits.max_output_bytes)
 }
 
 fn execute(

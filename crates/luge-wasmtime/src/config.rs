@@ -23,6 +23,9 @@ pub struct WasmtimeConfig {
     pub epoch_tick: Duration,
     /// Meter fuel so `limits.fuel` can be enforced; costs some speed.
     pub fuel: bool,
+    /// Bytes of ended sandboxes' memory the pool may keep resident while it
+    /// batches their decommits (see [`DEFAULT_RESIDENT_BUDGET`]).
+    pub resident_budget_bytes: u64,
 }
 
 /// Sandboxes that may exist at once. Each pool slot reserves (but does not
@@ -36,10 +39,18 @@ pub const DEFAULT_EPOCH_TICK: Duration = Duration::from_millis(1);
 /// being decommitted) between sandboxes: small functions then reuse hot
 /// pages, large ones pay one madvise.
 const KEEP_RESIDENT_BYTES: usize = 64 << 10;
-/// Slots whose memory is decommitted together. Each decommit (madvise) of a
-/// multi-threaded process costs a TLB shootdown on every core running it;
-/// batching pays that once per batch rather than once per sandbox.
-const DECOMMIT_BATCH: usize = 32;
+/// Most slots whose memory is decommitted together. Each decommit (madvise)
+/// of a multi-threaded process costs a TLB shootdown on every core running
+/// it; batching pays that once per batch rather than once per sandbox.
+const MAX_DECOMMIT_BATCH: usize = 32;
+/// Memory of ended sandboxes that may stay resident while waiting for its
+/// batched decommit. A batch is counted in slots, and a slot may have grown
+/// to the largest memory allowed, so the batch is as many slots as fit in
+/// this budget at that size: with the defaults (512 MiB maximum) every
+/// ended sandbox is decommitted at once, and repeated memory bombs cannot
+/// pile up (32 slots of 256 MiB once kept 5.8 GB resident); an operator
+/// whose functions are small (a 16 MiB maximum) gets batches of 16.
+pub const DEFAULT_RESIDENT_BUDGET: u64 = 256 << 20;
 
 impl Default for WasmtimeConfig {
     fn default() -> Self {
@@ -50,11 +61,21 @@ impl Default for WasmtimeConfig {
             max_memory_bytes: MAX_MEMORY_BYTES,
             epoch_tick: DEFAULT_EPOCH_TICK,
             fuel: false,
+            resident_budget_bytes: DEFAULT_RESIDENT_BUDGET,
         }
     }
 }
 
 impl WasmtimeConfig {
+    /// Slots decommitted together: as many of the largest memories as fit
+    /// in the resident budget, at least one, at most [`MAX_DECOMMIT_BATCH`].
+    pub fn decommit_batch(&self) -> usize {
+        let fit = self.resident_budget_bytes / self.max_memory_bytes.max(1);
+        usize::try_from(fit)
+            .unwrap_or(usize::MAX)
+            .clamp(1, MAX_DECOMMIT_BATCH)
+    }
+
     /// The corresponding Wasmtime configuration.
     pub fn to_wasmtime(&self) -> Result<Config, EngineError> {
         let mut config = Config::new();
@@ -82,9 +103,26 @@ impl WasmtimeConfig {
                 .max_memory_size(self.max_memory_bytes as usize)
                 .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
                 .table_keep_resident(KEEP_RESIDENT_BYTES)
-                .decommit_batch_size(DECOMMIT_BATCH);
+                .decommit_batch_size(self.decommit_batch());
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decommit_batches_fit_the_resident_budget() {
+        let with_max = |mb: u64| WasmtimeConfig {
+            max_memory_bytes: mb << 20,
+            ..WasmtimeConfig::default()
+        };
+        assert_eq!(WasmtimeConfig::default().decommit_batch(), 1);
+        assert_eq!(with_max(256).decommit_batch(), 1);
+        assert_eq!(with_max(16).decommit_batch(), 16);
+        assert_eq!(with_max(1).decommit_batch(), MAX_DECOMMIT_BATCH);
     }
 }

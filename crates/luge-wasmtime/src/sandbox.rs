@@ -99,7 +99,7 @@ impl SandboxModule {
                 DirMode::ReadWrite => FsPerms::ReadWrite,
             };
             builder
-                .preopened_dir(&dir.host, &dir.guest, perms)
+                .preopened_dir(dir.path(), &dir.guest, perms)
                 .map_err(|e| format!("granted directory {}: {e:#}", dir.guest))?;
         }
         Ok(builder.build_p1())
@@ -200,8 +200,8 @@ struct Sandbox {
 impl SandboxModule {
     fn sandbox(&self, invocation: &Invocation) -> Result<Sandbox, Outcome> {
         let limits = invocation.action.limits;
-        let stdout = MemoryOutputPipe::new(limits.max_output_bytes);
-        let stderr = MemoryOutputPipe::new(limits.max_output_bytes);
+        let stdout = MemoryOutputPipe::new(limits.capture_bytes());
+        let stderr = MemoryOutputPipe::new(limits.capture_bytes());
         let wasi = Self::wasi_context(invocation, &stdout, &stderr).map_err(Outcome::failed)?;
         let mut store = Store::new(
             self.pre.module().engine(),
@@ -241,7 +241,7 @@ impl Sandbox {
                         _ if refused => Termination::OutOfMemory {
                             limit_bytes: limits.memory_bytes,
                         },
-                        _ => Termination::Trapped(format!("{error:#}")),
+                        _ => Termination::Trapped(trap_message(&error)),
                     }
                 }
             }
@@ -253,7 +253,14 @@ impl Sandbox {
             stderr: take_output(self.stderr),
             elapsed: started.elapsed(),
         }
+        .cap_output(limits.max_output_bytes)
     }
+}
+
+/// A trap as people read it: the reason on the first line (Wasmtime puts
+/// the backtrace first and the reason last), then the whole report.
+fn trap_message(error: &wasmtime::Error) -> String {
+    format!("{}\n{error:?}", error.root_cause())
 }
 
 /// The bytes a pipe captured. The store, the pipe's only other owner, has

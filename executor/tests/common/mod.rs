@@ -282,6 +282,23 @@ impl Luge {
         }
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory of the process, bytes (VmRSS: in kB whatever the
+    /// page size).
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kb << 10
+    }
+
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()

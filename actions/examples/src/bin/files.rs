@@ -1,8 +1,29 @@
 //! Reads (or with `write`, writes) `path` inside the granted directories.
+//! With `rename_to` it renames `path`; with `symlink_to` it makes `path` a
+//! symlink to that target: what a hostile tenant tries on its own grants.
 use luge_action::{Error, Value, json};
+
+unsafe extern "C" {
+    /// wasi-libc's symlink(2), which std does not expose on stable.
+    fn symlink(target: *const std::ffi::c_char, link: *const std::ffi::c_char) -> i32;
+}
 
 fn files(params: Value) -> Result<Value, Error> {
     let path = params["path"].as_str().ok_or("missing path")?;
+    if let Some(to) = params["rename_to"].as_str() {
+        std::fs::rename(path, to).map_err(|e| format!("rename {path}: {e}"))?;
+        return Ok(json!({ "renamed": to }));
+    }
+    if let Some(target) = params["symlink_to"].as_str() {
+        let target = std::ffi::CString::new(target).map_err(|_| "NUL in target")?;
+        let link = std::ffi::CString::new(path).map_err(|_| "NUL in path")?;
+        // SAFETY: both arguments are NUL-terminated strings that outlive
+        // the call.
+        if unsafe { symlink(target.as_ptr(), link.as_ptr()) } != 0 {
+            return Err(format!("symlink {path}: {}", std::io::Error::last_os_error()).into());
+        }
+        return Ok(json!({ "linked": path }));
+    }
     if let Some(content) = params["write"].as_str() {
         std::fs::write(path, content).map_err(|e| format!("write {path}: {e}"))?;
         return Ok(json!({ "written": content.len() }));
