@@ -16,5 +16,5 @@ for engine in wasmer wamr; do
     LUGE_TEST_ENGINE=$engine cargo test -p luge-executor --all-features \
         --test openwhisk_runner --test capabilities --test bad_input --test limits \
         --test standalone --test serve_containers --test metrics --test engines \
-        --test invoker
+        --test invoker --test adversarial
 done

@@ -152,6 +152,10 @@ pub struct Common {
     /// Sandboxes that may exist at once (pool slots).
     #[arg(long, default_value_t = 1000)]
     pub max_sandboxes: u32,
+    /// Memory of ended sandboxes Wasmtime may keep resident while it
+    /// batches their release to the OS, MiB [default: 256].
+    #[arg(long)]
+    pub resident_budget_mb: Option<u64>,
     /// Invocations admitted at once; more get 503 with Retry-After
     /// [default: --max-sandboxes, since each running one holds a slot;
     /// more than that is refused at start].
@@ -204,6 +208,8 @@ impl Common {
         self.fs_root = self.fs_root.take().or_else(|| server.fs_root.clone());
         self.max_body_mb = self.max_body_mb.or(server.max_body_mb);
         self.max_pending = self.max_pending.or(server.max_pending);
+        self.max_connections = self.max_connections.or(server.max_connections);
+        self.header_timeout_ms = self.header_timeout_ms.or(server.header_timeout_ms);
         Ok(())
     }
 
@@ -240,6 +246,11 @@ impl Common {
                     max_sandboxes: self.max_sandboxes,
                     max_memory_bytes: self.max_memory_mb << 20,
                     fuel: self.fuel,
+                    resident_budget_bytes: self
+                        .resident_budget_mb
+                        .map_or(luge_wasmtime::config::DEFAULT_RESIDENT_BUDGET, |mb| {
+                            mb << 20
+                        }),
                     ..Default::default()
                 };
                 Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))

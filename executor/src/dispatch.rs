@@ -28,11 +28,11 @@ pub struct Dispatched {
 /// The job holds `place` until the sandbox has really ended, not until this
 /// future is dropped: a client that goes away frees nothing early, so the
 /// admission bound counts every sandbox that exists. Dropping this future
-/// (the client disconnected) cancels the invocation: the job sees its
-/// receiver closed at its next poll (a preempted sandbox is polled again
-/// within a quantum, a parked one as soon as it is woken) and drops the
-/// sandbox there, which ends it. An engine that runs to completion in one
-/// poll is ended by its own time limit.
+/// (the client disconnected) cancels the invocation twice over: it raises
+/// the invocation's [`Cancellation`](luge_core::Cancellation), which the
+/// engine checks where it checks the time limit (Wasmtime's epoch ticks,
+/// the WAMR and Wasmer watchdog), and the job, seeing its receiver closed
+/// at its next poll, drops a sandbox that is parked or has yielded.
 pub async fn invoke(
     scheduler: &Scheduler,
     preemption: Preemption,
@@ -44,6 +44,7 @@ pub async fn invoke(
     let submitted = Instant::now();
     let action = Arc::clone(&invocation.action);
     let timeout = action.limits.timeout;
+    let cancel_on_drop = CancelOnDrop(Some(invocation.cancel.clone()));
     let sandbox = module.start(invocation, preemption);
     let (mut done, outcome) = tokio::sync::oneshot::channel();
     scheduler.submit(Job {
@@ -51,7 +52,6 @@ pub async fn invoke(
         deadline,
         expected: action.sched.expected_execution,
         future: Box::pin(async move {
-            let _place = place;
             // First poll: a worker picked the job up.
             let queue_delay = submitted.elapsed();
             let outcome = tokio::select! {
@@ -68,6 +68,10 @@ pub async fn invoke(
                     })
                 }
             };
+            // The sandbox is gone (the select dropped it): its place is
+            // free before its requester hears, so that requester's next
+            // request finds it free.
+            drop(place);
             // The requester may have gone away meanwhile; nothing to tell.
             let _ = done.send(Dispatched {
                 outcome,
@@ -75,10 +79,30 @@ pub async fn invoke(
             });
         }),
     });
-    outcome.await.unwrap_or_else(|_| Dispatched {
+    let dispatched = outcome.await.unwrap_or_else(|_| Dispatched {
         outcome: Outcome::failed("internal executor error: the invocation was lost"),
         queue_delay: submitted.elapsed(),
-    })
+    });
+    cancel_on_drop.disarm();
+    dispatched
+}
+
+/// Cancels an invocation when dropped before it is disarmed: the request
+/// that awaited it went away.
+struct CancelOnDrop(Option<luge_core::Cancellation>);
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.0.take() {
+            cancel.cancel();
+        }
+    }
 }
 
 /// Runs `work` on the blocking pool; a panic there becomes an error message

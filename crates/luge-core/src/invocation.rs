@@ -1,6 +1,7 @@
 //! One request to run an action in a fresh sandbox.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::action::Action;
 
@@ -14,6 +15,28 @@ pub struct Invocation {
     /// Environment for this invocation only (e.g. `__OW_ACTIVATION_ID`),
     /// set after the action's own environment so it wins on conflicts.
     pub env: Vec<(String, String)>,
+    /// Set when no one waits for the outcome any more (the client went
+    /// away): the engine stops the sandbox at its next check.
+    pub cancel: Cancellation,
+}
+
+/// A flag the front end raises when an invocation's outcome is no longer
+/// wanted. Engines check it where they check their time limit (Wasmtime at
+/// its epoch ticks; WAMR and Wasmer through the [`watchdog`](crate::watchdog)),
+/// so a cancelled sandbox stops as soon as a timed-out one would.
+#[derive(Debug, Clone, Default)]
+pub struct Cancellation(Arc<AtomicBool>);
+
+impl Cancellation {
+    /// Asks the sandbox to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Cancellation::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 impl Invocation {
@@ -23,6 +46,7 @@ impl Invocation {
             action,
             stdin: stdin.into(),
             env: Vec::new(),
+            cancel: Cancellation::default(),
         }
     }
 }

@@ -39,7 +39,7 @@ pub use action::Action;
 pub use artifact::{ArtifactError, ArtifactKey, VerifiedArtifact};
 pub use capabilities::{Capabilities, DirGrant, DirMode, GrantError};
 pub use code::{CodeError, ModuleCode};
-pub use invocation::Invocation;
+pub use invocation::{Cancellation, Invocation};
 pub use limits::{LimitError, LimitPolicy, Limits};
 pub use outcome::{Outcome, Termination};
 pub use registry::{LoadError, ModuleRegistry, RegistryStats};

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::invocation::Cancellation;
+
 /// How often a stop request is repeated while the sandbox keeps running:
 /// rare enough to cost nothing, soon enough that a missed request delays
 /// the time limit by a few milliseconds only.
@@ -26,6 +28,10 @@ pub const RETRY: Duration = Duration::from_millis(5);
 /// The longest the watchdog sleeps with nothing due, so that the thread
 /// notices a dropped runtime and ends.
 const IDLE_WAKE: Duration = Duration::from_secs(1);
+/// How often cancellations are looked for while sandboxes run: a cancelled
+/// sandbox is stopped within this. It only wakes the watchdog while some
+/// sandbox runs, never an idle executor.
+pub const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// What the watchdog calls to stop one sandbox; called under the watchdog's
 /// lock, so it must be short and must not register or unregister.
@@ -34,6 +40,7 @@ pub type StopRequest = Box<dyn Fn() + Send>;
 struct Watched {
     stop: StopRequest,
     fired: Arc<AtomicBool>,
+    cancel: Cancellation,
 }
 
 #[derive(Default)]
@@ -106,6 +113,18 @@ impl Watchdog {
     fn tick(&self) {
         let mut deadlines = self.lock();
         let now = Instant::now();
+        // A cancelled sandbox is due now, whatever its deadline.
+        let cancelled: Vec<(Instant, u64)> = deadlines
+            .entries
+            .iter()
+            .filter(|(key, watched)| key.0 > now && watched.cancel.is_cancelled())
+            .map(|(key, _)| *key)
+            .collect();
+        for key in cancelled {
+            if let Some(watched) = deadlines.entries.remove(&key) {
+                deadlines.entries.insert((now, key.1), watched);
+            }
+        }
         while let Some(entry) = deadlines.entries.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -122,15 +141,19 @@ impl Watchdog {
             .entries
             .keys()
             .next()
-            .map(|(at, _)| at.saturating_duration_since(now))
-            .unwrap_or(IDLE_WAKE)
-            .min(IDLE_WAKE);
+            .map(|(at, _)| at.saturating_duration_since(now).min(CANCEL_POLL))
+            .unwrap_or(IDLE_WAKE);
         let _unused = self.changed.wait_timeout(deadlines, wait);
     }
 
     /// Watches one sandbox until the guard drops, calling `stop` from
-    /// `deadline` on.
-    pub fn watch(&self, deadline: Instant, stop: StopRequest) -> WatchGuard<'_> {
+    /// `deadline` on, or from when `cancel` is raised.
+    pub fn watch(
+        &self,
+        deadline: Instant,
+        stop: StopRequest,
+        cancel: &Cancellation,
+    ) -> WatchGuard<'_> {
         let fired = Arc::new(AtomicBool::new(false));
         let mut deadlines = self.lock();
         let id = deadlines.next_id;
@@ -145,6 +168,7 @@ impl Watchdog {
             Watched {
                 stop,
                 fired: Arc::clone(&fired),
+                cancel: cancel.clone(),
             },
         );
         drop(deadlines);
@@ -174,6 +198,7 @@ mod tests {
             Box::new(move || {
                 counter.fetch_add(1, Ordering::SeqCst);
             }),
+            &Cancellation::default(),
         );
         // Bounded wait for two requests: the first, and one repeat.
         let give_up = Instant::now() + Duration::from_secs(5);
@@ -205,6 +230,7 @@ mod tests {
                     let _ = acked.recv_timeout(Duration::from_secs(5));
                 }
             }),
+            &Cancellation::default(),
         );
         stopped
             .recv_timeout(Duration::from_secs(5))
@@ -220,8 +246,29 @@ mod tests {
         let guard = watchdog.watch(
             Instant::now() + Duration::from_secs(5),
             Box::new(|| panic!("stopped a sandbox that ended in time")),
+            &Cancellation::default(),
         );
         std::thread::sleep(Duration::from_millis(20));
         assert!(!guard.fired());
+    }
+
+    #[test]
+    fn a_cancelled_sandbox_is_stopped_before_its_deadline() {
+        let watchdog = Watchdog::start("test-watchdog").expect("thread");
+        let (stopping, stopped) = std::sync::mpsc::channel();
+        let cancel = Cancellation::default();
+        let guard = watchdog.watch(
+            Instant::now() + Duration::from_secs(60),
+            Box::new(move || {
+                let _ = stopping.send(());
+            }),
+            &cancel,
+        );
+        assert!(stopped.recv_timeout(CANCEL_POLL * 5).is_err(), "not yet");
+        cancel.cancel();
+        stopped
+            .recv_timeout(Duration::from_secs(5))
+            .expect("stopped once cancelled");
+        assert!(guard.fired());
     }
 }

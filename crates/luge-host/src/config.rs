@@ -71,6 +71,11 @@ pub struct ServerConfig {
     pub max_body_mb: Option<usize>,
     /// Invocations admitted at once before new ones get 503.
     pub max_pending: Option<usize>,
+    /// Open client connections at once before new ones get 503.
+    pub max_connections: Option<usize>,
+    /// Time a connection may take to send a request's headers (and sit
+    /// idle between requests), ms.
+    pub header_timeout_ms: Option<u64>,
 }
 
 /// A route of the config, its module path resolved.

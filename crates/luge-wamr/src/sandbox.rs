@@ -317,6 +317,7 @@ fn execute(
         let watch = module.watchdog.watch(
             started + limits.timeout,
             Box::new(move || target.terminate()),
+            &invocation.cancel,
         );
         // SAFETY: live exec env and function of this instance; `_start` and
         // named entries take no arguments and return none, so no argv.

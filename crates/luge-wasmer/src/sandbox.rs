@@ -101,6 +101,7 @@ fn execute(
         let watch = shared.watchdog.watch(
             started + limits.timeout,
             Box::new(move || interrupter.interrupt()),
+            &invocation.cancel,
         );
         let returned = entry.call(&mut store, &[]);
         (returned, watch.fired())

@@ -146,14 +146,16 @@ impl LoadedModule for SandboxModule {
                 Err(outcome) => return outcome,
             };
             // With preemption, check at every epoch tick: stop a sandbox past
-            // its time limit; yield at the end of its quantum, or at once
-            // when the scheduler asks because a more urgent job arrived.
-            // Without, check once per quantum, only for the time limit.
+            // its time limit or cancelled; yield at the end of its quantum,
+            // or at once when the scheduler asks because a more urgent job
+            // arrived. Without, check once per quantum, only for the time
+            // limit and cancellation.
             let quantum = self.ticker.ticks_for(preemption.quantum).max(1);
             let timeout = sandbox.limits.timeout;
+            let cancel = invocation.cancel.clone();
             let mut ticks_in_slice = 0;
             sandbox.store.epoch_deadline_callback(move |_| {
-                if started.elapsed() >= timeout {
+                if started.elapsed() >= timeout || cancel.is_cancelled() {
                     return Ok(UpdateDeadline::Interrupt);
                 }
                 if !preemption.enabled {

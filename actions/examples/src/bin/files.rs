@@ -1,6 +1,8 @@
 //! Reads (or with `write`, writes) `path` inside the granted directories.
 //! With `rename_to` it renames `path`; with `symlink_to` it makes `path` a
 //! symlink to that target: what a hostile tenant tries on its own grants.
+//! `ops`, a list of such parameter objects, runs them in order in one
+//! invocation and answers with the last one's result.
 use luge_action::{Error, Value, json};
 
 unsafe extern "C" {
@@ -9,6 +11,13 @@ unsafe extern "C" {
 }
 
 fn files(params: Value) -> Result<Value, Error> {
+    if let Some(ops) = params["ops"].as_array() {
+        let mut last = Value::Null;
+        for op in ops {
+            last = files(op.clone())?;
+        }
+        return Ok(last);
+    }
     let path = params["path"].as_str().ok_or("missing path")?;
     if let Some(to) = params["rename_to"].as_str() {
         std::fs::rename(path, to).map_err(|e| format!("rename {path}: {e}"))?;
