@@ -88,6 +88,9 @@ pub struct HostArgs {
     /// LUGE_TOKEN); without one, the management API is off.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Containers (`/{id}/init`) hosted at once; one more is a 503.
+    #[arg(long, default_value_t = luge_openwhisk::container::DEFAULT_MAX_CONTAINERS)]
+    pub max_containers: usize,
 }
 
 /// Default preemption quantum, µs (Sledge's and DESIGN.md's 5 ms).

@@ -163,7 +163,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 None => Vec::new(),
             };
             let mode = Mode::Serve {
-                containers: Containers::default(),
+                containers: Containers::with_limit(host.max_containers),
                 host: function_host,
             };
             Ok((

@@ -426,3 +426,19 @@ fn wrong_types_are_refused_and_traps_say_why() {
         assert!(error.contains("unreachable"), "the reason is lost: {error}");
     });
 }
+
+/// Every resource a request can take is bounded: containers created by
+/// `/init`s with new ids are bounded too (each holds grants and a log
+/// buffer), with a 503 past the bound.
+#[test]
+fn containers_are_bounded() {
+    let luge = Luge::start("serve", &["--max-containers", "2"]);
+    let echo = init_body(&wasm("echo"), "main", json!({}));
+    assert_eq!(luge.post("/a/init", &echo).0, 200);
+    assert_eq!(luge.post("/b/init", &echo).0, 200);
+    let (status, body) = luge.post("/c/init", &echo);
+    assert_eq!(status, 503, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("limit"), "{body}");
+    assert_eq!(luge.post("/a/destroy", &json!({})).0, 200);
+    assert_eq!(luge.post("/c/init", &echo).0, 200);
+}

@@ -277,10 +277,23 @@ pub struct Hosted {
     pub logs: Arc<LogBuffer>,
 }
 
-/// Every container of a `luge serve` process, by id.
-#[derive(Debug, Default)]
+/// Every container of a `luge serve` process, by id, at most `limit`.
+#[derive(Debug)]
 pub struct Containers {
     map: RwLock<HashMap<String, Arc<Hosted>>>,
+    limit: usize,
+}
+
+/// `--max-containers`'s default. An invoker runs as many containers as its
+/// user memory holds actions (OpenWhisk's default: 1 GiB of 256 MiB
+/// actions, 4); a thousand leaves room for big invokers while bounding
+/// what a flood of `/init`s with new ids can hold.
+pub const DEFAULT_MAX_CONTAINERS: usize = 1000;
+
+impl Default for Containers {
+    fn default() -> Self {
+        Self::with_limit(DEFAULT_MAX_CONTAINERS)
+    }
 }
 
 /// Container ids are path segments chosen by the invoker; keep them tame.
@@ -293,6 +306,14 @@ fn valid_id(id: &str) -> bool {
 }
 
 impl Containers {
+    /// No containers yet; at most `limit` at once.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            map: RwLock::new(HashMap::new()),
+            limit,
+        }
+    }
+
     fn map_read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Hosted>>> {
         self.map.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -313,6 +334,15 @@ impl Containers {
             return Ok(Arc::clone(hosted));
         }
         let mut map = self.map_write();
+        if map.len() >= self.limit && !map.contains_key(id) {
+            return Err(Reply::error(
+                status::UNAVAILABLE,
+                format!(
+                    "This executor already hosts {} containers, its limit; destroy one first.",
+                    self.limit
+                ),
+            ));
+        }
         let hosted = map.entry(id.to_owned()).or_insert_with(|| {
             let logs = Arc::new(LogBuffer::default());
             Arc::new(Hosted {

@@ -65,14 +65,25 @@ pub struct LogLine {
 /// A bounded in-memory log per container, drained by the invoker.
 #[derive(Debug)]
 pub struct LogBuffer {
-    lines: Mutex<VecDeque<LogLine>>,
+    lines: Mutex<Lines>,
     max_lines: usize,
+}
+
+/// The kept lines and their total size.
+#[derive(Debug, Default)]
+struct Lines {
+    lines: VecDeque<LogLine>,
+    bytes: usize,
 }
 
 /// Lines kept per container between two reads. OpenWhisk's default log limit
 /// is 10 MB per activation and the invoker reads after every activation, so
 /// this only bounds a container whose logs nobody collects.
 pub const DEFAULT_MAX_LOG_LINES: usize = 100_000;
+/// Bytes of log text kept per container between two reads: OpenWhisk's
+/// 10 MB activation log limit with room to spare. Lines can be long (a
+/// function's whole stderr may be one line), so lines alone bound nothing.
+pub const MAX_LOG_BYTES: usize = 16 << 20;
 
 impl Default for LogBuffer {
     fn default() -> Self {
@@ -84,27 +95,40 @@ impl LogBuffer {
     /// A buffer that keeps the newest `max_lines` lines.
     pub fn new(max_lines: usize) -> Self {
         Self {
-            lines: Mutex::new(VecDeque::new()),
+            lines: Mutex::new(Lines::default()),
             max_lines,
         }
     }
 
-    fn lines(&self) -> std::sync::MutexGuard<'_, VecDeque<LogLine>> {
+    fn lines(&self) -> std::sync::MutexGuard<'_, Lines> {
         // Each push/drain leaves the deque consistent; ignore poisoning.
         self.lines.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn push(lines: &mut VecDeque<LogLine>, time_ms: u64, stream: &'static str, log: &str) {
-        lines.push_back(LogLine {
+    fn push(lines: &mut Lines, time_ms: u64, stream: &'static str, log: &str) {
+        lines.bytes += log.len();
+        lines.lines.push_back(LogLine {
             time_ms,
             stream,
             log: log.to_owned(),
         });
     }
 
+    /// Drops the oldest lines past the line and byte bounds.
+    fn trim(&self, lines: &mut Lines) {
+        while lines.lines.len() > self.max_lines || lines.bytes > MAX_LOG_BYTES {
+            match lines.lines.pop_front() {
+                Some(line) => lines.bytes -= line.log.len(),
+                None => break,
+            }
+        }
+    }
+
     /// Takes every line logged since the last drain.
     pub fn drain(&self) -> Vec<LogLine> {
-        self.lines().drain(..).collect()
+        let mut lines = self.lines();
+        lines.bytes = 0;
+        lines.lines.drain(..).collect()
     }
 }
 
@@ -127,15 +151,13 @@ impl LogSink for LogBuffer {
             Self::push(&mut lines, time, "stderr", line);
         }
         Self::push(&mut lines, time, "stderr", SENTINEL);
-        let excess = lines.len().saturating_sub(self.max_lines);
-        lines.drain(..excess);
+        self.trim(&mut lines);
     }
 
     fn proxy_message(&self, text: &str) {
         let mut lines = self.lines();
         Self::push(&mut lines, now_ms(), "stderr", text);
-        let excess = lines.len().saturating_sub(self.max_lines);
-        lines.drain(..excess);
+        self.trim(&mut lines);
     }
 }
 
@@ -161,5 +183,18 @@ mod tests {
         assert!(buffer.drain().is_empty());
         buffer.activation(&["1", "2", "3"], &["4"]);
         assert_eq!(buffer.drain().len(), 5);
+    }
+
+    #[test]
+    fn long_lines_are_bounded_by_bytes() {
+        let buffer = LogBuffer::new(1000);
+        let line = "x".repeat(MAX_LOG_BYTES / 4);
+        for _ in 0..10 {
+            buffer.activation(&[], &[line.as_str()]);
+        }
+        let kept = buffer.drain();
+        let bytes: usize = kept.iter().map(|l| l.log.len()).sum();
+        assert!(bytes <= MAX_LOG_BYTES, "{bytes}");
+        assert_eq!(kept.last().unwrap().log, SENTINEL, "the newest are kept");
     }
 }

@@ -55,6 +55,8 @@ pub mod status {
     pub const INTERNAL: u16 = 500;
     /// The action failed (error result, trap, limit, no dictionary).
     pub const ACTION_ERROR: u16 = 502;
+    /// At a bound of the executor (containers); retry later or elsewhere.
+    pub const UNAVAILABLE: u16 = 503;
 }
 
 /// The `value` of an init request.
