@@ -163,12 +163,22 @@ fn nested_zips_are_refused_without_recursion() {
         assert!(luge.alive(), "{mode} died");
         assert_eq!(luge.get("/healthz").0, 200);
     }
-    let token_dir = tempfile::tempdir().unwrap();
-    let token = token_dir.path().join("token");
-    std::fs::write(&token, "an operator token 0123456789").unwrap();
+    let (_dir, mut luge) = with_uploads();
+    let reply = upload(&luge, "bomb", &bomb);
+    assert!((400..500).contains(&reply.status), "{}", reply.status);
+    assert!(luge.alive());
+}
+
+const TOKEN: &str = "an operator token 0123456789";
+
+/// `luge serve` with the management API on: its state directory and it.
+fn with_uploads() -> (tempfile::TempDir, Luge) {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let store = token_dir.path().join("store");
-    let mut luge = Luge::start(
+    let store = dir.path().join("store");
+    let luge = Luge::start(
         "serve",
         &[
             "--token-file",
@@ -177,14 +187,17 @@ fn nested_zips_are_refused_without_recursion() {
             path_str(&store),
         ],
     );
-    let reply = luge.send(
+    (dir, luge)
+}
+
+fn upload(luge: &Luge, name: &str, code: &[u8]) -> Reply {
+    let auth = format!("Bearer {TOKEN}");
+    luge.send(
         "PUT",
-        "/v1/functions/bomb",
-        &[("authorization", "Bearer an operator token 0123456789")],
-        &bomb,
-    );
-    assert!((400..500).contains(&reply.status), "{}", reply.status);
-    assert!(luge.alive());
+        &format!("/v1/functions/{name}"),
+        &[("authorization", &auth)],
+        code,
+    )
 }
 
 /// Sends a complete `/run` request on a raw connection and returns the
@@ -441,4 +454,60 @@ fn containers_are_bounded() {
     assert!(body["error"].as_str().unwrap().contains("limit"), "{body}");
     assert_eq!(luge.post("/a/destroy", &json!({})).0, 200);
     assert_eq!(luge.post("/c/init", &echo).0, 200);
+}
+
+/// A module of `n` empty functions: small on the wire, costly to compile.
+fn many_functions(n: u32) -> Vec<u8> {
+    fn leb(out: &mut Vec<u8>, mut v: u32) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                return out.push(byte);
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    fn section(wasm: &mut Vec<u8>, id: u8, body: &[u8]) {
+        wasm.push(id);
+        leb(wasm, body.len() as u32);
+        wasm.extend_from_slice(body);
+    }
+    let mut wasm = b"\0asm\x01\0\0\0".to_vec();
+    section(&mut wasm, 1, &[1, 0x60, 0, 0]);
+    let mut funcs = Vec::new();
+    leb(&mut funcs, n);
+    funcs.resize(funcs.len() + n as usize, 0);
+    section(&mut wasm, 3, &funcs);
+    let mut code = Vec::new();
+    leb(&mut code, n);
+    for _ in 0..n {
+        code.extend_from_slice(&[2, 0, 0x0b]);
+    }
+    section(&mut wasm, 10, &code);
+    wasm
+}
+
+/// Finding 4: a small module with hundreds of thousands of functions once
+/// took 30 s and 2.2 GB to compile at upload. Over the compile budget it is
+/// refused at once, on /init and on the upload API.
+#[test]
+fn modules_over_the_compile_budget_are_refused() {
+    let bomb = many_functions(400_000);
+    let luge = Luge::start("serve", &[]);
+    let started = Instant::now();
+    let (status, body) = luge.post("/c/init", &init_body(&bomb, "main", json!({})));
+    assert!((400..500).contains(&status), "{status} {body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("too costly to compile"),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
