@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{StatusCode, header};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use luge_openwhisk::Reply;
 use tokio::net::TcpListener;
 
@@ -26,9 +26,11 @@ pub type Response = hyper::Response<Full<Bytes>>;
 pub struct ConnectionLimits {
     /// Open connections at once; one more is answered 503 and closed.
     pub max_connections: usize,
-    /// Time a connection may take to send a request's headers, counted
-    /// from when it starts waiting for them: a new connection, or a
-    /// keep-alive one between requests, so it bounds idle time too.
+    /// Time a connection may go without a request in progress: from its
+    /// accept, or the end of its last request, until the next request's
+    /// headers are complete. It bounds silent connections, headers sent
+    /// slowly (however many bytes trickle in), and idle keep-alive alike.
+    /// Checked every half timeout, so enforced within one and a half.
     pub header_timeout: Duration,
 }
 
@@ -55,6 +57,64 @@ impl ConnectionLimits {
             .unwrap_or(MAX_DEFAULT_CONNECTIONS + RESERVED_FDS);
         soft.saturating_sub(RESERVED_FDS)
             .clamp(16, MAX_DEFAULT_CONNECTIONS) as usize
+    }
+}
+
+/// Whether a connection has a request in progress, and since when it has
+/// had none.
+///
+/// This replaces hyper's header-read timer, which arms a timer for every
+/// request (a shared timer wheel's lock each time: 9 % of the throughput of
+/// a no-op route on two cores). Here a request costs two atomic updates,
+/// and each connection one timer every half timeout.
+#[derive(Debug)]
+struct Idle {
+    /// Requests in progress (pipelined ones can overlap a response).
+    busy: std::sync::atomic::AtomicUsize,
+    /// When the last request ended (or the connection opened), as time
+    /// since `opened`, ns.
+    since_ns: std::sync::atomic::AtomicU64,
+    opened: std::time::Instant,
+}
+
+/// A request in progress; its drop (also when the client goes away) marks
+/// the connection idle again.
+struct Busy(Arc<Idle>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        let idle = &self.0;
+        idle.since_ns
+            .store(idle.opened.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        idle.busy.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl Idle {
+    fn new() -> Self {
+        Self {
+            busy: std::sync::atomic::AtomicUsize::new(0),
+            since_ns: std::sync::atomic::AtomicU64::new(0),
+            opened: std::time::Instant::now(),
+        }
+    }
+
+    /// Marks a request (its headers complete) in progress.
+    fn begin(this: &Arc<Self>) -> Busy {
+        this.busy.fetch_add(1, std::sync::atomic::Ordering::Acquire);
+        Busy(Arc::clone(this))
+    }
+
+    /// How long the connection has had no request in progress (zero while
+    /// one is).
+    fn idle_for(&self) -> Duration {
+        use std::sync::atomic::Ordering;
+        if self.busy.load(Ordering::Acquire) > 0 {
+            return Duration::ZERO;
+        }
+        let since = Duration::from_nanos(self.since_ns.load(Ordering::Relaxed));
+        self.opened.elapsed().saturating_sub(since)
     }
 }
 
@@ -104,18 +164,37 @@ pub async fn serve<H, F>(
         let handler = handler.clone();
         tokio::spawn(async move {
             let _place = place;
+            let idle = Arc::new(Idle::new());
+            let activity = Arc::clone(&idle);
             let service = service_fn(move |req| {
                 let handler = handler.clone();
-                async move { Ok::<_, Infallible>(handler(req).await) }
+                let busy = Idle::begin(&activity);
+                async move {
+                    let response = handler(req).await;
+                    drop(busy);
+                    Ok::<_, Infallible>(response)
+                }
             });
-            if let Err(e) = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
+            let connection = http1::Builder::new()
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let check = limits.header_timeout / 2;
+            loop {
+                tokio::select! {
+                    ended = &mut connection => {
+                        if let Err(e) = ended {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    () = tokio::time::sleep(check) => {
+                        if idle.idle_for() >= limits.header_timeout {
+                            tracing::debug!(%peer, "no request within the header timeout: closed");
+                            break;
+                        }
+                    }
+                }
             }
         });
     }

@@ -408,6 +408,27 @@ fn silent_connections_time_out_and_connections_are_bounded() {
             started.elapsed()
         );
     }
+    // Headers trickled a byte at a time, and a keep-alive connection idle
+    // after a request: both closed too.
+    let mut trickle = connect(&luge);
+    for byte in b"POST /x HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaa" {
+        let _ = trickle.write_all(&[*byte]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut kept_alive = connect(&luge);
+    kept_alive
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    for mut stream in [trickle, kept_alive] {
+        let started = Instant::now();
+        let mut buf = Vec::new();
+        let _ = stream.read_to_end(&mut buf);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "still open after {:?}",
+            started.elapsed()
+        );
+    }
     // Three held open (within the timeout), the fourth refused.
     let held: Vec<_> = (0..3).map(|_| connect(&luge)).collect();
     std::thread::sleep(Duration::from_millis(50));
@@ -456,44 +477,12 @@ fn containers_are_bounded() {
     assert_eq!(luge.post("/c/init", &echo).0, 200);
 }
 
-/// A module of `n` empty functions: small on the wire, costly to compile.
-fn many_functions(n: u32) -> Vec<u8> {
-    fn leb(out: &mut Vec<u8>, mut v: u32) {
-        loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                return out.push(byte);
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    fn section(wasm: &mut Vec<u8>, id: u8, body: &[u8]) {
-        wasm.push(id);
-        leb(wasm, body.len() as u32);
-        wasm.extend_from_slice(body);
-    }
-    let mut wasm = b"\0asm\x01\0\0\0".to_vec();
-    section(&mut wasm, 1, &[1, 0x60, 0, 0]);
-    let mut funcs = Vec::new();
-    leb(&mut funcs, n);
-    funcs.resize(funcs.len() + n as usize, 0);
-    section(&mut wasm, 3, &funcs);
-    let mut code = Vec::new();
-    leb(&mut code, n);
-    for _ in 0..n {
-        code.extend_from_slice(&[2, 0, 0x0b]);
-    }
-    section(&mut wasm, 10, &code);
-    wasm
-}
-
 /// Finding 4: a small module with hundreds of thousands of functions once
 /// took 30 s and 2.2 GB to compile at upload. Over the compile budget it is
 /// refused at once, on /init and on the upload API.
 #[test]
 fn modules_over_the_compile_budget_are_refused() {
-    let bomb = many_functions(400_000);
+    let bomb = luge_testkit::many_functions(400_000);
     let luge = Luge::start("serve", &[]);
     let started = Instant::now();
     let (status, body) = luge.post("/c/init", &init_body(&bomb, "main", json!({})));

@@ -124,3 +124,39 @@ pub fn init_body(code: &[u8], main: &str, extra: Value) -> Value {
     }
     json!({ "value": value })
 }
+
+/// A module of `n` empty functions of one type: small on the wire (three
+/// bytes a function), costly to compile. Hand-encoded, so that a module
+/// too big for any compiler budget costs the test nothing to make.
+pub fn many_functions(n: u32) -> Vec<u8> {
+    fn leb(out: &mut Vec<u8>, mut v: u32) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                return out.push(byte);
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    fn section(wasm: &mut Vec<u8>, id: u8, body: &[u8]) {
+        wasm.push(id);
+        leb(wasm, body.len() as u32);
+        wasm.extend_from_slice(body);
+    }
+    let mut wasm = b"\0asm\x01\0\0\0".to_vec();
+    // One type, () -> ().
+    section(&mut wasm, 1, &[1, 0x60, 0, 0]);
+    let mut funcs = Vec::new();
+    leb(&mut funcs, n);
+    funcs.resize(funcs.len() + n as usize, 0);
+    section(&mut wasm, 3, &funcs);
+    // Each body: no locals, `end`.
+    let mut code = Vec::new();
+    leb(&mut code, n);
+    for _ in 0..n {
+        code.extend_from_slice(&[2, 0, 0x0b]);
+    }
+    section(&mut wasm, 10, &code);
+    wasm
+}

@@ -38,18 +38,17 @@ pub const DEFAULT_EPOCH_TICK: Duration = Duration::from_millis(1);
 /// Linear-memory bytes a slot keeps resident (zeroed with memset instead of
 /// being decommitted) between sandboxes: small functions then reuse hot
 /// pages, large ones pay one madvise.
-const KEEP_RESIDENT_BYTES: usize = 64 << 10;
-/// Most slots whose memory is decommitted together. Each decommit (madvise)
-/// of a multi-threaded process costs a TLB shootdown on every core running
-/// it; batching pays that once per batch rather than once per sandbox.
-const MAX_DECOMMIT_BATCH: usize = 32;
-/// Memory of ended sandboxes that may stay resident while waiting for its
-/// batched decommit. A batch is counted in slots, and a slot may have grown
-/// to the largest memory allowed, so the batch is as many slots as fit in
-/// this budget at that size: with the defaults (512 MiB maximum) every
-/// ended sandbox is decommitted at once, and repeated memory bombs cannot
-/// pile up (32 slots of 256 MiB once kept 5.8 GB resident); an operator
-/// whose functions are small (a 16 MiB maximum) gets batches of 16.
+pub(crate) const KEEP_RESIDENT_BYTES: usize = 64 << 10;
+/// Slots whose memory is decommitted together. Each decommit (madvise) of a
+/// multi-threaded process costs a TLB shootdown on every core running it;
+/// batching pays that once per batch rather than once per sandbox.
+pub const DECOMMIT_BATCH: usize = 32;
+/// Memory of ended sandboxes that may stay resident while their slots wait
+/// for the batched decommit. A sandbox whose memory grew past its share,
+/// `budget / DECOMMIT_BATCH` (8 MiB by default), gives the rest back to the
+/// OS as it ends ([`WasmtimeConfig::release_above`]); so a batch holds at
+/// most the budget, not 32 times the largest memory (32 slots of 256 MiB
+/// once kept 5.8 GB resident), and small functions keep their batching.
 pub const DEFAULT_RESIDENT_BUDGET: u64 = 256 << 20;
 
 impl Default for WasmtimeConfig {
@@ -67,13 +66,15 @@ impl Default for WasmtimeConfig {
 }
 
 impl WasmtimeConfig {
-    /// Slots decommitted together: as many of the largest memories as fit
-    /// in the resident budget, at least one, at most [`MAX_DECOMMIT_BATCH`].
-    pub fn decommit_batch(&self) -> usize {
-        let fit = self.resident_budget_bytes / self.max_memory_bytes.max(1);
-        usize::try_from(fit)
-            .unwrap_or(usize::MAX)
-            .clamp(1, MAX_DECOMMIT_BATCH)
+    /// Linear-memory bytes an ended sandbox may leave resident for its slot's
+    /// batched decommit; past that, they go back to the OS as it ends. With
+    /// pooling off, memories are unmapped on drop and nothing waits.
+    pub fn release_above(&self) -> Option<usize> {
+        self.pooling.then(|| {
+            usize::try_from(self.resident_budget_bytes / DECOMMIT_BATCH as u64)
+                .unwrap_or(usize::MAX)
+                .max(KEEP_RESIDENT_BYTES)
+        })
     }
 
     /// The corresponding Wasmtime configuration.
@@ -103,7 +104,7 @@ impl WasmtimeConfig {
                 .max_memory_size(self.max_memory_bytes as usize)
                 .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
                 .table_keep_resident(KEEP_RESIDENT_BYTES)
-                .decommit_batch_size(self.decommit_batch());
+                .decommit_batch_size(DECOMMIT_BATCH);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         Ok(config)
@@ -115,14 +116,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn decommit_batches_fit_the_resident_budget() {
-        let with_max = |mb: u64| WasmtimeConfig {
-            max_memory_bytes: mb << 20,
+    fn a_batch_keeps_at_most_the_resident_budget() {
+        let config = WasmtimeConfig::default();
+        let share = config.release_above().expect("pooling");
+        assert_eq!(share, 8 << 20);
+        assert!((share * DECOMMIT_BATCH) as u64 <= DEFAULT_RESIDENT_BUDGET);
+        let unpooled = WasmtimeConfig {
+            pooling: false,
             ..WasmtimeConfig::default()
         };
-        assert_eq!(WasmtimeConfig::default().decommit_batch(), 1);
-        assert_eq!(with_max(256).decommit_batch(), 1);
-        assert_eq!(with_max(16).decommit_batch(), 16);
-        assert_eq!(with_max(1).decommit_batch(), MAX_DECOMMIT_BATCH);
+        assert_eq!(unpooled.release_above(), None);
     }
 }

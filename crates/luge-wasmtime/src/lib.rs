@@ -44,6 +44,7 @@ pub struct WasmtimeRuntime {
     linkers: Arc<Linkers>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
+    release_above: Option<usize>,
 }
 
 impl std::fmt::Debug for WasmtimeRuntime {
@@ -80,6 +81,7 @@ impl WasmtimeRuntime {
             linkers: Arc::new(Linkers { sync, asynchronous }),
             ticker,
             fuel: config.fuel,
+            release_above: config.release_above(),
         })
     }
 }
@@ -108,8 +110,13 @@ impl WasmRuntime for WasmtimeRuntime {
         // its own version and configuration flags and refuses a mismatch.
         let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
             .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
-        let module =
-            SandboxModule::new(module, &self.linkers, Arc::clone(&self.ticker), self.fuel)?;
+        let module = SandboxModule::new(
+            module,
+            &self.linkers,
+            Arc::clone(&self.ticker),
+            self.fuel,
+            self.release_above,
+        )?;
         Ok(Arc::new(module))
     }
 }

@@ -8,7 +8,7 @@ use luge_core::limits::Limits;
 use luge_core::{
     DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Termination,
 };
-use wasmtime::{InstancePre, Linker, Module, Store, Trap, UpdateDeadline};
+use wasmtime::{Instance, InstancePre, Linker, Memory, Module, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
@@ -45,6 +45,7 @@ pub struct SandboxModule {
     exports: HashSet<String>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
+    release_above: Option<usize>,
     code_size: usize,
 }
 
@@ -54,7 +55,17 @@ impl SandboxModule {
         linkers: &Linkers,
         ticker: Arc<EpochTicker>,
         fuel: bool,
+        release_above: Option<usize>,
     ) -> Result<Self, EngineError> {
+        // A memory Luge cannot reach it cannot give back early (see
+        // `release_memory`); WASI commands export theirs as `memory`.
+        let exports_memory = module.exports().any(|e| e.ty().memory().is_some());
+        if module.resources_required().num_memories > 0 && !exports_memory {
+            return Err(EngineError::Unsupported(
+                "the module does not export its memory (a WASI command exports it as \"memory\")"
+                    .to_owned(),
+            ));
+        }
         let link = |linker: &Linker<SandboxState>| {
             linker
                 .instantiate_pre(&module)
@@ -74,6 +85,7 @@ impl SandboxModule {
             exports,
             ticker,
             fuel,
+            release_above,
             code_size: range.end as usize - range.start as usize,
         })
     }
@@ -131,6 +143,7 @@ impl LoadedModule for SandboxModule {
             let _running = self.ticker.enter();
             let store = &mut sandbox.store;
             self.pre.instantiate(&mut *store).and_then(|instance| {
+                sandbox.memory = exported_memory(store, &instance);
                 let func = instance.get_typed_func::<(), ()>(&mut *store, entry)?;
                 func.call(&mut *store, ())
             })
@@ -179,10 +192,13 @@ impl LoadedModule for SandboxModule {
                 let _running = self.ticker.enter();
                 let store = &mut sandbox.store;
                 match self.pre_async.instantiate_async(&mut *store).await {
-                    Ok(instance) => match instance.get_typed_func::<(), ()>(&mut *store, entry) {
-                        Ok(func) => func.call_async(&mut *store, ()).await,
-                        Err(e) => Err(e),
-                    },
+                    Ok(instance) => {
+                        sandbox.memory = exported_memory(store, &instance);
+                        match instance.get_typed_func::<(), ()>(&mut *store, entry) {
+                            Ok(func) => func.call_async(&mut *store, ()).await,
+                            Err(e) => Err(e),
+                        }
+                    }
                     Err(e) => Err(e),
                 }
             };
@@ -197,6 +213,9 @@ struct Sandbox {
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
     limits: Limits,
+    /// The instance's memory, once instantiated.
+    memory: Option<Memory>,
+    release_above: Option<usize>,
 }
 
 impl SandboxModule {
@@ -222,13 +241,18 @@ impl SandboxModule {
             stdout,
             stderr,
             limits,
+            memory: None,
+            release_above: self.release_above,
         })
     }
 }
 
 impl Sandbox {
     /// Tears the sandbox down and reports how it ended.
-    fn finish(self, result: wasmtime::Result<()>, started: Instant) -> Outcome {
+    fn finish(mut self, result: wasmtime::Result<()>, started: Instant) -> Outcome {
+        if let (Some(memory), Some(above)) = (self.memory, self.release_above) {
+            release_memory(&mut self.store, memory, above);
+        }
         let limits = self.limits;
         let refused = self.store.data().limiter.refused;
         let termination = match result {
@@ -256,6 +280,47 @@ impl Sandbox {
             elapsed: started.elapsed(),
         }
         .cap_output(limits.max_output_bytes)
+    }
+}
+
+/// The instance's memory (WASI commands have exactly one, exported).
+fn exported_memory(store: &mut Store<SandboxState>, instance: &Instance) -> Option<Memory> {
+    instance
+        .exports(&mut *store)
+        .find_map(|export| export.into_memory())
+}
+
+/// Gives the pages of `memory` past `above` bytes back to the OS now.
+///
+/// The pool decommits ended sandboxes' memories in batches, so each slot
+/// of a batch stays resident at whatever size its sandbox grew to until the
+/// batch is flushed. Releasing what a grown sandbox holds past its share of
+/// the resident budget as it ends bounds a batch by the budget, while the
+/// small sandboxes, nearly all of them, keep the batching.
+fn release_memory(store: &mut Store<SandboxState>, memory: Memory, above: usize) {
+    let data = memory.data_mut(&mut *store);
+    let page = rustix::param::page_size();
+    let start = above.next_multiple_of(page);
+    if data.len() <= start {
+        return;
+    }
+    let len = data.len() - start;
+    // SAFETY: `data` is this sandbox's linear memory, borrowed exclusively
+    // from its store: no guest code runs (the entry point has returned or
+    // trapped) and nothing else refers to it. The range lies inside it and
+    // starts on a page boundary. MADV_DONTNEED only drops the pages' contents,
+    // which reads back as zeros (or the module's copy-on-write image), the
+    // very state the pool resets the slot to before its next sandbox, so
+    // nothing that reads the memory afterwards sees a difference.
+    let released = unsafe {
+        rustix::mm::madvise(
+            data.as_mut_ptr().add(start).cast(),
+            len,
+            rustix::mm::Advice::LinuxDontNeed,
+        )
+    };
+    if let Err(e) = released {
+        tracing::debug!(error = %e, "could not release an ended sandbox's memory early");
     }
 }
 

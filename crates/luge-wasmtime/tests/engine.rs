@@ -267,3 +267,52 @@ fn cross_target_artifacts_name_their_target() {
         "{err}"
     );
 }
+
+/// A memory Luge cannot reach is one it cannot give back to the OS early
+/// (see `release_memory`): a module that hides its memory is refused.
+#[test]
+fn modules_must_export_their_memory() {
+    // (module (memory 1) (func (export "_start")))
+    let hidden = b"\0asm\x01\0\0\0\x01\x04\x01\x60\0\0\x03\x02\x01\0\x05\x03\x01\0\x01\x07\x0a\x01\x06_start\0\0\x0a\x04\x01\x02\0\x0b";
+    let Err(refused) = registry().load(&ModuleCode::Wasm(hidden.to_vec())) else {
+        panic!("a hidden memory was accepted");
+    };
+    assert!(
+        refused.to_string().contains("export its memory"),
+        "{refused}"
+    );
+}
+
+/// A sandbox that grew its memory gives it back as it ends, so a pool's
+/// batch of ended slots holds no more than the resident budget.
+#[test]
+fn grown_memory_is_released_as_the_sandbox_ends() {
+    let registry = registry();
+    let hog = load(&registry, "memhog");
+    let rss = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap()
+            << 10
+    };
+    let before = rss();
+    for _ in 0..6 {
+        let outcome = run(&*hog, Action::command("memhog"), r#"{"mb": 100}"#);
+        assert!(
+            outcome.termination.is_success(),
+            "{:?}",
+            outcome.termination
+        );
+    }
+    // Six ended 100 MiB sandboxes, all waiting in one decommit batch: only
+    // their 8 MiB shares may stay resident.
+    let grown = rss().saturating_sub(before);
+    assert!(
+        grown < 200 << 20,
+        "resident memory grew by {} MiB",
+        grown >> 20
+    );
+}
