@@ -1,7 +1,19 @@
 //! `luge`: see the `luge_executor` library for what it does.
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
-    luge_executor::main_with(luge_executor::cli::Cli::parse())
+fn main() -> ExitCode {
+    match luge_executor::main_with(luge_executor::cli::Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line a person can act on; the trace only when asked for.
+            eprintln!("luge: error: {}", luge_core::error_line(error.as_ref()));
+            if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+                eprintln!("{error:?}");
+            }
+            ExitCode::FAILURE
+        }
+    }
 }

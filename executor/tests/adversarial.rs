@@ -292,6 +292,9 @@ fn admission_cannot_exceed_the_sandbox_pool() {
         .err()
         .expect("refused");
     assert!(refused.contains("--max-pending"), "{refused}");
+    // One line that names the flag to change, no backtrace.
+    assert_eq!(refused.trim().lines().count(), 1, "{refused}");
+    assert!(refused.starts_with("luge: error: "), "{refused}");
 }
 
 /// Finding 4: memory bombs one after another leave resident memory

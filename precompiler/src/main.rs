@@ -88,8 +88,24 @@ fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
     }
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match precompile(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // One line a person can act on; the trace only when asked for.
+            eprintln!(
+                "luge-precompile: error: {}",
+                luge_core::error_line(error.as_ref())
+            );
+            if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+                eprintln!("{error:?}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn precompile(cli: Cli) -> anyhow::Result<()> {
     let bytes =
         std::fs::read(&cli.input).with_context(|| format!("reading {}", cli.input.display()))?;
     let wasm = match ModuleCode::detect(bytes, usize::MAX)

@@ -44,3 +44,22 @@ pub use limits::{LimitError, LimitPolicy, Limits};
 pub use outcome::{Outcome, Termination};
 pub use registry::{LoadError, ModuleRegistry, RegistryStats};
 pub use runtime::{EngineError, EngineId, LoadedModule, Preemption, SandboxFuture, WasmRuntime};
+
+/// An error and its causes as one line, `what: why: why`, the way a person
+/// reads a start-up failure of `luge` or `luge-precompile`; the binaries add
+/// the backtrace only when `RUST_BACKTRACE` asks for it.
+pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        // thiserror's `#[error(transparent)]` and `{0}` forms repeat
+        // their cause; say each thing once.
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    line.replace('\n', " ")
+}

@@ -6,20 +6,25 @@
 //! and only while at least one sandbox is running, so an idle executor costs
 //! no wake-ups.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::{self, JoinHandle, Thread};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::{self, Thread};
 use std::time::Duration;
 
-use wasmtime::Engine;
+use wasmtime::{Engine, EngineWeak};
 
-/// Advances an engine's epoch every tick while sandboxes run.
+/// The longest the idle ticker sleeps before it looks whether its runtime
+/// is gone: it holds only weak references, so that dropping the runtime
+/// frees the engine, and the thread then ends within this.
+const IDLE_WAKE: Duration = Duration::from_secs(1);
+
+/// Advances an engine's epoch every tick while sandboxes run. The thread
+/// holds the engine and this ticker weakly: when the runtime and its
+/// modules are dropped, the engine is freed and the thread ends.
 pub struct EpochTicker {
     tick: Duration,
     running: AtomicUsize,
-    stop: AtomicBool,
     thread: Thread,
-    handle: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for EpochTicker {
@@ -32,37 +37,43 @@ impl std::fmt::Debug for EpochTicker {
 
 impl EpochTicker {
     /// Starts the ticker thread for `engine`.
-    pub fn start(engine: Engine, tick: Duration) -> std::io::Result<Arc<Self>> {
-        let (tx, rx) = std::sync::mpsc::channel::<Arc<Self>>();
+    pub fn start(engine: &Engine, tick: Duration) -> std::io::Result<Arc<Self>> {
+        let (tx, rx) = std::sync::mpsc::channel::<Weak<Self>>();
+        let engine = engine.weak();
         let handle = thread::Builder::new()
             .name("luge-epoch".into())
             .spawn(move || {
                 let Ok(ticker) = rx.recv() else { return };
-                ticker.run(&engine);
+                Self::run(&ticker, &engine);
             })?;
         let ticker = Arc::new(Self {
             tick,
             running: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
             thread: handle.thread().clone(),
-            handle: std::sync::Mutex::new(Some(handle)),
         });
-        // The thread holds the ticker until `shutdown`; a send error means
-        // the thread already died, which only leaves time limits unenforced.
-        let _ = tx.send(Arc::clone(&ticker));
+        // A send error means the thread already died, which only leaves time
+        // limits unenforced.
+        let _ = tx.send(Arc::downgrade(&ticker));
         Ok(ticker)
     }
 
-    fn run(&self, engine: &Engine) {
-        while !self.stop.load(Ordering::Acquire) {
-            if self.running.load(Ordering::Acquire) == 0 {
+    fn run(ticker: &Weak<Self>, engine: &EngineWeak) {
+        loop {
+            let (running, tick) = match ticker.upgrade() {
+                Some(t) => (t.running.load(Ordering::Acquire), t.tick),
+                None => return,
+            };
+            if running == 0 {
                 // `enter` unparks after incrementing; an unpark that races
                 // ahead of this park leaves a token, so no wake-up is lost.
-                thread::park();
+                thread::park_timeout(IDLE_WAKE);
                 continue;
             }
-            thread::sleep(self.tick);
-            engine.increment_epoch();
+            thread::sleep(tick);
+            match engine.upgrade() {
+                Some(engine) => engine.increment_epoch(),
+                None => return,
+            }
         }
     }
 
@@ -85,15 +96,12 @@ impl EpochTicker {
         }
         RunningGuard { ticker: self }
     }
+}
 
-    /// Stops the thread; used when the runtime is dropped.
-    pub fn shutdown(&self) {
-        self.stop.store(true, Ordering::Release);
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        // Ends the thread now rather than at its next idle wake-up.
         self.thread.unpark();
-        let handle = self.handle.lock().ok().and_then(|mut h| h.take());
-        if let Some(handle) = handle {
-            let _ = handle.join();
-        }
     }
 }
 

@@ -66,7 +66,7 @@ impl WasmtimeRuntime {
         let mut asynchronous = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut asynchronous, SandboxState::wasi)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
-        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick)
+        let ticker = EpochTicker::start(&engine, config.epoch_tick)
             .map_err(|e| EngineError::Config(format!("epoch ticker: {e}")))?;
         Ok(Self {
             id: EngineId {
@@ -83,6 +83,13 @@ impl WasmtimeRuntime {
             fuel: config.fuel,
             release_above: config.release_above(),
         })
+    }
+}
+
+impl WasmtimeRuntime {
+    /// The Wasmtime engine (for embedders and tests; sandboxes never see it).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
 }
 

@@ -316,3 +316,32 @@ fn grown_memory_is_released_as_the_sandbox_ends() {
         grown >> 20
     );
 }
+
+/// Dropping the runtime frees its engine: the epoch ticker's thread holds
+/// it only weakly, and ends.
+#[test]
+fn a_dropped_runtime_frees_its_engine() {
+    let runtime = WasmtimeRuntime::new(&WasmtimeConfig {
+        max_sandboxes: 4,
+        ..WasmtimeConfig::default()
+    })
+    .unwrap();
+    let weak = runtime.engine().weak();
+    // Run a sandbox first, so the ticker thread has ticked the engine.
+    let registry = ModuleRegistry::new(Arc::new(runtime), key(), None);
+    let echo = load(&registry, "echo");
+    assert!(
+        run(&*echo, Action::command("echo"), "{}")
+            .termination
+            .is_success()
+    );
+    drop((echo, registry));
+    let give_up = std::time::Instant::now() + Duration::from_secs(5);
+    while weak.upgrade().is_some() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the engine outlived its runtime"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
