@@ -8,7 +8,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use luge_core::artifact::{self, KeySource};
-use luge_core::limits::{DEFAULT_MAX_OUTPUT_BYTES, Limits};
+use luge_core::limits::{
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits, MAX_MEMORY_BYTES,
+    MAX_TIMEOUT,
+};
 use luge_core::{LimitPolicy, ModuleRegistry, Preemption, WasmRuntime};
 use luge_openwhisk::InitSettings;
 use luge_sched::{Policy, Scheduler, SchedulerConfig, WorkerWrapper};
@@ -133,18 +136,18 @@ pub struct Common {
     /// File holding the operator's artifact key secret (or set LUGE_KEY).
     #[arg(long)]
     pub key_file: Option<PathBuf>,
-    /// Default memory limit per sandbox, MiB (OpenWhisk: 256).
-    #[arg(long, default_value_t = 256)]
-    pub memory_mb: u64,
-    /// Largest memory limit an action may ask for, MiB (OpenWhisk: 512).
-    #[arg(long, default_value_t = 512)]
-    pub max_memory_mb: u64,
-    /// Default time limit per invocation, ms (OpenWhisk: 60000).
-    #[arg(long, default_value_t = 60_000)]
-    pub timeout_ms: u64,
-    /// Largest time limit an action may ask for, ms (OpenWhisk: 300000).
-    #[arg(long, default_value_t = 300_000)]
-    pub max_timeout_ms: u64,
+    /// Default memory limit per sandbox, MiB [default: 256, OpenWhisk's].
+    #[arg(long)]
+    pub memory_mb: Option<u64>,
+    /// Largest memory limit an action may ask for, MiB [default: 512].
+    #[arg(long)]
+    pub max_memory_mb: Option<u64>,
+    /// Default time limit per invocation, ms [default: 60000].
+    #[arg(long)]
+    pub timeout_ms: Option<u64>,
+    /// Largest time limit an action may ask for, ms [default: 300000].
+    #[arg(long)]
+    pub max_timeout_ms: Option<u64>,
     /// Meter fuel so `limits.fuel` can be enforced (slower).
     #[arg(long)]
     pub fuel: bool,
@@ -152,9 +155,10 @@ pub struct Common {
     /// module) [default: 64].
     #[arg(long)]
     pub max_body_mb: Option<usize>,
-    /// Sandboxes that may exist at once (pool slots).
-    #[arg(long, default_value_t = 1000)]
-    pub max_sandboxes: u32,
+    /// Sandboxes that may exist at once (pool slots) [default: 1000, fewer
+    /// where the address space holds fewer].
+    #[arg(long)]
+    pub max_sandboxes: Option<u32>,
     /// Memory of ended sandboxes Wasmtime may keep resident while it
     /// batches their release to the OS, MiB [default: 256].
     #[arg(long)]
@@ -213,6 +217,14 @@ impl Common {
         self.max_pending = self.max_pending.or(server.max_pending);
         self.max_connections = self.max_connections.or(server.max_connections);
         self.header_timeout_ms = self.header_timeout_ms.or(server.header_timeout_ms);
+        self.max_sandboxes = self.max_sandboxes.or(server.max_sandboxes);
+        self.memory_mb = self.memory_mb.or(server.memory_mb);
+        self.max_memory_mb = self.max_memory_mb.or(server.max_memory_mb);
+        self.timeout_ms = self.timeout_ms.or(server.timeout_ms);
+        self.max_timeout_ms = self.max_timeout_ms.or(server.max_timeout_ms);
+        self.cache_dir = self.cache_dir.take().or_else(|| server.cache_dir.clone());
+        self.key_file = self.key_file.take().or_else(|| server.key_file.clone());
+        self.fuel = self.fuel || server.fuel == Some(true);
         Ok(())
     }
 
@@ -222,11 +234,27 @@ impl Common {
             .unwrap_or_else(artifact::default_cache_dir)
     }
 
+    /// `--max-sandboxes`, or its default.
+    fn max_sandboxes(&self) -> u32 {
+        // The engine's own default, explained where it is set.
+        self.max_sandboxes
+            .unwrap_or(luge_wasmtime_default_sandboxes())
+    }
+
     fn limit_policy(&self) -> anyhow::Result<LimitPolicy> {
-        if self.memory_mb > self.max_memory_mb || self.timeout_ms > self.max_timeout_ms {
+        // OpenWhisk's defaults and maxima (256 MiB, 512 MiB, 60 s, 300 s).
+        let memory_mb = self.memory_mb.unwrap_or(DEFAULT_MEMORY_BYTES >> 20);
+        let max_memory_mb = self.max_memory_mb.unwrap_or(MAX_MEMORY_BYTES >> 20);
+        let timeout_ms = self
+            .timeout_ms
+            .unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64);
+        let max_timeout_ms = self
+            .max_timeout_ms
+            .unwrap_or(MAX_TIMEOUT.as_millis() as u64);
+        if memory_mb > max_memory_mb || timeout_ms > max_timeout_ms {
             bail!("default limits must not exceed the maximum limits");
         }
-        if self.memory_mb == 0 || self.timeout_ms == 0 {
+        if memory_mb == 0 || timeout_ms == 0 {
             bail!("limits must be greater than zero");
         }
         let limits = |mb: u64, ms: u64| Limits {
@@ -236,8 +264,8 @@ impl Common {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
         };
         Ok(LimitPolicy {
-            default: limits(self.memory_mb, self.timeout_ms),
-            max: limits(self.max_memory_mb, self.max_timeout_ms),
+            default: limits(memory_mb, timeout_ms),
+            max: limits(max_memory_mb, max_timeout_ms),
         })
     }
 
@@ -246,8 +274,8 @@ impl Common {
             #[cfg(feature = "wasmtime")]
             EngineKind::Wasmtime => {
                 let config = luge_wasmtime::WasmtimeConfig {
-                    max_sandboxes: self.max_sandboxes,
-                    max_memory_bytes: self.max_memory_mb << 20,
+                    max_sandboxes: self.max_sandboxes(),
+                    max_memory_bytes: self.limit_policy()?.max.memory_bytes,
                     fuel: self.fuel,
                     resident_budget_bytes: self
                         .resident_budget_mb
@@ -310,16 +338,17 @@ impl Common {
         if quantum_us == 0 {
             bail!("--quantum-us must be greater than zero");
         }
-        let max_pending = self.max_pending.unwrap_or(self.max_sandboxes as usize);
-        if max_pending == 0 {
+        if self.max_pending == Some(0) {
             bail!("--max-pending must be greater than zero");
         }
-        // Every admitted invocation needs a sandbox slot; admitting more
-        // would turn overload into instantiation failures instead of 503s.
-        if max_pending > self.max_sandboxes as usize {
+        if self
+            .max_pending
+            .is_some_and(|n| n > self.max_sandboxes() as usize)
+        {
             bail!(
-                "--max-pending {max_pending} exceeds --max-sandboxes {}: every admitted invocation needs a sandbox; lower --max-pending or raise --max-sandboxes",
-                self.max_sandboxes
+                "--max-pending {} exceeds --max-sandboxes {}: every admitted invocation needs a sandbox; lower --max-pending or raise --max-sandboxes",
+                self.max_pending.unwrap_or_default(),
+                self.max_sandboxes()
             );
         }
         let connections = crate::http::ConnectionLimits {
@@ -339,7 +368,27 @@ impl Common {
             tracing::info!(path = %path.display(), "no --key-file or LUGE_KEY: using this host's local key");
         }
         let runtime = self.runtime()?;
-        tracing::info!(engine = %runtime.id(), cache = %cache_dir.display(), "engine ready");
+        // Every admitted invocation needs a sandbox slot; admitting more
+        // would turn overload into instantiation failures instead of 503s.
+        // The engine may have sized its pool below --max-sandboxes to fit
+        // the address space; then that is the bound.
+        let capacity = runtime
+            .capacity()
+            .unwrap_or(self.max_sandboxes() as usize)
+            .min(self.max_sandboxes() as usize);
+        let max_pending = match self.max_pending {
+            Some(n) if n > capacity => bail!(
+                "--max-pending {n} exceeds the {capacity} sandboxes this address space holds; lower --max-pending"
+            ),
+            Some(n) => n,
+            None => capacity,
+        };
+        tracing::info!(
+            engine = %runtime.id(),
+            sandboxes = capacity,
+            cache = %cache_dir.display(),
+            "engine ready"
+        );
         let fs_root = match &self.fs_root {
             Some(root) => Some(
                 root.canonicalize()
@@ -418,6 +467,19 @@ fn real_path(path: &Path) -> PathBuf {
             }
             _ => return absolute,
         }
+    }
+}
+
+/// Wasmtime's default pool size; 1000 also where Wasmtime is not compiled in
+/// (the other engines have no pool, and only `--max-pending` reads it).
+fn luge_wasmtime_default_sandboxes() -> u32 {
+    #[cfg(feature = "wasmtime")]
+    {
+        luge_wasmtime::config::DEFAULT_MAX_SANDBOXES
+    }
+    #[cfg(not(feature = "wasmtime"))]
+    {
+        1000
     }
 }
 

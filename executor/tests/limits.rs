@@ -135,3 +135,30 @@ fn now_ms() -> u64 {
         .unwrap()
         .as_millis() as u64
 }
+
+/// With default flags, luge starts inside a Raspberry Pi's address space
+/// (512 GiB: 39-bit user addresses; and half of it), says in its log how
+/// many sandboxes it sized the pool for, and serves 32 at once. (Its
+/// default pool of 1000 slots of 4 GiB once made it fail to start there.)
+#[test]
+fn starts_and_serves_inside_a_pi_sized_address_space() {
+    if engine() != "wasmtime" {
+        return; // the pool is Wasmtime's
+    }
+    for gib in [512u64, 256] {
+        let luge = Luge::start_within("serve", &["--workers", "2"], gib << 20);
+        let sized = luge.stderr();
+        assert!(sized.contains("sandboxes="), "{gib} GiB: {sized}");
+        let init = init_body(&wasm("sleep"), "main", json!({}));
+        assert_eq!(luge.post("/s/init", &init).0, 200, "{gib} GiB");
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..32)
+                .map(|_| s.spawn(|| luge.post("/s/run", &json!({"value": {"ms": 300}}))))
+                .collect();
+            for run in runs {
+                let (status, body) = run.join().unwrap();
+                assert_eq!(status, 200, "{gib} GiB: {body}");
+            }
+        });
+    }
+}

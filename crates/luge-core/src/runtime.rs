@@ -78,6 +78,12 @@ pub trait WasmRuntime: Send + Sync {
         let _ = capabilities;
         Ok(())
     }
+
+    /// Sandboxes that can exist at once, where the engine has a fixed bound
+    /// (a pool sized at start); `None` where only memory bounds it.
+    fn capacity(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// One sandbox run as a future, for a scheduler to poll.

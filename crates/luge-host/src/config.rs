@@ -76,6 +76,22 @@ pub struct ServerConfig {
     /// Time a connection may take to send a request's headers (and sit
     /// idle between requests), ms.
     pub header_timeout_ms: Option<u64>,
+    /// Sandboxes that may exist at once (Wasmtime's pool slots).
+    pub max_sandboxes: Option<u32>,
+    /// Default memory limit per sandbox, MiB.
+    pub memory_mb: Option<u64>,
+    /// Largest memory limit a function may ask for, MiB.
+    pub max_memory_mb: Option<u64>,
+    /// Default time limit per invocation, ms.
+    pub timeout_ms: Option<u64>,
+    /// Largest time limit a function may ask for, ms.
+    pub max_timeout_ms: Option<u64>,
+    /// Meter fuel so `limits.fuel` can be enforced.
+    pub fuel: Option<bool>,
+    /// Where compiled modules are cached.
+    pub cache_dir: Option<PathBuf>,
+    /// File holding the operator's artifact key (mode 0600).
+    pub key_file: Option<PathBuf>,
 }
 
 /// A route of the config, its module path resolved.
@@ -145,6 +161,8 @@ impl Config {
             &mut server.fs_root,
             &mut server.store,
             &mut server.token_file,
+            &mut server.cache_dir,
+            &mut server.key_file,
         ]
         .into_iter()
         .flatten()
@@ -231,6 +249,10 @@ mod tests {
             policy = "srsf"
             store = "functions"
             token_file = "/secret/token"
+            max_sandboxes = 64
+            max_memory_mb = 128
+            key_file = "key"
+            cache_dir = "/var/cache/luge"
 
             [[routes]]
             path = "/fib"
@@ -243,6 +265,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.server.workers, Some(2));
+        assert_eq!(config.server.max_sandboxes, Some(64));
+        assert_eq!(config.server.max_memory_mb, Some(128));
+        assert_eq!(config.server.key_file, Some(PathBuf::from("/etc/luge/key")));
+        assert_eq!(
+            config.server.cache_dir,
+            Some(PathBuf::from("/var/cache/luge"))
+        );
         assert_eq!(
             config.server.store,
             Some(PathBuf::from("/etc/luge/functions"))

@@ -45,6 +45,8 @@ pub struct WasmtimeRuntime {
     ticker: Arc<EpochTicker>,
     fuel: bool,
     release_above: Option<usize>,
+    /// Pool slots, when pooling.
+    sandboxes: Option<u32>,
 }
 
 impl std::fmt::Debug for WasmtimeRuntime {
@@ -58,8 +60,7 @@ impl std::fmt::Debug for WasmtimeRuntime {
 impl WasmtimeRuntime {
     /// Builds the engine, the WASI linker and the epoch ticker.
     pub fn new(config: &WasmtimeConfig) -> Result<Self, EngineError> {
-        let engine = Engine::new(&config.to_wasmtime()?)
-            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let (engine, sandboxes) = sized_engine(config)?;
         let mut sync = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut sync, SandboxState::wasi)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
@@ -82,8 +83,60 @@ impl WasmtimeRuntime {
             ticker,
             fuel: config.fuel,
             release_above: config.release_above(),
+            sandboxes: config.pooling.then_some(sandboxes),
         })
     }
+}
+
+/// Builds the engine; with pooling, sized to the address space the process
+/// really has.
+///
+/// The pool reserves one linear memory's address range per slot up front
+/// (about 4 GiB each: Wasmtime elides bounds checks within it), so 1000
+/// slots need about 4 TiB: plenty on x86-64 (128 TiB), too much for a
+/// Raspberry Pi OS kernel (39-bit addresses, 512 GiB) or under `ulimit -v`.
+/// Where the requested pool does not fit, the largest that does is found by
+/// bisection (each try only reserves and releases address space), and 7/8
+/// of it is used, leaving the rest to everything else the process maps.
+/// Slots shrink in number, not in size: a smaller reservation would change
+/// the compiled code and void every cached artifact.
+fn sized_engine(config: &WasmtimeConfig) -> Result<(Engine, u32), EngineError> {
+    let build = |sandboxes: u32| {
+        let config = WasmtimeConfig {
+            max_sandboxes: sandboxes,
+            ..config.clone()
+        };
+        Engine::new(&config.to_wasmtime()?).map_err(|e| EngineError::Config(format!("{e:#}")))
+    };
+    let requested = config.max_sandboxes;
+    let first = match build(requested) {
+        Ok(engine) => return Ok((engine, requested)),
+        Err(e) if !config.pooling || requested <= 1 => return Err(e),
+        Err(e) => e,
+    };
+    // `fits` builds, `fails` does not.
+    let (mut fits, mut fails) = (0, requested);
+    while fails - fits > 1 {
+        let mid = fits + (fails - fits) / 2;
+        if build(mid).is_ok() {
+            fits = mid;
+        } else {
+            fails = mid;
+        }
+    }
+    if fits == 0 {
+        return Err(EngineError::Config(format!(
+            "the address space cannot hold even one sandbox of the pool ({first}); raise the address-space limit (ulimit -v)"
+        )));
+    }
+    let sandboxes = (fits - fits / 8).max(1);
+    let engine = build(sandboxes)?;
+    tracing::warn!(
+        requested,
+        sandboxes,
+        "the address space holds fewer pool slots than --max-sandboxes asks: pool sized to fit"
+    );
+    Ok((engine, sandboxes))
 }
 
 impl WasmtimeRuntime {
@@ -96,6 +149,10 @@ impl WasmtimeRuntime {
 impl WasmRuntime for WasmtimeRuntime {
     fn id(&self) -> &EngineId {
         &self.id
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        self.sandboxes.map(|n| n as usize)
     }
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {

@@ -125,8 +125,35 @@ impl Luge {
     /// Starts luge like [`Luge::start`]; if it exits or does not announce
     /// its address within 30 s, returns what it wrote to stderr.
     pub fn try_start(mode: &str, args: &[&str]) -> Result<Self, String> {
+        Self::try_start_within(mode, args, None)
+    }
+
+    /// Starts luge like [`Luge::start`] under an address-space limit
+    /// (`ulimit -v`, KiB): what a Raspberry Pi OS kernel's 39-bit user
+    /// addresses allow, or an operator's limit.
+    pub fn start_within(mode: &str, args: &[&str], address_space_kib: u64) -> Self {
+        Self::try_start_within(mode, args, Some(address_space_kib))
+            .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
+    }
+
+    fn try_start_within(
+        mode: &str,
+        args: &[&str],
+        address_space_kib: Option<u64>,
+    ) -> Result<Self, String> {
         let cache = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_luge"))
+        let mut command = match address_space_kib {
+            None => Command::new(env!("CARGO_BIN_EXE_luge")),
+            Some(kib) => {
+                let mut shell = Command::new("sh");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_luge"));
+                shell
+            }
+        };
+        let mut child = command
             .arg(mode)
             .args([
                 "--listen",
