@@ -144,7 +144,8 @@ impl Server {
     }
 }
 
-/// Resident set size of this process in bytes (Linux).
+/// Resident set size of this process in bytes (Linux): statm counts pages,
+/// whose size is the kernel's (4 KiB on x86, 16 KiB on a Pi 5's kernel).
 pub fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = statm
@@ -152,5 +153,5 @@ pub fn rss_bytes() -> u64 {
         .nth(1)
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
-    pages * 4096
+    pages * rustix::param::page_size() as u64
 }
