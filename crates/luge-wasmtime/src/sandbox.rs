@@ -8,7 +8,9 @@ use luge_core::limits::Limits;
 use luge_core::{
     DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Termination,
 };
-use wasmtime::{Instance, InstancePre, Linker, Memory, Module, Store, Trap, UpdateDeadline};
+use wasmtime::{
+    Instance, InstancePre, Linker, Memory, Module, ModuleExport, Store, Trap, UpdateDeadline,
+};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
@@ -46,6 +48,8 @@ pub struct SandboxModule {
     ticker: Arc<EpochTicker>,
     fuel: bool,
     release_above: Option<usize>,
+    /// Where the memory is among the exports, found once at load.
+    memory_export: Option<ModuleExport>,
     code_size: usize,
 }
 
@@ -59,8 +63,11 @@ impl SandboxModule {
     ) -> Result<Self, EngineError> {
         // A memory Luge cannot reach it cannot give back early (see
         // `release_memory`); WASI commands export theirs as `memory`.
-        let exports_memory = module.exports().any(|e| e.ty().memory().is_some());
-        if module.resources_required().num_memories > 0 && !exports_memory {
+        let memory_export = module
+            .exports()
+            .find(|e| e.ty().memory().is_some())
+            .and_then(|e| module.get_export_index(e.name()));
+        if module.resources_required().num_memories > 0 && memory_export.is_none() {
             return Err(EngineError::Unsupported(
                 "the module does not export its memory (a WASI command exports it as \"memory\")"
                     .to_owned(),
@@ -86,6 +93,7 @@ impl SandboxModule {
             ticker,
             fuel,
             release_above,
+            memory_export,
             code_size: range.end as usize - range.start as usize,
         })
     }
@@ -143,7 +151,7 @@ impl LoadedModule for SandboxModule {
             let _running = self.ticker.enter();
             let store = &mut sandbox.store;
             self.pre.instantiate(&mut *store).and_then(|instance| {
-                sandbox.memory = exported_memory(store, &instance);
+                sandbox.memory = self.exported_memory(store, &instance);
                 let func = instance.get_typed_func::<(), ()>(&mut *store, entry)?;
                 func.call(&mut *store, ())
             })
@@ -193,7 +201,7 @@ impl LoadedModule for SandboxModule {
                 let store = &mut sandbox.store;
                 match self.pre_async.instantiate_async(&mut *store).await {
                     Ok(instance) => {
-                        sandbox.memory = exported_memory(store, &instance);
+                        sandbox.memory = self.exported_memory(store, &instance);
                         match instance.get_typed_func::<(), ()>(&mut *store, entry) {
                             Ok(func) => func.call_async(&mut *store, ()).await,
                             Err(e) => Err(e),
@@ -219,6 +227,18 @@ struct Sandbox {
 }
 
 impl SandboxModule {
+    /// The instance's memory (WASI commands have exactly one, exported).
+    fn exported_memory(
+        &self,
+        store: &mut Store<SandboxState>,
+        instance: &Instance,
+    ) -> Option<Memory> {
+        let export = self.memory_export.as_ref()?;
+        instance
+            .get_module_export(&mut *store, export)
+            .and_then(wasmtime::Extern::into_memory)
+    }
+
     fn sandbox(&self, invocation: &Invocation) -> Result<Sandbox, Outcome> {
         let limits = invocation.action.limits;
         let stdout = MemoryOutputPipe::new(limits.capture_bytes());
@@ -281,13 +301,6 @@ impl Sandbox {
         }
         .cap_output(limits.max_output_bytes)
     }
-}
-
-/// The instance's memory (WASI commands have exactly one, exported).
-fn exported_memory(store: &mut Store<SandboxState>, instance: &Instance) -> Option<Memory> {
-    instance
-        .exports(&mut *store)
-        .find_map(|export| export.into_memory())
 }
 
 /// Gives the pages of `memory` past `above` bytes back to the OS now.
