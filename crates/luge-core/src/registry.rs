@@ -237,9 +237,14 @@ impl ModuleRegistry {
         if let Some(path) = &cached
             && let Ok(bytes) = std::fs::read(path)
         {
-            match artifact::open(&self.key, &bytes, self.runtime.id()) {
-                Ok(verified) => {
-                    let module = self.runtime.load_artifact(verified)?;
+            // A cached artifact the engine refuses (made under other
+            // settings) is compiled again, never an error: the cache is an
+            // optimisation.
+            match artifact::open(&self.key, &bytes, self.runtime.id())
+                .map_err(LoadError::from)
+                .and_then(|verified| Ok(self.runtime.load_artifact(verified)?))
+            {
+                Ok(module) => {
                     self.disk_hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(module);
                 }
@@ -261,10 +266,9 @@ impl ModuleRegistry {
     /// Cache file for a Wasm hash under this engine build.
     fn cache_path(&self, wasm_hash: &blake3::Hash) -> Option<PathBuf> {
         let dir = self.cache_dir.as_ref()?;
-        let id = self.runtime.id();
         let mut hasher = blake3::Hasher::new();
         hasher.update(wasm_hash.as_bytes());
-        hasher.update(id.to_string().as_bytes());
+        hasher.update(self.runtime.compatibility().as_bytes());
         Some(dir.join(format!("{}.luge", hasher.finalize().to_hex())))
     }
 }

@@ -79,6 +79,14 @@ pub trait WasmRuntime: Send + Sync {
         Ok(())
     }
 
+    /// What native code compiled by this runtime must match to load here:
+    /// its id, plus whatever engine settings change the code (Wasmtime:
+    /// fuel, memory reservation, ...). Keys the on-disk compile cache, so a
+    /// restart with other settings compiles afresh instead of failing.
+    fn compatibility(&self) -> String {
+        self.id().to_string()
+    }
+
     /// Sandboxes that can exist at once, where the engine has a fixed bound
     /// (a pool sized at start); `None` where only memory bounds it.
     fn capacity(&self) -> Option<usize> {

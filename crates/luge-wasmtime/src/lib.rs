@@ -151,6 +151,17 @@ impl WasmRuntime for WasmtimeRuntime {
         &self.id
     }
 
+    fn compatibility(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        // Fixed keys: the same settings give the same string in every run
+        // of this build.
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
+        format!("{} settings {:016x}", self.id, hasher.finish())
+    }
+
     fn capacity(&self) -> Option<usize> {
         self.sandboxes.map(|n| n as usize)
     }

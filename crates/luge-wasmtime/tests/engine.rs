@@ -345,3 +345,32 @@ fn a_dropped_runtime_frees_its_engine() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A module compiled into the cache by one engine setting (fuel off) loads
+/// after a restart with another (fuel on): the cache is keyed by the
+/// engine's compatibility, and an artifact it refuses is compiled again.
+#[test]
+fn the_compile_cache_survives_changed_settings() {
+    let cache = tempfile::tempdir().unwrap();
+    let registry = |fuel| {
+        let runtime = WasmtimeRuntime::new(&WasmtimeConfig {
+            max_sandboxes: 4,
+            fuel,
+            ..WasmtimeConfig::default()
+        })
+        .unwrap();
+        ModuleRegistry::new(Arc::new(runtime), key(), Some(cache.path().to_owned()))
+    };
+    for fuel in [false, true, false] {
+        let registry = registry(fuel);
+        let echo = load(&registry, "echo");
+        let outcome = run(&*echo, Action::command("echo"), r#"{"fuel": 1}"#);
+        assert!(
+            outcome.termination.is_success(),
+            "fuel {fuel}: {:?}",
+            outcome.termination
+        );
+    }
+    // One cached artifact per setting, the third run loaded from disk.
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2);
+}
