@@ -214,6 +214,28 @@ fn send_run(luge: &Luge, path: &str, params: serde_json::Value) -> std::net::Tcp
     stream
 }
 
+/// Containers `/spin` (endless, `timeout_ms` limit, no deadline annotation)
+/// and `/ping` (echo); two spins sent on raw connections, running by the
+/// time this returns. Dropping the connections abandons them.
+fn two_spins_beside_a_ping(luge: &Luge, timeout_ms: u64) -> Vec<std::net::TcpStream> {
+    let spin = init_body(
+        &wasm("spin"),
+        "main",
+        json!({"annotations": {"limits.timeout_ms": timeout_ms}}),
+    );
+    assert_eq!(luge.post("/spin/init", &spin).0, 200);
+    assert_eq!(
+        luge.post("/ping/init", &init_body(&wasm("echo"), "main", json!({})))
+            .0,
+        200
+    );
+    let spins = (0..2)
+        .map(|_| send_run(luge, "/spin/run", json!({})))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    spins
+}
+
 fn metric(luge: &Luge, needle: &str) -> f64 {
     luge.get_text("/metrics")
         .lines()
@@ -239,21 +261,7 @@ fn abandoned_requests(flags: &[&str]) {
     let mut args = vec!["--workers", "1", "--max-pending", "2"];
     args.extend_from_slice(flags);
     let luge = Luge::start("serve", &args);
-    let spin = init_body(
-        &wasm("spin"),
-        "main",
-        json!({"annotations": {"limits.timeout_ms": 4000}}),
-    );
-    assert_eq!(luge.post("/spin/init", &spin).0, 200);
-    assert_eq!(
-        luge.post("/ping/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
-    let abandoned: Vec<_> = (0..2)
-        .map(|_| send_run(&luge, "/spin/run", json!({})))
-        .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    let abandoned = two_spins_beside_a_ping(&luge, 4000);
     // Both places are taken while the spins exist: a third is a 503.
     let (status, body) = luge.post("/ping/run", &json!({"value": {}}));
     assert_eq!(status, 503, "{body}");
@@ -362,21 +370,7 @@ fn runaways_do_not_starve_victims_under_edf() {
         return; // only Wasmtime preempts; the others run to completion
     }
     let luge = Luge::start("serve", &["--workers", "1", "--policy", "edf"]);
-    let spin = init_body(
-        &wasm("spin"),
-        "main",
-        json!({"annotations": {"limits.timeout_ms": 6000}}),
-    );
-    assert_eq!(luge.post("/spin/init", &spin).0, 200);
-    assert_eq!(
-        luge.post("/ping/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
-    let spinners: Vec<_> = (0..2)
-        .map(|_| send_run(&luge, "/spin/run", json!({})))
-        .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    let spinners = two_spins_beside_a_ping(&luge, 6000);
     let mut worst = Duration::ZERO;
     for _ in 0..10 {
         let started = Instant::now();
