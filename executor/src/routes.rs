@@ -90,7 +90,13 @@ pub struct Executor(Arc<App>);
 pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
     match cli.command {
         Command::Proxy { listen, common } => {
-            let settings = common.settings(&[])?;
+            let mut settings = common.settings(&[])?;
+            // OpenWhisk starts an action container with `__OW_API_HOST` (and
+            // the operator's `__OW_*` extras) in its environment; the action
+            // sees them, under what its init and run set.
+            settings.init.container_env = std::env::vars()
+                .filter(|(key, _)| key.starts_with("__OW_"))
+                .collect();
             let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
             let mode = Mode::Proxy(Arc::new(Container::new(sink)));
             Ok((
@@ -429,6 +435,28 @@ impl App {
                     Err(reply) => http::reply(reply),
                 }
             }
+            (&Method::GET, ["containers"], Mode::Serve { containers, .. }) => {
+                match container_prefix(query.as_deref()) {
+                    Ok(prefix) => http::json(
+                        StatusCode::OK,
+                        &serde_json::json!({ "containers": containers.ids(&prefix) }),
+                    ),
+                    Err(reply) => http::reply(reply),
+                }
+            }
+            (&Method::DELETE, ["containers"], Mode::Serve { containers, .. }) => {
+                match container_prefix(query.as_deref()) {
+                    Ok(prefix) => {
+                        let destroyed = containers.destroy_prefix(&prefix);
+                        tracing::info!(%prefix, destroyed, "containers purged");
+                        http::json(
+                            StatusCode::OK,
+                            &serde_json::json!({ "destroyed": destroyed }),
+                        )
+                    }
+                    Err(reply) => http::reply(reply),
+                }
+            }
             (&Method::GET, [id, "logs"], Mode::Serve { containers, .. }) => {
                 match containers.get(id) {
                     Ok(hosted) => http::json(
@@ -612,5 +640,34 @@ impl Drop for InFlight<'_> {
             tracing::info!(function = %self.function, "client went away: invocation cancelled");
             self.metrics.observe_client_gone(self.function);
         }
+    }
+}
+
+/// The `prefix` query parameter of `/containers`: required, so that a bare
+/// `DELETE /containers` cannot purge every invoker's containers by accident
+/// (`prefix=` names them all); container-id characters only, so it needs no
+/// percent-decoding.
+fn container_prefix(query: Option<&str>) -> Result<String, Reply> {
+    let prefix = query
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("prefix="));
+    match prefix {
+        Some(prefix)
+            if prefix.len() <= 128
+                && prefix
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) =>
+        {
+            Ok(prefix.to_owned())
+        }
+        Some(_) => Err(Reply::error(
+            400,
+            "A container prefix is at most 128 letters, digits, '-', '_' and '.'.",
+        )),
+        None => Err(Reply::error(
+            400,
+            "Name the containers with ?prefix= (an invoker's prefix, or empty for all).",
+        )),
     }
 }

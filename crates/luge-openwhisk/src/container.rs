@@ -24,6 +24,11 @@ pub struct InitSettings {
     pub limits: LimitPolicy,
     /// Largest action code once unpacked from a zip.
     pub max_code_bytes: usize,
+    /// The container's own environment, which an action sees under its
+    /// init's `env`: in `luge proxy`, the `__OW_*` variables OpenWhisk starts
+    /// the container with (`__OW_API_HOST`); empty in `luge serve`, where the
+    /// factory sends them with the init.
+    pub container_env: Vec<(String, String)>,
 }
 
 impl Default for InitSettings {
@@ -33,6 +38,7 @@ impl Default for InitSettings {
             limits: LimitPolicy::default(),
             // OpenWhisk's largest action is 48 MB; leave room for an artifact.
             max_code_bytes: 64 << 20,
+            container_env: Vec::new(),
         }
     }
 }
@@ -182,7 +188,15 @@ impl Container {
                 "The module is not a WASI command: it exports no _start.",
             ));
         }
-        let mut env = request.env;
+        // Later sources win: the container's environment, the init's env,
+        // then the action's `wasi.env`.
+        let mut env: Vec<(String, String)> = settings
+            .container_env
+            .iter()
+            .filter(|(key, _)| !request.env.iter().any(|(k, _)| k == key))
+            .cloned()
+            .collect();
+        env.extend(request.env);
         env.extend(annotations.env);
         let name = if request.name.is_empty() {
             "action".to_owned()
@@ -365,6 +379,28 @@ impl Containers {
             .remove(id)
             .map(drop)
             .ok_or_else(|| unknown(id))
+    }
+
+    /// The ids of the containers whose id starts with `prefix`, sorted.
+    pub fn ids(&self, prefix: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .map_read()
+            .keys()
+            .filter(|id| id.starts_with(prefix))
+            .cloned()
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Destroys every container whose id starts with `prefix` (an invoker's
+    /// cleanup of what its previous run left), as [`Containers::destroy`]
+    /// does one; returns how many.
+    pub fn destroy_prefix(&self, prefix: &str) -> usize {
+        let mut map = self.map_write();
+        let before = map.len();
+        map.retain(|id, _| !id.starts_with(prefix));
+        before - map.len()
     }
 
     /// Number of containers.

@@ -74,6 +74,9 @@ pub struct InitRequest {
     pub annotations: Value,
 }
 
+/// A Wasm action whose code arrived as text rather than base64.
+pub const MANGLED_TEXT: &str = "The action code arrived as text, not base64: `wsk action create` base64-encodes only .zip, .jar and .balx files, so a .wasm given to it is sent as mangled text. Zip the module (`zip hello.zip hello.wasm`, or `luge-precompile --zip`) and create the action from the zip.";
+
 /// Parses an init body. Errors are replies ready to send.
 pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
     let root: Value = serde_json::from_slice(body).map_err(|e| {
@@ -90,10 +93,16 @@ pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
         _ => return Err(Reply::error(status::FORBIDDEN, MISSING_CODE)),
     };
     let code = decode_base64(code).map_err(|e| {
-        Reply::error(
-            status::BAD_REQUEST,
-            format!("The action code is not valid base64 ({e}); Wasm actions are sent as base64 of a .wasm, a zip or a Luge artifact."),
-        )
+        // `wsk action create` base64-encodes only .zip, .jar and .balx
+        // files: a .wasm given to it arrives as (mangled) text.
+        let as_text = code.starts_with("\0asm")
+            || value.get("binary").and_then(Value::as_bool) == Some(false);
+        let message = if as_text {
+            MANGLED_TEXT.to_owned()
+        } else {
+            format!("The action code is not valid base64 ({e}); Wasm actions are sent as base64 of a .wasm, a zip or a Luge artifact.")
+        };
+        Reply::error(status::BAD_REQUEST, message)
     })?;
     // A field of the wrong type is the client's mistake, said as such, not
     // silently replaced by a default.
@@ -282,6 +291,16 @@ mod tests {
         let bad64 = br#"{"value":{"code":"%%%not base64","binary":true}}"#;
         let err = parse_init(bad64).unwrap_err();
         assert!(err.error_message().unwrap().contains("base64"), "{err:?}");
+    }
+
+    #[test]
+    fn a_wasm_sent_as_text_is_named_as_such() {
+        // What `wsk action create hello hello.wasm` sends: the file as text.
+        let mangled =
+            json!({"value": {"code": "\u{0}asm\u{1}\u{0}\u{0}\u{0}\u{fffd}", "binary": false}});
+        let err = parse_init(mangled.to_string().as_bytes()).unwrap_err();
+        assert_eq!(err.status, 400);
+        assert_eq!(err.error_message(), Some(MANGLED_TEXT));
     }
 
     #[test]

@@ -8,15 +8,17 @@ package org.apache.openwhisk.core.containerpool.wasm
 
 import java.util.concurrent.atomic.AtomicLong
 
-import scala.concurrent.{ExecutionContext, Future}
+import scala.concurrent.{Await, ExecutionContext, Future}
 import scala.concurrent.duration._
 
 import org.apache.pekko.actor.ActorSystem
+import org.apache.pekko.http.scaladsl.Http
+import org.apache.pekko.http.scaladsl.model.{HttpMethods, HttpRequest, Uri}
 import pureconfig._
 import pureconfig.generic.auto._
 
 import org.apache.openwhisk.common.{Logging, TransactionId}
-import org.apache.openwhisk.core.WhiskConfig
+import org.apache.openwhisk.core.{ConfigKeys, WhiskConfig}
 import org.apache.openwhisk.core.containerpool._
 import org.apache.openwhisk.core.entity.{ByteSize, ExecManifest, InvokerInstanceId}
 
@@ -24,10 +26,15 @@ import org.apache.openwhisk.core.entity.{ByteSize, ExecManifest, InvokerInstance
  * Where the invoker finds its Luge executor (`luge serve`, normally on the
  * same host), from `whisk.wasm-container-factory` in the invoker's config.
  *
- * @param executorHost host of `luge serve`
+ * @param executorHost host of `luge serve`; loopback, as its container API
+ *                     has no authentication of its own
  * @param executorPort its port
- * @param logPollInterval how often logs are fetched while waiting for the sentinel
- * @param logWaitTimeout how long to wait for both sentinels after an activation
+ * @param logPollInterval how often logs are fetched while waiting for the
+ *                        sentinels; 10 ms keeps the added latency of log
+ *                        collection below an activation's own overhead
+ * @param logWaitTimeout how long to wait for both sentinels after an
+ *                       activation; Luge writes them as the run ends, so two
+ *                       seconds is only reached when something is wrong
  */
 case class WasmContainerFactoryConfig(executorHost: String = "127.0.0.1",
                                       executorPort: Int = 8080,
@@ -39,44 +46,72 @@ case class WasmContainerFactoryConfig(executorHost: String = "127.0.0.1",
  * Docker containers: a container is an id on `luge serve`, created by its
  * first `/{id}/init`. Nothing is pulled or started, so `createContainer`
  * completes at once; the cold start is the init.
+ *
+ * Container ids start with this invoker's prefix
+ * (`ContainerFactory.containerNamePrefix`, as Docker names do), so
+ * `cleanup()` removes exactly this invoker's containers.
  */
-class WasmContainerFactory(instance: InvokerInstanceId, config: WasmContainerFactoryConfig)(implicit as: ActorSystem,
-                                                                                           ec: ExecutionContext,
-                                                                                           logging: Logging)
+class WasmContainerFactory(instance: InvokerInstanceId,
+                           config: WasmContainerFactoryConfig,
+                           containerArgs: ContainerArgsConfig)(implicit as: ActorSystem,
+                                                               ec: ExecutionContext,
+                                                               logging: Logging)
     extends ContainerFactory {
 
-  private val prefix = ContainerFactory.containerNamePrefix(instance)
+  private val prefix = ContainerFactory.containerNamePrefix(instance) + "_"
   private val created = new AtomicLong()
+  private val executor = s"http://${config.executorHost}:${config.executorPort}"
 
   /** Luge accepts ids of letters, digits, '-', '_' and '.', up to 128 characters. */
   private def containerId(name: String): ContainerId = {
-    val raw = s"${prefix}_${created.incrementAndGet()}_$name"
+    val raw = s"$prefix${created.incrementAndGet()}_$name"
     ContainerId(raw.filter(c => c.isLetterOrDigit || c == '-' || c == '_' || c == '.').take(128))
   }
 
+  /**
+   * The image names the runtime kind (`wasm:0.1`); the code comes with init.
+   * Memory and time are enforced by Luge per sandbox from the action's limits
+   * (see `WasmContainer.initBody`); CPU shares and limits have no meaning for
+   * a sandbox that runs on the executor's scheduler.
+   */
   override def createContainer(tid: TransactionId,
                                name: String,
                                actionImage: ExecManifest.ImageName,
                                userProvidedImage: Boolean,
                                memory: ByteSize,
-                               cpuShares: Int)(implicit config: WhiskConfig, logging: Logging): Future[Container] = {
-    // The image names the runtime kind (wasm:0.1); the code comes with init.
-    // Memory is enforced by Luge per sandbox from the action's limits.
+                               cpuShares: Int,
+                               cpuLimit: Option[Double])(implicit config: WhiskConfig,
+                                                         logging: Logging): Future[Container] = {
+    // What Docker passes as `-e`: the API host and the operator's extra variables.
+    val env = Map("__OW_API_HOST" -> config.wskApiHost) ++ containerArgs.extraEnvVarMap
     Future.successful(
       new WasmContainer(
         containerId(name),
         ContainerAddress(this.config.executorHost, this.config.executorPort),
+        env,
         this.config))
   }
 
   override def init(): Unit = ()
 
   /**
-   * Containers of a previous invoker run are not listed by Luge; restarting
-   * `luge serve` with the invoker (as the systemd unit in deploy/ does)
-   * clears them.
+   * Destroys every container of this invoker on the executor: at start, the
+   * ones a previous run of this invoker left; at shutdown, its own. Blocks
+   * until Luge has answered, as the SPI asks.
    */
-  override def cleanup(): Unit = ()
+  override def cleanup(): Unit = {
+    val request = HttpRequest(HttpMethods.DELETE, Uri(s"$executor/containers").withQuery(Uri.Query("prefix" -> prefix)))
+    val purge = Http()
+      .singleRequest(request)
+      .flatMap(r => r.entity.toStrict(10.seconds).map(e => (r.status, e.data.utf8String)))
+    try {
+      val (status, body) = Await.result(purge, 30.seconds)
+      if (status.isSuccess()) logging.info(this, s"cleanup: $body")(TransactionId.invoker)
+      else logging.error(this, s"cleanup of containers '$prefix*' failed: $status $body")(TransactionId.invoker)
+    } catch {
+      case t: Exception => logging.error(this, s"cleanup of containers '$prefix*' failed: $t")(TransactionId.invoker)
+    }
+  }
 }
 
 /** The SPI entry the invoker loads (see invoker.conf in this directory). */
@@ -87,6 +122,7 @@ object WasmContainerFactoryProvider extends ContainerFactoryProvider {
                         instanceId: InvokerInstanceId,
                         parameters: Map[String, Set[String]]): ContainerFactory = {
     val factoryConfig = loadConfigOrThrow[WasmContainerFactoryConfig]("whisk.wasm-container-factory")
-    new WasmContainerFactory(instanceId, factoryConfig)(actorSystem, actorSystem.dispatcher, logging)
+    val containerArgs = loadConfigOrThrow[ContainerArgsConfig](ConfigKeys.containerArgs)
+    new WasmContainerFactory(instanceId, factoryConfig, containerArgs)(actorSystem, actorSystem.dispatcher, logging)
   }
 }
