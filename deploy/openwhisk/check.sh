@@ -27,7 +27,8 @@
 # Steps (each skipped when its output is newer than its inputs):
 #   1. classpath, generated sources and the four libraries
 #   2. OpenWhisk modules, then the factory, with -Werror
-#   3. the end-to-end run (e2e.sh) unless OW_SKIP_E2E=1
+#   3. the end-to-end run (e2e.py: OpenWhisk's standalone server with the
+#      factory, driven through its REST API) unless OW_SKIP_E2E=1
 #
 # OW_WORK (default target/openwhisk) holds everything built.
 set -euo pipefail
@@ -113,11 +114,18 @@ mkdir -p "$libs"
 build_lib() {
     local name=$1 src=$2 tag=$3 cp=$4 opts=$5
     shift 5
-    if [[ -d "$libs/$name" && -f "$libs/$name.done" ]]; then
+    if [[ -f "$libs/$name.done" && "$libs/$name.done" -nt "$deps_cp" ]]; then
         return
     fi
     log "building $name from $tag"
-    unpack "$src" "$tag" "$work/src-$name" "$@"
+    # Sources, and the resources (reference.conf) beside them.
+    local paths=("$@")
+    for p in "$@"; do
+        if [[ -n "$(git -C "$src" ls-tree "$tag" "${p%/scala*}/resources")" ]]; then
+            paths+=("${p%/scala*}/resources")
+        fi
+    done
+    unpack "$src" "$tag" "$work/src-$name" "${paths[@]}"
     local dirs=()
     for p in "$@"; do dirs+=("$work/src-$name/$p"); done
     # shellcheck disable=SC2086
@@ -167,7 +175,7 @@ cp_ow="$cp0:$libs_cp"
 module() {
     local name=$1
     shift
-    if [[ -f "$classes/$name.done" ]]; then
+    if [[ -f "$classes/$name.done" && "$classes/$name.done" -nt "$deps_cp" ]]; then
         cp_ow="$cp_ow:$classes/$name"
         return
     fi
@@ -203,4 +211,6 @@ if [[ "${OW_SKIP_E2E:-0}" == 1 ]]; then
     log "OW_SKIP_E2E=1: the end-to-end run was skipped"
     exit 0
 fi
-exec "$here/e2e.sh" "$work"
+log "building luge and the test actions"
+(cd "$repo" && cargo build --quiet -p luge-executor --bin luge && ./scripts/build-actions.sh)
+exec python3 "$here/e2e.py" "$work"

@@ -6,8 +6,6 @@
 
 package org.apache.openwhisk.core.containerpool.wasm
 
-import java.util.concurrent.atomic.AtomicLong
-
 import scala.concurrent.{Await, ExecutionContext, Future}
 import scala.concurrent.duration._
 
@@ -59,12 +57,16 @@ class WasmContainerFactory(instance: InvokerInstanceId,
     extends ContainerFactory {
 
   private val prefix = ContainerFactory.containerNamePrefix(instance) + "_"
-  private val created = new AtomicLong()
   private val executor = s"http://${config.executorHost}:${config.executorPort}"
 
-  /** Luge accepts ids of letters, digits, '-', '_' and '.', up to 128 characters. */
+  /**
+   * ContainerProxy names containers `{prefix}_{n}_{namespace}_{action}`,
+   * unique within this invoker's run (Docker uses the name as is, too); a
+   * name without the prefix gets it, so that `cleanup()` finds it. Luge
+   * accepts ids of letters, digits, '-', '_' and '.', up to 128 characters.
+   */
   private def containerId(name: String): ContainerId = {
-    val raw = s"$prefix${created.incrementAndGet()}_$name"
+    val raw = if (name.startsWith(prefix)) name else prefix + name
     ContainerId(raw.filter(c => c.isLetterOrDigit || c == '-' || c == '_' || c == '.').take(128))
   }
 
@@ -92,14 +94,16 @@ class WasmContainerFactory(instance: InvokerInstanceId,
         this.config))
   }
 
-  override def init(): Unit = ()
+  /** As Docker's factory does at start: what a previous run of this invoker left is removed. */
+  override def init(): Unit = purge()
 
   /**
-   * Destroys every container of this invoker on the executor: at start, the
-   * ones a previous run of this invoker left; at shutdown, its own. Blocks
-   * until Luge has answered, as the SPI asks.
+   * Destroys every container of this invoker on the executor (at
+   * shutdown). Blocks until Luge has answered, as the SPI asks.
    */
-  override def cleanup(): Unit = {
+  override def cleanup(): Unit = purge()
+
+  private def purge(): Unit = {
     val request = HttpRequest(HttpMethods.DELETE, Uri(s"$executor/containers").withQuery(Uri.Query("prefix" -> prefix)))
     val purge = Http()
       .singleRequest(request)
