@@ -272,6 +272,18 @@ def scenarios(ow, luge):
         check("activation logs hold the function's lines, in order", stdout == expected, lines)
         check("activation logs hold stderr", "hello stderr" in lines, lines)
 
+    # 1b. The environment OpenWhisk gives an action: the container's
+    # __OW_API_HOST, the activation context, and the action's wasi.env.
+    ow.put_action("context", wasm("env"), annotations=[("wasi.env", {"GREETING": "hi"})], limits={"memory": 128})
+    status, record = ow.invoke("context", {})
+    save(record)
+    result = record.get("response", {}).get("result", {}) if isinstance(record, dict) else {}
+    check("the action sees __OW_API_HOST", result.get("api_host") == f"http://127.0.0.1:{ow.port}", result)
+    check("the action sees its activation context",
+          result.get("activation_id") == record.get("activationId")
+          and result.get("action_name") == "/guest/context" and result.get("namespace") == "guest", result)
+    check("the action sees its wasi.env annotation", result.get("env", {}).get("GREETING") == "hi", result)
+
     # 2. Non-blocking: 202 and an activation id, the record later.
     status, body = ow.invoke("hello", {"async": True}, blocking=False)
     check("non-blocking invoke answers 202 with an activation id", status == 202 and "activationId" in body,

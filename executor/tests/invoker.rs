@@ -167,3 +167,74 @@ fn the_invoker_drives_a_container_through_its_life() {
         (Some(0), Some(0))
     );
 }
+
+/// An invoker's `cleanup()` at start and shutdown: its containers (by its
+/// name prefix) are listed and destroyed, another invoker's are untouched.
+#[test]
+fn an_invoker_purges_its_own_containers_by_prefix() {
+    let luge = Luge::start("serve", &[]);
+    let code = wasm("echo");
+    for id in ["wsk0_1_guest_a", "wsk0_2_guest_b", "wsk1_1_guest_c"] {
+        let (status, body) = luge.post(&format!("/{id}/init"), &initializer(&code));
+        assert_eq!(status, 200, "{id}: {body}");
+    }
+    let (status, body) = luge.get("/containers?prefix=wsk0_");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["containers"],
+        json!(["wsk0_1_guest_a", "wsk0_2_guest_b"])
+    );
+
+    let (status, body) = luge.request("DELETE", "/containers?prefix=wsk0_", b"");
+    assert_eq!(status, 200);
+    assert_eq!(parse(&body)["destroyed"], json!(2));
+    let (status, _) = luge.post("/wsk0_1_guest_a/run", &run_body(1));
+    assert_eq!(status, 404, "a purged container is gone");
+    let (status, out) = luge.post("/wsk1_1_guest_c/run", &run_body(2));
+    assert_eq!(status, 200, "another invoker's container still runs: {out}");
+    assert_eq!(out["i"], json!(2));
+    // The purged ids can be created again (a restarted invoker counts from 1).
+    let (status, _) = luge.post("/wsk0_1_guest_a/init", &initializer(&code));
+    assert_eq!(status, 200);
+    let (_, body) = luge.get("/containers?prefix=");
+    assert_eq!(
+        body["containers"],
+        json!(["wsk0_1_guest_a", "wsk1_1_guest_c"])
+    );
+
+    // A bare DELETE /containers purges nothing; odd prefixes are refused.
+    for path in [
+        "/containers",
+        "/containers?prefix=../x",
+        "/containers?other=1",
+    ] {
+        let (status, body) = luge.request("DELETE", path, b"");
+        assert_eq!(status, 400, "{path}");
+        assert!(
+            parse(&body)["error"].as_str().unwrap().contains("prefix"),
+            "{path}"
+        );
+    }
+    let (_, body) = luge.get("/containers?prefix=");
+    assert_eq!(body["containers"].as_array().unwrap().len(), 2);
+}
+
+/// `wsk action create hello hello.wasm` sends the module as text (the CLI
+/// base64-encodes only .zip, .jar and .balx): the init says so.
+#[test]
+fn a_wasm_sent_as_text_gets_a_message_that_says_so() {
+    let luge = Luge::start("serve", &[]);
+    let text = String::from_utf8_lossy(&wasm("echo")).into_owned();
+    let init =
+        json!({ "value": { "name": "hello", "main": "main", "binary": false, "code": text } });
+    let (status, body) = luge.post("/wsk0_1_guest_hello/init", &init);
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("arrived as text") && error.contains("zip"),
+        "{error}"
+    );
+    // The same module as base64 initializes.
+    let (status, body) = luge.post("/wsk0_1_guest_hello/init", &initializer(&wasm("echo")));
+    assert_eq!(status, 200, "{body}");
+}

@@ -223,3 +223,36 @@ fn precompiled_artifact_of_this_operator_loads() {
         );
     });
 }
+
+/// OpenWhisk starts an action container with `__OW_API_HOST` in its
+/// environment (the canonical suite's environment test expects the action
+/// to see it); `luge proxy` passes the `__OW_*` variables it was started
+/// with, under the init's env and the run's context.
+#[test]
+fn the_container_environment_reaches_the_action_in_proxy_mode() {
+    let luge = Luge::start_with_env(
+        "proxy",
+        &[],
+        &[
+            ("__OW_API_HOST", "https://openwhisk.example:443"),
+            ("__OW_EXTRA", "from the container"),
+            ("NOT_OPENWHISK", "stays outside"),
+        ],
+    );
+    let init = init_body(
+        &wasm("env"),
+        "main",
+        json!({ "env": { "__OW_EXTRA": "from init" } }),
+    );
+    assert_eq!(luge.post("/init", &init).0, 200);
+    let (status, out) = luge.post("/run", &json!({ "value": {}, "activation_id": "a1" }));
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["api_host"], json!("https://openwhisk.example:443"));
+    assert_eq!(
+        out["env"]["__OW_EXTRA"],
+        json!("from init"),
+        "init's env wins"
+    );
+    assert_eq!(out["env"].get("NOT_OPENWHISK"), None, "only __OW_* pass");
+    assert_eq!(out["activation_id"], json!("a1"));
+}

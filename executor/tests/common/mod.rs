@@ -125,14 +125,21 @@ impl Luge {
     /// Starts luge like [`Luge::start`]; if it exits or does not announce
     /// its address within 30 s, returns what it wrote to stderr.
     pub fn try_start(mode: &str, args: &[&str]) -> Result<Self, String> {
-        Self::try_start_within(mode, args, None)
+        Self::try_start_within(mode, args, None, &[])
+    }
+
+    /// Starts luge like [`Luge::start`] with `env` added to its
+    /// environment (what OpenWhisk gives an action container).
+    pub fn start_with_env(mode: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::try_start_within(mode, args, None, env)
+            .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
     }
 
     /// Starts luge like [`Luge::start`] under an address-space limit
     /// (`ulimit -v`, KiB): what a Raspberry Pi OS kernel's 39-bit user
     /// addresses allow, or an operator's limit.
     pub fn start_within(mode: &str, args: &[&str], address_space_kib: u64) -> Self {
-        Self::try_start_within(mode, args, Some(address_space_kib))
+        Self::try_start_within(mode, args, Some(address_space_kib), &[])
             .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
     }
 
@@ -140,6 +147,7 @@ impl Luge {
         mode: &str,
         args: &[&str],
         address_space_kib: Option<u64>,
+        env: &[(&str, &str)],
     ) -> Result<Self, String> {
         let cache = tempfile::tempdir().unwrap();
         let mut command = match address_space_kib {
@@ -165,6 +173,7 @@ impl Luge {
             .arg(cache.path())
             .args(args)
             .env("LUGE_KEY", TEST_KEY)
+            .envs(env.iter().copied())
             .env_remove("LUGE_LOG")
             .env_remove("RUST_BACKTRACE")
             .stdout(Stdio::piped())
