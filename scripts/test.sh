@@ -18,3 +18,7 @@ for engine in wasmer wamr; do
         --test standalone --test serve_containers --test metrics --test engines \
         --test invoker --test adversarial
 done
+# The OpenWhisk kit against a real OpenWhisk: compiles the factory against
+# OPENWHISK_SRC and runs actions through OpenWhisk's standalone server. CI
+# has no OpenWhisk checkout: there it says SKIPPED and why.
+./deploy/openwhisk/check.sh
