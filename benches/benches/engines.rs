@@ -265,7 +265,7 @@ fn main() {
         // after a warm-up load so allocator growth is not counted; averaged
         // over the copies held at once.
         let load = || {
-            let verified = artifact::open(&key(), &sealed, runtime.id()).expect("authentic");
+            let verified = artifact::open(&key(), &sealed, runtime.id(), None).expect("authentic");
             runtime.load_artifact(verified).expect("big")
         };
         drop(load());

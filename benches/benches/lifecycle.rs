@@ -27,12 +27,12 @@ fn init_from_artifact(c: &mut Criterion) {
     let mut group = c.benchmark_group("init");
     // The authentication alone.
     group.bench_function("MAC check of big.wasm's artifact", |b| {
-        b.iter(|| artifact::open(&key, &sealed, runtime.id()).expect("authentic"))
+        b.iter(|| artifact::open(&key, &sealed, runtime.id(), None).expect("authentic"))
     });
     // MAC check + deserialize + pre-link: what /init does with an artifact.
     group.bench_function("load artifact of big.wasm", |b| {
         b.iter(|| {
-            let verified = artifact::open(&key, &sealed, runtime.id()).expect("authentic");
+            let verified = artifact::open(&key, &sealed, runtime.id(), None).expect("authentic");
             runtime.load_artifact(verified).expect("loads")
         })
     });

@@ -74,4 +74,32 @@ for engine in wasmtime wamr; do
     kill "$pid"
     wait "$pid" 2>/dev/null || true
 done
-echo "aarch64 build under qemu: Wasmtime and WAMR run artifacts precompiled on x86 and stop endless loops"
+
+# A Raspberry Pi OS kernel with 4 KiB pages gives a process 512 GiB of
+# addresses (39 bits). qemu-user shares the x86 host's, so the limit is set
+# with ulimit -v: `luge serve` with its default --max-sandboxes must size its
+# pool to fit, say so, and serve.
+(
+    ulimit -v 536870912
+    exec qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/luge" serve --listen 127.0.0.1:0 \
+        --cache-dir "$work/cache-pi" --workers 1 --no-pin
+) 2> "$work/stderr-pi" &
+pid=$!
+addr=""
+for _ in $(seq 300); do
+    addr=$(sed -n 's/^luge listening on http:\/\///p' "$work/stderr-pi")
+    [ -n "$addr" ] && break
+    sleep 0.1
+done
+[ -n "$addr" ] || { cat "$work/stderr-pi"; fail "default flags under a 512 GiB address space: no start"; }
+sized=$(sed -n 's/.*engine ready.*sandboxes=\([0-9]*\).*/\1/p' "$work/stderr-pi")
+ok=$(init pi "$work/echo-wasmtime.luge" '{}')
+run=$(curl -s -XPOST "http://$addr/pi/run" -d '{"value":{"on":"512 GiB"}}')
+echo "defaults under a 512 GiB address space: pool of $sized sandboxes; init: $ok; run: $run"
+[ "$ok" = '{"ok":true}' ] || fail "512 GiB: init"
+[ "$run" = '{"on":"512 GiB"}' ] || fail "512 GiB: run"
+[ "${sized:-0}" -ge 32 ] || fail "512 GiB: pool of ${sized:-?} sandboxes, fewer than 32"
+kill "$pid"
+wait "$pid" 2>/dev/null || true
+
+echo "aarch64 build under qemu: Wasmtime and WAMR run artifacts precompiled on x86 and stop endless loops; defaults start and serve under a Pi's 512 GiB address space"

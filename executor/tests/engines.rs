@@ -43,7 +43,7 @@ fn artifacts_for_another_engine_or_version_are_refused_at_init() {
             version: version.to_owned(),
             target: target.clone(),
         };
-        let bytes = artifact::seal(&key, &foreign, &wasm("echo"));
+        let bytes = artifact::seal(&key, &foreign, None, &wasm("echo"));
         let (status, body) = luge.post(
             &format!("/{name}-{version}/init"),
             &init_body(&bytes, "main", json!({})),

@@ -162,3 +162,27 @@ fn starts_and_serves_inside_a_pi_sized_address_space() {
         });
     }
 }
+
+/// An artifact sealed under other engine settings (Wasmtime's fuel
+/// metering) is refused at `/init` with an error naming both settings and
+/// the flag to change; sealed with the executor's settings, it runs.
+#[test]
+fn an_artifact_sealed_under_other_settings_is_refused_by_name() {
+    if engine() != "wasmtime" {
+        return; // fuel metering is Wasmtime's
+    }
+    let luge = Luge::start("serve", &["--fuel"]);
+    let plain = precompiled("echo", &[]);
+    let (status, body) = luge.post("/a/init", &init_body(&plain, "main", json!({})));
+    assert_eq!(status, 403, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("fuel off") && error.contains("fuel on") && error.contains("--fuel"),
+        "{error}"
+    );
+    let metered = precompiled("echo", &["--fuel"]);
+    let (status, body) = luge.post("/b/init", &init_body(&metered, "main", json!({})));
+    assert_eq!(status, 200, "{body}");
+    let (status, out) = luge.post("/b/run", &json!({ "value": { "fuel": "on" } }));
+    assert_eq!((status, out), (200, json!({ "fuel": "on" })));
+}

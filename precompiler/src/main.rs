@@ -40,6 +40,10 @@ struct Cli {
     /// Target triple (default: this host), e.g. aarch64-unknown-linux-gnu.
     #[arg(long)]
     target: Option<String>,
+    /// Compile with fuel metering, for executors started with `--fuel`
+    /// (Wasmtime; an artifact is refused by an executor whose metering differs).
+    #[arg(long)]
+    fuel: bool,
     /// Write a zip holding the artifact as main.luge (for `wsk action create`).
     #[arg(long)]
     zip: bool,
@@ -52,6 +56,9 @@ struct Cli {
 }
 
 fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
+    if cli.fuel && !matches!(cli.engine, Engine::Wasmtime) {
+        bail!("--fuel is Wasmtime's: the other engines do not meter fuel");
+    }
     match cli.engine {
         #[cfg(feature = "wasmtime")]
         Engine::Wasmtime => {
@@ -59,6 +66,7 @@ fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
                 target: cli.target.clone(),
                 // Compiling only: no sandboxes, no address space to reserve.
                 pooling: false,
+                fuel: cli.fuel,
                 ..Default::default()
             };
             Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))

@@ -156,6 +156,17 @@ pub enum ArtifactError {
         /// What this executor runs.
         expected: Box<EngineId>,
     },
+    /// Authentic and for this engine build, but compiled under engine
+    /// settings this executor does not run (Wasmtime: fuel metering).
+    #[error(
+        "artifact was compiled with engine settings \"{found}\", but this executor runs \"{expected}\": precompile it again with the executor's settings (luge-precompile --fuel for an executor started with --fuel)"
+    )]
+    WrongSettings {
+        /// The settings the artifact was compiled under.
+        found: String,
+        /// This executor's.
+        expected: String,
+    },
     /// The operator secret is too short to be a key.
     #[error("artifact key secret must be at least 16 bytes")]
     WeakKey,
@@ -168,6 +179,10 @@ pub enum ArtifactError {
 struct Header {
     #[serde(flatten)]
     engine: EngineId,
+    /// The engine's compatibility string ([`crate::WasmRuntime::compatibility`])
+    /// at compile time; absent in artifacts of earlier Luge versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    settings: Option<String>,
     payload_len: u64,
 }
 
@@ -191,10 +206,18 @@ impl<'a> VerifiedArtifact<'a> {
     }
 }
 
-/// Wraps an engine payload in an authenticated artifact.
-pub fn seal(key: &ArtifactKey, engine: &EngineId, payload: &[u8]) -> Vec<u8> {
+/// Wraps an engine payload in an authenticated artifact, recording the
+/// engine `settings` it was compiled under (the runtime's compatibility
+/// string), which [`open`] checks.
+pub fn seal(
+    key: &ArtifactKey,
+    engine: &EngineId,
+    settings: Option<&str>,
+    payload: &[u8],
+) -> Vec<u8> {
     let header = serde_json::to_vec(&Header {
         engine: engine.clone(),
+        settings: settings.map(str::to_owned),
         payload_len: payload.len() as u64,
     })
     .expect("header serialization cannot fail");
@@ -248,7 +271,8 @@ fn split_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
     Ok((header, header_end))
 }
 
-/// Authenticates an artifact and checks it was built for `expected`.
+/// Authenticates an artifact and checks it was built for `expected`, and,
+/// where both the artifact and the caller name them, under `settings`.
 ///
 /// The MAC is checked before the header is believed, so a forged header can
 /// only ever produce [`ArtifactError::BadMac`].
@@ -256,6 +280,7 @@ pub fn open<'a>(
     key: &ArtifactKey,
     bytes: &'a [u8],
     expected: &EngineId,
+    settings: Option<&str>,
 ) -> Result<VerifiedArtifact<'a>, ArtifactError> {
     if !is_artifact(bytes) {
         return Err(ArtifactError::NotAnArtifact);
@@ -276,6 +301,14 @@ pub fn open<'a>(
         return Err(ArtifactError::WrongEngine {
             found: Box::new(header.engine),
             expected: Box::new(expected.clone()),
+        });
+    }
+    if let (Some(found), Some(expected)) = (&header.settings, settings)
+        && found != expected
+    {
+        return Err(ArtifactError::WrongSettings {
+            found: found.clone(),
+            expected: expected.to_owned(),
         });
     }
     let payload = &body[payload_at..];
@@ -307,19 +340,25 @@ mod tests {
     #[test]
     fn round_trip() {
         let k = key("0123456789abcdef0123");
-        let sealed = seal(&k, &engine("wasmtime"), b"native code");
-        let opened = open(&k, &sealed, &engine("wasmtime")).unwrap();
+        let sealed = seal(&k, &engine("wasmtime"), None, b"native code");
+        let opened = open(&k, &sealed, &engine("wasmtime"), None).unwrap();
         assert_eq!(opened.payload(), b"native code");
         assert_eq!(peek_engine(&sealed).unwrap(), engine("wasmtime"));
     }
 
     #[test]
     fn other_key_is_refused() {
-        let sealed = seal(&key("0123456789abcdef0123"), &engine("wasmtime"), b"x");
+        let sealed = seal(
+            &key("0123456789abcdef0123"),
+            &engine("wasmtime"),
+            None,
+            b"x",
+        );
         let err = open(
             &key("another secret of enough length"),
             &sealed,
             &engine("wasmtime"),
+            None,
         );
         assert!(matches!(err, Err(ArtifactError::BadMac)));
     }
@@ -327,12 +366,12 @@ mod tests {
     #[test]
     fn any_flipped_byte_is_refused() {
         let k = key("0123456789abcdef0123");
-        let sealed = seal(&k, &engine("wasmtime"), b"payload bytes");
+        let sealed = seal(&k, &engine("wasmtime"), None, b"payload bytes");
         for i in MAGIC.len()..sealed.len() {
             let mut tampered = sealed.clone();
             tampered[i] ^= 0x01;
             assert!(
-                open(&k, &tampered, &engine("wasmtime")).is_err(),
+                open(&k, &tampered, &engine("wasmtime"), None).is_err(),
                 "byte {i}"
             );
         }
@@ -341,8 +380,8 @@ mod tests {
     #[test]
     fn other_engine_is_named() {
         let k = key("0123456789abcdef0123");
-        let sealed = seal(&k, &engine("wasmer"), b"x");
-        let err = open(&k, &sealed, &engine("wasmtime")).unwrap_err();
+        let sealed = seal(&k, &engine("wasmer"), None, b"x");
+        let err = open(&k, &sealed, &engine("wasmtime"), None).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("wasmer") && msg.contains("wasmtime"), "{msg}");
     }
@@ -350,12 +389,12 @@ mod tests {
     #[test]
     fn truncation_and_garbage_are_refused() {
         let k = key("0123456789abcdef0123");
-        let sealed = seal(&k, &engine("wasmtime"), b"payload");
+        let sealed = seal(&k, &engine("wasmtime"), None, b"payload");
         for cut in 0..sealed.len() {
-            assert!(open(&k, &sealed[..cut], &engine("wasmtime")).is_err());
+            assert!(open(&k, &sealed[..cut], &engine("wasmtime"), None).is_err());
         }
         assert!(matches!(
-            open(&k, b"\0asm\x01\0\0\0", &engine("wasmtime")),
+            open(&k, b"\0asm\x01\0\0\0", &engine("wasmtime"), None),
             Err(ArtifactError::NotAnArtifact)
         ));
     }
@@ -375,5 +414,23 @@ mod tests {
         let a = ArtifactKey::load_or_create(&path).unwrap();
         let b = ArtifactKey::load_or_create(&path).unwrap();
         assert_eq!(a.0, b.0);
+    }
+
+    #[test]
+    fn other_settings_are_named() {
+        let k = key("0123456789abcdef0123");
+        let sealed = seal(&k, &engine("wasmtime"), Some("fuel off"), b"x");
+        assert!(open(&k, &sealed, &engine("wasmtime"), Some("fuel off")).is_ok());
+        let err = open(&k, &sealed, &engine("wasmtime"), Some("fuel on")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("\"fuel off\"")
+                && text.contains("\"fuel on\"")
+                && text.contains("--fuel"),
+            "{text}"
+        );
+        // An artifact that names no settings (earlier Luge) is left to the engine.
+        let bare = seal(&k, &engine("wasmtime"), None, b"x");
+        assert!(open(&k, &bare, &engine("wasmtime"), Some("fuel on")).is_ok());
     }
 }

@@ -181,7 +181,12 @@ impl ModuleRegistry {
     pub fn load(&self, code: &ModuleCode) -> Result<Arc<dyn LoadedModule>, LoadError> {
         let module = match code {
             ModuleCode::Artifact(bytes) => {
-                let verified = artifact::open(&self.key, bytes, self.runtime.id())?;
+                let verified = artifact::open(
+                    &self.key,
+                    bytes,
+                    self.runtime.id(),
+                    Some(&self.runtime.compatibility()),
+                )?;
                 let id = verified.content_id();
                 if let Some(shared) = self.shared(&id) {
                     return Ok(shared);
@@ -225,7 +230,12 @@ impl ModuleRegistry {
             self.runtime.precompile(wasm)?
         };
         self.compiles.fetch_add(1, Ordering::Relaxed);
-        Ok(artifact::seal(&self.key, self.runtime.id(), &payload))
+        Ok(artifact::seal(
+            &self.key,
+            self.runtime.id(),
+            Some(&self.runtime.compatibility()),
+            &payload,
+        ))
     }
 
     fn load_wasm(
@@ -240,9 +250,14 @@ impl ModuleRegistry {
             // A cached artifact the engine refuses (made under other
             // settings) is compiled again, never an error: the cache is an
             // optimisation.
-            match artifact::open(&self.key, &bytes, self.runtime.id())
-                .map_err(LoadError::from)
-                .and_then(|verified| Ok(self.runtime.load_artifact(verified)?))
+            match artifact::open(
+                &self.key,
+                &bytes,
+                self.runtime.id(),
+                Some(&self.runtime.compatibility()),
+            )
+            .map_err(LoadError::from)
+            .and_then(|verified| Ok(self.runtime.load_artifact(verified)?))
             {
                 Ok(module) => {
                     self.disk_hits.fetch_add(1, Ordering::Relaxed);
@@ -259,7 +274,12 @@ impl ModuleRegistry {
         {
             tracing::warn!(path = %path.display(), error = %e, "could not cache compiled module");
         }
-        let verified = artifact::open(&self.key, &sealed, self.runtime.id())?;
+        let verified = artifact::open(
+            &self.key,
+            &sealed,
+            self.runtime.id(),
+            Some(&self.runtime.compatibility()),
+        )?;
         Ok(self.runtime.load_artifact(verified)?)
     }
 

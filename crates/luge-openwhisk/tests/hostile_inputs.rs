@@ -103,7 +103,7 @@ fn exercise(key: &ArtifactKey, input: &[u8]) {
     let _ = luge_openwhisk::protocol::parse_init(input);
     let _ = luge_openwhisk::protocol::parse_run(input);
     let _ = luge_core::registry::check_compile_budget(input);
-    let _ = artifact::open(key, input, &engine());
+    let _ = artifact::open(key, input, &engine(), None);
     if let Ok(code) = ModuleCode::detect(input.to_vec(), 1 << 20) {
         assert!(code.bytes().len() <= 1 << 20);
     }
@@ -121,7 +121,7 @@ fn exercise(key: &ArtifactKey, input: &[u8]) {
 fn parsers_survive_mutated_inputs() {
     let key = ArtifactKey::from_secret(b"fuzzing key 0123456789abcdef").unwrap();
     let wasm = b"\0asm\x01\0\0\0\x01\x04\x01\x60\0\0\x03\x02\x01\0\x0a\x04\x01\x02\0\x0b".to_vec();
-    let sealed = artifact::seal(&key, &engine(), b"native code, in theory");
+    let sealed = artifact::seal(&key, &engine(), None, b"native code, in theory");
     let seeds = vec![
         wasm.clone(),
         sealed.clone(),

@@ -109,6 +109,15 @@ fn sized_engine(config: &WasmtimeConfig) -> Result<(Engine, u32), EngineError> {
         Engine::new(&config.to_wasmtime()?).map_err(|e| EngineError::Config(format!("{e:#}")))
     };
     let requested = config.max_sandboxes;
+    if let Some(sandboxes) = fit_under_rlimit(config, requested, &build) {
+        let engine = build(sandboxes)?;
+        tracing::warn!(
+            requested,
+            sandboxes,
+            "RLIMIT_AS holds fewer pool slots than --max-sandboxes asks: pool sized to fit"
+        );
+        return Ok((engine, sandboxes));
+    }
     let first = match build(requested) {
         Ok(engine) => return Ok((engine, requested)),
         Err(e) if !config.pooling || requested <= 1 => return Err(e),
@@ -139,6 +148,49 @@ fn sized_engine(config: &WasmtimeConfig) -> Result<(Engine, u32), EngineError> {
     Ok((engine, sandboxes))
 }
 
+/// Under a finite `RLIMIT_AS` (`ulimit -v`), the pool size that leaves 1/8
+/// of the free address space to everything else, when that is fewer slots
+/// than `requested`; `None` when there is no such limit or the pool fits.
+///
+/// The size of a slot is measured, not guessed: the growth of the process's
+/// mapped size (`VmSize`) with engines of one and two slots. Nothing here
+/// maps the address space to its end: a process that does (a bisection
+/// probe) leaves no room for its own threads and allocator meanwhile, which
+/// qemu-user cannot survive and a busy process should not risk.
+fn fit_under_rlimit(
+    config: &WasmtimeConfig,
+    requested: u32,
+    build: &dyn Fn(u32) -> Result<Engine, EngineError>,
+) -> Option<u32> {
+    if !config.pooling || requested <= 2 {
+        return None;
+    }
+    let limit = rustix::process::getrlimit(rustix::process::Resource::As).current?;
+    let before = vm_size()?;
+    let one = {
+        let _engine = build(1).ok()?;
+        vm_size()?.saturating_sub(before)
+    };
+    let two = {
+        let _engine = build(2).ok()?;
+        vm_size()?.saturating_sub(before)
+    };
+    let slot = two.checked_sub(one).filter(|&slot| slot > 0)?;
+    let fixed = one.saturating_sub(slot);
+    let free = limit.saturating_sub(before);
+    let usable = (free - free / 8).saturating_sub(fixed);
+    let fit = u32::try_from(usable / slot).unwrap_or(u32::MAX).max(1);
+    (fit < requested).then_some(fit)
+}
+
+/// This process's mapped size in bytes (`VmSize` of /proc/self/status).
+fn vm_size() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmSize:"))?;
+    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
 impl WasmtimeRuntime {
     /// The Wasmtime engine (for embedders and tests; sandboxes never see it).
     pub fn engine(&self) -> &Engine {
@@ -159,7 +211,14 @@ impl WasmRuntime for WasmtimeRuntime {
         self.engine
             .precompile_compatibility_hash()
             .hash(&mut hasher);
-        format!("{} settings {:016x}", self.id, hasher.finish())
+        // The one setting an operator toggles is named, so that a refused
+        // artifact's error says what to change; the hash covers the rest.
+        let fuel = if self.fuel { "on" } else { "off" };
+        format!(
+            "{}, fuel {fuel}, settings {:016x}",
+            self.id,
+            hasher.finish()
+        )
     }
 
     fn capacity(&self) -> Option<usize> {

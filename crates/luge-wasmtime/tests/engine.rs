@@ -257,7 +257,7 @@ fn cross_target_artifacts_name_their_target() {
     };
     let cross = WasmtimeRuntime::new(&config).unwrap();
     let payload = cross.precompile(&wasm("noop")).unwrap();
-    let sealed = artifact::seal(&key(), cross.id(), &payload);
+    let sealed = artifact::seal(&key(), cross.id(), None, &payload);
     let err = registry()
         .load(&ModuleCode::Artifact(sealed))
         .err()

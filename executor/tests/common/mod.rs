@@ -28,6 +28,12 @@ pub fn engine() -> &'static str {
 /// Example `name` through the luge-precompile binary (built with the
 /// workspace) for the engine under test.
 fn sealed_by_precompiler(name: &str) -> Vec<u8> {
+    precompiled(name, &["--engine", engine()])
+}
+
+/// The example action `name` as `luge-precompile <args>` seals it under
+/// the test key.
+pub fn precompiled(name: &str, args: &[&str]) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.wasm");
     let output = dir.path().join("out.luge");
@@ -36,11 +42,11 @@ fn sealed_by_precompiler(name: &str) -> Vec<u8> {
         .arg(&input)
         .arg("-o")
         .arg(&output)
-        .args(["--engine", engine()])
+        .args(args)
         .env("LUGE_KEY", TEST_KEY)
         .status()
         .expect("luge-precompile runs");
-    assert!(status.success());
+    assert!(status.success(), "luge-precompile {args:?}");
     std::fs::read(output).unwrap()
 }
 
