@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 pub mod load;
+pub mod stats;
 
 use clap::Parser;
 use luge_core::{ArtifactKey, ModuleRegistry, WasmRuntime};
@@ -21,38 +22,29 @@ pub fn key() -> ArtifactKey {
 
 /// A Wasmtime runtime with the executor's default configuration.
 pub fn runtime() -> Arc<dyn WasmRuntime> {
-    Arc::new(
-        luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig::default())
-            .expect("engine"),
-    )
+    runtime_named("wasmtime").expect("engine")
 }
 
-/// The runtime `luge serve --engine NAME` would run (`wasmtime`, and with
-/// this crate's features `wasmer`, `wasmer-singlepass`, `wamr`).
+/// The runtime `luge serve --engine NAME` would run, built by the same
+/// factory with the same defaults (`wasmtime`, and with this crate's
+/// features `wasmer`, `wasmer-singlepass`, `wamr`).
 pub fn runtime_named(name: &str) -> Result<Arc<dyn WasmRuntime>, String> {
-    match name {
-        "wasmtime" => Ok(runtime()),
-        #[cfg(feature = "wasmer")]
-        "wasmer" | "wasmer-singlepass" => {
-            luge_wasmer::WasmerRuntime::new(&luge_wasmer::WasmerConfig {
-                compiler: if name == "wasmer" {
-                    luge_wasmer::WasmerCompiler::Cranelift
-                } else {
-                    luge_wasmer::WasmerCompiler::Singlepass
-                },
-                ..Default::default()
-            })
-            .map(|r| Arc::new(r) as Arc<dyn WasmRuntime>)
-            .map_err(|e| e.to_string())
-        }
-        #[cfg(feature = "wamr")]
-        "wamr" => luge_wamr::WamrRuntime::new(&luge_wamr::WamrConfig::default())
-            .map(|r| Arc::new(r) as Arc<dyn WasmRuntime>)
-            .map_err(|e| e.to_string()),
-        other => Err(format!(
-            "engine {other:?} is not built into these benches (features wasmer, wamr)"
-        )),
-    }
+    let kind = luge_engines::EngineKind::from_name(name).ok_or_else(|| {
+        format!("engine {name:?} is not built into these benches (wasmtime; features wasmer, wamr)")
+    })?;
+    luge_engines::build(kind, &luge_engines::EngineSettings::default()).map_err(|e| e.to_string())
+}
+
+/// Every engine compiled into these benches, by name.
+pub fn built_in_runtimes() -> Vec<(&'static str, Arc<dyn WasmRuntime>)> {
+    luge_engines::EngineKind::built_in()
+        .into_iter()
+        .map(|kind| {
+            let runtime = luge_engines::build(kind, &luge_engines::EngineSettings::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            (kind.name(), runtime)
+        })
+        .collect()
 }
 
 /// A registry without a disk cache.

@@ -34,11 +34,12 @@ impl LoadReport {
 
     /// Latency at percentile `p` (0-100), µs.
     pub fn percentile_us(&self, p: f64) -> u32 {
-        if self.latencies_us.is_empty() {
-            return 0;
-        }
-        let rank = ((p / 100.0) * (self.latencies_us.len() - 1) as f64).round() as usize;
-        self.latencies_us[rank.min(self.latencies_us.len() - 1)]
+        let latencies: crate::stats::Latencies = self
+            .latencies_us
+            .iter()
+            .map(|&us| Duration::from_micros(u64::from(us)))
+            .collect();
+        u32::try_from(latencies.percentile(p).as_micros()).unwrap_or(u32::MAX)
     }
 }
 

@@ -26,38 +26,14 @@ use luge_sched::{Job, Scheduler, SchedulerConfig, WorkerWrapper};
 /// Every engine compiled into this bench (`--features wasmer,wamr` adds
 /// Wasmer and WAMR).
 fn engines() -> Vec<(&'static str, Arc<dyn WasmRuntime>)> {
-    #[allow(unused_mut)]
-    let mut engines: Vec<(&'static str, Arc<dyn WasmRuntime>)> =
-        vec![("wasmtime", luge_benches::runtime())];
-    #[cfg(feature = "wasmer")]
-    engines.push((
-        "wasmer",
-        Arc::new(
-            luge_wasmer::WasmerRuntime::new(&luge_wasmer::WasmerConfig::default()).expect("wasmer"),
-        ),
-    ));
-    #[cfg(feature = "wasmer")]
-    engines.push((
-        "wasmer-singlepass",
-        Arc::new(
-            luge_wasmer::WasmerRuntime::new(&luge_wasmer::WasmerConfig {
-                compiler: luge_wasmer::WasmerCompiler::Singlepass,
-                ..Default::default()
-            })
-            .expect("wasmer singlepass"),
-        ),
-    ));
-    #[cfg(feature = "wamr")]
-    engines.push((
-        "wamr",
-        Arc::new(luge_wamr::WamrRuntime::new(&luge_wamr::WamrConfig::default()).expect("wamr")),
-    ));
-    engines
+    luge_benches::built_in_runtimes()
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
+fn median(samples: Vec<Duration>) -> Duration {
+    samples
+        .into_iter()
+        .collect::<luge_benches::stats::Latencies>()
+        .median()
 }
 
 /// Median time to compile `big.wasm` into an artifact (validation only for

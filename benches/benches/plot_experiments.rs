@@ -13,15 +13,18 @@ fn root() -> PathBuf {
 }
 
 fn read_csv(path: &Path) -> Vec<Vec<String>> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+    let mut reader = csv::Reader::from_path(path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; run the sched_experiments bench first",
             path.display()
         )
     });
-    text.lines()
-        .skip(1)
-        .map(|l| l.split(',').map(str::to_owned).collect())
+    reader
+        .records()
+        .map(|record| {
+            let record = record.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            record.iter().map(str::to_owned).collect()
+        })
         .collect()
 }
 

@@ -12,7 +12,6 @@
 //! `cargo bench -p luge-benches --bench sched_experiments [-- deadline|hol]`
 //! prints markdown tables and writes CSV to target/experiments/.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -227,19 +226,17 @@ fn rate(completions: &[Completion], class: usize, tight: bool) -> f64 {
     100.0 * of.iter().filter(|c| c.missed).count() as f64 / of.len() as f64
 }
 
-fn percentile(mut latencies: Vec<Duration>, p: f64) -> Duration {
-    if latencies.is_empty() {
-        return Duration::ZERO;
-    }
-    latencies.sort_unstable();
-    let rank = ((p / 100.0) * (latencies.len() - 1) as f64).round() as usize;
-    latencies[rank]
+fn percentile(latencies: Vec<Duration>, p: f64) -> Duration {
+    latencies
+        .into_iter()
+        .collect::<luge_benches::stats::Latencies>()
+        .percentile(p)
 }
 
-fn csv(name: &str) -> std::fs::File {
+fn csv(name: &str) -> csv::Writer<std::fs::File> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/experiments");
     std::fs::create_dir_all(&dir).expect("results dir");
-    std::fs::File::create(dir.join(name)).expect("csv file")
+    csv::Writer::from_path(dir.join(name)).expect("csv file")
 }
 
 /// A function class as specified: name, share of requests, service time
@@ -314,7 +311,9 @@ fn deadline_experiment() {
         mean_service * 1e3
     );
     let mut out = csv("deadline_misses.csv");
-    let _ = writeln!(out, "policy,preempt,load_pct,class,tight,miss_pct,requests");
+    let _ = out.write_record([
+        "policy", "preempt", "load_pct", "class", "tight", "miss_pct", "requests",
+    ]);
     println!(
         "| policy | preempt | load | {} |",
         names
@@ -354,11 +353,15 @@ fn deadline_experiment() {
                             .iter()
                             .filter(|c| c.class == i && c.tight == tight)
                             .count();
-                        let _ = writeln!(
-                            out,
-                            "{label},{preempt},{load},{},{tight},{miss:.2},{n}",
-                            names[i]
-                        );
+                        let _ = out.write_record([
+                            label.to_string(),
+                            preempt.to_string(),
+                            load.to_string(),
+                            names[i].to_string(),
+                            tight.to_string(),
+                            format!("{miss:.2}"),
+                            n.to_string(),
+                        ]);
                         cells.push(format!("{miss:.1} %"));
                     }
                 }
@@ -391,10 +394,14 @@ fn hol_experiment() {
         "short 10 ms (90 % of requests) and long 100 ms (10 %) on {WORKERS} workers at 70 % CPU ({rate_70:.1} req/s), 10 s of Poisson arrivals, deadlines 2x service time for the short class and 10x for the long one, seed {SEED}.\n"
     );
     let mut out = csv("head_of_line.csv");
-    let _ = writeln!(
-        out,
-        "case,short_p50_ms,short_p99_ms,long_p50_ms,long_p99_ms,max_submit_lag_ms"
-    );
+    let _ = out.write_record([
+        "case",
+        "short_p50_ms",
+        "short_p99_ms",
+        "long_p50_ms",
+        "long_p99_ms",
+        "max_submit_lag_ms",
+    ]);
     println!(
         "| case | short p50 | short p99 | long p50 | long p99 | generator max lag |\n|---|---|---|---|---|---|"
     );
@@ -453,8 +460,9 @@ fn hol_experiment() {
             .max()
             .unwrap_or_default();
         let row = [ms(s50), ms(s99), ms(l50), ms(l99), ms(lag)];
-        let csv_row: Vec<String> = row.iter().map(|v| format!("{v:.2}")).collect();
-        let _ = writeln!(out, "\"{label}\",{}", csv_row.join(","));
+        let csv_row =
+            std::iter::once(label.to_string()).chain(row.iter().map(|v| format!("{v:.2}")));
+        let _ = out.write_record(csv_row);
         let md_row: Vec<String> = row.iter().map(|v| format!("{v:.1} ms")).collect();
         println!("| {label} | {} |", md_row.join(" | "));
     }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
+use luge_benches::stats::Latencies;
 use luge_benches::{Server, init_body, key, rss_bytes, wasm};
 use luge_core::{Action, Invocation, ModuleCode, ModuleRegistry, Preemption};
 use luge_sched::{Job, Policy, Scheduler, SchedulerConfig};
@@ -136,14 +137,13 @@ impl Setup {
 /// `wasm` with a custom section naming `variant`: the same code under a
 /// different content hash, so every variant is a real cold start.
 fn variant(wasm: &[u8], variant: u64) -> Vec<u8> {
-    let name = b"luge-variant";
-    let mut section = vec![name.len() as u8];
-    section.extend_from_slice(name);
-    section.extend_from_slice(&variant.to_le_bytes());
+    let section = wasm_encoder::CustomSection {
+        name: "luge-variant".into(),
+        data: variant.to_le_bytes().to_vec().into(),
+    };
     let mut out = wasm.to_vec();
-    out.push(0); // custom section id
-    out.push(section.len() as u8); // < 128: one LEB128 byte
-    out.extend_from_slice(&section);
+    out.push(wasm_encoder::Section::id(&section));
+    wasm_encoder::Encode::encode(&section, &mut out);
     out
 }
 
@@ -152,13 +152,7 @@ fn mean_ms(samples: &[Duration]) -> f64 {
 }
 
 fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank].as_secs_f64() * 1e3
+    samples.iter().collect::<Latencies>().percentile_ms(p)
 }
 
 /// One native run of `binary` with `stdin`, timed from spawn to exit.

@@ -49,19 +49,7 @@ pub enum Command {
     },
 }
 
-/// Wasm engines; each is compiled in by a cargo feature.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum EngineKind {
-    /// Wasmtime (default): AoT artifacts, pooling allocator, epoch limits.
-    Wasmtime,
-    /// Wasmer (Cranelift): serialized native modules, runs to completion.
-    Wasmer,
-    /// Wasmer compiling with Singlepass: faster compiles from plain Wasm,
-    /// slower code. Loads the same artifacts as `wasmer`.
-    WasmerSinglepass,
-    /// WAMR, the small-footprint interpreter.
-    Wamr,
-}
+pub use luge_engines::EngineKind;
 
 /// Scheduling policies (see luge-sched).
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -236,9 +224,9 @@ impl Common {
 
     /// `--max-sandboxes`, or its default.
     fn max_sandboxes(&self) -> u32 {
-        // The engine's own default, explained where it is set.
+        // Explained where it is set.
         self.max_sandboxes
-            .unwrap_or(luge_wasmtime_default_sandboxes())
+            .unwrap_or(luge_engines::DEFAULT_SANDBOXES)
     }
 
     fn limit_policy(&self) -> anyhow::Result<LimitPolicy> {
@@ -270,40 +258,19 @@ impl Common {
     }
 
     fn runtime(&self) -> anyhow::Result<Arc<dyn WasmRuntime>> {
-        match self.engine.unwrap_or(EngineKind::Wasmtime) {
-            #[cfg(feature = "wasmtime")]
-            EngineKind::Wasmtime => {
-                let config = luge_wasmtime::WasmtimeConfig {
-                    max_sandboxes: self.max_sandboxes(),
-                    max_memory_bytes: self.limit_policy()?.max.memory_bytes,
-                    fuel: self.fuel,
-                    resident_budget_bytes: self
-                        .resident_budget_mb
-                        .map_or(luge_wasmtime::config::DEFAULT_RESIDENT_BUDGET, |mb| {
-                            mb << 20
-                        }),
-                    ..Default::default()
-                };
-                Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
-            }
-            #[cfg(feature = "wasmer")]
-            EngineKind::Wasmer => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
-                &luge_wasmer::WasmerConfig::default(),
-            )?)),
-            #[cfg(feature = "wasmer")]
-            EngineKind::WasmerSinglepass => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
-                &luge_wasmer::WasmerConfig {
-                    compiler: luge_wasmer::WasmerCompiler::Singlepass,
-                    ..Default::default()
-                },
-            )?)),
-            #[cfg(feature = "wamr")]
-            EngineKind::Wamr => Ok(Arc::new(luge_wamr::WamrRuntime::new(
-                &luge_wamr::WamrConfig::default(),
-            )?)),
-            #[allow(unreachable_patterns)]
-            other => bail!("engine {other:?} is not compiled into this binary (cargo feature)"),
-        }
+        let settings = luge_engines::EngineSettings {
+            target: None,
+            sandboxes: Some(self.max_sandboxes()),
+            max_memory_bytes: self.limit_policy()?.max.memory_bytes,
+            fuel: self.fuel,
+            resident_budget_bytes: self
+                .resident_budget_mb
+                .map_or(luge_engines::DEFAULT_RESIDENT_BUDGET_BYTES, |mb| mb << 20),
+        };
+        Ok(luge_engines::build(
+            self.engine.unwrap_or(EngineKind::Wasmtime),
+            &settings,
+        )?)
     }
 
     fn scheduler(&self) -> anyhow::Result<Scheduler> {
@@ -467,19 +434,6 @@ fn real_path(path: &Path) -> PathBuf {
             }
             _ => return absolute,
         }
-    }
-}
-
-/// Wasmtime's default pool size; 1000 also where Wasmtime is not compiled in
-/// (the other engines have no pool, and only `--max-pending` reads it).
-fn luge_wasmtime_default_sandboxes() -> u32 {
-    #[cfg(feature = "wasmtime")]
-    {
-        luge_wasmtime::config::DEFAULT_MAX_SANDBOXES
-    }
-    #[cfg(not(feature = "wasmtime"))]
-    {
-        1000
     }
 }
 

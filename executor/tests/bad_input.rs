@@ -83,7 +83,11 @@ fn every_kind_of_bad_input() {
         &init_body(b"\x7fELF\x02\x01\x01\0", "main", json!({})),
     );
     expect_error(s, &b, "unauthenticated");
-    let forged = luge_testkit::sealed_example("an attacker's own secret key", "echo");
+    let forged = precompiled_with_key(
+        "echo",
+        &["--engine", engine()],
+        "an attacker's own secret key",
+    );
     let (s, b) = luge.post("/x7/init", &init_body(&forged, "main", json!({})));
     expect_error(s, &b, "authentication failed");
 

@@ -12,18 +12,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use luge_core::artifact;
 use luge_core::{ModuleCode, ModuleRegistry, WasmRuntime};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Engine {
-    Wasmtime,
-    Wasmer,
-    /// Wasmer's artifact, compiled by Singlepass (quicker, slower code).
-    WasmerSinglepass,
-    Wamr,
-}
+use luge_engines::{EngineKind, EngineSettings};
 
 /// Compile a .wasm module into an authenticated Luge artifact.
 #[derive(Debug, Parser)]
@@ -36,7 +28,7 @@ struct Cli {
     output: PathBuf,
     /// Engine the artifact is for.
     #[arg(long, value_enum, default_value = "wasmtime")]
-    engine: Engine,
+    engine: EngineKind,
     /// Target triple (default: this host), e.g. aarch64-unknown-linux-gnu.
     #[arg(long)]
     target: Option<String>,
@@ -56,44 +48,9 @@ struct Cli {
 }
 
 fn runtime(cli: &Cli) -> anyhow::Result<Arc<dyn WasmRuntime>> {
-    if cli.fuel && !matches!(cli.engine, Engine::Wasmtime) {
-        bail!("--fuel is Wasmtime's: the other engines do not meter fuel");
-    }
-    match cli.engine {
-        #[cfg(feature = "wasmtime")]
-        Engine::Wasmtime => {
-            let config = luge_wasmtime::WasmtimeConfig {
-                target: cli.target.clone(),
-                // Compiling only: no sandboxes, no address space to reserve.
-                pooling: false,
-                fuel: cli.fuel,
-                ..Default::default()
-            };
-            Ok(Arc::new(luge_wasmtime::WasmtimeRuntime::new(&config)?))
-        }
-        #[cfg(feature = "wasmer")]
-        Engine::Wasmer | Engine::WasmerSinglepass => Ok(Arc::new(luge_wasmer::WasmerRuntime::new(
-            &luge_wasmer::WasmerConfig {
-                target: cli.target.clone(),
-                compiler: if matches!(cli.engine, Engine::WasmerSinglepass) {
-                    luge_wasmer::WasmerCompiler::Singlepass
-                } else {
-                    luge_wasmer::WasmerCompiler::Cranelift
-                },
-            },
-        )?)),
-        #[cfg(feature = "wamr")]
-        Engine::Wamr => Ok(Arc::new(luge_wamr::WamrRuntime::new(
-            &luge_wamr::WamrConfig {
-                target: cli.target.clone(),
-                ..Default::default()
-            },
-        )?)),
-        #[allow(unreachable_patterns)]
-        other => {
-            bail!("engine {other:?} is not compiled into this luge-precompile (cargo feature)")
-        }
-    }
+    // Compiling only: no sandboxes, no address space to reserve.
+    let settings = EngineSettings::compile_only(cli.target.clone(), cli.fuel);
+    Ok(luge_engines::build(cli.engine, &settings)?)
 }
 
 fn main() -> std::process::ExitCode {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use luge_core::{ModuleCode, ModuleRegistry};
+use luge_core::{ArtifactKey, ModuleCode, ModuleRegistry};
 
 const KEY: &str = "precompiler test key 0123456789";
 
@@ -21,8 +21,18 @@ fn precompile(args: &[&str]) -> std::process::Output {
         .expect("luge-precompile runs")
 }
 
+/// A registry on the engine the precompiler builds by default.
 fn registry(key: &str) -> ModuleRegistry {
-    luge_testkit::registry_with_key(key)
+    let runtime = luge_engines::build(
+        luge_engines::EngineKind::Wasmtime,
+        &luge_engines::EngineSettings::compile_only(None, false),
+    )
+    .unwrap();
+    ModuleRegistry::new(
+        runtime,
+        ArtifactKey::from_secret(key.as_bytes()).unwrap(),
+        None,
+    )
 }
 
 #[test]

@@ -40,6 +40,27 @@ impl Cancellation {
 }
 
 impl Invocation {
+    /// The guest's `argv`, the same on every engine: the action's name as
+    /// `argv[0]`, then its `wasi.args`.
+    pub fn argv(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.action.name.as_str())
+            .chain(self.action.capabilities.args.iter().map(String::as_str))
+    }
+
+    /// The guest's environment, the same on every engine: the action's
+    /// (init `env`, then `wasi.env`), then this invocation's, one entry per
+    /// name, the later value winning, in order of first appearance.
+    pub fn env(&self) -> Vec<(&str, &str)> {
+        let mut env: Vec<(&str, &str)> = Vec::with_capacity(self.action.env.len() + self.env.len());
+        for (key, value) in self.action.env.iter().chain(&self.env) {
+            match env.iter_mut().find(|(k, _)| *k == key.as_str()) {
+                Some(entry) => entry.1 = value,
+                None => env.push((key, value)),
+            }
+        }
+        env
+    }
+
     /// An invocation of `action` with `stdin` and no extra environment.
     pub fn new(action: Arc<Action>, stdin: impl Into<Vec<u8>>) -> Self {
         Self {
@@ -48,5 +69,21 @@ impl Invocation {
             env: Vec::new(),
             cancel: Cancellation::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_and_env_are_built_once() {
+        let mut action = Action::command("hello");
+        action.capabilities.args = vec!["--flag".into()];
+        action.env = vec![("A".into(), "action".into()), ("B".into(), "b".into())];
+        let mut invocation = Invocation::new(Arc::new(action), "");
+        invocation.env = vec![("C".into(), "c".into()), ("A".into(), "run".into())];
+        assert_eq!(invocation.argv().collect::<Vec<_>>(), ["hello", "--flag"]);
+        assert_eq!(invocation.env(), [("A", "run"), ("B", "b"), ("C", "c")]);
     }
 }

@@ -1,16 +1,15 @@
 //! Shared fixtures for Luge's tests and benchmarks (never a runtime
 //! dependency): the example actions built from `actions/` by
-//! `scripts/build-actions.sh`, OpenWhisk init bodies, and artifacts sealed
-//! with a chosen key.
+//! `scripts/build-actions.sh`, OpenWhisk init bodies, hand-made modules, the
+//! HTTP client, and the engine conformance suite every engine runs.
 #![deny(missing_docs)]
 
 pub mod conformance;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use base64::Engine as _;
-use luge_core::{ArtifactKey, ModuleRegistry};
+
 use serde_json::{Value, json};
 
 /// The bytes of example action `name` (`target/wasm/<name>.wasm`).
@@ -44,31 +43,6 @@ pub fn native_example(name: &str) -> PathBuf {
         path.display()
     );
     path
-}
-
-/// A registry on a host Wasmtime engine (no pool, no disk cache) keyed with
-/// `secret`.
-///
-/// # Panics
-/// When the engine cannot be built or the secret is too short.
-pub fn registry_with_key(secret: &str) -> ModuleRegistry {
-    let runtime = luge_wasmtime::WasmtimeRuntime::new(&luge_wasmtime::WasmtimeConfig {
-        pooling: false,
-        ..Default::default()
-    })
-    .expect("wasmtime engine");
-    let key = ArtifactKey::from_secret(secret.as_bytes()).expect("key secret");
-    ModuleRegistry::new(Arc::new(runtime), key, None)
-}
-
-/// Example `name` precompiled and sealed with `secret`.
-///
-/// # Panics
-/// When the example is missing or does not compile.
-pub fn sealed_example(secret: &str, name: &str) -> Vec<u8> {
-    registry_with_key(secret)
-        .compile_sealed(&example_wasm(name))
-        .expect("example compiles")
 }
 
 /// The HTTP client tests and benchmarks talk to `luge` with: keep-alive,
@@ -126,37 +100,21 @@ pub fn init_body(code: &[u8], main: &str, extra: Value) -> Value {
 }
 
 /// A module of `n` empty functions of one type: small on the wire (three
-/// bytes a function), costly to compile. Hand-encoded, so that a module
-/// too big for any compiler budget costs the test nothing to make.
+/// bytes a function), costly to compile; encoding it costs the test next to
+/// nothing, even far past any compiler budget.
 pub fn many_functions(n: u32) -> Vec<u8> {
-    fn leb(out: &mut Vec<u8>, mut v: u32) {
-        loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                return out.push(byte);
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    fn section(wasm: &mut Vec<u8>, id: u8, body: &[u8]) {
-        wasm.push(id);
-        leb(wasm, body.len() as u32);
-        wasm.extend_from_slice(body);
-    }
-    let mut wasm = b"\0asm\x01\0\0\0".to_vec();
-    // One type, () -> ().
-    section(&mut wasm, 1, &[1, 0x60, 0, 0]);
-    let mut funcs = Vec::new();
-    leb(&mut funcs, n);
-    funcs.resize(funcs.len() + n as usize, 0);
-    section(&mut wasm, 3, &funcs);
-    // Each body: no locals, `end`.
-    let mut code = Vec::new();
-    leb(&mut code, n);
+    use wasm_encoder::{CodeSection, Function, FunctionSection, Module, TypeSection};
+    let mut types = TypeSection::new();
+    types.ty().function([], []);
+    let mut functions = FunctionSection::new();
+    let mut code = CodeSection::new();
+    let mut body = Function::new([]);
+    body.instructions().end();
     for _ in 0..n {
-        code.extend_from_slice(&[2, 0, 0x0b]);
+        functions.function(0);
+        code.function(&body);
     }
-    section(&mut wasm, 10, &code);
-    wasm
+    let mut module = Module::new();
+    module.section(&types).section(&functions).section(&code);
+    module.finish()
 }

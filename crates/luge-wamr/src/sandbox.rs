@@ -208,14 +208,11 @@ fn execute(
     }
     let action = &invocation.action;
     let limits = action.limits;
-    let mut argv = CStringList::new(
-        std::iter::once(action.name.clone()).chain(action.capabilities.args.iter().cloned()),
-    )?;
+    let mut argv = CStringList::new(invocation.argv().map(str::to_owned))?;
     let mut env = CStringList::new(
-        action
-            .env
-            .iter()
-            .chain(&invocation.env)
+        invocation
+            .env()
+            .into_iter()
             .map(|(k, v)| format!("{k}={v}")),
     )?;
     let mut dirs = CStringList::new(

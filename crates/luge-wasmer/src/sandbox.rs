@@ -49,14 +49,8 @@ fn execute(
     let limits = action.limits;
 
     let mut builder = WasiEnv::builder(action.name.clone())
-        .args(action.capabilities.args.iter())
-        .envs(
-            action
-                .env
-                .iter()
-                .chain(&invocation.env)
-                .map(|(k, v)| (k.clone(), v.clone())),
-        )
+        .args(invocation.argv().skip(1))
+        .envs(invocation.env())
         .stdin(Box::new(Input::new(invocation.stdin)))
         .stdout(Box::new(stdout.clone()))
         .stderr(Box::new(stderr.clone()))

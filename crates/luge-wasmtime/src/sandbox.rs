@@ -109,10 +109,8 @@ impl SandboxModule {
             .stdin(MemoryInputPipe::new(invocation.stdin.clone()))
             .stdout(stdout.clone())
             .stderr(stderr.clone())
-            .arg(&action.name)
-            .args(&action.capabilities.args)
-            .envs(&action.env)
-            .envs(&invocation.env);
+            .args(&invocation.argv().collect::<Vec<_>>())
+            .envs(&invocation.env());
         for dir in &action.capabilities.dirs {
             let perms = match dir.mode {
                 DirMode::ReadOnly => FsPerms::ReadOnly,

@@ -374,3 +374,15 @@ fn the_compile_cache_survives_changed_settings() {
     // One cached artifact per setting, the third run loaded from disk.
     assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2);
 }
+
+/// The engine conformance suite every engine passes (luge-testkit), on
+/// Wasmtime with the executor's pooled configuration.
+mod conformance {
+    use super::*;
+
+    fn registry() -> ModuleRegistry {
+        luge_testkit::conformance::registry(runtime())
+    }
+
+    luge_testkit::conformance_tests!(registry(), true);
+}

@@ -34,6 +34,11 @@ fn sealed_by_precompiler(name: &str) -> Vec<u8> {
 /// The example action `name` as `luge-precompile <args>` seals it under
 /// the test key.
 pub fn precompiled(name: &str, args: &[&str]) -> Vec<u8> {
+    precompiled_with_key(name, args, TEST_KEY)
+}
+
+/// Like [`precompiled`], sealed with the key secret `key`.
+pub fn precompiled_with_key(name: &str, args: &[&str], key: &str) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.wasm");
     let output = dir.path().join("out.luge");
@@ -43,7 +48,7 @@ pub fn precompiled(name: &str, args: &[&str]) -> Vec<u8> {
         .arg("-o")
         .arg(&output)
         .args(args)
-        .env("LUGE_KEY", TEST_KEY)
+        .env("LUGE_KEY", key)
         .status()
         .expect("luge-precompile runs");
     assert!(status.success(), "luge-precompile {args:?}");
@@ -63,10 +68,7 @@ pub fn wasm(name: &str) -> Vec<u8> {
 /// Example `name` precompiled for the engine under test and sealed with the
 /// key the test executors run with.
 pub fn sealed(name: &str) -> Vec<u8> {
-    match engine() {
-        "wasmtime" => luge_testkit::sealed_example(TEST_KEY, name),
-        _ => sealed_by_precompiler(name),
-    }
+    sealed_by_precompiler(name)
 }
 
 /// A running `luge` process.
