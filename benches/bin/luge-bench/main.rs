@@ -1,0 +1,202 @@
+//! `luge-bench <experiment>`: reproduces figures of the papers Luge follows
+//! on the machine it runs on. Each experiment starts Luge in-process on
+//! 127.0.0.1, drives it, and writes `data.csv`, `table.md`, `plot.svg` and
+//! `machine.md` into `<out>/<experiment>/` (default
+//! `target/luge-bench/`). Bounded in time; loopback only.
+//!
+//! - `cold-start`: 1-16 concurrent cold starts (init from an artifact + first
+//!   run) against the same C function spawned natively (WOW Fig. 4/5).
+//! - `azure-mix`: latency ECDF of a skewed mix, 90 % of requests to two
+//!   functions and 10 % over 60 more, half of them CPU-bound (WOW Fig. 6).
+//! - `churn`: sandbox creations per second and their latency as the rate
+//!   rises, and a native fork+exec for scale (Faasm Fig. 10, Sledge Table 3).
+//! - `memory`: RSS per warm container and per running sandbox, and how many
+//!   fit in 1 GiB (WOW Table II, Faasm Table 3).
+//!
+//! - `chains`: end-to-end latency of chains of 1-5 pass-through functions
+//!   over HTTP, against the same function on a plain route (Sledge DAG
+//!   Table 1).
+
+mod azure_mix;
+mod chains;
+mod churn;
+mod cold_start;
+mod memory;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use luge_benches::stats::Latencies;
+use luge_benches::{Server, init_body, key};
+use luge_core::ModuleRegistry;
+use serde_json::json;
+
+use azure_mix::azure_mix;
+use chains::chains;
+use churn::churn;
+use cold_start::cold_start;
+use memory::memory;
+pub(crate) use report::{Report, write};
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Experiment {
+    ColdStart,
+    AzureMix,
+    Churn,
+    Memory,
+    Chains,
+    All,
+}
+
+/// Reproduce the papers' figures on this machine.
+#[derive(Debug, Parser)]
+#[command(name = "luge-bench")]
+struct Cli {
+    /// Which experiment.
+    #[arg(value_enum)]
+    experiment: Experiment,
+    /// Results folder.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Seconds of load per point where an experiment drives load.
+    #[arg(long, default_value_t = 4)]
+    seconds: u64,
+    /// Engine to run on: wasmtime, or with the crate's features wasmer,
+    /// wasmer-singlepass, wamr.
+    #[arg(long, default_value = "wasmtime")]
+    engine: String,
+    /// Rounds per point of the cold-start experiment (each round starts
+    /// `n` fresh containers at once).
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let out = cli
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/luge-bench"));
+    let window = Duration::from_secs(cli.seconds);
+    let setup = Setup {
+        engine: cli.engine.clone(),
+        runtime: luge_benches::runtime_named(&cli.engine).map_err(anyhow::Error::msg)?,
+    };
+    let experiments = match cli.experiment {
+        Experiment::All => vec![
+            Experiment::ColdStart,
+            Experiment::AzureMix,
+            Experiment::Churn,
+            Experiment::Memory,
+            Experiment::Chains,
+        ],
+        one => vec![one],
+    };
+    for experiment in experiments {
+        let report = match experiment {
+            Experiment::ColdStart => cold_start(&setup, cli.rounds.max(1)),
+            Experiment::AzureMix => azure_mix(&setup, window),
+            Experiment::Churn => churn(&setup, window),
+            Experiment::Memory => memory(&setup),
+            Experiment::Chains => chains(&setup, cli.rounds.max(1) * 50),
+            Experiment::All => unreachable!("expanded above"),
+        }?;
+        let dir = write(&out, &report, &setup)?;
+        println!("{}", std::fs::read_to_string(dir.join("table.md"))?);
+        eprintln!("wrote {}", dir.display());
+    }
+    Ok(())
+}
+
+/// The engine every experiment runs on.
+struct Setup {
+    /// As `luge serve --engine` takes it.
+    engine: String,
+    /// The same engine in this process, to precompile and for churn.
+    runtime: Arc<dyn luge_core::WasmRuntime>,
+}
+
+impl Setup {
+    /// An in-process `luge serve` on this engine, with `extra` flags.
+    fn server(&self, extra: &[&str]) -> Server {
+        let mut args = vec!["--engine", self.engine.as_str()];
+        args.extend_from_slice(extra);
+        Server::start_with(&args)
+    }
+
+    /// A registry on this engine sealing with the servers' key.
+    fn registry(&self) -> ModuleRegistry {
+        ModuleRegistry::new(Arc::clone(&self.runtime), key(), None)
+    }
+}
+
+/// `wasm` with a custom section naming `variant`: the same code under a
+/// different content hash, so every variant is a real cold start.
+fn variant(wasm: &[u8], variant: u64) -> Vec<u8> {
+    let section = wasm_encoder::CustomSection {
+        name: "luge-variant".into(),
+        data: variant.to_le_bytes().to_vec().into(),
+    };
+    let mut out = wasm.to_vec();
+    out.push(wasm_encoder::Section::id(&section));
+    wasm_encoder::Encode::encode(&section, &mut out);
+    out
+}
+
+fn mean_ms(samples: &[Duration]) -> f64 {
+    samples.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e3 / samples.len().max(1) as f64
+}
+
+fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
+    samples.iter().collect::<Latencies>().percentile_ms(p)
+}
+
+/// One native run of `binary` with `stdin`, timed from spawn to exit.
+fn spawn_native(binary: &Path, stdin: &[u8]) -> Duration {
+    use std::io::Write;
+    let started = Instant::now();
+    let mut child = std::process::Command::new(binary)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("native function spawns");
+    if let Some(mut pipe) = child.stdin.take() {
+        let _ = pipe.write_all(stdin);
+    }
+    let _ = child.wait();
+    started.elapsed()
+}
+
+/// `n` containers started at once on `server`, each from its own code
+/// (`init_code(i)`), then run once; the time of each from its /init to the
+/// end of its first /run.
+fn concurrent_cold_starts(server: &Server, tag: &str, codes: &[Vec<u8>]) -> Vec<Duration> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, code)| {
+                s.spawn(move || {
+                    let id = format!("{tag}-{i}");
+                    let started = Instant::now();
+                    assert_eq!(server.post(&format!("/{id}/init"), &init_body(code)).0, 200);
+                    assert_eq!(
+                        server.post(&format!("/{id}/run"), &json!({"value": {}})).0,
+                        200
+                    );
+                    let took = started.elapsed();
+                    let _ = server.post(&format!("/{id}/destroy"), &json!({}));
+                    took
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
+    })
+}
