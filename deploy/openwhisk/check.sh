@@ -207,10 +207,58 @@ java -Xss8m -cp "$(cat "$compiler_cp")" scala.tools.nsc.Main \
     $(find "$here/src/main/scala" -name '*.scala' | sort)
 log "the factory compiles against OpenWhisk $ow_commit with no warnings"
 
+# OpenWhisk's canonical runtime suite (tests/.../BasicActionRunnerTests,
+# unchanged) against the `luge proxy` action image, through OpenWhisk's own
+# ActionContainer harness; a stand-in `docker` (runner/docker) starts the
+# image's `luge proxy` on a loopback address of its own.
+log "building luge and the test actions"
+(cd "$repo" && cargo build --quiet -p luge-executor --bin luge && ./scripts/build-actions.sh >/dev/null)
+runner_cp="$work/runner.cp"
+if [[ ! -s "$runner_cp" || "$here/build/runner-pom.xml" -nt "$runner_cp" ]]; then
+    mvn_q -f "$here/build/runner-pom.xml" dependency:build-classpath -Dmdep.outputFile="$runner_cp" >/dev/null
+fi
+tests_src="$work/ow-tests"
+rm -rf "$tests_src" && mkdir -p "$tests_src"
+git -C "$OPENWHISK_SRC" archive "$ow_commit" tests/src/test/scala/actionContainers/ActionContainer.scala \
+    tests/src/test/scala/actionContainers/BasicActionRunnerTests.scala \
+    tests/src/test/scala/common/StreamLogging.scala tests/src/test/scala/common/WhiskProperties.java \
+    tests/src/test/scala/common/Pair.java |
+    tar -x -C "$tests_src"
+log "compiling OpenWhisk's BasicActionRunnerTests with Luge's WasmActionRunnerTests"
+# OpenWhisk's classpath first: its scala-library (2.13.16) wins over scalatest's.
+test_cp="$cp_ow:$(cat "$runner_cp")"
+scalac "$work/runner-classes" "$test_cp" -- "$tests_src" "$here/runner"
+runner_state="$(mktemp -d)"
+docker_targets=()
+for bin in /usr/bin/docker /usr/local/bin/docker; do
+    [[ -e "$bin" ]] && docker_targets+=("$bin")
+done
+if [[ ${#docker_targets[@]} -gt 0 ]]; then
+    mounts=""
+    for bin in "${docker_targets[@]}"; do mounts+="mount --bind $here/runner/docker $bin && "; done
+else
+    mounts="mount -t tmpfs tmpfs /usr/local/bin && cp $here/runner/docker /usr/local/bin/docker && "
+fi
+log "running OpenWhisk's runtime suite against luge proxy"
+if ! LUGE_BIN="$repo/target/debug/luge" LUGE_RUNNER_STATE="$runner_state" LUGE_WASM_DIR="$repo/target/wasm" \
+    unshare -rm sh -c "${mounts}exec \"\$@\"" sh \
+    java -Dopenwhisk.home="$ow" -Dwhisk.server=http://127.0.0.1:1 -Dpekko.actor.provider=local \
+    -cp "$work/runner-classes:$test_cp" org.scalatest.tools.Runner -oW \
+    -s runtime.actionContainers.WasmActionRunnerTests \
+    -s runtime.actionContainers.WasmZipActionRunnerTests >"$work/runner.log" 2>&1; then
+    cat "$work/runner.log"
+    echo "check.sh: OpenWhisk's runtime suite failed against luge proxy" >&2
+    exit 1
+fi
+grep -E "Tests: succeeded|TEST FAILED" "$work/runner.log" >&2 || true
+# Containers the suite did not kill (it kills each at its end).
+for pid in "$runner_state"/*.pid; do
+    [[ -e "$pid" ]] && kill "$(cat "$pid")" 2>/dev/null || true
+done
+rm -rf "$runner_state"
+
 if [[ "${OW_SKIP_E2E:-0}" == 1 ]]; then
     log "OW_SKIP_E2E=1: the end-to-end run was skipped"
     exit 0
 fi
-log "building luge and the test actions"
-(cd "$repo" && cargo build --quiet -p luge-executor --bin luge && ./scripts/build-actions.sh)
 exec python3 "$here/e2e.py" "$work"

@@ -200,11 +200,18 @@ pub async fn serve<H, F>(
     }
 }
 
-/// Binds `addr` and announces the bound address on stderr (tests and scripts
-/// started with port 0 read it there).
+/// Binds `addr`. With port 0 the bound address is announced on stderr as
+/// `luge listening on http://ADDR` (tests and scripts read the port there);
+/// a fixed port is only logged: in `luge proxy` stderr is the action's log
+/// stream, which OpenWhisk collects, and must hold the action's lines only.
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     let listener = TcpListener::bind(addr).await?;
-    eprintln!("luge listening on http://{}", listener.local_addr()?);
+    let bound = listener.local_addr()?;
+    if addr.port() == 0 {
+        eprintln!("luge listening on http://{bound}");
+    } else {
+        tracing::info!(%bound, "listening");
+    }
     Ok(listener)
 }
 
