@@ -179,8 +179,8 @@ pub enum ArtifactError {
 struct Header {
     #[serde(flatten)]
     engine: EngineId,
-    /// The engine's compatibility string ([`crate::WasmRuntime::compatibility`])
-    /// at compile time; absent in artifacts of earlier Luge versions.
+    /// The engine's settings in words ([`crate::WasmRuntime::settings`]) at
+    /// compile time; absent in artifacts of earlier Luge versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     settings: Option<String>,
     payload_len: u64,
@@ -207,8 +207,8 @@ impl<'a> VerifiedArtifact<'a> {
 }
 
 /// Wraps an engine payload in an authenticated artifact, recording the
-/// engine `settings` it was compiled under (the runtime's compatibility
-/// string), which [`open`] checks.
+/// engine `settings` it was compiled under ([`crate::WasmRuntime::settings`]),
+/// which [`open`] checks.
 pub fn seal(
     key: &ArtifactKey,
     engine: &EngineId,

@@ -185,7 +185,7 @@ impl ModuleRegistry {
                     &self.key,
                     bytes,
                     self.runtime.id(),
-                    Some(&self.runtime.compatibility()),
+                    Some(&self.runtime.settings()),
                 )?;
                 let id = verified.content_id();
                 if let Some(shared) = self.shared(&id) {
@@ -233,7 +233,7 @@ impl ModuleRegistry {
         Ok(artifact::seal(
             &self.key,
             self.runtime.id(),
-            Some(&self.runtime.compatibility()),
+            Some(&self.runtime.settings()),
             &payload,
         ))
     }
@@ -254,7 +254,7 @@ impl ModuleRegistry {
                 &self.key,
                 &bytes,
                 self.runtime.id(),
-                Some(&self.runtime.compatibility()),
+                Some(&self.runtime.settings()),
             )
             .map_err(LoadError::from)
             .and_then(|verified| Ok(self.runtime.load_artifact(verified)?))
@@ -278,7 +278,7 @@ impl ModuleRegistry {
             &self.key,
             &sealed,
             self.runtime.id(),
-            Some(&self.runtime.compatibility()),
+            Some(&self.runtime.settings()),
         )?;
         Ok(self.runtime.load_artifact(verified)?)
     }

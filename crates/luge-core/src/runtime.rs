@@ -87,6 +87,16 @@ pub trait WasmRuntime: Send + Sync {
         self.id().to_string()
     }
 
+    /// The operator's settings that change compiled code, in words (Wasmtime:
+    /// `fuel on`/`fuel off`); empty where there are none. Sealed artifacts
+    /// record it, and one sealed under other settings is refused naming
+    /// both. Unlike [`WasmRuntime::compatibility`] it holds nothing the
+    /// host decides (CPU features), so an artifact cross-compiled for
+    /// another machine carries the same words as that machine's executor.
+    fn settings(&self) -> String {
+        String::new()
+    }
+
     /// Sandboxes that can exist at once, where the engine has a fixed bound
     /// (a pool sized at start); `None` where only memory bounds it.
     fn capacity(&self) -> Option<usize> {

@@ -211,14 +211,17 @@ impl WasmRuntime for WasmtimeRuntime {
         self.engine
             .precompile_compatibility_hash()
             .hash(&mut hasher);
-        // The one setting an operator toggles is named, so that a refused
-        // artifact's error says what to change; the hash covers the rest.
-        let fuel = if self.fuel { "on" } else { "off" };
         format!(
-            "{}, fuel {fuel}, settings {:016x}",
+            "{}, {}, settings {:016x}",
             self.id,
+            self.settings(),
             hasher.finish()
         )
+    }
+
+    fn settings(&self) -> String {
+        // The one setting an operator toggles that changes the code.
+        if self.fuel { "fuel on" } else { "fuel off" }.to_owned()
     }
 
     fn capacity(&self) -> Option<usize> {
