@@ -11,6 +11,7 @@
 //! plumbing ([`http`]), routing ([`routes`]), handing invocations to the
 //! scheduler ([`dispatch`]), and Prometheus metrics ([`metrics`]).
 
+mod calls;
 pub mod cli;
 pub mod dispatch;
 pub mod http;

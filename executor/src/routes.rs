@@ -470,6 +470,14 @@ impl App {
         }
     }
 
+    /// The standalone host's functions (`luge serve` only).
+    pub(crate) fn function_host(&self) -> Option<&Arc<FunctionHost>> {
+        match &self.mode {
+            Mode::Serve { host, .. } => Some(host),
+            Mode::Proxy(_) => None,
+        }
+    }
+
     fn metrics(&self) -> Response {
         match self.metrics.render() {
             Ok(text) => http::text(StatusCode::OK, metrics::CONTENT_TYPE, text),

@@ -69,7 +69,7 @@ pub struct HttpInput {
 impl App {
     /// Runs `function` on `input` and answers with its stdout.
     pub(crate) async fn invoke_function(
-        &self,
+        self: &Arc<Self>,
         function: Arc<Function>,
         input: HttpInput,
     ) -> Response {
@@ -80,8 +80,22 @@ impl App {
             Ok(prepared) => prepared,
             Err((status, message)) => return http::json_error(status, message),
         };
+        // A function that may call others gets the host's calls.
+        let calls = match (&self.function_host(), function.spec.calls.is_empty()) {
+            (Some(host), false) => Some(Arc::new(crate::calls::HostCalls {
+                app: Arc::clone(self),
+                host: Arc::clone(host),
+                caller: Arc::clone(&function),
+                depth: 0,
+                deadline: arrived + relative,
+                request_id: input.request_id,
+                runtime: tokio::runtime::Handle::current(),
+            }) as Arc<dyn luge_core::calls::Calls>),
+            _ => None,
+        };
         let invocation = Invocation {
             env: request_env(&input, None),
+            calls,
             ..Invocation::new(Arc::clone(action), stdin)
         };
         let module = Arc::clone(&function.module);
@@ -397,7 +411,7 @@ fn failure_message(termination: &Termination) -> String {
 
 /// A function's stderr is its log: forwarded line by line, bounded so one
 /// chatty function cannot flood the executor's log.
-fn log_stderr(function: &str, stderr: &[u8]) {
+pub(crate) fn log_stderr(function: &str, stderr: &[u8]) {
     const MAX_LINES: usize = 64;
     if stderr.is_empty() {
         return;

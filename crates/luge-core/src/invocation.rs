@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::action::Action;
+use crate::calls::Calls;
 
 /// The per-invocation input; the action's configuration is shared.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Invocation {
     /// The action being run.
     pub action: Arc<Action>,
@@ -18,6 +19,20 @@ pub struct Invocation {
     /// Set when no one waits for the outcome any more (the client went
     /// away): the engine stops the sandbox at its next check.
     pub cancel: Cancellation,
+    /// How this invocation's calls to other functions reach the host;
+    /// `None` where the host offers none (every call is then refused).
+    pub calls: Option<Arc<dyn Calls>>,
+}
+
+impl std::fmt::Debug for Invocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invocation")
+            .field("action", &self.action.name)
+            .field("stdin_bytes", &self.stdin.len())
+            .field("env", &self.env)
+            .field("calls", &self.calls.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A flag the front end raises when an invocation's outcome is no longer
@@ -68,6 +83,7 @@ impl Invocation {
             stdin: stdin.into(),
             env: Vec::new(),
             cancel: Cancellation::default(),
+            calls: None,
         }
     }
 }

@@ -17,6 +17,7 @@
 //! - [`capabilities`] and [`limits`]: what an action may touch and use,
 //!   deny-by-default, bounded by the operator's maxima.
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
+//! - [`calls`]: calls between functions, between an engine and the host.
 //! - [`preempt`]: the one signal a scheduler sends a running sandbox.
 //! - [`watchdog`]: the time limit for engines stopped from another thread.
 //! - [`secret`]: operator secrets read only from private files.
@@ -24,6 +25,7 @@
 
 pub mod action;
 pub mod artifact;
+pub mod calls;
 pub mod capabilities;
 pub mod code;
 pub mod invocation;

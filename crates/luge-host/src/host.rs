@@ -291,7 +291,11 @@ impl FunctionHost {
     pub fn add_configured(&self, routes: &[ConfiguredRoute]) -> Result<(), (String, HostError)> {
         let mut loaded = Vec::with_capacity(routes.len());
         for route in routes {
-            let name = route.path.trim_start_matches('/').to_owned();
+            let name = match &route.spec.name {
+                Some(name) if valid_name(name) => name.clone(),
+                Some(_) => return Err((route.path.clone(), HostError::InvalidName)),
+                None => route.path.trim_start_matches('/').to_owned(),
+            };
             let function = self
                 .load_route(route, name, Origin::Config)
                 .map_err(|e| (route.path.clone(), e))?;
@@ -539,6 +543,19 @@ impl FunctionHost {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// The function other functions call `name`: an uploaded function of
+    /// that name, else the configured route of that name.
+    pub fn by_name(&self, name: &str) -> Option<Arc<Function>> {
+        if let Some(function) = self.uploaded(name) {
+            return Some(function);
+        }
+        let routes = self.routes.read();
+        if let Some(function) = routes.get(&format!("/{name}")).filter(|f| f.name == name) {
+            return Some(Arc::clone(function));
+        }
+        routes.values().find(|f| f.name == name).cloned()
     }
 
     /// The function served on `path` of the main listener.

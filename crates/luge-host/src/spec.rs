@@ -52,6 +52,15 @@ pub struct FunctionSpec {
     /// `argv[1..]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// The name other functions call it by (host API v1's `call_start`).
+    /// A configured route's default is its path without the leading `/`;
+    /// an upload is called by its upload name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The functions it may call, by name; none by default (deny by
+    /// default: a call to anything else is refused as not granted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<String>,
 }
 
 /// Requested limits; absent ones take the operator's defaults.

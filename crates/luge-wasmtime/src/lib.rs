@@ -18,6 +18,7 @@
 //!   the action's grants ([`sandbox`]).
 #![deny(missing_docs)]
 
+mod calls;
 pub mod config;
 pub mod epoch;
 pub mod limits;
@@ -66,6 +67,9 @@ impl WasmtimeRuntime {
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let mut asynchronous = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut asynchronous, SandboxState::wasi)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        calls::add_to_linker(&mut sync, false)
+            .and_then(|()| calls::add_to_linker(&mut asynchronous, true))
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick)
             .map_err(|e| EngineError::Config(format!("epoch ticker: {e}")))?;

@@ -23,6 +23,8 @@ pub struct SandboxState {
     /// The WASI preview 1 context.
     pub wasi: WasiP1Ctx,
     limiter: SandboxLimiter,
+    /// This invocation's calls to other functions.
+    pub(crate) calls: luge_core::calls::CallTable,
 }
 
 impl SandboxState {
@@ -247,6 +249,7 @@ impl SandboxModule {
             SandboxState {
                 wasi,
                 limiter: SandboxLimiter::new(limits.memory_bytes),
+                calls: crate::calls::table(invocation),
             },
         );
         store.limiter(|state| &mut state.limiter);

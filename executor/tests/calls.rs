@@ -1,0 +1,234 @@
+//! Calls between functions (host API v1, `luge::call_*`) end to end: a
+//! `luge serve --config` host over HTTP, a fan-out function written with
+//! the Rust SDK calling others by name. Wasmtime only for now: the other
+//! engines do not link the `luge` import module yet (see issue 15).
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Luge, engine, path_str, wasm};
+use serde_json::{Value, json};
+
+/// A host with `fanout` (may call fib, fail, sleep, itself and a `ghost`
+/// that does not exist), `lonely`
+/// (the same code, granted nothing) and the callees.
+fn host(extra: &[&str]) -> Option<(Luge, tempfile::TempDir)> {
+    if engine() != "wasmtime" {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["fanout", "fib", "fail", "sleep"] {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
+    }
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        r#"
+        [server]
+        workers = 2
+
+        [[routes]]
+        path = "/fanout"
+        module = "fanout.wasm"
+        calls = ["fib", "fail", "sleep", "fanout", "ghost"]
+
+        [[routes]]
+        path = "/lonely"
+        module = "fanout.wasm"
+
+        [[routes]]
+        path = "/fib"
+        module = "fib.wasm"
+
+        [[routes]]
+        path = "/fail"
+        module = "fail.wasm"
+
+        [[routes]]
+        path = "/nap"
+        name = "sleep"
+        module = "sleep.wasm"
+        limits = { timeout_ms = 5000 }
+        "#,
+    )
+    .unwrap();
+    let mut args = vec!["--config", path_str(&config)];
+    args.extend_from_slice(extra);
+    Some((Luge::start("serve", &args), dir))
+}
+
+fn fanout(luge: &Luge, path: &str, calls: Value) -> Value {
+    let (status, body) = luge.post(path, &json!({ "calls": calls }));
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[test]
+fn fan_out_and_fan_in_in_order() {
+    let Some((luge, _dir)) = host(&[]) else {
+        return;
+    };
+    let calls: Vec<Value> = (10..18)
+        .map(|n| json!({ "name": "fib", "input": { "n": n } }))
+        .collect();
+    let out = fanout(&luge, "/fanout", json!(calls));
+    let fibs: Vec<u64> = out["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["fib"].as_u64().unwrap())
+        .collect();
+    assert_eq!(fibs, [55, 89, 144, 233, 377, 610, 987, 1597]);
+    // A route is called by its `name`, which need not be its path.
+    let out = fanout(
+        &luge,
+        "/fanout",
+        json!([{ "name": "sleep", "input": { "ms": 1 } }]),
+    );
+    assert_eq!(out["results"][0]["slept_ms"], 1);
+}
+
+#[test]
+fn a_failing_callee_is_a_status_not_a_trap() {
+    let Some((luge, _dir)) = host(&[]) else {
+        return;
+    };
+    let out = fanout(
+        &luge,
+        "/fanout",
+        json!([
+            { "name": "fail", "input": { "mode": "exit" } },
+            { "name": "fib", "input": { "n": 5 } },
+        ]),
+    );
+    let error = out["results"][0]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("fail "),
+        "the failure names its callee: {error}"
+    );
+    assert_eq!(out["results"][1]["fib"], 5, "the caller went on");
+}
+
+#[test]
+fn undeclared_and_unknown_callees_are_refused() {
+    let Some((luge, _dir)) = host(&[]) else {
+        return;
+    };
+    // `lonely` runs the same code with no `calls`: deny by default.
+    let out = fanout(&luge, "/lonely", json!([{ "name": "fib", "input": {} }]));
+    let error = out["results"][0]["error"].as_str().unwrap();
+    assert!(error.contains("not granted"), "{error}");
+    // `fanout` may call `fanout`, but nothing is called `nosuch`.
+    let out = fanout(&luge, "/fanout", json!([{ "name": "fib2", "input": {} }]));
+    assert!(
+        out["results"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not granted"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_call_cycle_ends_at_the_depth_bound() {
+    let Some((luge, _dir)) = host(&[]) else {
+        return;
+    };
+    // fanout -> fanout -> ... twelve deep, a fib at the bottom.
+    let mut request = json!([{ "name": "fib", "input": { "n": 3 } }]);
+    for _ in 0..12 {
+        request = json!([{ "name": "fanout", "input": { "calls": request } }]);
+    }
+    let out = fanout(&luge, "/fanout", request);
+    let text = out.to_string();
+    assert!(text.contains("calls nest too deep"), "{text}");
+    assert!(
+        !text.contains("\"fib\":2"),
+        "the bottom is never reached: {text}"
+    );
+    // The host is fine afterwards.
+    let out = fanout(
+        &luge,
+        "/fanout",
+        json!([{ "name": "fib", "input": { "n": 6 } }]),
+    );
+    assert_eq!(out["results"][0]["fib"], 8);
+}
+
+/// 64 callers at once, each waiting for four callees that sleep 300 ms, on
+/// 2 workers: waiting holds no worker, so the callees overlap.
+#[test]
+fn waiting_callers_hold_no_worker() {
+    let Some((luge, _dir)) = host(&["--max-pending", "512"]) else {
+        return;
+    };
+    let calls = json!([
+        { "name": "sleep", "input": { "ms": 300 } },
+        { "name": "sleep", "input": { "ms": 300 } },
+        { "name": "sleep", "input": { "ms": 300 } },
+        { "name": "sleep", "input": { "ms": 300 } },
+    ]);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..64)
+            .map(|_| {
+                let (luge, calls) = (&luge, calls.clone());
+                scope.spawn(move || fanout(luge, "/fanout", calls))
+            })
+            .collect();
+        for handle in handles {
+            let out = handle.join().unwrap();
+            assert_eq!(out["results"].as_array().unwrap().len(), 4);
+            assert!(
+                out["results"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|r| r["slept_ms"] == 300),
+                "{out}"
+            );
+        }
+    });
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+}
+
+/// Calls take admission places like any invocation: a flood of fan-outs
+/// past the bound is answered with 503s or refused calls, and the host
+/// stays healthy.
+#[test]
+fn a_flood_of_fan_outs_meets_the_admission_bound() {
+    let Some((luge, _dir)) = host(&["--max-pending", "8"]) else {
+        return;
+    };
+    let calls: Vec<Value> = (0..6)
+        .map(|_| json!({ "name": "sleep", "input": { "ms": 200 } }))
+        .collect();
+    let body = serde_json::to_vec(&json!({ "calls": calls })).unwrap();
+    let (mut overloaded, mut busy) = (0, 0);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..16)
+            .map(|_| scope.spawn(|| luge.request("POST", "/fanout", &body)))
+            .collect();
+        for handle in handles {
+            let (status, out) = handle.join().unwrap();
+            match status {
+                503 => overloaded += 1,
+                200 => {
+                    let out: Value = serde_json::from_slice(&out).unwrap();
+                    if out.to_string().contains("overloaded") {
+                        busy += 1;
+                    }
+                }
+                other => panic!("status {other}"),
+            }
+        }
+    });
+    assert!(overloaded + busy > 0, "the bound was never met");
+    let (status, health) = luge.get("/healthz");
+    assert_eq!(status, 200);
+    assert_eq!(health["pending"], 0, "{health}");
+}
