@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use luge_core::Invocation;
-use luge_core::calls::{CallError, CallResult, CallStatus, Calls, MAX_CALL_DEPTH, PendingCall};
+use luge_core::calls::{
+    CallError, CallMode, CallResult, CallStatus, Calls, MAX_CALL_DEPTH, PendingCall,
+};
 use luge_host::{Function, FunctionHost};
 
 use crate::routes::App;
@@ -31,7 +33,7 @@ pub(crate) struct HostCalls {
 }
 
 impl Calls for HostCalls {
-    fn start(&self, name: &str, input: Vec<u8>) -> Result<PendingCall, CallError> {
+    fn start(&self, name: &str, input: Vec<u8>, mode: CallMode) -> Result<PendingCall, CallError> {
         if !self.caller.spec.calls.iter().any(|granted| granted == name) {
             return Err(CallError::NotGranted);
         }
@@ -62,16 +64,7 @@ impl Calls for HostCalls {
         };
         let app = Arc::clone(&self.app);
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
-        let running = self.runtime.spawn(async move {
-            let outcome = app
-                .execute_admitted(
-                    Arc::clone(&callee.module),
-                    invocation,
-                    arrived,
-                    deadline,
-                    place,
-                )
-                .await;
+        let report = move |callee: &Function, outcome: luge_core::Outcome| {
             crate::standalone::log_stderr(&callee.name, &outcome.stderr);
             let status = CallStatus::of(&outcome.termination);
             if status != CallStatus::Success {
@@ -87,6 +80,28 @@ impl Calls for HostCalls {
                 status,
                 output: outcome.stdout,
             }
+        };
+        if mode == CallMode::Fused {
+            // Run on the thread that waits for it, when it waits: no worker
+            // is needed, so callers blocking every worker cannot deadlock.
+            return Ok(Box::pin(async move {
+                let outcome = callee.module.run(invocation);
+                app.observe_fused(&callee.name, &outcome.termination, arrived.elapsed());
+                drop(place);
+                report(&callee, outcome)
+            }));
+        }
+        let running = self.runtime.spawn(async move {
+            let outcome = app
+                .execute_admitted(
+                    Arc::clone(&callee.module),
+                    invocation,
+                    arrived,
+                    deadline,
+                    place,
+                )
+                .await;
+            report(&callee, outcome)
         });
         Ok(Box::pin(async move {
             running.await.unwrap_or_else(|_| CallResult {

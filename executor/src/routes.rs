@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -468,6 +468,17 @@ impl App {
             }
             _ => not_found(&method, &path),
         }
+    }
+
+    /// Records a fused call (run on its caller's thread, not scheduled).
+    pub(crate) fn observe_fused(
+        &self,
+        function: &str,
+        termination: &luge_core::Termination,
+        elapsed: Duration,
+    ) {
+        self.metrics
+            .observe(function, termination, elapsed, Duration::ZERO);
     }
 
     /// The standalone host's functions (`luge serve` only).

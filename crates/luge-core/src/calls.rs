@@ -13,6 +13,12 @@ use std::pin::Pin;
 
 use crate::outcome::Termination;
 
+/// The import module of host API v1.
+pub const IMPORT_MODULE: &str = "luge";
+
+/// The functions of [`IMPORT_MODULE`] every engine provides so far.
+pub const IMPORTS: [&str; 3] = ["call_start", "call_wait", "call_output"];
+
 /// Calls one invocation may start: a fan-out wider than this is a program
 /// bug or an attack, and each call holds an admission place.
 pub const MAX_CALLS_PER_INVOCATION: usize = 256;
@@ -99,11 +105,25 @@ pub struct CallResult {
 /// the caller (on engines that can park) without holding a worker.
 pub type PendingCall = Pin<Box<dyn Future<Output = CallResult> + Send>>;
 
+/// How a callee runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallMode {
+    /// Scheduled at once on the host's workers; the caller awaits it (an
+    /// engine that parks a waiting sandbox).
+    Scheduled,
+    /// Fused: run on the caller's own thread when the caller waits for it
+    /// (Pyrosome's fused execution). For engines whose sandboxes cannot
+    /// park: a caller blocking a worker on a callee that needs a worker
+    /// could deadlock a host whose every worker is such a caller.
+    Fused,
+}
+
 /// The host's side of calls, one per invocation: it knows the caller's
 /// grants, depth and deadline.
 pub trait Calls: Send + Sync {
-    /// Starts `name` on `input` at once, under the caller's deadline.
-    fn start(&self, name: &str, input: Vec<u8>) -> Result<PendingCall, CallError>;
+    /// Starts `name` on `input`, under the caller's deadline: at once
+    /// ([`CallMode::Scheduled`]) or when first polled ([`CallMode::Fused`]).
+    fn start(&self, name: &str, input: Vec<u8>, mode: CallMode) -> Result<PendingCall, CallError>;
 }
 
 /// One invocation's calls, as every engine keeps them: handles, results,
@@ -111,6 +131,7 @@ pub trait Calls: Send + Sync {
 /// memory and this table.
 pub struct CallTable {
     host: Option<std::sync::Arc<dyn Calls>>,
+    mode: CallMode,
     slots: Vec<Slot>,
     bytes: usize,
 }
@@ -132,10 +153,12 @@ impl std::fmt::Debug for CallTable {
 }
 
 impl CallTable {
-    /// The table of an invocation whose host is `host` (`None`: no calls).
-    pub fn new(host: Option<std::sync::Arc<dyn Calls>>) -> Self {
+    /// The table of an invocation whose host is `host` (`None`: no calls),
+    /// on an engine whose callees run as `mode` says.
+    pub fn new(host: Option<std::sync::Arc<dyn Calls>>, mode: CallMode) -> Self {
         Self {
             host,
+            mode,
             slots: Vec::new(),
             bytes: 0,
         }
@@ -149,7 +172,7 @@ impl CallTable {
             return Err(CallError::OverQuota);
         }
         let bytes = input.len();
-        let pending = host.start(name, input)?;
+        let pending = host.start(name, input, self.mode)?;
         self.bytes += bytes;
         self.slots.push(Slot::Pending(pending));
         Ok(self.slots.len() as i64 - 1)
@@ -218,7 +241,7 @@ impl CallTable {
 
 /// Runs `future` to completion on this thread (for engines whose sandbox
 /// cannot yield): parks between wake-ups.
-fn block_on<F: Future>(future: F) -> F::Output {
+pub fn block_on<F: Future>(future: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: std::sync::Arc<Self>) {
@@ -233,6 +256,82 @@ fn block_on<F: Future>(future: F) -> F::Output {
             return output;
         }
         std::thread::park();
+    }
+}
+
+/// The calls of the invocation running on this thread, for engines whose
+/// guest runs on the calling thread and cannot park (Wasmer, WAMR): their
+/// host functions have no per-instance state to hang a [`CallTable`] on, so
+/// it lives here while the guest's entry call runs. Callees are fused: a
+/// callee run by `wait` on this thread installs its own table and puts the
+/// caller's back.
+pub mod on_this_thread {
+    use std::cell::RefCell;
+
+    use super::{CallError, CallTable, block_on};
+
+    thread_local! {
+        static CURRENT: RefCell<Option<CallTable>> = const { RefCell::new(None) };
+    }
+
+    /// Puts the previous table back when dropped (also on unwind).
+    struct Restore(Option<CallTable>);
+
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            CURRENT.with(|current| *current.borrow_mut() = previous);
+        }
+    }
+
+    /// Runs `f` (the guest's entry call) with `table` as this thread's.
+    pub fn with<R>(table: CallTable, f: impl FnOnce() -> R) -> R {
+        let previous = CURRENT.with(|current| current.replace(Some(table)));
+        let _restore = Restore(previous);
+        f()
+    }
+
+    /// `call_start` on this thread's table.
+    pub fn start(name: &str, input: Vec<u8>) -> i64 {
+        CURRENT.with(|current| match current.borrow_mut().as_mut() {
+            Some(table) => table
+                .start(name, input)
+                .unwrap_or_else(|e| i64::from(e.code())),
+            None => i64::from(CallError::NotGranted.code()),
+        })
+    }
+
+    /// `call_wait` on this thread's table: runs a fused callee here. The
+    /// table is not borrowed while the callee runs.
+    pub fn wait(handle: i64) -> i32 {
+        let pending = CURRENT.with(|current| match current.borrow_mut().as_mut() {
+            Some(table) => table.take(handle),
+            None => Err(CallError::InvalidHandle),
+        });
+        match pending {
+            Ok(pending) => {
+                let result = block_on(pending);
+                CURRENT.with(|current| match current.borrow_mut().as_mut() {
+                    Some(table) => table.finish(handle, result),
+                    None => CallError::InvalidHandle.code(),
+                })
+            }
+            Err(e) => e.code(),
+        }
+    }
+
+    /// `call_output`: `copy` gets the call's whole output (or why not) and
+    /// returns what the guest reads.
+    pub fn output(handle: i64, copy: impl FnOnce(&[u8]) -> Result<i64, CallError>) -> i64 {
+        CURRENT.with(|current| {
+            let current = current.borrow();
+            current
+                .as_ref()
+                .ok_or(CallError::InvalidHandle)
+                .and_then(|table| table.output(handle))
+                .and_then(copy)
+                .unwrap_or_else(|e| i64::from(e.code()))
+        })
     }
 }
 
@@ -253,7 +352,7 @@ mod tests {
 
     struct Echo;
     impl Calls for Echo {
-        fn start(&self, name: &str, input: Vec<u8>) -> Result<PendingCall, CallError> {
+        fn start(&self, name: &str, input: Vec<u8>, _: CallMode) -> Result<PendingCall, CallError> {
             if name != "echo" {
                 return Err(CallError::NotGranted);
             }
@@ -266,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_table_starts_waits_and_reads() {
-        let mut table = CallTable::new(Some(std::sync::Arc::new(Echo)));
+        let mut table = CallTable::new(Some(std::sync::Arc::new(Echo)), CallMode::Fused);
         let a = table.start("echo", b"one".to_vec()).unwrap();
         let b = table.start("echo", b"two".to_vec()).unwrap();
         assert_eq!(table.start("other", Vec::new()), Err(CallError::NotGranted));
@@ -280,7 +379,7 @@ mod tests {
         assert_eq!(table.output(a).unwrap(), b"one");
         assert_eq!(table.output(b).unwrap(), b"two");
         assert_eq!(table.wait_blocking(7), CallError::InvalidHandle.code());
-        let mut none = CallTable::new(None);
+        let mut none = CallTable::new(None, CallMode::Fused);
         assert_eq!(none.start("echo", Vec::new()), Err(CallError::NotGranted));
     }
 }

@@ -33,7 +33,8 @@ pub(crate) fn init_runtime() -> Result<(), String> {
                 std::ptr::null_mut(),
             )
         };
-        Ok(())
+        // Host API v1's calls, before any module is loaded.
+        crate::calls::register()
     })
     .clone()
 }
@@ -59,9 +60,20 @@ unsafe extern "C" fn memory_refused(
     }
 }
 
-/// Clears this thread's memory-refusal flag before a run.
-pub(crate) fn reset_memory_refused() {
-    MEMORY_REFUSED.with(|r| r.set(false));
+/// Clears this thread's memory-refusal flag before a run; returns the
+/// previous value, which a fused callee (run on its caller's thread) puts
+/// back with [`restore_memory_refused`].
+pub(crate) fn reset_memory_refused() -> bool {
+    MEMORY_REFUSED.with(|r| r.replace(false))
+}
+
+/// Puts back the flag [`reset_memory_refused`] returned when dropped.
+pub(crate) struct RestoreMemoryRefused(pub bool);
+
+impl Drop for RestoreMemoryRefused {
+    fn drop(&mut self) {
+        MEMORY_REFUSED.with(|r| r.set(self.0));
+    }
 }
 
 /// Whether a memory growth was refused on this thread since the reset.

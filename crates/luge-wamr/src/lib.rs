@@ -21,6 +21,7 @@
 //!   granted read-write.
 #![deny(missing_docs)]
 
+mod calls;
 mod ffi;
 pub mod module;
 pub mod sandbox;

@@ -308,7 +308,11 @@ fn execute(
         return Err(format!("the module exports no function {:?}", action.entry));
     }
 
-    ffi::reset_memory_refused();
+    let _caller_refused = ffi::RestoreMemoryRefused(ffi::reset_memory_refused());
+    let calls = luge_core::calls::CallTable::new(
+        invocation.calls.clone(),
+        luge_core::calls::CallMode::Fused,
+    );
     let (returned, timed_out) = {
         let target = Terminable(instance.instance);
         let watch = module.watchdog.watch(
@@ -318,9 +322,9 @@ fn execute(
         );
         // SAFETY: live exec env and function of this instance; `_start` and
         // named entries take no arguments and return none, so no argv.
-        let returned = unsafe {
+        let returned = luge_core::calls::on_this_thread::with(calls, || unsafe {
             sys::wasm_runtime_call_wasm(instance.exec_env, function, 0, std::ptr::null_mut())
-        };
+        });
         (returned, watch.fired())
     };
     // SAFETY: live instance; the returned string is owned by it and copied

@@ -25,6 +25,7 @@
 //! Wasmtime 48's in one binary.
 #![deny(missing_docs)]
 
+mod calls;
 pub mod grants;
 pub mod limits;
 pub mod module;
@@ -160,6 +161,8 @@ impl WasmerRuntime {
         let tasks = TokioTaskManager::new(io.handle().clone());
         let mut wasi_runtime = PluggableRuntime::new(Arc::new(tasks));
         wasi_runtime.set_engine(engine.clone());
+        // Host API v1's calls, for modules that import `luge`.
+        wasi_runtime.with_additional_imports(|module, store| Ok(calls::imports(module, store)));
         let watchdog = Watchdog::start("luge-wasmer-watchdog")
             .map_err(|e| EngineError::Config(format!("watchdog thread: {e}")))?;
         Ok(Self {
@@ -182,16 +185,17 @@ impl WasmerRuntime {
 /// name), as with the other engines.
 const ALLOWED_IMPORTS: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
 
-/// Refuses modules importing from anything but WASI preview 1. WASIX would
-/// otherwise offer them its extensions (processes, threads, sockets), which
-/// no grant covers.
+/// Refuses modules importing from anything but WASI preview 1 and Luge's
+/// calls. WASIX would otherwise offer them its extensions (processes,
+/// threads, sockets), which no grant covers.
 fn check_imports(module: &Module) -> Result<(), EngineError> {
-    match module
-        .imports()
-        .find(|i| !ALLOWED_IMPORTS.contains(&i.module()))
-    {
+    use luge_core::calls::{IMPORT_MODULE, IMPORTS};
+    let provided = |module: &str, name: &str| {
+        ALLOWED_IMPORTS.contains(&module) || (module == IMPORT_MODULE && IMPORTS.contains(&name))
+    };
+    match module.imports().find(|i| !provided(i.module(), i.name())) {
         Some(import) => Err(EngineError::Unsupported(format!(
-            "the module imports {}::{}; only WASI preview 1 (wasi_snapshot_preview1) is provided",
+            "the module imports {}::{}; only WASI preview 1 (wasi_snapshot_preview1) and luge::call_* are provided",
             import.module(),
             import.name()
         ))),

@@ -34,6 +34,9 @@ thread_local! {
 /// while it lives are capped by it.
 pub struct LimitScope {
     refused: Arc<AtomicBool>,
+    /// The scope this one covers: a fused callee's sandbox is created on
+    /// its caller's thread, inside the caller's scope.
+    previous: Option<(Pages, Arc<AtomicBool>)>,
 }
 
 impl LimitScope {
@@ -41,8 +44,8 @@ impl LimitScope {
     pub fn enter(limit_bytes: u64) -> Self {
         let pages = u32::try_from((limit_bytes / WASM_PAGE).max(1)).unwrap_or(u32::MAX);
         let refused = Arc::new(AtomicBool::new(false));
-        CURRENT.with(|c| *c.borrow_mut() = Some((Pages(pages), Arc::clone(&refused))));
-        Self { refused }
+        let previous = CURRENT.with(|c| c.replace(Some((Pages(pages), Arc::clone(&refused)))));
+        Self { refused, previous }
     }
 
     /// Whether a memory of this sandbox refused to grow past the limit.
@@ -53,7 +56,8 @@ impl LimitScope {
 
 impl Drop for LimitScope {
     fn drop(&mut self) {
-        CURRENT.with(|c| *c.borrow_mut() = None);
+        let previous = self.previous.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
     }
 }
 

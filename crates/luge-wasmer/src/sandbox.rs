@@ -90,6 +90,7 @@ fn execute(
         .map_err(|_| format!("the module exports no function {:?}", action.entry))?
         .clone();
 
+    let calls = invocation.calls.clone();
     let interrupter = store.interrupter();
     let (returned, timed_out) = {
         let watch = shared.watchdog.watch(
@@ -97,7 +98,13 @@ fn execute(
             Box::new(move || interrupter.interrupt()),
             &invocation.cancel,
         );
-        let returned = entry.call(&mut store, &[]);
+        let returned = match instance.exports.get_memory("memory") {
+            Ok(memory) => {
+                let memory = memory.clone();
+                crate::calls::with_calls(calls, memory, || entry.call(&mut store, &[]))
+            }
+            Err(_) => entry.call(&mut store, &[]),
+        };
         (returned, watch.fired())
     };
     env.on_exit(&mut store, None);

@@ -3,7 +3,7 @@
 //! linker `call_wait` awaits the callee, so a waiting caller parks like a
 //! sandbox in I/O and holds no worker; on the synchronous one it blocks.
 
-use luge_core::calls::{CallError, CallTable};
+use luge_core::calls::{CallError, CallMode, CallTable};
 use wasmtime::{Caller, Linker, Memory};
 
 use crate::sandbox::SandboxState;
@@ -101,7 +101,8 @@ pub(crate) fn add_to_linker(
     Ok(())
 }
 
-/// The table a sandbox starts with.
+/// The table a sandbox starts with. Both linkers schedule callees: the
+/// synchronous one (`LoadedModule::run`) is not used on the host's workers.
 pub(crate) fn table(invocation: &luge_core::Invocation) -> CallTable {
-    CallTable::new(invocation.calls.clone())
+    CallTable::new(invocation.calls.clone(), CallMode::Scheduled)
 }
