@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 /// (the same code, granted nothing) and the callees.
 fn host(extra: &[&str]) -> Option<(Luge, tempfile::TempDir)> {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["fanout", "fib", "fail", "sleep"] {
+    for name in ["fanout", "fib", "fail", "sleep", "c-relay", "c-echo"] {
         std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
     }
     let config = dir.path().join("luge.toml");
@@ -32,6 +32,15 @@ fn host(extra: &[&str]) -> Option<(Luge, tempfile::TempDir)> {
         path = "/fanout"
         module = "fanout.wasm"
         calls = ["fib", "fail", "sleep", "fanout", "ghost"]
+
+        [[routes]]
+        path = "/relay"
+        module = "c-relay.wasm"
+        calls = ["c-echo"]
+
+        [[routes]]
+        path = "/c-echo"
+        module = "c-echo.wasm"
 
         [[routes]]
         path = "/lonely"
@@ -239,4 +248,21 @@ fn a_flood_of_fan_outs_meets_the_admission_bound() {
     let (status, health) = luge.get("/healthz");
     assert_eq!(status, 200);
     assert_eq!(health["pending"], 0, "{health}");
+}
+
+/// The C header (`actions/c/include/luge.h`): two calls started, then
+/// waited for, their outputs read back whole.
+#[test]
+fn the_c_header_calls_too() {
+    let Some((luge, _dir)) = host(&[]) else {
+        return;
+    };
+    let body = vec![b'x'; 5000];
+    let (status, out) = luge.request("POST", "/relay", &body);
+    assert_eq!(status, 200);
+    let out: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        out,
+        json!({ "calls": 2, "statuses": [0, 0], "bytes": [5000, 5000], "same": true })
+    );
 }
