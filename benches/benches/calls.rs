@@ -1,7 +1,7 @@
 //! Calls between functions (host API v1): what one `call_start` +
 //! `call_wait` of a no-op callee adds to its caller, against the callee run
 //! alone and against the same callee reached by an HTTP request to the host
-//! (a warm `/run` on 127.0.0.1, keep-alive).
+//! (its standalone route on 127.0.0.1, keep-alive client).
 //!
 //! `cargo bench -p luge-benches --bench calls`
 //!
@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use luge_benches::{Server, init_body, registry, wasm};
+use luge_benches::{Server, registry, wasm};
 use luge_core::calls::{CallError, CallMode, CallResult, CallStatus, Calls, PendingCall};
 use luge_core::{Action, Invocation, LoadedModule, ModuleCode};
 use serde_json::json;
@@ -68,14 +68,16 @@ fn calls(c: &mut Criterion) {
             outcome
         })
     });
-    // The same callee as an HTTP request to the host.
-    let server = Server::start();
-    let (status, _) = server.post("/noop/init", &init_body(&wasm("noop")));
-    assert_eq!(status, 200);
-    let body = json!({ "value": {} });
-    group.bench_function("HTTP warm /run noop on 127.0.0.1", |b| {
+    // The same callee as an HTTP request to the host: a standalone route
+    // (stdin in, stdout out, as a call).
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("noop.wasm"), wasm("noop")).expect("module");
+    let config = dir.path().join("luge.toml");
+    std::fs::write(&config, "[[routes]]\npath = \"/noop\"\nmodule = \"noop.wasm\"\n").expect("config");
+    let server = Server::start_with(&["--config", config.to_str().expect("utf-8 path")]);
+    group.bench_function("HTTP POST /noop route on 127.0.0.1", |b| {
         b.iter(|| {
-            let (status, _) = server.post("/noop/run", &body);
+            let (status, _) = server.post("/noop", &json!({}));
             assert_eq!(status, 200);
         })
     });
