@@ -53,14 +53,20 @@ fn calls(c: &mut Criterion) {
             ..Invocation::new(Arc::clone(action), input)
         };
         let outcome = module.run(invocation);
-        assert!(outcome.termination.is_success(), "{:?}", outcome.termination);
+        assert!(
+            outcome.termination.is_success(),
+            "{:?}",
+            outcome.termination
+        );
         outcome
     };
     let none = br#"{"calls":[]}"#;
     let one = br#"{"calls":[{"name":"noop","input":{}}]}"#;
     let mut group = c.benchmark_group("calls");
     group.bench_function("noop alone", |b| b.iter(|| run(&noop, &noop_action, b"{}")));
-    group.bench_function("fanout, no call", |b| b.iter(|| run(&fanout, &fanout_action, none)));
+    group.bench_function("fanout, no call", |b| {
+        b.iter(|| run(&fanout, &fanout_action, none))
+    });
     group.bench_function("fanout, one no-op call", |b| {
         b.iter(|| {
             let outcome = run(&fanout, &fanout_action, one);
@@ -73,7 +79,11 @@ fn calls(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("noop.wasm"), wasm("noop")).expect("module");
     let config = dir.path().join("luge.toml");
-    std::fs::write(&config, "[[routes]]\npath = \"/noop\"\nmodule = \"noop.wasm\"\n").expect("config");
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/noop\"\nmodule = \"noop.wasm\"\n",
+    )
+    .expect("config");
     let server = Server::start_with(&["--config", config.to_str().expect("utf-8 path")]);
     group.bench_function("HTTP POST /noop route on 127.0.0.1", |b| {
         b.iter(|| {

@@ -19,6 +19,10 @@ pub const IMPORT_MODULE: &str = "luge";
 /// The functions of [`IMPORT_MODULE`] every engine provides so far.
 pub const IMPORTS: [&str; 3] = ["call_start", "call_wait", "call_output"];
 
+/// Longest function name a call may give (names are short identifiers;
+/// anything longer is a bad argument, not a lookup).
+pub const MAX_CALL_NAME_BYTES: usize = 256;
+
 /// Calls one invocation may start: a fan-out wider than this is a program
 /// bug or an attack, and each call holds an admission place.
 pub const MAX_CALLS_PER_INVOCATION: usize = 256;
@@ -166,6 +170,9 @@ impl CallTable {
 
     /// `call_start`: a handle, or a [`CallError`].
     pub fn start(&mut self, name: &str, input: Vec<u8>) -> Result<i64, CallError> {
+        if name.is_empty() || name.len() > MAX_CALL_NAME_BYTES {
+            return Err(CallError::BadArgument);
+        }
         let host = self.host.as_ref().ok_or(CallError::NotGranted)?;
         if self.slots.len() >= MAX_CALLS_PER_INVOCATION || self.bytes + input.len() > MAX_CALL_BYTES
         {
@@ -369,6 +376,8 @@ mod tests {
         let a = table.start("echo", b"one".to_vec()).unwrap();
         let b = table.start("echo", b"two".to_vec()).unwrap();
         assert_eq!(table.start("other", Vec::new()), Err(CallError::NotGranted));
+        let long = "x".repeat(MAX_CALL_NAME_BYTES + 1);
+        assert_eq!(table.start(&long, Vec::new()), Err(CallError::BadArgument));
         assert_eq!(
             table.output(a),
             Err(CallError::InvalidHandle),
