@@ -40,13 +40,18 @@ start() {
     qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/luge" serve --engine "$1" --listen 127.0.0.1:0 \
         --cache-dir "$work/cache-$1" --max-sandboxes 8 --workers 1 --no-pin 2> "$work/stderr-$1" &
     pid=$!
+    wait_addr "$work/stderr-$1" || { cat "$work/stderr-$1"; exit 1; }
+}
+
+# Sets $addr from the announcement in FILE (stderr of luge); fails after 30 s.
+wait_addr() {
     addr=""
     for _ in $(seq 300); do
-        addr=$(sed -n 's/^luge listening on http:\/\///p' "$work/stderr-$1")
-        [ -n "$addr" ] && break
+        addr=$(sed -n 's/^luge listening on http:\/\///p' "$1")
+        [ -n "$addr" ] && return 0
         sleep 0.1
     done
-    [ -n "$addr" ] || { cat "$work/stderr-$1"; exit 1; }
+    return 1
 }
 
 # POSTs an init of FILE (base64) with ANNOTATIONS to /ID/init.
@@ -85,13 +90,7 @@ done
         --cache-dir "$work/cache-pi" --workers 1 --no-pin
 ) 2> "$work/stderr-pi" &
 pid=$!
-addr=""
-for _ in $(seq 300); do
-    addr=$(sed -n 's/^luge listening on http:\/\///p' "$work/stderr-pi")
-    [ -n "$addr" ] && break
-    sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/stderr-pi"; fail "default flags under a 512 GiB address space: no start"; }
+wait_addr "$work/stderr-pi" || { cat "$work/stderr-pi"; fail "default flags under a 512 GiB address space: no start"; }
 sized=$(sed -n 's/.*engine ready.*sandboxes=\([0-9]*\).*/\1/p' "$work/stderr-pi")
 ok=$(init pi "$work/echo-wasmtime.luge" '{}')
 run=$(curl -s -XPOST "http://$addr/pi/run" -d '{"value":{"on":"512 GiB"}}')
