@@ -266,3 +266,66 @@ fn the_c_header_calls_too() {
         json!({ "calls": 2, "statuses": [0, 0], "bytes": [5000, 5000], "same": true })
     );
 }
+
+/// The social-network call graph (`actions/examples/src/bin/social.rs`):
+/// compose-post fans out to four services, one of which calls two more,
+/// then to two more in parallel; one module, a service per route.
+#[test]
+fn a_social_network_call_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("social.wasm"), wasm("social")).unwrap();
+    let route = |service: &str, calls: &[&str]| {
+        format!(
+            "[[routes]]\npath = \"/{service}\"\nmodule = \"social.wasm\"\nargs = [\"{service}\"]\ncalls = {calls:?}\n\n"
+        )
+    };
+    let mut config = String::from("[server]\nworkers = 2\n\n");
+    config += &route(
+        "compose-post",
+        &[
+            "text",
+            "user",
+            "media",
+            "unique-id",
+            "post-storage",
+            "home-timeline",
+        ],
+    );
+    config += &route("text", &["url-shorten", "user-mention"]);
+    for service in [
+        "url-shorten",
+        "user-mention",
+        "user",
+        "media",
+        "unique-id",
+        "post-storage",
+        "home-timeline",
+    ] {
+        config += &route(service, &[]);
+    }
+    let file = dir.path().join("luge.toml");
+    std::fs::write(&file, config).unwrap();
+    let luge = Luge::start("serve", &["--config", path_str(&file)]);
+    let (status, out) = luge.post(
+        "/compose-post",
+        &json!({
+            "user": "alice",
+            "text": "hello @bob see https://example.org/a/long/path",
+            "media": [1, 2],
+        }),
+    );
+    assert_eq!(status, 200, "{out}");
+    let post = &out["post"];
+    assert_eq!(post["text"]["mentions"], json!(["@bob"]));
+    assert_eq!(
+        post["text"]["urls"][0]["long"],
+        "https://example.org/a/long/path"
+    );
+    assert_eq!(post["media"], 2);
+    assert!(
+        post["user_id"].is_u64() && post["post_id"].is_u64(),
+        "{out}"
+    );
+    assert_eq!(out["stored"], post["post_id"]);
+    assert_eq!(out["timeline"]["followers_updated"], 3);
+}
