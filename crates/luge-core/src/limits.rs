@@ -39,6 +39,17 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_MEMORY_BYTES: u64 = 512 << 20;
 /// OpenWhisk's largest configurable action timeout (5 min).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+/// Sandboxes that may exist at once (`--max-sandboxes`): one for each of
+/// the 1000 containers `--max-containers` allows by default, so a full
+/// executor never waits for a slot. Wasmtime's pool reserves (but does not
+/// commit) a linear memory's address range per slot: 1000 slots of 4 GiB +
+/// guard fit easily in x86-64's 128 TiB, and are shrunk at start where the
+/// address space is smaller.
+pub const DEFAULT_SANDBOXES: u32 = 1000;
+/// Memory of ended sandboxes that may stay resident between sandboxes
+/// (`--resident-budget-mb`): 256 MiB, a tenth of a small server's memory; a
+/// sandbox's memory above budget/32 is returned to the kernel as it ends.
+pub const DEFAULT_RESIDENT_BUDGET_BYTES: u64 = 256 << 20;
 /// Captured output per stream. OpenWhisk keeps 10 MB of logs; the result of
 /// a 1 MiB echo must also fit, so allow a comfortable margin above both.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 32 << 20;

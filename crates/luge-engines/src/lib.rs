@@ -90,15 +90,7 @@ pub struct EngineSettings {
     pub resident_budget_bytes: u64,
 }
 
-/// `--max-sandboxes`' default: one pool slot for each of the 1000
-/// containers `--max-containers` allows by default, so a full executor never
-/// waits for a slot; shrunk at start where the address space is smaller.
-pub const DEFAULT_SANDBOXES: u32 = 1000;
-
-/// `--resident-budget-mb`'s default: 256 MiB of linear memory kept warm
-/// across sandboxes, a tenth of a small server's memory; a sandbox's memory
-/// above budget/32 is returned to the kernel as it ends.
-pub const DEFAULT_RESIDENT_BUDGET_BYTES: u64 = 256 << 20;
+pub use luge_core::limits::{DEFAULT_RESIDENT_BUDGET_BYTES, DEFAULT_SANDBOXES};
 
 impl Default for EngineSettings {
     /// A runnable engine with the executor's defaults: [`DEFAULT_SANDBOXES`],

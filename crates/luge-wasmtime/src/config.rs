@@ -28,10 +28,8 @@ pub struct WasmtimeConfig {
     pub resident_budget_bytes: u64,
 }
 
-/// Sandboxes that may exist at once. Each pool slot reserves (but does not
-/// commit) one linear memory's address range; 1000 slots of 4 GiB + guard fit
-/// easily in x86-64's 128 TiB user address space.
-pub const DEFAULT_MAX_SANDBOXES: u32 = 1000;
+/// Sandboxes that may exist at once (explained where it is set).
+pub const DEFAULT_MAX_SANDBOXES: u32 = luge_core::limits::DEFAULT_SANDBOXES;
 /// One millisecond: time limits are honoured within a millisecond, and the
 /// ticker sleeps whenever no sandbox runs, so an idle executor does not wake.
 pub const DEFAULT_EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -44,12 +42,13 @@ pub(crate) const KEEP_RESIDENT_BYTES: usize = 64 << 10;
 /// batching pays that once per batch rather than once per sandbox.
 pub const DECOMMIT_BATCH: usize = 32;
 /// Memory of ended sandboxes that may stay resident while their slots wait
-/// for the batched decommit. A sandbox whose memory grew past its share,
-/// `budget / DECOMMIT_BATCH` (8 MiB by default), gives the rest back to the
-/// OS as it ends ([`WasmtimeConfig::release_above`]); so a batch holds at
-/// most the budget, not 32 times the largest memory (32 slots of 256 MiB
-/// once kept 5.8 GB resident), and small functions keep their batching.
-pub const DEFAULT_RESIDENT_BUDGET: u64 = 256 << 20;
+/// for the batched decommit (the default is set in luge-core). A sandbox
+/// whose memory grew past its share, `budget / DECOMMIT_BATCH` (8 MiB by
+/// default), gives the rest back to the OS as it ends
+/// ([`WasmtimeConfig::release_above`]); so a batch holds at most the budget,
+/// not 32 times the largest memory (32 slots of 256 MiB once kept 5.8 GB
+/// resident), and small functions keep their batching.
+pub const DEFAULT_RESIDENT_BUDGET: u64 = luge_core::limits::DEFAULT_RESIDENT_BUDGET_BYTES;
 
 impl Default for WasmtimeConfig {
     fn default() -> Self {
