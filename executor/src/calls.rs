@@ -65,7 +65,7 @@ impl Calls for HostCalls {
         let app = Arc::clone(&self.app);
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
         let report = move |callee: &Function, outcome: luge_core::Outcome| {
-            crate::standalone::log_stderr(&callee.name, &outcome.stderr);
+            crate::standalone::log_stderr(&callee.name, request_id, &outcome.stderr);
             let status = CallStatus::of(&outcome.termination);
             if status != CallStatus::Success {
                 tracing::warn!(

@@ -554,11 +554,12 @@ impl App {
         };
         let arrived = Instant::now();
         let deadline = prepared.deadline(arrived);
+        let calls = Arc::clone(&prepared.calls);
         match self
             .execute(prepared.module, prepared.invocation, arrived, deadline)
             .await
         {
-            Ok(outcome) => http::reply(container.finish_run(&outcome)),
+            Ok(outcome) => http::reply(container.finish_run(&outcome, &calls)),
             Err(overloaded) => overloaded,
         }
     }

@@ -106,7 +106,7 @@ impl App {
             Ok(outcome) => outcome,
             Err(overloaded) => return overloaded,
         };
-        log_stderr(&function.name, &outcome.stderr);
+        log_stderr(&function.name, input.request_id, &outcome.stderr);
         if outcome.termination == Termination::Exited(0) {
             return success(outcome.stdout, function.content_type());
         }
@@ -146,7 +146,7 @@ impl App {
                     place.clone(),
                 )
                 .await;
-            log_stderr(&function.name, &outcome.stderr);
+            log_stderr(&function.name, input.request_id, &outcome.stderr);
             if outcome.termination != Termination::Exited(0) {
                 let message = format!(
                     "Stage {stage} of {} ({}): {}",
@@ -411,7 +411,7 @@ fn failure_message(termination: &Termination) -> String {
 
 /// A function's stderr is its log: forwarded line by line, bounded so one
 /// chatty function cannot flood the executor's log.
-pub(crate) fn log_stderr(function: &str, stderr: &[u8]) {
+pub(crate) fn log_stderr(function: &str, request_id: u64, stderr: &[u8]) {
     const MAX_LINES: usize = 64;
     if stderr.is_empty() {
         return;
@@ -419,10 +419,10 @@ pub(crate) fn log_stderr(function: &str, stderr: &[u8]) {
     let text = String::from_utf8_lossy(stderr);
     let mut lines = text.lines();
     for line in lines.by_ref().take(MAX_LINES) {
-        tracing::info!(target: "luge::function", function, "{line}");
+        tracing::info!(target: "luge::function", function, request_id, "{line}");
     }
     let dropped = lines.count();
     if dropped > 0 {
-        tracing::info!(target: "luge::function", function, dropped, "stderr lines dropped");
+        tracing::info!(target: "luge::function", function, request_id, dropped, "stderr lines dropped");
     }
 }

@@ -103,13 +103,33 @@ fn a_failing_callee_is_a_status_not_a_trap() {
     let Some((luge, _dir)) = host(&[]) else {
         return;
     };
-    let out = fanout(
-        &luge,
+    let body = json!({ "calls": [
+        { "name": "fail", "input": { "mode": "exit" } },
+        { "name": "fib", "input": { "n": 5 } },
+    ]});
+    let reply = luge.send(
+        "POST",
         "/fanout",
-        json!([
-            { "name": "fail", "input": { "mode": "exit" } },
-            { "name": "fib", "input": { "n": 5 } },
-        ]),
+        &[("content-type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 200);
+    let out = reply.json();
+    // The callee's log line carries the request id of the client's request.
+    let id = reply.header("x-request-id").to_owned();
+    let logged = |stderr: &str| {
+        stderr.lines().any(|l| {
+            l.contains("giving up with status 3") && l.contains(&format!("request_id={id}"))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !logged(&luge.stderr()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        logged(&luge.stderr()),
+        "callee log line with request_id={id}:\n{}",
+        luge.stderr()
     );
     let error = out["results"][0]["error"].as_str().unwrap();
     assert!(

@@ -82,6 +82,24 @@ fn missing_entry_point_is_an_init_error() {
     });
 }
 
+/// Under the action protocol an action cannot call other functions: the
+/// call is refused (-2, not granted) and the activation's log says why.
+#[test]
+fn calls_are_refused_with_a_reason() {
+    on_both_front_ends(&[], |c| {
+        let init = init_body(&wasm("c-relay"), "main", json!({}));
+        assert_eq!(c.init(&init).0, 200);
+        let (status, body) = c.run(&json!({"value": {"x": 1}}));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body, json!({"error": "call_start: -2"}));
+        let line = "call(s) refused: calls between functions are not available under the OpenWhisk";
+        assert!(
+            c.logs_containing(line)
+                .contains("an invoker must route every invocation through the controller")
+        );
+    });
+}
+
 #[test]
 fn echo_arguments_and_logs() {
     on_both_front_ends(&[], |c| {

@@ -130,6 +130,40 @@ pub trait Calls: Send + Sync {
     fn start(&self, name: &str, input: Vec<u8>, mode: CallMode) -> Result<PendingCall, CallError>;
 }
 
+/// A host where calls cannot be made (e.g. an OpenWhisk action container,
+/// whose invocations must go through the controller): every `call_start`
+/// is refused with [`CallError::NotGranted`], and counted, so the host can
+/// tell the function's developer why in the invocation's logs.
+#[derive(Debug)]
+pub struct Refused {
+    why: &'static str,
+    count: std::sync::atomic::AtomicUsize,
+}
+
+impl Refused {
+    /// Refuses every call, for the reason `why` (one sentence).
+    pub fn new(why: &'static str) -> Self {
+        Self {
+            why,
+            count: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The line for the invocation's log, if a call was refused.
+    pub fn log_line(&self) -> Option<String> {
+        let count = self.count.load(std::sync::atomic::Ordering::Relaxed);
+        (count > 0).then(|| format!("luge: {count} call(s) refused: {}", self.why))
+    }
+}
+
+impl Calls for Refused {
+    fn start(&self, _: &str, _: Vec<u8>, _: CallMode) -> Result<PendingCall, CallError> {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Err(CallError::NotGranted)
+    }
+}
+
 /// One invocation's calls, as every engine keeps them: handles, results,
 /// and the per-invocation bounds. Engines only copy bytes between guest
 /// memory and this table.

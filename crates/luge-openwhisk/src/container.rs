@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use luge_core::action::COMMAND_ENTRY;
+use luge_core::calls::Refused;
 use luge_core::capabilities::Annotations;
 use luge_core::{
     Action, Capabilities, Invocation, LimitPolicy, LoadedModule, ModuleCode, ModuleRegistry,
@@ -75,7 +76,16 @@ pub struct PreparedRun {
     pub invocation: Invocation,
     /// OpenWhisk's `deadline` (ms since the Unix epoch), when sent.
     pub deadline_ms: Option<u64>,
+    /// The invocation's calls, all refused: give it to
+    /// [`Container::finish_run`] so the activation's log says why.
+    pub calls: Arc<Refused>,
 }
+
+/// Why an action may not call other functions: it has no way to reach them
+/// but the controller, and an invoker's container must not bypass it.
+pub const CALLS_REFUSED: &str = "calls between functions are not available under the OpenWhisk \
+    action protocol: an invoker must route every invocation through the controller \
+    (compose actions with a sequence, or invoke them through the OpenWhisk API)";
 
 impl PreparedRun {
     /// The absolute deadline of this run for a request that arrived at
@@ -225,15 +235,19 @@ impl Container {
         let request = protocol::parse_run(body)?;
         let mut invocation = Invocation::new(Arc::clone(&ready.action), request.params);
         invocation.env = request.context;
+        let calls = Arc::new(Refused::new(CALLS_REFUSED));
+        invocation.calls = Some(Arc::clone(&calls) as Arc<dyn luge_core::calls::Calls>);
         Ok(PreparedRun {
             module: Arc::clone(&ready.module),
             invocation,
             deadline_ms: request.deadline_ms,
+            calls,
         })
     }
 
-    /// Logs the activation and turns its outcome into the `/run` reply.
-    pub fn finish_run(&self, outcome: &Outcome) -> Reply {
+    /// Logs the activation and turns its outcome into the `/run` reply;
+    /// `calls` are the run's (their refusals are logged).
+    pub fn finish_run(&self, outcome: &Outcome, calls: &Refused) -> Reply {
         let stdout = String::from_utf8_lossy(&outcome.stdout);
         let stderr = String::from_utf8_lossy(&outcome.stderr);
         let (result, stdout_logs) = protocol::split_result(&stdout);
@@ -246,6 +260,10 @@ impl Container {
             (termination, _) => Reply::error(status::ACTION_ERROR, failure_message(termination)),
         };
         let mut stderr_logs = stderr_logs;
+        let refusals = calls.log_line();
+        if let Some(line) = &refusals {
+            stderr_logs.push(line);
+        }
         let failure = (!outcome.termination.is_success())
             .then(|| reply.error_message())
             .flatten();
