@@ -34,6 +34,25 @@ pub(crate) struct HostCalls {
 
 impl Calls for HostCalls {
     fn start(&self, name: &str, input: Vec<u8>, mode: CallMode) -> Result<PendingCall, CallError> {
+        self.start_granted(name, input, mode).inspect_err(|e| {
+            // Label only with a granted name: an ungranted one is the
+            // guest's own string and would let it grow the metrics.
+            let granted = self.caller.spec.calls.iter().any(|g| g == name);
+            let label = if granted { name } else { "-" };
+            self.app
+                .metrics
+                .observe_call(&self.caller.name, label, e.name());
+        })
+    }
+}
+
+impl HostCalls {
+    fn start_granted(
+        &self,
+        name: &str,
+        input: Vec<u8>,
+        mode: CallMode,
+    ) -> Result<PendingCall, CallError> {
         if !self.caller.spec.calls.iter().any(|granted| granted == name) {
             return Err(CallError::NotGranted);
         }
@@ -64,14 +83,19 @@ impl Calls for HostCalls {
         };
         let app = Arc::clone(&self.app);
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
+        let metrics_app = Arc::clone(&app);
         let report = move |callee: &Function, outcome: luge_core::Outcome| {
             crate::standalone::log_stderr(&callee.name, request_id, &outcome.stderr);
             let status = CallStatus::of(&outcome.termination);
+            metrics_app
+                .metrics
+                .observe_call(&caller, &callee.name, status.name());
             if status != CallStatus::Success {
                 tracing::warn!(
                     request_id,
                     %caller,
                     callee = %callee.name,
+                    status = status.name(),
                     termination = ?outcome.termination,
                     "call failed"
                 );

@@ -27,6 +27,16 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+/// One edge of a call graph and how the call ended. `callee` is always a
+/// name the caller was granted (or `-`), never a name a guest made up, so a
+/// tenant cannot grow the label set without bound.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    caller: String,
+    callee: String,
+    result: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FunctionLabels {
     function: String,
@@ -39,6 +49,7 @@ pub struct Metrics {
     invocations: Family<OutcomeLabels, Counter>,
     latency: Family<FunctionLabels, Histogram>,
     queue_delay: Family<FunctionLabels, Histogram>,
+    calls: Family<CallLabels, Counter>,
 }
 
 /// Buckets from 50 µs to about 1.6 s, doubling: sandboxes take tens of
@@ -79,12 +90,19 @@ impl Metrics {
             "Time from submission to the scheduler until a worker first ran the sandbox",
             queue_delay.clone(),
         );
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "calls",
+            "Calls between functions by caller, callee and result (a status, or why refused)",
+            calls.clone(),
+        );
         registry.register_collector(Box::new(Pulled { modules, scheduler }));
         Self {
             registry,
             invocations,
             latency,
             queue_delay,
+            calls,
         }
     }
 
@@ -134,6 +152,18 @@ impl Metrics {
     /// really stopped).
     pub fn observe_client_gone(&self, function: &str) {
         self.count(function, "client_gone");
+    }
+
+    /// Counts a call from `caller` to `callee` that ended as `result`
+    /// (`callee`: a granted name, or `-` for a refused unknown one).
+    pub fn observe_call(&self, caller: &str, callee: &str, result: &'static str) {
+        self.calls
+            .get_or_create(&CallLabels {
+                caller: caller.to_owned(),
+                callee: callee.to_owned(),
+                result,
+            })
+            .inc();
     }
 
     fn count(&self, function: &str, outcome: &'static str) {

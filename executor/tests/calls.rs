@@ -157,6 +157,19 @@ fn undeclared_and_unknown_callees_are_refused() {
             .contains("not granted"),
         "{out}"
     );
+    // `ghost` is granted but no function has that name.
+    let out = fanout(&luge, "/fanout", json!([{ "name": "ghost", "input": {} }]));
+    let error = out["results"][0]["error"].as_str().unwrap();
+    assert!(error.contains("ghost"), "{error}");
+    // Per-edge metrics; the ungranted name is not a label.
+    let metrics = luge.get_text("/metrics");
+    for line in [
+        r#"luge_calls_total{caller="fanout",callee="-",result="not_granted"} 1"#,
+        r#"luge_calls_total{caller="fanout",callee="ghost",result="not_found"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    assert!(!metrics.contains("fib2"), "{metrics}");
 }
 
 #[test]

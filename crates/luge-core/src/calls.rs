@@ -51,6 +51,17 @@ pub enum CallStatus {
 }
 
 impl CallStatus {
+    /// A short name for metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failed => "failed",
+            Self::Trapped => "trapped",
+            Self::TimeLimit => "time_limit",
+            Self::MemoryLimit => "memory_limit",
+        }
+    }
+
     /// The status a callee's termination is to its caller.
     pub fn of(termination: &Termination) -> Self {
         match termination {
@@ -93,6 +104,19 @@ impl CallError {
     /// The code the guest reads.
     pub fn code(self) -> i32 {
         self as i32
+    }
+
+    /// A short name for metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NotFound => "not_found",
+            Self::NotGranted => "not_granted",
+            Self::BadArgument => "bad_argument",
+            Self::OverQuota => "over_quota",
+            Self::Busy => "busy",
+            Self::Depth => "depth",
+            Self::InvalidHandle => "invalid_handle",
+        }
     }
 }
 
