@@ -127,11 +127,25 @@ impl HostCalls {
                 .await;
             report(&callee, outcome)
         });
+        // A call nobody can wait for any more (its caller ended, trapped
+        // or was cancelled first) is cancelled with it: dropping the task's
+        // future stops the callee's sandbox and frees its admission place.
+        let mut running = AbortOnDrop(running);
         Ok(Box::pin(async move {
-            running.await.unwrap_or_else(|_| CallResult {
+            (&mut running.0).await.unwrap_or_else(|_| CallResult {
                 status: CallStatus::Failed,
                 output: Vec::new(),
             })
         }))
+    }
+}
+
+/// Aborts a spawned callee when its [`PendingCall`] is dropped unfinished.
+struct AbortOnDrop(tokio::task::JoinHandle<CallResult>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        // A no-op once the task has finished.
+        self.0.abort();
     }
 }

@@ -43,6 +43,12 @@ fn host(extra: &[&str]) -> Option<(Luge, tempfile::TempDir)> {
         module = "c-echo.wasm"
 
         [[routes]]
+        path = "/hasty"
+        module = "fanout.wasm"
+        calls = ["sleep"]
+        limits = { timeout_ms = 300 }
+
+        [[routes]]
         path = "/lonely"
         module = "fanout.wasm"
 
@@ -196,6 +202,38 @@ fn a_call_cycle_ends_at_the_depth_bound() {
         json!([{ "name": "fib", "input": { "n": 6 } }]),
     );
     assert_eq!(out["results"][0]["fib"], 8);
+}
+
+/// A callee its caller can no longer wait for is cancelled: a caller that
+/// runs out of time while waiting on a long callee frees the callee's
+/// admission place at once, not when the callee would have ended. (On the
+/// engines that fuse callees, the callee runs inside the caller's wait and
+/// there is nothing left behind to cancel.)
+#[test]
+fn an_orphaned_callee_is_cancelled() {
+    let Some((luge, _dir)) = host(&[]) else {
+        return;
+    };
+    if engine() != "wasmtime" {
+        return;
+    }
+    let started = Instant::now();
+    let (status, _) = luge.post(
+        "/hasty",
+        &json!({ "calls": [{ "name": "sleep", "input": { "ms": 4000 } }] }),
+    );
+    assert_eq!(status, 504, "the caller ran out of time");
+    loop {
+        let (_, health) = luge.get("/healthz");
+        if health["pending"] == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the callee still holds its place: {health}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// 64 callers at once, each waiting for four callees that sleep 300 ms, on
