@@ -41,12 +41,30 @@ impl Calls for HostCalls {
             let label = if granted { name } else { "-" };
             self.app
                 .metrics
-                .observe_call(&self.caller.name, label, e.name());
+                .observe_call(&self.caller.name, label, "refused", e.name());
         })
     }
 }
 
 impl HostCalls {
+    /// Whether to fuse a call to `callee` on an engine that could schedule
+    /// it: only a callee that calls nothing (a fused callee runs on its
+    /// caller's stack, so fused calls never nest) and is known to be short.
+    fn fuse(&self, callee: &Function) -> bool {
+        let under = self.app.settings.fuse_calls_under;
+        if under.is_zero() || !callee.spec.calls.is_empty() {
+            return false;
+        }
+        let expected = self
+            .app
+            .settings
+            .scheduler
+            .execution_stats()
+            .expected(&callee.action.name, None);
+        // Zero: never measured yet; the first runs are scheduled.
+        !expected.is_zero() && expected <= under
+    }
+
     fn start_granted(
         &self,
         name: &str,
@@ -84,12 +102,12 @@ impl HostCalls {
         let app = Arc::clone(&self.app);
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
         let metrics_app = Arc::clone(&app);
-        let report = move |callee: &Function, outcome: luge_core::Outcome| {
+        let report = move |callee: &Function, how: &'static str, outcome: luge_core::Outcome| {
             crate::standalone::log_stderr(&callee.name, request_id, &outcome.stderr);
             let status = CallStatus::of(&outcome.termination);
             metrics_app
                 .metrics
-                .observe_call(&caller, &callee.name, status.name());
+                .observe_call(&caller, &callee.name, how, status.name());
             if status != CallStatus::Success {
                 tracing::warn!(
                     request_id,
@@ -105,14 +123,21 @@ impl HostCalls {
                 output: outcome.stdout,
             }
         };
-        if mode == CallMode::Fused {
+        if mode == CallMode::Fused || self.fuse(&callee) {
             // Run on the thread that waits for it, when it waits: no worker
             // is needed, so callers blocking every worker cannot deadlock.
             return Ok(Box::pin(async move {
+                let started = Instant::now();
                 let outcome = callee.module.run(invocation);
-                app.observe_fused(&callee.name, &outcome.termination, arrived.elapsed());
+                app.observe_fused(
+                    &callee.action.name,
+                    &outcome.termination,
+                    arrived.elapsed(),
+                    started.elapsed(),
+                    deadline,
+                );
                 drop(place);
-                report(&callee, outcome)
+                report(&callee, "fused", outcome)
             }));
         }
         let running = self.runtime.spawn(async move {
@@ -125,7 +150,7 @@ impl HostCalls {
                     place,
                 )
                 .await;
-            report(&callee, outcome)
+            report(&callee, "scheduled", outcome)
         });
         // A call nobody can wait for any more (its caller ended, trapped
         // or was cancelled first) is cancelled with it: dropping the task's

@@ -164,6 +164,14 @@ pub struct Common {
     /// how long a keep-alive connection may sit idle [default: 10000].
     #[arg(long)]
     pub header_timeout_ms: Option<u64>,
+    /// Fuse a call (run the callee on its caller's worker, when the caller
+    /// waits) if the callee calls nothing itself and its measured p90
+    /// execution time is at most this, µs. Saves the scheduler's round
+    /// trip; the callees of one caller then run one after another, so keep
+    /// it to short callees [default: 0, never: engines that park a waiting
+    /// caller schedule every callee, in parallel].
+    #[arg(long)]
+    pub fuse_calls_under_us: Option<u64>,
 }
 
 /// Everything the routes need, built once at start.
@@ -182,6 +190,9 @@ pub struct Settings {
     pub max_pending: usize,
     /// Bounds on client connections.
     pub connections: crate::http::ConnectionLimits,
+    /// Callees whose p90 is at most this run fused (see
+    /// `--fuse-calls-under-us`); zero: none.
+    pub fuse_calls_under: Duration,
 }
 
 impl Common {
@@ -205,6 +216,7 @@ impl Common {
         self.max_pending = self.max_pending.or(server.max_pending);
         self.max_connections = self.max_connections.or(server.max_connections);
         self.header_timeout_ms = self.header_timeout_ms.or(server.header_timeout_ms);
+        self.fuse_calls_under_us = self.fuse_calls_under_us.or(server.fuse_calls_under_us);
         self.max_sandboxes = self.max_sandboxes.or(server.max_sandboxes);
         self.memory_mb = self.memory_mb.or(server.memory_mb);
         self.max_memory_mb = self.max_memory_mb.or(server.max_memory_mb);
@@ -400,6 +412,7 @@ impl Common {
             max_body_bytes: self.max_body_mb.unwrap_or(64) << 20,
             max_pending,
             connections,
+            fuse_calls_under: Duration::from_micros(self.fuse_calls_under_us.unwrap_or(0)),
         })
     }
 }

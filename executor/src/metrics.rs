@@ -34,6 +34,8 @@ struct OutcomeLabels {
 struct CallLabels {
     caller: String,
     callee: String,
+    /// `scheduled`, `fused`, or `refused`.
+    how: &'static str,
     result: &'static str,
 }
 
@@ -154,13 +156,20 @@ impl Metrics {
         self.count(function, "client_gone");
     }
 
-    /// Counts a call from `caller` to `callee` that ended as `result`
-    /// (`callee`: a granted name, or `-` for a refused unknown one).
-    pub fn observe_call(&self, caller: &str, callee: &str, result: &'static str) {
+    /// Counts a call from `caller` to `callee`, run `how`, that ended as
+    /// `result` (`callee`: a granted name, or `-` for a refused unknown one).
+    pub fn observe_call(
+        &self,
+        caller: &str,
+        callee: &str,
+        how: &'static str,
+        result: &'static str,
+    ) {
         self.calls
             .get_or_create(&CallLabels {
                 caller: caller.to_owned(),
                 callee: callee.to_owned(),
+                how,
                 result,
             })
             .inc();

@@ -476,9 +476,18 @@ impl App {
         function: &str,
         termination: &luge_core::Termination,
         elapsed: Duration,
+        execution: Duration,
+        deadline: Instant,
     ) {
         self.metrics
             .observe(function, termination, elapsed, Duration::ZERO);
+        // Fused runs bypass the scheduler; its statistics still learn them.
+        self.settings.scheduler.execution_stats().record(
+            &Arc::from(function),
+            execution,
+            Instant::now() > deadline,
+            0,
+        );
     }
 
     /// The standalone host's functions (`luge serve` only).

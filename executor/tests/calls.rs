@@ -170,8 +170,8 @@ fn undeclared_and_unknown_callees_are_refused() {
     // Per-edge metrics; the ungranted name is not a label.
     let metrics = luge.get_text("/metrics");
     for line in [
-        r#"luge_calls_total{caller="fanout",callee="-",result="not_granted"} 1"#,
-        r#"luge_calls_total{caller="fanout",callee="ghost",result="not_found"} 1"#,
+        r#"luge_calls_total{caller="fanout",callee="-",how="refused",result="not_granted"} 1"#,
+        r#"luge_calls_total{caller="fanout",callee="ghost",how="refused",result="not_found"} 1"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
@@ -202,6 +202,47 @@ fn a_call_cycle_ends_at_the_depth_bound() {
         json!([{ "name": "fib", "input": { "n": 6 } }]),
     );
     assert_eq!(out["results"][0]["fib"], 8);
+}
+
+/// `--fuse-calls-under-us`: once a callee that calls nothing is measured
+/// short, it runs on its caller's worker (Wasmer and WAMR fuse every
+/// call). A fused callee that overflows its stack traps alone: the caller
+/// reads the status and goes on.
+#[test]
+fn short_callees_run_fused() {
+    let Some((luge, _dir)) = host(&["--fuse-calls-under-us", "1000000"]) else {
+        return;
+    };
+    let fib = |n: u64| json!({ "name": "fib", "input": { "n": n } });
+    // Unmeasured: scheduled (on Wasmtime).
+    let out = fanout(&luge, "/fanout", json!([fib(5)]));
+    assert_eq!(out["results"][0]["fib"], 5);
+    let out = fanout(&luge, "/fanout", json!([fib(6), fib(7)]));
+    assert_eq!(out["results"][0]["fib"], 8);
+    assert_eq!(out["results"][1]["fib"], 13);
+    let fail = |mode: &str| json!({ "name": "fail", "input": { "mode": mode } });
+    fanout(&luge, "/fanout", json!([fail("exit")]));
+    let out = fanout(&luge, "/fanout", json!([fail("recurse"), fib(8)]));
+    let error = out["results"][0]["error"].as_str().unwrap();
+    assert!(error.contains("trapped"), "{error}");
+    assert_eq!(out["results"][1]["fib"], 21, "the caller went on");
+    let metrics = luge.get_text("/metrics");
+    let parks = engine() == "wasmtime";
+    let expect = [
+        ("fib", "fused", "success", if parks { 3 } else { 4 }),
+        ("fail", "fused", "trapped", 1),
+    ];
+    for (callee, how, result, n) in expect {
+        let line = format!(
+            r#"luge_calls_total{{caller="fanout",callee="{callee}",how="{how}",result="{result}"}} {n}"#
+        );
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
+    if parks {
+        let line =
+            r#"luge_calls_total{caller="fanout",callee="fib",how="scheduled",result="success"} 1"#;
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
 }
 
 /// A callee its caller can no longer wait for is cancelled: a caller that

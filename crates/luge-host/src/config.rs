@@ -76,6 +76,9 @@ pub struct ServerConfig {
     /// Time a connection may take to send a request's headers (and sit
     /// idle between requests), ms.
     pub header_timeout_ms: Option<u64>,
+    /// Callees (that call nothing) whose p90 is at most this many µs run
+    /// fused on their caller's worker.
+    pub fuse_calls_under_us: Option<u64>,
     /// Sandboxes that may exist at once (Wasmtime's pool slots).
     pub max_sandboxes: Option<u32>,
     /// Default memory limit per sandbox, MiB.
