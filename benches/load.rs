@@ -157,3 +157,127 @@ async fn connect(addr: SocketAddr) -> Option<hyper::client::conn::http1::SendReq
     tokio::spawn(connection);
     Some(sender)
 }
+
+/// Keep-alive connections to one server, shared by the tasks of an
+/// open-loop run: a task takes an idle one (or opens one) per request and
+/// gives it back after reading the answer.
+#[derive(Clone)]
+pub struct Pool {
+    addr: SocketAddr,
+    idle: std::sync::Arc<std::sync::Mutex<Vec<Sender>>>,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+impl Pool {
+    /// A pool of connections to `addr`, none open yet.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            idle: std::sync::Arc::default(),
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Sender>> {
+        // Held for a push or a pop only; ignore poisoning.
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// POSTs `body` to `path`: the status and body, or `None` if the
+    /// connection failed.
+    pub async fn post(&self, path: &str, body: Bytes) -> Option<(hyper::StatusCode, Bytes)> {
+        let popped = self.idle().pop();
+        let mut sender = match popped {
+            Some(sender) => sender,
+            None => connect(self.addr).await?,
+        };
+        sender.ready().await.ok()?;
+        let request = hyper::Request::builder()
+            .method(hyper::Method::POST)
+            .uri(path)
+            .header(hyper::header::HOST, "127.0.0.1")
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(body))
+            .expect("request");
+        let response = sender.send_request(request).await.ok()?;
+        let status = response.status();
+        let body = response.into_body().collect().await.ok()?.to_bytes();
+        self.idle().push(sender);
+        Some((status, body))
+    }
+}
+
+/// Drives an open loop: arrivals of a Poisson process at `rate` per second
+/// (seeded by `seed`), each starting `job` in a task of its own whether or
+/// not earlier ones have finished. The first `warmup` of arrivals is not
+/// measured; latency runs from an arrival's scheduled time (so a generator
+/// that falls behind counts against the server, not for it) to its job's
+/// end. Jobs return whether they succeeded. Arrivals are paced by a thread
+/// of their own with `std::thread::sleep` (tens of µs late at most, where
+/// tokio's timer would round up to the next millisecond); the jobs run on
+/// one other thread.
+pub fn open_loop<F, Fut>(
+    rate: f64,
+    warmup: Duration,
+    window: Duration,
+    seed: u64,
+    job: F,
+) -> LoadReport
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
+    use rand::{RngExt, SeedableRng};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let begin = Instant::now();
+    let (start, end) = (begin + warmup, begin + warmup + window);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let pacer = std::thread::spawn(move || {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut at = begin;
+        while at < end {
+            if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            if tx.send(at).is_err() {
+                return;
+            }
+            let u: f64 = rng.random();
+            at += Duration::from_secs_f64(-(1.0 - u).ln() / rate);
+        }
+    });
+    let report = runtime.block_on(async {
+        let mut running = Vec::new();
+        while let Some(scheduled) = rx.recv().await {
+            let measured = scheduled >= start;
+            let work = job();
+            running.push(tokio::spawn(async move {
+                let ok = work.await;
+                (measured, ok, scheduled.elapsed())
+            }));
+        }
+        let mut report = LoadReport {
+            window,
+            ..LoadReport::default()
+        };
+        for task in running {
+            match task.await {
+                Ok((true, true, latency)) => {
+                    report.ok += 1;
+                    report
+                        .latencies_us
+                        .push(latency.as_micros().min(u32::MAX as u128) as u32);
+                }
+                Ok((true, false, _)) | Err(_) => report.errors += 1,
+                Ok((false, _, _)) => {}
+            }
+        }
+        report.latencies_us.sort_unstable();
+        report
+    });
+    let _ = pacer.join();
+    report
+}

@@ -18,6 +18,7 @@
 //!   Table 1).
 
 mod azure_mix;
+mod calls;
 mod chains;
 mod churn;
 mod cold_start;
@@ -35,6 +36,7 @@ use luge_core::ModuleRegistry;
 use serde_json::json;
 
 use azure_mix::azure_mix;
+use calls::{calls_fanout, calls_overhead, calls_social};
 use chains::chains;
 use churn::churn;
 use cold_start::cold_start;
@@ -48,6 +50,9 @@ enum Experiment {
     Churn,
     Memory,
     Chains,
+    CallsOverhead,
+    CallsFanout,
+    CallsSocial,
     All,
 }
 
@@ -92,6 +97,9 @@ fn main() -> anyhow::Result<()> {
             Experiment::Churn,
             Experiment::Memory,
             Experiment::Chains,
+            Experiment::CallsOverhead,
+            Experiment::CallsFanout,
+            Experiment::CallsSocial,
         ],
         one => vec![one],
     };
@@ -102,6 +110,9 @@ fn main() -> anyhow::Result<()> {
             Experiment::Churn => churn(&setup, window),
             Experiment::Memory => memory(&setup),
             Experiment::Chains => chains(&setup, cli.rounds.max(1) * 50),
+            Experiment::CallsOverhead => calls_overhead(&setup, window),
+            Experiment::CallsFanout => calls_fanout(&setup, cli.rounds.max(1)),
+            Experiment::CallsSocial => calls_social(&setup, window),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;
