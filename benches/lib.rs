@@ -81,6 +81,7 @@ impl Server {
             std::os::unix::fs::PermissionsExt::from_mode(0o600),
         )
         .expect("key file mode");
+        let state_dir = dir.path().join("state");
         let mut argv = vec![
             "luge",
             "serve",
@@ -90,6 +91,8 @@ impl Server {
             dir.path().to_str().expect("utf-8 path"),
             "--key-file",
             key_file.to_str().expect("utf-8 path"),
+            "--state-dir",
+            state_dir.to_str().expect("utf-8 path"),
         ];
         argv.extend_from_slice(args);
         let cli = luge_executor::cli::Cli::parse_from(argv);

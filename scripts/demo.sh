@@ -17,7 +17,7 @@ state=$(mktemp -d)
 (umask 077; head -c 24 /dev/urandom | base64 > "$state/token")
 token=$(cat "$state/token")
 ./target/debug/luge serve --config deploy/demo/luge.toml --listen "$addr" \
-    --cache-dir "$state/cache" --store "$state/functions" --token-file "$state/token" &
+    --cache-dir "$state/cache" --store "$state/functions" --state-dir "$state/state" --token-file "$state/token" &
 luge_pid=$!
 trap 'kill $luge_pid 2>/dev/null; rm -rf "$state"' EXIT
 for _ in $(seq 100); do curl -sf "http://$addr/healthz" >/dev/null && break; sleep 0.1; done

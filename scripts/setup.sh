@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Luge needs on a fresh Debian machine:
 # the wasm32-wasip1 Rust target, clang + wasi-libc for the C actions, and
-# cmake + libclang for building WAMR (the `wamr` engine feature).
+# cmake + libclang for building WAMR (the `wamr` engine feature), and
+# redis-server for the state tests.
 set -euo pipefail
 if ! rustup target list --installed | grep -qx wasm32-wasip1; then
     rustup target add wasm32-wasip1
@@ -16,6 +17,9 @@ command -v curl >/dev/null || need+=(curl)
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc)
 ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
+# The state API's global tier is tested against a real Redis, started by
+# the test harness on a free loopback port.
+command -v redis-server >/dev/null || need+=(redis-server)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -23,6 +23,8 @@ export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 cargo build --target "$target" -p luge-benches --benches
 
 work=$(mktemp -d)
+# The data directory (shared state) is this check's own.
+export XDG_DATA_HOME="$work"
 pid=""
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 export LUGE_KEY="raspberry pi check key 0123456789"

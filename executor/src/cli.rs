@@ -79,6 +79,15 @@ pub struct HostArgs {
     /// LUGE_TOKEN); without one, the management API is off.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// The local tier of functions' shared state, persisted here [default:
+    /// the config's `[state] dir`, else `state` in the data directory,
+    /// $XDG_DATA_HOME/luge].
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// The global tier of shared state, `redis://host:port/db` [default:
+    /// the config's `[state] url`, else none: the local tier serves both].
+    #[arg(long)]
+    pub state_url: Option<String>,
     /// Containers (`/{id}/init`) hosted at once; one more is a 503.
     #[arg(long, default_value_t = luge_openwhisk::container::DEFAULT_MAX_CONTAINERS)]
     pub max_containers: usize,

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
 use luge_core::{Invocation, LoadedModule, Outcome};
-use luge_host::{Config, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
+use luge_host::{Config, Function, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
 use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams, Reply};
 use tokio::net::TcpListener;
 use tracing::Instrument;
@@ -32,6 +32,8 @@ enum Mode {
     Serve {
         containers: Containers,
         host: Arc<FunctionHost>,
+        /// Functions' shared state.
+        state: Arc<luge_state::StateStore>,
     },
 }
 
@@ -130,15 +132,26 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 .clone()
                 .or_else(|| server.and_then(|s| s.store.clone()))
                 .or_else(|| token.is_some().then(luge_host::store::default_store_dir));
+            let state = state_config(&host, config.as_ref());
             let secrets: Vec<(&str, &std::path::Path)> = [
                 ("the operator token", token_file),
                 ("the function store", store_dir.as_deref()),
+                ("the state store", state.dir.as_deref()),
             ]
             .into_iter()
             .filter_map(|(what, path)| Some((what, path?)))
             .collect();
             let settings = common.settings(&secrets)?;
             let store = store_dir.as_deref().map(FunctionStore::open).transpose()?;
+            let state_store = Arc::new(
+                luge_state::StateStore::open(&state)
+                    .context("shared state (another luge may be using the same --state-dir)")?,
+            );
+            tracing::info!(
+                dir = %state.dir.as_deref().map_or_else(String::new, |d| d.display().to_string()),
+                global = state.redis_url.is_some(),
+                "state store open"
+            );
             let function_host = Arc::new(FunctionHost::new(
                 Arc::clone(&settings.registry),
                 HostPolicy {
@@ -171,12 +184,38 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
             let mode = Mode::Serve {
                 containers: Containers::with_limit(host.max_containers),
                 host: function_host,
+                state: state_store,
             };
             Ok((
                 listen,
                 Executor(Arc::new(App::new(settings, mode, token, tenants))),
             ))
         }
+    }
+}
+
+/// `[state]` with the command line's `--state-dir` and `--state-url` over
+/// it; the local tier is persisted under the data directory by default.
+fn state_config(host: &HostArgs, config: Option<&Config>) -> luge_state::StateConfig {
+    let section = config.map(|c| c.state.clone()).unwrap_or_default();
+    let defaults = luge_state::Quotas::default();
+    luge_state::StateConfig {
+        dir: Some(
+            host.state_dir
+                .clone()
+                .or(section.dir)
+                .unwrap_or_else(|| luge_host::store::default_data_dir().join("state")),
+        ),
+        redis_url: host.state_url.clone().or(section.url),
+        quotas: luge_state::Quotas {
+            max_value_bytes: section
+                .max_value_kb
+                .map_or(defaults.max_value_bytes, |kb| kb << 10),
+            max_keys_per_namespace: section.max_keys.unwrap_or(defaults.max_keys_per_namespace),
+            max_bytes_per_namespace: section
+                .max_namespace_mb
+                .map_or(defaults.max_bytes_per_namespace, |mb| mb << 20),
+        },
     }
 }
 
@@ -490,6 +529,23 @@ impl App {
         );
     }
 
+    /// A session of `function`'s shared state for an invocation that must
+    /// end by `until` (`luge serve` only: containers get none).
+    pub(crate) fn state_session(
+        &self,
+        function: &Function,
+        until: Instant,
+    ) -> Option<Arc<dyn luge_core::state::State>> {
+        match &self.mode {
+            Mode::Serve { state, .. } => Some(Arc::new(state.session(
+                &function.name,
+                &function.spec.state,
+                until,
+            ))),
+            Mode::Proxy(_) => None,
+        }
+    }
+
     /// The standalone host's functions (`luge serve` only).
     pub(crate) fn function_host(&self) -> Option<&Arc<FunctionHost>> {
         match &self.mode {
@@ -511,7 +567,9 @@ impl App {
     fn health(&self) -> Response {
         let (containers, routes, chains, functions) = match &self.mode {
             Mode::Proxy(container) => (usize::from(container.is_ready()), 0, 0, 0),
-            Mode::Serve { containers, host } => (
+            Mode::Serve {
+                containers, host, ..
+            } => (
                 containers.len(),
                 host.route_count(),
                 host.chain_count(),

@@ -96,6 +96,7 @@ impl App {
         let invocation = Invocation {
             env: request_env(&input, None),
             calls,
+            state: self.state_session(&function, arrived + action.limits.timeout),
             ..Invocation::new(Arc::clone(action), stdin)
         };
         let module = Arc::clone(&function.module);
@@ -135,6 +136,8 @@ impl App {
             let stage = index + 1;
             let invocation = Invocation {
                 env: request_env(&input, Some(stage)),
+                state: self
+                    .state_session(function, Instant::now() + function.action.limits.timeout),
                 ..Invocation::new(Arc::clone(&function.action), data)
             };
             let outcome = self

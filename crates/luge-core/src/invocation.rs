@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::action::Action;
 use crate::calls::Calls;
+use crate::state::State;
 
 /// The per-invocation input; the action's configuration is shared.
 #[derive(Clone)]
@@ -22,6 +23,10 @@ pub struct Invocation {
     /// How this invocation's calls to other functions reach the host;
     /// `None` where the host offers none (every call is then refused).
     pub calls: Option<Arc<dyn Calls>>,
+    /// This invocation's shared state (`None`: every state import is
+    /// refused as not granted). Dropped when the invocation ends, which
+    /// releases its locks.
+    pub state: Option<Arc<dyn State>>,
 }
 
 impl std::fmt::Debug for Invocation {
@@ -31,6 +36,7 @@ impl std::fmt::Debug for Invocation {
             .field("stdin_bytes", &self.stdin.len())
             .field("env", &self.env)
             .field("calls", &self.calls.is_some())
+            .field("state", &self.state.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +90,7 @@ impl Invocation {
             env: Vec::new(),
             cancel: Cancellation::default(),
             calls: None,
+            state: None,
         }
     }
 }

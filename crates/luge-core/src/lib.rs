@@ -35,6 +35,7 @@ pub mod preempt;
 pub mod registry;
 pub mod runtime;
 pub mod secret;
+pub mod state;
 pub mod watchdog;
 
 pub use action::Action;

@@ -119,6 +119,24 @@ pub struct Config {
     pub routes: Vec<ConfiguredRoute>,
     /// `[[chains]]`, each stage a path of `routes`.
     pub chains: Vec<ChainSpec>,
+    /// `[state]`, its dir resolved against the file's directory.
+    pub state: StateSection,
+}
+
+/// `[state]`: where functions' shared state lives, and its quotas.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateSection {
+    /// The local tier's embedded store.
+    pub dir: Option<PathBuf>,
+    /// The global tier, `redis://host:port/db`.
+    pub url: Option<String>,
+    /// Largest value, KiB.
+    pub max_value_kb: Option<usize>,
+    /// Keys per namespace.
+    pub max_keys: Option<usize>,
+    /// Bytes of values per namespace, MiB.
+    pub max_namespace_mb: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +148,8 @@ struct RawConfig {
     routes: Vec<FunctionSpec>,
     #[serde(default)]
     chains: Vec<ChainSpec>,
+    #[serde(default)]
+    state: StateSection,
 }
 
 impl Config {
@@ -160,6 +180,7 @@ impl Config {
             error(location, e.message().trim().to_owned())
         })?;
         let mut server = raw.server;
+        let mut state = raw.state;
         for path in [
             &mut server.fs_root,
             &mut server.store,
@@ -168,6 +189,7 @@ impl Config {
             &mut server.key_file,
         ]
         .into_iter()
+        .chain([&mut state.dir])
         .flatten()
         {
             *path = base.join(&*path);
@@ -222,6 +244,7 @@ impl Config {
             server,
             routes,
             chains: raw.chains,
+            state,
         })
     }
 }

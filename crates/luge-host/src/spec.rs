@@ -61,6 +61,10 @@ pub struct FunctionSpec {
     /// default: a call to anything else is refused as not granted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<String>,
+    /// Shared-state namespaces it may read and write besides its private
+    /// one (host API v1's `state_*`, keys `ns/rest`); none by default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state: Vec<String>,
 }
 
 /// Requested limits; absent ones take the operator's defaults.
@@ -240,6 +244,15 @@ impl FunctionSpec {
         {
             return Err(SpecError::Refused(format!(
                 "content_type {content_type:?} is not a valid header value"
+            )));
+        }
+        if let Some(ns) = self
+            .state
+            .iter()
+            .find(|ns| !luge_core::state::valid_namespace(ns))
+        {
+            return Err(SpecError::Refused(format!(
+                "state namespace {ns:?}: 1-64 letters, digits, '.', '_' or '-'"
             )));
         }
         if self.relative_deadline_us == Some(0) {

@@ -71,16 +71,20 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// `--store`'s default once uploads are enabled: `$XDG_DATA_HOME/luge/functions`,
-/// else `~/.local/share/luge/functions` (data, not cache: uploads must
-/// survive a cache wipe).
-pub fn default_store_dir() -> PathBuf {
+/// Luge's data directory: `$XDG_DATA_HOME/luge`, else
+/// `~/.local/share/luge`.
+pub fn default_data_dir() -> PathBuf {
     std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(std::env::temp_dir)
         .join("luge")
-        .join("functions")
+}
+
+/// `--store`'s default once uploads are enabled: `functions` in the data
+/// directory ([`default_data_dir`]).
+pub fn default_store_dir() -> PathBuf {
+    default_data_dir().join("functions")
 }
 
 /// A directory of stored functions.

@@ -1,5 +1,5 @@
 //! The `luge` import module's calls (host API v1) on WAMR: native symbols
-//! registered once per process. A WAMR sandbox runs to completion on its
+//! registered once per process (with the state ones of [`crate::state`]). A WAMR sandbox runs to completion on its
 //! thread, so callees are fused ([`luge_core::calls::CallMode::Fused`]):
 //! `call_wait` runs the callee on the waiting thread. The table is
 //! [`luge_core::calls::on_this_thread`]'s, installed around the entry call.
@@ -13,7 +13,7 @@ use wamrx_sys as sys;
 ///
 /// # Safety
 /// `exec_env` is the live execution environment WAMR passed to a native.
-unsafe fn guest<'a>(
+pub(crate) unsafe fn guest<'a>(
     exec_env: sys::wasm_exec_env_t,
     ptr: i32,
     len: i32,
@@ -94,14 +94,22 @@ pub(crate) fn register() -> Result<(), String> {
         }
     }
     // WAMR keeps the array: it must live for the process.
-    let symbols: &'static mut [sys::NativeSymbol; 3] = Box::leak(Box::new([
+    let mut all = vec![
         symbol(c"call_start", call_start as *mut c_void, c"(iiii)I"),
         symbol(c"call_wait", call_wait as *mut c_void, c"(I)i"),
         symbol(c"call_output", call_output as *mut c_void, c"(Iii)I"),
-    ]));
+    ];
+    all.extend(
+        crate::state::natives()
+            .into_iter()
+            .map(|(name, func, signature)| symbol(name, func, signature)),
+    );
+    let symbols: &'static mut [sys::NativeSymbol] = Box::leak(all.into_boxed_slice());
+    let count = u32::try_from(symbols.len()).unwrap_or(0);
     // SAFETY: the module name and the symbol array (names, signatures,
     // functions of the declared C signatures) are valid for the process.
-    if unsafe { sys::wasm_runtime_register_natives(c"luge".as_ptr(), symbols.as_mut_ptr(), 3) } {
+    if unsafe { sys::wasm_runtime_register_natives(c"luge".as_ptr(), symbols.as_mut_ptr(), count) }
+    {
         Ok(())
     } else {
         Err("WAMR refused the luge natives".to_owned())

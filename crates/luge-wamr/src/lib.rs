@@ -25,6 +25,7 @@ mod calls;
 mod ffi;
 pub mod module;
 pub mod sandbox;
+mod state;
 
 use std::sync::Arc;
 

@@ -322,8 +322,11 @@ fn execute(
         );
         // SAFETY: live exec env and function of this instance; `_start` and
         // named entries take no arguments and return none, so no argv.
-        let returned = luge_core::calls::on_this_thread::with(calls, || unsafe {
-            sys::wasm_runtime_call_wasm(instance.exec_env, function, 0, std::ptr::null_mut())
+        let state = invocation.state.clone();
+        let returned = luge_core::calls::on_this_thread::with(calls, || {
+            luge_core::state::on_this_thread::with(state, || unsafe {
+                sys::wasm_runtime_call_wasm(instance.exec_env, function, 0, std::ptr::null_mut())
+            })
         });
         (returned, watch.fired())
     };

@@ -15,10 +15,11 @@ thread_local! {
     static MEMORY: RefCell<Option<Memory>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` (the guest's entry call) with the invocation's calls and
-/// memory as this thread's, restoring the caller's afterwards.
+/// Runs `f` (the guest's entry call) with the invocation's calls, state
+/// and memory as this thread's, restoring the caller's afterwards.
 pub(crate) fn with_calls<R>(
     invocation_calls: Option<std::sync::Arc<dyn luge_core::calls::Calls>>,
+    state: Option<std::sync::Arc<dyn luge_core::state::State>>,
     memory: Memory,
     f: impl FnOnce() -> R,
 ) -> R {
@@ -31,7 +32,9 @@ pub(crate) fn with_calls<R>(
     }
     let previous = MEMORY.with(|m| m.replace(Some(memory)));
     let _restore = Restore(previous);
-    on_this_thread::with(CallTable::new(invocation_calls, CallMode::Fused), f)
+    on_this_thread::with(CallTable::new(invocation_calls, CallMode::Fused), || {
+        luge_core::state::on_this_thread::with(state, f)
+    })
 }
 
 /// The `luge` imports, for modules that import it.
@@ -40,16 +43,20 @@ pub(crate) fn imports(module: &wasmer::Module, store: &mut StoreMut) -> Imports 
         return Imports::new();
     }
     let env = FunctionEnv::new(store, ());
-    imports! {
+    let mut imports = imports! {
         "luge" => {
             "call_start" => Function::new_typed_with_env(store, &env, call_start),
             "call_wait" => Function::new_typed(store, on_this_thread::wait),
             "call_output" => Function::new_typed_with_env(store, &env, call_output),
         }
+    };
+    for (name, function) in crate::state::exports(store, &env) {
+        imports.define("luge", name, function);
     }
+    imports
 }
 
-fn memory() -> Result<Memory, CallError> {
+pub(crate) fn memory() -> Result<Memory, CallError> {
     MEMORY.with(|m| m.borrow().clone().ok_or(CallError::BadArgument))
 }
 

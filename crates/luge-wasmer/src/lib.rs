@@ -30,6 +30,7 @@ pub mod grants;
 pub mod limits;
 pub mod module;
 pub mod sandbox;
+mod state;
 pub mod stdio;
 
 use std::str::FromStr;
@@ -191,11 +192,13 @@ const ALLOWED_IMPORTS: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
 fn check_imports(module: &Module) -> Result<(), EngineError> {
     use luge_core::calls::{IMPORT_MODULE, IMPORTS};
     let provided = |module: &str, name: &str| {
-        ALLOWED_IMPORTS.contains(&module) || (module == IMPORT_MODULE && IMPORTS.contains(&name))
+        ALLOWED_IMPORTS.contains(&module)
+            || (module == IMPORT_MODULE
+                && (IMPORTS.contains(&name) || luge_core::state::IMPORTS.contains(&name)))
     };
     match module.imports().find(|i| !provided(i.module(), i.name())) {
         Some(import) => Err(EngineError::Unsupported(format!(
-            "the module imports {}::{}; only WASI preview 1 (wasi_snapshot_preview1) and luge::call_* are provided",
+            "the module imports {}::{}; only WASI preview 1 (wasi_snapshot_preview1), luge::call_* and luge::state_* are provided",
             import.module(),
             import.name()
         ))),

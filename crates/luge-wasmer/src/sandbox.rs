@@ -91,6 +91,7 @@ fn execute(
         .clone();
 
     let calls = invocation.calls.clone();
+    let state = invocation.state.clone();
     let interrupter = store.interrupter();
     let (returned, timed_out) = {
         let watch = shared.watchdog.watch(
@@ -101,7 +102,7 @@ fn execute(
         let returned = match instance.exports.get_memory("memory") {
             Ok(memory) => {
                 let memory = memory.clone();
-                crate::calls::with_calls(calls, memory, || entry.call(&mut store, &[]))
+                crate::calls::with_calls(calls, state, memory, || entry.call(&mut store, &[]))
             }
             Err(_) => entry.call(&mut store, &[]),
         };

@@ -23,6 +23,7 @@ pub mod config;
 pub mod epoch;
 pub mod limits;
 pub mod sandbox;
+mod state;
 
 use std::sync::Arc;
 
@@ -70,6 +71,8 @@ impl WasmtimeRuntime {
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         calls::add_to_linker(&mut sync, false)
             .and_then(|()| calls::add_to_linker(&mut asynchronous, true))
+            .and_then(|()| state::add_to_linker(&mut sync, false))
+            .and_then(|()| state::add_to_linker(&mut asynchronous, true))
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick)
             .map_err(|e| EngineError::Config(format!("epoch ticker: {e}")))?;

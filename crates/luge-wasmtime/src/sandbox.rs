@@ -25,6 +25,8 @@ pub struct SandboxState {
     limiter: SandboxLimiter,
     /// This invocation's calls to other functions.
     pub(crate) calls: luge_core::calls::CallTable,
+    /// This invocation's shared state.
+    pub(crate) state: Option<Arc<dyn luge_core::state::State>>,
 }
 
 impl SandboxState {
@@ -250,6 +252,7 @@ impl SandboxModule {
                 wasi,
                 limiter: SandboxLimiter::new(limits.memory_bytes),
                 calls: crate::calls::table(invocation),
+                state: invocation.state.clone(),
             },
         );
         store.limiter(|state| &mut state.limiter);

@@ -181,6 +181,8 @@ impl Luge {
             .arg(cache.path())
             .args(args)
             .env("LUGE_KEY", TEST_KEY)
+            // The data directory (state, uploads) is the test's own.
+            .env("XDG_DATA_HOME", cache.path())
             .envs(env.iter().copied())
             .env_remove("LUGE_LOG")
             .env_remove("RUST_BACKTRACE")
