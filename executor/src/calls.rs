@@ -88,9 +88,7 @@ impl HostCalls {
                 ("LUGE_REQUEST_ID".to_owned(), self.request_id.to_string()),
                 ("LUGE_CALLER".to_owned(), self.caller.name.clone()),
             ],
-            state: self
-                .app
-                .state_session(&callee, arrived + callee.action.limits.timeout),
+            state: self.app.state_session(&callee, arrived),
             calls: Some(Arc::new(HostCalls {
                 app: Arc::clone(&self.app),
                 host: Arc::clone(&self.host),

@@ -529,13 +529,18 @@ impl App {
         );
     }
 
-    /// A session of `function`'s shared state for an invocation that must
-    /// end by `until` (`luge serve` only: containers get none).
+    /// A session of `function`'s shared state for an invocation that
+    /// arrived at `arrived` (`luge serve` only: containers get none). Its
+    /// operations (a global-tier round trip, waiting for a lock) must end
+    /// a tenth of the time limit (at most 100 ms) before the invocation's
+    /// time does, so the function can still act on a refusal.
     pub(crate) fn state_session(
         &self,
         function: &Function,
-        until: Instant,
+        arrived: Instant,
     ) -> Option<Arc<dyn luge_core::state::State>> {
+        let timeout = function.action.limits.timeout;
+        let until = arrived + timeout - (timeout / 10).min(Duration::from_millis(100));
         match &self.mode {
             Mode::Serve { state, .. } => Some(Arc::new(state.session(
                 &function.name,

@@ -96,7 +96,7 @@ impl App {
         let invocation = Invocation {
             env: request_env(&input, None),
             calls,
-            state: self.state_session(&function, arrived + action.limits.timeout),
+            state: self.state_session(&function, arrived),
             ..Invocation::new(Arc::clone(action), stdin)
         };
         let module = Arc::clone(&function.module);
@@ -136,8 +136,7 @@ impl App {
             let stage = index + 1;
             let invocation = Invocation {
                 env: request_env(&input, Some(stage)),
-                state: self
-                    .state_session(function, Instant::now() + function.action.limits.timeout),
+                state: self.state_session(function, Instant::now()),
                 ..Invocation::new(Arc::clone(&function.action), data)
             };
             let outcome = self

@@ -136,10 +136,18 @@ pub mod call {
         // SAFETY: both pointers and lengths describe live slices the host
         // only reads during the call.
         let handle = unsafe {
-            call_start(name.as_ptr(), len(name.len())?, input.as_ptr(), len(input.len())?)
+            call_start(
+                name.as_ptr(),
+                len(name.len())?,
+                input.as_ptr(),
+                len(input.len())?,
+            )
         };
         if handle < 0 {
-            return Err(Error(format!("call to {name} refused: {}", describe(handle))));
+            return Err(Error(format!(
+                "call to {name} refused: {}",
+                describe(handle)
+            )));
         }
         Ok(Call {
             name: name.to_owned(),
@@ -154,7 +162,11 @@ pub mod call {
             // SAFETY: a plain host call on a handle this function got.
             let status = unsafe { call_wait(self.handle) };
             if status < 0 {
-                return Err(Error(format!("call to {} refused: {}", self.name, describe(status.into()))));
+                return Err(Error(format!(
+                    "call to {} refused: {}",
+                    self.name,
+                    describe(status.into())
+                )));
             }
             // SAFETY: a null buffer of length 0 asks only for the length.
             let len = unsafe { call_output(self.handle, std::ptr::null_mut(), 0) };
@@ -171,7 +183,11 @@ pub mod call {
         pub fn json(self) -> Result<Value, Error> {
             let output = self.wait()?;
             let text = String::from_utf8_lossy(&output);
-            let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("null");
+            let line = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("null");
             Ok(serde_json::from_str(line)?)
         }
     }
@@ -184,8 +200,275 @@ pub mod call {
     /// Starts every call at once, then waits for each: the results in the
     /// order of `calls`.
     pub fn call_all(calls: &[(&str, Value)]) -> Vec<Result<Value, Error>> {
-        let started: Vec<_> = calls.iter().map(|(name, input)| start(name, input)).collect();
-        started.into_iter().map(|c| c.and_then(Call::json)).collect()
+        let started: Vec<_> = calls
+            .iter()
+            .map(|(name, input)| start(name, input))
+            .collect();
+        started
+            .into_iter()
+            .map(|c| c.and_then(Call::json))
+            .collect()
+    }
+}
+
+/// Shared state (host API v1's `state_*`): values are bytes, keys are
+/// strings; `ns/rest` is in namespace `ns` (which the function's metadata
+/// must grant in `state = [...]`), a key without `/` in the function's
+/// private namespace. [`Tier::Global`] is the global tier (Redis, when the
+/// host has one).
+pub mod state {
+    use super::Error;
+
+    #[cfg(target_arch = "wasm32")]
+    #[link(wasm_import_module = "luge")]
+    unsafe extern "C" {
+        fn state_get(k: *const u8, kl: i32, buf: *mut u8, bl: i32, flags: i32) -> i64;
+        fn state_set(k: *const u8, kl: i32, v: *const u8, vl: i32, flags: i32) -> i32;
+        fn state_delete(k: *const u8, kl: i32, flags: i32) -> i32;
+        fn state_append(k: *const u8, kl: i32, v: *const u8, vl: i32, flags: i32) -> i64;
+        fn state_cas(
+            k: *const u8,
+            kl: i32,
+            o: *const u8,
+            ol: i32,
+            n: *const u8,
+            nl: i32,
+            flags: i32,
+        ) -> i32;
+        fn state_add(k: *const u8, kl: i32, delta: i64, flags: i32) -> i64;
+        fn state_pull(k: *const u8, kl: i32) -> i32;
+        fn state_push(k: *const u8, kl: i32) -> i32;
+        fn state_lock(k: *const u8, kl: i32, lease_ms: i32) -> i32;
+        fn state_unlock(k: *const u8, kl: i32) -> i32;
+    }
+
+    // Where state does not exist (a native build of an example): refused.
+    #[cfg(not(target_arch = "wasm32"))]
+    mod native {
+        pub unsafe fn state_get(_: *const u8, _: i32, _: *mut u8, _: i32, _: i32) -> i64 {
+            -2
+        }
+        pub unsafe fn state_set(_: *const u8, _: i32, _: *const u8, _: i32, _: i32) -> i32 {
+            -2
+        }
+        pub unsafe fn state_delete(_: *const u8, _: i32, _: i32) -> i32 {
+            -2
+        }
+        pub unsafe fn state_append(_: *const u8, _: i32, _: *const u8, _: i32, _: i32) -> i64 {
+            -2
+        }
+        pub unsafe fn state_cas(
+            _: *const u8,
+            _: i32,
+            _: *const u8,
+            _: i32,
+            _: *const u8,
+            _: i32,
+            _: i32,
+        ) -> i32 {
+            -2
+        }
+        pub unsafe fn state_add(_: *const u8, _: i32, _: i64, _: i32) -> i64 {
+            -2
+        }
+        pub unsafe fn state_pull(_: *const u8, _: i32) -> i32 {
+            -2
+        }
+        pub unsafe fn state_push(_: *const u8, _: i32) -> i32 {
+            -2
+        }
+        pub unsafe fn state_lock(_: *const u8, _: i32, _: i32) -> i32 {
+            -2
+        }
+        pub unsafe fn state_unlock(_: *const u8, _: i32) -> i32 {
+            -2
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    use native::*;
+
+    /// Which tier.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Tier {
+        /// The host's (shared by its sandboxes).
+        Local = 0,
+        /// The global one (Redis, shared by hosts).
+        Global = 1,
+    }
+
+    /// What a host API v1 state code means, for messages.
+    pub fn describe(code: i64) -> &'static str {
+        match code {
+            -1 => "absent",
+            -2 => "namespace not granted",
+            -3 => "bad argument",
+            -4 => "over a quota",
+            -5 => "store unavailable",
+            -6 => "busy",
+            _ => "unknown status",
+        }
+    }
+
+    fn len(n: usize) -> Result<i32, Error> {
+        i32::try_from(n).map_err(|_| Error("state value too large".into()))
+    }
+
+    fn check(what: &str, key: &str, code: i64) -> Result<i64, Error> {
+        if code < 0 {
+            return Err(Error(format!("state {what} {key}: {}", describe(code))));
+        }
+        Ok(code)
+    }
+
+    /// The value of `key`, or `None` if absent.
+    pub fn get(key: &str, tier: Tier) -> Result<Option<Vec<u8>>, Error> {
+        let mut buf = vec![0u8; 256];
+        loop {
+            // SAFETY: the key and buffer are live slices of the given lengths.
+            let n = unsafe {
+                state_get(
+                    key.as_ptr(),
+                    len(key.len())?,
+                    buf.as_mut_ptr(),
+                    len(buf.len())?,
+                    tier as i32,
+                )
+            };
+            if n == -1 {
+                return Ok(None);
+            }
+            let n = usize::try_from(check("get", key, n)?).unwrap_or(0);
+            if n <= buf.len() {
+                buf.truncate(n);
+                return Ok(Some(buf));
+            }
+            // Larger than the buffer (or changed since): again, sized.
+            buf = vec![0u8; n];
+        }
+    }
+
+    /// Sets `key` to `value`.
+    pub fn set(key: &str, value: &[u8], tier: Tier) -> Result<(), Error> {
+        // SAFETY: live slices of the given lengths, only read.
+        let code = unsafe {
+            state_set(
+                key.as_ptr(),
+                len(key.len())?,
+                value.as_ptr(),
+                len(value.len())?,
+                tier as i32,
+            )
+        };
+        check("set", key, code.into()).map(drop)
+    }
+
+    /// Deletes `key`; whether it existed.
+    pub fn delete(key: &str, tier: Tier) -> Result<bool, Error> {
+        // SAFETY: a live slice of the given length, only read.
+        let code = unsafe { state_delete(key.as_ptr(), len(key.len())?, tier as i32) };
+        if code == -1 {
+            return Ok(false);
+        }
+        check("delete", key, code.into()).map(|_| true)
+    }
+
+    /// Appends `value` to `key`; the new length.
+    pub fn append(key: &str, value: &[u8], tier: Tier) -> Result<u64, Error> {
+        // SAFETY: live slices of the given lengths, only read.
+        let n = unsafe {
+            state_append(
+                key.as_ptr(),
+                len(key.len())?,
+                value.as_ptr(),
+                len(value.len())?,
+                tier as i32,
+            )
+        };
+        check("append", key, n).map(|n| n as u64)
+    }
+
+    /// Sets `key` to `new` if it holds `old` (`None`: if absent); whether
+    /// it did.
+    pub fn cas(key: &str, old: Option<&[u8]>, new: &[u8], tier: Tier) -> Result<bool, Error> {
+        let (old_ptr, old_len) = match old {
+            Some(old) => (old.as_ptr(), len(old.len())?),
+            None => (std::ptr::null(), -1),
+        };
+        // SAFETY: live slices of the given lengths, only read.
+        let code = unsafe {
+            state_cas(
+                key.as_ptr(),
+                len(key.len())?,
+                old_ptr,
+                old_len,
+                new.as_ptr(),
+                len(new.len())?,
+                tier as i32,
+            )
+        };
+        check("cas", key, code.into()).map(|c| c == 1)
+    }
+
+    /// Adds `delta` to the counter `key` (absent = 0); its new value.
+    pub fn add(key: &str, delta: i64, tier: Tier) -> Result<i64, Error> {
+        // SAFETY: a live slice of the given length, only read.
+        let value = unsafe { state_add(key.as_ptr(), len(key.len())?, delta, tier as i32) };
+        // -8..=-1 are both codes and counter values (host API v1): it is
+        // a value if the counter now holds it.
+        if (-8..=-1).contains(&value) {
+            let holds = matches!(get(key, tier), Ok(Some(v)) if v == value.to_le_bytes());
+            if !holds {
+                return Err(Error(format!("state add {key}: {}", describe(value))));
+            }
+        }
+        Ok(value)
+    }
+
+    /// Refreshes the local replica of `key` from the global tier.
+    pub fn pull(key: &str) -> Result<(), Error> {
+        // SAFETY: a live slice of the given length, only read.
+        check(
+            "pull",
+            key,
+            unsafe { state_pull(key.as_ptr(), len(key.len())?) }.into(),
+        )
+        .map(drop)
+    }
+
+    /// Writes the local replica of `key` to the global tier.
+    pub fn push(key: &str) -> Result<(), Error> {
+        // SAFETY: a live slice of the given length, only read.
+        check(
+            "push",
+            key,
+            unsafe { state_push(key.as_ptr(), len(key.len())?) }.into(),
+        )
+        .map(drop)
+    }
+
+    /// Takes the global lock `key` for at most `lease_ms`, waiting while
+    /// another holds it (an error once this invocation's time is up). The
+    /// host releases it when the invocation ends, however it ends.
+    pub fn lock(key: &str, lease_ms: u32) -> Result<(), Error> {
+        let lease = i32::try_from(lease_ms).map_err(|_| Error("lease too long".into()))?;
+        // SAFETY: a live slice of the given length, only read.
+        check(
+            "lock",
+            key,
+            unsafe { state_lock(key.as_ptr(), len(key.len())?, lease) }.into(),
+        )
+        .map(drop)
+    }
+
+    /// Releases the lock `key`.
+    pub fn unlock(key: &str) -> Result<(), Error> {
+        // SAFETY: a live slice of the given length, only read.
+        check(
+            "unlock",
+            key,
+            unsafe { state_unlock(key.as_ptr(), len(key.len())?) }.into(),
+        )
+        .map(drop)
     }
 }
 

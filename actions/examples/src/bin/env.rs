@@ -3,8 +3,9 @@ use luge_action::{Error, Value, json};
 
 fn context(_: Value) -> Result<Value, Error> {
     let var = |k: &str| std::env::var(k).ok();
-    let env: serde_json::Map<String, Value> =
-        std::env::vars().map(|(k, v)| (k, Value::String(v))).collect();
+    let env: serde_json::Map<String, Value> = std::env::vars()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
     Ok(json!({
         "api_host": var("__OW_API_HOST"),
         "api_key": var("__OW_API_KEY"),

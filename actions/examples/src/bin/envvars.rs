@@ -4,7 +4,9 @@ use luge_action::{Error, Value};
 
 fn envvars(_: Value) -> Result<Value, Error> {
     Ok(Value::Object(
-        std::env::vars().map(|(k, v)| (k, Value::String(v))).collect(),
+        std::env::vars()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect(),
     ))
 }
 

@@ -16,6 +16,7 @@ fn fail(params: Value) -> Result<Value, Error> {
 
 /// Recurses until the engine's stack limit stops it: every frame keeps a
 /// buffer live across the call, so the optimizer cannot flatten it.
+#[allow(unconditional_recursion)] // on purpose: the stack limit ends it
 fn depth(n: u64) -> u64 {
     let frame = std::hint::black_box([n; 64]);
     depth(frame[(n % 64) as usize] + 1) + frame[0]

@@ -71,13 +71,17 @@ fn both(a: (&str, Value), b: (&str, Value)) -> Result<[Value; 2], Error> {
 
 fn words(params: &Value, keep: impl Fn(&str) -> bool) -> Vec<String> {
     let text = params["text"].as_str().unwrap_or_default();
-    text.split_whitespace().filter(|w| keep(w)).map(str::to_owned).collect()
+    text.split_whitespace()
+        .filter(|w| keep(w))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// FNV-1a: a stable id without a dependency.
 fn hash(text: &str) -> u64 {
-    text.bytes()
-        .fold(0xcbf29ce484222325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3))
+    text.bytes().fold(0xcbf29ce484222325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
 }
 
 luge_action::main!(service);

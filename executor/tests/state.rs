@@ -1,0 +1,462 @@
+//! Shared state (host API v1's `state_*`) end to end: real `luge serve`
+//! processes, example functions built from `actions/`, the local tier
+//! (persisted with the embedded store) and a real Redis started here on a
+//! free loopback port.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A `redis-server` on 127.0.0.1, killed when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self::on(port)
+    }
+
+    fn on(port: u16) -> Self {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (./scripts/setup.sh installs it)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A host with `kv` (granted `shared`), `kv2` (the same code, granted
+/// nothing), `counter` (granted `counters`), `table`, `session` and the C
+/// `count`, its state under `dir`.
+fn host(dir: &Path, extra_config: &str, args: &[&str]) -> Luge {
+    for name in ["kv", "counter", "table", "session", "c-count"] {
+        std::fs::write(dir.join(format!("{name}.wasm")), wasm(name)).unwrap();
+    }
+    let config = dir.join("luge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+            [server]
+            workers = 2
+
+            {extra_config}
+
+            [[routes]]
+            path = "/kv"
+            module = "kv.wasm"
+            state = ["shared"]
+            limits = {{ timeout_ms = 1500 }}
+
+            [[routes]]
+            path = "/kv-short"
+            module = "kv.wasm"
+            state = ["shared"]
+            limits = {{ timeout_ms = 400 }}
+
+            [[routes]]
+            path = "/kv2"
+            module = "kv.wasm"
+
+            [[routes]]
+            path = "/counter"
+            module = "counter.wasm"
+            state = ["counters"]
+            limits = {{ timeout_ms = 30000 }}
+
+            [[routes]]
+            path = "/table"
+            module = "table.wasm"
+            state = ["tables"]
+
+            [[routes]]
+            path = "/session"
+            module = "session.wasm"
+            state = ["sessions"]
+
+            [[routes]]
+            path = "/count"
+            module = "c-count.wasm"
+            "#
+        ),
+    )
+    .unwrap();
+    let state_dir = dir.join("state");
+    let mut all = vec![
+        "--config",
+        path_str(&config),
+        "--state-dir",
+        path_str(&state_dir),
+    ];
+    all.extend_from_slice(args);
+    Luge::start("serve", &all)
+}
+
+fn ops(luge: &Luge, path: &str, ops: Value) -> Vec<Value> {
+    let (status, body) = luge.post(path, &json!({ "ops": ops }));
+    assert_eq!(status, 200, "{body}");
+    body["results"].as_array().unwrap().clone()
+}
+
+/// 32 sandboxes at once, each making 100 compare-and-swap increments of one
+/// counter: exactly 3200, on the local tier and on Redis.
+#[test]
+fn cas_increments_are_exact_on_both_tiers() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = redis.url();
+    let luge = host(
+        dir.path(),
+        "",
+        &["--state-url", &url, "--max-pending", "64"],
+    );
+    for global in [false, true] {
+        let key = format!("counters/hits-{global}");
+        std::thread::scope(|scope| {
+            for _ in 0..32 {
+                let (luge, key) = (&luge, key.clone());
+                scope.spawn(move || {
+                    let (status, body) = luge.post(
+                        "/counter",
+                        &json!({ "key": key, "n": 100, "global": global }),
+                    );
+                    assert_eq!(status, 200, "{body}");
+                });
+            }
+        });
+        let (status, body) =
+            luge.post("/counter", &json!({ "key": key, "n": 1, "global": global }));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["value"], 3201, "global {global}: {body}");
+    }
+}
+
+/// The lock excludes, and the host releases it when its holder traps or
+/// runs out of time, on the local tier and on Redis.
+#[test]
+fn the_lock_excludes_and_is_released_when_its_holder_fails() {
+    let redis = Redis::start();
+    for url in [None, Some(redis.url())] {
+        let dir = tempfile::tempdir().unwrap();
+        let args: Vec<&str> = url
+            .iter()
+            .flat_map(|u| ["--state-url", u.as_str()])
+            .collect();
+        let luge = host(dir.path(), "", &args);
+        let lock = |extra: Value| {
+            let mut list = vec![json!({ "op": "lock", "key": "shared/l", "lease_ms": 60000 })];
+            list.push(extra);
+            json!({ "ops": list })
+        };
+        // Held by a trapping invocation: free right after it.
+        let (status, _) = luge.post("/kv", &lock(json!({ "op": "trap" })));
+        assert_eq!(status, 500, "{url:?}");
+        let started = Instant::now();
+        let out = ops(&luge, "/kv", json!([{ "op": "lock", "key": "shared/l" }]));
+        assert_eq!(out[0], "ok", "{url:?}");
+        assert!(started.elapsed() < Duration::from_millis(500), "{url:?}");
+        // Held by one that runs out of time (1.5 s): free after it.
+        let (status, _) = luge.post("/kv", &lock(json!({ "op": "spin" })));
+        assert_eq!(status, 504, "{url:?}");
+        let out = ops(&luge, "/kv", json!([{ "op": "lock", "key": "shared/l" }]));
+        assert_eq!(out[0], "ok", "{url:?}");
+        // Exclusion: a second taker waits until the holder unlocks.
+        std::thread::scope(|scope| {
+            let holder = scope.spawn(|| {
+                ops(
+                    &luge,
+                    "/kv",
+                    json!([
+                        { "op": "lock", "key": "shared/l" },
+                        { "op": "set", "key": "shared/owner", "value": "holder" },
+                        { "op": "sleep", "ms": 600 },
+                        { "op": "set", "key": "shared/owner", "value": "released" },
+                        { "op": "unlock", "key": "shared/l" },
+                    ]),
+                )
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            let out = ops(
+                &luge,
+                "/kv",
+                json!([
+                    { "op": "lock", "key": "shared/l" },
+                    { "op": "get", "key": "shared/owner" },
+                ]),
+            );
+            assert_eq!(out[0], "ok");
+            assert_eq!(out[1], "released", "{url:?}: taken while held");
+            assert_eq!(holder.join().unwrap()[4], "ok");
+        });
+        // A lock held past the waiter's time: -6 (busy).
+        std::thread::scope(|scope| {
+            scope.spawn(|| luge.post("/kv", &lock(json!({ "op": "sleep", "ms": 1400 }))));
+            std::thread::sleep(Duration::from_millis(100));
+            let out = ops(
+                &luge,
+                "/kv-short",
+                json!([{ "op": "lock", "key": "shared/l" }]),
+            );
+            assert!(
+                out[0]["error"].as_str().unwrap().contains("busy"),
+                "{url:?}: {out:?}"
+            );
+        });
+    }
+}
+
+/// The embedded store keeps the local tier across a `kill -9`, with no
+/// torn value: every key read back is whole or absent.
+#[test]
+fn state_survives_kill_9_without_torn_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let luge = host(dir.path(), "", &[]);
+    let out = ops(
+        &luge,
+        "/kv",
+        json!([
+            { "op": "set", "key": "shared/a", "value": "alpha" },
+            { "op": "add", "key": "shared/n", "delta": 42 },
+        ]),
+    );
+    assert_eq!(out, vec![json!("ok"), json!(42)]);
+    // Writers of 64 KiB values while the host is killed.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for w in 0..4 {
+            let (luge, stop) = (&luge, &stop);
+            scope.spawn(move || {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = json!({ "ops": [
+                        { "op": "set", "key": format!("shared/w{w}-{}", i % 8), "repeat": 65536 },
+                    ]});
+                    // Refused connections once it is killed are expected.
+                    let _ = luge_testkit::http_agent()
+                        .post(format!("{}/kv", luge.base))
+                        .send(body.to_string());
+                    i += 1;
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(700));
+        Command::new("kill")
+            .args(["-9", &luge.pid().to_string()])
+            .status()
+            .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    drop(luge);
+    let luge = host(dir.path(), "", &[]);
+    let out = ops(
+        &luge,
+        "/kv",
+        json!([
+            { "op": "get", "key": "shared/a" },
+            { "op": "add", "key": "shared/n", "delta": 0 },
+        ]),
+    );
+    assert_eq!(out, vec![json!("alpha"), json!(42)]);
+    let sizes: Vec<Value> = (0..4)
+        .flat_map(|w| {
+            (0..8).map(move |i| json!({ "op": "size", "key": format!("shared/w{w}-{i}") }))
+        })
+        .collect();
+    let out = ops(&luge, "/kv", json!(sizes));
+    let whole = out.iter().filter(|v| **v == json!(65536)).count();
+    assert!(
+        out.iter().all(|v| v.is_null() || *v == json!(65536)),
+        "torn values: {out:?}"
+    );
+    assert!(whole > 0, "nothing was written before the kill: {out:?}");
+}
+
+/// Deny by default: a namespace not granted is refused, and one function's
+/// private namespace is not another's.
+#[test]
+fn namespaces_are_granted_and_private_ones_are_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let luge = host(dir.path(), "", &[]);
+    let out = ops(
+        &luge,
+        "/kv",
+        json!([
+            { "op": "set", "key": "secret", "value": "kv's own" },
+            { "op": "set", "key": "counters/x", "value": "no" },
+            { "op": "set", "key": "~kv2/secret", "value": "no" },
+            { "op": "set", "key": "shared/ok", "value": "yes" },
+        ]),
+    );
+    assert_eq!(out[0], "ok");
+    assert!(
+        out[1]["error"].as_str().unwrap().contains("not granted"),
+        "{out:?}"
+    );
+    assert!(
+        out[2]["error"].as_str().unwrap().contains("bad argument"),
+        "{out:?}"
+    );
+    assert_eq!(out[3], "ok");
+    let out = ops(
+        &luge,
+        "/kv2",
+        json!([
+            { "op": "get", "key": "secret" },
+            { "op": "get", "key": "shared/ok" },
+        ]),
+    );
+    assert_eq!(out[0], Value::Null, "kv2 reads its own private namespace");
+    assert!(
+        out[1]["error"].as_str().unwrap().contains("not granted"),
+        "{out:?}"
+    );
+    // The C header, private counter.
+    for n in 1..=3 {
+        let (status, body) = luge.post("/count", &json!({}));
+        assert_eq!((status, body), (200, json!({ "hits": n })));
+    }
+}
+
+/// Quotas: value size, keys and bytes per namespace, each a clear error.
+#[test]
+fn quotas_are_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let luge = host(
+        dir.path(),
+        "[state]\nmax_value_kb = 64\nmax_keys = 4\nmax_namespace_mb = 1",
+        &[],
+    );
+    let out = ops(
+        &luge,
+        "/kv",
+        json!([
+            { "op": "set", "key": "shared/big", "repeat": 65537 },
+            { "op": "set", "key": "shared/k1", "repeat": 65536 },
+            { "op": "set", "key": "shared/k2", "value": "2" },
+            { "op": "set", "key": "shared/k3", "value": "3" },
+            { "op": "set", "key": "shared/k4", "value": "4" },
+            { "op": "set", "key": "shared/k5", "value": "5" },
+            { "op": "set", "key": "shared/k4", "value": "replaced" },
+            { "op": "append", "key": "shared/k1", "value": "x" },
+        ]),
+    );
+    let over = |v: &Value| {
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("over a quota"))
+    };
+    assert!(over(&out[0]), "value size: {out:?}");
+    assert_eq!(
+        &out[1..5],
+        [json!("ok"), json!("ok"), json!("ok"), json!("ok")]
+    );
+    assert!(over(&out[5]), "keys: {out:?}");
+    assert_eq!(out[6], "ok", "replacing is not a new key");
+    assert!(over(&out[7]), "append past the value size: {out:?}");
+}
+
+/// Redis stopped mid-run: global operations answer "store unavailable"
+/// within the invocation's time, local ones go on, the host stays healthy,
+/// and global ones work again when Redis is back.
+#[test]
+fn redis_down_is_a_status_and_the_host_recovers() {
+    let redis = Redis::start();
+    let port = redis.port;
+    let dir = tempfile::tempdir().unwrap();
+    let url = redis.url();
+    let luge = host(dir.path(), "", &["--state-url", &url]);
+    let set = json!([{ "op": "set", "key": "shared/g", "value": "1", "global": true }]);
+    assert_eq!(ops(&luge, "/kv", set.clone())[0], "ok");
+    drop(redis);
+    let started = Instant::now();
+    let out = ops(
+        &luge,
+        "/kv",
+        json!([
+            { "op": "get", "key": "shared/g", "global": true },
+            { "op": "set", "key": "shared/l", "value": "local" },
+        ]),
+    );
+    assert!(
+        out[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("store unavailable"),
+        "{out:?}"
+    );
+    assert_eq!(out[1], "ok");
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    let (status, _) = luge.get("/healthz");
+    assert_eq!(status, 200);
+    let _redis = Redis::on(port);
+    assert_eq!(ops(&luge, "/kv", set)[0], "ok");
+    let out = ops(
+        &luge,
+        "/kv",
+        json!([{ "op": "get", "key": "shared/g", "global": true }]),
+    );
+    assert_eq!(out[0], "1");
+}
+
+/// The read-mostly table is built once and read by later invocations; the
+/// session store merges fields by compare-and-swap.
+#[test]
+fn table_and_session_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let luge = host(dir.path(), "", &[]);
+    let (_, first) = luge.post("/table", &json!({ "lookup": 12 }));
+    assert_eq!(first["value"], 144);
+    assert_eq!(first["built"], true);
+    let (_, again) = luge.post("/table", &json!({ "lookup": 99 }));
+    assert_eq!(
+        (again["value"].clone(), again["built"].clone()),
+        (json!(9801), json!(false))
+    );
+    luge.post(
+        "/session",
+        &json!({ "session": "s1", "put": { "cart": 3 } }),
+    );
+    luge.post(
+        "/session",
+        &json!({ "session": "s1", "put": { "user": "ann" } }),
+    );
+    let (_, read) = luge.post("/session", &json!({ "session": "s1" }));
+    assert_eq!(read["session"], json!({ "cart": 3, "user": "ann" }));
+}
