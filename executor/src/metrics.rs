@@ -68,7 +68,11 @@ fn queue_histogram() -> Histogram {
 
 impl Metrics {
     /// Metrics over `registry` and `scheduler`.
-    pub fn new(modules: Arc<ModuleRegistry>, scheduler: Arc<Scheduler>) -> Self {
+    pub fn new(
+        modules: Arc<ModuleRegistry>,
+        scheduler: Arc<Scheduler>,
+        state: Option<Arc<luge_state::StateStore>>,
+    ) -> Self {
         let mut registry = Registry::with_prefix("luge");
         let invocations = Family::<OutcomeLabels, Counter>::default();
         registry.register(
@@ -98,7 +102,11 @@ impl Metrics {
             "Calls between functions by caller, callee and result (a status, or why refused)",
             calls.clone(),
         );
-        registry.register_collector(Box::new(Pulled { modules, scheduler }));
+        registry.register_collector(Box::new(Pulled {
+            modules,
+            scheduler,
+            state,
+        }));
         Self {
             registry,
             invocations,
@@ -197,6 +205,7 @@ impl Metrics {
 struct Pulled {
     modules: Arc<ModuleRegistry>,
     scheduler: Arc<Scheduler>,
+    state: Option<Arc<luge_state::StateStore>>,
 }
 
 fn counter(
@@ -252,6 +261,15 @@ impl Collector for Pulled {
             "Engine code of the loaded modules, in bytes.",
             self.modules.live_code_bytes() as i64,
         )?;
+
+        if let Some(state) = &self.state {
+            counter(
+                &mut encoder,
+                "state_global_failures",
+                "Global-tier (Redis) state operations that failed: server down or slow.",
+                state.global_failures(),
+            )?;
+        }
 
         let sched = self.scheduler.stats();
         counter(

@@ -389,9 +389,14 @@ impl App {
         token: Option<OperatorToken>,
         tenants: Vec<TenantSite>,
     ) -> Self {
+        let state = match &mode {
+            Mode::Serve { state, .. } => Some(Arc::clone(state)),
+            Mode::Proxy(_) => None,
+        };
         let metrics = Metrics::new(
             Arc::clone(&settings.registry),
             Arc::clone(&settings.scheduler),
+            state,
         );
         Self {
             admission: Admission::new(settings.max_pending),

@@ -425,6 +425,13 @@ fn redis_down_is_a_status_and_the_host_recovers() {
     assert!(started.elapsed() < Duration::from_millis(1500));
     let (status, _) = luge.get("/healthz");
     assert_eq!(status, 200);
+    let metrics = luge.get_text("/metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("luge_state_global_failures_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
     let _redis = Redis::on(port);
     assert_eq!(ops(&luge, "/kv", set)[0], "ok");
     let out = ops(

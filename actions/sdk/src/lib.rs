@@ -322,7 +322,14 @@ pub mod state {
 
     /// The value of `key`, or `None` if absent.
     pub fn get(key: &str, tier: Tier) -> Result<Option<Vec<u8>>, Error> {
-        let mut buf = vec![0u8; 256];
+        let mut buf = Vec::with_capacity(256);
+        Ok(get_into(key, &mut buf, tier)?.then_some(buf))
+    }
+
+    /// Reads `key` into `buf` (resized to the value), reusing its capacity:
+    /// one host call when the value fits. Whether the key exists.
+    pub fn get_into(key: &str, buf: &mut Vec<u8>, tier: Tier) -> Result<bool, Error> {
+        buf.resize(buf.capacity().max(256), 0);
         loop {
             // SAFETY: the key and buffer are live slices of the given lengths.
             let n = unsafe {
@@ -335,15 +342,16 @@ pub mod state {
                 )
             };
             if n == -1 {
-                return Ok(None);
+                buf.clear();
+                return Ok(false);
             }
             let n = usize::try_from(check("get", key, n)?).unwrap_or(0);
             if n <= buf.len() {
                 buf.truncate(n);
-                return Ok(Some(buf));
+                return Ok(true);
             }
-            // Larger than the buffer (or changed since): again, sized.
-            buf = vec![0u8; n];
+            // Larger than the buffer (or grown since): again, sized.
+            buf.resize(n, 0);
         }
     }
 

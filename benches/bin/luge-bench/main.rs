@@ -24,6 +24,7 @@ mod churn;
 mod cold_start;
 mod memory;
 mod report;
+mod state;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,6 +43,7 @@ use churn::churn;
 use cold_start::cold_start;
 use memory::memory;
 pub(crate) use report::{Report, write};
+use state::state_ops;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Experiment {
@@ -53,6 +55,7 @@ enum Experiment {
     CallsOverhead,
     CallsFanout,
     CallsSocial,
+    StateOps,
     All,
 }
 
@@ -100,6 +103,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::CallsOverhead,
             Experiment::CallsFanout,
             Experiment::CallsSocial,
+            Experiment::StateOps,
         ],
         one => vec![one],
     };
@@ -113,6 +117,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::CallsOverhead => calls_overhead(&setup, window),
             Experiment::CallsFanout => calls_fanout(&setup, cli.rounds.max(1)),
             Experiment::CallsSocial => calls_social(&setup, window),
+            Experiment::StateOps => state_ops(&setup),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;
