@@ -219,6 +219,15 @@ fn state_config(host: &HostArgs, config: Option<&Config>) -> luge_state::StateCo
     }
 }
 
+/// When an invocation's state operations (a global-tier round trip,
+/// waiting for a lock) must end: a tenth of its time limit (at most
+/// 100 ms) before the invocation's time does, so the function can still
+/// act on a refusal.
+fn state_until(action: &luge_core::Action, arrived: Instant) -> Instant {
+    let timeout = action.limits.timeout;
+    arrived + timeout - (timeout / 10).min(Duration::from_millis(100))
+}
+
 fn host_file(config: &Option<Config>) -> String {
     config
         .as_ref()
@@ -535,25 +544,51 @@ impl App {
     }
 
     /// A session of `function`'s shared state for an invocation that
-    /// arrived at `arrived` (`luge serve` only: containers get none). Its
-    /// operations (a global-tier round trip, waiting for a lock) must end
-    /// a tenth of the time limit (at most 100 ms) before the invocation's
-    /// time does, so the function can still act on a refusal.
+    /// arrived at `arrived` (`luge serve` only).
     pub(crate) fn state_session(
         &self,
         function: &Function,
         arrived: Instant,
     ) -> Option<Arc<dyn luge_core::state::State>> {
-        let timeout = function.action.limits.timeout;
-        let until = arrived + timeout - (timeout / 10).min(Duration::from_millis(100));
-        match &self.mode {
-            Mode::Serve { state, .. } => Some(Arc::new(state.session(
-                &function.name,
-                &function.spec.state,
-                until,
-            ))),
-            Mode::Proxy(_) => None,
-        }
+        let Mode::Serve { state, .. } = &self.mode else {
+            return None;
+        };
+        Some(Arc::new(state.session(
+            None,
+            &function.name,
+            &function.action.capabilities.state,
+            state_until(&function.action, arrived),
+        )))
+    }
+
+    /// A session of shared state for an activation of a container of
+    /// `luge serve` (`luge proxy`, one container per process, has none).
+    /// OpenWhisk names the action `/namespace/[package/]action` in the
+    /// activation (`__OW_ACTION_NAME`, from the invoker): its private
+    /// namespace is the action's, and the namespaces its
+    /// `state.namespaces` annotation grants are its OpenWhisk namespace's
+    /// own, so one OpenWhisk tenant cannot name another's.
+    fn container_state(
+        &self,
+        invocation: &Invocation,
+        arrived: Instant,
+    ) -> Option<Arc<dyn luge_core::state::State>> {
+        let Mode::Serve { state, .. } = &self.mode else {
+            return None;
+        };
+        let action = &invocation.action;
+        let named = invocation
+            .env
+            .iter()
+            .find(|(key, _)| key == "__OW_ACTION_NAME")
+            .and_then(|(_, full)| full.trim_start_matches('/').split_once('/'));
+        let (scope, name) = named.unwrap_or(("-", action.name.as_str()));
+        Some(Arc::new(state.session(
+            Some(&format!("ow:{scope}")),
+            name,
+            &action.capabilities.state,
+            state_until(action, arrived),
+        )))
     }
 
     /// The standalone host's functions (`luge serve` only).
@@ -632,8 +667,10 @@ impl App {
         let arrived = Instant::now();
         let deadline = prepared.deadline(arrived);
         let calls = Arc::clone(&prepared.calls);
+        let mut invocation = prepared.invocation;
+        invocation.state = self.container_state(&invocation, arrived);
         match self
-            .execute(prepared.module, prepared.invocation, arrived, deadline)
+            .execute(prepared.module, invocation, arrived, deadline)
             .await
         {
             Ok(outcome) => http::reply(container.finish_run(&outcome, &calls)),

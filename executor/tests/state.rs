@@ -467,3 +467,59 @@ fn table_and_session_examples() {
     let (_, read) = luge.post("/session", &json!({ "session": "s1" }));
     assert_eq!(read["session"], json!({ "cart": 3, "user": "ann" }));
 }
+
+/// Containers of `luge serve` (an invoker's WasmContainerFactory) get
+/// state too: `state.namespaces` grants, scoped to the OpenWhisk namespace
+/// the activation names, and a private namespace per action.
+#[test]
+fn openwhisk_containers_scope_state_by_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    let luge = Luge::start("serve", &["--state-dir", path_str(&state_dir)]);
+    let annotations = json!({ "annotations": { "state.namespaces": ["shared"] } });
+    for id in ["a", "b", "c"] {
+        let init = luge_testkit::init_body(&wasm("kv"), "main", annotations.clone());
+        let (status, body) = luge.post(&format!("/{id}/init"), &init);
+        assert_eq!(status, 200, "{body}");
+    }
+    let run = |id: &str, action: &str, ops: Value| {
+        let (status, body) = luge.post(
+            &format!("/{id}/run"),
+            &json!({ "value": { "ops": ops }, "action_name": action, "namespace": "x" }),
+        );
+        assert_eq!(status, 200, "{body}");
+        body["results"].as_array().unwrap().clone()
+    };
+    let set = json!([
+        { "op": "set", "key": "shared/x", "value": "guest's" },
+        { "op": "set", "key": "mine", "value": "private" },
+        { "op": "set", "key": "other/x", "value": "no" },
+    ]);
+    let out = run("a", "/guest/kv", set);
+    assert_eq!(&out[..2], [json!("ok"), json!("ok")]);
+    assert!(out[2]["error"].as_str().unwrap().contains("not granted"));
+    let get = json!([
+        { "op": "get", "key": "shared/x" },
+        { "op": "get", "key": "mine" },
+    ]);
+    // Another container of the same action: the same namespaces.
+    assert_eq!(
+        run("b", "/guest/kv", get.clone()),
+        [json!("guest's"), json!("private")]
+    );
+    // Another OpenWhisk namespace, same annotation: none of it.
+    assert_eq!(run("c", "/mallory/kv", get), [Value::Null, Value::Null]);
+    let (status, body) = luge.post(
+        "/bad/init",
+        &luge_testkit::init_body(
+            &wasm("kv"),
+            "main",
+            json!({ "annotations": { "state.namespaces": ["a/b"] } }),
+        ),
+    );
+    assert_ne!(status, 200);
+    assert!(
+        body["error"].as_str().unwrap().contains("state.namespaces"),
+        "{body}"
+    );
+}

@@ -66,6 +66,7 @@ pub(crate) fn state_ops(setup: &Setup) -> anyhow::Result<Report> {
             let input = json!({ "op": op, "size": size, "n": n, "global": global });
             let invocation = Invocation {
                 state: Some(Arc::new(store.session(
+                    None,
                     "bench",
                     &[],
                     Instant::now() + Duration::from_secs(60),

@@ -121,7 +121,12 @@ pub struct Capabilities {
     pub dirs: Vec<DirGrant>,
     /// `argv[1..]`.
     pub args: Vec<String>,
+    /// Shared-state namespaces it may use besides its private one.
+    pub state: Vec<String>,
 }
+
+/// Most state namespaces one function may be granted.
+pub const MAX_STATE_GRANTS: usize = 64;
 
 /// A directory grant as requested, before resolution.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +155,8 @@ pub struct Annotations {
     /// WOW's `net_access`; accepted for compatibility. WASI preview 1 has no
     /// sockets, so a sandbox has no network either way.
     pub net_access: bool,
+    /// `state.namespaces`: shared-state namespaces besides the private one.
+    pub state: Vec<String>,
 }
 
 /// Why annotations or grants were refused.
@@ -288,6 +295,15 @@ impl Annotations {
                     self.args.push(arg.to_owned());
                 }
             }
+            "state.namespaces" => {
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| bad(key, "expected a list"))?;
+                for ns in list {
+                    let ns = ns.as_str().ok_or_else(|| bad(key, "expected strings"))?;
+                    self.state.push(ns.to_owned());
+                }
+            }
             "limits.memory_mb" => self.limits.memory_mb = Some(as_u64(key, value)?),
             "limits.timeout_ms" => self.limits.timeout_ms = Some(as_u64(key, value)?),
             "limits.fuel" => self.limits.fuel = Some(as_u64(key, value)?),
@@ -297,7 +313,11 @@ impl Annotations {
             "sched.expected_execution_us" => {
                 self.sched.expected_execution = Some(Duration::from_micros(as_u64(key, value)?));
             }
-            k if k.starts_with("wasi.") || k.starts_with("limits.") || k.starts_with("sched.") => {
+            k if k.starts_with("wasi.")
+                || k.starts_with("limits.")
+                || k.starts_with("sched.")
+                || k.starts_with("state.") =>
+            {
                 return Err(GrantError::UnknownKey(k.to_owned()));
             }
             _ => {}
@@ -366,9 +386,26 @@ impl Capabilities {
                 )?);
             }
         }
+        if annotations.state.len() > MAX_STATE_GRANTS {
+            return Err(GrantError::BadValue {
+                key: "state.namespaces".to_owned(),
+                reason: format!("at most {MAX_STATE_GRANTS} namespaces"),
+            });
+        }
+        if let Some(ns) = annotations
+            .state
+            .iter()
+            .find(|ns| !crate::state::valid_namespace(ns))
+        {
+            return Err(GrantError::BadValue {
+                key: "state.namespaces".to_owned(),
+                reason: format!("{ns:?}: 1-64 letters, digits, '.', '_' or '-'"),
+            });
+        }
         Ok(Self {
             dirs,
             args: annotations.args.clone(),
+            state: annotations.state.clone(),
         })
     }
 }

@@ -223,6 +223,7 @@ impl FunctionSpec {
                 expected_execution: self.expected_execution_us.map(Duration::from_micros),
             },
             net_access: false,
+            state: self.state.clone(),
         })
     }
 
@@ -244,15 +245,6 @@ impl FunctionSpec {
         {
             return Err(SpecError::Refused(format!(
                 "content_type {content_type:?} is not a valid header value"
-            )));
-        }
-        if let Some(ns) = self
-            .state
-            .iter()
-            .find(|ns| !luge_core::state::valid_namespace(ns))
-        {
-            return Err(SpecError::Refused(format!(
-                "state namespace {ns:?}: 1-64 letters, digits, '.', '_' or '-'"
             )));
         }
         if self.relative_deadline_us == Some(0) {

@@ -125,17 +125,29 @@ impl StateStore {
 
     /// One invocation's view: `function`'s private namespace plus
     /// `granted`, operations bounded by `until` (the invocation's end).
+    /// Within a `scope` (an OpenWhisk namespace: its tenants name their
+    /// own state namespaces), names are the scope's own: the same name in
+    /// two scopes is two namespaces.
     pub fn session(
         self: &Arc<Self>,
+        scope: Option<&str>,
         function: &str,
         granted: &[String],
         until: Instant,
     ) -> Session {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        // Internal names never contain '/' (the store splits keys at the
+        // first one); a scope is kept apart by ':', which grants cannot
+        // name.
+        let clean = |name: &str| name.replace('/', ":");
+        let qualify = |ns: &str| match scope {
+            Some(scope) => format!("{}:{ns}", clean(scope)),
+            None => ns.to_owned(),
+        };
         Session {
             store: Arc::clone(self),
-            private: format!("~{function}"),
-            granted: granted.to_vec(),
+            private: format!("~{}", qualify(&clean(function))),
+            granted: granted.iter().map(|ns| (ns.clone(), qualify(ns))).collect(),
             until,
             token: format!("{}-{token}", std::process::id()),
             held: Mutex::default(),
@@ -148,13 +160,14 @@ impl StateStore {
 pub struct Session {
     store: Arc<StateStore>,
     private: String,
-    granted: Vec<String>,
+    /// Granted namespaces: (as keys name them, as stored).
+    granted: Vec<(String, String)>,
     until: Instant,
     token: String,
     held: Mutex<Vec<String>>,
 }
 
-/// Where a key lives, once checked.
+/// Where a key lives, once checked: its namespace as stored.
 struct Key<'a> {
     ns: &'a str,
     rest: &'a str,
@@ -174,13 +187,12 @@ impl Session {
                 ns: &self.private,
                 rest: key,
             }),
-            Some((ns, rest)) if valid_namespace(ns) => {
-                if self.granted.iter().any(|g| g == ns) {
-                    Ok(Key { ns, rest })
-                } else {
-                    Err(StateError::NotGranted)
-                }
-            }
+            Some((ns, rest)) if valid_namespace(ns) => self
+                .granted
+                .iter()
+                .find(|(name, _)| name == ns)
+                .map(|(_, stored)| Key { ns: stored, rest })
+                .ok_or(StateError::NotGranted),
             Some(_) => Err(StateError::BadArgument),
         }
     }

@@ -195,6 +195,7 @@ pub fn directory_grants(registry: &ModuleRegistry, read_only_supported: bool) {
     let grant = |mode| Capabilities {
         dirs: vec![DirGrant::open(dir.path(), "/data", mode).expect("a temporary directory")],
         args: Vec::new(),
+        state: Vec::new(),
     };
     let runtime = registry.runtime();
     runtime
