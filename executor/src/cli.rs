@@ -401,20 +401,22 @@ impl Common {
                 refuse_under(root, what, path)?;
             }
         }
+        // Initialisations for snapshots run under the default limits.
+        let limits = self.limit_policy()?;
+        let mut registry = ModuleRegistry::new(runtime, key, Some(cache_dir.join("modules")));
+        if let Some(preinit) = luge_engines::preinitializer(&limits.default)? {
+            registry = registry.with_preinitializer(preinit);
+        }
         Ok(Settings {
             scheduler: Arc::new(self.scheduler()?),
             preemption: Preemption {
                 quantum: Duration::from_micros(quantum_us),
                 enabled: !self.no_preempt,
             },
-            registry: Arc::new(ModuleRegistry::new(
-                runtime,
-                key,
-                Some(cache_dir.join("modules")),
-            )),
+            registry: Arc::new(registry),
             init: InitSettings {
                 fs_root,
-                limits: self.limit_policy()?,
+                limits,
                 ..InitSettings::default()
             },
             // 64 MiB: OpenWhisk's largest action (48 MB) base64-encoded.

@@ -86,7 +86,13 @@ fn precompile(cli: Cli) -> anyhow::Result<()> {
     let (key, _) = artifact::operator_key(cli.key_file.as_deref(), &cache_dir)?;
     let runtime = runtime(&cli)?;
     let id = runtime.id().clone();
-    let registry = ModuleRegistry::new(runtime, key, None);
+    let mut registry = ModuleRegistry::new(runtime, key, None);
+    // A module exporting `wizer.initialize` is shipped as its snapshot,
+    // its initialisation bounded by the executor's default limits.
+    if let Some(preinit) = luge_engines::preinitializer(&luge_core::LimitPolicy::default().default)?
+    {
+        registry = registry.with_preinitializer(preinit);
+    }
     let sealed = registry
         .compile_sealed(&wasm)
         .with_context(|| format!("{} was refused", cli.input.display()))?;

@@ -32,6 +32,20 @@ pub enum LoadError {
     /// Over the compile budget: refused before any compiler saw it.
     #[error("the module is too costly to compile: {0}")]
     OverBudget(String),
+    /// Its initialisation function failed when run to make its snapshot.
+    #[error("pre-initialization failed: {0}")]
+    Preinit(String),
+}
+
+/// Pre-initialization (Faasm's Proto-Faaslets, Wizer): runs a module's
+/// initialisation function once and returns a module whose memory and
+/// globals start where the initialisation left them. The registry applies
+/// it wherever plain Wasm is compiled, before the engine sees the code.
+pub trait Preinitializer: Send + Sync {
+    /// The snapshot of `wasm`, or `None` when it exports no initialisation
+    /// function (nothing to do); an error is the initialisation's failure,
+    /// for the uploader.
+    fn preinitialize(&self, wasm: &[u8]) -> Result<Option<Vec<u8>>, String>;
 }
 
 /// Functions a module may define. Compile time and memory grow with it: a
@@ -93,6 +107,7 @@ pub struct ModuleRegistry {
     cache_dir: Option<PathBuf>,
     loaded: Mutex<HashMap<blake3::Hash, Weak<dyn LoadedModule>>>,
     compiling: Mutex<()>,
+    preinit: Option<Arc<dyn Preinitializer>>,
     compiles: AtomicU64,
     disk_hits: AtomicU64,
     shared_hits: AtomicU64,
@@ -122,11 +137,18 @@ impl ModuleRegistry {
             cache_dir,
             loaded: Mutex::new(HashMap::new()),
             compiling: Mutex::new(()),
+            preinit: None,
             compiles: AtomicU64::new(0),
             disk_hits: AtomicU64::new(0),
             shared_hits: AtomicU64::new(0),
             loads: AtomicU64::new(0),
         }
+    }
+
+    /// Pre-initializes plain Wasm with `preinit` before compiling it.
+    pub fn with_preinitializer(mut self, preinit: Arc<dyn Preinitializer>) -> Self {
+        self.preinit = Some(preinit);
+        self
     }
 
     /// The engine behind this registry.
@@ -226,8 +248,15 @@ impl ModuleRegistry {
     pub fn compile_sealed(&self, wasm: &[u8]) -> Result<Vec<u8>, LoadError> {
         check_compile_budget(wasm)?;
         let payload = {
+            // One at a time too: an initialisation runs up to its time
+            // limit, in memory up to its memory limit.
             let _one_at_a_time = self.compiling.lock().unwrap_or_else(|e| e.into_inner());
-            self.runtime.precompile(wasm)?
+            let snapshot = match &self.preinit {
+                Some(preinit) => preinit.preinitialize(wasm).map_err(LoadError::Preinit)?,
+                None => None,
+            };
+            self.runtime
+                .precompile(snapshot.as_deref().unwrap_or(wasm))?
         };
         self.compiles.fetch_add(1, Ordering::Relaxed);
         Ok(artifact::seal(

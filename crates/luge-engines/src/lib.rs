@@ -140,6 +140,26 @@ pub enum FactoryError {
     Engine(#[from] EngineError),
 }
 
+/// What makes pre-initialized snapshots (Wizer) of modules that export
+/// `wizer.initialize`, their initialisation bounded by `limits` (time,
+/// memory): for [`luge_core::ModuleRegistry::with_preinitializer`]. `None`
+/// in a build without Wasmtime, which runs the initialisations.
+pub fn preinitializer(
+    limits: &luge_core::Limits,
+) -> Result<Option<Arc<dyn luge_core::registry::Preinitializer>>, FactoryError> {
+    #[cfg(feature = "wasmtime")]
+    {
+        let snapshotter = luge_snapshot::Snapshotter::new(limits.timeout, limits.memory_bytes)
+            .map_err(|e| FactoryError::Engine(EngineError::Config(e)))?;
+        Ok(Some(Arc::new(snapshotter)))
+    }
+    #[cfg(not(feature = "wasmtime"))]
+    {
+        let _ = limits;
+        Ok(None)
+    }
+}
+
 /// The runtime `kind` stands for, configured by `settings`.
 pub fn build(
     kind: EngineKind,

@@ -1,0 +1,209 @@
+//! Pre-initialized snapshots (Faasm's Proto-Faaslets) with Wizer.
+//!
+//! A module that exports an initialisation function (`wizer.initialize`)
+//! has it run once, when its plain Wasm is compiled (upload, precompile,
+//! a configured route at start, the first `/init`), and is replaced by a
+//! module whose memory and globals start where the initialisation left
+//! them. Every invocation still gets a fresh sandbox, from the snapshot.
+//! The snapshot is a plain core module, so every engine loads it.
+//!
+//! Narrows Wizer to what an untrusted upload may do: the initialisation
+//! runs on Wasmtime with WASI preview 1 but no arguments, environment,
+//! directories or stdin, under a time limit (epoch interruption) and a
+//! memory limit, one at a time (the registry's compile lock); a trap, an
+//! exit or running out of time or memory is an upload error naming it.
+
+#![deny(missing_docs)]
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use luge_core::registry::Preinitializer;
+use wasmtime::{Config, Engine, Instance, Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::I32Exit;
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
+
+/// The export that marks a module for pre-initialization (Wizer's name).
+pub const INIT_FUNC: &str = "wizer.initialize";
+
+/// Bytes of the initialisation's stderr kept for its error message.
+const STDERR_BYTES: usize = 4096;
+
+struct Ctx {
+    wasi: WasiP1Ctx,
+    limits: StoreLimits,
+}
+
+/// Runs initialisation functions and snapshots the result.
+pub struct Snapshotter {
+    engine: Engine,
+    linker: Linker<Ctx>,
+    timeout: Duration,
+    memory_bytes: usize,
+}
+
+impl std::fmt::Debug for Snapshotter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshotter")
+            .field("timeout", &self.timeout)
+            .field("memory_bytes", &self.memory_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Snapshotter {
+    /// A snapshotter whose initialisations run at most `timeout` in at most
+    /// `memory_bytes` of linear memory (the operator's default limits).
+    pub fn new(timeout: Duration, memory_bytes: u64) -> Result<Self, String> {
+        let mut config = Config::new();
+        // Interrupted by its own timer thread at `timeout`.
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| format!("snapshot engine: {e:#}"))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c: &mut Ctx| &mut c.wasi)
+            .map_err(|e| format!("snapshot linker: {e:#}"))?;
+        Ok(Self {
+            engine,
+            linker,
+            timeout,
+            memory_bytes: usize::try_from(memory_bytes).unwrap_or(usize::MAX),
+        })
+    }
+
+    fn run(&self, wasm: &[u8]) -> Result<Vec<u8>, String> {
+        let mut wizer = Wizer::new();
+        wizer.init_func(INIT_FUNC);
+        let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
+        let module = Module::new(&self.engine, &instrumented).map_err(|e| format!("{e:#}"))?;
+        let stderr = MemoryOutputPipe::new(STDERR_BYTES);
+        let wasi = wasmtime_wasi::WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .build_p1();
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.memory_bytes)
+            .instances(1)
+            .build();
+        let mut store = Store::new(&self.engine, Ctx { wasi, limits });
+        store.limiter(|c| &mut c.limits);
+        store.set_epoch_deadline(1);
+        // The timer: one epoch tick at `timeout` interrupts this store
+        // (the only one running: initialisations run one at a time).
+        let (done, wait) = mpsc::channel::<()>();
+        let (engine, timeout) = (self.engine.clone(), self.timeout);
+        let timer = std::thread::spawn(move || {
+            if wait.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
+                engine.increment_epoch();
+            }
+        });
+        let result = self.initialize(&mut store, &module);
+        drop(done);
+        let _ = timer.join();
+        let instance = result.map_err(|e| {
+            let detail = String::from_utf8_lossy(&stderr.contents())
+                .trim()
+                .to_owned();
+            let reason = if let Some(exit) = e.downcast_ref::<I32Exit>() {
+                format!("`{INIT_FUNC}` exited with status {}", exit.0)
+            } else if e
+                .downcast_ref::<wasmtime::Trap>()
+                .is_some_and(|t| *t == wasmtime::Trap::Interrupt)
+            {
+                format!(
+                    "`{INIT_FUNC}` ran past its time limit of {} ms",
+                    self.timeout.as_millis()
+                )
+            } else {
+                format!("`{INIT_FUNC}` failed: {e:#}")
+            };
+            if detail.is_empty() {
+                reason
+            } else {
+                format!("{reason} (stderr: {detail})")
+            }
+        })?;
+        let mut state = Snap {
+            store: &mut store,
+            instance,
+        };
+        // Wizer's reads of the instance complete at once: no runtime needed.
+        luge_core::calls::block_on(wizer.snapshot(&cx, &mut state))
+            .map_err(|e| format!("snapshot: {e:#}"))
+    }
+
+    /// Instantiates and runs the initialisation (a reactor's
+    /// `_initialize` first, as Wizer does).
+    fn initialize(&self, store: &mut Store<Ctx>, module: &Module) -> wasmtime::Result<Instance> {
+        let instance = self.linker.instantiate(&mut *store, module)?;
+        if let Ok(reactor) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
+            reactor.call(&mut *store, ())?;
+        }
+        instance
+            .get_typed_func::<(), ()>(&mut *store, INIT_FUNC)?
+            .call(&mut *store, ())?;
+        Ok(instance)
+    }
+}
+
+/// Whether `wasm` exports `name` (a quick scan, before any compile).
+fn exports(wasm: &[u8], name: &str) -> bool {
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        match payload {
+            Ok(wasmparser::Payload::ExportSection(section)) => {
+                return section.into_iter().any(|e| e.is_ok_and(|e| e.name == name));
+            }
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+impl Preinitializer for Snapshotter {
+    fn preinitialize(&self, wasm: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        if !exports(wasm, INIT_FUNC) {
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        let snapshot = self.run(wasm)?;
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            bytes = snapshot.len(),
+            "pre-initialized snapshot made"
+        );
+        Ok(Some(snapshot))
+    }
+}
+
+/// The initialised instance, as Wizer reads it.
+struct Snap<'a> {
+    store: &'a mut Store<Ctx>,
+    instance: Instance,
+}
+
+impl InstanceState for Snap<'_> {
+    async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
+        // Wizer asks only for the globals its instrumentation exported.
+        let value = self
+            .instance
+            .get_global(&mut *self.store, name)
+            .map(|g| g.get(&mut *self.store));
+        match value {
+            Some(wasmtime::Val::I32(x)) => SnapshotVal::I32(x),
+            Some(wasmtime::Val::I64(x)) => SnapshotVal::I64(x),
+            Some(wasmtime::Val::F32(x)) => SnapshotVal::F32(x),
+            Some(wasmtime::Val::F64(x)) => SnapshotVal::F64(x),
+            Some(wasmtime::Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
+            // Reference globals are refused by Wizer's instrumentation.
+            _ => SnapshotVal::I32(0),
+        }
+    }
+
+    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
+        match self.instance.get_memory(&mut *self.store, name) {
+            Some(memory) => contents(memory.data(&*self.store)),
+            None => contents(&[]),
+        }
+    }
+}
