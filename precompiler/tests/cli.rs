@@ -162,3 +162,34 @@ fn wamr_artifacts_name_their_engine() {
 fn wasmer_artifacts_name_their_engine() {
     other_engine_artifacts_name_their_engine("wasmer");
 }
+
+/// A module exporting `wizer.initialize` is shipped as its snapshot: the
+/// artifact's invocations find the initialisation's table already built.
+#[test]
+fn an_initializable_module_is_precompiled_as_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("preinit.luge");
+    let run = precompile(&[
+        example("preinit").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let code = ModuleCode::detect(std::fs::read(&out).unwrap(), usize::MAX).unwrap();
+    let module = registry(KEY).load(&code).unwrap();
+    let action = std::sync::Arc::new(luge_core::Action::command("preinit"));
+    let outcome = module.run(luge_core::Invocation::new(action, &b"{\"nth\": 1}"[..]));
+    assert!(
+        outcome.termination.is_success(),
+        "{:?}",
+        outcome.termination
+    );
+    let out: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&outcome.stdout).trim()).unwrap();
+    assert_eq!(out["prime"], 3);
+    assert_eq!(out["built_here"], false, "{out}");
+}

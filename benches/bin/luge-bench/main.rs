@@ -24,6 +24,7 @@ mod churn;
 mod cold_start;
 mod memory;
 mod report;
+mod snapshots;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -43,6 +44,7 @@ use churn::churn;
 use cold_start::cold_start;
 use memory::memory;
 pub(crate) use report::{Report, write};
+use snapshots::snapshots;
 use state::state_ops;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -56,6 +58,7 @@ enum Experiment {
     CallsFanout,
     CallsSocial,
     StateOps,
+    Snapshots,
     All,
 }
 
@@ -104,6 +107,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::CallsFanout,
             Experiment::CallsSocial,
             Experiment::StateOps,
+            Experiment::Snapshots,
         ],
         one => vec![one],
     };
@@ -118,6 +122,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::CallsFanout => calls_fanout(&setup, cli.rounds.max(1)),
             Experiment::CallsSocial => calls_social(&setup, window),
             Experiment::StateOps => state_ops(&setup),
+            Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;
