@@ -1,6 +1,6 @@
 //! A function with a costly start-up, made once by a snapshot: it exports
 //! `wizer.initialize`, which builds a table (about 50 ms of work: the
-//! primes below 3,000,000 by trial division up to a bound, deliberately
+//! primes below 480,000 by trial division, deliberately
 //! plain). Luge runs it once when the module is compiled and snapshots the
 //! result; every invocation then starts from the snapshot with the table
 //! already built. `{"nth": 10}` answers the 10th prime and whether this
@@ -19,7 +19,7 @@ static CALLS: AtomicU64 = AtomicU64::new(0);
 
 fn build() -> Vec<u32> {
     BUILT_IN_MAIN.store(IN_MAIN.load(Ordering::Relaxed), Ordering::Relaxed);
-    let limit = std::hint::black_box(150_000u32);
+    let limit = std::hint::black_box(480_000u32);
     (2..limit)
         .filter(|&n| (2..n).take_while(|d| d * d <= n).all(|d| n % d != 0))
         .collect()
