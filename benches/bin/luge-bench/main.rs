@@ -26,6 +26,8 @@ mod memory;
 mod report;
 mod snapshots;
 mod state;
+mod state_counter;
+mod state_shared;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,6 +48,8 @@ use memory::memory;
 pub(crate) use report::{Report, write};
 use snapshots::snapshots;
 use state::state_ops;
+use state_counter::state_counter;
+use state_shared::state_shared;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Experiment {
@@ -58,6 +62,8 @@ enum Experiment {
     CallsFanout,
     CallsSocial,
     StateOps,
+    StateShared,
+    StateCounter,
     Snapshots,
     All,
 }
@@ -107,6 +113,8 @@ fn main() -> anyhow::Result<()> {
             Experiment::CallsFanout,
             Experiment::CallsSocial,
             Experiment::StateOps,
+            Experiment::StateShared,
+            Experiment::StateCounter,
             Experiment::Snapshots,
         ],
         one => vec![one],
@@ -122,6 +130,8 @@ fn main() -> anyhow::Result<()> {
             Experiment::CallsFanout => calls_fanout(&setup, cli.rounds.max(1)),
             Experiment::CallsSocial => calls_social(&setup, window),
             Experiment::StateOps => state_ops(&setup),
+            Experiment::StateShared => state_shared(&setup, cli.rounds.max(1)),
+            Experiment::StateCounter => state_counter(&setup, window),
             Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
             Experiment::All => unreachable!("expanded above"),
         }?;

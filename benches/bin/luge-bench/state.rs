@@ -17,7 +17,8 @@ use serde_json::json;
 
 use crate::{Report, Setup};
 
-struct Redis(Child);
+/// A `redis-server` on a free loopback port, killed when dropped.
+pub(crate) struct Redis(Child);
 
 impl Drop for Redis {
     fn drop(&mut self) {
@@ -26,7 +27,8 @@ impl Drop for Redis {
     }
 }
 
-fn redis() -> anyhow::Result<(Redis, u16)> {
+/// Starts a `redis-server` on a free loopback port: it and the port.
+pub(crate) fn redis() -> anyhow::Result<(Redis, u16)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
