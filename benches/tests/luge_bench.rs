@@ -47,6 +47,13 @@ fn every_experiment_writes_its_results() {
         ("churn", true),
         ("memory", false),
         ("chains", true),
+        ("calls-overhead", false),
+        ("calls-fanout", true),
+        ("calls-social", true),
+        ("state-ops", true),
+        ("state-shared", false),
+        ("state-counter", true),
+        ("snapshots", true),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
@@ -109,6 +116,34 @@ fn every_experiment_writes_its_results() {
         "{chains:?}"
     );
     assert!(kib(0) > kib(1) && kib(0) > 0.0, "{memory:?}");
+
+    // Calls: four requests measured; fan-out from 1 to 64 callees; the
+    // social graph in three compositions at three loads, none failing at
+    // half load.
+    assert_eq!(rows(&out.path().join("calls-overhead")).len(), 4);
+    let fanout = rows(&out.path().join("calls-fanout"));
+    assert_eq!(fanout.first().unwrap()[0], "1");
+    assert_eq!(fanout.last().unwrap()[0], "64");
+    let social = rows(&out.path().join("calls-social"));
+    assert_eq!(social.len(), 9);
+    for half in social.iter().filter(|r| r[2] == "50 %") {
+        assert_eq!(half[6], "0", "{half:?}");
+    }
+    // State: three operations at two sizes; both ways of sharing a value;
+    // the counter on both tiers at 1 and 2 workers.
+    assert_eq!(rows(&out.path().join("state-ops")).len(), 6);
+    assert_eq!(rows(&out.path().join("state-shared")).len(), 2);
+    let counter = rows(&out.path().join("state-counter"));
+    assert_eq!(counter.len(), 4);
+    assert!(counter.iter().all(|r| number(&r[2]) > 0.0), "{counter:?}");
+    // Snapshots: a warm request from the snapshot beats rebuilding the
+    // table in every sandbox.
+    let snapshots = rows(&out.path().join("snapshots"));
+    assert_eq!(snapshots.len(), 2);
+    assert!(
+        number(&snapshots[1][3]) < number(&snapshots[0][3]),
+        "{snapshots:?}"
+    );
 }
 
 /// `--engine` runs the experiments on another engine, and machine.md and
