@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every example action to wasm32-wasip1 into target/wasm/.
+# Builds every example action to wasm32-wasip1 into target/wasm/ (and a
+# few as wasm32-wasip2 components).
 # Rust actions via the actions/ workspace; C actions with Debian's clang and
 # wasi-libc (packages clang, lld, wasi-libc, libclang-rt-dev-wasm32).
 set -euo pipefail
@@ -10,6 +11,15 @@ mkdir -p "$out"
 cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$root/actions/target" \
     --target wasm32-wasip1 --release
 cp "$root"/actions/target/wasm32-wasip1/release/*.wasm "$out/"
+
+# Some as WebAssembly components too (WASI 0.2 `wasi:cli/command`, Rust's
+# wasm32-wasip2 target): the same source, named p2-<name>.wasm.
+p2=(echo notdict unicode envvars spin fail)
+cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$root/actions/target" \
+    --target wasm32-wasip2 --release $(printf -- '--bin %s ' "${p2[@]}")
+for name in "${p2[@]}"; do
+    cp "$root/actions/target/wasm32-wasip2/release/$name.wasm" "$out/p2-$name.wasm"
+done
 
 # The C functions are also built natively (target/native/): the
 # process-per-request baseline of the benchmarks runs the same source.

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing Luge needs on a fresh Debian machine:
-# the wasm32-wasip1 Rust target, clang + wasi-libc for the C actions, and
+# the wasm32-wasip1 and wasm32-wasip2 Rust targets, clang + wasi-libc for the C actions, and
 # cmake + libclang for building WAMR (the `wamr` engine feature), and
 # redis-server for the state tests.
 set -euo pipefail
-if ! rustup target list --installed | grep -qx wasm32-wasip1; then
-    rustup target add wasm32-wasip1
-fi
+for target in wasm32-wasip1 wasm32-wasip2; do
+    if ! rustup target list --installed | grep -qx "$target"; then
+        rustup target add "$target"
+    fi
+done
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 need=()
 command -v clang >/dev/null || need+=(clang)

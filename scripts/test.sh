@@ -16,7 +16,7 @@ for engine in wasmer wamr; do
     LUGE_TEST_ENGINE=$engine cargo test -p luge-executor --all-features \
         --test openwhisk_runner --test capabilities --test bad_input --test limits \
         --test standalone --test serve_containers --test metrics --test engines \
-        --test invoker --test adversarial --test calls --test state --test snapshots
+        --test invoker --test adversarial --test calls --test state --test snapshots --test components
 done
 # The OpenWhisk kit against a real OpenWhisk: compiles the factory against
 # OPENWHISK_SRC and runs actions through OpenWhisk's standalone server. CI

@@ -162,7 +162,9 @@ fn exports(wasm: &[u8], name: &str) -> bool {
 
 impl Preinitializer for Snapshotter {
     fn preinitialize(&self, wasm: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        if !exports(wasm, INIT_FUNC) {
+        // Components are not snapshotted (Wizer's component support is a
+        // feature this build leaves out).
+        if luge_core::code::is_component(wasm) || !exports(wasm, INIT_FUNC) {
             return Ok(None);
         }
         let started = std::time::Instant::now();

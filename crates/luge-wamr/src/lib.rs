@@ -97,6 +97,7 @@ impl WasmRuntime for WamrRuntime {
     }
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
+        luge_core::code::refuse_component("wamr", wasm)?;
         // Loading is WAMR's validation; the loaded module is dropped and the
         // Wasm itself is the payload.
         WamrModule::load(wasm.to_vec(), &self.config, Arc::clone(&self.watchdog))

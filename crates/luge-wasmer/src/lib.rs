@@ -212,6 +212,7 @@ impl WasmRuntime for WasmerRuntime {
     }
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
+        luge_core::code::refuse_component("wasmer", wasm)?;
         let module = Module::new(&self.shared.engine, wasm)
             .map_err(|e| EngineError::InvalidModule(e.to_string()))?;
         check_imports(&module)?;

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod calls;
+pub mod component;
 pub mod config;
 pub mod epoch;
 pub mod limits;
@@ -44,6 +45,8 @@ pub struct WasmtimeRuntime {
     engine: Engine,
     id: EngineId,
     linkers: Arc<Linkers>,
+    /// WASI 0.2, for `wasi:cli/command` components.
+    component_linker: wasmtime::component::Linker<component::ComponentState>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
     release_above: Option<usize>,
@@ -74,6 +77,7 @@ impl WasmtimeRuntime {
             .and_then(|()| state::add_to_linker(&mut sync, false))
             .and_then(|()| state::add_to_linker(&mut asynchronous, true))
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let component_linker = component::linker(&engine)?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick)
             .map_err(|e| EngineError::Config(format!("epoch ticker: {e}")))?;
         Ok(Self {
@@ -87,6 +91,7 @@ impl WasmtimeRuntime {
             },
             engine,
             linkers: Arc::new(Linkers { sync, asynchronous }),
+            component_linker,
             ticker,
             fuel: config.fuel,
             release_above: config.release_above(),
@@ -236,6 +241,12 @@ impl WasmRuntime for WasmtimeRuntime {
     }
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
+        if component::is_component(wasm) {
+            return self
+                .engine
+                .precompile_component(wasm)
+                .map_err(|e| EngineError::InvalidModule(format!("{e:#}")));
+        }
         self.engine
             .precompile_module(wasm)
             .map_err(|e| EngineError::InvalidModule(format!("{e:#}")))
@@ -252,6 +263,21 @@ impl WasmRuntime for WasmtimeRuntime {
         // engine, version and target, so the payload is the output of this
         // operator's precompiler for this engine. Wasmtime additionally checks
         // its own version and configuration flags and refuses a mismatch.
+        if Engine::detect_precompiled(artifact.payload()) == Some(wasmtime::Precompiled::Component)
+        {
+            // SAFETY: as for modules below: the payload is this operator's
+            // `Engine::precompile_component` output for this engine.
+            let component = unsafe {
+                wasmtime::component::Component::deserialize(&self.engine, artifact.payload())
+            }
+            .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
+            return Ok(Arc::new(component::CommandComponent::new(
+                &component,
+                &self.component_linker,
+                Arc::clone(&self.ticker),
+                self.fuel,
+            )?));
+        }
         let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
             .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
         let module = SandboxModule::new(

@@ -107,25 +107,35 @@ impl SandboxModule {
         stdout: &MemoryOutputPipe,
         stderr: &MemoryOutputPipe,
     ) -> Result<WasiP1Ctx, String> {
-        let action = &invocation.action;
-        let mut builder = WasiCtxBuilder::new();
-        builder
-            .stdin(MemoryInputPipe::new(invocation.stdin.clone()))
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .args(&invocation.argv().collect::<Vec<_>>())
-            .envs(&invocation.env());
-        for dir in &action.capabilities.dirs {
-            let perms = match dir.mode {
-                DirMode::ReadOnly => FsPerms::ReadOnly,
-                DirMode::ReadWrite => FsPerms::ReadWrite,
-            };
-            builder
-                .preopened_dir(dir.path(), &dir.guest, perms)
-                .map_err(|e| format!("granted directory {}: {e:#}", dir.guest))?;
-        }
-        Ok(builder.build_p1())
+        Ok(wasi_builder(invocation, stdout, stderr)?.build_p1())
     }
+}
+
+/// The WASI context of an invocation, for either preview: stdin, captured
+/// stdout and stderr, argv, environment and granted directories.
+pub(crate) fn wasi_builder(
+    invocation: &Invocation,
+    stdout: &MemoryOutputPipe,
+    stderr: &MemoryOutputPipe,
+) -> Result<WasiCtxBuilder, String> {
+    let action = &invocation.action;
+    let mut builder = WasiCtxBuilder::new();
+    builder
+        .stdin(MemoryInputPipe::new(invocation.stdin.clone()))
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .args(&invocation.argv().collect::<Vec<_>>())
+        .envs(&invocation.env());
+    for dir in &action.capabilities.dirs {
+        let perms = match dir.mode {
+            DirMode::ReadOnly => FsPerms::ReadOnly,
+            DirMode::ReadWrite => FsPerms::ReadWrite,
+        };
+        builder
+            .preopened_dir(dir.path(), &dir.guest, perms)
+            .map_err(|e| format!("granted directory {}: {e:#}", dir.guest))?;
+    }
+    Ok(builder)
 }
 
 impl LoadedModule for SandboxModule {
@@ -168,35 +178,13 @@ impl LoadedModule for SandboxModule {
                 Ok(sandbox) => sandbox,
                 Err(outcome) => return outcome,
             };
-            // With preemption, check at every epoch tick: stop a sandbox past
-            // its time limit or cancelled; yield at the end of its quantum,
-            // or at once when the scheduler asks because a more urgent job
-            // arrived. Without, check once per quantum, only for the time
-            // limit and cancellation.
-            let quantum = self.ticker.ticks_for(preemption.quantum).max(1);
-            let timeout = sandbox.limits.timeout;
-            let cancel = invocation.cancel.clone();
-            let mut ticks_in_slice = 0;
-            sandbox.store.epoch_deadline_callback(move |_| {
-                if started.elapsed() >= timeout || cancel.is_cancelled() {
-                    return Ok(UpdateDeadline::Interrupt);
-                }
-                if !preemption.enabled {
-                    return Ok(UpdateDeadline::Continue(quantum));
-                }
-                ticks_in_slice += 1;
-                Ok(
-                    if ticks_in_slice >= quantum || luge_core::preempt::requested() {
-                        ticks_in_slice = 0;
-                        UpdateDeadline::Yield(1)
-                    } else {
-                        UpdateDeadline::Continue(1)
-                    },
-                )
-            });
-            sandbox
-                .store
-                .set_epoch_deadline(if preemption.enabled { 1 } else { quantum });
+            schedule(
+                &mut sandbox.store,
+                &self.ticker,
+                &invocation,
+                preemption,
+                started,
+            );
             let entry = invocation.action.entry.as_str();
             let result = {
                 let _running = self.ticker.enter();
@@ -279,23 +267,7 @@ impl Sandbox {
         }
         let limits = self.limits;
         let refused = self.store.data().limiter.refused;
-        let termination = match result {
-            Ok(()) => Termination::Exited(0),
-            Err(error) => {
-                if let Some(exit) = error.downcast_ref::<I32Exit>() {
-                    Termination::Exited(exit.0)
-                } else {
-                    match error.downcast_ref::<Trap>() {
-                        Some(Trap::Interrupt) => Termination::TimedOut(limits.timeout),
-                        Some(Trap::OutOfFuel) => Termination::OutOfFuel,
-                        _ if refused => Termination::OutOfMemory {
-                            limit_bytes: limits.memory_bytes,
-                        },
-                        _ => Termination::Trapped(trap_message(&error)),
-                    }
-                }
-            }
-        };
+        let termination = termination(result, refused, &limits);
         drop(self.store);
         Outcome {
             termination,
@@ -304,6 +276,69 @@ impl Sandbox {
             elapsed: started.elapsed(),
         }
         .cap_output(limits.max_output_bytes)
+    }
+}
+
+/// Sets how a sandbox run as a future shares its worker: with preemption,
+/// checked at every epoch tick, it is stopped past its time limit or when
+/// cancelled, and yields at the end of its quantum, or at once when the
+/// scheduler asks because a more urgent job arrived. Without, it is checked
+/// once per quantum, only for the time limit and cancellation. (Core
+/// modules and components alike.)
+pub(crate) fn schedule<T: 'static>(
+    store: &mut Store<T>,
+    ticker: &EpochTicker,
+    invocation: &Invocation,
+    preemption: Preemption,
+    started: Instant,
+) {
+    let quantum = ticker.ticks_for(preemption.quantum).max(1);
+    let timeout = invocation.action.limits.timeout;
+    let cancel = invocation.cancel.clone();
+    let mut ticks_in_slice = 0;
+    store.epoch_deadline_callback(move |_| {
+        if started.elapsed() >= timeout || cancel.is_cancelled() {
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        if !preemption.enabled {
+            return Ok(UpdateDeadline::Continue(quantum));
+        }
+        ticks_in_slice += 1;
+        Ok(
+            if ticks_in_slice >= quantum || luge_core::preempt::requested() {
+                ticks_in_slice = 0;
+                UpdateDeadline::Yield(1)
+            } else {
+                UpdateDeadline::Continue(1)
+            },
+        )
+    });
+    store.set_epoch_deadline(if preemption.enabled { 1 } else { quantum });
+}
+
+/// How a run that returned `result` ended; `refused`: a memory growth was
+/// refused on the way.
+pub(crate) fn termination(
+    result: wasmtime::Result<()>,
+    refused: bool,
+    limits: &Limits,
+) -> Termination {
+    match result {
+        Ok(()) => Termination::Exited(0),
+        Err(error) => {
+            if let Some(exit) = error.downcast_ref::<I32Exit>() {
+                Termination::Exited(exit.0)
+            } else {
+                match error.downcast_ref::<Trap>() {
+                    Some(Trap::Interrupt) => Termination::TimedOut(limits.timeout),
+                    Some(Trap::OutOfFuel) => Termination::OutOfFuel,
+                    _ if refused => Termination::OutOfMemory {
+                        limit_bytes: limits.memory_bytes,
+                    },
+                    _ => Termination::Trapped(trap_message(&error)),
+                }
+            }
+        }
     }
 }
 
@@ -349,7 +384,7 @@ fn trap_message(error: &wasmtime::Error) -> String {
 
 /// The bytes a pipe captured. The store, the pipe's only other owner, has
 /// been dropped by now, so the buffer is moved out rather than copied.
-fn take_output(pipe: MemoryOutputPipe) -> Vec<u8> {
+pub(crate) fn take_output(pipe: MemoryOutputPipe) -> Vec<u8> {
     pipe.try_into_inner()
         .map(|buffer| buffer.freeze().into())
         .unwrap_or_default()
