@@ -21,6 +21,15 @@ for name in "${p2[@]}"; do
     cp "$root/actions/target/wasm32-wasip2/release/$name.wasm" "$out/p2-$name.wasm"
 done
 
+# Python functions with componentize-py (./scripts/setup.sh installs it
+# under target/tools): py-<name>.wasm, WASI 0.2 command components.
+cpy="$root/target/tools/componentize-py"
+for app in "$root"/actions/python/*/app.py; do
+    name=$(basename "$(dirname "$app")")
+    (cd "$(dirname "$app")" && PYTHONPATH="$cpy" "$cpy/bin/componentize-py" \
+        -d "$root/actions/python/wit" -w command componentize app -o "$out/py-$name.wasm" >/dev/null)
+done
+
 # The C functions are also built natively (target/native/): the
 # process-per-request baseline of the benchmarks runs the same source.
 native="$root/target/native"

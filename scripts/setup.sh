@@ -28,3 +28,15 @@ if [ ${#need[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
 fi
+
+# componentize-py builds the Python example functions into WASI 0.2
+# components (pinned; installed under target/tools, not system-wide).
+cpy="$(cd "$(dirname "$0")/.." && pwd)/target/tools/componentize-py"
+if [ ! -x "$cpy/bin/componentize-py" ]; then
+    python3 -m pip --version >/dev/null 2>&1 || {
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        $sudo apt-get install -y -qq python3-pip
+    }
+    python3 -m pip install --quiet --disable-pip-version-check --target "$cpy" componentize-py==0.25.1
+fi

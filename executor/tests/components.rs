@@ -151,3 +151,35 @@ fn other_engines_refuse_components_by_name() {
         assert!(error.contains(engine()), "{error}");
     });
 }
+
+/// Python, from source to a request: `actions/python/hello/app.py` built
+/// by componentize-py (scripts/build-actions.sh) into a WASI 0.2 command
+/// component, served on a route, a fresh instance per request.
+#[test]
+fn a_python_function_end_to_end() {
+    if !on_wasmtime() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.wasm"), wasm("py-hello")).unwrap();
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/hello\"\nmodule = \"hello.wasm\"\n",
+    )
+    .unwrap();
+    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    for name in ["Luge", "❄"] {
+        let (status, body) = luge.post("/hello", &json!({ "name": name }));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body,
+            json!({ "greeting": format!("Hello, {name}!"), "language": "python" })
+        );
+    }
+    let (status, body) = luge.post("/hello", &json!({}));
+    assert_eq!(
+        (status, body["greeting"].clone()),
+        (200, json!("Hello, stranger!"))
+    );
+}
