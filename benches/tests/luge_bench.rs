@@ -54,6 +54,7 @@ fn every_experiment_writes_its_results() {
         ("state-shared", false),
         ("state-counter", true),
         ("snapshots", true),
+        ("python", false),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();

@@ -23,6 +23,7 @@ mod chains;
 mod churn;
 mod cold_start;
 mod memory;
+mod python;
 mod report;
 mod snapshots;
 mod state;
@@ -45,6 +46,7 @@ use chains::chains;
 use churn::churn;
 use cold_start::cold_start;
 use memory::memory;
+use python::python;
 pub(crate) use report::{Report, write};
 use snapshots::snapshots;
 use state::state_ops;
@@ -65,6 +67,7 @@ enum Experiment {
     StateShared,
     StateCounter,
     Snapshots,
+    Python,
     All,
 }
 
@@ -116,6 +119,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::StateShared,
             Experiment::StateCounter,
             Experiment::Snapshots,
+            Experiment::Python,
         ],
         one => vec![one],
     };
@@ -133,6 +137,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::StateShared => state_shared(&setup, cli.rounds.max(1)),
             Experiment::StateCounter => state_counter(&setup, window),
             Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
+            Experiment::Python => python(&setup, cli.rounds.max(1)),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;
