@@ -354,42 +354,62 @@ fn namespaces_are_granted_and_private_ones_are_private() {
     }
 }
 
-/// Quotas: value size, keys and bytes per namespace, each a clear error.
+/// Quotas: value size, keys and bytes per namespace, each a clear error,
+/// on the local tier and on Redis (kept there by the write scripts).
 #[test]
 fn quotas_are_enforced() {
+    let redis = Redis::start();
+    let url = redis.url();
     let dir = tempfile::tempdir().unwrap();
     let luge = host(
         dir.path(),
         "[state]\nmax_value_kb = 64\nmax_keys = 4\nmax_namespace_mb = 1",
-        &[],
+        &["--state-url", &url],
     );
-    let out = ops(
-        &luge,
-        "/kv",
-        json!([
-            { "op": "set", "key": "shared/big", "repeat": 65537 },
-            { "op": "set", "key": "shared/k1", "repeat": 65536 },
-            { "op": "set", "key": "shared/k2", "value": "2" },
-            { "op": "set", "key": "shared/k3", "value": "3" },
-            { "op": "set", "key": "shared/k4", "value": "4" },
-            { "op": "set", "key": "shared/k5", "value": "5" },
-            { "op": "set", "key": "shared/k4", "value": "replaced" },
-            { "op": "append", "key": "shared/k1", "value": "x" },
-        ]),
-    );
-    let over = |v: &Value| {
-        v["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("over a quota"))
-    };
-    assert!(over(&out[0]), "value size: {out:?}");
-    assert_eq!(
-        &out[1..5],
-        [json!("ok"), json!("ok"), json!("ok"), json!("ok")]
-    );
-    assert!(over(&out[5]), "keys: {out:?}");
-    assert_eq!(out[6], "ok", "replacing is not a new key");
-    assert!(over(&out[7]), "append past the value size: {out:?}");
+    for global in [false, true] {
+        let op = |o: Value| {
+            let mut o = o;
+            o["global"] = json!(global);
+            o
+        };
+        let out = ops(
+            &luge,
+            "/kv",
+            json!([
+                op(json!({ "op": "set", "key": "shared/big", "repeat": 65537 })),
+                op(json!({ "op": "set", "key": "shared/k1", "repeat": 65536 })),
+                op(json!({ "op": "set", "key": "shared/k2", "value": "2" })),
+                op(json!({ "op": "set", "key": "shared/k3", "value": "3" })),
+                op(json!({ "op": "set", "key": "shared/k4", "value": "4" })),
+                op(json!({ "op": "set", "key": "shared/k5", "value": "5" })),
+                op(json!({ "op": "set", "key": "shared/k4", "value": "replaced" })),
+                op(json!({ "op": "append", "key": "shared/k1", "value": "x" })),
+                op(json!({ "op": "delete", "key": "shared/k2" })),
+                op(json!({ "op": "set", "key": "shared/k5", "value": "5" })),
+            ]),
+        );
+        let over = |v: &Value| {
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("over a quota"))
+        };
+        assert!(over(&out[0]), "global {global}: value size: {out:?}");
+        assert_eq!(
+            &out[1..5],
+            [json!("ok"), json!("ok"), json!("ok"), json!("ok")]
+        );
+        assert!(over(&out[5]), "global {global}: keys: {out:?}");
+        assert_eq!(out[6], "ok", "replacing is not a new key");
+        assert!(
+            over(&out[7]),
+            "global {global}: append past the value size: {out:?}"
+        );
+        assert_eq!(out[8], true);
+        assert_eq!(
+            out[9], "ok",
+            "global {global}: a deleted key frees its place"
+        );
+    }
 }
 
 /// Redis stopped mid-run: global operations answer "store unavailable"

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use luge_core::state::StateError;
 
+use crate::Quotas;
+
 /// Connections kept for reuse; more are opened under load and closed
 /// after use.
 const IDLE_CONNECTIONS: usize = 16;
@@ -18,41 +20,77 @@ const IDLE_CONNECTIONS: usize = 16;
 /// more time: a slow server is reported, not waited on for minutes.
 const MAX_ROUND_TRIP: Duration = Duration::from_secs(2);
 
-/// Compare-and-set: ARGV[1] "1" + old, or "0" for "only if absent".
-const CAS: &str = r"
-local cur = redis.call('GET', KEYS[1])
-if ARGV[1] == '0' then
-  if cur then return 0 end
-elseif cur ~= ARGV[2] then
+/// Every write goes through `put` or `del`, which keep the namespace's
+/// usage (hash KEYS[2]: `keys`, `bytes`) and refuse, with -4, a value over
+/// ARGV[1] bytes or a namespace over ARGV[2] keys or ARGV[3] bytes: the
+/// quotas hold at the global tier too, atomically with the write.
+const PRELUDE: &str = r"
+local maxv, maxk, maxb = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local function put(old, new)
+  if #new > maxv then return -4 end
+  local dk = old and 0 or 1
+  local db = #new - (old and #old or 0)
+  if dk > 0 and tonumber(redis.call('HGET', KEYS[2], 'keys') or '0') + 1 > maxk then return -4 end
+  if db > 0 and tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0') + db > maxb then return -4 end
+  redis.call('SET', KEYS[1], new)
+  if dk ~= 0 then redis.call('HINCRBY', KEYS[2], 'keys', dk) end
+  if db ~= 0 then redis.call('HINCRBY', KEYS[2], 'bytes', db) end
   return 0
 end
-if tonumber(ARGV[4]) < #ARGV[3] then return -4 end
-redis.call('SET', KEYS[1], ARGV[3])
+local function del(old)
+  if not old then return 0 end
+  redis.call('DEL', KEYS[1])
+  redis.call('HINCRBY', KEYS[2], 'keys', -1)
+  redis.call('HINCRBY', KEYS[2], 'bytes', -#old)
+  return 1
+end
+local old = redis.call('GET', KEYS[1])
+";
+
+/// Sets KEYS[1] to ARGV[4]: 0, or -4.
+const SET: &str = "return put(old, ARGV[4])";
+
+/// Deletes KEYS[1]: 1, or 0 if absent.
+const DELETE: &str = "return del(old)";
+
+/// Appends ARGV[4]: the new length, or -4.
+const APPEND: &str = r"
+local new = (old or '') .. ARGV[4]
+local r = put(old, new)
+if r ~= 0 then return r end
+return #new
+";
+
+/// Compare-and-set: ARGV[4] '1' and the old value ARGV[5], or '0' for
+/// 'only if absent'; the new value ARGV[6]. 1 swapped, 0 not, or -4.
+const CAS: &str = r"
+if ARGV[4] == '0' then
+  if old then return 0 end
+elseif old ~= ARGV[5] then
+  return 0
+end
+local r = put(old, ARGV[6])
+if r ~= 0 then return r end
 return 1
 ";
 
-/// Adds the 8-byte little-endian ARGV[1] to the 8-byte counter KEYS[1]
+/// Adds the 8-byte little-endian ARGV[4] to the 8-byte counter KEYS[1]
 /// (absent = 0), byte by byte with carry: exact two's-complement 64-bit
-/// arithmetic, which Lua's doubles are not.
+/// arithmetic, which Lua's doubles are not. The new value, false for a
+/// value that is not a counter, or -4.
 const ADD: &str = r"
-local cur = redis.call('GET', KEYS[1])
-if cur and #cur ~= 8 then return false end
+if old and #old ~= 8 then return false end
 local out, carry = {}, 0
 for i = 1, 8 do
-  local a = cur and string.byte(cur, i) or 0
-  local s = a + string.byte(ARGV[1], i) + carry
+  local a = old and string.byte(old, i) or 0
+  local s = a + string.byte(ARGV[4], i) + carry
   out[i] = string.char(s % 256)
   carry = math.floor(s / 256)
 end
 local v = table.concat(out)
-redis.call('SET', KEYS[1], v)
+local r = put(old, v)
+if r ~= 0 then return r end
 return v
-";
-
-/// Appends ARGV[1] unless the result would exceed ARGV[2] bytes (-4).
-const APPEND: &str = r"
-if redis.call('STRLEN', KEYS[1]) + #ARGV[1] > tonumber(ARGV[2]) then return -4 end
-return redis.call('APPEND', KEYS[1], ARGV[1])
 ";
 
 /// Deletes the lock KEYS[1] only if ARGV[1] (the holder's token) holds it.
@@ -65,10 +103,13 @@ return 0
 pub(crate) struct GlobalTier {
     client: redis::Client,
     idle: Mutex<Vec<redis::Connection>>,
+    set: redis::Script,
+    delete: redis::Script,
     cas: redis::Script,
     add: redis::Script,
     append: redis::Script,
     unlock: redis::Script,
+    quotas: Quotas,
     /// Operations that failed because the server was down or slow.
     pub failures: AtomicU64,
 }
@@ -82,15 +123,19 @@ impl std::fmt::Debug for GlobalTier {
 impl GlobalTier {
     /// A tier on `url` (`redis://host:port/db`); nothing is connected yet,
     /// so a server that is down at start is reported per operation.
-    pub fn new(url: &str) -> Result<Self, String> {
+    pub fn new(url: &str, quotas: Quotas) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("--state-url {url}: {e}"))?;
+        let script = |body: &str| redis::Script::new(&format!("{PRELUDE}{body}"));
         Ok(Self {
             client,
             idle: Mutex::default(),
-            cas: redis::Script::new(CAS),
-            add: redis::Script::new(ADD),
-            append: redis::Script::new(APPEND),
+            set: script(SET),
+            delete: script(DELETE),
+            cas: script(CAS),
+            add: script(ADD),
+            append: script(APPEND),
             unlock: redis::Script::new(UNLOCK),
+            quotas,
             failures: AtomicU64::new(0),
         })
     }
@@ -151,65 +196,97 @@ impl GlobalTier {
         self.with(until, |c| redis::cmd("GET").arg(key).query(c))
     }
 
-    pub fn set(&self, key: &str, value: &[u8], until: Instant) -> Result<(), StateError> {
-        self.with(until, |c| redis::cmd("SET").arg(key).arg(value).query(c))
+    /// `script` on `key` (in namespace usage hash `usage`) with the quotas
+    /// and `args`.
+    fn write<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        key: &str,
+        usage: &str,
+        args: &[&[u8]],
+        until: Instant,
+    ) -> Result<T, StateError> {
+        let q = &self.quotas;
+        self.with(until, |c| {
+            let mut invocation = script.key(key);
+            invocation
+                .key(usage)
+                .arg(q.max_value_bytes)
+                .arg(q.max_keys_per_namespace)
+                .arg(q.max_bytes_per_namespace);
+            for arg in args {
+                invocation.arg(*arg);
+            }
+            invocation.invoke(c)
+        })
     }
 
-    pub fn delete(&self, key: &str, until: Instant) -> Result<bool, StateError> {
-        self.with(until, |c| redis::cmd("DEL").arg(key).query::<i64>(c))
+    pub fn set(
+        &self,
+        key: &str,
+        usage: &str,
+        value: &[u8],
+        until: Instant,
+    ) -> Result<(), StateError> {
+        match self.write::<i64>(&self.set, key, usage, &[value], until)? {
+            0 => Ok(()),
+            _ => Err(StateError::OverQuota),
+        }
+    }
+
+    pub fn delete(&self, key: &str, usage: &str, until: Instant) -> Result<bool, StateError> {
+        self.write::<i64>(&self.delete, key, usage, &[], until)
             .map(|n| n > 0)
     }
 
     pub fn append(
         &self,
         key: &str,
+        usage: &str,
         value: &[u8],
-        max: usize,
         until: Instant,
     ) -> Result<u64, StateError> {
-        let n: i64 = self.with(until, |c| {
-            self.append.key(key).arg(value).arg(max).invoke(c)
-        })?;
+        let n: i64 = self.write(&self.append, key, usage, &[value], until)?;
         u64::try_from(n).map_err(|_| StateError::OverQuota)
     }
 
     pub fn cas(
         &self,
         key: &str,
+        usage: &str,
         old: Option<&[u8]>,
         new: &[u8],
-        max: usize,
         until: Instant,
     ) -> Result<bool, StateError> {
         let (flag, old) = match old {
-            Some(old) => ("1", old),
-            None => ("0", &[][..]),
+            Some(old) => (&b"1"[..], old),
+            None => (&b"0"[..], &[][..]),
         };
-        let n: i64 = self.with(until, |c| {
-            self.cas
-                .key(key)
-                .arg(flag)
-                .arg(old)
-                .arg(new)
-                .arg(max)
-                .invoke(c)
-        })?;
-        match n {
+        match self.write::<i64>(&self.cas, key, usage, &[flag, old, new], until)? {
             1 => Ok(true),
             0 => Ok(false),
             _ => Err(StateError::OverQuota),
         }
     }
 
-    pub fn add(&self, key: &str, delta: i64, until: Instant) -> Result<i64, StateError> {
-        let value: Option<Vec<u8>> = self.with(until, |c| {
-            self.add.key(key).arg(&delta.to_le_bytes()[..]).invoke(c)
-        })?;
-        let bytes: [u8; 8] = value
-            .as_deref()
-            .and_then(|v| v.try_into().ok())
-            .ok_or(StateError::BadArgument)?;
-        Ok(i64::from_le_bytes(bytes))
+    pub fn add(
+        &self,
+        key: &str,
+        usage: &str,
+        delta: i64,
+        until: Instant,
+    ) -> Result<i64, StateError> {
+        let value: redis::Value =
+            self.write(&self.add, key, usage, &[&delta.to_le_bytes()[..]], until)?;
+        match value {
+            redis::Value::BulkString(bytes) => bytes
+                .as_slice()
+                .try_into()
+                .map(i64::from_le_bytes)
+                .map_err(|_| StateError::BadArgument),
+            redis::Value::Int(_) => Err(StateError::OverQuota),
+            _ => Err(StateError::BadArgument),
+        }
     }
 
     /// Takes `key` for `lease` with `token` if free.

@@ -99,7 +99,7 @@ impl StateStore {
         let global = config
             .redis_url
             .as_deref()
-            .map(GlobalTier::new)
+            .map(|url| GlobalTier::new(url, config.quotas))
             .transpose()
             .map_err(OpenError)?;
         Ok(Self {
@@ -177,6 +177,11 @@ impl Key<'_> {
     /// The key in the global tier.
     fn global(&self) -> String {
         format!("luge:{}/{}", self.ns, self.rest)
+    }
+
+    /// Its namespace's usage (keys, bytes) in the global tier.
+    fn usage(&self) -> String {
+        format!("luge-usage:{}", self.ns)
     }
 }
 
@@ -272,7 +277,7 @@ impl State for Session {
         let key = self.key(key)?;
         self.check_value(value)?;
         match self.global(tier) {
-            Some(global) => global.set(&key.global(), value, self.until),
+            Some(global) => global.set(&key.global(), &key.usage(), value, self.until),
             None => self
                 .store
                 .local
@@ -285,7 +290,7 @@ impl State for Session {
     fn delete(&self, key: &str, tier: Tier) -> Result<(), StateError> {
         let key = self.key(key)?;
         let existed = match self.global(tier) {
-            Some(global) => global.delete(&key.global(), self.until)?,
+            Some(global) => global.delete(&key.global(), &key.usage(), self.until)?,
             None => self
                 .store
                 .local
@@ -302,9 +307,8 @@ impl State for Session {
 
     fn append(&self, key: &str, value: &[u8], tier: Tier) -> Result<u64, StateError> {
         let key = self.key(key)?;
-        let max = self.quotas().max_value_bytes;
         match self.global(tier) {
-            Some(global) => global.append(&key.global(), value, max, self.until),
+            Some(global) => global.append(&key.global(), &key.usage(), value, self.until),
             None => self
                 .store
                 .local
@@ -326,9 +330,8 @@ impl State for Session {
     ) -> Result<bool, StateError> {
         let key = self.key(key)?;
         self.check_value(new)?;
-        let max = self.quotas().max_value_bytes;
         match self.global(tier) {
-            Some(global) => global.cas(&key.global(), old, new, max, self.until),
+            Some(global) => global.cas(&key.global(), &key.usage(), old, new, self.until),
             None => self
                 .store
                 .local
@@ -345,7 +348,7 @@ impl State for Session {
     fn add(&self, key: &str, delta: i64, tier: Tier) -> Result<i64, StateError> {
         let key = self.key(key)?;
         match self.global(tier) {
-            Some(global) => global.add(&key.global(), delta, self.until),
+            Some(global) => global.add(&key.global(), &key.usage(), delta, self.until),
             None => self
                 .store
                 .local
@@ -376,8 +379,10 @@ impl State for Session {
             return Ok(());
         };
         match self.store.local.get(key.ns, key.rest) {
-            Some(value) => global.set(&key.global(), &value, self.until),
-            None => global.delete(&key.global(), self.until).map(drop),
+            Some(value) => global.set(&key.global(), &key.usage(), &value, self.until),
+            None => global
+                .delete(&key.global(), &key.usage(), self.until)
+                .map(drop),
         }
     }
 
