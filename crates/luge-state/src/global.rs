@@ -20,56 +20,65 @@ const IDLE_CONNECTIONS: usize = 16;
 /// more time: a slow server is reported, not waited on for minutes.
 const MAX_ROUND_TRIP: Duration = Duration::from_secs(2);
 
-/// Every write goes through `put` or `del`, which keep the namespace's
-/// usage (hash KEYS[2]: `keys`, `bytes`) and refuse, with -4, a value over
+/// Every write script starts with this: it keeps the namespace's usage
+/// (hash KEYS[2]: `keys`, `bytes`) and refuses, with -4, a value over
 /// ARGV[1] bytes or a namespace over ARGV[2] keys or ARGV[3] bytes: the
 /// quotas hold at the global tier too, atomically with the write.
 const PRELUDE: &str = r"
 local maxv, maxk, maxb = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local function put(old, new)
-  if #new > maxv then return -4 end
-  local dk = old and 0 or 1
-  local db = #new - (old and #old or 0)
-  if dk > 0 and tonumber(redis.call('HGET', KEYS[2], 'keys') or '0') + 1 > maxk then return -4 end
-  if db > 0 and tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0') + db > maxb then return -4 end
+-- Existence and length, without copying the value into Lua.
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+local oldlen = exists and redis.call('STRLEN', KEYS[1]) or 0
+local function allowed(newlen)
+  if newlen > maxv then return false end
+  if not exists and tonumber(redis.call('HGET', KEYS[2], 'keys') or '0') + 1 > maxk then return false end
+  local db = newlen - oldlen
+  if db > 0 and tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0') + db > maxb then return false end
+  return true
+end
+local function account(newlen)
+  if not exists then redis.call('HINCRBY', KEYS[2], 'keys', 1) end
+  if newlen ~= oldlen then redis.call('HINCRBY', KEYS[2], 'bytes', newlen - oldlen) end
+end
+local function put(new)
+  if not allowed(#new) then return -4 end
   redis.call('SET', KEYS[1], new)
-  if dk ~= 0 then redis.call('HINCRBY', KEYS[2], 'keys', dk) end
-  if db ~= 0 then redis.call('HINCRBY', KEYS[2], 'bytes', db) end
+  account(#new)
   return 0
 end
-local function del(old)
-  if not old then return 0 end
-  redis.call('DEL', KEYS[1])
-  redis.call('HINCRBY', KEYS[2], 'keys', -1)
-  redis.call('HINCRBY', KEYS[2], 'bytes', -#old)
-  return 1
-end
-local old = redis.call('GET', KEYS[1])
 ";
 
 /// Sets KEYS[1] to ARGV[4]: 0, or -4.
-const SET: &str = "return put(old, ARGV[4])";
+const SET: &str = "return put(ARGV[4])";
 
 /// Deletes KEYS[1]: 1, or 0 if absent.
-const DELETE: &str = "return del(old)";
+const DELETE: &str = r"
+if not exists then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HINCRBY', KEYS[2], 'keys', -1)
+redis.call('HINCRBY', KEYS[2], 'bytes', -oldlen)
+return 1
+";
 
-/// Appends ARGV[4]: the new length, or -4.
+/// Appends ARGV[4] (Redis's own APPEND: nothing copied into Lua): the new
+/// length, or -4.
 const APPEND: &str = r"
-local new = (old or '') .. ARGV[4]
-local r = put(old, new)
-if r ~= 0 then return r end
-return #new
+local newlen = oldlen + #ARGV[4]
+if not allowed(newlen) then return -4 end
+redis.call('APPEND', KEYS[1], ARGV[4])
+account(newlen)
+return newlen
 ";
 
 /// Compare-and-set: ARGV[4] '1' and the old value ARGV[5], or '0' for
 /// 'only if absent'; the new value ARGV[6]. 1 swapped, 0 not, or -4.
 const CAS: &str = r"
 if ARGV[4] == '0' then
-  if old then return 0 end
-elseif old ~= ARGV[5] then
+  if exists then return 0 end
+elseif not exists or oldlen ~= #ARGV[5] or redis.call('GET', KEYS[1]) ~= ARGV[5] then
   return 0
 end
-local r = put(old, ARGV[6])
+local r = put(ARGV[6])
 if r ~= 0 then return r end
 return 1
 ";
@@ -79,6 +88,7 @@ return 1
 /// arithmetic, which Lua's doubles are not. The new value, false for a
 /// value that is not a counter, or -4.
 const ADD: &str = r"
+local old = exists and redis.call('GET', KEYS[1]) or nil
 if old and #old ~= 8 then return false end
 local out, carry = {}, 0
 for i = 1, 8 do
@@ -88,7 +98,7 @@ for i = 1, 8 do
   carry = math.floor(s / 256)
 end
 local v = table.concat(out)
-local r = put(old, v)
+local r = put(v)
 if r ~= 0 then return r end
 return v
 ";
