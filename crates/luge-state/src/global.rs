@@ -16,6 +16,10 @@ use crate::Quotas;
 /// after use.
 const IDLE_CONNECTIONS: usize = 16;
 
+/// Values above this are set by a transaction rather than a script (see
+/// [`GlobalTier::set_large`]).
+const LARGE_VALUE: usize = 64 << 10;
+
 /// Longest a single Redis round trip may take even when the invocation has
 /// more time: a slow server is reported, not waited on for minutes.
 const MAX_ROUND_TRIP: Duration = Duration::from_secs(2);
@@ -238,10 +242,81 @@ impl GlobalTier {
         value: &[u8],
         until: Instant,
     ) -> Result<(), StateError> {
+        if value.len() > LARGE_VALUE {
+            return self.set_large(key, usage, value, until);
+        }
         match self.write::<i64>(&self.set, key, usage, &[value], until)? {
             0 => Ok(()),
             _ => Err(StateError::OverQuota),
         }
+    }
+
+    /// A set of a large value as an optimistic transaction: WATCH the key
+    /// and the usage, read the old length and the usage, check the quotas
+    /// here, then MULTI / SET / usage / EXEC, again if another client wrote
+    /// in between. Two round trips, but the value is not copied into Lua
+    /// (which costs a 1 MiB set 3.7x a plain SET).
+    fn set_large(
+        &self,
+        key: &str,
+        usage: &str,
+        value: &[u8],
+        until: Instant,
+    ) -> Result<(), StateError> {
+        let q = self.quotas;
+        if value.len() > q.max_value_bytes {
+            return Err(StateError::OverQuota);
+        }
+        let new_len = value.len() as i64;
+        self.with(until, |c| {
+            // Bounded: each retry means another writer made progress.
+            for _ in 0..16 {
+                let (exists, old_len, (keys, bytes)): (bool, i64, (Option<i64>, Option<i64>)) =
+                    redis::pipe()
+                        .cmd("WATCH")
+                        .arg(key)
+                        .arg(usage)
+                        .ignore()
+                        .cmd("EXISTS")
+                        .arg(key)
+                        .cmd("STRLEN")
+                        .arg(key)
+                        .cmd("HMGET")
+                        .arg(usage)
+                        .arg("keys")
+                        .arg("bytes")
+                        .query(c)?;
+                let (keys, bytes) = (keys.unwrap_or(0), bytes.unwrap_or(0));
+                let grow = new_len - old_len;
+                let over = (!exists && keys + 1 > q.max_keys_per_namespace as i64)
+                    || (grow > 0 && bytes + grow > q.max_bytes_per_namespace as i64);
+                if over {
+                    redis::cmd("UNWATCH").query::<()>(c)?;
+                    return Ok(Err(StateError::OverQuota));
+                }
+                // `None`: EXEC was aborted, a watched key changed.
+                let done: Option<(i64,)> = redis::pipe()
+                    .atomic()
+                    .cmd("SET")
+                    .arg(key)
+                    .arg(value)
+                    .ignore()
+                    .cmd("HINCRBY")
+                    .arg(usage)
+                    .arg("keys")
+                    .arg(i64::from(!exists))
+                    .ignore()
+                    .cmd("HINCRBY")
+                    .arg(usage)
+                    .arg("bytes")
+                    .arg(grow)
+                    .query(c)?;
+                if done.is_some() {
+                    return Ok(Ok(()));
+                }
+            }
+            Ok(Err(StateError::Busy))
+        })?
     }
 
     pub fn delete(&self, key: &str, usage: &str, until: Instant) -> Result<bool, StateError> {
