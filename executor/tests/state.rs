@@ -7,60 +7,13 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
+use luge_testkit::redis::RedisServer;
 use serde_json::{Value, json};
-
-/// A `redis-server` on 127.0.0.1, killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Self::on(port)
-    }
-
-    fn on(port: u16) -> Self {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server (./scripts/setup.sh installs it)");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A host with `kv` (granted `shared`), `kv2` (the same code, granted
 /// nothing), `counter` (granted `counters`), `table`, `session` and the C
@@ -139,7 +92,7 @@ fn ops(luge: &Luge, path: &str, ops: Value) -> Vec<Value> {
 /// counter: exactly 3200, on the local tier and on Redis.
 #[test]
 fn cas_increments_are_exact_on_both_tiers() {
-    let redis = Redis::start();
+    let redis = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let url = redis.url();
     let luge = host(
@@ -172,7 +125,7 @@ fn cas_increments_are_exact_on_both_tiers() {
 /// runs out of time, on the local tier and on Redis.
 #[test]
 fn the_lock_excludes_and_is_released_when_its_holder_fails() {
-    let redis = Redis::start();
+    let redis = RedisServer::start().unwrap();
     for url in [None, Some(redis.url())] {
         let dir = tempfile::tempdir().unwrap();
         let args: Vec<&str> = url
@@ -358,7 +311,7 @@ fn namespaces_are_granted_and_private_ones_are_private() {
 /// on the local tier and on Redis (kept there by the write scripts).
 #[test]
 fn quotas_are_enforced() {
-    let redis = Redis::start();
+    let redis = RedisServer::start().unwrap();
     let url = redis.url();
     let dir = tempfile::tempdir().unwrap();
     let luge = host(
@@ -417,7 +370,7 @@ fn quotas_are_enforced() {
 /// and global ones work again when Redis is back.
 #[test]
 fn redis_down_is_a_status_and_the_host_recovers() {
-    let redis = Redis::start();
+    let redis = RedisServer::start().unwrap();
     let port = redis.port;
     let dir = tempfile::tempdir().unwrap();
     let url = redis.url();
@@ -452,7 +405,7 @@ fn redis_down_is_a_status_and_the_host_recovers() {
             .any(|l| l.starts_with("luge_state_global_failures_total ") && !l.ends_with(" 0")),
         "{metrics}"
     );
-    let _redis = Redis::on(port);
+    let _redis = RedisServer::on(port).unwrap();
     assert_eq!(ops(&luge, "/kv", set)[0], "ok");
     let out = ops(
         &luge,

@@ -7,47 +7,21 @@
 //! difference over `n` is one operation. Needs `redis-server` (started
 //! here on a free loopback port).
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use luge_benches::wasm;
 use luge_core::{Action, Invocation, ModuleCode};
+use luge_testkit::redis::RedisServer;
 use serde_json::json;
 
 use crate::{Report, Setup};
 
-/// A `redis-server` on a free loopback port, killed when dropped.
-pub(crate) struct Redis(Child);
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts a `redis-server` on a free loopback port: it and the port.
-pub(crate) fn redis() -> anyhow::Result<(Redis, u16)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let child = Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("redis-server: {e} (./scripts/setup.sh installs it)"))?;
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(10),
-            "redis did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((Redis(child), port))
+/// A `redis-server` on a free loopback port and its port.
+pub(crate) fn redis() -> anyhow::Result<(RedisServer, u16)> {
+    let server = RedisServer::start().map_err(anyhow::Error::msg)?;
+    let port = server.port;
+    Ok((server, port))
 }
 
 pub(crate) fn state_ops(setup: &Setup) -> anyhow::Result<Report> {

@@ -1,0 +1,59 @@
+//! A real `redis-server` for tests and benchmarks of the state API's
+//! global tier: started on a free loopback port, killed when dropped.
+//! `./scripts/setup.sh` installs it (Debian's `redis-server`).
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server` on 127.0.0.1, without persistence.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    /// Its port.
+    pub port: u16,
+}
+
+impl RedisServer {
+    /// Starts one on a free port.
+    pub fn start() -> Result<Self, String> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        Self::on(port)
+    }
+
+    /// Starts one on `port` (again, after one was stopped there); waits up
+    /// to 10 s for it to accept connections.
+    pub fn on(port: u16) -> Result<Self, String> {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server: {e} (./scripts/setup.sh installs it)"))?;
+        let server = Self { child, port };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > Duration::from_secs(10) {
+                return Err(format!("redis-server did not start on port {port}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(server)
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
