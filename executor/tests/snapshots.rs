@@ -71,6 +71,19 @@ fn a_failing_initialisation_is_an_upload_error() {
     let error = body["error"].as_str().unwrap();
     assert!(error.contains("time limit of 500 ms"), "{error}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // A sleep is a host call no epoch interrupts: refused at once.
+    let started = std::time::Instant::now();
+    let (status, body) = luge.post(
+        "/z/init",
+        &init_body(&wasm("c-init_sleep"), "main", json!({})),
+    );
+    assert_ne!(status, 200);
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("not available during initialisation"),
+        "{error}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
     // The host is fine.
     assert_eq!(
         luge.post("/e/init", &init_body(&wasm("echo"), "main", json!({})))

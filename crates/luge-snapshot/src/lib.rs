@@ -64,6 +64,21 @@ impl Snapshotter {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c: &mut Ctx| &mut c.wasi)
             .map_err(|e| format!("snapshot linker: {e:#}"))?;
+        // The one WASI call that blocks in the host (a sleep) would outlast
+        // the epoch timer, which interrupts only Wasm code: an
+        // initialisation may not wait.
+        linker.allow_shadowing(true);
+        linker
+            .func_wrap(
+                "wasi_snapshot_preview1",
+                "poll_oneoff",
+                |_: i32, _: i32, _: i32, _: i32| -> wasmtime::Result<i32> {
+                    Err(wasmtime::Error::msg(
+                        "poll_oneoff (sleeping, waiting) is not available during initialisation",
+                    ))
+                },
+            )
+            .map_err(|e| format!("snapshot linker: {e:#}"))?;
         Ok(Self {
             engine,
             linker,
