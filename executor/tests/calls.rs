@@ -386,35 +386,7 @@ fn the_c_header_calls_too() {
 fn a_social_network_call_graph() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("social.wasm"), wasm("social")).unwrap();
-    let route = |service: &str, calls: &[&str]| {
-        format!(
-            "[[routes]]\npath = \"/{service}\"\nmodule = \"social.wasm\"\nargs = [\"{service}\"]\ncalls = {calls:?}\n\n"
-        )
-    };
-    let mut config = String::from("[server]\nworkers = 2\n\n");
-    config += &route(
-        "compose-post",
-        &[
-            "text",
-            "user",
-            "media",
-            "unique-id",
-            "post-storage",
-            "home-timeline",
-        ],
-    );
-    config += &route("text", &["url-shorten", "user-mention"]);
-    for service in [
-        "url-shorten",
-        "user-mention",
-        "user",
-        "media",
-        "unique-id",
-        "post-storage",
-        "home-timeline",
-    ] {
-        config += &route(service, &[]);
-    }
+    let config = format!("[server]\nworkers = 2\n\n{}", luge_testkit::social_routes());
     let file = dir.path().join("luge.toml");
     std::fs::write(&file, config).unwrap();
     let luge = Luge::start("serve", &["--config", path_str(&file)]);

@@ -10,7 +10,6 @@
 //!   50/70/90 % of capacity, with calls scheduled, with leaf calls fused,
 //!   and the same services composed by the client over HTTP.
 
-use std::fmt::Write as _;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -214,41 +213,6 @@ pub(crate) fn calls_fanout(setup: &Setup, rounds: usize) -> anyhow::Result<Repor
     })
 }
 
-/// The social network's routes (`actions/examples/src/bin/social.rs`).
-fn social_config() -> String {
-    let mut config = String::new();
-    let mut route = |service: &str, calls: &[&str]| {
-        let _ = writeln!(
-            config,
-            "[[routes]]\npath = \"/{service}\"\nmodule = \"social.wasm\"\nargs = [\"{service}\"]\ncalls = {calls:?}\n"
-        );
-    };
-    route(
-        "compose-post",
-        &[
-            "text",
-            "user",
-            "media",
-            "unique-id",
-            "post-storage",
-            "home-timeline",
-        ],
-    );
-    route("text", &["url-shorten", "user-mention"]);
-    for leaf in [
-        "url-shorten",
-        "user-mention",
-        "user",
-        "media",
-        "unique-id",
-        "post-storage",
-        "home-timeline",
-    ] {
-        route(leaf, &[]);
-    }
-    config
-}
-
 fn social_input() -> Value {
     json!({
         "user": "alice",
@@ -351,7 +315,7 @@ where
 pub(crate) fn calls_social(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("social.wasm"), wasm("social"))?;
-    let config = social_config();
+    let config = luge_testkit::social_routes();
     let scheduled = server(setup, dir.path(), &config, &[])?;
     let fused = server(setup, dir.path(), &config, FUSE)?;
     let variants = [

@@ -276,43 +276,32 @@ pub mod abi {
         code(result, |n| n)
     }
 
-    /// `state_pull`.
-    pub fn pull(
+    /// An import that takes only a key: the checked key to `op`.
+    fn keyed(
         state: Option<&dyn State>,
         memory: &mut dyn GuestMemory,
-        key_ptr: i32,
-        key_len: i32,
+        (key_ptr, key_len): (i32, i32),
+        op: impl FnOnce(&dyn State, &str) -> Result<(), StateError>,
     ) -> i32 {
         code32(
-            key(memory, key_ptr, key_len).and_then(|k| host(state)?.pull(&k)),
+            key(memory, key_ptr, key_len).and_then(|k| op(host(state)?, &k)),
             |()| 0,
         )
+    }
+
+    /// `state_pull`.
+    pub fn pull(state: Option<&dyn State>, memory: &mut dyn GuestMemory, key: (i32, i32)) -> i32 {
+        keyed(state, memory, key, |s, k| s.pull(k))
     }
 
     /// `state_push`.
-    pub fn push(
-        state: Option<&dyn State>,
-        memory: &mut dyn GuestMemory,
-        key_ptr: i32,
-        key_len: i32,
-    ) -> i32 {
-        code32(
-            key(memory, key_ptr, key_len).and_then(|k| host(state)?.push(&k)),
-            |()| 0,
-        )
+    pub fn push(state: Option<&dyn State>, memory: &mut dyn GuestMemory, key: (i32, i32)) -> i32 {
+        keyed(state, memory, key, |s, k| s.push(k))
     }
 
     /// `state_unlock`.
-    pub fn unlock(
-        state: Option<&dyn State>,
-        memory: &mut dyn GuestMemory,
-        key_ptr: i32,
-        key_len: i32,
-    ) -> i32 {
-        code32(
-            key(memory, key_ptr, key_len).and_then(|k| host(state)?.unlock(&k)),
-            |()| 0,
-        )
+    pub fn unlock(state: Option<&dyn State>, memory: &mut dyn GuestMemory, key: (i32, i32)) -> i32 {
+        keyed(state, memory, key, |s, k| s.unlock(k))
     }
 
     /// What one attempt at `state_lock` came to.

@@ -119,3 +119,39 @@ pub fn many_functions(n: u32) -> Vec<u8> {
     module.section(&types).section(&functions).section(&code);
     module.finish()
 }
+
+/// The `[[routes]]` of the social-network example
+/// (`actions/examples/src/bin/social.rs`, one module named `social.wasm`
+/// next to the config): a route per service, each granted the services it
+/// calls.
+pub fn social_routes() -> String {
+    let route = |service: &str, calls: &[&str]| {
+        format!(
+            "[[routes]]\npath = \"/{service}\"\nmodule = \"social.wasm\"\nargs = [\"{service}\"]\ncalls = {calls:?}\n\n"
+        )
+    };
+    let mut config = route(
+        "compose-post",
+        &[
+            "text",
+            "user",
+            "media",
+            "unique-id",
+            "post-storage",
+            "home-timeline",
+        ],
+    );
+    config += &route("text", &["url-shorten", "user-mention"]);
+    for leaf in [
+        "url-shorten",
+        "user-mention",
+        "user",
+        "media",
+        "unique-id",
+        "post-storage",
+        "home-timeline",
+    ] {
+        config += &route(leaf, &[]);
+    }
+    config
+}

@@ -69,11 +69,11 @@ unsafe extern "C" fn add(e: Env, k: i32, kl: i32, d: i64, f: i32) -> i64 {
 }
 
 unsafe extern "C" fn pull(e: Env, k: i32, kl: i32) -> i32 {
-    with(e, |s, m| abi::pull(s, m, k, kl))
+    with(e, |s, m| abi::pull(s, m, (k, kl)))
 }
 
 unsafe extern "C" fn push(e: Env, k: i32, kl: i32) -> i32 {
-    with(e, |s, m| abi::push(s, m, k, kl))
+    with(e, |s, m| abi::push(s, m, (k, kl)))
 }
 
 unsafe extern "C" fn lock(e: Env, k: i32, kl: i32, lease: i32) -> i32 {
@@ -81,7 +81,7 @@ unsafe extern "C" fn lock(e: Env, k: i32, kl: i32, lease: i32) -> i32 {
 }
 
 unsafe extern "C" fn unlock(e: Env, k: i32, kl: i32) -> i32 {
-    with(e, |s, m| abi::unlock(s, m, k, kl))
+    with(e, |s, m| abi::unlock(s, m, (k, kl)))
 }
 
 /// The natives: name, function, WAMR signature.

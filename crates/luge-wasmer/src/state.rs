@@ -81,11 +81,11 @@ fn add(e: E<'_>, k: i32, kl: i32, d: i64, f: i32) -> i64 {
 }
 
 fn pull(e: E<'_>, k: i32, kl: i32) -> i32 {
-    with(&e, |s, m| abi::pull(s, m, k, kl))
+    with(&e, |s, m| abi::pull(s, m, (k, kl)))
 }
 
 fn push(e: E<'_>, k: i32, kl: i32) -> i32 {
-    with(&e, |s, m| abi::push(s, m, k, kl))
+    with(&e, |s, m| abi::push(s, m, (k, kl)))
 }
 
 fn lock(e: E<'_>, k: i32, kl: i32, lease: i32) -> i32 {
@@ -93,7 +93,7 @@ fn lock(e: E<'_>, k: i32, kl: i32, lease: i32) -> i32 {
 }
 
 fn unlock(e: E<'_>, k: i32, kl: i32) -> i32 {
-    with(&e, |s, m| abi::unlock(s, m, k, kl))
+    with(&e, |s, m| abi::unlock(s, m, (k, kl)))
 }
 
 /// The state functions, to add to the `luge` namespace.

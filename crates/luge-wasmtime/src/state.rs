@@ -77,13 +77,13 @@ pub(crate) fn add_to_linker(
         },
     )?;
     linker.func_wrap("luge", "state_pull", |mut c: C<'_>, k: i32, kl: i32| {
-        with(&mut c, |s, m| abi::pull(s, m, k, kl))
+        with(&mut c, |s, m| abi::pull(s, m, (k, kl)))
     })?;
     linker.func_wrap("luge", "state_push", |mut c: C<'_>, k: i32, kl: i32| {
-        with(&mut c, |s, m| abi::push(s, m, k, kl))
+        with(&mut c, |s, m| abi::push(s, m, (k, kl)))
     })?;
     linker.func_wrap("luge", "state_unlock", |mut c: C<'_>, k: i32, kl: i32| {
-        with(&mut c, |s, m| abi::unlock(s, m, k, kl))
+        with(&mut c, |s, m| abi::unlock(s, m, (k, kl)))
     })?;
     if asynchronous {
         linker.func_wrap_async(
