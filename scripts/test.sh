@@ -10,10 +10,12 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features
 # The engine-neutral end-to-end tests against each other engine (the
-# scheduling tests are Wasmtime's: only it preempts).
+# scheduling tests are Wasmtime's: only it preempts). `--workspace` keeps
+# the feature set of the run above, so the same test binaries run again:
+# `-p luge-executor` would unify features differently and rebuild them all.
 for engine in wasmer wamr; do
     echo "== end-to-end suite on $engine"
-    LUGE_TEST_ENGINE=$engine cargo test -p luge-executor --all-features \
+    LUGE_TEST_ENGINE=$engine cargo test --workspace --all-features \
         --test openwhisk_runner --test capabilities --test bad_input --test limits \
         --test standalone --test serve_containers --test metrics --test engines \
         --test invoker --test adversarial --test calls --test state --test snapshots --test components

@@ -28,7 +28,9 @@ export XDG_DATA_HOME="$work"
 pid=""
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 export LUGE_KEY="raspberry pi check key 0123456789"
-cargo build --quiet -p luge-precompile --features wamr
+# The x86 precompiler with the workspace's feature set, as the test suite
+# builds it (no second build of its dependencies).
+cargo build --quiet --workspace --all-features --bin luge-precompile
 for engine in wasmtime wamr; do
     ./target/debug/luge-precompile target/wasm/echo.wasm -o "$work/echo-$engine.luge" \
         --engine "$engine" --target "$target"
