@@ -9,7 +9,7 @@ out="$root/target/wasm"
 mkdir -p "$out"
 
 cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$root/actions/target" \
-    --target wasm32-wasip1 --release
+    --target wasm32-wasip1 --release --workspace --exclude luge-http-examples
 cp "$root"/actions/target/wasm32-wasip1/release/*.wasm "$out/"
 
 # Some as WebAssembly components too (WASI 0.2 `wasi:cli/command`, Rust's
@@ -20,6 +20,12 @@ cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$ro
 for name in "${p2[@]}"; do
     cp "$root/actions/target/wasm32-wasip2/release/$name.wasm" "$out/p2-$name.wasm"
 done
+
+# The wasi:http/proxy handler (actions/http, a library component):
+# http-handler.wasm.
+cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$root/actions/target" \
+    --target wasm32-wasip2 --release -p luge-http-examples
+cp "$root/actions/target/wasm32-wasip2/release/luge_http_examples.wasm" "$out/http-handler.wasm"
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 command components.

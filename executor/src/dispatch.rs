@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use luge_core::{Invocation, LoadedModule, Outcome, Preemption, Termination};
+use luge_core::{Outcome, Termination};
 use luge_sched::{Job, Scheduler};
 
 /// A sandbox parked on I/O is not interrupted by its epoch deadline; this
@@ -22,8 +22,9 @@ pub struct Dispatched {
     pub queue_delay: Duration,
 }
 
-/// Runs `invocation` on `module` under the scheduler with `deadline`, and
-/// awaits its outcome.
+/// Runs `sandbox` (its invocation's future, from `LoadedModule::start` or
+/// `start_http`) under the scheduler with `deadline`, and awaits its
+/// outcome; `cancel` is its invocation's cancellation.
 ///
 /// The job holds `place` until the sandbox has really ended, not until this
 /// future is dropped: a client that goes away frees nothing early, so the
@@ -33,19 +34,17 @@ pub struct Dispatched {
 /// engine checks where it checks the time limit (Wasmtime's epoch ticks,
 /// the WAMR and Wasmer watchdog), and the job, seeing its receiver closed
 /// at its next poll, drops a sandbox that is parked or has yielded.
-pub async fn invoke(
+pub async fn run(
     scheduler: &Scheduler,
-    preemption: Preemption,
-    module: Arc<dyn LoadedModule>,
-    invocation: Invocation,
+    action: &luge_core::Action,
+    cancel: luge_core::Cancellation,
+    sandbox: luge_core::SandboxFuture,
     deadline: Instant,
     place: Admitted,
 ) -> Dispatched {
     let submitted = Instant::now();
-    let action = Arc::clone(&invocation.action);
     let timeout = action.limits.timeout;
-    let cancel_on_drop = CancelOnDrop(Some(invocation.cancel.clone()));
-    let sandbox = module.start(invocation, preemption);
+    let cancel_on_drop = CancelOnDrop(Some(cancel));
     let (mut done, outcome) = tokio::sync::oneshot::channel();
     scheduler.submit(Job {
         function: Arc::from(action.name.as_str()),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body as _;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -18,8 +19,15 @@ use tokio::net::TcpListener;
 
 /// An incoming request.
 pub type Request = hyper::Request<Incoming>;
-/// A complete response.
-pub type Response = hyper::Response<Full<Bytes>>;
+/// A response: complete ([`full`]) or streamed (an HTTP handler's).
+pub type Response = hyper::Response<luge_core::handler::Body>;
+
+/// `bytes` as a complete body.
+pub fn full(bytes: impl Into<Bytes>) -> luge_core::handler::Body {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
 
 /// Bounds on connections, as hyper and this accept loop enforce them.
 #[derive(Debug, Clone, Copy)]
@@ -171,8 +179,21 @@ pub async fn serve<H, F>(
                 let busy = Idle::begin(&activity);
                 async move {
                     let response = handler(req).await;
-                    drop(busy);
-                    Ok::<_, Infallible>(response)
+                    // A streamed body (an HTTP handler's) keeps the request
+                    // in progress until its last byte: the header timeout
+                    // is not for a response still being written.
+                    let hint = response.body().size_hint();
+                    if hint.exact().is_some() {
+                        drop(busy);
+                        return Ok::<_, Infallible>(response);
+                    }
+                    Ok(response.map(|body| {
+                        body.map_frame(move |frame| {
+                            let _in_progress = &busy;
+                            frame
+                        })
+                        .boxed_unsync()
+                    }))
                 }
             });
             let connection = http1::Builder::new()
@@ -217,23 +238,12 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 /// Reads the whole body, refusing more than `limit` bytes with 413.
 pub async fn read_body(request: Request, limit: usize) -> Result<Bytes, Response> {
-    let too_large = || {
-        json_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("The request body exceeds the limit of {limit} bytes."),
-        )
-    };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > limit) {
-        return Err(too_large());
+    if declared_length(request.headers()).is_some_and(|len| len > limit) {
+        return Err(too_large(limit));
     }
     match Limited::new(request.into_body(), limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
         Err(e) => Err(json_error(
             StatusCode::BAD_REQUEST,
             &format!("Could not read the request body: {e}"),
@@ -241,10 +251,26 @@ pub async fn read_body(request: Request, limit: usize) -> Result<Bytes, Response
     }
 }
 
+/// The body's length as its `Content-Length` declares it.
+pub fn declared_length(headers: &hyper::HeaderMap) -> Option<usize> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+}
+
+/// 413: a body over `limit` bytes.
+pub fn too_large(limit: usize) -> Response {
+    json_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("The request body exceeds the limit of {limit} bytes."),
+    )
+}
+
 /// A JSON response.
 pub fn json(status: StatusCode, body: &serde_json::Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
-    let mut response = hyper::Response::new(Full::new(Bytes::from(bytes)));
+    let mut response = hyper::Response::new(full(bytes));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -255,7 +281,7 @@ pub fn json(status: StatusCode, body: &serde_json::Value) -> Response {
 
 /// A text response of `content_type`.
 pub fn text(status: StatusCode, content_type: &'static str, body: String) -> Response {
-    let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
+    let mut response = hyper::Response::new(full(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -14,6 +14,7 @@
 mod calls;
 pub mod cli;
 pub mod dispatch;
+mod handler;
 pub mod http;
 pub mod metrics;
 pub mod routes;

@@ -421,6 +421,10 @@ impl App {
     async fn handle(self: Arc<Self>, site: Site, request_id: u64, request: Request) -> Response {
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
+        // An HTTP handler takes the request as it comes, its body unread.
+        if let Some(function) = self.handler_at(site, &path) {
+            return self.invoke_handler(function, request, request_id).await;
+        }
         let query = request.uri().query().map(str::to_owned);
         let headers = request.headers().clone();
         // Every body is read (bounded) before routing, even where the route
@@ -521,6 +525,17 @@ impl App {
             }
             _ => not_found(&method, &path),
         }
+    }
+
+    /// The HTTP handler served at `path` on `site`, if that is what is
+    /// there.
+    fn handler_at(&self, site: Site, path: &str) -> Option<Arc<luge_host::Function>> {
+        let function = match (site, &self.mode) {
+            (Site::Tenant(index), _) => self.tenants.get(index)?.routes.get(path),
+            (Site::Main, Mode::Serve { host, .. }) => host.route(path),
+            (Site::Main, Mode::Proxy(_)) => None,
+        }?;
+        function.module.serves_http().then_some(function)
     }
 
     /// Records a fused call (run on its caller's thread, not scheduled).
@@ -717,19 +732,35 @@ impl App {
         place: dispatch::Admitted,
     ) -> Outcome {
         let action = Arc::clone(&invocation.action);
-        let settings = &self.settings;
+        let cancel = invocation.cancel.clone();
+        let sandbox = module.start(invocation, self.settings.preemption);
+        self.execute_started(&action, cancel, sandbox, arrived, deadline, place)
+            .await
+    }
+
+    /// Schedules and records a sandbox already started for `action` (an
+    /// HTTP handler's, or [`App::execute_admitted`]'s).
+    pub(crate) async fn execute_started(
+        &self,
+        action: &luge_core::Action,
+        cancel: luge_core::Cancellation,
+        sandbox: luge_core::SandboxFuture,
+        arrived: Instant,
+        deadline: Instant,
+        place: dispatch::Admitted,
+    ) -> Outcome {
         // Dropped unfinished when the client goes away: counted there, as
-        // the invocation is cancelled (see dispatch::invoke).
+        // the invocation is cancelled (see dispatch::run).
         let mut in_flight = InFlight {
             metrics: &self.metrics,
             function: &action.name,
             finished: false,
         };
-        let dispatched = dispatch::invoke(
-            &settings.scheduler,
-            settings.preemption,
-            module,
-            invocation,
+        let dispatched = dispatch::run(
+            &self.settings.scheduler,
+            action,
+            cancel,
+            sandbox,
             deadline,
             place,
         )

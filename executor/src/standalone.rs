@@ -298,6 +298,7 @@ fn host_error(error: &HostError) -> Response {
         | HostError::Load(_)
         | HostError::NotACommand
         | HostError::UnknownStage { .. }
+        | HostError::HandlerStage { .. }
         | HostError::ModuleInMetadata => StatusCode::BAD_REQUEST,
     };
     http::json_error(status, &error.to_string())
@@ -332,15 +333,23 @@ fn request_input(
             ));
         }
     };
-    let Some(value) = input.headers.get(DEADLINE_HEADER) else {
-        return Ok((stdin, relative));
+    Ok((stdin, relative_deadline(&input.headers, relative)?))
+}
+
+/// `relative`, tightened by the request's `X-Luge-Deadline-Ms`.
+pub(crate) fn relative_deadline(
+    headers: &HeaderMap,
+    relative: Duration,
+) -> Result<Duration, (StatusCode, &'static str)> {
+    let Some(value) = headers.get(DEADLINE_HEADER) else {
+        return Ok(relative);
     };
     match value
         .to_str()
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
     {
-        Some(ms) => Ok((stdin, relative.min(Duration::from_millis(ms)))),
+        Some(ms) => Ok(relative.min(Duration::from_millis(ms))),
         None => Err((
             StatusCode::BAD_REQUEST,
             "X-Luge-Deadline-Ms must be a whole number of milliseconds.",
@@ -367,7 +376,7 @@ fn request_env(input: &HttpInput, chain_stage: Option<usize>) -> Vec<(String, St
 
 /// 200 with `body` as `content_type`.
 fn success(body: Vec<u8>, content_type: &str) -> Response {
-    let mut response = hyper::Response::new(http_body_util::Full::new(Bytes::from(body)));
+    let mut response = hyper::Response::new(http::full(body));
     let content_type = HeaderValue::from_str(content_type)
         .unwrap_or(HeaderValue::from_static("application/octet-stream"));
     response
@@ -378,7 +387,7 @@ fn success(body: Vec<u8>, content_type: &str) -> Response {
 
 /// The status of a failed run: 504 past its time limit, 503 when it could
 /// not start, 500 for what the function did (trap, exit, limits).
-fn failure_status(termination: &Termination) -> StatusCode {
+pub(crate) fn failure_status(termination: &Termination) -> StatusCode {
     match termination {
         Termination::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
         Termination::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -387,7 +396,7 @@ fn failure_status(termination: &Termination) -> StatusCode {
 }
 
 /// What a client of a standalone route is told about a failed run.
-fn failure_message(termination: &Termination) -> String {
+pub(crate) fn failure_message(termination: &Termination) -> String {
     match termination {
         Termination::Exited(0) => "The function succeeded.".to_owned(),
         Termination::Exited(code) => format!("The function exited with status {code}."),

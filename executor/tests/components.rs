@@ -1,7 +1,9 @@
 //! WebAssembly components (WASI 0.2 `wasi:cli/command`, built by Rust's
 //! wasm32-wasip2 target from the same example sources as the modules) run
 //! as functions on Wasmtime, under both OpenWhisk protocols and the
-//! standalone host; Wasmer and WAMR refuse them, naming the engine.
+//! standalone host; `wasi:http/proxy` components (actions/http) serve
+//! routes as HTTP handlers. Wasmer and WAMR refuse components, naming the
+//! engine.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -143,13 +145,15 @@ fn other_engines_refuse_components_by_name() {
     if on_wasmtime() {
         return;
     }
-    on_both_front_ends(&[], |c| {
-        let (status, body) = c.init(&init_body(&wasm("p2-echo"), "main", json!({})));
-        assert_ne!(status, 200);
-        let error = body["error"].as_str().unwrap();
-        assert!(error.contains("component"), "{error}");
-        assert!(error.contains(engine()), "{error}");
-    });
+    for name in ["p2-echo", "http-handler"] {
+        on_both_front_ends(&[], |c| {
+            let (status, body) = c.init(&init_body(&wasm(name), "main", json!({})));
+            assert_ne!(status, 200);
+            let error = body["error"].as_str().unwrap();
+            assert!(error.contains("component"), "{error}");
+            assert!(error.contains(engine()), "{error}");
+        });
+    }
 }
 
 /// Python, from source to a request: `actions/python/hello/app.py` built
@@ -182,4 +186,258 @@ fn a_python_function_end_to_end() {
         (status, body["greeting"].clone()),
         (200, json!("Hello, stranger!"))
     );
+}
+
+/// Starts `luge serve` with the HTTP handler (actions/http) on `routes`
+/// (TOML after each route's `module`), and `args`.
+fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (tempfile::TempDir, Luge) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler")).unwrap();
+    let mut toml = String::new();
+    for (path, extra) in routes {
+        toml.push_str(&format!(
+            "[[routes]]\npath = \"{path}\"\nmodule = \"handler.wasm\"\n{extra}\n"
+        ));
+    }
+    let config = dir.path().join("luge.toml");
+    std::fs::write(&config, toml).unwrap();
+    let mut all = vec!["--config", path_str(&config)];
+    all.extend_from_slice(args);
+    let luge = Luge::start("serve", &all);
+    (dir, luge)
+}
+
+/// A wasi:http handler sees the method, path with query, headers and body
+/// of the request, and its response (status, headers, body) is the
+/// client's; a fresh instance per request.
+#[test]
+fn an_http_handler_answers_the_request() {
+    if !on_wasmtime() {
+        return;
+    }
+    let (_dir, luge) = serve_handler(&[("/web/echo", ""), ("/web/hello", "")], &[]);
+    let reply = luge.send(
+        "POST",
+        "/web/echo?a=1&b=%C3%A9",
+        &[("x-luge-test", "snow ❄")],
+        b"the body",
+    );
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(reply.header("x-method"), "POST");
+    assert_eq!(reply.header("x-path"), "/web/echo?a=1&b=%C3%A9");
+    assert_eq!(reply.headers["x-echo"].as_bytes(), "snow ❄".as_bytes());
+    assert_eq!(reply.body, b"the body");
+    let reply = luge.send("PUT", "/web/echo", &[], b"");
+    assert_eq!((reply.status, reply.header("x-method")), (200, "PUT"));
+    for _ in 0..3 {
+        let (status, body) = luge.request("GET", "/web/hello", b"");
+        assert_eq!(status, 200);
+        assert_eq!(body, b"hello from a wasi:http component\n");
+    }
+}
+
+/// Bodies stream both ways: a 16 MiB request echoed back chunk by chunk,
+/// and a 48 MiB response, more than a function's captured output may
+/// hold (32 MiB), so it cannot have been collected first. A body past
+/// --max-body-mb is refused before the handler runs.
+#[test]
+fn an_http_handler_streams_large_bodies() {
+    if !on_wasmtime() {
+        return;
+    }
+    let (_dir, luge) = serve_handler(&[("/echo", ""), ("/stream", "")], &["--max-body-mb", "20"]);
+    let input: Vec<u8> = (0..16u32 << 20).map(|i| (i % 251) as u8).collect();
+    // Written by one thread while another reads: the echo answers as it
+    // reads, so a client that sent everything first would wait on itself.
+    let mut stream = connect(&luge);
+    let mut writer = stream.try_clone().unwrap();
+    let sent = input.clone();
+    let writing = std::thread::spawn(move || {
+        use std::io::Write;
+        write!(
+            writer,
+            "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            sent.len()
+        )
+        .unwrap();
+        writer.write_all(&sent).unwrap();
+    });
+    let mut response = Vec::new();
+    std::io::Read::read_to_end(&mut stream, &mut response).unwrap();
+    writing.join().unwrap();
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&response[..head_end]).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    assert!(
+        dechunk(&response[head_end + 4..]) == input,
+        "the echoed body differs"
+    );
+    let reply = luge.send("GET", "/stream?768", &[], b"");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("transfer-encoding"), "chunked");
+    assert_eq!(reply.body.len(), 768 << 16);
+    assert!(reply.body.iter().all(|&b| b == b'a'));
+    let (status, body) = announce_oversized(&luge, "POST", "/echo", 21 << 20);
+    assert_eq!(status, 413, "{body}");
+}
+
+/// A trapping handler is a 500 naming the trap; one that computes past its
+/// time limit is a 504; meanwhile, on one worker, a CPU-bound handler is
+/// preempted and other requests are answered; the host stays up.
+#[test]
+fn a_failing_http_handler_disturbs_nothing_else() {
+    if !on_wasmtime() {
+        return;
+    }
+    let (_dir, luge) = serve_handler(
+        &[
+            ("/trap", ""),
+            ("/spin", "limits = { timeout_ms = 1500 }"),
+            ("/hello", ""),
+        ],
+        &["--workers", "1"],
+    );
+    let reply = luge.send("GET", "/trap", &[], b"");
+    assert_eq!(reply.status, 500);
+    let error = reply.json()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(error.contains("trapped"), "{error}");
+    let base = luge.base.clone();
+    let spinner = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let status = luge_testkit::status_and_body(
+            ureq::get(&format!("{base}/spin"))
+                .config()
+                .http_status_as_error(false)
+                .build()
+                .call()
+                .unwrap(),
+        )
+        .0;
+        (status, started.elapsed())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The only worker is busy spinning: answered all the same, by
+    // preemption, well before the spinner's time limit.
+    let started = std::time::Instant::now();
+    let (status, _) = luge.request("GET", "/hello", b"");
+    assert_eq!(status, 200);
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(1000),
+        "hello waited {:?} behind a spinning handler",
+        started.elapsed()
+    );
+    let (status, elapsed) = spinner.join().unwrap();
+    assert_eq!(status, 504);
+    assert!(elapsed < std::time::Duration::from_secs(4), "{elapsed:?}");
+    assert_eq!(luge.request("GET", "/hello", b"").0, 200);
+    assert!(
+        luge.stderr().contains("handler failed"),
+        "{}",
+        luge.stderr()
+    );
+}
+
+/// Outgoing HTTP is denied unless the route grants the origin; granted, the
+/// handler reaches it. An https grant is refused at start (no TLS client).
+#[test]
+fn outgoing_http_needs_a_grant() {
+    if !on_wasmtime() {
+        return;
+    }
+    // A one-page HTTP server on 127.0.0.1.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming().take(4) {
+            let mut stream = stream.unwrap();
+            let mut buf = [0; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
+            );
+        }
+    });
+    let grant = format!("allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]");
+    let (_dir, luge) = serve_handler(&[("/granted/fetch", &grant), ("/denied/fetch", "")], &[]);
+    let url = format!("http://127.0.0.1:{port}/page");
+    let reply = luge.send("GET", "/granted/fetch", &[("x-fetch", &url)], b"");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, &b"upstream!"[..])
+    );
+    let reply = luge.send("GET", "/denied/fetch", &[("x-fetch", &url)], b"");
+    assert_eq!(reply.status, 502);
+    let error = String::from_utf8_lossy(&reply.body).to_string();
+    assert!(error.contains("HttpRequestDenied"), "{error}");
+    // Granted the origin, not the host: another port is denied.
+    let other = format!("http://127.0.0.1:{}/page", port.wrapping_add(1));
+    let reply = luge.send("GET", "/granted/fetch", &[("x-fetch", &other)], b"");
+    assert!(String::from_utf8_lossy(&reply.body).contains("HttpRequestDenied"));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler")).unwrap();
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/f\"\nmodule = \"handler.wasm\"\nallowed_outbound_hosts = [\"https://example.com\"]\n",
+    )
+    .unwrap();
+    let refused = Luge::try_start("serve", &["--config", path_str(&config)])
+        .err()
+        .unwrap();
+    assert!(refused.contains("no TLS client"), "{refused}");
+}
+
+/// A handler cannot run where a function's stdin and stdout are the
+/// interface: an OpenWhisk container refuses it at init, a chain refuses it
+/// as a stage, both saying why.
+#[test]
+fn an_http_handler_is_refused_where_stdin_and_stdout_are_the_interface() {
+    if !on_wasmtime() {
+        return;
+    }
+    on_both_front_ends(&[], |c| {
+        let (status, body) = c.init(&init_body(&wasm("http-handler"), "main", json!({})));
+        assert_eq!(status, 403, "{body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains("wasi:http/proxy"), "{error}");
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler")).unwrap();
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/h\"\nmodule = \"handler.wasm\"\n\n[[chains]]\npath = \"/c\"\nstages = [\"/h\"]\n",
+    )
+    .unwrap();
+    let refused = Luge::try_start("serve", &["--config", path_str(&config)])
+        .err()
+        .unwrap();
+    assert!(refused.contains("is an HTTP handler"), "{refused}");
+}
+
+/// The payload of a chunked HTTP/1.1 body.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap().trim(), 16).unwrap();
+        body = &body[line + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[..size]);
+        body = &body[size + 2..];
+    }
 }

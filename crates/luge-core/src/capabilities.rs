@@ -123,10 +123,53 @@ pub struct Capabilities {
     pub args: Vec<String>,
     /// Shared-state namespaces it may use besides its private one.
     pub state: Vec<String>,
+    /// Origins an HTTP handler may send outgoing requests to, each
+    /// `http://host:port` (the port always written); none by default.
+    pub outbound_http: Vec<String>,
 }
 
 /// Most state namespaces one function may be granted.
 pub const MAX_STATE_GRANTS: usize = 64;
+/// Most outgoing-HTTP origins one function may be granted.
+pub const MAX_OUTBOUND_GRANTS: usize = 64;
+
+/// `origin` (`http://host[:port]`) as granted: scheme and host lower-case,
+/// the port written (80 by default). Anything else (a path, user info, a
+/// wildcard, another scheme) is refused with the reason: a grant names
+/// exactly the origins a function may reach. `https` is refused because
+/// this build has no TLS client (see docs/SECURITY.md).
+pub fn outbound_origin(origin: &str) -> Result<String, String> {
+    let rest = match origin.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
+            return Err(format!(
+                "{origin:?}: https is not available (this build has no TLS client); grant an http:// origin"
+            ));
+        }
+        _ => return Err(format!("{origin:?}: expected http://host[:port]")),
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => {
+            match port.parse::<u16>() {
+                Ok(port) if port > 0 => (host, port),
+                _ => return Err(format!("{origin:?}: invalid port {port:?}")),
+            }
+        }
+        _ => (rest, 80),
+    };
+    let valid = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
+    if !valid {
+        return Err(format!(
+            "{origin:?}: expected http://host[:port] (no path, user or wildcard)"
+        ));
+    }
+    Ok(format!("http://{}:{port}", host.to_ascii_lowercase()))
+}
 
 /// A directory grant as requested, before resolution.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +200,9 @@ pub struct Annotations {
     pub net_access: bool,
     /// `state.namespaces`: shared-state namespaces besides the private one.
     pub state: Vec<String>,
+    /// `http.allowed_outbound_hosts`: origins an HTTP handler may send
+    /// requests to.
+    pub outbound_http: Vec<String>,
 }
 
 /// Why annotations or grants were refused.
@@ -304,6 +350,17 @@ impl Annotations {
                     self.state.push(ns.to_owned());
                 }
             }
+            "http.allowed_outbound_hosts" => {
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| bad(key, "expected a list"))?;
+                for origin in list {
+                    let origin = origin
+                        .as_str()
+                        .ok_or_else(|| bad(key, "expected strings"))?;
+                    self.outbound_http.push(origin.to_owned());
+                }
+            }
             "limits.memory_mb" => self.limits.memory_mb = Some(as_u64(key, value)?),
             "limits.timeout_ms" => self.limits.timeout_ms = Some(as_u64(key, value)?),
             "limits.fuel" => self.limits.fuel = Some(as_u64(key, value)?),
@@ -316,7 +373,8 @@ impl Annotations {
             k if k.starts_with("wasi.")
                 || k.starts_with("limits.")
                 || k.starts_with("sched.")
-                || k.starts_with("state.") =>
+                || k.starts_with("state.")
+                || k.starts_with("http.") =>
             {
                 return Err(GrantError::UnknownKey(k.to_owned()));
             }
@@ -402,10 +460,26 @@ impl Capabilities {
                 reason: format!("{ns:?}: 1-64 letters, digits, '.', '_' or '-'"),
             });
         }
+        if annotations.outbound_http.len() > MAX_OUTBOUND_GRANTS {
+            return Err(GrantError::BadValue {
+                key: "http.allowed_outbound_hosts".to_owned(),
+                reason: format!("at most {MAX_OUTBOUND_GRANTS} origins"),
+            });
+        }
+        let outbound_http = annotations
+            .outbound_http
+            .iter()
+            .map(|origin| outbound_origin(origin))
+            .collect::<Result<_, _>>()
+            .map_err(|reason| GrantError::BadValue {
+                key: "http.allowed_outbound_hosts".to_owned(),
+                reason,
+            })?;
         Ok(Self {
             dirs,
             args: annotations.args.clone(),
             state: annotations.state.clone(),
+            outbound_http,
         })
     }
 }
@@ -465,6 +539,39 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn outbound_origins_are_exact() {
+        assert_eq!(
+            outbound_origin("http://Example.com").unwrap(),
+            "http://example.com:80"
+        );
+        assert_eq!(
+            outbound_origin("http://127.0.0.1:8080/").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            outbound_origin("http://[::1]:81").unwrap(),
+            "http://[::1]:81"
+        );
+        for bad in [
+            "example.com",
+            "http://*.example.com",
+            "http://user@example.com",
+            "http://example.com/path",
+            "http://example.com:0",
+            "http://example.com:99999",
+            "ftp://example.com",
+            "http://",
+        ] {
+            assert!(outbound_origin(bad).is_err(), "{bad} accepted");
+        }
+        assert!(
+            outbound_origin("https://example.com")
+                .unwrap_err()
+                .contains("no TLS client")
+        );
+    }
 
     #[test]
     fn object_and_list_forms_agree() {

@@ -1,7 +1,8 @@
 //! The engine-neutral contract of Luge.
 //!
 //! Everything the executor, the scheduler and the protocol front ends agree on
-//! lives here, and nothing else: no Wasm engine, no HTTP, no async runtime. An
+//! lives here, and nothing else: no Wasm engine, no HTTP implementation (the
+//! `http` crate's types only, for [`handler`]s), no async runtime. An
 //! engine crate (`luge-wasmtime`, ...) implements [`WasmRuntime`]; a front end
 //! turns requests into an [`Action`] and [`Invocation`]s and reads back an
 //! [`Outcome`].
@@ -17,6 +18,7 @@
 //! - [`capabilities`] and [`limits`]: what an action may touch and use,
 //!   deny-by-default, bounded by the operator's maxima.
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
+//! - [`handler`]: functions that are HTTP handlers, not stdin/stdout.
 //! - [`calls`]: calls between functions, between an engine and the host.
 //! - [`preempt`]: the one signal a scheduler sends a running sandbox.
 //! - [`watchdog`]: the time limit for engines stopped from another thread.
@@ -28,6 +30,7 @@ pub mod artifact;
 pub mod calls;
 pub mod capabilities;
 pub mod code;
+pub mod handler;
 pub mod invocation;
 pub mod limits;
 pub mod outcome;

@@ -152,4 +152,29 @@ pub trait LoadedModule: Send + Sync + 'static {
         let _ = preemption;
         Box::pin(async move { self.run(invocation) })
     }
+
+    /// Whether the module is an HTTP handler ([`crate::handler`]), run by
+    /// [`LoadedModule::start_http`] and not by `run`/`start`.
+    fn serves_http(&self) -> bool {
+        false
+    }
+
+    /// Starts one HTTP request in a fresh sandbox, as a future like
+    /// [`LoadedModule::start`]: the response goes to `respond` as soon as
+    /// the handler sets it, and the future ends when the handler has
+    /// returned (its body written), with its stderr and termination. The
+    /// default, for modules that are not handlers, answers nothing and
+    /// fails.
+    fn start_http(
+        self: Arc<Self>,
+        invocation: Invocation,
+        request: crate::handler::Request,
+        respond: crate::handler::Respond,
+        preemption: Preemption,
+    ) -> SandboxFuture {
+        let _ = (invocation, request, respond, preemption);
+        Box::pin(std::future::ready(Outcome::failed(
+            crate::handler::NOT_A_HANDLER,
+        )))
+    }
 }

@@ -86,8 +86,20 @@ pub enum HostError {
     #[error("the module was refused: {0}")]
     Load(#[from] LoadError),
     /// The module has no `_start`.
-    #[error("the module exports no _start: a function is a WASI command module")]
+    #[error(
+        "the module exports no _start: a function is a WASI command module, or a component (wasi:cli/command or wasi:http/proxy)"
+    )]
     NotACommand,
+    /// A chain stage is an HTTP handler, which has no stdin and stdout.
+    #[error(
+        "chain {chain:?}: stage {stage:?} is an HTTP handler (wasi:http/proxy); chain stages run on stdin and stdout"
+    )]
+    HandlerStage {
+        /// The chain's path.
+        chain: String,
+        /// The stage path.
+        stage: String,
+    },
     /// A chain stage names no configured route.
     #[error("chain {chain:?}: stage {stage:?} is not a configured route")]
     UnknownStage {
@@ -273,7 +285,7 @@ impl FunctionHost {
         spec: FunctionSpec,
         origin: Origin,
     ) -> Result<Function, HostError> {
-        if !module.has_export(COMMAND_ENTRY) {
+        if !module.serves_http() && !module.has_export(COMMAND_ENTRY) {
             return Err(HostError::NotACommand);
         }
         Ok(Function {
@@ -329,6 +341,17 @@ impl FunctionHost {
                     stage,
                 })
             })?;
+            if let Some((stage, _)) = spec
+                .stages
+                .iter()
+                .zip(&chain.stages)
+                .find(|(_, function)| function.module.serves_http())
+            {
+                return Err(fail(HostError::HandlerStage {
+                    chain: spec.path.clone(),
+                    stage: stage.clone(),
+                }));
+            }
             resolved.push(chain);
         }
         let mut map = self.chains.write().unwrap_or_else(|e| e.into_inner());

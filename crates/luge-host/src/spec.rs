@@ -65,6 +65,10 @@ pub struct FunctionSpec {
     /// one (host API v1's `state_*`, keys `ns/rest`); none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub state: Vec<String>,
+    /// Origins (`http://host[:port]`) an HTTP handler may send outgoing
+    /// requests to; none by default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_outbound_hosts: Vec<String>,
 }
 
 /// Requested limits; absent ones take the operator's defaults.
@@ -224,6 +228,7 @@ impl FunctionSpec {
             },
             net_access: false,
             state: self.state.clone(),
+            outbound_http: self.allowed_outbound_hosts.clone(),
         })
     }
 

@@ -182,6 +182,15 @@ impl Container {
             ModuleCode::detect(request.code, settings.max_code_bytes).map_err(|e| refuse(&e))?;
         let module = registry.load(&code).map_err(|e| refuse(&e))?;
 
+        if module.serves_http() {
+            return Err(Reply::error(
+                status::FORBIDDEN,
+                format!(
+                    "The code is {}.",
+                    luge_core::handler::NOT_A_COMMAND.trim_start_matches("the function is ")
+                ),
+            ));
+        }
         let entry = match request.main.as_str() {
             "" | "main" => COMMAND_ENTRY.to_owned(),
             other if module.has_export(other) => other.to_owned(),

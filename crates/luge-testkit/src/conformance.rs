@@ -194,8 +194,7 @@ pub fn directory_grants(registry: &ModuleRegistry, read_only_supported: bool) {
         .expect("as the engine contract says");
     let grant = |mode| Capabilities {
         dirs: vec![DirGrant::open(dir.path(), "/data", mode).expect("a temporary directory")],
-        args: Vec::new(),
-        state: Vec::new(),
+        ..Capabilities::default()
     };
     let runtime = registry.runtime();
     runtime

@@ -1,18 +1,30 @@
-//! WebAssembly components that are WASI 0.2 commands (`wasi:cli/command`:
-//! Rust's `wasm32-wasip2`, componentize-py, componentize-js): the same
-//! function ABI as core modules (stdin in, stdout out, argv, environment,
-//! granted directories), the same limits, scheduling and preemption. A
-//! fresh instance per invocation, from a pre-instantiated component.
+//! WebAssembly components (WASI 0.2), in the two worlds functions use:
+//!
+//! - `wasi:cli/command` (Rust's `wasm32-wasip2`, componentize-py,
+//!   componentize-js): the same function ABI as core modules (stdin in,
+//!   stdout out, argv, environment, granted directories);
+//! - `wasi:http/proxy` (Spin, `wasmtime serve`, wasmCloud): an HTTP handler
+//!   ([`luge_core::handler`]): the request, headers and streamed body, goes
+//!   to its `incoming-handler`, and its response streams back.
+//!
+//! Both get the same limits, scheduling and preemption as core modules, and
+//! a fresh instance per invocation from a pre-instantiated component.
+//! Outgoing HTTP (`wasi:http/outgoing-handler`) is refused unless the
+//! function's grants name the origin ([`Hooks`]).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use luge_core::handler::{BodyError, Request, Respond};
 use luge_core::{EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
 use crate::epoch::EpochTicker;
 use crate::limits::SandboxLimiter;
@@ -25,6 +37,8 @@ pub struct ComponentState {
     ctx: WasiCtx,
     table: ResourceTable,
     limiter: SandboxLimiter,
+    http: WasiHttpCtx,
+    hooks: Hooks,
 }
 
 impl WasiView for ComponentState {
@@ -36,82 +50,160 @@ impl WasiView for ComponentState {
     }
 }
 
-/// The WASI 0.2 linker, built once per engine.
+impl WasiHttpView for ComponentState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+/// The WASI 0.2 linker with `wasi:http`, built once per engine; both worlds
+/// link against it.
 pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineError> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+        .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
         .map_err(|e| EngineError::Config(format!("{e:#}")))?;
     Ok(linker)
 }
 
-/// A loaded `wasi:cli/command` component.
-pub struct CommandComponent {
-    pre: CommandPre<ComponentState>,
+/// Loads `component` as whichever function it is: a command or an HTTP
+/// handler; anything else is refused naming both worlds.
+pub(crate) fn load(
+    component: &Component,
+    linker: &Linker<ComponentState>,
+    ticker: Arc<EpochTicker>,
+    fuel: bool,
+) -> Result<Arc<dyn LoadedModule>, EngineError> {
+    let pre = linker.instantiate_pre(component).map_err(|e| {
+        EngineError::Unsupported(format!(
+            "the component imports what Luge does not offer (WASI 0.2 and wasi:http only): {e:#}"
+        ))
+    })?;
+    let range = component.image_range();
+    let shared = Shared {
+        ticker,
+        fuel,
+        code_size: range.end as usize - range.start as usize,
+    };
+    if let Ok(pre) = CommandPre::new(pre.clone()) {
+        return Ok(Arc::new(CommandComponent { pre, shared }));
+    }
+    match ProxyPre::new(pre) {
+        Ok(pre) => Ok(Arc::new(ProxyComponent { pre, shared })),
+        Err(e) => Err(EngineError::Unsupported(format!(
+            "a component runs as a function when it exports wasi:cli/run (a command) or wasi:http/incoming-handler (an HTTP handler); this one exports neither: {e:#}"
+        ))),
+    }
+}
+
+/// What both kinds of component keep besides their pre-instance.
+struct Shared {
     ticker: Arc<EpochTicker>,
     fuel: bool,
     code_size: usize,
 }
 
-impl CommandComponent {
-    pub(crate) fn new(
-        component: &Component,
-        linker: &Linker<ComponentState>,
-        ticker: Arc<EpochTicker>,
-        fuel: bool,
-    ) -> Result<Self, EngineError> {
-        let pre = linker
-            .instantiate_pre(component)
-            .and_then(CommandPre::new)
-            .map_err(|e| {
-                EngineError::Unsupported(format!(
-                    "only wasi:cli/command components run as functions (WASI 0.2 imports only, exporting wasi:cli/run): {e:#}"
-                ))
-            })?;
-        let range = component.image_range();
-        Ok(Self {
-            pre,
-            ticker,
-            fuel,
-            code_size: range.end as usize - range.start as usize,
-        })
-    }
+/// A store for one invocation, scheduled, with its captured streams.
+struct Sandbox {
+    store: Store<ComponentState>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    started: Instant,
+}
 
-    async fn invoke(&self, invocation: Invocation, preemption: Option<Preemption>) -> Outcome {
+impl Shared {
+    /// A fresh store for `invocation`, run under `preemption` (`None`: to
+    /// completion on the caller's thread).
+    fn sandbox(
+        &self,
+        engine: &Engine,
+        invocation: &Invocation,
+        preemption: Option<Preemption>,
+    ) -> Result<Sandbox, Outcome> {
         let started = Instant::now();
         let limits = invocation.action.limits;
         let stdout = MemoryOutputPipe::new(limits.capture_bytes());
         let stderr = MemoryOutputPipe::new(limits.capture_bytes());
-        let ctx = match wasi_builder(&invocation, &stdout, &stderr) {
-            Ok(mut builder) => builder.build(),
-            Err(e) => return Outcome::failed(e),
-        };
+        let ctx = wasi_builder(invocation, &stdout, &stderr)
+            .map_err(Outcome::failed)?
+            .build();
         let mut store = Store::new(
-            self.pre.engine(),
+            engine,
             ComponentState {
                 ctx,
                 table: ResourceTable::new(),
                 limiter: SandboxLimiter::new(limits.memory_bytes),
+                http: WasiHttpCtx::new(),
+                hooks: Hooks {
+                    allowed: invocation.action.capabilities.outbound_http.clone(),
+                    deadline: started + limits.timeout,
+                },
             },
         );
         store.limiter(|state| &mut state.limiter);
         if self.fuel {
             let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
         }
-        // Run to completion (a synchronous caller) or as a scheduled future.
         schedule(
             &mut store,
             &self.ticker,
-            &invocation,
+            invocation,
             preemption.unwrap_or(Preemption {
                 quantum: limits.timeout,
                 enabled: false,
             }),
             started,
         );
+        Ok(Sandbox {
+            store,
+            stdout,
+            stderr,
+            started,
+        })
+    }
+}
+
+impl Sandbox {
+    /// Tears the sandbox down and reports how `result` ended it.
+    fn finish(self, result: wasmtime::Result<()>, invocation: &Invocation) -> Outcome {
+        let limits = invocation.action.limits;
+        let refused = self.store.data().limiter.refused;
+        let termination = termination(result, refused, &limits);
+        drop(self.store);
+        Outcome {
+            termination,
+            stdout: take_output(self.stdout),
+            stderr: take_output(self.stderr),
+            elapsed: self.started.elapsed(),
+        }
+        .cap_output(limits.max_output_bytes)
+    }
+}
+
+/// A loaded `wasi:cli/command` component.
+pub struct CommandComponent {
+    pre: CommandPre<ComponentState>,
+    shared: Shared,
+}
+
+impl CommandComponent {
+    async fn invoke(&self, invocation: Invocation, preemption: Option<Preemption>) -> Outcome {
+        let mut sandbox = match self
+            .shared
+            .sandbox(self.pre.engine(), &invocation, preemption)
+        {
+            Ok(sandbox) => sandbox,
+            Err(outcome) => return outcome,
+        };
         let result = {
-            let _running = self.ticker.enter();
-            match self.pre.instantiate_async(&mut store).await {
-                Ok(command) => match command.wasi_cli_run().call_run(&mut store).await {
+            let _running = self.shared.ticker.enter();
+            let store = &mut sandbox.store;
+            match self.pre.instantiate_async(&mut *store).await {
+                Ok(command) => match command.wasi_cli_run().call_run(&mut *store).await {
                     Ok(Ok(())) => Ok(()),
                     // `run` returned its error result: exit status 1.
                     Ok(Err(())) => Err(wasmtime::Error::new(wasmtime_wasi::I32Exit(1))),
@@ -120,16 +212,7 @@ impl CommandComponent {
                 Err(e) => Err(e),
             }
         };
-        let refused = store.data().limiter.refused;
-        let termination = termination(result, refused, &limits);
-        drop(store);
-        Outcome {
-            termination,
-            stdout: take_output(stdout),
-            stderr: take_output(stderr),
-            elapsed: started.elapsed(),
-        }
-        .cap_output(limits.max_output_bytes)
+        sandbox.finish(result, &invocation)
     }
 }
 
@@ -147,10 +230,199 @@ impl LoadedModule for CommandComponent {
     }
 
     fn code_size(&self) -> usize {
-        self.code_size
+        self.shared.code_size
     }
 
     fn start(self: Arc<Self>, invocation: Invocation, preemption: Preemption) -> SandboxFuture {
         Box::pin(async move { self.invoke(invocation, Some(preemption)).await })
     }
+}
+
+/// A loaded `wasi:http/proxy` component: an HTTP handler.
+pub struct ProxyComponent {
+    pre: ProxyPre<ComponentState>,
+    shared: Shared,
+}
+
+impl ProxyComponent {
+    async fn handle(
+        &self,
+        invocation: Invocation,
+        request: Request,
+        respond: Respond,
+        preemption: Preemption,
+    ) -> Outcome {
+        let mut sandbox =
+            match self
+                .shared
+                .sandbox(self.pre.engine(), &invocation, Some(preemption))
+            {
+                Ok(sandbox) => sandbox,
+                Err(outcome) => return outcome,
+            };
+        let result = {
+            let _running = self.shared.ticker.enter();
+            let store = &mut sandbox.store;
+            let mut http = store.data_mut().http();
+            let resources = http
+                .new_incoming_request(
+                    Scheme::Http,
+                    // The front end's errors (the client left, the body met
+                    // its bound) in wasi:http's words.
+                    request.map(|body| {
+                        http_body_util::BodyExt::map_err(body, |e| {
+                            wasmtime_wasi_http::Error::InternalError(Some(e.to_string()))
+                        })
+                    }),
+                )
+                .and_then(|request| {
+                    let outparam = http.new_response_outparam_from_callback(move |response| {
+                        respond(
+                            response
+                                .map(|response| {
+                                    response.map(|body| {
+                                        http_body_util::BodyExt::boxed_unsync(
+                                            http_body_util::BodyExt::map_err(body, |e| {
+                                                Box::new(e) as BodyError
+                                            }),
+                                        )
+                                    })
+                                })
+                                .map_err(|code| format!("the handler answered an error: {code:?}")),
+                        );
+                    })?;
+                    Ok((request, outparam))
+                });
+            match resources {
+                Ok((request, outparam)) => match self.pre.instantiate_async(&mut *store).await {
+                    Ok(proxy) => {
+                        proxy
+                            .wasi_http_incoming_handler()
+                            .call_handle(&mut *store, request, outparam)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            }
+        };
+        sandbox.finish(result, &invocation)
+    }
+}
+
+impl LoadedModule for ProxyComponent {
+    fn has_export(&self, _name: &str) -> bool {
+        // A handler has no entry point to name: its entry is the world's.
+        false
+    }
+
+    fn run(&self, _invocation: Invocation) -> Outcome {
+        Outcome::failed(luge_core::handler::NOT_A_COMMAND)
+    }
+
+    fn code_size(&self) -> usize {
+        self.shared.code_size
+    }
+
+    fn serves_http(&self) -> bool {
+        true
+    }
+
+    fn start_http(
+        self: Arc<Self>,
+        invocation: Invocation,
+        request: Request,
+        respond: Respond,
+        preemption: Preemption,
+    ) -> SandboxFuture {
+        Box::pin(async move { self.handle(invocation, request, respond, preemption).await })
+    }
+}
+
+/// How a component's outgoing HTTP requests are sent: only to the origins
+/// its grants name (`http://host:port`), over plain HTTP/1.1, each bounded
+/// by the invocation's remaining time. Everything else is
+/// `HTTP-request-denied` to the guest.
+struct Hooks {
+    allowed: Vec<String>,
+    deadline: Instant,
+}
+
+/// What a guest's outgoing request returns, per `WasiHttpHooks`.
+type Sent = wasmtime_wasi_http::Result<(
+    http::Response<wasmtime_wasi_http::WasiBody>,
+    Box<dyn std::future::Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+)>;
+
+impl WasiHttpHooks for Hooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        options: Option<wasmtime_wasi_http::RequestOptions>,
+        fut: Box<dyn std::future::Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> Box<dyn std::future::Future<Output = Sent> + Send> {
+        drop(fut);
+        let origin = match (request.uri().scheme_str(), request.uri().authority()) {
+            (Some(scheme), Some(authority)) => {
+                luge_core::capabilities::outbound_origin(&format!("{scheme}://{authority}")).ok()
+            }
+            _ => None,
+        };
+        let Some(origin) = origin.filter(|origin| self.allowed.contains(origin)) else {
+            tracing::debug!(uri = %request.uri(), "outgoing HTTP request to an origin not granted: denied");
+            return Box::new(std::future::ready(Err(
+                wasmtime_wasi_http::Error::HttpRequestDenied,
+            )));
+        };
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        Box::new(send(request, origin, remaining, options))
+    }
+}
+
+/// Sends `request` to `origin` (granted), all within `remaining`.
+async fn send(
+    mut request: http::Request<wasmtime_wasi_http::WasiBody>,
+    origin: String,
+    remaining: Duration,
+    options: Option<wasmtime_wasi_http::RequestOptions>,
+) -> Sent {
+    use wasmtime_wasi_http::Error;
+    let bound = |chosen: Option<Duration>| chosen.map_or(remaining, |d| d.min(remaining));
+    let address = origin.trim_start_matches("http://").to_owned();
+    let stream = tokio::time::timeout(
+        bound(options.and_then(|o| o.connect_timeout)),
+        tokio::net::TcpStream::connect(address),
+    )
+    .await
+    .map_err(|_| Error::ConnectionTimeout)?
+    .map_err(Error::Connect)?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(stream))
+            .await
+            .map_err(Error::Hyper)?;
+    // The connection lives no longer than the invocation could.
+    tokio::spawn(tokio::time::timeout(remaining, connection));
+    // Origin-form on the wire: the scheme and authority went into the
+    // connection (and the Host header).
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    *request.uri_mut() = path;
+    let response = tokio::time::timeout(
+        bound(options.and_then(|o| o.first_byte_timeout)),
+        sender.send_request(request),
+    )
+    .await
+    .map_err(|_| Error::ConnectionReadTimeout)?
+    .map_err(Error::Hyper)?;
+    let response = response.map(|body| {
+        http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, Error::Hyper))
+    });
+    Ok((
+        response,
+        Box::new(std::future::ready(Ok(()))) as Box<dyn std::future::Future<Output = _> + Send>,
+    ))
 }

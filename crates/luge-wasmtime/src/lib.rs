@@ -45,7 +45,7 @@ pub struct WasmtimeRuntime {
     engine: Engine,
     id: EngineId,
     linkers: Arc<Linkers>,
-    /// WASI 0.2, for `wasi:cli/command` components.
+    /// WASI 0.2 and `wasi:http`, for components.
     component_linker: wasmtime::component::Linker<component::ComponentState>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
@@ -271,12 +271,12 @@ impl WasmRuntime for WasmtimeRuntime {
                 wasmtime::component::Component::deserialize(&self.engine, artifact.payload())
             }
             .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
-            return Ok(Arc::new(component::CommandComponent::new(
+            return component::load(
                 &component,
                 &self.component_linker,
                 Arc::clone(&self.ticker),
                 self.fuel,
-            )?));
+            );
         }
         let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
             .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;

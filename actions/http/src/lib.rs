@@ -1,0 +1,166 @@
+//! One `wasi:http/proxy` handler with a few behaviours, chosen by the last
+//! segment of the request path (so one component serves several routes):
+//!
+//! - `.../echo`: answers 200 with the request's body streamed back chunk
+//!   by chunk, and headers `x-method`, `x-path` (path and query) and
+//!   `x-echo` (the request's `x-luge-test`);
+//! - `.../stream?N`: answers N chunks of 64 KiB (default 16) of `a`;
+//! - `.../trap`: traps before answering;
+//! - `.../spin`: computes until its time limit (or preemption) stops it;
+//! - `.../fetch`: sends a GET to the URL in the request's `x-fetch` header
+//!   and answers its status and body, or 502 with the error;
+//! - anything else: `hello from a wasi:http component` (the benchmark's
+//!   hello).
+
+use std::io::{Read as _, Write as _};
+
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{
+    Fields, IncomingRequest, Method, OutgoingBody, OutgoingRequest, OutgoingResponse,
+    ResponseOutparam, Scheme,
+};
+
+wasip2::http::proxy::export!(Handler);
+
+struct Handler;
+
+impl wasip2::exports::http::incoming_handler::Guest for Handler {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let path = request.path_with_query().unwrap_or_default();
+        let route = path.split('?').next().unwrap_or("");
+        let query = path.split_once('?').map(|(_, q)| q).unwrap_or("");
+        match route.rsplit('/').next().unwrap_or("") {
+            "echo" => echo(request, out, &path),
+            "stream" => stream(out, query.parse().unwrap_or(16)),
+            "trap" => panic!("the handler traps on purpose"),
+            "spin" => spin(),
+            "fetch" => fetch(request, out),
+            _ => respond(out, 200, &[], b"hello from a wasi:http component\n"),
+        }
+    }
+}
+
+/// Answers `status` with `headers` and `body` in one write.
+fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &[u8])], body: &[u8]) {
+    let fields = Fields::new();
+    for (name, value) in headers {
+        let _ = fields.append(name, value);
+    }
+    let response = OutgoingResponse::new(fields);
+    let _ = response.set_status_code(status);
+    let outgoing = response.body().expect("a new response has a body");
+    ResponseOutparam::set(out, Ok(response));
+    {
+        let mut stream = outgoing.write().expect("a new body has a stream");
+        let _ = stream.write_all(body);
+        let _ = stream.flush();
+    }
+    let _ = OutgoingBody::finish(outgoing, None);
+}
+
+fn echo(request: IncomingRequest, out: ResponseOutparam, path: &str) {
+    let method = match request.method() {
+        Method::Get => "GET".to_owned(),
+        Method::Post => "POST".to_owned(),
+        Method::Put => "PUT".to_owned(),
+        Method::Delete => "DELETE".to_owned(),
+        Method::Other(other) => other,
+        other => format!("{other:?}").to_uppercase(),
+    };
+    let test = request
+        .headers()
+        .get("x-luge-test")
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let fields = Fields::new();
+    let _ = fields.append("x-method", method.as_bytes());
+    let _ = fields.append("x-path", path.as_bytes());
+    let _ = fields.append("x-echo", &test);
+    let response = OutgoingResponse::new(fields);
+    let outgoing = response.body().expect("a new response has a body");
+    // The head goes out first; the body follows as it is read.
+    ResponseOutparam::set(out, Ok(response));
+    let incoming = request.consume().expect("the body is consumed once");
+    {
+        let mut input = incoming.stream().expect("a body has a stream");
+        let mut output = outgoing.write().expect("a new body has a stream");
+        let mut chunk = vec![0; 64 * 1024];
+        loop {
+            match std::io::Read::read(&mut input, &mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if output.write_all(&chunk[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = output.flush();
+    }
+    let _ = OutgoingBody::finish(outgoing, None);
+}
+
+fn stream(out: ResponseOutparam, chunks: usize) {
+    let response = OutgoingResponse::new(Fields::new());
+    let outgoing = response.body().expect("a new response has a body");
+    ResponseOutparam::set(out, Ok(response));
+    {
+        let mut output = outgoing.write().expect("a new body has a stream");
+        let chunk = vec![b'a'; 64 * 1024];
+        for _ in 0..chunks {
+            if output.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let _ = output.flush();
+    }
+    let _ = OutgoingBody::finish(outgoing, None);
+}
+
+fn spin() {
+    let mut x: u64 = 1;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+fn fetch(request: IncomingRequest, out: ResponseOutparam) {
+    let url = request.headers().get("x-fetch").into_iter().next();
+    let url = String::from_utf8(url.unwrap_or_default()).unwrap_or_default();
+    match get(&url) {
+        Ok((status, body)) => respond(out, status, &[], &body),
+        Err(error) => respond(out, 502, &[], error.as_bytes()),
+    }
+}
+
+/// GETs `url` (`http://authority/path`) through wasi:http's outgoing
+/// handler: its status and body, or the error in words.
+fn get(url: &str) -> Result<(u16, Vec<u8>), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or("x-fetch: expected http://...")?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let request = OutgoingRequest::new(Fields::new());
+    let _ = request.set_scheme(Some(&Scheme::Http));
+    let _ = request.set_authority(Some(authority));
+    let _ = request.set_path_with_query(Some(path));
+    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    pending.subscribe().block();
+    let response = pending
+        .get()
+        .ok_or("no response")?
+        .map_err(|()| "response taken twice")?
+        .map_err(|e| format!("{e:?}"))?;
+    let status = response.status();
+    let body = response.consume().map_err(|()| "no body")?;
+    let mut bytes = Vec::new();
+    {
+        let mut input = body.stream().map_err(|()| "no stream")?;
+        let _ = input.read_to_end(&mut bytes);
+    }
+    Ok((status, bytes))
+}

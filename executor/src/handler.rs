@@ -1,0 +1,144 @@
+//! HTTP handlers (`wasi:http/proxy` components) on routes: the request goes
+//! to the function as it arrives, its body streamed and bounded by
+//! `--max-body-bytes`, and the response streams back as the handler writes
+//! it. Admission, deadlines, scheduling and time limits are those of every
+//! invocation; the sandbox keeps its admission place until it has ended,
+//! which for a streamed response is after its last byte.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http_body_util::{BodyExt, Limited};
+use hyper::{StatusCode, header};
+use luge_core::{Invocation, Termination};
+use luge_host::Function;
+
+use crate::http::{self, Request, Response};
+use crate::routes::App;
+use crate::standalone::{
+    failure_message, failure_status, log_stderr, overloaded, relative_deadline,
+};
+
+impl App {
+    /// Serves `request` with `function`, an HTTP handler.
+    pub(crate) async fn invoke_handler(
+        self: &Arc<Self>,
+        function: Arc<Function>,
+        request: Request,
+        request_id: u64,
+    ) -> Response {
+        let arrived = Instant::now();
+        let action = Arc::clone(&function.action);
+        let relative = match relative_deadline(
+            request.headers(),
+            action.sched.relative_deadline_or_default(),
+        ) {
+            Ok(relative) => relative,
+            Err((status, message)) => return http::json_error(status, message),
+        };
+        // wasi:http gives the handler the request's authority.
+        if request.uri().authority().is_none() && !request.headers().contains_key(header::HOST) {
+            return http::json_error(StatusCode::BAD_REQUEST, "The request has no Host header.");
+        }
+        let limit = self.settings.max_body_bytes;
+        if http::declared_length(request.headers()).is_some_and(|len| len > limit) {
+            return http::too_large(limit);
+        }
+        let Some(place) = self.admit(&action.name) else {
+            return overloaded(self.admission.limit());
+        };
+        let invocation = Invocation {
+            env: vec![("LUGE_REQUEST_ID".to_owned(), request_id.to_string())],
+            state: self.state_session(&function, arrived),
+            ..Invocation::new(Arc::clone(&action), Vec::new())
+        };
+        let cancel = invocation.cancel.clone();
+        // The body streams to the handler, cut off past the bound (the
+        // handler reads an error there).
+        let request = request.map(|body| Limited::new(body, limit).boxed_unsync());
+        let (head, answered) = tokio::sync::oneshot::channel();
+        let sandbox = Arc::clone(&function.module).start_http(
+            invocation,
+            request,
+            Box::new(move |response| {
+                // The client may have gone; nothing to answer then.
+                let _ = head.send(response);
+            }),
+            self.settings.preemption,
+        );
+        let app = Arc::clone(self);
+        let deadline = arrived + relative;
+        // The sandbox outlives this request future when its response
+        // streams: it runs in a task of its own, aborted (and so cancelled,
+        // see dispatch::run) only if the client leaves before the head.
+        let run = tokio::spawn(async move {
+            app.execute_started(&action, cancel, sandbox, arrived, deadline, place)
+                .await
+        });
+        let abort = AbortUnlessAnswered(Some(run.abort_handle()));
+        let answered = answered.await;
+        abort.disarm();
+        let name = function.name.clone();
+        match answered {
+            Ok(answer) => {
+                let function = name.clone();
+                tokio::spawn(async move {
+                    if let Ok(outcome) = run.await {
+                        report(&function, request_id, &outcome);
+                    }
+                });
+                answer.unwrap_or_else(|message| {
+                    tracing::warn!(function = %name, %message, "handler answered an error");
+                    http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &message)
+                })
+            }
+            // The handler ended without answering: its outcome says why.
+            Err(_) => match run.await {
+                Ok(outcome) => {
+                    report(&name, request_id, &outcome);
+                    match outcome.termination {
+                        Termination::Exited(0) => http::json_error(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "The handler returned without a response.",
+                        ),
+                        termination => http::json_error(
+                            failure_status(&termination),
+                            &failure_message(&termination),
+                        ),
+                    }
+                }
+                Err(e) => http::json_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("internal executor error: {e}"),
+                ),
+            },
+        }
+    }
+}
+
+/// Logs a handler's stderr and, when it failed, why.
+fn report(function: &str, request_id: u64, outcome: &luge_core::Outcome) {
+    log_stderr(function, request_id, &outcome.stderr);
+    if outcome.termination != Termination::Exited(0) {
+        let message = failure_message(&outcome.termination);
+        tracing::warn!(function, request_id, %message, "handler failed");
+    }
+}
+
+/// Aborts the handler's task when dropped armed: the client went away
+/// before the response head.
+struct AbortUnlessAnswered(Option<tokio::task::AbortHandle>);
+
+impl AbortUnlessAnswered {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for AbortUnlessAnswered {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+        }
+    }
+}
