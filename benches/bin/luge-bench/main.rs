@@ -13,6 +13,9 @@
 //! - `memory`: RSS per warm container and per running sandbox, and how many
 //!   fit in 1 GiB (WOW Table II, Faasm Table 3).
 //!
+//! - `http-proxy`: one wasi:http component on Luge and on `wasmtime serve`,
+//!   each a process of its own: req/s, p50/p99, server CPU per request.
+//!
 //! - `chains`: end-to-end latency of chains of 1-5 pass-through functions
 //!   over HTTP, against the same function on a plain route (Sledge DAG
 //!   Table 1).
@@ -22,6 +25,7 @@ mod calls;
 mod chains;
 mod churn;
 mod cold_start;
+mod http_proxy;
 mod memory;
 mod python;
 mod report;
@@ -45,6 +49,7 @@ use calls::{calls_fanout, calls_overhead, calls_social};
 use chains::chains;
 use churn::churn;
 use cold_start::cold_start;
+use http_proxy::http_proxy;
 use memory::memory;
 use python::python;
 pub(crate) use report::{Report, write};
@@ -68,6 +73,7 @@ enum Experiment {
     StateCounter,
     Snapshots,
     Python,
+    HttpProxy,
     All,
 }
 
@@ -95,6 +101,17 @@ struct Cli {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The http-proxy experiment runs Luge as a process of its own (to
+    // measure its CPU alone): this binary, serving.
+    if std::env::var_os(http_proxy::SERVE_ENV).is_some() {
+        let cli = luge_executor::cli::Cli::parse_from(
+            std::iter::once("luge".into()).chain(std::env::args_os().skip(1)),
+        );
+        return tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(luge_executor::routes::run(cli));
+    }
     let cli = Cli::parse();
     let out = cli
         .out
@@ -120,6 +137,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::StateCounter,
             Experiment::Snapshots,
             Experiment::Python,
+            Experiment::HttpProxy,
         ],
         one => vec![one],
     };
@@ -138,6 +156,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::StateCounter => state_counter(&setup, window),
             Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
             Experiment::Python => python(&setup, cli.rounds.max(1)),
+            Experiment::HttpProxy => http_proxy(&setup, window),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;

@@ -89,11 +89,13 @@ pub(crate) fn load(
         fuel,
         code_size: range.end as usize - range.start as usize,
     };
-    if let Ok(pre) = CommandPre::new(pre.clone()) {
-        return Ok(Arc::new(CommandComponent { pre, shared }));
+    // A handler first: a Rust binary that exports the incoming handler
+    // also exports wasi:cli/run (its `main`), but is meant as a handler.
+    if let Ok(pre) = ProxyPre::new(pre.clone()) {
+        return Ok(Arc::new(ProxyComponent { pre, shared }));
     }
-    match ProxyPre::new(pre) {
-        Ok(pre) => Ok(Arc::new(ProxyComponent { pre, shared })),
+    match CommandPre::new(pre) {
+        Ok(pre) => Ok(Arc::new(CommandComponent { pre, shared })),
         Err(e) => Err(EngineError::Unsupported(format!(
             "a component runs as a function when it exports wasi:cli/run (a command) or wasi:http/incoming-handler (an HTTP handler); this one exports neither: {e:#}"
         ))),

