@@ -55,6 +55,7 @@ fn every_experiment_writes_its_results() {
         ("state-counter", true),
         ("snapshots", true),
         ("python", false),
+        ("http-proxy", true),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
@@ -129,6 +130,13 @@ fn every_experiment_writes_its_results() {
     assert_eq!(social.len(), 9);
     for half in social.iter().filter(|r| r[2] == "50 %") {
         assert_eq!(half[6], "0", "{half:?}");
+    }
+    // The wasi:http component on three servers at three connection
+    // counts, every request answered, some CPU per request measured.
+    let proxy = rows(&out.path().join("http-proxy"));
+    assert_eq!(proxy.len(), 9);
+    for row in &proxy {
+        assert!(number(&row[2]) > 0.0 && row[6] == "0", "{row:?}");
     }
     // State: three operations at two sizes; both ways of sharing a value;
     // the counter on both tiers at 1 and 2 workers.
