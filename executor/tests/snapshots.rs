@@ -91,3 +91,104 @@ fn a_failing_initialisation_is_an_upload_error() {
         200
     );
 }
+
+/// The initialisation is the function's own: the export its metadata names
+/// (`init_function`), run once at start with its grants (a directory, its
+/// environment); every invocation answers from the snapshot (a file
+/// changed afterwards is not read again), and the same module without the
+/// name is not initialised. An initialisation past the function's own time
+/// limit (lower than the operator's) is refused naming that limit.
+#[test]
+fn the_initialisation_is_the_functions_own() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("cfg")).unwrap();
+    std::fs::write(root.path().join("cfg/config.txt"), "version one\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["c-init_named", "c-init_spin"] {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
+    }
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        r#"
+        [[routes]]
+        path = "/named"
+        module = "c-init_named.wasm"
+        init_function = "setup"
+        env = { GREETING = "hello from the route" }
+        dirs = [{ host = "cfg", guest = "/data", mode = "ro" }]
+
+        [[routes]]
+        path = "/unnamed"
+        module = "c-init_named.wasm"
+        "#,
+    )
+    .unwrap();
+    let args = [
+        "--config",
+        path_str(&config),
+        "--fs-root",
+        path_str(root.path()),
+    ];
+    let luge = Luge::start("serve", &args);
+    let expected = json!({
+        "config": "version one",
+        "greeting": "hello from the route",
+        "setup_in_main": false,
+    });
+    assert_eq!(luge.post("/named", &json!({})), (200, expected.clone()));
+    std::fs::write(root.path().join("cfg/config.txt"), "version two\n").unwrap();
+    assert_eq!(luge.post("/named", &json!({})), (200, expected));
+    assert_eq!(
+        luge.post("/unnamed", &json!({})),
+        (
+            200,
+            json!({"config": "", "greeting": "", "setup_in_main": false})
+        )
+    );
+
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/spin\"\nmodule = \"c-init_spin.wasm\"\nlimits = { timeout_ms = 300 }\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let refused = Luge::try_start("serve", &["--config", path_str(&config)])
+        .err()
+        .unwrap();
+    assert!(refused.contains("time limit of 300 ms"), "{refused}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// Under the OpenWhisk protocol the annotations say the same: the export
+/// (`snapshot.init_function`), the environment (`wasi.env`) and a lower
+/// time limit (`limits.timeout_ms`) all apply to the initialisation.
+#[test]
+fn openwhisk_annotations_shape_the_initialisation() {
+    on_both_front_ends(&["--timeout-ms", "5000"], |c| {
+        let init = init_body(
+            &wasm("c-init_named"),
+            "main",
+            json!({"annotations": {
+                "snapshot.init_function": "setup",
+                "wasi.env": {"GREETING": "hello from an annotation"},
+            }}),
+        );
+        assert_eq!(c.init(&init).0, 200);
+        let (status, body) = c.run(&json!({"value": {}}));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["greeting"], "hello from an annotation");
+        assert_eq!(body["config"], "unreadable");
+    });
+    on_both_front_ends(&["--timeout-ms", "5000"], |c| {
+        let init = init_body(
+            &wasm("c-init_spin"),
+            "main",
+            json!({"annotations": {"limits.timeout_ms": 200}}),
+        );
+        let (status, body) = c.init(&init);
+        assert_ne!(status, 200);
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains("time limit of 200 ms"), "{error}");
+    });
+}

@@ -36,6 +36,10 @@ struct Cli {
     /// (Wasmtime; an artifact is refused by an executor whose metering differs).
     #[arg(long)]
     fuel: bool,
+    /// The export a module's snapshot initialisation runs, instead of
+    /// `wizer.initialize` (under the executor's default limits, no grants).
+    #[arg(long, value_name = "EXPORT")]
+    init_function: Option<String>,
     /// Write a zip holding the artifact as main.luge (for `wsk action create`).
     #[arg(long)]
     zip: bool,
@@ -87,14 +91,26 @@ fn precompile(cli: Cli) -> anyhow::Result<()> {
     let runtime = runtime(&cli)?;
     let id = runtime.id().clone();
     let mut registry = ModuleRegistry::new(runtime, key, None);
-    // A module exporting `wizer.initialize` is shipped as its snapshot,
-    // its initialisation bounded by the executor's default limits.
-    if let Some(preinit) = luge_engines::preinitializer(&luge_core::LimitPolicy::default().default)?
-    {
+    // A module exporting `wizer.initialize` (or `--init-function`) is
+    // shipped as its snapshot, its initialisation bounded by the
+    // executor's default limits.
+    let defaults = luge_core::LimitPolicy::default().default;
+    if let Some(preinit) = luge_engines::preinitializer(&defaults)? {
         registry = registry.with_preinitializer(preinit);
     }
+    let init = cli
+        .init_function
+        .as_ref()
+        .map(|function| luge_core::registry::Init {
+            function: function.clone(),
+            timeout: defaults.timeout,
+            memory_bytes: defaults.memory_bytes,
+            env: Vec::new(),
+            args: Vec::new(),
+            dirs: Vec::new(),
+        });
     let sealed = registry
-        .compile_sealed(&wasm)
+        .compile_sealed_with(&wasm, init.as_ref())
         .with_context(|| format!("{} was refused", cli.input.display()))?;
     let output = if cli.zip { zipped(&sealed)? } else { sealed };
     std::fs::write(&cli.output, &output)

@@ -193,3 +193,37 @@ fn an_initializable_module_is_precompiled_as_its_snapshot() {
     assert_eq!(out["prime"], 3);
     assert_eq!(out["built_here"], false, "{out}");
 }
+
+/// `--init-function` names the initialisation export: the artifact holds
+/// what `setup` made (here: no grants, so no file and no environment),
+/// and without the flag `setup` is an ordinary export, never run.
+#[test]
+fn the_initialisation_export_can_be_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = |flags: &[&str]| {
+        let out = dir.path().join("named.luge");
+        let mut args = vec![
+            example("c-init_named").to_str().unwrap().to_owned(),
+            "-o".to_owned(),
+            out.to_str().unwrap().to_owned(),
+        ];
+        args.extend(flags.iter().map(|f| (*f).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = precompile(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let code = ModuleCode::detect(std::fs::read(&out).unwrap(), usize::MAX).unwrap();
+        let module = registry(KEY).load(&code).unwrap();
+        let action = std::sync::Arc::new(luge_core::Action::command("named"));
+        let outcome = module.run(luge_core::Invocation::new(action, &b""[..]));
+        serde_json::from_slice::<serde_json::Value>(&outcome.stdout).unwrap()
+    };
+    assert_eq!(
+        answer(&["--init-function", "setup"])["config"],
+        "unreadable"
+    );
+    assert_eq!(answer(&[])["config"], "");
+}

@@ -39,8 +39,8 @@ impl Drop for Served {
 impl Served {
     /// CPU time (user + system) the process has used so far.
     fn cpu(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .unwrap_or_default();
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
         // Fields after the command name (which may hold spaces): utime and
         // stime are the 12th and 13th of them, in clock ticks.
         let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
@@ -63,8 +63,14 @@ fn start(mut command: Command, marker: &str) -> anyhow::Result<Served> {
         .spawn()?;
     let (tx, rx) = std::sync::mpsc::channel();
     for stream in [
-        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
     ]
     .into_iter()
     .flatten()

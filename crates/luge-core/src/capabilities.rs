@@ -203,6 +203,9 @@ pub struct Annotations {
     /// `http.allowed_outbound_hosts`: origins an HTTP handler may send
     /// requests to.
     pub outbound_http: Vec<String>,
+    /// `snapshot.init_function`: the export a snapshot's initialisation
+    /// runs, instead of `wizer.initialize`.
+    pub init_function: Option<String>,
 }
 
 /// Why annotations or grants were refused.
@@ -361,6 +364,13 @@ impl Annotations {
                     self.outbound_http.push(origin.to_owned());
                 }
             }
+            "snapshot.init_function" => {
+                let name = value
+                    .as_str()
+                    .filter(|name| !name.is_empty() && name.len() <= 256)
+                    .ok_or_else(|| bad(key, "expected an export name"))?;
+                self.init_function = Some(name.to_owned());
+            }
             "limits.memory_mb" => self.limits.memory_mb = Some(as_u64(key, value)?),
             "limits.timeout_ms" => self.limits.timeout_ms = Some(as_u64(key, value)?),
             "limits.fuel" => self.limits.fuel = Some(as_u64(key, value)?),
@@ -374,7 +384,8 @@ impl Annotations {
                 || k.starts_with("limits.")
                 || k.starts_with("sched.")
                 || k.starts_with("state.")
-                || k.starts_with("http.") =>
+                || k.starts_with("http.")
+                || k.starts_with("snapshot.") =>
             {
                 return Err(GrantError::UnknownKey(k.to_owned()));
             }

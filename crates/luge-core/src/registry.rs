@@ -42,10 +42,67 @@ pub enum LoadError {
 /// globals start where the initialisation left them. The registry applies
 /// it wherever plain Wasm is compiled, before the engine sees the code.
 pub trait Preinitializer: Send + Sync {
+    /// Whether `wasm` has something to initialise under `init` (it exports
+    /// the initialisation function): a quick scan, before any compile.
+    fn applies(&self, wasm: &[u8], init: Option<&Init>) -> bool;
+
     /// The snapshot of `wasm`, or `None` when it exports no initialisation
     /// function (nothing to do); an error is the initialisation's failure,
-    /// for the uploader.
-    fn preinitialize(&self, wasm: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    /// for the uploader. `init` is the function's own initialisation (its
+    /// export name, limits and grants); `None`: the default export under
+    /// the operator's default limits, with no grants.
+    fn preinitialize(&self, wasm: &[u8], init: Option<&Init>) -> Result<Option<Vec<u8>>, String>;
+}
+
+/// How one function's initialisation runs when its module is snapshotted:
+/// which export, and under the function's own limits and grants, so an
+/// initialisation can do no more than an invocation of the same function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Init {
+    /// The export to run (`wizer.initialize` by default).
+    pub function: String,
+    /// Time limit of the initialisation.
+    pub timeout: std::time::Duration,
+    /// Memory limit of the initialisation.
+    pub memory_bytes: u64,
+    /// Environment (the function's, as an invocation sees it).
+    pub env: Vec<(String, String)>,
+    /// `argv[1..]`.
+    pub args: Vec<String>,
+    /// Directories (the function's grants).
+    pub dirs: Vec<crate::DirGrant>,
+}
+
+/// The initialisation export Wizer looks for when none is named.
+pub const DEFAULT_INIT_FUNCTION: &str = "wizer.initialize";
+
+impl Init {
+    /// `action`'s initialisation: export `function` (default
+    /// [`DEFAULT_INIT_FUNCTION`]) under its limits and grants.
+    pub fn for_action(action: &crate::Action, function: Option<&str>) -> Self {
+        Self {
+            function: function.unwrap_or(DEFAULT_INIT_FUNCTION).to_owned(),
+            timeout: action.limits.timeout,
+            memory_bytes: action.limits.memory_bytes,
+            env: action.env.clone(),
+            args: action.capabilities.args.clone(),
+            dirs: action.capabilities.dirs.clone(),
+        }
+    }
+
+    /// What makes two initialisations of the same code differ, for the
+    /// content id of their snapshot.
+    fn identity(&self) -> String {
+        let dirs: Vec<String> = self
+            .dirs
+            .iter()
+            .map(|d| format!("{}={}:{:?}", d.path().display(), d.guest, d.mode))
+            .collect();
+        format!(
+            "init {:?} timeout {:?} memory {} env {:?} args {:?} dirs {:?}",
+            self.function, self.timeout, self.memory_bytes, self.env, self.args, dirs
+        )
+    }
 }
 
 /// Functions a module may define. Compile time and memory grow with it: a
@@ -201,6 +258,21 @@ impl ModuleRegistry {
     /// first, every time, and identified by its MAC, which already is a hash
     /// of its content: one pass over the bytes instead of two.
     pub fn load(&self, code: &ModuleCode) -> Result<Arc<dyn LoadedModule>, LoadError> {
+        self.load_with(code, None)
+    }
+
+    /// [`ModuleRegistry::load`] for a function with its own initialisation
+    /// (see [`Init`]): plain Wasm that exports the initialisation function
+    /// is snapshotted with it, and identified by its code and `init`
+    /// together, so functions that initialise the same code differently
+    /// get snapshots of their own. A snapshot taken with directory grants
+    /// reflects their files as they were: it is shared while loaded, never
+    /// kept in the on-disk cache.
+    pub fn load_with(
+        &self,
+        code: &ModuleCode,
+        init: Option<&Init>,
+    ) -> Result<Arc<dyn LoadedModule>, LoadError> {
         let module = match code {
             ModuleCode::Artifact(bytes) => {
                 let verified = artifact::open(
@@ -216,11 +288,25 @@ impl ModuleRegistry {
                 (id, self.runtime.load_artifact(verified)?)
             }
             ModuleCode::Wasm(wasm) => {
-                let id = blake3::hash(wasm);
+                let init = init.filter(|init| {
+                    self.preinit
+                        .as_ref()
+                        .is_some_and(|p| p.applies(wasm, Some(init)))
+                });
+                let id = match init {
+                    None => blake3::hash(wasm),
+                    Some(init) => {
+                        let mut hasher = blake3::Hasher::new();
+                        hasher.update(wasm);
+                        hasher.update(b"\0luge-init\0");
+                        hasher.update(init.identity().as_bytes());
+                        hasher.finalize()
+                    }
+                };
                 if let Some(shared) = self.shared(&id) {
                     return Ok(shared);
                 }
-                (id, self.load_wasm(&id, wasm)?)
+                (id, self.load_wasm(&id, wasm, init)?)
             }
         };
         let (id, module) = module;
@@ -246,13 +332,25 @@ impl ModuleRegistry {
     /// already uses every core), so a flood of uploads costs one compile's
     /// memory, not one per request.
     pub fn compile_sealed(&self, wasm: &[u8]) -> Result<Vec<u8>, LoadError> {
+        self.compile_sealed_with(wasm, None)
+    }
+
+    /// [`ModuleRegistry::compile_sealed`] with a function's own
+    /// initialisation (see [`Init`]).
+    pub fn compile_sealed_with(
+        &self,
+        wasm: &[u8],
+        init: Option<&Init>,
+    ) -> Result<Vec<u8>, LoadError> {
         check_compile_budget(wasm)?;
         let payload = {
             // One at a time too: an initialisation runs up to its time
             // limit, in memory up to its memory limit.
             let _one_at_a_time = self.compiling.lock().unwrap_or_else(|e| e.into_inner());
             let snapshot = match &self.preinit {
-                Some(preinit) => preinit.preinitialize(wasm).map_err(LoadError::Preinit)?,
+                Some(preinit) => preinit
+                    .preinitialize(wasm, init)
+                    .map_err(LoadError::Preinit)?,
                 None => None,
             };
             self.runtime
@@ -271,8 +369,15 @@ impl ModuleRegistry {
         &self,
         hash: &blake3::Hash,
         wasm: &[u8],
+        init: Option<&Init>,
     ) -> Result<Arc<dyn LoadedModule>, LoadError> {
-        let cached = self.cache_path(hash);
+        // Files read through a grant may change: such a snapshot is not
+        // kept across restarts.
+        let cached = if init.is_some_and(|init| !init.dirs.is_empty()) {
+            None
+        } else {
+            self.cache_path(hash)
+        };
         if let Some(path) = &cached
             && let Ok(bytes) = std::fs::read(path)
         {
@@ -297,7 +402,7 @@ impl ModuleRegistry {
                 }
             }
         }
-        let sealed = self.compile_sealed(wasm)?;
+        let sealed = self.compile_sealed_with(wasm, init)?;
         if let Some(path) = &cached
             && let Err(e) = write_atomically(path, &sealed)
         {

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use luge_core::action::COMMAND_ENTRY;
+use luge_core::registry::Init;
 use luge_core::{Action, LoadError, LoadedModule, ModuleCode, ModuleRegistry};
 
 use crate::chain::{Chain, ChainSpec};
@@ -255,7 +256,8 @@ impl FunctionHost {
             source,
         })?;
         let code = ModuleCode::detect(bytes, self.max_code_bytes).map_err(LoadError::from)?;
-        let module = self.registry.load(&code)?;
+        let init = Init::for_action(&action, route.spec.init_function.as_deref());
+        let module = self.registry.load_with(&code, Some(&init))?;
         Ok(Arc::new(self.function(
             name,
             vec![route.path.clone()],
@@ -435,7 +437,10 @@ impl FunctionHost {
         }
         let action = self.action(&spec, name)?;
         let sealed = match code {
-            ModuleCode::Wasm(wasm) => self.registry.compile_sealed(&wasm)?,
+            ModuleCode::Wasm(wasm) => {
+                let init = Init::for_action(&action, spec.init_function.as_deref());
+                self.registry.compile_sealed_with(&wasm, Some(&init))?
+            }
             ModuleCode::Artifact(artifact) => artifact,
         };
         let sealed = ModuleCode::Artifact(sealed);

@@ -69,6 +69,11 @@ pub struct FunctionSpec {
     /// requests to; none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_outbound_hosts: Vec<String>,
+    /// The export a snapshot's initialisation runs (`wizer.initialize` by
+    /// default); it runs once, at upload or start, under this function's
+    /// limits and grants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_function: Option<String>,
 }
 
 /// Requested limits; absent ones take the operator's defaults.
@@ -229,6 +234,7 @@ impl FunctionSpec {
             net_access: false,
             state: self.state.clone(),
             outbound_http: self.allowed_outbound_hosts.clone(),
+            init_function: self.init_function.clone(),
         })
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use luge_core::action::COMMAND_ENTRY;
 use luge_core::calls::Refused;
 use luge_core::capabilities::Annotations;
+use luge_core::registry::{DEFAULT_INIT_FUNCTION, Init};
 use luge_core::{
     Action, Capabilities, Invocation, LimitPolicy, LoadedModule, ModuleCode, ModuleRegistry,
     Outcome, Termination,
@@ -180,7 +181,32 @@ impl Container {
             .map_err(|e| refuse(&e))?;
         let code =
             ModuleCode::detect(request.code, settings.max_code_bytes).map_err(|e| refuse(&e))?;
-        let module = registry.load(&code).map_err(|e| refuse(&e))?;
+        // Later sources win: the container's environment, the init's env,
+        // then the action's `wasi.env`.
+        let mut env: Vec<(String, String)> = settings
+            .container_env
+            .iter()
+            .filter(|(key, _)| !request.env.iter().any(|(k, _)| k == key))
+            .cloned()
+            .collect();
+        env.extend(request.env);
+        env.extend(annotations.env);
+        // A snapshot's initialisation runs as the action would: its limits,
+        // its environment and its grants.
+        let init = Init {
+            function: annotations
+                .init_function
+                .clone()
+                .unwrap_or_else(|| DEFAULT_INIT_FUNCTION.to_owned()),
+            timeout: limits.timeout,
+            memory_bytes: limits.memory_bytes,
+            env: env.clone(),
+            args: capabilities.args.clone(),
+            dirs: capabilities.dirs.clone(),
+        };
+        let module = registry
+            .load_with(&code, Some(&init))
+            .map_err(|e| refuse(&e))?;
 
         if module.serves_http() {
             return Err(Reply::error(
@@ -207,16 +233,6 @@ impl Container {
                 "The module is not a WASI command: it exports no _start.",
             ));
         }
-        // Later sources win: the container's environment, the init's env,
-        // then the action's `wasi.env`.
-        let mut env: Vec<(String, String)> = settings
-            .container_env
-            .iter()
-            .filter(|(key, _)| !request.env.iter().any(|(k, _)| k == key))
-            .cloned()
-            .collect();
-        env.extend(request.env);
-        env.extend(annotations.env);
         let name = if request.name.is_empty() {
             "action".to_owned()
         } else {

@@ -8,25 +8,31 @@
 //! The snapshot is a plain core module, so every engine loads it.
 //!
 //! Narrows Wizer to what an untrusted upload may do: the initialisation
-//! runs on Wasmtime with WASI preview 1 but no arguments, environment,
-//! directories or stdin, under a time limit (epoch interruption) and a
-//! memory limit, one at a time (the registry's compile lock); a trap, an
-//! exit or running out of time or memory is an upload error naming it.
+//! runs on Wasmtime with WASI preview 1 under the function's own limits
+//! (time, by epoch interruption, and memory) and grants (arguments,
+//! environment, directories; no stdin), or, for code loaded without a
+//! function (`luge-precompile`), the operator's default limits and no
+//! grants; one at a time (the registry's compile lock); a trap, an exit or
+//! running out of time or memory is an upload error naming it. The
+//! export it runs is `wizer.initialize` unless the function's metadata
+//! names another ([`luge_core::registry::Init`]).
 
 #![deny(missing_docs)]
 
 use std::sync::mpsc;
 use std::time::Duration;
 
-use luge_core::registry::Preinitializer;
+use luge_core::DirMode;
+use luge_core::registry::{Init, Preinitializer};
 use wasmtime::{Config, Engine, Instance, Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-/// The export that marks a module for pre-initialization (Wizer's name).
-pub const INIT_FUNC: &str = "wizer.initialize";
+/// The export that marks a module for pre-initialization (Wizer's name),
+/// unless a function's metadata names another.
+pub const INIT_FUNC: &str = luge_core::registry::DEFAULT_INIT_FUNCTION;
 
 /// Bytes of the initialisation's stderr kept for its error message.
 const STDERR_BYTES: usize = 4096;
@@ -87,17 +93,36 @@ impl Snapshotter {
         })
     }
 
-    fn run(&self, wasm: &[u8]) -> Result<Vec<u8>, String> {
+    fn run(&self, wasm: &[u8], init: Option<&Init>) -> Result<Vec<u8>, String> {
+        let function = init.map_or(INIT_FUNC, |i| i.function.as_str());
+        let timeout = init.map_or(self.timeout, |i| i.timeout);
+        let memory_bytes = init.map_or(self.memory_bytes, |i| {
+            usize::try_from(i.memory_bytes).unwrap_or(usize::MAX)
+        });
         let mut wizer = Wizer::new();
-        wizer.init_func(INIT_FUNC);
+        wizer.init_func(function);
         let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
         let module = Module::new(&self.engine, &instrumented).map_err(|e| format!("{e:#}"))?;
         let stderr = MemoryOutputPipe::new(STDERR_BYTES);
-        let wasi = wasmtime_wasi::WasiCtxBuilder::new()
-            .stderr(stderr.clone())
-            .build_p1();
+        let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
+        builder.stderr(stderr.clone());
+        if let Some(init) = init {
+            builder.envs(&init.env);
+            // argv[0] is the export's name, as an invocation's is its own.
+            builder.arg(function).args(&init.args);
+            for dir in &init.dirs {
+                let perms = match dir.mode {
+                    DirMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
+                    DirMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
+                };
+                builder
+                    .preopened_dir(dir.path(), &dir.guest, perms)
+                    .map_err(|e| format!("granted directory {}: {e:#}", dir.guest))?;
+            }
+        }
+        let wasi = builder.build_p1();
         let limits = StoreLimitsBuilder::new()
-            .memory_size(self.memory_bytes)
+            .memory_size(memory_bytes)
             .instances(1)
             .build();
         let mut store = Store::new(&self.engine, Ctx { wasi, limits });
@@ -106,13 +131,13 @@ impl Snapshotter {
         // The timer: one epoch tick at `timeout` interrupts this store
         // (the only one running: initialisations run one at a time).
         let (done, wait) = mpsc::channel::<()>();
-        let (engine, timeout) = (self.engine.clone(), self.timeout);
+        let engine = self.engine.clone();
         let timer = std::thread::spawn(move || {
             if wait.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout) {
                 engine.increment_epoch();
             }
         });
-        let result = self.initialize(&mut store, &module);
+        let result = self.initialize(&mut store, &module, function);
         drop(done);
         let _ = timer.join();
         let instance = result.map_err(|e| {
@@ -120,17 +145,17 @@ impl Snapshotter {
                 .trim()
                 .to_owned();
             let reason = if let Some(exit) = e.downcast_ref::<I32Exit>() {
-                format!("`{INIT_FUNC}` exited with status {}", exit.0)
+                format!("`{function}` exited with status {}", exit.0)
             } else if e
                 .downcast_ref::<wasmtime::Trap>()
                 .is_some_and(|t| *t == wasmtime::Trap::Interrupt)
             {
                 format!(
-                    "`{INIT_FUNC}` ran past its time limit of {} ms",
-                    self.timeout.as_millis()
+                    "`{function}` ran past its time limit of {} ms",
+                    timeout.as_millis()
                 )
             } else {
-                format!("`{INIT_FUNC}` failed: {e:#}")
+                format!("`{function}` failed: {e:#}")
             };
             if detail.is_empty() {
                 reason
@@ -149,13 +174,18 @@ impl Snapshotter {
 
     /// Instantiates and runs the initialisation (a reactor's
     /// `_initialize` first, as Wizer does).
-    fn initialize(&self, store: &mut Store<Ctx>, module: &Module) -> wasmtime::Result<Instance> {
+    fn initialize(
+        &self,
+        store: &mut Store<Ctx>,
+        module: &Module,
+        function: &str,
+    ) -> wasmtime::Result<Instance> {
         let instance = self.linker.instantiate(&mut *store, module)?;
         if let Ok(reactor) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
             reactor.call(&mut *store, ())?;
         }
         instance
-            .get_typed_func::<(), ()>(&mut *store, INIT_FUNC)?
+            .get_typed_func::<(), ()>(&mut *store, function)?
             .call(&mut *store, ())?;
         Ok(instance)
     }
@@ -176,14 +206,27 @@ fn exports(wasm: &[u8], name: &str) -> bool {
 }
 
 impl Preinitializer for Snapshotter {
-    fn preinitialize(&self, wasm: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn applies(&self, wasm: &[u8], init: Option<&Init>) -> bool {
         // Components are not snapshotted (Wizer's component support is a
         // feature this build leaves out).
-        if luge_core::code::is_component(wasm) || !exports(wasm, INIT_FUNC) {
+        !luge_core::code::is_component(wasm)
+            && exports(wasm, init.map_or(INIT_FUNC, |i| i.function.as_str()))
+    }
+
+    fn preinitialize(&self, wasm: &[u8], init: Option<&Init>) -> Result<Option<Vec<u8>>, String> {
+        if !self.applies(wasm, init) {
             return Ok(None);
         }
         let started = std::time::Instant::now();
-        let snapshot = self.run(wasm)?;
+        // On a thread of its own: synchronous WASI blocks on a runtime of
+        // its own for file operations, which it may not do on a thread
+        // already driving one (a route loaded at start, an upload).
+        let snapshot = std::thread::scope(|scope| {
+            scope
+                .spawn(|| self.run(wasm, init))
+                .join()
+                .unwrap_or_else(|_| Err("the initialisation panicked the snapshotter".to_owned()))
+        })?;
         tracing::info!(
             ms = started.elapsed().as_millis() as u64,
             bytes = snapshot.len(),
