@@ -36,6 +36,14 @@ for app in "$root"/actions/python/*/app.py; do
         -d "$root/actions/python/wit" -w command componentize app -o "$out/py-$name.wasm" >/dev/null)
 done
 
+# JavaScript functions with componentize-js (./scripts/setup.sh installs
+# it under target/tools): js-hello.wasm, a wasi:cli/command component, and
+# js-web.wasm, a wasi:http/proxy handler (StarlingMonkey's fetch event).
+cjs="$root/target/tools/componentize-js/node_modules/.bin/componentize-js"
+(cd "$root/actions/js/hello" && "$cjs" app.js --wit ../wit -n command \
+    -d http -d fetch-event -o "$out/js-hello.wasm" >/dev/null)
+(cd "$root/actions/js/web" && "$cjs" app.js --wit ../wit -n handler -o "$out/js-web.wasm" >/dev/null)
+
 # The C functions are also built natively (target/native/): the
 # process-per-request baseline of the benchmarks runs the same source.
 native="$root/target/native"

