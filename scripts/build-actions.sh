@@ -28,12 +28,13 @@ cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$ro
 cp "$root/actions/target/wasm32-wasip2/release/luge_http_examples.wasm" "$out/http-handler.wasm"
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
-# under target/tools): py-<name>.wasm, WASI 0.2 command components.
+# under target/tools): py-<name>.wasm, WASI 0.2 components of the world
+# each is written for (actions/python/wit).
 cpy="$root/target/tools/componentize-py"
-for app in "$root"/actions/python/*/app.py; do
-    name=$(basename "$(dirname "$app")")
-    (cd "$(dirname "$app")" && PYTHONPATH="$cpy" "$cpy/bin/componentize-py" \
-        -d "$root/actions/python/wit" -w command componentize app -o "$out/py-$name.wasm" >/dev/null)
+for app in hello:command web:handler; do
+    name=${app%%:*}
+    (cd "$root/actions/python/$name" && PYTHONPATH="$cpy" "$cpy/bin/componentize-py" \
+        -d "$root/actions/python/wit" -w "${app#*:}" componentize app -o "$out/py-$name.wasm" >/dev/null)
 done
 
 # JavaScript functions with componentize-js (./scripts/setup.sh installs

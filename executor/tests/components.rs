@@ -158,7 +158,8 @@ fn other_engines_refuse_components_by_name() {
 
 /// Python, from source to a request: `actions/python/hello/app.py` built
 /// by componentize-py (scripts/build-actions.sh) into a WASI 0.2 command
-/// component, served on a route, a fresh instance per request.
+/// component, served on a route, a fresh instance per request; and
+/// `actions/python/web`, a wasi:http handler.
 #[test]
 fn a_python_function_end_to_end() {
     if !on_wasmtime() {
@@ -166,10 +167,12 @@ fn a_python_function_end_to_end() {
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("hello.wasm"), wasm("py-hello")).unwrap();
+    std::fs::write(dir.path().join("web.wasm"), wasm("py-web")).unwrap();
     let config = dir.path().join("luge.toml");
     std::fs::write(
         &config,
-        "[[routes]]\npath = \"/hello\"\nmodule = \"hello.wasm\"\n",
+        "[[routes]]\npath = \"/hello\"\nmodule = \"hello.wasm\"\n\n\
+         [[routes]]\npath = \"/web\"\nmodule = \"web.wasm\"\n",
     )
     .unwrap();
     let luge = Luge::start("serve", &["--config", path_str(&config)]);
@@ -185,6 +188,19 @@ fn a_python_function_end_to_end() {
     assert_eq!(
         (status, body["greeting"].clone()),
         (200, json!("Hello, stranger!"))
+    );
+    // The same language as an HTTP handler (actions/python/web).
+    let reply = luge.send("POST", "/web?q=2", &[("x-luge-test", "py")], b"snow");
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.json(),
+        json!({
+            "language": "python",
+            "method": "POST",
+            "path": "/web?q=2",
+            "test": "py",
+            "body": "snow",
+        })
     );
 }
 
