@@ -7,16 +7,22 @@
 //!   function host: routes from `--config luge.toml` or `--sledge-spec`,
 //!   uploads under `/v1/functions` ([`standalone`]).
 //!
-//! This binary is a thin layer: CLI and configuration ([`cli`]), HTTP
-//! plumbing ([`http`]), routing ([`routes`]), handing invocations to the
-//! scheduler ([`dispatch`]), and Prometheus metrics ([`metrics`]).
+//! This binary is a thin layer, in the order a request meets it: CLI
+//! ([`cli`]) and config assembly (`assemble`: `luge.toml`, the operator's
+//! files, the function host), HTTP plumbing ([`http`]), routing (`router`:
+//! the executor's own API, with `matchit`), the handlers ([`routes`],
+//! [`standalone`], `handler` for wasi:http components, `calls`), handing
+//! invocations to the scheduler ([`dispatch`]), and Prometheus metrics
+//! ([`metrics`]).
 
+mod assemble;
 mod calls;
 pub mod cli;
 pub mod dispatch;
 mod handler;
 pub mod http;
 pub mod metrics;
+mod router;
 pub mod routes;
 pub mod standalone;
 

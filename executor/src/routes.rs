@@ -1,4 +1,9 @@
-//! Routes of `luge proxy` and `luge serve`.
+//! The request handlers of `luge proxy` and `luge serve`: a request is
+//! routed (function routes and chains, else the executor's API, see
+//! [`crate::router`]) and handed to the scheduler; config assembly is
+//! [`crate::assemble`]'s.
+
+pub use crate::assemble::build;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,22 +15,20 @@ use bytes::Bytes;
 use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
 use luge_core::{Invocation, LoadedModule, Outcome};
-use luge_host::{Config, Function, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
-use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams, Reply};
+use luge_host::{Function, FunctionHost, RouteTable};
+use luge_openwhisk::{Container, Containers, Reply};
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
-use crate::cli::{Cli, Command, HostArgs, Settings};
+use crate::cli::{Cli, Settings};
 use crate::dispatch::{self, Admission};
 use crate::http::{self, Request, Response};
 use crate::metrics::{self, Metrics};
+use crate::router::{Api, Endpoint};
 use crate::standalone::{self, HttpInput, OperatorToken};
 
-/// `luge serve`'s address when neither the command line nor a config sets it.
-const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-
 /// What this process hosts.
-enum Mode {
+pub(crate) enum Mode {
     /// `luge proxy`: exactly one container.
     Proxy(Arc<Container>),
     /// `luge serve`: containers by id, and functions on routes.
@@ -38,10 +41,10 @@ enum Mode {
 }
 
 /// A Sledge tenant: its own port, its own routes.
-struct TenantSite {
-    name: String,
-    port: u16,
-    routes: RouteTable,
+pub(crate) struct TenantSite {
+    pub(crate) name: String,
+    pub(crate) port: u16,
+    pub(crate) routes: RouteTable,
 }
 
 /// Which listener a request came in on.
@@ -57,6 +60,8 @@ pub(crate) struct App {
     pub(crate) admission: Admission,
     pub(crate) token: Option<OperatorToken>,
     mode: Mode,
+    /// The executor's own endpoints, for this mode.
+    api: Api,
     tenants: Vec<TenantSite>,
     next_request: AtomicU64,
 }
@@ -85,139 +90,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// A configured executor, ready to serve.
-pub struct Executor(Arc<App>);
-
-/// Builds the executor for `cli` without binding: the listen address and the
-/// executor to pass to [`serve`]. Call inside the tokio runtime.
-pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
-    match cli.command {
-        Command::Proxy { listen, common } => {
-            let mut settings = common.settings(&[])?;
-            // OpenWhisk starts an action container with `__OW_API_HOST` (and
-            // the operator's `__OW_*` extras) in its environment; the action
-            // sees them, under what its init and run set.
-            settings.init.container_env = std::env::vars()
-                .filter(|(key, _)| key.starts_with("__OW_"))
-                .collect();
-            let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
-            let mode = Mode::Proxy(Arc::new(Container::new(sink)));
-            Ok((
-                listen,
-                Executor(Arc::new(App::new(settings, mode, None, Vec::new()))),
-            ))
-        }
-        Command::Serve {
-            listen,
-            host,
-            mut common,
-        } => {
-            let config = host.config.as_deref().map(Config::load).transpose()?;
-            if let Some(config) = &config {
-                common
-                    .merge(&config.server)
-                    .with_context(|| config.file.display().to_string())?;
-            }
-            let server = config.as_ref().map(|c| &c.server);
-            let listen = match (listen, server.and_then(|s| s.listen.as_deref())) {
-                (Some(listen), _) => listen,
-                (None, Some(text)) => text.parse().with_context(|| {
-                    format!("{}: server.listen: not an address", host_file(&config))
-                })?,
-                (None, None) => DEFAULT_LISTEN.parse()?,
-            };
-            let token_file = token_file(&host, server.and_then(|s| s.token_file.as_deref()));
-            let token = operator_token(token_file)?;
-            let store_dir = host
-                .store
-                .clone()
-                .or_else(|| server.and_then(|s| s.store.clone()))
-                .or_else(|| token.is_some().then(luge_host::store::default_store_dir));
-            let state = state_config(&host, config.as_ref());
-            let secrets: Vec<(&str, &std::path::Path)> = [
-                ("the operator token", token_file),
-                ("the function store", store_dir.as_deref()),
-                ("the state store", state.dir.as_deref()),
-            ]
-            .into_iter()
-            .filter_map(|(what, path)| Some((what, path?)))
-            .collect();
-            let settings = common.settings(&secrets)?;
-            let store = store_dir.as_deref().map(FunctionStore::open).transpose()?;
-            let state_store = Arc::new(
-                luge_state::StateStore::open(&state)
-                    .context("shared state (another luge may be using the same --state-dir)")?,
-            );
-            tracing::info!(
-                dir = %state.dir.as_deref().map_or_else(String::new, |d| d.display().to_string()),
-                global = state.redis_url.is_some(),
-                "state store open"
-            );
-            let function_host = Arc::new(FunctionHost::new(
-                Arc::clone(&settings.registry),
-                HostPolicy {
-                    fs_root: settings.init.fs_root.clone(),
-                    limits: settings.init.limits,
-                },
-                store,
-                settings.init.max_code_bytes,
-            ));
-            if let Some(config) = &config {
-                function_host
-                    .add_configured(&config.routes)
-                    .map_err(|(path, e)| {
-                        anyhow::anyhow!("{}: route {path:?}: {e}", config.file.display())
-                    })?;
-                function_host
-                    .add_chains(&config.chains)
-                    .map_err(|(path, e)| {
-                        anyhow::anyhow!("{}: chain {path:?}: {e}", config.file.display())
-                    })?;
-            }
-            let restored = function_host.restore()?;
-            if let Some(dir) = &store_dir {
-                tracing::info!(store = %dir.display(), functions = restored.len(), "function store open");
-            }
-            let tenants = match &host.sledge_spec {
-                Some(file) => sledge_tenants(file, &function_host)?,
-                None => Vec::new(),
-            };
-            let mode = Mode::Serve {
-                containers: Containers::with_limit(host.max_containers),
-                host: function_host,
-                state: state_store,
-            };
-            Ok((
-                listen,
-                Executor(Arc::new(App::new(settings, mode, token, tenants))),
-            ))
-        }
-    }
-}
-
-/// `[state]` with the command line's `--state-dir` and `--state-url` over
-/// it; the local tier is persisted under the data directory by default.
-fn state_config(host: &HostArgs, config: Option<&Config>) -> luge_state::StateConfig {
-    let section = config.map(|c| c.state.clone()).unwrap_or_default();
-    let defaults = luge_state::Quotas::default();
-    luge_state::StateConfig {
-        dir: Some(
-            host.state_dir
-                .clone()
-                .or(section.dir)
-                .unwrap_or_else(|| luge_host::store::default_data_dir().join("state")),
-        ),
-        redis_url: host.state_url.clone().or(section.url),
-        quotas: luge_state::Quotas {
-            max_value_bytes: section
-                .max_value_kb
-                .map_or(defaults.max_value_bytes, |kb| kb << 10),
-            max_keys_per_namespace: section.max_keys.unwrap_or(defaults.max_keys_per_namespace),
-            max_bytes_per_namespace: section
-                .max_namespace_mb
-                .map_or(defaults.max_bytes_per_namespace, |mb| mb << 20),
-        },
-    }
-}
+pub struct Executor(pub(crate) Arc<App>);
 
 /// When an invocation's state operations (a global-tier round trip,
 /// waiting for a lock) must end: a tenth of its time limit (at most
@@ -226,71 +99,6 @@ fn state_config(host: &HostArgs, config: Option<&Config>) -> luge_state::StateCo
 fn state_until(action: &luge_core::Action, arrived: Instant) -> Instant {
     let timeout = action.limits.timeout;
     arrived + timeout - (timeout / 10).min(Duration::from_millis(100))
-}
-
-fn host_file(config: &Option<Config>) -> String {
-    config
-        .as_ref()
-        .map_or_else(String::new, |c| c.file.display().to_string())
-}
-
-/// The token file: `--token-file`, else (unless `LUGE_TOKEN` is set) the
-/// config's `token_file`.
-fn token_file<'a>(
-    host: &'a HostArgs,
-    config_file: Option<&'a std::path::Path>,
-) -> Option<&'a std::path::Path> {
-    host.token_file.as_deref().or(std::env::var_os("LUGE_TOKEN")
-        .is_none()
-        .then_some(config_file)
-        .flatten())
-}
-
-/// The token from the [`token_file`], else `LUGE_TOKEN`; never from argv.
-fn operator_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<OperatorToken>> {
-    if let Some(file) = file {
-        let text = luge_core::secret::read_private(file).context("operator token file")?;
-        let text = String::from_utf8(text)
-            .with_context(|| format!("operator token file {}: not UTF-8", file.display()))?;
-        return Ok(Some(OperatorToken::new(&text).with_context(|| {
-            format!("operator token file {}", file.display())
-        })?));
-    }
-    match std::env::var("LUGE_TOKEN") {
-        Ok(text) => Ok(Some(OperatorToken::new(&text).context("LUGE_TOKEN")?)),
-        Err(_) => Ok(None),
-    }
-}
-
-fn sledge_tenants(file: &std::path::Path, host: &FunctionHost) -> anyhow::Result<Vec<TenantSite>> {
-    let mut sites = Vec::new();
-    for tenant in luge_host::sledge::load(file)? {
-        if !tenant.ignored_keys.is_empty() {
-            tracing::info!(tenant = %tenant.name, keys = ?tenant.ignored_keys, "Sledge keys accepted but not used");
-        }
-        let routes = RouteTable::default();
-        for route in &tenant.routes {
-            let name = format!("{}{}", tenant.name, route.path);
-            let origin = Origin::Sledge {
-                tenant: tenant.name.clone(),
-            };
-            let function = host.load_route(route, name, origin).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: tenant {:?} route {:?}: {e}",
-                    file.display(),
-                    tenant.name,
-                    route.path
-                )
-            })?;
-            routes.insert(function)?;
-        }
-        sites.push(TenantSite {
-            name: tenant.name,
-            port: tenant.port,
-            routes,
-        });
-    }
-    Ok(sites)
 }
 
 /// Serves `executor` on `listener` until `shutdown` completes. Sledge
@@ -392,7 +200,7 @@ async fn shutdown_signal() {
 }
 
 impl App {
-    fn new(
+    pub(crate) fn new(
         settings: Settings,
         mode: Mode,
         token: Option<OperatorToken>,
@@ -407,12 +215,17 @@ impl App {
             Arc::clone(&settings.scheduler),
             state,
         );
+        let api = match &mode {
+            Mode::Proxy(_) => Api::proxy(),
+            Mode::Serve { .. } => Api::serve(),
+        };
         Self {
             admission: Admission::new(settings.max_pending),
             settings,
             metrics,
             token,
             mode,
+            api,
             tenants,
             next_request: AtomicU64::new(1),
         }
@@ -441,21 +254,19 @@ impl App {
             body,
             request_id,
         };
-        match (&method, path.as_str()) {
-            (&Method::GET, "/healthz") => return self.health(),
-            (&Method::GET, "/metrics") => return self.metrics(),
-            _ => {}
-        }
         if let Site::Tenant(index) = site {
-            let Some(tenant) = self.tenants.get(index) else {
-                return not_found(&method, &path);
-            };
-            return match tenant.routes.get(&path) {
-                Some(function) => self.invoke_function(function, input(body)).await,
-                None => not_found(&method, &path),
+            return match (self.tenants.get(index), path.as_str()) {
+                (_, "/healthz") if method == Method::GET => self.health(),
+                (_, "/metrics") if method == Method::GET => self.metrics(),
+                (Some(tenant), _) => match tenant.routes.get(&path) {
+                    Some(function) => self.invoke_function(function, input(body)).await,
+                    None => not_found(&method, &path),
+                },
+                (None, _) => not_found(&method, &path),
             };
         }
-        // A function route (config or upload) wins over the container API.
+        // Function routes and chains never overlap the API (refused where
+        // they are declared: FunctionHost::reserve), so order is moot.
         if let Mode::Serve { host, .. } = &self.mode {
             if let Some(function) = host.route(&path) {
                 return self.invoke_function(function, input(body)).await;
@@ -464,45 +275,68 @@ impl App {
                 return self.invoke_chain(chain, input(body)).await;
             }
         }
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        match (&method, segments.as_slice(), &self.mode) {
-            (&Method::POST, ["init"], Mode::Proxy(container)) => {
-                self.init(body, Arc::clone(container)).await
-            }
-            (&Method::POST, ["run"], Mode::Proxy(container)) => self.run(&body, container).await,
-            (_, ["v1", "functions", rest @ ..], Mode::Serve { host, .. }) if rest.len() <= 1 => {
-                self.manage(host, &method, rest.first().copied(), &headers, body)
+        match self.api.at(&path) {
+            Some((endpoint, param)) if endpoint.allows(&method) => {
+                let param = param.unwrap_or_default().to_owned();
+                self.endpoint(endpoint, &param, &method, query.as_deref(), &headers, body)
                     .await
             }
-            (&Method::POST, [id, "init"], Mode::Serve { containers, .. }) => {
-                match containers.get_or_create(id) {
+            Some((endpoint, _)) => http::json_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &format!("{method} is not allowed on {}.", endpoint.pattern()),
+            ),
+            None => not_found(&method, &path),
+        }
+    }
+
+    /// Serves one endpoint of the executor's API; `param` is its `{id}` or
+    /// `{name}`.
+    async fn endpoint(
+        &self,
+        endpoint: Endpoint,
+        param: &str,
+        method: &Method,
+        query: Option<&str>,
+        headers: &hyper::HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        match (endpoint, &self.mode) {
+            (Endpoint::Health, _) => self.health(),
+            (Endpoint::Metrics, _) => self.metrics(),
+            (Endpoint::ProxyInit, Mode::Proxy(container)) => {
+                self.init(body, Arc::clone(container)).await
+            }
+            (Endpoint::ProxyRun, Mode::Proxy(container)) => self.run(&body, container).await,
+            (Endpoint::Functions, Mode::Serve { host, .. }) => {
+                self.manage(host, method, None, headers, body).await
+            }
+            (Endpoint::Function, Mode::Serve { host, .. }) => {
+                self.manage(host, method, Some(param), headers, body).await
+            }
+            (Endpoint::ContainerInit, Mode::Serve { containers, .. }) => {
+                match containers.get_or_create(param) {
                     Ok(hosted) => self.init(body, Arc::clone(&hosted.container)).await,
                     Err(reply) => http::reply(reply),
                 }
             }
-            (&Method::POST, [id, "run"], Mode::Serve { containers, .. }) => {
-                match containers.get(id) {
+            (Endpoint::ContainerRun, Mode::Serve { containers, .. }) => {
+                match containers.get(param) {
                     Ok(hosted) => self.run(&body, &hosted.container).await,
                     Err(reply) => http::reply(reply),
                 }
             }
-            (&Method::POST, [id, "destroy"], Mode::Serve { containers, .. }) => {
-                match containers.destroy(id) {
+            (Endpoint::ContainerDestroy, Mode::Serve { containers, .. }) => {
+                match containers.destroy(param) {
                     Ok(()) => http::json(StatusCode::OK, &serde_json::json!({ "ok": true })),
                     Err(reply) => http::reply(reply),
                 }
             }
-            (&Method::GET, ["containers"], Mode::Serve { containers, .. }) => {
-                match container_prefix(query.as_deref()) {
-                    Ok(prefix) => http::json(
+            (Endpoint::Containers, Mode::Serve { containers, .. }) => {
+                match container_prefix(query) {
+                    Ok(prefix) if method == Method::GET => http::json(
                         StatusCode::OK,
                         &serde_json::json!({ "containers": containers.ids(&prefix) }),
                     ),
-                    Err(reply) => http::reply(reply),
-                }
-            }
-            (&Method::DELETE, ["containers"], Mode::Serve { containers, .. }) => {
-                match container_prefix(query.as_deref()) {
                     Ok(prefix) => {
                         let destroyed = containers.destroy_prefix(&prefix);
                         tracing::info!(%prefix, destroyed, "containers purged");
@@ -514,8 +348,8 @@ impl App {
                     Err(reply) => http::reply(reply),
                 }
             }
-            (&Method::GET, [id, "logs"], Mode::Serve { containers, .. }) => {
-                match containers.get(id) {
+            (Endpoint::ContainerLogs, Mode::Serve { containers, .. }) => {
+                match containers.get(param) {
                     Ok(hosted) => http::json(
                         StatusCode::OK,
                         &serde_json::json!({ "logs": hosted.logs.drain() }),
@@ -523,7 +357,11 @@ impl App {
                     Err(reply) => http::reply(reply),
                 }
             }
-            _ => not_found(&method, &path),
+            // Each mode's router holds only its own endpoints.
+            (endpoint, _) => http::json_error(
+                StatusCode::NOT_FOUND,
+                &format!("{} is not served in this mode.", endpoint.pattern()),
+            ),
         }
     }
 

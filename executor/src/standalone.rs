@@ -290,7 +290,7 @@ fn describe(function: &Function) -> serde_json::Value {
 fn host_error(error: &HostError) -> Response {
     let status = match error {
         HostError::NotFound(_) => StatusCode::NOT_FOUND,
-        HostError::RouteTaken { .. } => StatusCode::CONFLICT,
+        HostError::RouteTaken { .. } | HostError::Shadows { .. } => StatusCode::CONFLICT,
         HostError::NoStore => StatusCode::FORBIDDEN,
         HostError::Store(_) | HostError::ModuleFile { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         HostError::InvalidName

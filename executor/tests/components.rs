@@ -191,7 +191,12 @@ fn a_python_function_end_to_end() {
     );
     // The same language as an HTTP handler (actions/python/web).
     let reply = luge.send("POST", "/web?q=2", &[("x-luge-test", "py")], b"snow");
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     assert_eq!(
         reply.json(),
         json!({

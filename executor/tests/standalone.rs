@@ -710,3 +710,86 @@ fn config_errors_name_the_file_and_key_and_nothing_starts() {
         assert!(stderr.contains(message), "{text:?}: {stderr}");
     }
 }
+
+/// Function routes and the container API cannot shadow each other: a
+/// configured route, a chain or an upload at a container path is refused
+/// where it is declared, naming both; containers and routes then serve
+/// side by side, and a wrong method on an API path is a 405.
+#[test]
+fn routes_cannot_shadow_the_container_api() {
+    let dir = tempfile::tempdir().unwrap();
+    write_module(dir.path(), "cat");
+    let config = dir.path().join("luge.toml");
+    for (toml, path) in [
+        (
+            "[[routes]]\npath = \"/c1/run\"\nmodule = \"cat.wasm\"\n",
+            "/c1/run",
+        ),
+        (
+            "[[routes]]\npath = \"/cat\"\nmodule = \"cat.wasm\"\n\n[[chains]]\npath = \"/x/logs\"\nstages = [\"/cat\"]\n",
+            "/x/logs",
+        ),
+        (
+            "[[routes]]\npath = \"/containers\"\nmodule = \"cat.wasm\"\n",
+            "/containers",
+        ),
+    ] {
+        std::fs::write(&config, toml).unwrap();
+        let refused = Luge::try_start("serve", &["--config", path_str(&config)])
+            .err()
+            .unwrap();
+        assert!(refused.contains(path), "{refused}");
+        assert!(
+            refused.contains("would shadow the executor's endpoint"),
+            "{refused}"
+        );
+    }
+
+    std::fs::write(
+        &config,
+        "[[routes]]\npath = \"/cat\"\nmodule = \"cat.wasm\"\n",
+    )
+    .unwrap();
+    let host = Host::new();
+    let luge = host.start(&["--config", path_str(&config)]);
+    // An upload named `run` would be served at /fn/run: container `fn`'s.
+    let reply = put(&luge, "run", &wasm("cat"));
+    assert_eq!(reply.status, 409, "{}", reply.json());
+    let error = reply.json()["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("/fn/run") && error.contains("/{id}/run"),
+        "{error}"
+    );
+    let upload = json!({
+        "code": luge_testkit::b64(&wasm("cat")),
+        "metadata": { "path": "/c2/init" }
+    });
+    let reply = put(&luge, "fine", upload.to_string().as_bytes());
+    assert_eq!(reply.status, 409, "{}", reply.json());
+    assert!(
+        reply.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("/{id}/init")
+    );
+    // Both kinds serve.
+    assert_eq!(
+        luge.post(
+            "/c1/init",
+            &luge_testkit::init_body(&wasm("echo"), "main", json!({}))
+        )
+        .0,
+        200
+    );
+    assert_eq!(luge.post("/c1/run", &json!({"value": {"a": 1}})).0, 200);
+    let reply = luge.send("POST", "/cat", &[], b"meow");
+    assert_eq!((reply.status, reply.body.as_slice()), (200, &b"meow"[..]));
+    let reply = luge.send("GET", "/c1/run", &[], b"");
+    assert_eq!(reply.status, 405);
+    assert!(
+        reply.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("/{id}/run")
+    );
+}

@@ -109,6 +109,14 @@ pub enum HostError {
         /// The stage path.
         stage: String,
     },
+    /// The route would shadow an endpoint of the executor's own API.
+    #[error("route {path:?} would shadow {endpoint}: choose another path")]
+    Shadows {
+        /// The path.
+        path: String,
+        /// The endpoint, in words.
+        endpoint: String,
+    },
     /// The route is taken by another function.
     #[error("route {path:?} is already served by {owner:?}")]
     RouteTaken {
@@ -199,7 +207,13 @@ pub struct FunctionHost {
     /// Serializes publishing (store write + table swap) of uploads; held
     /// only after compilation, never across it.
     publish: Mutex<()>,
+    /// Names the endpoint of the executor's own API a path would shadow.
+    reserved: Option<Reserved>,
 }
+
+/// Names the endpoint of the executor's own API at a path, if any (see
+/// [`FunctionHost::reserve`]).
+pub type Reserved = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for FunctionHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -234,6 +248,26 @@ impl FunctionHost {
             uploaded: RwLock::new(BTreeMap::new()),
             chains: RwLock::new(HashMap::new()),
             publish: Mutex::new(()),
+            reserved: None,
+        }
+    }
+
+    /// Refuses function routes and chains at paths where `reserved` names
+    /// an endpoint of the executor's own API (the front end's router), so
+    /// neither can shadow the other.
+    pub fn reserve(mut self, reserved: Reserved) -> Self {
+        self.reserved = Some(reserved);
+        self
+    }
+
+    /// Refuses `path` when it would shadow the executor's own API.
+    fn check_unreserved(&self, path: &str) -> Result<(), HostError> {
+        match self.reserved.as_ref().and_then(|reserved| reserved(path)) {
+            Some(endpoint) => Err(HostError::Shadows {
+                path: path.to_owned(),
+                endpoint,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -305,6 +339,8 @@ impl FunctionHost {
     pub fn add_configured(&self, routes: &[ConfiguredRoute]) -> Result<(), (String, HostError)> {
         let mut loaded = Vec::with_capacity(routes.len());
         for route in routes {
+            self.check_unreserved(&route.path)
+                .map_err(|e| (route.path.clone(), e))?;
             let name = match &route.spec.name {
                 Some(name) if valid_name(name) => name.clone(),
                 Some(_) => return Err((route.path.clone(), HostError::InvalidName)),
@@ -331,6 +367,7 @@ impl FunctionHost {
         for spec in chains {
             let fail = |e| (spec.path.clone(), e);
             check_route_path(&spec.path).map_err(|e| fail(e.into()))?;
+            self.check_unreserved(&spec.path).map_err(fail)?;
             if let Some(owner) = self.routes.get(&spec.path) {
                 return Err(fail(HostError::RouteTaken {
                     path: spec.path.clone(),
@@ -472,6 +509,7 @@ impl FunctionHost {
             let map = self.routes.read();
             let chains = self.chains.read().unwrap_or_else(|e| e.into_inner());
             for path in &function.routes {
+                self.check_unreserved(path)?;
                 if let Some(owner) = map.get(path)
                     && owner.name != name
                 {

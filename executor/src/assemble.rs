@@ -1,0 +1,220 @@
+//! Config assembly: the command line, `luge.toml` and the operator's files
+//! become the executor's settings, function host, state store and Sledge
+//! tenants, before anything is served.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use luge_host::{Config, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
+use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams};
+
+use crate::cli::{Cli, Command, HostArgs};
+use crate::router::Api;
+use crate::routes::{App, Executor, Mode, TenantSite};
+use crate::standalone::OperatorToken;
+
+/// `luge serve`'s address when neither the command line nor a config sets it.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Builds the executor for `cli` without binding: the listen address and the
+/// executor to pass to [`serve`]. Call inside the tokio runtime.
+pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
+    match cli.command {
+        Command::Proxy { listen, common } => {
+            let mut settings = common.settings(&[])?;
+            // OpenWhisk starts an action container with `__OW_API_HOST` (and
+            // the operator's `__OW_*` extras) in its environment; the action
+            // sees them, under what its init and run set.
+            settings.init.container_env = std::env::vars()
+                .filter(|(key, _)| key.starts_with("__OW_"))
+                .collect();
+            let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
+            let mode = Mode::Proxy(Arc::new(Container::new(sink)));
+            Ok((
+                listen,
+                Executor(Arc::new(App::new(settings, mode, None, Vec::new()))),
+            ))
+        }
+        Command::Serve {
+            listen,
+            host,
+            mut common,
+        } => {
+            let config = host.config.as_deref().map(Config::load).transpose()?;
+            if let Some(config) = &config {
+                common
+                    .merge(&config.server)
+                    .with_context(|| config.file.display().to_string())?;
+            }
+            let server = config.as_ref().map(|c| &c.server);
+            let listen = match (listen, server.and_then(|s| s.listen.as_deref())) {
+                (Some(listen), _) => listen,
+                (None, Some(text)) => text.parse().with_context(|| {
+                    format!("{}: server.listen: not an address", host_file(&config))
+                })?,
+                (None, None) => DEFAULT_LISTEN.parse()?,
+            };
+            let token_file = token_file(&host, server.and_then(|s| s.token_file.as_deref()));
+            let token = operator_token(token_file)?;
+            let store_dir = host
+                .store
+                .clone()
+                .or_else(|| server.and_then(|s| s.store.clone()))
+                .or_else(|| token.is_some().then(luge_host::store::default_store_dir));
+            let state = state_config(&host, config.as_ref());
+            let secrets: Vec<(&str, &std::path::Path)> = [
+                ("the operator token", token_file),
+                ("the function store", store_dir.as_deref()),
+                ("the state store", state.dir.as_deref()),
+            ]
+            .into_iter()
+            .filter_map(|(what, path)| Some((what, path?)))
+            .collect();
+            let settings = common.settings(&secrets)?;
+            let store = store_dir.as_deref().map(FunctionStore::open).transpose()?;
+            let state_store = Arc::new(
+                luge_state::StateStore::open(&state)
+                    .context("shared state (another luge may be using the same --state-dir)")?,
+            );
+            tracing::info!(
+                dir = %state.dir.as_deref().map_or_else(String::new, |d| d.display().to_string()),
+                global = state.redis_url.is_some(),
+                "state store open"
+            );
+            // No function route may shadow an endpoint of the API.
+            let api = Api::serve();
+            let function_host = Arc::new(
+                FunctionHost::new(
+                    Arc::clone(&settings.registry),
+                    HostPolicy {
+                        fs_root: settings.init.fs_root.clone(),
+                        limits: settings.init.limits,
+                    },
+                    store,
+                    settings.init.max_code_bytes,
+                )
+                .reserve(Box::new(move |path| api.shadowed_by(path))),
+            );
+            if let Some(config) = &config {
+                function_host
+                    .add_configured(&config.routes)
+                    .map_err(|(path, e)| {
+                        anyhow::anyhow!("{}: route {path:?}: {e}", config.file.display())
+                    })?;
+                function_host
+                    .add_chains(&config.chains)
+                    .map_err(|(path, e)| {
+                        anyhow::anyhow!("{}: chain {path:?}: {e}", config.file.display())
+                    })?;
+            }
+            let restored = function_host.restore()?;
+            if let Some(dir) = &store_dir {
+                tracing::info!(store = %dir.display(), functions = restored.len(), "function store open");
+            }
+            let tenants = match &host.sledge_spec {
+                Some(file) => sledge_tenants(file, &function_host)?,
+                None => Vec::new(),
+            };
+            let mode = Mode::Serve {
+                containers: Containers::with_limit(host.max_containers),
+                host: function_host,
+                state: state_store,
+            };
+            Ok((
+                listen,
+                Executor(Arc::new(App::new(settings, mode, token, tenants))),
+            ))
+        }
+    }
+}
+
+/// `[state]` with the command line's `--state-dir` and `--state-url` over
+/// it; the local tier is persisted under the data directory by default.
+fn state_config(host: &HostArgs, config: Option<&Config>) -> luge_state::StateConfig {
+    let section = config.map(|c| c.state.clone()).unwrap_or_default();
+    let defaults = luge_state::Quotas::default();
+    luge_state::StateConfig {
+        dir: Some(
+            host.state_dir
+                .clone()
+                .or(section.dir)
+                .unwrap_or_else(|| luge_host::store::default_data_dir().join("state")),
+        ),
+        redis_url: host.state_url.clone().or(section.url),
+        quotas: luge_state::Quotas {
+            max_value_bytes: section
+                .max_value_kb
+                .map_or(defaults.max_value_bytes, |kb| kb << 10),
+            max_keys_per_namespace: section.max_keys.unwrap_or(defaults.max_keys_per_namespace),
+            max_bytes_per_namespace: section
+                .max_namespace_mb
+                .map_or(defaults.max_bytes_per_namespace, |mb| mb << 20),
+        },
+    }
+}
+
+fn host_file(config: &Option<Config>) -> String {
+    config
+        .as_ref()
+        .map_or_else(String::new, |c| c.file.display().to_string())
+}
+
+/// The token file: `--token-file`, else (unless `LUGE_TOKEN` is set) the
+/// config's `token_file`.
+fn token_file<'a>(
+    host: &'a HostArgs,
+    config_file: Option<&'a std::path::Path>,
+) -> Option<&'a std::path::Path> {
+    host.token_file.as_deref().or(std::env::var_os("LUGE_TOKEN")
+        .is_none()
+        .then_some(config_file)
+        .flatten())
+}
+
+/// The token from the [`token_file`], else `LUGE_TOKEN`; never from argv.
+fn operator_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<OperatorToken>> {
+    if let Some(file) = file {
+        let text = luge_core::secret::read_private(file).context("operator token file")?;
+        let text = String::from_utf8(text)
+            .with_context(|| format!("operator token file {}: not UTF-8", file.display()))?;
+        return Ok(Some(OperatorToken::new(&text).with_context(|| {
+            format!("operator token file {}", file.display())
+        })?));
+    }
+    match std::env::var("LUGE_TOKEN") {
+        Ok(text) => Ok(Some(OperatorToken::new(&text).context("LUGE_TOKEN")?)),
+        Err(_) => Ok(None),
+    }
+}
+
+fn sledge_tenants(file: &std::path::Path, host: &FunctionHost) -> anyhow::Result<Vec<TenantSite>> {
+    let mut sites = Vec::new();
+    for tenant in luge_host::sledge::load(file)? {
+        if !tenant.ignored_keys.is_empty() {
+            tracing::info!(tenant = %tenant.name, keys = ?tenant.ignored_keys, "Sledge keys accepted but not used");
+        }
+        let routes = RouteTable::default();
+        for route in &tenant.routes {
+            let name = format!("{}{}", tenant.name, route.path);
+            let origin = Origin::Sledge {
+                tenant: tenant.name.clone(),
+            };
+            let function = host.load_route(route, name, origin).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: tenant {:?} route {:?}: {e}",
+                    file.display(),
+                    tenant.name,
+                    route.path
+                )
+            })?;
+            routes.insert(function)?;
+        }
+        sites.push(TenantSite {
+            name: tenant.name,
+            port: tenant.port,
+            routes,
+        });
+    }
+    Ok(sites)
+}
