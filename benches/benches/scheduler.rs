@@ -116,5 +116,48 @@ fn overhead(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, overhead);
+/// The cost of a scheduling point as the worker count grows: empty jobs
+/// (no sandbox) submitted in batches to 1-16 unpinned workers, only the
+/// last of a batch signalling. What remains per job is the scheduler's own
+/// path: the injector, the run queues, the scan for more urgent work, the
+/// wake-ups. (On a machine with fewer cores than workers the workers take
+/// turns; the trend with the count is what this shows.)
+fn scheduling_points(c: &mut Criterion) {
+    let mut group = c.benchmark_group("scheduling point");
+    for workers in [1, 2, 4, 8, 16] {
+        let config = SchedulerConfig {
+            workers,
+            policy: Policy::Edf,
+            pin: false,
+            ..Default::default()
+        };
+        let scheduler = Scheduler::start(&config, None).expect("scheduler");
+        let name: Arc<str> = Arc::from("empty");
+        group.bench_function(format!("empty jobs, {workers} workers"), |b| {
+            b.iter_custom(|iters| {
+                let remaining = Arc::new(std::sync::atomic::AtomicU64::new(iters));
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let (remaining, tx) = (Arc::clone(&remaining), tx.clone());
+                    scheduler.submit(Job {
+                        function: Arc::clone(&name),
+                        deadline: Instant::now() + Duration::from_secs(1),
+                        expected: None,
+                        future: Box::pin(async move {
+                            if remaining.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+                                let _ = tx.send(());
+                            }
+                        }),
+                    });
+                }
+                rx.recv().expect("the last job signals");
+                started.elapsed()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, overhead, scheduling_points);
 criterion_main!(benches);

@@ -116,6 +116,9 @@ pub struct SchedulerStats {
     pub renewals: u64,
     /// Jobs taken from another worker's queue.
     pub steals: u64,
+    /// Scheduling points that searched the other workers' queues (only
+    /// when jobs waited beyond the searching worker's own).
+    pub sibling_scans: u64,
     /// Busy time per worker, nanoseconds.
     pub busy_ns: Vec<u64>,
     /// Jobs run (polled at least once) per worker.
@@ -131,6 +134,7 @@ pub(crate) struct Counters {
     pub early_preemptions: AtomicU64,
     pub renewals: AtomicU64,
     pub steals: AtomicU64,
+    pub sibling_scans: AtomicU64,
 }
 
 impl Counters {

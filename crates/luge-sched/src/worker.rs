@@ -17,8 +17,10 @@ use crate::stats::{Counters, ExecutionStats, SchedulerStats};
 use crate::task::{self, Task};
 
 /// An idle worker re-checks the queues at least this often. Wake-ups are
-/// explicit; this only bounds the cost of a missed one.
-const IDLE_RECHECK: Duration = Duration::from_millis(100);
+/// explicit (every enqueue wakes a sleeper; see `announce_sleep` for why
+/// none is missed), so this is a safety net, long enough that an idle
+/// executor stays idle: a worker wakes once in five seconds.
+const IDLE_RECHECK: Duration = Duration::from_secs(5);
 
 /// Runs each worker's loop inside a caller-provided context, e.g. a tokio
 /// runtime's `enter()` guard so engine host calls can use its timers. It
@@ -77,7 +79,15 @@ pub(crate) struct Shared {
     policy: Policy,
     injector: Injector<Arc<Task>>,
     queues: Vec<Mutex<RunQueue<Arc<Task>>>>,
+    /// Jobs waiting in all workers' queues together. A scheduling point
+    /// scans siblings' queues only when some wait beyond its own: in the
+    /// common case (workers keep up) each point is O(1) in the number of
+    /// workers.
+    backlog: AtomicUsize,
     sleeping: Vec<AtomicBool>,
+    /// Workers whose `sleeping` flag is set: a submit that finds none
+    /// skips the search for one.
+    sleepers: AtomicUsize,
     threads: Mutex<Vec<Thread>>,
     shutdown: AtomicBool,
     pub stats: ExecutionStats,
@@ -149,6 +159,7 @@ impl Shared {
     fn push_local(&self, worker: usize, task: Arc<Task>) {
         let key = self.key(&task);
         self.queue(worker).push(key, task);
+        self.backlog.fetch_add(1, Ordering::SeqCst);
     }
 
     /// A job whose I/O completed: back to the worker that last ran it.
@@ -162,7 +173,7 @@ impl Shared {
 
     /// Unparks `worker` if it sleeps; whether it did.
     fn wake_worker(&self, worker: usize) -> bool {
-        if self.sleeping[worker].swap(false, Ordering::SeqCst) {
+        if self.clear_sleep(worker) {
             if let Some(thread) = self
                 .threads
                 .lock()
@@ -177,22 +188,44 @@ impl Shared {
     }
 
     /// Unparks one sleeping worker, if any, round robin; whether one was.
+    /// O(1) when none sleeps (all busy), the case where submits are many.
     fn wake_any(&self) -> bool {
+        // Pairs with the fence in `announce_sleep`: either this load sees
+        // the sleeper, or the sleeper's re-check sees the job enqueued
+        // before this fence.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
         let n = self.sleeping.len();
         let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
         (0..n).any(|i| self.wake_worker((start + i) % n))
     }
 
-    fn has_work_for(&self, worker: usize) -> bool {
-        !self.injector.is_empty()
-            || !self.queue(worker).is_empty()
-            || self.siblings_have_work(worker)
+    /// Marks `worker` asleep. The caller then re-checks for work before it
+    /// parks: a job enqueued before the fence below is seen by that
+    /// re-check, and one enqueued after it finds the sleeper in
+    /// `wake_any` (both sides order with a SeqCst fence), so no wake-up is
+    /// missed.
+    fn announce_sleep(&self, worker: usize) {
+        self.sleeping[worker].store(true, Ordering::SeqCst);
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
-    fn siblings_have_work(&self, worker: usize) -> bool {
-        (0..self.queues.len())
-            .filter(|&w| w != worker)
-            .any(|w| self.queues[w].try_lock().is_ok_and(|q| !q.is_empty()))
+    /// Clears `worker`'s sleep mark; whether it was set (and so whether
+    /// this call is the one that ends its sleep).
+    fn clear_sleep(&self, worker: usize) -> bool {
+        let was = self.sleeping[worker].swap(false, Ordering::SeqCst);
+        if was {
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+        was
+    }
+
+    /// Whether any job waits: new in the injector, or in a run queue. O(1).
+    fn has_work(&self) -> bool {
+        !self.injector.is_empty() || self.backlog.load(Ordering::SeqCst) > 0
     }
 
     /// Moves one new job from the injector into `worker`'s queue. One per
@@ -214,19 +247,31 @@ impl Shared {
     /// for.
     fn next_task(&self, worker: usize) -> Option<Arc<Task>> {
         self.pull_injected(worker);
-        let mut best: Option<(Instant, usize)> = self.queue(worker).peek_key().map(|k| (k, worker));
-        for other in (0..self.queues.len()).filter(|&w| w != worker) {
-            if let Ok(queue) = self.queues[other].try_lock()
-                && let Some(key) = queue.peek_key()
-                && best.is_none_or(|(best_key, _)| key < best_key)
-            {
-                best = Some((key, other));
+        let (own_key, own_len) = {
+            let queue = self.queue(worker);
+            (queue.peek_key(), queue.len())
+        };
+        let mut best: Option<(Instant, usize)> = own_key.map(|k| (k, worker));
+        // Siblings are searched only when jobs wait beyond this worker's
+        // own: otherwise the point costs the same for 2 workers or 64.
+        if self.backlog.load(Ordering::SeqCst) > own_len {
+            Counters::add(&self.counters.sibling_scans, 1);
+            for other in (0..self.queues.len()).filter(|&w| w != worker) {
+                if let Ok(queue) = self.queues[other].try_lock()
+                    && let Some(key) = queue.peek_key()
+                    && best.is_none_or(|(best_key, _)| key < best_key)
+                {
+                    best = Some((key, other));
+                }
             }
         }
         let (_, from) = best?;
         let (task, backlog) = {
             let mut queue = self.queue(from);
             let task = queue.pop();
+            if task.is_some() {
+                self.backlog.fetch_sub(1, Ordering::SeqCst);
+            }
             (task, !queue.is_empty())
         };
         if from != worker && task.is_some() {
@@ -312,13 +357,13 @@ impl Shared {
             }
             // Announce sleep, then look once more: a job enqueued before the
             // announcement is seen here, one after it unparks us.
-            self.sleeping[worker].store(true, Ordering::SeqCst);
-            if self.has_work_for(worker) || self.shutdown.load(Ordering::Acquire) {
-                self.sleeping[worker].store(false, Ordering::SeqCst);
+            self.announce_sleep(worker);
+            if self.has_work() || self.shutdown.load(Ordering::Acquire) {
+                self.clear_sleep(worker);
                 continue;
             }
             std::thread::park_timeout(IDLE_RECHECK);
-            self.sleeping[worker].store(false, Ordering::SeqCst);
+            self.clear_sleep(worker);
         }
     }
 }
@@ -352,7 +397,9 @@ impl Scheduler {
             policy: config.policy,
             injector: Injector::new(),
             queues: (0..n).map(|_| Mutex::new(RunQueue::default())).collect(),
+            backlog: AtomicUsize::new(0),
             sleeping: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            sleepers: AtomicUsize::new(0),
             threads: Mutex::new(Vec::with_capacity(n)),
             shutdown: AtomicBool::new(false),
             stats: ExecutionStats::new(config.srsf_percentile),
@@ -445,6 +492,7 @@ impl Scheduler {
             early_preemptions: c.early_preemptions.load(Ordering::Relaxed),
             renewals: c.renewals.load(Ordering::Relaxed),
             steals: c.steals.load(Ordering::Relaxed),
+            sibling_scans: c.sibling_scans.load(Ordering::Relaxed),
             busy_ns: self
                 .shared
                 .busy_ns

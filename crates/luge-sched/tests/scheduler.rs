@@ -298,3 +298,40 @@ fn a_panicking_job_does_not_kill_its_worker() {
     sched.submit(job("after", Instant::now(), spin(1, None), tx));
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().0, "after");
 }
+
+/// A scheduling point is O(1) in the number of workers when workers keep
+/// up: with 16 workers and jobs arriving one after another, no point
+/// searches the other workers' queues; a backlog in the run queues (more
+/// preempted jobs than workers) makes the workers search them, as before.
+#[test]
+fn scheduling_points_search_siblings_only_for_a_backlog() {
+    let sched = scheduler(16, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    for i in 0..200 {
+        sched.submit(job(
+            &format!("j{i}"),
+            Instant::now() + Duration::from_millis(10),
+            spin(0, None),
+            tx.clone(),
+        ));
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+    eventually(|| sched.stats().completed == 200);
+    assert_eq!(sched.stats().sibling_scans, 0, "{:?}", sched.stats());
+
+    let sched = scheduler(2, Policy::Edf);
+    let now = Instant::now();
+    for i in 0..8 {
+        sched.submit(job(
+            &format!("b{i}"),
+            now + Duration::from_millis(i),
+            spin(20, Some(2)),
+            tx.clone(),
+        ));
+    }
+    for _ in 0..8 {
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+    eventually(|| sched.stats().completed == 8);
+    assert!(sched.stats().sibling_scans > 0, "{:?}", sched.stats());
+}
