@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use luge_benches::{registry, wasm};
 use luge_core::{Action, Invocation, LoadedModule, ModuleCode, Preemption};
-use luge_sched::{Job, Policy, Scheduler, SchedulerConfig, WorkerWrapper};
+use luge_sched::{Job, Policy, Scheduler, SchedulerConfig, Sharding, WorkerWrapper};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -112,11 +112,13 @@ impl Bench {
         duration: Duration,
         tight_factor: f64,
         loose_factor: f64,
+        sharding: Option<Sharding>,
     ) -> Vec<Completion> {
         let config = SchedulerConfig {
             workers: WORKERS,
             policy,
             pin: true,
+            sharding,
             ..Default::default()
         };
         let scheduler =
@@ -206,6 +208,7 @@ fn measured_capacity(bench: &Bench, classes: &[Class]) -> f64 {
         Duration::from_secs_f64(400.0 / burst_rate),
         2.0,
         10.0,
+        None,
     );
     let makespan = completions
         .iter()
@@ -344,6 +347,7 @@ fn deadline_experiment() {
                     Duration::from_secs(POINT_SECS),
                     2.0,
                     10.0,
+                    None,
                 );
                 let mut cells = Vec::new();
                 for (i, _) in classes.iter().enumerate() {
@@ -374,7 +378,14 @@ fn deadline_experiment() {
 
 /// A head-of-line case: label, classes, policy, quantum (None: no
 /// preemption), arrival rate.
-type Case<'a> = (&'a str, &'a [Class], Policy, Option<Duration>, f64);
+type Case<'a> = (
+    &'a str,
+    &'a [Class],
+    Policy,
+    Option<Duration>,
+    f64,
+    Option<Sharding>,
+);
 
 fn hol_experiment() {
     // 90 % short (10 ms) and 10 % long (100 ms) requests: the long ones are
@@ -413,28 +424,87 @@ fn hol_experiment() {
         deadline_factor: Some(2.0),
     }];
     let five_ms = Some(Duration::from_millis(5));
-    let cases: [Case<'_>; 7] = [
+    // Pyrosome's sharding: the long class (100 ms, expected as declared)
+    // on one worker of two; short functions anywhere.
+    let shard = Some(Sharding {
+        long_above: Duration::from_millis(50),
+        long_workers: 1,
+    });
+    let cases: [Case<'_>; 9] = [
         (
             "short alone, low load (5 req/s)",
             &short_only,
             Policy::Edf,
             five_ms,
             5.0,
+            None,
         ),
-        ("fifo, no preemption", &classes, Policy::Fifo, None, rate_70),
-        ("edf, no preemption", &classes, Policy::Edf, None, rate_70),
+        (
+            "fifo, no preemption",
+            &classes,
+            Policy::Fifo,
+            None,
+            rate_70,
+            None,
+        ),
+        (
+            "edf, no preemption",
+            &classes,
+            Policy::Edf,
+            None,
+            rate_70,
+            None,
+        ),
         (
             "fifo (round robin), preemption",
             &classes,
             Policy::Fifo,
             five_ms,
             rate_70,
+            None,
         ),
-        ("edf, preemption", &classes, Policy::Edf, five_ms, rate_70),
-        ("srsf, no preemption", &classes, Policy::Srsf, None, rate_70),
-        ("srsf, preemption", &classes, Policy::Srsf, five_ms, rate_70),
+        (
+            "edf, preemption",
+            &classes,
+            Policy::Edf,
+            five_ms,
+            rate_70,
+            None,
+        ),
+        (
+            "srsf, no preemption",
+            &classes,
+            Policy::Srsf,
+            None,
+            rate_70,
+            None,
+        ),
+        (
+            "srsf, preemption",
+            &classes,
+            Policy::Srsf,
+            five_ms,
+            rate_70,
+            None,
+        ),
+        (
+            "sharding (long on 1 worker), fifo, no preemption",
+            &classes,
+            Policy::Fifo,
+            None,
+            rate_70,
+            shard,
+        ),
+        (
+            "sharding (long on 1 worker), edf, preemption",
+            &classes,
+            Policy::Edf,
+            five_ms,
+            rate_70,
+            shard,
+        ),
     ];
-    for (label, set, policy, quantum, rate_per_s) in cases {
+    for (label, set, policy, quantum, rate_per_s, sharding) in cases {
         let completions = bench.run(
             set,
             policy,
@@ -443,6 +513,7 @@ fn hol_experiment() {
             Duration::from_secs(10),
             2.0,
             2.0,
+            sharding,
         );
         let lat = |class: usize| {
             completions

@@ -14,7 +14,7 @@ use luge_core::limits::{
 };
 use luge_core::{LimitPolicy, ModuleRegistry, Preemption, WasmRuntime};
 use luge_openwhisk::InitSettings;
-use luge_sched::{Policy, Scheduler, SchedulerConfig, WorkerWrapper};
+use luge_sched::{Policy, Scheduler, SchedulerConfig, Sharding, WorkerWrapper};
 
 /// Luge: a serverless-first WebAssembly function runtime.
 #[derive(Debug, Parser)]
@@ -113,6 +113,15 @@ pub struct Common {
     /// Run each sandbox until it finishes or waits on I/O.
     #[arg(long)]
     pub no_preempt: bool,
+    /// Execution-time-aware sharding (with --long-workers): functions whose
+    /// expected execution time (the SRSF percentile of their runs) exceeds
+    /// this many µs run only on the first --long-workers workers; short
+    /// ones run anywhere [default: off].
+    #[arg(long)]
+    pub long_above_us: Option<u64>,
+    /// Workers, from the first, that run long functions under sharding.
+    #[arg(long)]
+    pub long_workers: Option<usize>,
     /// Do not pin workers to cores.
     #[arg(long)]
     pub no_pin: bool,
@@ -217,6 +226,8 @@ impl Common {
         self.policy = self.policy.or(parse("policy", &server.policy)?);
         self.engine = self.engine.or(parse("engine", &server.engine)?);
         self.quantum_us = self.quantum_us.or(server.quantum_us);
+        self.long_above_us = self.long_above_us.or(server.long_above_us);
+        self.long_workers = self.long_workers.or(server.long_workers);
         if !self.no_preempt {
             self.no_preempt = server.preempt == Some(false);
         }
@@ -305,6 +316,14 @@ impl Common {
             },
             pin: !self.no_pin,
             srsf_percentile: self.srsf_percentile,
+            sharding: match (self.long_above_us, self.long_workers) {
+                (Some(us), Some(long_workers)) => Some(Sharding {
+                    long_above: Duration::from_micros(us),
+                    long_workers,
+                }),
+                (None, None) => None,
+                _ => bail!("sharding needs both long_above_us and long_workers"),
+            },
         };
         // Engine host calls (WASI sleeps, file I/O) use tokio's timers and
         // blocking pool: run every worker inside the front end's runtime.
@@ -314,7 +333,7 @@ impl Common {
             let _runtime = handle.enter();
             run();
         });
-        tracing::info!(workers = config.workers, policy = ?config.policy, pin = config.pin, "scheduler ready");
+        tracing::info!(workers = config.workers, policy = ?config.policy, pin = config.pin, sharding = ?config.sharding, "scheduler ready");
         Ok(Scheduler::start(&config, Some(wrapper))?)
     }
 

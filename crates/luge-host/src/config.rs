@@ -59,6 +59,11 @@ pub struct ServerConfig {
     pub quantum_us: Option<u64>,
     /// `false` runs every sandbox to completion.
     pub preempt: Option<bool>,
+    /// Execution-time-aware sharding: functions expected to run longer
+    /// than this, µs, run only on the first `long_workers` workers.
+    pub long_above_us: Option<u64>,
+    /// Workers that run long functions, under sharding.
+    pub long_workers: Option<usize>,
     /// `wasmtime`, `wasmer` or `wamr`.
     pub engine: Option<String>,
     /// Root of directory grants.

@@ -16,6 +16,10 @@
 //! future that completes in one poll: they run to completion under the same
 //! queues.
 //!
+//! With [`Sharding`] (Pyrosome's execution-time-aware sharding), jobs of
+//! functions whose expected execution time is long enter a second injector
+//! that only the first few workers take from; short jobs run anywhere.
+//!
 //! The scheduler knows nothing of HTTP, tokio or any engine. A front end that
 //! needs a runtime context on worker threads (WASI's timers) passes a
 //! [`WorkerWrapper`].
@@ -30,4 +34,4 @@ mod worker;
 pub use policy::Policy;
 pub use queue::RunQueue;
 pub use stats::{ExecutionStats, FunctionStats, SchedulerStats};
-pub use worker::{Job, Scheduler, SchedulerConfig, SchedulerError, WorkerWrapper};
+pub use worker::{Job, Scheduler, SchedulerConfig, SchedulerError, Sharding, WorkerWrapper};

@@ -58,6 +58,11 @@ impl<T> RunQueue<T> {
         self.heap.pop().map(|e| e.item)
     }
 
+    /// The most urgent item.
+    pub fn peek(&self) -> Option<&T> {
+        self.heap.peek().map(|e| &e.item)
+    }
+
     /// The most urgent key.
     pub fn peek_key(&self) -> Option<Instant> {
         self.heap.peek().map(|e| e.key)

@@ -119,6 +119,8 @@ pub struct SchedulerStats {
     /// Scheduling points that searched the other workers' queues (only
     /// when jobs waited beyond the searching worker's own).
     pub sibling_scans: u64,
+    /// Jobs classified long by sharding.
+    pub long_jobs: u64,
     /// Busy time per worker, nanoseconds.
     pub busy_ns: Vec<u64>,
     /// Jobs run (polled at least once) per worker.
@@ -135,6 +137,7 @@ pub(crate) struct Counters {
     pub renewals: AtomicU64,
     pub steals: AtomicU64,
     pub sibling_scans: AtomicU64,
+    pub long_jobs: AtomicU64,
 }
 
 impl Counters {

@@ -49,6 +49,9 @@ pub(crate) struct Task {
     /// CPU time at the last renewal, ns.
     pub renewed_at_cpu_ns: AtomicU64,
     pub expected_seed: Option<Duration>,
+    /// Long by execution-time-aware sharding: runs only on the long
+    /// workers. Decided at submission.
+    pub long: bool,
     /// Time spent in `poll`, i.e. executing, not waiting.
     pub cpu_ns: AtomicU64,
     pub yields: AtomicU64,

@@ -38,6 +38,23 @@ pub struct SchedulerConfig {
     pub pin: bool,
     /// Percentile of recent execution times SRSF expects (0-100).
     pub srsf_percentile: f64,
+    /// Execution-time-aware sharding (Pyrosome); none by default.
+    pub sharding: Option<Sharding>,
+}
+
+/// Execution-time-aware (soft) sharding, after Pyrosome: functions whose
+/// expected execution time (the SRSF percentile of their measured runs,
+/// else their declared expectation) exceeds `long_above` run only on the
+/// first `long_workers` workers; the others run anywhere. Short functions
+/// then never queue behind long ones on the remaining workers, while the
+/// long workers still take short work when they have nothing longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sharding {
+    /// The execution time above which a function is long.
+    pub long_above: Duration,
+    /// Workers, from the first, that run long functions (at least one, at
+    /// most all but one).
+    pub long_workers: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -48,6 +65,8 @@ impl Default for SchedulerConfig {
             pin: true,
             // p90: plans for the slow runs without being ruled by outliers.
             srsf_percentile: 90.0,
+            // Off: every worker runs everything unless the operator shards.
+            sharding: None,
         }
     }
 }
@@ -58,6 +77,14 @@ pub enum SchedulerError {
     /// Zero workers asked for.
     #[error("the scheduler needs at least one worker")]
     NoWorkers,
+    /// Sharding that leaves no worker for one of the two kinds.
+    #[error("sharding needs at least one long worker and one other (asked {long} of {workers})")]
+    Sharding {
+        /// Long workers asked for.
+        long: usize,
+        /// Workers in all.
+        workers: usize,
+    },
     /// A worker thread could not be spawned.
     #[error("could not start worker thread: {0}")]
     Spawn(#[from] std::io::Error),
@@ -78,6 +105,9 @@ pub struct Job {
 pub(crate) struct Shared {
     policy: Policy,
     injector: Injector<Arc<Task>>,
+    /// New long jobs, under sharding: only the long workers take them.
+    long_injector: Injector<Arc<Task>>,
+    sharding: Option<Sharding>,
     queues: Vec<Mutex<RunQueue<Arc<Task>>>>,
     /// Jobs waiting in all workers' queues together. A scheduling point
     /// scans siblings' queues only when some wait beyond its own: in the
@@ -115,6 +145,19 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether `worker` may run long jobs (every worker, unsharded).
+    fn runs_long(&self, worker: usize) -> bool {
+        self.sharding.is_none_or(|s| worker < s.long_workers)
+    }
+
+    /// Workers a job may run on: the long ones for a long job.
+    fn workers_for(&self, long: bool) -> std::ops::Range<usize> {
+        match self.sharding {
+            Some(sharding) if long => 0..sharding.long_workers,
+            _ => 0..self.queues.len(),
+        }
+    }
+
     fn key(&self, task: &Task) -> Instant {
         let now = Instant::now();
         let remaining = match self.policy {
@@ -139,13 +182,11 @@ impl Shared {
     /// free: ask the worker running the least urgent job to yield now
     /// rather than at the end of its quantum. Under FIFO a new job is never
     /// more urgent, so this never fires.
-    fn preempt_for(&self, key: Instant) {
+    fn preempt_for(&self, key: Instant, long: bool) {
         let key = self.key_ns(key);
         let least_urgent = self
-            .running_key
-            .iter()
-            .enumerate()
-            .map(|(worker, running)| (running.load(Ordering::Acquire), worker))
+            .workers_for(long)
+            .map(|worker| (self.running_key[worker].load(Ordering::Acquire), worker))
             .max();
         if let Some((running, worker)) = least_urgent
             && running != IDLE_KEY
@@ -165,9 +206,10 @@ impl Shared {
     /// A job whose I/O completed: back to the worker that last ran it.
     pub(crate) fn enqueue_woken(&self, task: Arc<Task>) {
         let home = task.home.load(Ordering::Relaxed) % self.queues.len();
+        let long = task.long;
         self.push_local(home, task);
         if !self.wake_worker(home) {
-            self.wake_any();
+            self.wake_any(long);
         }
     }
 
@@ -187,9 +229,10 @@ impl Shared {
         false
     }
 
-    /// Unparks one sleeping worker, if any, round robin; whether one was.
-    /// O(1) when none sleeps (all busy), the case where submits are many.
-    fn wake_any(&self) -> bool {
+    /// Unparks one sleeping worker that may run a job (`long` or not), if
+    /// any, round robin; whether one was. O(1) when none sleeps (all
+    /// busy), the case where submits are many.
+    fn wake_any(&self, long: bool) -> bool {
         // Pairs with the fence in `announce_sleep`: either this load sees
         // the sleeper, or the sleeper's re-check sees the job enqueued
         // before this fence.
@@ -197,7 +240,7 @@ impl Shared {
         if self.sleepers.load(Ordering::SeqCst) == 0 {
             return false;
         }
-        let n = self.sleeping.len();
+        let n = self.workers_for(long).len();
         let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
         (0..n).any(|i| self.wake_worker((start + i) % n))
     }
@@ -223,18 +266,34 @@ impl Shared {
         was
     }
 
-    /// Whether any job waits: new in the injector, or in a run queue. O(1).
-    fn has_work(&self) -> bool {
-        !self.injector.is_empty() || self.backlog.load(Ordering::SeqCst) > 0
+    /// Whether a job `worker` may take waits: new in an injector it takes
+    /// from, or in a run queue. O(1). (Under sharding, a worker that does
+    /// not run long jobs counts only its own queue: what waits in the
+    /// others may be long, and it would poll for it in vain; it is woken
+    /// for work it can take.)
+    fn has_work(&self, worker: usize) -> bool {
+        if !self.runs_long(worker) {
+            return !self.injector.is_empty() || !self.queue(worker).is_empty();
+        }
+        !self.injector.is_empty()
+            || !self.long_injector.is_empty()
+            || self.backlog.load(Ordering::SeqCst) > 0
     }
 
     /// Moves one new job from the injector into `worker`'s queue. One per
     /// scheduling point: the others stay in the injector, where every worker
     /// sees them, instead of waiting behind this worker's current job.
     fn pull_injected(&self, worker: usize) {
+        if self.sharding.is_some() && self.runs_long(worker) {
+            Self::pull_one(&self.long_injector, |task| self.push_local(worker, task));
+        }
+        Self::pull_one(&self.injector, |task| self.push_local(worker, task));
+    }
+
+    fn pull_one(injector: &Injector<Arc<Task>>, mut push: impl FnMut(Arc<Task>)) {
         loop {
-            match self.injector.steal() {
-                Steal::Success(task) => return self.push_local(worker, task),
+            match injector.steal() {
+                Steal::Success(task) => return push(task),
                 Steal::Empty => return,
                 Steal::Retry => continue,
             }
@@ -256,10 +315,13 @@ impl Shared {
         // own: otherwise the point costs the same for 2 workers or 64.
         if self.backlog.load(Ordering::SeqCst) > own_len {
             Counters::add(&self.counters.sibling_scans, 1);
+            let runs_long = self.runs_long(worker);
             for other in (0..self.queues.len()).filter(|&w| w != worker) {
                 if let Ok(queue) = self.queues[other].try_lock()
                     && let Some(key) = queue.peek_key()
                     && best.is_none_or(|(best_key, _)| key < best_key)
+                    // A long job stays on the long workers.
+                    && (runs_long || queue.peek().is_some_and(|task| !task.long))
                 {
                     best = Some((key, other));
                 }
@@ -279,7 +341,7 @@ impl Shared {
         }
         if backlog {
             // Work still waits while this worker is busy: let a sleeper take it.
-            self.wake_any();
+            self.wake_any(self.sharding.is_some() && self.runs_long(from));
         }
         task
     }
@@ -358,7 +420,7 @@ impl Shared {
             // Announce sleep, then look once more: a job enqueued before the
             // announcement is seen here, one after it unparks us.
             self.announce_sleep(worker);
-            if self.has_work() || self.shutdown.load(Ordering::Acquire) {
+            if self.has_work(worker) || self.shutdown.load(Ordering::Acquire) {
                 self.clear_sleep(worker);
                 continue;
             }
@@ -393,9 +455,19 @@ impl Scheduler {
         if n == 0 {
             return Err(SchedulerError::NoWorkers);
         }
+        if let Some(sharding) = config.sharding
+            && (sharding.long_workers == 0 || sharding.long_workers >= n)
+        {
+            return Err(SchedulerError::Sharding {
+                long: sharding.long_workers,
+                workers: n,
+            });
+        }
         let shared = Arc::new(Shared {
             policy: config.policy,
             injector: Injector::new(),
+            long_injector: Injector::new(),
+            sharding: config.sharding,
             queues: (0..n).map(|_| Mutex::new(RunQueue::default())).collect(),
             backlog: AtomicUsize::new(0),
             sleeping: (0..n).map(|_| AtomicBool::new(false)).collect(),
@@ -450,6 +522,9 @@ impl Scheduler {
             .deadline
             .saturating_duration_since(Instant::now())
             .max(task::MIN_WINDOW);
+        let long = self.shared.sharding.is_some_and(|sharding| {
+            self.shared.stats.expected(&job.function, job.expected) > sharding.long_above
+        });
         let task = Arc::new(Task {
             future: Mutex::new(Some(job.future)),
             state: AtomicU8::new(task::QUEUED),
@@ -459,6 +534,7 @@ impl Scheduler {
             postponed_ns: AtomicU64::new(0),
             renewed_at_cpu_ns: AtomicU64::new(0),
             expected_seed: job.expected,
+            long,
             cpu_ns: AtomicU64::new(0),
             yields: AtomicU64::new(0),
             home: AtomicUsize::new(0),
@@ -466,9 +542,15 @@ impl Scheduler {
         });
         Counters::add(&self.shared.counters.submitted, 1);
         let key = self.shared.key(&task);
-        self.shared.injector.push(task);
-        if !self.shared.wake_any() {
-            self.shared.preempt_for(key);
+        let long = task.long;
+        if long {
+            Counters::add(&self.shared.counters.long_jobs, 1);
+            self.shared.long_injector.push(task);
+        } else {
+            self.shared.injector.push(task);
+        }
+        if !self.shared.wake_any(long) {
+            self.shared.preempt_for(key, long);
         }
     }
 
@@ -493,6 +575,7 @@ impl Scheduler {
             renewals: c.renewals.load(Ordering::Relaxed),
             steals: c.steals.load(Ordering::Relaxed),
             sibling_scans: c.sibling_scans.load(Ordering::Relaxed),
+            long_jobs: c.long_jobs.load(Ordering::Relaxed),
             busy_ns: self
                 .shared
                 .busy_ns

@@ -335,3 +335,70 @@ fn scheduling_points_search_siblings_only_for_a_backlog() {
     eventually(|| sched.stats().completed == 8);
     assert!(sched.stats().sibling_scans > 0, "{:?}", sched.stats());
 }
+
+/// Execution-time-aware sharding: a function expected to run longer than
+/// the threshold runs only on the long workers (here worker 0 of 2); short
+/// ones run anywhere, so a short job arriving behind a long one runs at
+/// once on the other worker even without preemption.
+#[test]
+fn sharding_keeps_long_functions_on_the_long_workers() {
+    let config = SchedulerConfig {
+        workers: 2,
+        policy: Policy::Fifo,
+        pin: false,
+        sharding: Some(luge_sched::Sharding {
+            long_above: Duration::from_millis(20),
+            long_workers: 1,
+        }),
+        ..Default::default()
+    };
+    let sched = Scheduler::start(&config, None).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let submit = |name: &str, expected_ms: u64, run_ms: u64| {
+        let tx = tx.clone();
+        let name = name.to_owned();
+        sched.submit(Job {
+            function: Arc::from(name.as_str()),
+            deadline: Instant::now() + Duration::from_secs(1),
+            expected: Some(Duration::from_millis(expected_ms)),
+            future: Box::pin(async move {
+                let worker = std::thread::current().name().unwrap_or("").to_owned();
+                spin(run_ms, None).await;
+                let _ = tx.send((name, worker, Instant::now()));
+            }),
+        });
+    };
+    // Four long jobs at once: without sharding, both workers would take them.
+    for i in 0..4 {
+        submit(&format!("long{i}"), 100, 40);
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    let submitted = Instant::now();
+    submit("short", 1, 1);
+    let mut short_done = None;
+    for _ in 0..5 {
+        let (name, worker, done) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        if name.starts_with("long") {
+            assert_eq!(worker, "luge-worker-0", "{name} ran on {worker}");
+        } else {
+            short_done = Some(done - submitted);
+        }
+    }
+    // The short job did not wait behind 160 ms of long ones.
+    let waited = short_done.unwrap();
+    assert!(
+        waited < Duration::from_millis(35),
+        "short waited {waited:?}"
+    );
+    assert_eq!(sched.stats().long_jobs, 4);
+    // Sharding must leave a worker of each kind.
+    let bad = SchedulerConfig {
+        workers: 2,
+        sharding: Some(luge_sched::Sharding {
+            long_above: Duration::from_millis(1),
+            long_workers: 2,
+        }),
+        ..Default::default()
+    };
+    assert!(Scheduler::start(&bad, None).is_err());
+}
