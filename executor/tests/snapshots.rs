@@ -116,7 +116,7 @@ fn the_initialisation_is_the_functions_own() {
         module = "c-init_named.wasm"
         init_function = "setup"
         env = { GREETING = "hello from the route" }
-        dirs = [{ host = "cfg", guest = "/data", mode = "ro" }]
+        dirs = [{ host = "cfg", guest = "/data", mode = "rw" }]
 
         [[routes]]
         path = "/unnamed"
