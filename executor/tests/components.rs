@@ -106,13 +106,8 @@ fn a_command_component_on_a_route() {
     if !on_wasmtime() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["p2-echo", "p2-spin"] {
-        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    let site = Site::new(
+        &["p2-echo", "p2-spin"],
         r#"
         [[routes]]
         path = "/echo"
@@ -123,9 +118,8 @@ fn a_command_component_on_a_route() {
         module = "p2-spin.wasm"
         limits = { timeout_ms = 300 }
         "#,
-    )
-    .unwrap();
-    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    );
+    let luge = site.start(&[]);
     // The route answers the whole stdout: echo's log line, then its result.
     let (status, body) = luge.request("POST", "/echo", br#"{"a":[1,2]}"#);
     assert_eq!(status, 200);
@@ -165,17 +159,12 @@ fn a_python_function_end_to_end() {
     if !on_wasmtime() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("hello.wasm"), wasm("py-hello")).unwrap();
-    std::fs::write(dir.path().join("web.wasm"), wasm("py-web")).unwrap();
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
-        "[[routes]]\npath = \"/hello\"\nmodule = \"hello.wasm\"\n\n\
-         [[routes]]\npath = \"/web\"\nmodule = \"web.wasm\"\n",
-    )
-    .unwrap();
-    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    let site = Site::new(
+        &["py-hello", "py-web"],
+        "[[routes]]\npath = \"/hello\"\nmodule = \"py-hello.wasm\"\n\n\
+         [[routes]]\npath = \"/web\"\nmodule = \"py-web.wasm\"\n",
+    );
+    let luge = site.start(&[]);
     for name in ["Luge", "❄"] {
         let (status, body) = luge.post("/hello", &json!({ "name": name }));
         assert_eq!(status, 200, "{body}");
@@ -211,21 +200,16 @@ fn a_python_function_end_to_end() {
 
 /// Starts `luge serve` with the HTTP handler (actions/http) on `routes`
 /// (TOML after each route's `module`), and `args`.
-fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (tempfile::TempDir, Luge) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler")).unwrap();
-    let mut toml = String::new();
-    for (path, extra) in routes {
-        toml.push_str(&format!(
-            "[[routes]]\npath = \"{path}\"\nmodule = \"handler.wasm\"\n{extra}\n"
-        ));
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(&config, toml).unwrap();
-    let mut all = vec!["--config", path_str(&config)];
-    all.extend_from_slice(args);
-    let luge = Luge::start("serve", &all);
-    (dir, luge)
+fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (Site, Luge) {
+    let toml: String = routes
+        .iter()
+        .map(|(path, extra)| {
+            format!("[[routes]]\npath = \"{path}\"\nmodule = \"http-handler.wasm\"\n{extra}\n")
+        })
+        .collect();
+    let site = Site::new(&["http-handler"], &toml);
+    let luge = site.start(args);
+    (site, luge)
 }
 
 /// A wasi:http handler sees the method, path with query, headers and body
@@ -405,17 +389,11 @@ fn outgoing_http_needs_a_grant() {
     let reply = luge.send("GET", "/granted/fetch", &[("x-fetch", &other)], b"");
     assert!(String::from_utf8_lossy(&reply.body).contains("HttpRequestDenied"));
 
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler")).unwrap();
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
-        "[[routes]]\npath = \"/f\"\nmodule = \"handler.wasm\"\nallowed_outbound_hosts = [\"https://example.com\"]\n",
-    )
-    .unwrap();
-    let refused = Luge::try_start("serve", &["--config", path_str(&config)])
-        .err()
-        .unwrap();
+    let site = Site::new(
+        &["http-handler"],
+        "[[routes]]\npath = \"/f\"\nmodule = \"http-handler.wasm\"\nallowed_outbound_hosts = [\"https://example.com\"]\n",
+    );
+    let refused = site.try_start(&[]).err().unwrap();
     assert!(refused.contains("no TLS client"), "{refused}");
 }
 
@@ -433,17 +411,11 @@ fn an_http_handler_is_refused_where_stdin_and_stdout_are_the_interface() {
         let error = body["error"].as_str().unwrap();
         assert!(error.contains("wasi:http/proxy"), "{error}");
     });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler")).unwrap();
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
-        "[[routes]]\npath = \"/h\"\nmodule = \"handler.wasm\"\n\n[[chains]]\npath = \"/c\"\nstages = [\"/h\"]\n",
-    )
-    .unwrap();
-    let refused = Luge::try_start("serve", &["--config", path_str(&config)])
-        .err()
-        .unwrap();
+    let site = Site::new(
+        &["http-handler"],
+        "[[routes]]\npath = \"/h\"\nmodule = \"http-handler.wasm\"\n\n[[chains]]\npath = \"/c\"\nstages = [\"/h\"]\n",
+    );
+    let refused = site.try_start(&[]).err().unwrap();
     assert!(refused.contains("is an HTTP handler"), "{refused}");
 }
 
@@ -484,18 +456,12 @@ fn javascript_functions_end_to_end() {
             json!({"greeting": "Hello, ❄!", "language": "javascript"})
         );
     });
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["js-hello", "js-web"] {
-        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    let site = Site::new(
+        &["js-hello", "js-web"],
         "[[routes]]\npath = \"/hello\"\nmodule = \"js-hello.wasm\"\n\n\
          [[routes]]\npath = \"/web\"\nmodule = \"js-web.wasm\"\n",
-    )
-    .unwrap();
-    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    );
+    let luge = site.start(&[]);
     let (status, body) = luge.post("/hello", &json!({"name": "Luge"}));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["greeting"], "Hello, Luge!");

@@ -103,13 +103,8 @@ fn the_initialisation_is_the_functions_own() {
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("cfg")).unwrap();
     std::fs::write(root.path().join("cfg/config.txt"), "version one\n").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["c-init_named", "c-init_spin"] {
-        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    let site = Site::new(
+        &["c-init_named", "c-init_spin"],
         r#"
         [[routes]]
         path = "/named"
@@ -122,15 +117,8 @@ fn the_initialisation_is_the_functions_own() {
         path = "/unnamed"
         module = "c-init_named.wasm"
         "#,
-    )
-    .unwrap();
-    let args = [
-        "--config",
-        path_str(&config),
-        "--fs-root",
-        path_str(root.path()),
-    ];
-    let luge = Luge::start("serve", &args);
+    );
+    let luge = site.start(&["--fs-root", path_str(root.path())]);
     let expected = json!({
         "config": "version one",
         "greeting": "hello from the route",
@@ -147,15 +135,11 @@ fn the_initialisation_is_the_functions_own() {
         )
     );
 
-    std::fs::write(
-        &config,
+    site.write_config(
         "[[routes]]\npath = \"/spin\"\nmodule = \"c-init_spin.wasm\"\nlimits = { timeout_ms = 300 }\n",
-    )
-    .unwrap();
+    );
     let started = std::time::Instant::now();
-    let refused = Luge::try_start("serve", &["--config", path_str(&config)])
-        .err()
-        .unwrap();
+    let refused = site.try_start(&[]).err().unwrap();
     assert!(refused.contains("time limit of 300 ms"), "{refused}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }

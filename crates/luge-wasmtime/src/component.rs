@@ -28,7 +28,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpVi
 
 use crate::epoch::EpochTicker;
 use crate::limits::SandboxLimiter;
-use crate::sandbox::{schedule, take_output, termination, wasi_builder};
+use crate::sandbox::{ended, schedule, wasi_builder};
 
 pub use luge_core::code::is_component;
 
@@ -172,17 +172,16 @@ impl Shared {
 impl Sandbox {
     /// Tears the sandbox down and reports how `result` ended it.
     fn finish(self, result: wasmtime::Result<()>, invocation: &Invocation) -> Outcome {
-        let limits = invocation.action.limits;
         let refused = self.store.data().limiter.refused;
-        let termination = termination(result, refused, &limits);
         drop(self.store);
-        Outcome {
-            termination,
-            stdout: take_output(self.stdout),
-            stderr: take_output(self.stderr),
-            elapsed: self.started.elapsed(),
-        }
-        .cap_output(limits.max_output_bytes)
+        ended(
+            result,
+            refused,
+            &invocation.action.limits,
+            self.stdout,
+            self.stderr,
+            self.started,
+        )
     }
 }
 

@@ -265,18 +265,38 @@ impl Sandbox {
         if let (Some(memory), Some(above)) = (self.memory, self.release_above) {
             release_memory(&mut self.store, memory, above);
         }
-        let limits = self.limits;
         let refused = self.store.data().limiter.refused;
-        let termination = termination(result, refused, &limits);
         drop(self.store);
-        Outcome {
-            termination,
-            stdout: take_output(self.stdout),
-            stderr: take_output(self.stderr),
-            elapsed: started.elapsed(),
-        }
-        .cap_output(limits.max_output_bytes)
+        ended(
+            result,
+            refused,
+            &self.limits,
+            self.stdout,
+            self.stderr,
+            started,
+        )
     }
+}
+
+/// How a run that returned `result` ended, with what it wrote (core
+/// modules and components alike). Call with the store dropped, so that the
+/// pipes' buffers move out rather than being copied; `refused`: a memory
+/// growth was refused on the way.
+pub(crate) fn ended(
+    result: wasmtime::Result<()>,
+    refused: bool,
+    limits: &Limits,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    started: Instant,
+) -> Outcome {
+    Outcome {
+        termination: termination(result, refused, limits),
+        stdout: take_output(stdout),
+        stderr: take_output(stderr),
+        elapsed: started.elapsed(),
+    }
+    .cap_output(limits.max_output_bytes)
 }
 
 /// Sets how a sandbox run as a future shares its worker: with preemption,

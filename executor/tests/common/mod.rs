@@ -201,7 +201,10 @@ impl Luge {
                 break base;
             }
             let exited = child.try_wait().unwrap().is_some();
-            if exited || started.elapsed() > Duration::from_secs(30) {
+            // Generous: routes of 12-18 MB components (JavaScript, Python)
+            // compile before the listener opens, beside other tests on two
+            // cores.
+            if exited || started.elapsed() > Duration::from_secs(120) {
                 let _ = child.kill();
                 let _ = child.wait();
                 // Let the capture thread take the last lines.
@@ -540,4 +543,46 @@ pub fn raw_chunked(luge: &Luge, path: &str, len: usize) -> (u16, serde_json::Val
     }
     let _ = stream.write_all(b"0\r\n\r\n");
     read_reply(&mut stream)
+}
+
+/// A folder holding example modules (`NAME.wasm`) and a `luge.toml`, for
+/// `luge serve --config`.
+pub struct Site {
+    dir: tempfile::TempDir,
+}
+
+impl Site {
+    /// Writes the examples `modules` and `toml`.
+    pub fn new(modules: &[&str], toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for name in modules {
+            std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
+        }
+        let site = Self { dir };
+        site.write_config(toml);
+        site
+    }
+
+    /// Replaces the config.
+    pub fn write_config(&self, toml: &str) {
+        std::fs::write(self.config(), toml).unwrap();
+    }
+
+    fn config(&self) -> std::path::PathBuf {
+        self.dir.path().join("luge.toml")
+    }
+
+    /// `luge serve --config luge.toml ARGS`, or its error output.
+    pub fn try_start(&self, args: &[&str]) -> Result<Luge, String> {
+        let config = self.config();
+        let mut all = vec!["--config", path_str(&config)];
+        all.extend_from_slice(args);
+        Luge::try_start("serve", &all)
+    }
+
+    /// `luge serve --config luge.toml ARGS`.
+    pub fn start(&self, args: &[&str]) -> Luge {
+        self.try_start(args)
+            .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
+    }
 }
