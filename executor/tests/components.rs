@@ -363,7 +363,7 @@ fn outgoing_http_needs_a_grant() {
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         use std::io::{Read, Write};
-        for stream in listener.incoming().take(4) {
+        for stream in listener.incoming() {
             let mut stream = stream.unwrap();
             let mut buf = [0; 4096];
             let _ = stream.read(&mut buf);
@@ -388,6 +388,19 @@ fn outgoing_http_needs_a_grant() {
     let other = format!("http://127.0.0.1:{}/page", port.wrapping_add(1));
     let reply = luge.send("GET", "/granted/fetch", &[("x-fetch", &other)], b"");
     assert!(String::from_utf8_lossy(&reply.body).contains("HttpRequestDenied"));
+    // At most 64 outgoing requests per invocation (each is a descriptor).
+    let reply = luge.send("GET", "/granted/fetch?64", &[("x-fetch", &url)], b"");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, &b"upstream!"[..])
+    );
+    let reply = luge.send("GET", "/granted/fetch?70", &[("x-fetch", &url)], b"");
+    let error = String::from_utf8_lossy(&reply.body).to_string();
+    assert_eq!(reply.status, 502, "{error}");
+    assert!(
+        error.contains("after 64:") && error.contains("ConnectionLimitReached"),
+        "{error}"
+    );
 
     let site = Site::new(
         &["http-handler"],

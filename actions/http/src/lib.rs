@@ -8,7 +8,9 @@
 //! - `.../trap`: traps before answering;
 //! - `.../spin`: computes until its time limit (or preemption) stops it;
 //! - `.../fetch`: sends a GET to the URL in the request's `x-fetch` header
-//!   and answers its status and body, or 502 with the error;
+//!   and answers its status and body, or 502 with the error; `fetch?N`
+//!   sends N in turn and answers the last one's (or the first error,
+//!   prefixed by how many succeeded);
 //! - anything else: `hello from a wasi:http component` (the benchmark's
 //!   hello).
 
@@ -34,7 +36,7 @@ impl wasip2::exports::http::incoming_handler::Guest for Handler {
             "stream" => stream(out, query.parse().unwrap_or(16)),
             "trap" => panic!("the handler traps on purpose"),
             "spin" => spin(),
-            "fetch" => fetch(request, out),
+            "fetch" => fetch(request, out, query.parse().unwrap_or(1)),
             _ => respond(out, 200, &[], b"hello from a wasi:http component\n"),
         }
     }
@@ -125,10 +127,17 @@ fn spin() {
     }
 }
 
-fn fetch(request: IncomingRequest, out: ResponseOutparam) {
+fn fetch(request: IncomingRequest, out: ResponseOutparam, times: usize) {
     let url = request.headers().get("x-fetch").into_iter().next();
     let url = String::from_utf8(url.unwrap_or_default()).unwrap_or_default();
-    match get(&url) {
+    let mut last = Err(String::from("no request sent"));
+    for done in 0..times.max(1) {
+        last = get(&url).map_err(|error| format!("after {done}: {error}"));
+        if last.is_err() {
+            break;
+        }
+    }
+    match last {
         Ok((status, body)) => respond(out, status, &[], &body),
         Err(error) => respond(out, 502, &[], error.as_bytes()),
     }

@@ -143,6 +143,7 @@ impl Shared {
                 hooks: Hooks {
                     allowed: invocation.action.capabilities.outbound_http.clone(),
                     deadline: started + limits.timeout,
+                    sent: 0,
                 },
             },
         );
@@ -347,7 +348,15 @@ impl LoadedModule for ProxyComponent {
 struct Hooks {
     allowed: Vec<String>,
     deadline: Instant,
+    /// Outgoing requests sent so far by this invocation.
+    sent: usize,
 }
+
+/// Outgoing requests one invocation may send: each holds a connection (a
+/// descriptor) until its response is read or the invocation ends, so a
+/// granted handler in a loop could otherwise exhaust the host's
+/// descriptors within its time limit. Past it: `connection-limit-reached`.
+const MAX_OUTGOING_REQUESTS: usize = 64;
 
 /// What a guest's outgoing request returns, per `WasiHttpHooks`.
 type Sent = wasmtime_wasi_http::Result<(
@@ -375,6 +384,12 @@ impl WasiHttpHooks for Hooks {
                 wasmtime_wasi_http::Error::HttpRequestDenied,
             )));
         };
+        if self.sent >= MAX_OUTGOING_REQUESTS {
+            return Box::new(std::future::ready(Err(
+                wasmtime_wasi_http::Error::ConnectionLimitReached,
+            )));
+        }
+        self.sent += 1;
         let remaining = self.deadline.saturating_duration_since(Instant::now());
         Box::new(send(request, origin, remaining, options))
     }
