@@ -135,6 +135,13 @@ fn the_initialisation_is_the_functions_own() {
         )
     );
 
+    // A name the module does not export is an error, not a silent no-op.
+    site.write_config(
+        "[[routes]]\npath = \"/typo\"\nmodule = \"c-init_named.wasm\"\ninit_function = \"stup\"\n",
+    );
+    let refused = site.try_start(&[]).err().unwrap();
+    assert!(refused.contains("exports no function `stup`"), "{refused}");
+
     site.write_config(
         "[[routes]]\npath = \"/spin\"\nmodule = \"c-init_spin.wasm\"\nlimits = { timeout_ms = 300 }\n",
     );

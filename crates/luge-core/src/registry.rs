@@ -288,6 +288,7 @@ impl ModuleRegistry {
                 (id, self.runtime.load_artifact(verified)?)
             }
             ModuleCode::Wasm(wasm) => {
+                self.check_init(wasm, init)?;
                 let init = init.filter(|init| {
                     self.preinit
                         .as_ref()
@@ -343,6 +344,7 @@ impl ModuleRegistry {
         init: Option<&Init>,
     ) -> Result<Vec<u8>, LoadError> {
         check_compile_budget(wasm)?;
+        self.check_init(wasm, init)?;
         let payload = {
             // One at a time too: an initialisation runs up to its time
             // limit, in memory up to its memory limit.
@@ -363,6 +365,24 @@ impl ModuleRegistry {
             Some(&self.runtime.settings()),
             &payload,
         ))
+    }
+
+    /// Refuses an initialisation export named by metadata that `wasm`
+    /// does not have: a misspelt name would otherwise silently leave the
+    /// function uninitialised. (The default name is optional: most modules
+    /// have nothing to initialise.)
+    fn check_init(&self, wasm: &[u8], init: Option<&Init>) -> Result<(), LoadError> {
+        match (&self.preinit, init) {
+            (Some(preinit), Some(init))
+                if init.function != DEFAULT_INIT_FUNCTION && !preinit.applies(wasm, Some(init)) =>
+            {
+                Err(LoadError::Preinit(format!(
+                    "the module exports no function `{}` to initialise with (core modules only)",
+                    init.function
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn load_wasm(
