@@ -499,3 +499,49 @@ fn javascript_functions_end_to_end() {
         );
     }
 }
+
+/// Handlers take admission places like every function: past
+/// `--max-pending` a request is a 503 with Retry-After, at once. A client
+/// that leaves before the response head cancels its handler, which gives
+/// its place back long before its time limit.
+#[test]
+fn http_handlers_are_admitted_and_cancelled() {
+    if !on_wasmtime() {
+        return;
+    }
+    let (_site, luge) = serve_handler(
+        &[("/spin", "limits = { timeout_ms = 20000 }"), ("/hello", "")],
+        &["--max-pending", "1"],
+    );
+    // A spinning handler holds the only place; its client then leaves.
+    let mut stream = connect(&luge);
+    std::io::Write::write_all(
+        &mut stream,
+        b"GET /spin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let reply = luge.send("GET", "/hello", &[], b"");
+    assert_eq!(
+        reply.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(reply.header("retry-after"), "1");
+    drop(stream);
+    // Cancelled at the next epoch tick: the place is back within a moment,
+    // not after the 20 s time limit.
+    let started = std::time::Instant::now();
+    loop {
+        let (status, _) = luge.request("GET", "/hello", b"");
+        if status == 200 {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "the abandoned handler kept its place"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
