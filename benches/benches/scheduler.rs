@@ -87,29 +87,13 @@ fn overhead(c: &mut Criterion) {
         "noop through the scheduler, one worker, one wake-up per batch",
         |b| {
             b.iter_custom(|iters| {
-                let remaining = Arc::new(std::sync::atomic::AtomicU64::new(iters));
-                let (tx, rx) = std::sync::mpsc::sync_channel(1);
-                let started = Instant::now();
-                for _ in 0..iters {
+                in_batch(&scheduler, &name, iters, || {
                     let sandbox = Arc::clone(&module).start(
                         Invocation::new(Arc::clone(&action), Vec::new()),
                         Preemption::default(),
                     );
-                    let (remaining, tx) = (Arc::clone(&remaining), tx.clone());
-                    scheduler.submit(Job {
-                        function: Arc::clone(&name),
-                        deadline: Instant::now() + Duration::from_secs(1),
-                        expected: None,
-                        future: Box::pin(async move {
-                            assert!(sandbox.await.termination.is_success());
-                            if remaining.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
-                                let _ = tx.send(());
-                            }
-                        }),
-                    });
-                }
-                rx.recv().expect("the last job signals");
-                started.elapsed()
+                    Box::pin(async move { assert!(sandbox.await.termination.is_success()) })
+                })
             })
         },
     );
@@ -134,29 +118,40 @@ fn scheduling_points(c: &mut Criterion) {
         let scheduler = Scheduler::start(&config, None).expect("scheduler");
         let name: Arc<str> = Arc::from("empty");
         group.bench_function(format!("empty jobs, {workers} workers"), |b| {
-            b.iter_custom(|iters| {
-                let remaining = Arc::new(std::sync::atomic::AtomicU64::new(iters));
-                let (tx, rx) = std::sync::mpsc::sync_channel(1);
-                let started = Instant::now();
-                for _ in 0..iters {
-                    let (remaining, tx) = (Arc::clone(&remaining), tx.clone());
-                    scheduler.submit(Job {
-                        function: Arc::clone(&name),
-                        deadline: Instant::now() + Duration::from_secs(1),
-                        expected: None,
-                        future: Box::pin(async move {
-                            if remaining.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
-                                let _ = tx.send(());
-                            }
-                        }),
-                    });
-                }
-                rx.recv().expect("the last job signals");
-                started.elapsed()
-            })
+            b.iter_custom(|iters| in_batch(&scheduler, &name, iters, || Box::pin(async {})))
         });
     }
     group.finish();
+}
+
+/// Submits `iters` jobs made by `work` and waits for the last to finish:
+/// only the last signals (a countdown latch), so the submitting thread is
+/// not woken once per job. The time from the first submit to the signal.
+fn in_batch(
+    scheduler: &Scheduler,
+    name: &Arc<str>,
+    iters: u64,
+    mut work: impl FnMut() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) -> Duration {
+    let remaining = Arc::new(std::sync::atomic::AtomicU64::new(iters));
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let started = Instant::now();
+    for _ in 0..iters {
+        let (remaining, tx, work) = (Arc::clone(&remaining), tx.clone(), work());
+        scheduler.submit(Job {
+            function: Arc::clone(name),
+            deadline: Instant::now() + Duration::from_secs(1),
+            expected: None,
+            future: Box::pin(async move {
+                work.await;
+                if remaining.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+                    let _ = tx.send(());
+                }
+            }),
+        });
+    }
+    rx.recv().expect("the last job signals");
+    started.elapsed()
 }
 
 criterion_group!(benches, overhead, scheduling_points);

@@ -44,7 +44,8 @@ pub async fn run(
 ) -> Dispatched {
     let submitted = Instant::now();
     let timeout = action.limits.timeout;
-    let cancel_on_drop = CancelOnDrop(Some(cancel));
+    // The request that awaits this went away if it is dropped first.
+    let cancel_on_drop = UnlessDisarmed::new(move || cancel.cancel());
     let (mut done, outcome) = tokio::sync::oneshot::channel();
     scheduler.submit(Job {
         function: Arc::from(action.name.as_str()),
@@ -86,20 +87,27 @@ pub async fn run(
     dispatched
 }
 
-/// Cancels an invocation when dropped before it is disarmed: the request
-/// that awaited it went away.
-struct CancelOnDrop(Option<luge_core::Cancellation>);
+/// Runs its action when dropped before it is disarmed: what a request
+/// future does (cancel its invocation, abort its handler) if its client
+/// goes away while it waits.
+pub(crate) struct UnlessDisarmed<F: FnOnce()>(Option<F>);
 
-impl CancelOnDrop {
-    fn disarm(mut self) {
+impl<F: FnOnce()> UnlessDisarmed<F> {
+    /// Arms `action`.
+    pub(crate) fn new(action: F) -> Self {
+        Self(Some(action))
+    }
+
+    /// Drops the action unrun.
+    pub(crate) fn disarm(mut self) {
         self.0 = None;
     }
 }
 
-impl Drop for CancelOnDrop {
+impl<F: FnOnce()> Drop for UnlessDisarmed<F> {
     fn drop(&mut self) {
-        if let Some(cancel) = self.0.take() {
-            cancel.cancel();
+        if let Some(action) = self.0.take() {
+            action();
         }
     }
 }

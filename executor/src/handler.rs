@@ -13,6 +13,7 @@ use hyper::{StatusCode, header};
 use luge_core::{Invocation, Termination};
 use luge_host::Function;
 
+use crate::dispatch::UnlessDisarmed;
 use crate::http::{self, Request, Response};
 use crate::routes::App;
 use crate::standalone::{
@@ -75,7 +76,8 @@ impl App {
             app.execute_started(&action, cancel, sandbox, arrived, deadline, place)
                 .await
         });
-        let abort = AbortUnlessAnswered(Some(run.abort_handle()));
+        let handle = run.abort_handle();
+        let abort = UnlessDisarmed::new(move || handle.abort());
         let answered = answered.await;
         abort.disarm();
         let name = function.name.clone();
@@ -122,23 +124,5 @@ fn report(function: &str, request_id: u64, outcome: &luge_core::Outcome) {
     if outcome.termination != Termination::Exited(0) {
         let message = failure_message(&outcome.termination);
         tracing::warn!(function, request_id, %message, "handler failed");
-    }
-}
-
-/// Aborts the handler's task when dropped armed: the client went away
-/// before the response head.
-struct AbortUnlessAnswered(Option<tokio::task::AbortHandle>);
-
-impl AbortUnlessAnswered {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for AbortUnlessAnswered {
-    fn drop(&mut self) {
-        if let Some(handle) = self.0.take() {
-            handle.abort();
-        }
     }
 }

@@ -163,17 +163,15 @@ fn wasmer_artifacts_name_their_engine() {
     other_engine_artifacts_name_their_engine("wasmer");
 }
 
-/// A module exporting `wizer.initialize` is shipped as its snapshot: the
-/// artifact's invocations find the initialisation's table already built.
-#[test]
-fn an_initializable_module_is_precompiled_as_its_snapshot() {
+/// Precompiles the example `name` with `flags` and runs its artifact once
+/// on `stdin`.
+fn precompile_and_run(name: &str, flags: &[&str], stdin: &[u8]) -> luge_core::Outcome {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("preinit.luge");
-    let run = precompile(&[
-        example("preinit").to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let out = dir.path().join(format!("{name}.luge"));
+    let (input, output) = (example(name), out.to_str().unwrap().to_owned());
+    let mut args = vec![input.to_str().unwrap(), "-o", output.as_str()];
+    args.extend_from_slice(flags);
+    let run = precompile(&args);
     assert!(
         run.status.success(),
         "{}",
@@ -181,8 +179,15 @@ fn an_initializable_module_is_precompiled_as_its_snapshot() {
     );
     let code = ModuleCode::detect(std::fs::read(&out).unwrap(), usize::MAX).unwrap();
     let module = registry(KEY).load(&code).unwrap();
-    let action = std::sync::Arc::new(luge_core::Action::command("preinit"));
-    let outcome = module.run(luge_core::Invocation::new(action, &b"{\"nth\": 1}"[..]));
+    let action = std::sync::Arc::new(luge_core::Action::command(name));
+    module.run(luge_core::Invocation::new(action, stdin))
+}
+
+/// A module exporting `wizer.initialize` is shipped as its snapshot: the
+/// artifact's invocations find the initialisation's table already built.
+#[test]
+fn an_initializable_module_is_precompiled_as_its_snapshot() {
+    let outcome = precompile_and_run("preinit", &[], b"{\"nth\": 1}");
     assert!(
         outcome.termination.is_success(),
         "{:?}",
@@ -199,26 +204,8 @@ fn an_initializable_module_is_precompiled_as_its_snapshot() {
 /// and without the flag `setup` is an ordinary export, never run.
 #[test]
 fn the_initialisation_export_can_be_named() {
-    let dir = tempfile::tempdir().unwrap();
     let answer = |flags: &[&str]| {
-        let out = dir.path().join("named.luge");
-        let mut args = vec![
-            example("c-init_named").to_str().unwrap().to_owned(),
-            "-o".to_owned(),
-            out.to_str().unwrap().to_owned(),
-        ];
-        args.extend(flags.iter().map(|f| (*f).to_owned()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let run = precompile(&args);
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        let code = ModuleCode::detect(std::fs::read(&out).unwrap(), usize::MAX).unwrap();
-        let module = registry(KEY).load(&code).unwrap();
-        let action = std::sync::Arc::new(luge_core::Action::command("named"));
-        let outcome = module.run(luge_core::Invocation::new(action, &b""[..]));
+        let outcome = precompile_and_run("c-init_named", flags, b"");
         serde_json::from_slice::<serde_json::Value>(&outcome.stdout).unwrap()
     };
     assert_eq!(
