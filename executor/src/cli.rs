@@ -16,6 +16,8 @@ use luge_core::{LimitPolicy, ModuleRegistry, Preemption, WasmRuntime};
 use luge_openwhisk::InitSettings;
 use luge_sched::{Policy, Scheduler, SchedulerConfig, Sharding, WorkerWrapper};
 
+use crate::frontend::{FrontEndKind, WorkerRuntimes};
+
 /// Luge: a serverless-first WebAssembly function runtime.
 #[derive(Debug, Parser)]
 #[command(name = "luge", version, about)]
@@ -190,12 +192,25 @@ pub struct Common {
     /// caller schedule every callee, in parallel].
     #[arg(long)]
     pub fuse_calls_under_us: Option<u64>,
+    /// Where connections are served: `workers` (each worker serves the
+    /// connections it accepts and runs their requests itself) or `threads`
+    /// (tokio threads beside the workers hand each request to one)
+    /// [default: workers where sandboxes yield at quanta (Wasmtime with
+    /// preemption), else threads].
+    #[arg(long, value_enum)]
+    pub front_end: Option<FrontEndKind>,
 }
 
 /// Everything the routes need, built once at start.
 pub struct Settings {
     /// Runs invocations.
     pub scheduler: Arc<Scheduler>,
+    /// The workers' own runtimes, when they serve connections
+    /// (`--front-end workers`).
+    pub worker_runtimes: Option<Arc<WorkerRuntimes>>,
+    /// The multi-thread runtime that engine host calls, callees and
+    /// compilation run on (see [`crate::frontend`]).
+    pub runtime: tokio::runtime::Handle,
     /// How sandboxes share workers.
     pub preemption: Preemption,
     /// Loads and shares modules.
@@ -237,6 +252,7 @@ impl Common {
         self.max_connections = self.max_connections.or(server.max_connections);
         self.header_timeout_ms = self.header_timeout_ms.or(server.header_timeout_ms);
         self.fuse_calls_under_us = self.fuse_calls_under_us.or(server.fuse_calls_under_us);
+        self.front_end = self.front_end.or(parse("front_end", &server.front_end)?);
         self.max_sandboxes = self.max_sandboxes.or(server.max_sandboxes);
         self.memory_mb = self.memory_mb.or(server.memory_mb);
         self.max_memory_mb = self.max_memory_mb.or(server.max_memory_mb);
@@ -305,7 +321,20 @@ impl Common {
         )?)
     }
 
-    fn scheduler(&self) -> anyhow::Result<Scheduler> {
+    /// Where connections are served; see `--front-end`.
+    fn front_end(&self) -> FrontEndKind {
+        let engine = self.engine.unwrap_or(EngineKind::Wasmtime);
+        // Only Wasmtime's sandboxes yield at the end of a quantum; under the
+        // others a worker's connections would wait for whole runs.
+        let yields = engine == EngineKind::Wasmtime && !self.no_preempt;
+        self.front_end.unwrap_or(if yields {
+            FrontEndKind::Workers
+        } else {
+            FrontEndKind::Threads
+        })
+    }
+
+    fn scheduler(&self) -> anyhow::Result<(Scheduler, Option<Arc<WorkerRuntimes>>)> {
         let defaults = SchedulerConfig::default();
         let config = SchedulerConfig {
             workers: self.workers.unwrap_or(defaults.workers),
@@ -333,8 +362,18 @@ impl Common {
             let _runtime = handle.enter();
             run();
         });
-        tracing::info!(workers = config.workers, policy = ?config.policy, pin = config.pin, sharding = ?config.sharding, "scheduler ready");
-        Ok(Scheduler::start(&config, Some(wrapper))?)
+        let front_end = self.front_end();
+        let (front_ends, runtimes) = match front_end {
+            FrontEndKind::Workers => {
+                let (factory, runtimes) = crate::frontend::per_worker(config.workers)
+                    .context("cannot build the workers' runtimes")?;
+                (Some(factory), Some(runtimes))
+            }
+            FrontEndKind::Threads => (None, None),
+        };
+        tracing::info!(workers = config.workers, policy = ?config.policy, pin = config.pin, sharding = ?config.sharding, ?front_end, "scheduler ready");
+        let scheduler = Scheduler::start_with(&config, Some(wrapper), front_ends)?;
+        Ok((scheduler, runtimes))
     }
 
     /// Builds the engine, registry, scheduler and limits. Call inside the
@@ -426,8 +465,11 @@ impl Common {
         if let Some(preinit) = luge_engines::preinitializer(&limits.default)? {
             registry = registry.with_preinitializer(preinit);
         }
+        let (scheduler, worker_runtimes) = self.scheduler()?;
         Ok(Settings {
-            scheduler: Arc::new(self.scheduler()?),
+            scheduler: Arc::new(scheduler),
+            worker_runtimes,
+            runtime: tokio::runtime::Handle::current(),
             preemption: Preemption {
                 quantum: Duration::from_micros(quantum_us),
                 enabled: !self.no_preempt,

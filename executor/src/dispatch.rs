@@ -112,14 +112,17 @@ impl<F: FnOnce()> Drop for UnlessDisarmed<F> {
     }
 }
 
-/// Runs `work` on the blocking pool; a panic there becomes an error message
-/// instead of taking the request task down with it.
-pub async fn blocking<T, F>(work: F) -> Result<T, String>
+/// Runs `work` on `runtime`'s blocking pool (the ambient runtime's: one
+/// pool for the process, whichever thread serves the request); a panic
+/// there becomes an error message instead of taking the request task down
+/// with it.
+pub async fn blocking<T, F>(runtime: &tokio::runtime::Handle, work: F) -> Result<T, String>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(work)
+    runtime
+        .spawn_blocking(work)
         .await
         .map_err(|e| format!("internal executor error: {e}"))
 }

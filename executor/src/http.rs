@@ -129,20 +129,31 @@ impl Idle {
 /// Answer to a connection over the bound, written before it is closed.
 const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\ncontent-length: 45\r\nconnection: close\r\n\r\n{\"error\":\"Too many open connections; retry.\"}";
 
-/// Serves connections on `listener` until `shutdown` completes.
+/// Open connections, counted against [`ConnectionLimits::max_connections`]
+/// by every accept loop that shares it (the workers' loops on one
+/// listener share one).
+pub type OpenConnections = Arc<tokio::sync::Semaphore>;
+
+/// Places for `limits.max_connections` connections.
+pub fn open_connections(limits: &ConnectionLimits) -> OpenConnections {
+    Arc::new(tokio::sync::Semaphore::new(limits.max_connections))
+}
+
+/// Serves connections on `listener` until `shutdown` completes. Connection
+/// tasks are spawned on the runtime this runs on.
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: H,
     limits: ConnectionLimits,
+    open: OpenConnections,
     shutdown: impl Future<Output = ()>,
 ) where
     H: Fn(Request) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
     tokio::pin!(shutdown);
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
-        let (mut stream, peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -154,71 +165,153 @@ pub async fn serve<H, F>(
             },
             () = &mut shutdown => return,
         };
-        let Ok(place) = Arc::clone(&open).try_acquire_owned() else {
-            tracing::warn!(%peer, limit = limits.max_connections, "too many open connections: refused");
-            tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt;
-                // Best effort and bounded: a client that does not read
-                // this is closed all the same.
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    stream.write_all(TOO_MANY_CONNECTIONS),
-                )
-                .await;
-            });
+        connection(stream, peer, handler.clone(), limits, &open);
+        // One connection per pass: where several loops accept from one
+        // listener (the workers'), each free one takes a share of a burst
+        // of connections instead of the first awake taking them all.
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Serves the connections of `listener` that no other loop accepting from
+/// the same socket took within `grace` of their arrival, until `shutdown`
+/// completes. With worker front ends, this loop on the ambient runtime
+/// bounds how long a new connection waits while every worker runs a
+/// sandbox (accepting only at scheduling points): such a connection is
+/// served here, its requests handed to the workers, and an urgent one can
+/// preempt a running sandbox at once.
+pub async fn serve_unclaimed<H, F>(
+    listener: std::net::TcpListener,
+    grace: Duration,
+    handler: H,
+    limits: ConnectionLimits,
+    open: OpenConnections,
+    shutdown: impl Future<Output = ()>,
+) where
+    H: Fn(Request) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response> + Send + 'static,
+{
+    if let Err(e) = listener.set_nonblocking(true) {
+        return tracing::error!(error = %e, "cannot watch the listener");
+    }
+    let interest = tokio::io::Interest::READABLE;
+    // SAFETY: the `AsyncFd` owns the `TcpListener`, which owns its
+    // descriptor: it stays open, and `as_raw_fd` returns it unchanged,
+    // for as long as the `AsyncFd` lives.
+    let ready =
+        match unsafe { tokio::io::unix::AsyncFd::register_with_interest(listener, interest) } {
+            Ok(ready) => ready,
+            Err(e) => return tracing::error!(error = %e, "cannot watch the listener"),
+        };
+    tokio::pin!(shutdown);
+    loop {
+        let mut guard = tokio::select! {
+            guard = ready.readable() => match guard {
+                Ok(guard) => guard,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the listener");
+                    tokio::time::sleep(grace).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return,
+        };
+        // The workers' chance first.
+        tokio::time::sleep(grace).await;
+        // `WouldBlock` (a worker took it) clears the readiness: wait again.
+        let Ok(accepted) = guard.try_io(|listener| listener.get_ref().accept()) else {
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
+        let (stream, peer) = match accepted.and_then(|(stream, peer)| {
+            stream.set_nonblocking(true)?;
+            Ok((tokio::net::TcpStream::from_std(stream)?, peer))
+        }) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        tracing::debug!(%peer, "connection unclaimed by the workers: served by the threads");
+        connection(stream, peer, handler.clone(), limits, &open);
+    }
+}
+
+/// Serves one accepted connection in a task of its own (on the runtime this
+/// is called on), or refuses it with 503 when `open` has no place left.
+fn connection<H, F>(
+    mut stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    handler: H,
+    limits: ConnectionLimits,
+    open: &OpenConnections,
+) where
+    H: Fn(Request) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response> + Send + 'static,
+{
+    let Ok(place) = Arc::clone(open).try_acquire_owned() else {
+        tracing::warn!(%peer, limit = limits.max_connections, "too many open connections: refused");
         tokio::spawn(async move {
-            let _place = place;
-            let idle = Arc::new(Idle::new());
-            let activity = Arc::clone(&idle);
-            let service = service_fn(move |req| {
-                let handler = handler.clone();
-                let busy = Idle::begin(&activity);
-                async move {
-                    let response = handler(req).await;
-                    // A streamed body (an HTTP handler's) keeps the request
-                    // in progress until its last byte: the header timeout
-                    // is not for a response still being written.
-                    let hint = response.body().size_hint();
-                    if hint.exact().is_some() {
-                        drop(busy);
-                        return Ok::<_, Infallible>(response);
-                    }
-                    Ok(response.map(|body| {
-                        body.map_frame(move |frame| {
-                            let _in_progress = &busy;
-                            frame
-                        })
-                        .boxed_unsync()
-                    }))
+            use tokio::io::AsyncWriteExt;
+            // Best effort and bounded: a client that does not read
+            // this is closed all the same.
+            let _ = tokio::time::timeout(
+                Duration::from_secs(1),
+                stream.write_all(TOO_MANY_CONNECTIONS),
+            )
+            .await;
+        });
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    tokio::spawn(async move {
+        let _place = place;
+        let idle = Arc::new(Idle::new());
+        let activity = Arc::clone(&idle);
+        let service = service_fn(move |req| {
+            let handler = handler.clone();
+            let busy = Idle::begin(&activity);
+            async move {
+                let response = handler(req).await;
+                // A streamed body (an HTTP handler's) keeps the request
+                // in progress until its last byte: the header timeout
+                // is not for a response still being written.
+                let hint = response.body().size_hint();
+                if hint.exact().is_some() {
+                    drop(busy);
+                    return Ok::<_, Infallible>(response);
                 }
-            });
-            let connection = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            let check = limits.header_timeout / 2;
-            loop {
-                tokio::select! {
-                    ended = &mut connection => {
-                        if let Err(e) = ended {
-                            tracing::debug!(%peer, error = %e, "connection ended with an error");
-                        }
-                        break;
+                Ok(response.map(|body| {
+                    body.map_frame(move |frame| {
+                        let _in_progress = &busy;
+                        frame
+                    })
+                    .boxed_unsync()
+                }))
+            }
+        });
+        let connection = http1::Builder::new()
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(connection);
+        let check = limits.header_timeout / 2;
+        loop {
+            tokio::select! {
+                ended = &mut connection => {
+                    if let Err(e) = ended {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
-                    () = tokio::time::sleep(check) => {
-                        if idle.idle_for() >= limits.header_timeout {
-                            tracing::debug!(%peer, "no request within the header timeout: closed");
-                            break;
-                        }
+                    break;
+                }
+                () = tokio::time::sleep(check) => {
+                    if idle.idle_for() >= limits.header_timeout {
+                        tracing::debug!(%peer, "no request within the header timeout: closed");
+                        break;
                     }
                 }
             }
-        });
-    }
+        }
+    });
 }
 
 /// Binds `addr`. With port 0 the bound address is announced on stderr as

@@ -9,7 +9,9 @@
 //!
 //! This binary is a thin layer, in the order a request meets it: CLI
 //! ([`cli`]) and config assembly (`assemble`: `luge.toml`, the operator's
-//! files, the function host), HTTP plumbing ([`http`]), routing (`router`:
+//! files, the function host), where connections are served ([`frontend`]:
+//! on the scheduler's workers, or on threads beside them), HTTP plumbing
+//! ([`http`]), routing (`router`:
 //! the executor's own API, with `matchit`), the handlers ([`routes`],
 //! [`standalone`], `handler` for wasi:http components, `calls`), handing
 //! invocations to the scheduler ([`dispatch`]), and Prometheus metrics
@@ -19,6 +21,7 @@ mod assemble;
 mod calls;
 pub mod cli;
 pub mod dispatch;
+pub mod frontend;
 mod handler;
 pub mod http;
 pub mod metrics;

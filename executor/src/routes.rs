@@ -120,9 +120,7 @@ async fn serve_sites(
     let app = executor.0;
     let limits = app.settings.connections;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|&s| s).await;
-    };
+    let open = http::open_connections(&limits);
     let mut loops = Vec::new();
     for (index, listener) in tenants {
         let handler = handler(Arc::clone(&app), Site::Tenant(index));
@@ -130,15 +128,11 @@ async fn serve_sites(
             listener,
             handler,
             limits,
+            Arc::clone(&open),
             until_stopped(stopped.clone()),
         )));
     }
-    let main = http::serve(
-        listener,
-        handler(app, Site::Main),
-        limits,
-        until_stopped(stopped),
-    );
+    let main = serve_main(listener, &app, open, stopped);
     tokio::pin!(main);
     tokio::select! {
         () = &mut main => {}
@@ -150,6 +144,71 @@ async fn serve_sites(
     for l in loops {
         let _ = l.await;
     }
+}
+
+/// How long a new connection may wait for a worker to accept it before
+/// this runtime's threads do (`http::serve_unclaimed`): a worker running
+/// short functions reaches a scheduling point within tens of µs, one running
+/// a long sandbox only at the end of its quantum (5 ms by default).
+const UNCLAIMED_GRACE: Duration = Duration::from_millis(2);
+
+/// Serves the main listener: on every worker's runtime, all accepting from
+/// the one socket, with worker front ends (and on this runtime what they
+/// leave unclaimed); else on this runtime.
+async fn serve_main(
+    listener: TcpListener,
+    app: &Arc<App>,
+    open: http::OpenConnections,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let limits = app.settings.connections;
+    let handler = handler(Arc::clone(app), Site::Main);
+    let Some(runtimes) = app.settings.worker_runtimes.clone() else {
+        return http::serve(listener, handler, limits, open, until_stopped(stopped)).await;
+    };
+    let socket = match listener.into_std() {
+        Ok(socket) => socket,
+        Err(e) => return tracing::error!(error = %e, "cannot share the listener"),
+    };
+    let mut loops = Vec::with_capacity(runtimes.handles().len() + 1);
+    match socket.try_clone() {
+        Ok(socket) => loops.push(tokio::spawn(http::serve_unclaimed(
+            socket,
+            UNCLAIMED_GRACE,
+            handler.clone(),
+            limits,
+            Arc::clone(&open),
+            until_stopped(stopped.clone()),
+        ))),
+        Err(e) => tracing::warn!(error = %e, "no fallback for connections the workers leave"),
+    }
+    for (worker, runtime) in runtimes.handles().iter().enumerate() {
+        // A descriptor of the same socket per worker, registered with that
+        // worker's runtime (from_std runs there).
+        let socket = match socket.try_clone() {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::error!(worker, error = %e, "cannot share the listener");
+                continue;
+            }
+        };
+        let (handler, open) = (handler.clone(), Arc::clone(&open));
+        let shutdown = until_stopped(stopped.clone());
+        loops.push(runtime.spawn(async move {
+            match TcpListener::from_std(socket) {
+                Ok(listener) => http::serve(listener, handler, limits, open, shutdown).await,
+                Err(e) => tracing::error!(worker, error = %e, "cannot listen on a worker"),
+            }
+        }));
+    }
+    for accepting in loops {
+        let _ = accepting.await;
+    }
+}
+
+/// Completes once `stopped` turns true (or its sender is gone).
+async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|&s| s).await;
 }
 
 fn handler(
@@ -506,9 +565,11 @@ impl App {
     async fn init(&self, body: Bytes, container: Arc<Container>) -> Response {
         let registry = Arc::clone(&self.settings.registry);
         let settings = self.settings.init.clone();
-        let reply = dispatch::blocking(move || container.init(&registry, &settings, &body))
-            .await
-            .unwrap_or_else(|message| Reply::error(500, message));
+        let reply = dispatch::blocking(&self.settings.runtime, move || {
+            container.init(&registry, &settings, &body)
+        })
+        .await
+        .unwrap_or_else(|message| Reply::error(500, message));
         http::reply(reply)
     }
 

@@ -89,7 +89,7 @@ impl App {
                 depth: 0,
                 deadline: arrived + relative,
                 request_id: input.request_id,
-                runtime: tokio::runtime::Handle::current(),
+                runtime: self.settings.runtime.clone(),
             }) as Arc<dyn luge_core::calls::Calls>),
             _ => None,
         };
@@ -211,7 +211,8 @@ impl App {
             (&Method::DELETE, Some(name)) => {
                 let host = Arc::clone(host);
                 let owned = name.to_owned();
-                match dispatch::blocking(move || host.remove(&owned)).await {
+                match dispatch::blocking(&self.settings.runtime, move || host.remove(&owned)).await
+                {
                     Ok(Ok(())) => {
                         http::json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
                     }
@@ -226,7 +227,11 @@ impl App {
                 };
                 let host = Arc::clone(host);
                 let owned = name.to_owned();
-                match dispatch::blocking(move || host.upload(&owned, code, spec)).await {
+                match dispatch::blocking(&self.settings.runtime, move || {
+                    host.upload(&owned, code, spec)
+                })
+                .await
+                {
                     Ok(Ok((function, replaced))) => {
                         tracing::info!(function = %function.name, replaced, "function uploaded");
                         let status = if replaced {

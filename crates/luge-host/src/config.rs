@@ -84,6 +84,8 @@ pub struct ServerConfig {
     /// Callees (that call nothing) whose p90 is at most this many µs run
     /// fused on their caller's worker.
     pub fuse_calls_under_us: Option<u64>,
+    /// Where connections are served: `workers` or `threads`.
+    pub front_end: Option<String>,
     /// Sandboxes that may exist at once (Wasmtime's pool slots).
     pub max_sandboxes: Option<u32>,
     /// Default memory limit per sandbox, MiB.

@@ -20,6 +20,12 @@
 //! functions whose expected execution time is long enter a second injector
 //! that only the first few workers take from; short jobs run anywhere.
 //!
+//! A worker may also serve a [`FrontEnd`] of its own (the executor's
+//! connections): it turns it at every scheduling point and parks in it when
+//! idle, and a job submitted on its thread enters its own queue, so a
+//! request runs on the core that received it. Siblings steal such a job only
+//! when it would otherwise wait.
+//!
 //! The scheduler knows nothing of HTTP, tokio or any engine. A front end that
 //! needs a runtime context on worker threads (WASI's timers) passes a
 //! [`WorkerWrapper`].
@@ -34,4 +40,7 @@ mod worker;
 pub use policy::Policy;
 pub use queue::RunQueue;
 pub use stats::{ExecutionStats, FunctionStats, SchedulerStats};
-pub use worker::{Job, Scheduler, SchedulerConfig, SchedulerError, Sharding, WorkerWrapper};
+pub use worker::{
+    FrontEnd, FrontEndFactory, Job, Scheduler, SchedulerConfig, SchedulerError, Sharding, Unpark,
+    WorkerWrapper,
+};

@@ -121,6 +121,9 @@ pub struct SchedulerStats {
     pub sibling_scans: u64,
     /// Jobs classified long by sharding.
     pub long_jobs: u64,
+    /// Jobs submitted by a worker's own front end into its own queue: run
+    /// where they arrived, unless a sibling stole them.
+    pub local_submits: u64,
     /// Busy time per worker, nanoseconds.
     pub busy_ns: Vec<u64>,
     /// Jobs run (polled at least once) per worker.
@@ -138,6 +141,7 @@ pub(crate) struct Counters {
     pub steals: AtomicU64,
     pub sibling_scans: AtomicU64,
     pub long_jobs: AtomicU64,
+    pub local_submits: AtomicU64,
 }
 
 impl Counters {

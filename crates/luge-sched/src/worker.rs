@@ -1,9 +1,10 @@
 //! Workers, the injector, and the scheduling loop.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -26,6 +27,53 @@ const IDLE_RECHECK: Duration = Duration::from_secs(5);
 /// runtime's `enter()` guard so engine host calls can use its timers. It
 /// receives the worker index and must call the loop exactly once.
 pub type WorkerWrapper = Arc<dyn Fn(usize, &mut dyn FnMut()) + Send + Sync>;
+
+/// Work that lives on a worker's thread beside its jobs: a front end whose
+/// connections the worker serves itself, so that a request runs on the
+/// core that received it, with no hand-off between threads.
+///
+/// The worker turns its front end at every scheduling point (between jobs,
+/// and between the quanta of a preempted job) and parks in it when it has
+/// nothing to run. A job submitted on the worker's thread (by the front end)
+/// goes into the worker's own queue and runs there at its next scheduling
+/// point; siblings take it only when they are idle and it would otherwise
+/// wait (stealing balances the load).
+///
+/// The price: while the worker runs a job, its connections wait for the
+/// next scheduling point. Give a front end only to workers whose jobs yield
+/// at the end of each quantum.
+pub trait FrontEnd {
+    /// Runs the front end's ready work without blocking.
+    fn turn(&mut self);
+    /// Blocks, running front-end work as it becomes ready, until
+    /// [`Unpark::unpark`] is called (a job submitted on this thread calls
+    /// it too) or `timeout` passes.
+    fn park(&mut self, timeout: Duration);
+}
+
+/// Ends a worker's [`FrontEnd::park`] from any thread. A call made before
+/// the park begins makes it return at once: no wake-up is lost.
+pub trait Unpark: Send + Sync {
+    /// Wakes the parked worker.
+    fn unpark(&self);
+}
+
+impl Unpark for Thread {
+    fn unpark(&self) {
+        Thread::unpark(self);
+    }
+}
+
+/// Makes worker `i`'s front end, on the worker's own thread (inside its
+/// [`WorkerWrapper`]), with the [`Unpark`] that ends its parks.
+pub type FrontEndFactory = Arc<dyn Fn(usize) -> (Box<dyn FrontEnd>, Arc<dyn Unpark>) + Send + Sync>;
+
+thread_local! {
+    /// The scheduler (its `Shared`'s address) and worker index of the
+    /// worker running on this thread, if any: `submit` on a worker's own
+    /// thread queues locally.
+    static THIS_WORKER: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+}
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
@@ -118,7 +166,9 @@ pub(crate) struct Shared {
     /// Workers whose `sleeping` flag is set: a submit that finds none
     /// skips the search for one.
     sleepers: AtomicUsize,
-    threads: Mutex<Vec<Thread>>,
+    /// Per worker: what ends its sleep (its thread, or its front end's
+    /// park), set by the worker itself before it first sleeps.
+    wakers: Vec<OnceLock<Arc<dyn Unpark>>>,
     shutdown: AtomicBool,
     pub stats: ExecutionStats,
     counters: Counters,
@@ -216,13 +266,8 @@ impl Shared {
     /// Unparks `worker` if it sleeps; whether it did.
     fn wake_worker(&self, worker: usize) -> bool {
         if self.clear_sleep(worker) {
-            if let Some(thread) = self
-                .threads
-                .lock()
-                .ok()
-                .and_then(|t| t.get(worker).cloned())
-            {
-                thread.unpark();
+            if let Some(waker) = self.wakers[worker].get() {
+                waker.unpark();
             }
             return true;
         }
@@ -410,8 +455,44 @@ impl Shared {
         }
     }
 
-    fn worker_loop(&self, worker: usize) {
+    /// The worker running on this thread, if it is one of this scheduler's.
+    fn this_worker(&self) -> Option<usize> {
+        let me = self as *const Self as usize;
+        THIS_WORKER
+            .with(Cell::get)
+            .and_then(|(shared, worker)| (shared == me).then_some(worker))
+    }
+
+    /// Queues `task` on `worker`, the thread it was submitted on: it runs
+    /// there at the worker's next scheduling point. A sibling is offered it
+    /// only when it would wait: behind other queued jobs, or behind the job
+    /// the worker runs now.
+    fn submit_here(&self, worker: usize, task: Arc<Task>) {
+        let long = task.long;
+        let key = self.key(&task);
+        let waiting = {
+            let mut queue = self.queue(worker);
+            queue.push(key, task);
+            queue.len()
+        };
+        self.backlog.fetch_add(1, Ordering::SeqCst);
+        Counters::add(&self.counters.local_submits, 1);
+        // Parked in its front end: end the park (submitted from inside it).
+        if self.wake_worker(worker) {
+            return;
+        }
+        if waiting > 1 || self.running_key[worker].load(Ordering::Acquire) != IDLE_KEY {
+            self.wake_any(long);
+        }
+    }
+
+    fn worker_loop(&self, worker: usize, mut front: Option<Box<dyn FrontEnd>>) {
         while !self.shutdown.load(Ordering::Acquire) {
+            // The front end's ready work (requests read, responses written)
+            // first: what it submits is then a candidate at this point.
+            if let Some(front) = front.as_mut() {
+                front.turn();
+            }
             if let Some(task) = self.next_task(worker) {
                 self.jobs_run[worker].fetch_add(1, Ordering::Relaxed);
                 self.run(worker, task);
@@ -424,7 +505,10 @@ impl Shared {
                 self.clear_sleep(worker);
                 continue;
             }
-            std::thread::park_timeout(IDLE_RECHECK);
+            match front.as_mut() {
+                Some(front) => front.park(IDLE_RECHECK),
+                None => std::thread::park_timeout(IDLE_RECHECK),
+            }
             self.clear_sleep(worker);
         }
     }
@@ -451,6 +535,16 @@ impl Scheduler {
         config: &SchedulerConfig,
         wrapper: Option<WorkerWrapper>,
     ) -> Result<Self, SchedulerError> {
+        Self::start_with(config, wrapper, None)
+    }
+
+    /// Starts `config.workers` workers, each running inside `wrapper` and,
+    /// with `front_ends`, serving a [`FrontEnd`] of its own.
+    pub fn start_with(
+        config: &SchedulerConfig,
+        wrapper: Option<WorkerWrapper>,
+        front_ends: Option<FrontEndFactory>,
+    ) -> Result<Self, SchedulerError> {
         let n = config.workers;
         if n == 0 {
             return Err(SchedulerError::NoWorkers);
@@ -472,7 +566,7 @@ impl Scheduler {
             backlog: AtomicUsize::new(0),
             sleeping: (0..n).map(|_| AtomicBool::new(false)).collect(),
             sleepers: AtomicUsize::new(0),
-            threads: Mutex::new(Vec::with_capacity(n)),
+            wakers: (0..n).map(|_| OnceLock::new()).collect(),
             shutdown: AtomicBool::new(false),
             stats: ExecutionStats::new(config.srsf_percentile),
             counters: Counters::default(),
@@ -492,6 +586,7 @@ impl Scheduler {
         for worker in 0..n {
             let shared = Arc::clone(&shared);
             let wrapper = wrapper.clone();
+            let front_ends = front_ends.clone();
             let core = (!cores.is_empty()).then(|| cores[worker % cores.len()]);
             let handle = std::thread::Builder::new()
                 .name(format!("luge-worker-{worker}"))
@@ -502,16 +597,27 @@ impl Scheduler {
                         tracing::warn!(worker, "could not pin worker to its core");
                     }
                     shared.signals[worker].install_on_this_thread();
-                    let mut run = || shared.worker_loop(worker);
+                    THIS_WORKER.with(|this| {
+                        this.set(Some((Arc::as_ptr(&shared) as usize, worker)));
+                    });
+                    let mut run = || {
+                        let front = front_ends.as_ref().map(|make| {
+                            let (front, unpark) = make(worker);
+                            let _ = shared.wakers[worker].set(unpark);
+                            front
+                        });
+                        if front.is_none() {
+                            let thread: Arc<dyn Unpark> = Arc::new(std::thread::current());
+                            let _ = shared.wakers[worker].set(thread);
+                        }
+                        shared.worker_loop(worker, front);
+                    };
                     match &wrapper {
                         Some(wrap) => wrap(worker, &mut run),
                         None => run(),
                     }
                 })?;
             handles.push(handle);
-        }
-        if let Ok(mut threads) = shared.threads.lock() {
-            threads.extend(handles.iter().map(|h| h.thread().clone()));
         }
         Ok(Self { shared, handles })
     }
@@ -541,8 +647,18 @@ impl Scheduler {
             shared: Arc::downgrade(&self.shared),
         });
         Counters::add(&self.shared.counters.submitted, 1);
-        let key = self.shared.key(&task);
         let long = task.long;
+        // Submitted by a worker's front end: run where it arrived (a long
+        // job only on a worker that runs long ones).
+        if let Some(worker) = self.shared.this_worker()
+            && (!long || self.shared.runs_long(worker))
+        {
+            if long {
+                Counters::add(&self.shared.counters.long_jobs, 1);
+            }
+            return self.shared.submit_here(worker, task);
+        }
+        let key = self.shared.key(&task);
         if long {
             Counters::add(&self.shared.counters.long_jobs, 1);
             self.shared.long_injector.push(task);
@@ -576,6 +692,7 @@ impl Scheduler {
             steals: c.steals.load(Ordering::Relaxed),
             sibling_scans: c.sibling_scans.load(Ordering::Relaxed),
             long_jobs: c.long_jobs.load(Ordering::Relaxed),
+            local_submits: c.local_submits.load(Ordering::Relaxed),
             busy_ns: self
                 .shared
                 .busy_ns
@@ -595,10 +712,8 @@ impl Scheduler {
 impl Drop for Scheduler {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
-        if let Ok(threads) = self.shared.threads.lock() {
-            for thread in threads.iter() {
-                thread.unpark();
-            }
+        for waker in self.shared.wakers.iter().filter_map(OnceLock::get) {
+            waker.unpark();
         }
         for handle in self.handles.drain(..) {
             let _ = handle.join();

@@ -402,3 +402,131 @@ fn sharding_keeps_long_functions_on_the_long_workers() {
     };
     assert!(Scheduler::start(&bad, None).is_err());
 }
+
+/// What a stand-in front end receives: a request (the job it submits) or
+/// the scheduler's unpark.
+enum Arrival {
+    Request(Job),
+    Unpark,
+}
+
+/// A worker's front end as a channel: a turn submits the requests that
+/// arrived, a park waits for one (and submits it) until unparked.
+struct ChannelFrontEnd {
+    arrivals: mpsc::Receiver<Arrival>,
+    scheduler: Arc<std::sync::OnceLock<std::sync::Weak<Scheduler>>>,
+}
+
+impl ChannelFrontEnd {
+    fn submit(&self, job: Job) {
+        let scheduler = self.scheduler.get().and_then(std::sync::Weak::upgrade);
+        scheduler.expect("scheduler running").submit(job);
+    }
+}
+
+impl luge_sched::FrontEnd for ChannelFrontEnd {
+    fn turn(&mut self) {
+        while let Ok(arrival) = self.arrivals.try_recv() {
+            if let Arrival::Request(job) = arrival {
+                self.submit(job);
+            }
+        }
+    }
+
+    fn park(&mut self, timeout: Duration) {
+        let until = Instant::now() + timeout;
+        while let Ok(arrival) = self
+            .arrivals
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            match arrival {
+                Arrival::Request(job) => self.submit(job),
+                Arrival::Unpark => return,
+            }
+        }
+    }
+}
+
+struct ChannelUnpark(Mutex<mpsc::Sender<Arrival>>);
+
+impl luge_sched::Unpark for ChannelUnpark {
+    fn unpark(&self) {
+        let _ = self.0.lock().unwrap().send(Arrival::Unpark);
+    }
+}
+
+/// Workers that serve front ends of their own: `n` workers, and the sender
+/// of each one's arrivals.
+fn with_front_ends(n: usize) -> (Arc<Scheduler>, Vec<mpsc::Sender<Arrival>>) {
+    let scheduler = Arc::new(std::sync::OnceLock::new());
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel()).unzip();
+    let receivers = Mutex::new(receivers.into_iter().map(Some).collect::<Vec<_>>());
+    let unparkers = senders.clone();
+    let shared = Arc::clone(&scheduler);
+    let factory: luge_sched::FrontEndFactory = Arc::new(move |worker| {
+        let arrivals = receivers.lock().unwrap()[worker].take().unwrap();
+        let front = ChannelFrontEnd {
+            arrivals,
+            scheduler: Arc::clone(&shared),
+        };
+        let unpark = ChannelUnpark(Mutex::new(unparkers[worker].clone()));
+        (
+            Box::new(front) as Box<dyn luge_sched::FrontEnd>,
+            Arc::new(unpark) as Arc<dyn luge_sched::Unpark>,
+        )
+    });
+    let config = SchedulerConfig {
+        workers: n,
+        policy: Policy::Edf,
+        pin: false,
+        ..Default::default()
+    };
+    let sched = Arc::new(Scheduler::start_with(&config, None, Some(factory)).unwrap());
+    let _ = scheduler.set(Arc::downgrade(&sched));
+    (sched, senders)
+}
+
+/// A job that reports the worker thread it ran on.
+fn where_it_ran(work: Spin, done: mpsc::Sender<String>) -> Job {
+    Job {
+        function: Arc::from("where"),
+        deadline: Instant::now() + Duration::from_millis(100),
+        expected: None,
+        future: Box::pin(async move {
+            work.await;
+            let thread = std::thread::current().name().unwrap_or("?").to_owned();
+            let _ = done.send(thread);
+        }),
+    }
+}
+
+/// Run where it arrived: a job submitted by a worker's own front end runs
+/// on that worker, with no hand-off to another thread, and a worker parked
+/// in its front end wakes for it; a burst that one worker cannot run at once
+/// is stolen by its idle siblings.
+#[test]
+fn front_ends_run_what_they_receive_where_it_arrived() {
+    let (sched, arrivals) = with_front_ends(4);
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..50 {
+        let job = where_it_ran(spin(0, None), tx.clone());
+        arrivals[2].send(Arrival::Request(job)).unwrap();
+        let ran_on = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(ran_on, "luge-worker-2");
+    }
+    eventually(|| sched.stats().completed == 50);
+    let stats = sched.stats();
+    assert_eq!((stats.local_submits, stats.steals), (50, 0), "{stats:?}");
+    assert_eq!(stats.jobs_run[2], 50, "{stats:?}");
+
+    // Eight 30 ms jobs arrive at worker 0 together: the others take some.
+    for _ in 0..8 {
+        let job = where_it_ran(spin(30, None), tx.clone());
+        arrivals[0].send(Arrival::Request(job)).unwrap();
+    }
+    let ran_on: std::collections::HashSet<String> = (0..8)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    assert!(ran_on.len() > 1, "all on {ran_on:?}");
+    assert!(sched.stats().steals > 0, "{:?}", sched.stats());
+}

@@ -1,0 +1,114 @@
+//! Where connections are served: on the scheduler's workers themselves
+//! (`--front-end workers`), or on tokio's threads beside them
+//! (`--front-end threads`).
+//!
+//! With worker front ends, each core-pinned worker owns a current-thread
+//! tokio runtime. All of them accept from the one listening socket, so a new
+//! connection goes to whichever worker is free to take it, and the worker
+//! that accepted a connection reads its requests, runs their sandboxes
+//! (luge-sched queues a job submitted on a worker's thread on that worker)
+//! and writes the responses: no hand-off between threads on the request
+//! path. The worker turns its runtime at every scheduling point and parks in
+//! it when idle. Idle siblings steal jobs that would wait.
+//!
+//! Engine host calls (WASI timers and files, outgoing HTTP, the calls of
+//! Host API v1) keep running on the process's multi-thread runtime, the
+//! *ambient* one: a sandbox may block its thread on that runtime
+//! (`Handle::block_on`), which only works where other threads drive its
+//! timers and I/O.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use luge_sched::{FrontEnd, FrontEndFactory, Unpark};
+use tokio::runtime::{Handle, Runtime};
+use tokio::sync::Notify;
+
+/// Where connections are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FrontEndKind {
+    /// On the scheduler's workers: a request runs on the core that received
+    /// it. While a worker runs a sandbox, its connections wait for the
+    /// sandbox's next yield (one quantum at most), so this needs an engine
+    /// that preempts.
+    Workers,
+    /// On tokio threads beside the workers: every request is handed to a
+    /// worker and back (two thread switches), but connections are served
+    /// while every worker runs a sandbox to completion.
+    Threads,
+}
+
+/// The workers' runtimes, to serve connections on.
+#[derive(Debug)]
+pub struct WorkerRuntimes {
+    handles: Vec<Handle>,
+}
+
+impl WorkerRuntimes {
+    /// One handle per worker, in worker order.
+    pub fn handles(&self) -> &[Handle] {
+        &self.handles
+    }
+}
+
+/// A current-thread runtime per worker, and the factory that gives worker
+/// `i` the `i`th. The runtimes are built here, on the caller's thread, so
+/// that their handles are known before any worker starts.
+pub fn per_worker(workers: usize) -> std::io::Result<(FrontEndFactory, Arc<WorkerRuntimes>)> {
+    let runtimes = (0..workers)
+        .map(|_| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        })
+        .collect::<std::io::Result<Vec<Runtime>>>()?;
+    let handles = runtimes.iter().map(|rt| rt.handle().clone()).collect();
+    let slots = std::sync::Mutex::new(runtimes.into_iter().map(Some).collect::<Vec<_>>());
+    let factory: FrontEndFactory = Arc::new(move |worker| {
+        let runtime = slots.lock().ok().and_then(|mut slots| slots[worker].take());
+        // Each worker takes its own slot once, at start.
+        let runtime = runtime.unwrap_or_else(|| unreachable!("worker {worker} started twice"));
+        let wake = Arc::new(Notify::new());
+        (
+            Box::new(Worker {
+                runtime,
+                wake: Arc::clone(&wake),
+            }) as Box<dyn FrontEnd>,
+            Arc::new(Wake(wake)) as Arc<dyn Unpark>,
+        )
+    });
+    Ok((factory, Arc::new(WorkerRuntimes { handles })))
+}
+
+/// A worker's runtime and what ends its park.
+struct Worker {
+    runtime: Runtime,
+    wake: Arc<Notify>,
+}
+
+impl FrontEnd for Worker {
+    fn turn(&mut self) {
+        // `yield_now` is deferred until the runtime has polled its I/O
+        // driver: one pass over the ready tasks and one non-blocking epoll.
+        self.runtime.block_on(tokio::task::yield_now());
+    }
+
+    fn park(&mut self, timeout: Duration) {
+        let wake = &self.wake;
+        self.runtime.block_on(async {
+            // Ends on the scheduler's unpark, or a job submitted from a task
+            // run meanwhile (luge-sched unparks the worker it queued on).
+            let _ = tokio::time::timeout(timeout, wake.notified()).await;
+        });
+    }
+}
+
+/// `Notify` keeps one permit when nobody waits: an unpark before the park
+/// ends it at once.
+struct Wake(Arc<Notify>);
+
+impl Unpark for Wake {
+    fn unpark(&self) {
+        self.0.notify_one();
+    }
+}
