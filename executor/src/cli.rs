@@ -322,16 +322,22 @@ impl Common {
     }
 
     /// Where connections are served; see `--front-end`.
-    fn front_end(&self) -> FrontEndKind {
+    fn front_end(&self) -> anyhow::Result<FrontEndKind> {
         let engine = self.engine.unwrap_or(EngineKind::Wasmtime);
-        // Only Wasmtime's sandboxes yield at the end of a quantum; under the
-        // others a worker's connections would wait for whole runs.
+        // Only Wasmtime's sandboxes yield at the end of a quantum, and only
+        // its WASI never blocks a thread on a runtime (which a sandbox run
+        // inside a worker's runtime must not do; see crate::frontend).
+        if engine != EngineKind::Wasmtime && self.front_end == Some(FrontEndKind::Workers) {
+            bail!(
+                "--front-end workers needs --engine wasmtime: {engine:?} sandboxes run to completion and block on their own runtime; use --front-end threads"
+            );
+        }
         let yields = engine == EngineKind::Wasmtime && !self.no_preempt;
-        self.front_end.unwrap_or(if yields {
+        Ok(self.front_end.unwrap_or(if yields {
             FrontEndKind::Workers
         } else {
             FrontEndKind::Threads
-        })
+        }))
     }
 
     fn scheduler(&self) -> anyhow::Result<(Scheduler, Option<Arc<WorkerRuntimes>>)> {
@@ -358,15 +364,17 @@ impl Common {
         // blocking pool: run every worker inside the front end's runtime.
         let handle = tokio::runtime::Handle::try_current()
             .context("the scheduler must be started inside the tokio runtime")?;
+        let ambient = handle.clone();
         let wrapper: WorkerWrapper = Arc::new(move |_, run| {
-            let _runtime = handle.enter();
+            let _runtime = ambient.enter();
             run();
         });
-        let front_end = self.front_end();
+        let front_end = self.front_end()?;
         let (front_ends, runtimes) = match front_end {
             FrontEndKind::Workers => {
-                let (factory, runtimes) = crate::frontend::per_worker(config.workers)
-                    .context("cannot build the workers' runtimes")?;
+                let (factory, runtimes) =
+                    crate::frontend::per_worker(config.workers, handle.clone())
+                        .context("cannot build the workers' runtimes")?;
                 (Some(factory), Some(runtimes))
             }
             FrontEndKind::Threads => (None, None),

@@ -13,14 +13,15 @@
 //!
 //! Engine host calls (WASI timers and files, outgoing HTTP, the calls of
 //! Host API v1) keep running on the process's multi-thread runtime, the
-//! *ambient* one: a sandbox may block its thread on that runtime
-//! (`Handle::block_on`), which only works where other threads drive its
-//! timers and I/O.
+//! *ambient* one, whose threads drive their timers and I/O whatever the
+//! workers do. A sandbox runs inside its worker's `block_on`, so it must
+//! not block on a runtime itself (`Handle::block_on` would panic there):
+//! Wasmtime's asynchronous WASI never does, which is why worker front ends
+//! are for Wasmtime only.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use luge_sched::{FrontEnd, FrontEndFactory, Unpark};
+use luge_sched::{FrontEnd, FrontEndFactory, Step, Unpark};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::Notify;
 
@@ -54,7 +55,10 @@ impl WorkerRuntimes {
 /// A current-thread runtime per worker, and the factory that gives worker
 /// `i` the `i`th. The runtimes are built here, on the caller's thread, so
 /// that their handles are known before any worker starts.
-pub fn per_worker(workers: usize) -> std::io::Result<(FrontEndFactory, Arc<WorkerRuntimes>)> {
+pub fn per_worker(
+    workers: usize,
+    ambient: Handle,
+) -> std::io::Result<(FrontEndFactory, Arc<WorkerRuntimes>)> {
     let runtimes = (0..workers)
         .map(|_| {
             tokio::runtime::Builder::new_current_thread()
@@ -73,6 +77,7 @@ pub fn per_worker(workers: usize) -> std::io::Result<(FrontEndFactory, Arc<Worke
             Box::new(Worker {
                 runtime,
                 wake: Arc::clone(&wake),
+                ambient: ambient.clone(),
             }) as Box<dyn FrontEnd>,
             Arc::new(Wake(wake)) as Arc<dyn Unpark>,
         )
@@ -80,25 +85,42 @@ pub fn per_worker(workers: usize) -> std::io::Result<(FrontEndFactory, Arc<Worke
     Ok((factory, Arc::new(WorkerRuntimes { handles })))
 }
 
-/// A worker's runtime and what ends its park.
+/// A worker's runtime, what ends its park, and the ambient runtime its jobs
+/// run under.
 struct Worker {
     runtime: Runtime,
     wake: Arc<Notify>,
+    ambient: Handle,
 }
 
 impl FrontEnd for Worker {
-    fn turn(&mut self) {
-        // `yield_now` is deferred until the runtime has polled its I/O
-        // driver: one pass over the ready tasks and one non-blocking epoll.
-        self.runtime.block_on(tokio::task::yield_now());
-    }
-
-    fn park(&mut self, timeout: Duration) {
-        let wake = &self.wake;
+    fn drive(&mut self, step: &mut dyn FnMut() -> Step) {
+        let (wake, ambient) = (&self.wake, &self.ambient);
+        // The whole worker runs inside `block_on`: when a job completes, the
+        // connection task waiting for it is woken on this runtime's own
+        // queue, with no system call.
         self.runtime.block_on(async {
-            // Ends on the scheduler's unpark, or a job submitted from a task
-            // run meanwhile (luge-sched unparks the worker it queued on).
-            let _ = tokio::time::timeout(timeout, wake.notified()).await;
+            loop {
+                // Jobs see the ambient runtime as current: their timers and
+                // tasks are driven by its threads, whatever this worker does.
+                let next = {
+                    let _ambient = ambient.enter();
+                    step()
+                };
+                match next {
+                    // `yield_now` is deferred until the runtime has polled
+                    // its I/O driver: one pass over the ready connection
+                    // tasks and one non-blocking epoll.
+                    Step::Ran => tokio::task::yield_now().await,
+                    // Ends on the scheduler's unpark, or a job submitted
+                    // from a task run meanwhile (luge-sched unparks the
+                    // worker it queued on).
+                    Step::Idle(timeout) => {
+                        let _ = tokio::time::timeout(timeout, wake.notified()).await;
+                    }
+                    Step::Stop => return,
+                }
+            }
         });
     }
 }

@@ -296,6 +296,12 @@ impl Collector for Pulled {
             "Jobs a worker took from another worker's queue.",
             sched.steals,
         )?;
+        counter(
+            &mut encoder,
+            "local_submits",
+            "Invocations submitted by the worker that received the request, into its own queue (--front-end workers): run where they arrived unless stolen.",
+            sched.local_submits,
+        )?;
         let busy = ConstCounter::new(0.0f64);
         let mut family = encoder.encode_descriptor(
             "worker_busy_seconds",

@@ -149,3 +149,31 @@ fn proxy_serves_metrics_too() {
         1.0
     );
 }
+
+/// Run where it arrived: with worker front ends (Wasmtime's default) the
+/// worker that reads a request runs its sandbox, so one client's requests
+/// one after another are all submitted locally and none is stolen; with
+/// `--front-end threads` every request is handed over.
+#[test]
+fn requests_run_on_the_worker_that_received_them() {
+    for (front_end, local) in [("workers", true), ("threads", false)] {
+        let luge = Luge::start("serve", &["--workers", "2", "--front-end", front_end]);
+        assert_eq!(
+            luge.post("/c/init", &init_body(&wasm("echo"), "main", json!({})))
+                .0,
+            200
+        );
+        for i in 0..50 {
+            let reply = luge.post("/c/run", &json!({"value": {"i": i}}));
+            assert_eq!(reply, (200, json!({"i": i})), "{front_end}");
+        }
+        let samples = scrape(&luge);
+        let submits = value(&samples, "luge_local_submits_total");
+        if local {
+            assert_eq!(submits, 50.0, "{front_end}");
+            assert_eq!(value(&samples, "luge_steals_total"), 0.0, "{front_end}");
+        } else {
+            assert_eq!(submits, 0.0, "{front_end}");
+        }
+    }
+}

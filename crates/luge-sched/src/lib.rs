@@ -21,8 +21,8 @@
 //! that only the first few workers take from; short jobs run anywhere.
 //!
 //! A worker may also serve a [`FrontEnd`] of its own (the executor's
-//! connections): it turns it at every scheduling point and parks in it when
-//! idle, and a job submitted on its thread enters its own queue, so a
+//! connections): the front end drives the worker's scheduling points and
+//! serves its connections between them, parking when the worker is idle, and a job submitted on its thread enters its own queue, so a
 //! request runs on the core that received it. Siblings steal such a job only
 //! when it would otherwise wait.
 //!
@@ -41,6 +41,6 @@ pub use policy::Policy;
 pub use queue::RunQueue;
 pub use stats::{ExecutionStats, FunctionStats, SchedulerStats};
 pub use worker::{
-    FrontEnd, FrontEndFactory, Job, Scheduler, SchedulerConfig, SchedulerError, Sharding, Unpark,
-    WorkerWrapper,
+    FrontEnd, FrontEndFactory, Job, Scheduler, SchedulerConfig, SchedulerError, Sharding, Step,
+    Unpark, WorkerWrapper,
 };

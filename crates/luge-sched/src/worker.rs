@@ -43,12 +43,28 @@ pub type WorkerWrapper = Arc<dyn Fn(usize, &mut dyn FnMut()) + Send + Sync>;
 /// next scheduling point. Give a front end only to workers whose jobs yield
 /// at the end of each quantum.
 pub trait FrontEnd {
-    /// Runs the front end's ready work without blocking.
-    fn turn(&mut self);
-    /// Blocks, running front-end work as it becomes ready, until
-    /// [`Unpark::unpark`] is called (a job submitted on this thread calls
-    /// it too) or `timeout` passes.
-    fn park(&mut self, timeout: Duration);
+    /// Runs the worker: calls `step` (one scheduling point, which may run
+    /// a job) until it returns [`Step::Stop`], serving the front end
+    /// between calls. After [`Step::Ran`], it runs the front end's ready
+    /// work without blocking; after [`Step::Idle`], it blocks, running
+    /// front-end work as it becomes ready, until [`Unpark::unpark`] is
+    /// called (a job submitted on this thread calls it too) or the timeout
+    /// passes. `step` may be called inside the front end's own context
+    /// (an async runtime's `block_on`), so that what a job wakes there is
+    /// woken without a system call.
+    fn drive(&mut self, step: &mut dyn FnMut() -> Step);
+}
+
+/// What a worker's scheduling point did, for its [`FrontEnd`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Ran a job (or found work to look at again): call again soon.
+    Ran,
+    /// Nothing to run: the worker is announced asleep. Park until unparked
+    /// or the timeout passes, then call again.
+    Idle(Duration),
+    /// The scheduler is shutting down: return.
+    Stop,
 }
 
 /// Ends a worker's [`FrontEnd::park`] from any thread. A call made before
@@ -486,30 +502,39 @@ impl Shared {
         }
     }
 
-    fn worker_loop(&self, worker: usize, mut front: Option<Box<dyn FrontEnd>>) {
-        while !self.shutdown.load(Ordering::Acquire) {
-            // The front end's ready work (requests read, responses written)
-            // first: what it submits is then a candidate at this point.
-            if let Some(front) = front.as_mut() {
-                front.turn();
-            }
-            if let Some(task) = self.next_task(worker) {
-                self.jobs_run[worker].fetch_add(1, Ordering::Relaxed);
-                self.run(worker, task);
-                continue;
-            }
-            // Announce sleep, then look once more: a job enqueued before the
-            // announcement is seen here, one after it unparks us.
-            self.announce_sleep(worker);
-            if self.has_work(worker) || self.shutdown.load(Ordering::Acquire) {
-                self.clear_sleep(worker);
-                continue;
-            }
-            match front.as_mut() {
-                Some(front) => front.park(IDLE_RECHECK),
-                None => std::thread::park_timeout(IDLE_RECHECK),
-            }
-            self.clear_sleep(worker);
+    /// One scheduling point of `worker`: runs the most urgent job it can
+    /// find, or says it is idle (its sleep announced) or must stop.
+    fn step(&self, worker: usize) -> Step {
+        // Back from a park (or a wake-up before it): no longer asleep.
+        self.clear_sleep(worker);
+        if self.shutdown.load(Ordering::Acquire) {
+            return Step::Stop;
+        }
+        if let Some(task) = self.next_task(worker) {
+            self.jobs_run[worker].fetch_add(1, Ordering::Relaxed);
+            self.run(worker, task);
+            return Step::Ran;
+        }
+        // Announce sleep, then look once more: a job enqueued before the
+        // announcement is seen here, one after it unparks us.
+        self.announce_sleep(worker);
+        if self.has_work(worker) || self.shutdown.load(Ordering::Acquire) {
+            return Step::Ran;
+        }
+        Step::Idle(IDLE_RECHECK)
+    }
+
+    fn worker_loop(&self, worker: usize, front: Option<Box<dyn FrontEnd>>) {
+        let mut step = || self.step(worker);
+        match front {
+            Some(mut front) => front.drive(&mut step),
+            None => loop {
+                match step() {
+                    Step::Ran => {}
+                    Step::Idle(timeout) => std::thread::park_timeout(timeout),
+                    Step::Stop => return,
+                }
+            },
         }
     }
 }

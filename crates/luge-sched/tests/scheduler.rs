@@ -425,23 +425,29 @@ impl ChannelFrontEnd {
 }
 
 impl luge_sched::FrontEnd for ChannelFrontEnd {
-    fn turn(&mut self) {
-        while let Ok(arrival) = self.arrivals.try_recv() {
-            if let Arrival::Request(job) = arrival {
-                self.submit(job);
-            }
-        }
-    }
-
-    fn park(&mut self, timeout: Duration) {
-        let until = Instant::now() + timeout;
-        while let Ok(arrival) = self
-            .arrivals
-            .recv_timeout(until.saturating_duration_since(Instant::now()))
-        {
-            match arrival {
-                Arrival::Request(job) => self.submit(job),
-                Arrival::Unpark => return,
+    fn drive(&mut self, step: &mut dyn FnMut() -> luge_sched::Step) {
+        loop {
+            match step() {
+                luge_sched::Step::Ran => {
+                    while let Ok(arrival) = self.arrivals.try_recv() {
+                        if let Arrival::Request(job) = arrival {
+                            self.submit(job);
+                        }
+                    }
+                }
+                luge_sched::Step::Idle(timeout) => {
+                    let until = Instant::now() + timeout;
+                    while let Ok(arrival) = self
+                        .arrivals
+                        .recv_timeout(until.saturating_duration_since(Instant::now()))
+                    {
+                        match arrival {
+                            Arrival::Request(job) => self.submit(job),
+                            Arrival::Unpark => break,
+                        }
+                    }
+                }
+                luge_sched::Step::Stop => return,
             }
         }
     }
