@@ -127,9 +127,16 @@ impl HostCalls {
         if mode == CallMode::Fused || self.fuse(&callee) {
             // Run on the thread that waits for it, when it waits: no worker
             // is needed, so callers blocking every worker cannot deadlock.
+            // Started as a future, polled inside the caller's: on Wasmtime
+            // it yields at quanta and parks on I/O with its caller (and never
+            // blocks its thread on a runtime, which a worker front end's
+            // thread must not); the other engines run it in one poll.
+            let preemption = self.app.settings.preemption;
             return Ok(Box::pin(async move {
                 let started = Instant::now();
-                let outcome = callee.module.run(invocation);
+                let outcome = Arc::clone(&callee.module)
+                    .start(invocation, preemption)
+                    .await;
                 app.observe_fused(
                     &callee.action.name,
                     &outcome.termination,
