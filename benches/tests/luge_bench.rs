@@ -56,6 +56,7 @@ fn every_experiment_writes_its_results() {
         ("snapshots", true),
         ("python", false),
         ("http-proxy", true),
+        ("scaling", true),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
@@ -136,6 +137,13 @@ fn every_experiment_writes_its_results() {
     let proxy = rows(&out.path().join("http-proxy"));
     assert_eq!(proxy.len(), 9);
     for row in &proxy {
+        assert!(number(&row[2]) > 0.0 && row[6] == "0", "{row:?}");
+    }
+    // Scaling: five server/workload series at each core count (1 on a
+    // 2-core machine), every request answered.
+    let scaling = rows(&out.path().join("scaling"));
+    assert!(!scaling.is_empty() && scaling.len() % 5 == 0, "{scaling:?}");
+    for row in &scaling {
         assert!(number(&row[2]) > 0.0 && row[6] == "0", "{row:?}");
     }
     // State: three operations at two sizes; both ways of sharing a value;

@@ -20,6 +20,7 @@
 //! are for Wasmtime only.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use luge_sched::{FrontEnd, FrontEndFactory, Step, Unpark};
 use tokio::runtime::{Handle, Runtime};
@@ -85,6 +86,11 @@ pub fn per_worker(
     Ok((factory, Arc::new(WorkerRuntimes { handles })))
 }
 
+/// How long a worker with jobs queued may run them before it serves its
+/// connections again (responses of finished jobs wait that long at most):
+/// a few short functions' worth, far below a quantum.
+const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(100);
+
 /// A worker's runtime, what ends its park, and the ambient runtime its jobs
 /// run under.
 struct Worker {
@@ -100,6 +106,7 @@ impl FrontEnd for Worker {
         // connection task waiting for it is woken on this runtime's own
         // queue, with no system call.
         self.runtime.block_on(async {
+            let mut turned = Instant::now();
             loop {
                 // Jobs see the ambient runtime as current: their timers and
                 // tasks are driven by its threads, whatever this worker does.
@@ -108,10 +115,17 @@ impl FrontEnd for Worker {
                     step()
                 };
                 match next {
+                    // More jobs queued here, and the connections were
+                    // served recently: run the next one first (a batch
+                    // shares one turn's system calls).
+                    Step::Ran { more: true } if turned.elapsed() < TURN_AT_LEAST_EVERY => {}
                     // `yield_now` is deferred until the runtime has polled
                     // its I/O driver: one pass over the ready connection
                     // tasks and one non-blocking epoll.
-                    Step::Ran => tokio::task::yield_now().await,
+                    Step::Ran { .. } => {
+                        tokio::task::yield_now().await;
+                        turned = Instant::now();
+                    }
                     // Ends on the scheduler's unpark, or a job submitted
                     // from a task run meanwhile (luge-sched unparks the
                     // worker it queued on).

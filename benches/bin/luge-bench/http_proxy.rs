@@ -21,12 +21,12 @@ use crate::{Report, Setup};
 pub(crate) const SERVE_ENV: &str = "LUGE_BENCH_SERVE";
 
 /// What the hello path answers, as a length check.
-const HELLO: &str = "hello from a wasi:http component\n";
+pub(crate) const HELLO: &str = "hello from a wasi:http component\n";
 
 /// A server process under test; killed when dropped.
-struct Served {
-    child: Child,
-    addr: std::net::SocketAddr,
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) addr: std::net::SocketAddr,
 }
 
 impl Drop for Served {
@@ -38,7 +38,7 @@ impl Drop for Served {
 
 impl Served {
     /// CPU time (user + system) the process has used so far.
-    fn cpu(&self) -> Duration {
+    pub(crate) fn cpu(&self) -> Duration {
         let stat =
             std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
         // Fields after the command name (which may hold spaces): utime and
@@ -56,7 +56,7 @@ impl Served {
 
 /// Starts `command`, reading its address from the first stderr or stdout
 /// line holding `marker` followed by `http://ADDR`.
-fn start(mut command: Command, marker: &str) -> anyhow::Result<Served> {
+pub(crate) fn start(mut command: Command, marker: &str) -> anyhow::Result<Served> {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -101,13 +101,13 @@ fn start(mut command: Command, marker: &str) -> anyhow::Result<Served> {
 }
 
 /// A free loopback port (for `wasmtime serve`, which takes a fixed one).
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
 
-fn wasmtime_cli() -> anyhow::Result<PathBuf> {
+pub(crate) fn wasmtime_cli() -> anyhow::Result<PathBuf> {
     let path = std::env::var_os("LUGE_BENCH_WASMTIME").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/wasmtime"),
         PathBuf::from,
@@ -133,9 +133,10 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
     std::fs::write(&key, "luge-bench http-proxy key 0123456789abcdef")?;
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
 
-    // Luge twice: its default (one pinned worker per core beside the
-    // front end's threads) and one worker (on a small machine the front
-    // end's threads and the workers then contend less).
+    // Luge twice: its default (one pinned worker per core, each serving
+    // the connections it accepts and running their requests itself) and
+    // `--front-end threads` (tokio threads beside the workers hand every
+    // request to one and back), so the hand-off's cost is measured too.
     let luge_with = |extra: &[&str]| -> anyhow::Result<Served> {
         let mut luge = Command::new(std::env::current_exe()?);
         luge.env(SERVE_ENV, "1").args([
@@ -158,7 +159,7 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
         start(luge, "luge listening on ")
     };
     let luge = luge_with(&[])?;
-    let luge_one = luge_with(&["--workers", "1"])?;
+    let luge_threads = luge_with(&["--front-end", "threads"])?;
     let port = free_port()?;
     let mut wasmtime = Command::new(wasmtime_cli()?);
     wasmtime
@@ -171,7 +172,7 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
     let (mut rows, mut series) = (Vec::new(), Vec::new());
     let servers = [
         ("luge", &luge),
-        ("luge --workers 1", &luge_one),
+        ("luge --front-end threads", &luge_threads),
         ("wasmtime serve", &wasmtime),
     ];
     let mut rates: Vec<Vec<(f64, f64)>> = vec![Vec::new(); servers.len()];
@@ -221,7 +222,7 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
         y_desc: "requests per second",
         series,
         notes: format!(
-            "`actions/http` (its hello path: a fresh instance per request that answers 33 bytes) served by `luge serve` (this build, a process of its own; default workers, and `--workers 1`) and `wasmtime serve -S cli` ({}), both on 127.0.0.1, in the same run; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window.",
+            "`actions/http` (its hello path: a fresh instance per request that answers 33 bytes) served by `luge serve` (this build, a process of its own; default: the workers serve connections, and `--front-end threads`) and `wasmtime serve -S cli` ({}), both on 127.0.0.1, in the same run; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window.",
             Command::new(wasmtime_cli()?)
                 .arg("--version")
                 .output()

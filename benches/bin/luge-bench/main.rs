@@ -29,6 +29,7 @@ mod http_proxy;
 mod memory;
 mod python;
 mod report;
+mod scaling;
 mod snapshots;
 mod state;
 mod state_counter;
@@ -53,6 +54,7 @@ use http_proxy::http_proxy;
 use memory::memory;
 use python::python;
 pub(crate) use report::{Report, write};
+use scaling::scaling;
 use snapshots::snapshots;
 use state::state_ops;
 use state_counter::state_counter;
@@ -74,6 +76,7 @@ enum Experiment {
     Snapshots,
     Python,
     HttpProxy,
+    Scaling,
     All,
 }
 
@@ -138,6 +141,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Snapshots,
             Experiment::Python,
             Experiment::HttpProxy,
+            Experiment::Scaling,
         ],
         one => vec![one],
     };
@@ -157,6 +161,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
             Experiment::Python => python(&setup, cli.rounds.max(1)),
             Experiment::HttpProxy => http_proxy(&setup, window),
+            Experiment::Scaling => scaling(&setup, window),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;

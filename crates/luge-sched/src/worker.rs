@@ -59,7 +59,13 @@ pub trait FrontEnd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// Ran a job (or found work to look at again): call again soon.
-    Ran,
+    /// `more`: jobs wait in this worker's own queue, so the front end may
+    /// run a few before it turns (batching its system calls), as long as it
+    /// turns often enough for its connections.
+    Ran {
+        /// Whether this worker's own queue holds more jobs.
+        more: bool,
+    },
     /// Nothing to run: the worker is announced asleep. Park until unparked
     /// or the timeout passes, then call again.
     Idle(Duration),
@@ -513,13 +519,14 @@ impl Shared {
         if let Some(task) = self.next_task(worker) {
             self.jobs_run[worker].fetch_add(1, Ordering::Relaxed);
             self.run(worker, task);
-            return Step::Ran;
+            let more = !self.queue(worker).is_empty();
+            return Step::Ran { more };
         }
         // Announce sleep, then look once more: a job enqueued before the
         // announcement is seen here, one after it unparks us.
         self.announce_sleep(worker);
         if self.has_work(worker) || self.shutdown.load(Ordering::Acquire) {
-            return Step::Ran;
+            return Step::Ran { more: false };
         }
         Step::Idle(IDLE_RECHECK)
     }
@@ -530,7 +537,7 @@ impl Shared {
             Some(mut front) => front.drive(&mut step),
             None => loop {
                 match step() {
-                    Step::Ran => {}
+                    Step::Ran { .. } => {}
                     Step::Idle(timeout) => std::thread::park_timeout(timeout),
                     Step::Stop => return,
                 }

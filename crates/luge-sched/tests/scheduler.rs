@@ -428,7 +428,7 @@ impl luge_sched::FrontEnd for ChannelFrontEnd {
     fn drive(&mut self, step: &mut dyn FnMut() -> luge_sched::Step) {
         loop {
             match step() {
-                luge_sched::Step::Ran => {
+                luge_sched::Step::Ran { .. } => {
                     while let Ok(arrival) = self.arrivals.try_recv() {
                         if let Arrival::Request(job) = arrival {
                             self.submit(job);
