@@ -154,5 +154,86 @@ fn in_batch(
     started.elapsed()
 }
 
-criterion_group!(benches, overhead, scheduling_points);
+/// A job that spins until `stop`, yielding every 5 ms (a quantum) or at
+/// once when the scheduler asks (an engine's epoch check).
+struct Spinner {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::future::Future for Spinner {
+    type Output = ();
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let slice = Instant::now();
+        while slice.elapsed() < Duration::from_millis(5) {
+            if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return std::task::Poll::Ready(());
+            }
+            if luge_core::preempt::requested() {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+/// How long an urgent job waits to start while every worker runs a long,
+/// preemptible job and as many more wait in the run queues: the time from
+/// its submit to its first poll (it finds a worker through the early
+/// preemption of the least urgent running job, and the scheduling point
+/// that follows). Unpinned workers: with more workers than cores, the
+/// operating system's time slices add to it.
+fn urgent_delay(c: &mut Criterion) {
+    let mut group = c.benchmark_group("urgent job delay");
+    group.sample_size(20);
+    for workers in [1, 2, 4, 8, 16] {
+        let config = SchedulerConfig {
+            workers,
+            policy: Policy::Edf,
+            pin: false,
+            ..Default::default()
+        };
+        let scheduler = Scheduler::start(&config, None).expect("scheduler");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let far = Instant::now() + Duration::from_secs(3600);
+        for _ in 0..2 * workers {
+            scheduler.submit(Job {
+                function: Arc::from("long"),
+                deadline: far,
+                expected: None,
+                future: Box::pin(Spinner {
+                    stop: Arc::clone(&stop),
+                }),
+            });
+        }
+        let name: Arc<str> = Arc::from("urgent");
+        group.bench_function(format!("{workers} workers busy"), |b| {
+            b.iter_custom(|iters| {
+                let mut waited = Duration::ZERO;
+                for _ in 0..iters {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                    let submitted = Instant::now();
+                    scheduler.submit(Job {
+                        function: Arc::clone(&name),
+                        deadline: submitted,
+                        expected: None,
+                        future: Box::pin(async move {
+                            let _ = tx.send(submitted.elapsed());
+                        }),
+                    });
+                    waited += rx.recv().expect("the urgent job runs");
+                }
+                waited
+            })
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    group.finish();
+}
+
+criterion_group!(benches, overhead, scheduling_points, urgent_delay);
 criterion_main!(benches);

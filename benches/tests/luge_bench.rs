@@ -142,7 +142,10 @@ fn every_experiment_writes_its_results() {
     // Scaling: five server/workload series at each core count (1 on a
     // 2-core machine), every request answered.
     let scaling = rows(&out.path().join("scaling"));
-    assert!(!scaling.is_empty() && scaling.len().is_multiple_of(5), "{scaling:?}");
+    assert!(
+        !scaling.is_empty() && scaling.len().is_multiple_of(5),
+        "{scaling:?}"
+    );
     for row in &scaling {
         assert!(number(&row[2]) > 0.0 && row[6] == "0", "{row:?}");
     }
