@@ -79,8 +79,13 @@ impl EpochTicker {
                     // `enter` unparks after incrementing; an unpark that
                     // races ahead of this park leaves a token, so no
                     // wake-up is lost.
+                    let parked = Instant::now();
                     thread::park_timeout(IDLE_WAKE);
-                    idle_since = None;
+                    if parked.elapsed() < IDLE_WAKE {
+                        // Unparked: a sandbox started (it may have ended
+                        // already). Linger again from now.
+                        idle_since = Some(Instant::now());
+                    }
                     continue;
                 }
             } else {
