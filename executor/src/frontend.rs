@@ -70,18 +70,19 @@ pub fn per_worker(
     let handles = runtimes.iter().map(|rt| rt.handle().clone()).collect();
     let slots = std::sync::Mutex::new(runtimes.into_iter().map(Some).collect::<Vec<_>>());
     let factory: FrontEndFactory = Arc::new(move |worker| {
-        let runtime = slots.lock().ok().and_then(|mut slots| slots[worker].take());
-        // Each worker takes its own slot once, at start.
-        let runtime = runtime.unwrap_or_else(|| unreachable!("worker {worker} started twice"));
+        // Each worker takes its own slot once, at start. (Were it empty,
+        // the worker would run without a front end; its share of the
+        // connections is then served by the others.)
+        let runtime = slots.lock().ok()?.get_mut(worker)?.take()?;
         let wake = Arc::new(Notify::new());
-        (
+        Some((
             Box::new(Worker {
                 runtime,
                 wake: Arc::clone(&wake),
                 ambient: ambient.clone(),
             }) as Box<dyn FrontEnd>,
             Arc::new(Wake(wake)) as Arc<dyn Unpark>,
-        )
+        ))
     });
     Ok((factory, Arc::new(WorkerRuntimes { handles })))
 }

@@ -87,8 +87,10 @@ impl Unpark for Thread {
 }
 
 /// Makes worker `i`'s front end, on the worker's own thread (inside its
-/// [`WorkerWrapper`]), with the [`Unpark`] that ends its parks.
-pub type FrontEndFactory = Arc<dyn Fn(usize) -> (Box<dyn FrontEnd>, Arc<dyn Unpark>) + Send + Sync>;
+/// [`WorkerWrapper`]), with the [`Unpark`] that ends its parks; `None`
+/// leaves that worker without one (it parks its thread when idle).
+pub type FrontEndFactory =
+    Arc<dyn Fn(usize) -> Option<(Box<dyn FrontEnd>, Arc<dyn Unpark>)> + Send + Sync>;
 
 thread_local! {
     /// The scheduler (its `Shared`'s address) and worker index of the
@@ -633,10 +635,10 @@ impl Scheduler {
                         this.set(Some((Arc::as_ptr(&shared) as usize, worker)));
                     });
                     let mut run = || {
-                        let front = front_ends.as_ref().map(|make| {
-                            let (front, unpark) = make(worker);
+                        let front = front_ends.as_ref().and_then(|make| {
+                            let (front, unpark) = make(worker)?;
                             let _ = shared.wakers[worker].set(unpark);
-                            front
+                            Some(front)
                         });
                         if front.is_none() {
                             let thread: Arc<dyn Unpark> = Arc::new(std::thread::current());

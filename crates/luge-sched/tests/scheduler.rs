@@ -476,10 +476,10 @@ fn with_front_ends(n: usize) -> (Arc<Scheduler>, Vec<mpsc::Sender<Arrival>>) {
             scheduler: Arc::clone(&shared),
         };
         let unpark = ChannelUnpark(Mutex::new(unparkers[worker].clone()));
-        (
+        Some((
             Box::new(front) as Box<dyn luge_sched::FrontEnd>,
             Arc::new(unpark) as Arc<dyn luge_sched::Unpark>,
-        )
+        ))
     });
     let config = SchedulerConfig {
         workers: n,
