@@ -109,19 +109,24 @@ fn overhead(c: &mut Criterion) {
 fn scheduling_points(c: &mut Criterion) {
     let mut group = c.benchmark_group("scheduling point");
     for workers in [1, 2, 4, 8, 16] {
-        let config = SchedulerConfig {
-            workers,
-            policy: Policy::Edf,
-            pin: false,
-            ..Default::default()
-        };
-        let scheduler = Scheduler::start(&config, None).expect("scheduler");
+        let scheduler = unpinned_edf(workers);
         let name: Arc<str> = Arc::from("empty");
         group.bench_function(format!("empty jobs, {workers} workers"), |b| {
             b.iter_custom(|iters| in_batch(&scheduler, &name, iters, || Box::pin(async {})))
         });
     }
     group.finish();
+}
+
+/// `workers` unpinned EDF workers (more than cores take turns).
+fn unpinned_edf(workers: usize) -> Scheduler {
+    let config = SchedulerConfig {
+        workers,
+        policy: Policy::Edf,
+        pin: false,
+        ..Default::default()
+    };
+    Scheduler::start(&config, None).expect("scheduler")
 }
 
 /// Submits `iters` jobs made by `work` and waits for the last to finish:
@@ -191,13 +196,7 @@ fn urgent_delay(c: &mut Criterion) {
     let mut group = c.benchmark_group("urgent job delay");
     group.sample_size(20);
     for workers in [1, 2, 4, 8, 16] {
-        let config = SchedulerConfig {
-            workers,
-            policy: Policy::Edf,
-            pin: false,
-            ..Default::default()
-        };
-        let scheduler = Scheduler::start(&config, None).expect("scheduler");
+        let scheduler = unpinned_edf(workers);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let far = Instant::now() + Duration::from_secs(3600);
         for _ in 0..2 * workers {

@@ -8,7 +8,7 @@
 //! it at target/tools/wasmtime; `LUGE_BENCH_WASMTIME` names another).
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -100,6 +100,50 @@ pub(crate) fn start(mut command: Command, marker: &str) -> anyhow::Result<Served
     })
 }
 
+/// What `luge serve` announces its address after.
+pub(crate) const LUGE_MARKER: &str = "luge listening on ";
+
+/// Writes `luge.toml` holding `routes` and an operator key (mode 0600)
+/// into `dir`, for [`luge_serve`].
+pub(crate) fn luge_site(dir: &Path, routes: &str) -> anyhow::Result<()> {
+    std::fs::write(dir.join("luge.toml"), routes)?;
+    let key = dir.join("key");
+    std::fs::write(&key, "luge-bench luge serve key 0123456789abcdef")?;
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok(())
+}
+
+/// `luge serve` of this build (this binary, serving as Luge) on a free
+/// loopback port, with the config, key and compile cache of `dir` (see
+/// [`luge_site`]), a state store `state` of its own there (the embedded
+/// store is one process's), and `extra` arguments.
+pub(crate) fn luge_serve(
+    setup: &Setup,
+    dir: &Path,
+    state: &str,
+    extra: &[&str],
+) -> anyhow::Result<Command> {
+    let mut luge = Command::new(std::env::current_exe()?);
+    luge.env(SERVE_ENV, "1")
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--engine",
+            &setup.engine,
+        ])
+        .arg("--config")
+        .arg(dir.join("luge.toml"))
+        .arg("--cache-dir")
+        .arg(dir)
+        .arg("--key-file")
+        .arg(dir.join("key"))
+        .arg("--state-dir")
+        .arg(dir.join(state))
+        .args(extra);
+    Ok(luge)
+}
+
 /// A free loopback port (for `wasmtime serve`, which takes a fixed one).
 pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -124,39 +168,18 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
     let dir = tempfile::tempdir()?;
     let component = dir.path().join("handler.wasm");
     std::fs::write(&component, wasm("http-handler"))?;
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    luge_site(
+        dir.path(),
         "[[routes]]\npath = \"/hello\"\nmodule = \"handler.wasm\"\n",
     )?;
-    let key = dir.path().join("key");
-    std::fs::write(&key, "luge-bench http-proxy key 0123456789abcdef")?;
-    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
 
     // Luge twice: its default (one pinned worker per core, each serving
     // the connections it accepts and running their requests itself) and
     // `--front-end threads` (tokio threads beside the workers hand every
     // request to one and back), so the hand-off's cost is measured too.
     let luge_with = |extra: &[&str]| -> anyhow::Result<Served> {
-        let mut luge = Command::new(std::env::current_exe()?);
-        luge.env(SERVE_ENV, "1").args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--engine",
-            &setup.engine,
-            "--config",
-            config.to_str().unwrap_or_default(),
-            "--cache-dir",
-            dir.path().to_str().unwrap_or_default(),
-            "--key-file",
-            key.to_str().unwrap_or_default(),
-        ]);
-        // A store of its own each (the embedded store is one process's).
-        luge.arg("--state-dir")
-            .arg(dir.path().join(format!("state{}", extra.len())));
-        luge.args(extra);
-        start(luge, "luge listening on ")
+        let state = format!("state{}", extra.len());
+        start(luge_serve(setup, dir.path(), &state, extra)?, LUGE_MARKER)
     };
     let luge = luge_with(&[])?;
     let luge_threads = luge_with(&["--front-end", "threads"])?;

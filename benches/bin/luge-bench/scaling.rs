@@ -19,7 +19,9 @@ use std::time::Duration;
 use luge_benches::load::{self, LoadReport, Target};
 use luge_benches::wasm;
 
-use crate::http_proxy::{HELLO, SERVE_ENV, Served, free_port, start, wasmtime_cli};
+use crate::http_proxy::{
+    HELLO, LUGE_MARKER, Served, free_port, luge_serve, luge_site, start, wasmtime_cli,
+};
 use crate::{Report, Setup};
 
 /// Connections of the throughput point (the wrk runs used 64).
@@ -102,38 +104,17 @@ pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report>
     std::fs::write(dir.path().join("ping.wasm"), wasm("c-ping"))?;
     let component = dir.path().join("handler.wasm");
     std::fs::write(&component, wasm("http-handler"))?;
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    luge_site(
+        dir.path(),
         "[[routes]]\npath = \"/ping\"\nmodule = \"ping.wasm\"\n\n[[routes]]\npath = \"/hello\"\nmodule = \"handler.wasm\"\n",
     )?;
-    let key = dir.path().join("key");
-    std::fs::write(&key, "luge-bench scaling key 0123456789abcdef")?;
-    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
 
     let luge = |n: usize, front_end: &str, on: &[usize]| -> anyhow::Result<Served> {
-        let mut luge = Command::new(std::env::current_exe()?);
-        luge.env(SERVE_ENV, "1").args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--engine",
-            &setup.engine,
-            "--config",
-            config.to_str().unwrap_or_default(),
-            "--cache-dir",
-            dir.path().to_str().unwrap_or_default(),
-            "--key-file",
-            key.to_str().unwrap_or_default(),
-            "--front-end",
-            front_end,
-            "--workers",
-            &n.to_string(),
-        ]);
-        luge.arg("--state-dir")
-            .arg(dir.path().join(format!("state-{front_end}-{n}")));
+        let workers = n.to_string();
+        let extra = ["--front-end", front_end, "--workers", &workers];
+        let mut luge = luge_serve(setup, dir.path(), &format!("state-{front_end}-{n}"), &extra)?;
         confine(&mut luge, on);
-        start(luge, "luge listening on ")
+        start(luge, LUGE_MARKER)
     };
     let wasmtime = |on: &[usize]| -> anyhow::Result<Served> {
         let mut wasmtime = Command::new(wasmtime_cli()?);
