@@ -13,12 +13,6 @@ use std::pin::Pin;
 
 use crate::outcome::Termination;
 
-/// The import module of host API v1.
-pub const IMPORT_MODULE: &str = "luge";
-
-/// The functions of [`IMPORT_MODULE`] every engine provides so far.
-pub const IMPORTS: [&str; 3] = ["call_start", "call_wait", "call_output"];
-
 /// Longest function name a call may give (names are short identifiers;
 /// anything longer is a bad argument, not a lookup).
 pub const MAX_CALL_NAME_BYTES: usize = 256;
@@ -333,7 +327,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 pub mod on_this_thread {
     use std::cell::RefCell;
 
-    use super::{CallError, CallTable, block_on};
+    use super::CallTable;
 
     thread_local! {
         static CURRENT: RefCell<Option<CallTable>> = const { RefCell::new(None) };
@@ -356,46 +350,13 @@ pub mod on_this_thread {
         f()
     }
 
-    /// `call_start` on this thread's table.
-    pub fn start(name: &str, input: Vec<u8>) -> i64 {
+    /// Runs `f` with this thread's table (an empty one, which grants no
+    /// calls, when no invocation installed one). The table is borrowed
+    /// only while `f` runs: never while a fused callee runs.
+    pub fn with_table<R>(f: impl FnOnce(&mut CallTable) -> R) -> R {
         CURRENT.with(|current| match current.borrow_mut().as_mut() {
-            Some(table) => table
-                .start(name, input)
-                .unwrap_or_else(|e| i64::from(e.code())),
-            None => i64::from(CallError::NotGranted.code()),
-        })
-    }
-
-    /// `call_wait` on this thread's table: runs a fused callee here. The
-    /// table is not borrowed while the callee runs.
-    pub fn wait(handle: i64) -> i32 {
-        let pending = CURRENT.with(|current| match current.borrow_mut().as_mut() {
-            Some(table) => table.take(handle),
-            None => Err(CallError::InvalidHandle),
-        });
-        match pending {
-            Ok(pending) => {
-                let result = block_on(pending);
-                CURRENT.with(|current| match current.borrow_mut().as_mut() {
-                    Some(table) => table.finish(handle, result),
-                    None => CallError::InvalidHandle.code(),
-                })
-            }
-            Err(e) => e.code(),
-        }
-    }
-
-    /// `call_output`: `copy` gets the call's whole output (or why not) and
-    /// returns what the guest reads.
-    pub fn output(handle: i64, copy: impl FnOnce(&[u8]) -> Result<i64, CallError>) -> i64 {
-        CURRENT.with(|current| {
-            let current = current.borrow();
-            current
-                .as_ref()
-                .ok_or(CallError::InvalidHandle)
-                .and_then(|table| table.output(handle))
-                .and_then(copy)
-                .unwrap_or_else(|e| i64::from(e.code()))
+            Some(table) => f(table),
+            None => f(&mut CallTable::new(None, super::CallMode::Fused)),
         })
     }
 }

@@ -20,6 +20,8 @@
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
 //! - [`handler`]: functions that are HTTP handlers, not stdin/stdout.
 //! - [`calls`]: calls between functions, between an engine and the host.
+//! - [`hostapi`]: host API v1's imports (calls and state), written once
+//!   for every engine.
 //! - [`preempt`]: the one signal a scheduler sends a running sandbox.
 //! - [`watchdog`]: the time limit for engines stopped from another thread.
 //! - [`secret`]: operator secrets read only from private files.
@@ -31,6 +33,7 @@ pub mod calls;
 pub mod capabilities;
 pub mod code;
 pub mod handler;
+pub mod hostapi;
 pub mod invocation;
 pub mod limits;
 pub mod outcome;

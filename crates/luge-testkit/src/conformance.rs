@@ -295,10 +295,17 @@ pub fn artifacts_name_their_engine_and_invalid_wasm_is_refused(registry: &Module
 
 /// Declares the conformance suite as `#[test]` functions in the calling
 /// test file: `conformance_tests!(registry(), read_only_supported)`, where
-/// the first argument builds a fresh [`ModuleRegistry`] per test.
+/// the first argument builds a fresh [`ModuleRegistry`] per test. The test
+/// binary must also install the allocation probe once:
+/// `#[global_allocator] static A: luge_testkit::hostabi::Largest = luge_testkit::hostabi::Largest;`.
 #[macro_export]
 macro_rules! conformance_tests {
     ($registry:expr, $read_only_supported:expr) => {
+        #[test]
+        fn host_api_v1_conformance() {
+            $crate::hostabi::host_api_v1(&$registry);
+        }
+
         #[test]
         fn streams_context_and_entry_points() {
             $crate::conformance::streams_context_and_entry_points(&$registry);

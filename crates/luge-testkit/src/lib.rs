@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+pub mod hostabi;
 pub mod redis;
 
 use std::path::PathBuf;

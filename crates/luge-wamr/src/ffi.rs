@@ -34,7 +34,7 @@ pub(crate) fn init_runtime() -> Result<(), String> {
             )
         };
         // Host API v1's calls, before any module is loaded.
-        crate::calls::register()
+        crate::hostapi::register()
     })
     .clone()
 }

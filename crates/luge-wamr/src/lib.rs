@@ -21,11 +21,10 @@
 //!   granted read-write.
 #![deny(missing_docs)]
 
-mod calls;
 mod ffi;
+mod hostapi;
 pub mod module;
 pub mod sandbox;
-mod state;
 
 use std::sync::Arc;
 

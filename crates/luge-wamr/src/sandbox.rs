@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
+use luge_core::calls::{CallMode, CallTable};
 use luge_core::{Invocation, Outcome, Termination};
 use wamrx_sys as sys;
 
@@ -309,10 +310,7 @@ fn execute(
     }
 
     let _caller_refused = ffi::RestoreMemoryRefused(ffi::reset_memory_refused());
-    let calls = luge_core::calls::CallTable::new(
-        invocation.calls.clone(),
-        luge_core::calls::CallMode::Fused,
-    );
+    let calls = CallTable::new(invocation.calls.clone(), CallMode::Fused);
     let (returned, timed_out) = {
         let target = Terminable(instance.instance);
         let watch = module.watchdog.watch(

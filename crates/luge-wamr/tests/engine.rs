@@ -10,6 +10,10 @@ use luge_core::ModuleRegistry;
 use luge_testkit::conformance;
 use luge_wamr::{WamrConfig, WamrRuntime};
 
+/// Host API v1 conformance checks the largest allocation a host call makes.
+#[global_allocator]
+static ALLOCATOR: luge_testkit::hostabi::Largest = luge_testkit::hostabi::Largest;
+
 fn registry() -> ModuleRegistry {
     conformance::registry(Arc::new(WamrRuntime::new(&WamrConfig::default()).unwrap()))
 }

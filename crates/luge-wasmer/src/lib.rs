@@ -25,12 +25,11 @@
 //! Wasmtime 48's in one binary.
 #![deny(missing_docs)]
 
-mod calls;
 pub mod grants;
+mod hostapi;
 pub mod limits;
 pub mod module;
 pub mod sandbox;
-mod state;
 pub mod stdio;
 
 use std::str::FromStr;
@@ -163,7 +162,7 @@ impl WasmerRuntime {
         let mut wasi_runtime = PluggableRuntime::new(Arc::new(tasks));
         wasi_runtime.set_engine(engine.clone());
         // Host API v1's calls, for modules that import `luge`.
-        wasi_runtime.with_additional_imports(|module, store| Ok(calls::imports(module, store)));
+        wasi_runtime.with_additional_imports(|module, store| Ok(hostapi::imports(module, store)));
         let watchdog = Watchdog::start("luge-wasmer-watchdog")
             .map_err(|e| EngineError::Config(format!("watchdog thread: {e}")))?;
         Ok(Self {
@@ -190,11 +189,9 @@ const ALLOWED_IMPORTS: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
 /// calls. WASIX would otherwise offer them its extensions (processes,
 /// threads, sockets), which no grant covers.
 fn check_imports(module: &Module) -> Result<(), EngineError> {
-    use luge_core::calls::{IMPORT_MODULE, IMPORTS};
+    use luge_core::hostapi::{IMPORT_MODULE, import};
     let provided = |module: &str, name: &str| {
-        ALLOWED_IMPORTS.contains(&module)
-            || (module == IMPORT_MODULE
-                && (IMPORTS.contains(&name) || luge_core::state::IMPORTS.contains(&name)))
+        ALLOWED_IMPORTS.contains(&module) || (module == IMPORT_MODULE && import(name).is_some())
     };
     match module.imports().find(|i| !provided(i.module(), i.name())) {
         Some(import) => Err(EngineError::Unsupported(format!(

@@ -99,13 +99,9 @@ fn execute(
             Box::new(move || interrupter.interrupt()),
             &invocation.cancel,
         );
-        let returned = match instance.exports.get_memory("memory") {
-            Ok(memory) => {
-                let memory = memory.clone();
-                crate::calls::with_calls(calls, state, memory, || entry.call(&mut store, &[]))
-            }
-            Err(_) => entry.call(&mut store, &[]),
-        };
+        let memory = instance.exports.get_memory("memory").ok().cloned();
+        let returned =
+            crate::hostapi::with_invocation(calls, state, memory, || entry.call(&mut store, &[]));
         (returned, watch.fired())
     };
     env.on_exit(&mut store, None);

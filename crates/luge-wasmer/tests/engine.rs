@@ -10,6 +10,10 @@ use luge_core::ModuleRegistry;
 use luge_testkit::conformance;
 use luge_wasmer::{WasmerConfig, WasmerRuntime};
 
+/// Host API v1 conformance checks the largest allocation a host call makes.
+#[global_allocator]
+static ALLOCATOR: luge_testkit::hostabi::Largest = luge_testkit::hostabi::Largest;
+
 fn registry() -> ModuleRegistry {
     conformance::registry(Arc::new(
         WasmerRuntime::new(&WasmerConfig::default()).unwrap(),

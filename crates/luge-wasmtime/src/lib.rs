@@ -18,13 +18,12 @@
 //!   the action's grants ([`sandbox`]).
 #![deny(missing_docs)]
 
-mod calls;
 pub mod component;
 pub mod config;
 pub mod epoch;
+mod hostapi;
 pub mod limits;
 pub mod sandbox;
-mod state;
 
 use std::sync::Arc;
 
@@ -72,10 +71,8 @@ impl WasmtimeRuntime {
         let mut asynchronous = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut asynchronous, SandboxState::wasi)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
-        calls::add_to_linker(&mut sync, false)
-            .and_then(|()| calls::add_to_linker(&mut asynchronous, true))
-            .and_then(|()| state::add_to_linker(&mut sync, false))
-            .and_then(|()| state::add_to_linker(&mut asynchronous, true))
+        hostapi::add_to_linker(&mut sync, false)
+            .and_then(|()| hostapi::add_to_linker(&mut asynchronous, true))
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let component_linker = component::linker(&engine)?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick)

@@ -239,7 +239,7 @@ impl SandboxModule {
             SandboxState {
                 wasi,
                 limiter: SandboxLimiter::new(limits.memory_bytes),
-                calls: crate::calls::table(invocation),
+                calls: crate::hostapi::table(invocation),
                 state: invocation.state.clone(),
             },
         );

@@ -375,6 +375,10 @@ fn the_compile_cache_survives_changed_settings() {
     assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2);
 }
 
+/// Host API v1 conformance checks the largest allocation a host call makes.
+#[global_allocator]
+static ALLOCATOR: luge_testkit::hostabi::Largest = luge_testkit::hostabi::Largest;
+
 /// The engine conformance suite every engine passes (luge-testkit), on
 /// Wasmtime with the executor's pooled configuration.
 mod conformance {
