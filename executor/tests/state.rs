@@ -496,3 +496,112 @@ fn openwhisk_containers_scope_state_by_namespace() {
         "{body}"
     );
 }
+
+/// A TCP proxy on loopback to `target` that holds every reply chunk for
+/// `delay`: a slow global tier. Its threads end with the process.
+fn slow_proxy(target: u16, delay: Duration) -> u16 {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        // Bounded: the test opens at most a few hundred connections.
+        for client in listener.incoming().take(512).flatten() {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                continue;
+            };
+            let pump = |mut from: TcpStream, mut to: TcpStream, delay: Duration| {
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16 << 10];
+                    while let Ok(n @ 1..) = from.read(&mut buf) {
+                        std::thread::sleep(delay);
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                })
+            };
+            pump(
+                client.try_clone().unwrap(),
+                server.try_clone().unwrap(),
+                Duration::ZERO,
+            );
+            pump(server, client, delay);
+        }
+    });
+    port
+}
+
+/// Global-tier state operations park their sandbox instead of holding a
+/// worker: with every Redis reply delayed 40 ms, 64 invocations each
+/// waiting on four global reads (160 ms) at once leave a CPU-light
+/// neighbour on 2 workers within a quantum (5 ms) of its unloaded latency.
+/// (Held on a worker, the 64 would take 64 x 160 ms / 2 workers = 5 s, and
+/// the neighbour would wait for a whole round trip or more.)
+#[test]
+fn a_slow_global_tier_holds_no_worker() {
+    if engine() != "wasmtime" {
+        return; // Only Wasmtime parks a waiting sandbox.
+    }
+    let redis = RedisServer::start().unwrap();
+    let proxy = slow_proxy(redis.port, Duration::from_millis(40));
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://127.0.0.1:{proxy}/");
+    let luge = host(dir.path(), "", &["--state-url", &url]);
+    let set = json!([{ "op": "set", "key": "shared/slow", "value": "1", "global": true }]);
+    assert_eq!(ops(&luge, "/kv", set)[0], "ok");
+
+    let neighbour = |n: usize| -> Vec<Duration> {
+        let mut times: Vec<Duration> = (0..n)
+            .map(|_| {
+                let started = Instant::now();
+                let (status, _) = luge.request("POST", "/count", b"{}");
+                assert_eq!(status, 200);
+                started.elapsed()
+            })
+            .collect();
+        times.sort();
+        times
+    };
+    neighbour(20); // warm
+    let idle = neighbour(50);
+
+    let reads = json!([
+        { "op": "get", "key": "shared/slow", "global": true },
+        { "op": "get", "key": "shared/slow", "global": true },
+        { "op": "get", "key": "shared/slow", "global": true },
+        { "op": "get", "key": "shared/slow", "global": true },
+    ]);
+    let (loaded, slow) = std::thread::scope(|s| {
+        let started = Instant::now();
+        let waiters: Vec<_> = (0..64)
+            .map(|_| {
+                let reads = reads.clone();
+                let luge = &luge;
+                s.spawn(move || {
+                    let out = ops(luge, "/kv", reads);
+                    assert!(out.iter().all(|v| v == "1"), "{out:?}");
+                })
+            })
+            .collect();
+        // Let the 64 start and park.
+        std::thread::sleep(Duration::from_millis(30));
+        let loaded = neighbour(20);
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+        (loaded, started.elapsed())
+    });
+    let p50 = |t: &[Duration]| t[t.len() / 2];
+    assert!(
+        p50(&loaded) <= p50(&idle) + Duration::from_millis(5),
+        "neighbour p50 {:?} under load against {:?} idle (all under load: {loaded:?})",
+        p50(&loaded),
+        p50(&idle)
+    );
+    assert!(
+        slow < Duration::from_millis(2500),
+        "64 parked invocations of 160 ms took {slow:?}: they held workers"
+    );
+}
