@@ -104,10 +104,10 @@ impl Server {
                 .expect("tokio");
             runtime.block_on(async move {
                 // The scheduler's workers enter this runtime: build inside it.
-                let (addr, executor) = luge_executor::routes::build(cli).expect("executor");
+                let (addr, executor) = luge_executor::serve::build(cli).expect("executor");
                 let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
                 tx.send(listener.local_addr().expect("addr")).expect("send");
-                luge_executor::routes::serve(listener, executor, std::future::pending()).await;
+                luge_executor::serve::serve(listener, executor, std::future::pending()).await;
             });
         });
         let addr = rx.recv().expect("server started");

@@ -9,19 +9,23 @@ use anyhow::Context;
 use luge_host::{Config, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
 use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams};
 
-use crate::cli::{Cli, Command, HostArgs};
+use crate::app::{App, Executor, Mode, TenantSite};
+use crate::auth::OperatorToken;
+use crate::cli::{Cli, Command, HostArgs, Options};
 use crate::router::Api;
-use crate::routes::{App, Executor, Mode, TenantSite};
-use crate::standalone::OperatorToken;
 
-/// `luge serve`'s address when neither the command line nor a config sets it.
-const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// The address when neither the command line nor a config sets one:
+/// loopback, OpenWhisk's action port.
+const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
 
 /// Builds the executor for `cli` without binding: the listen address and the
 /// executor to pass to [`serve`]. Call inside the tokio runtime.
 pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
     match cli.command {
-        Command::Proxy { listen, common } => {
+        Command::Proxy { common } => {
+            common.refuse_serve_only()?;
+            let listen = common.listen.unwrap_or(DEFAULT_LISTEN);
             let mut settings = common.settings(&[])?;
             // OpenWhisk starts an action container with `__OW_API_HOST` (and
             // the operator's `__OW_*` extras) in its environment; the action
@@ -36,31 +40,26 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 Executor(Arc::new(App::new(settings, mode, None, Vec::new()))),
             ))
         }
-        Command::Serve {
-            listen,
-            host,
-            mut common,
-        } => {
-            let config = host.config.as_deref().map(Config::load).transpose()?;
-            if let Some(config) = &config {
-                common
-                    .merge(&config.server)
-                    .with_context(|| config.file.display().to_string())?;
-            }
-            let server = config.as_ref().map(|c| &c.server);
-            let listen = match (listen, server.and_then(|s| s.listen.as_deref())) {
-                (Some(listen), _) => listen,
-                (None, Some(text)) => text.parse().with_context(|| {
-                    format!("{}: server.listen: not an address", host_file(&config))
-                })?,
-                (None, None) => DEFAULT_LISTEN.parse()?,
+        Command::Serve { host, common } => {
+            let config = host
+                .config
+                .as_deref()
+                .map(Config::<Options>::load)
+                .transpose()?;
+            // `--token-file` wins over `LUGE_TOKEN`, which wins over the
+            // config's `token_file`.
+            let token_flag = common.token_file.clone();
+            let config_token = config.as_ref().and_then(|c| c.server.token_file.clone());
+            let common = match &config {
+                Some(config) => common.or(config.server.clone()),
+                None => common,
             };
-            let token_file = token_file(&host, server.and_then(|s| s.token_file.as_deref()));
+            let listen = common.listen.unwrap_or(DEFAULT_LISTEN);
+            let token_file = token_file(token_flag.as_deref(), config_token.as_deref());
             let token = operator_token(token_file)?;
-            let store_dir = host
+            let store_dir = common
                 .store
                 .clone()
-                .or_else(|| server.and_then(|s| s.store.clone()))
                 .or_else(|| token.is_some().then(luge_host::store::default_store_dir));
             let state = state_config(&host, config.as_ref());
             let secrets: Vec<(&str, &std::path::Path)> = [
@@ -112,12 +111,16 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
             if let Some(dir) = &store_dir {
                 tracing::info!(store = %dir.display(), functions = restored.len(), "function store open");
             }
-            let tenants = match &host.sledge_spec {
+            let tenants = match &common.sledge_spec {
                 Some(file) => sledge_tenants(file, &function_host)?,
                 None => Vec::new(),
             };
             let mode = Mode::Serve {
-                containers: Containers::with_limit(host.max_containers),
+                containers: Containers::with_limit(
+                    common
+                        .max_containers
+                        .unwrap_or(luge_openwhisk::container::DEFAULT_MAX_CONTAINERS),
+                ),
                 host: function_host,
                 state: state_store,
             };
@@ -131,7 +134,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
 
 /// `[state]` with the command line's `--state-dir` and `--state-url` over
 /// it; the local tier is persisted under the data directory by default.
-fn state_config(host: &HostArgs, config: Option<&Config>) -> luge_state::StateConfig {
+fn state_config(host: &HostArgs, config: Option<&Config<Options>>) -> luge_state::StateConfig {
     let section = config.map(|c| c.state.clone()).unwrap_or_default();
     let defaults = luge_state::Quotas::default();
     luge_state::StateConfig {
@@ -154,19 +157,13 @@ fn state_config(host: &HostArgs, config: Option<&Config>) -> luge_state::StateCo
     }
 }
 
-fn host_file(config: &Option<Config>) -> String {
-    config
-        .as_ref()
-        .map_or_else(String::new, |c| c.file.display().to_string())
-}
-
 /// The token file: `--token-file`, else (unless `LUGE_TOKEN` is set) the
 /// config's `token_file`.
 fn token_file<'a>(
-    host: &'a HostArgs,
+    flag: Option<&'a std::path::Path>,
     config_file: Option<&'a std::path::Path>,
 ) -> Option<&'a std::path::Path> {
-    host.token_file.as_deref().or(std::env::var_os("LUGE_TOKEN")
+    flag.or(std::env::var_os("LUGE_TOKEN")
         .is_none()
         .then_some(config_file)
         .flatten())

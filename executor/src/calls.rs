@@ -14,7 +14,7 @@ use luge_core::calls::{
 };
 use luge_host::{Function, FunctionHost};
 
-use crate::routes::App;
+use crate::app::{App, log_stderr};
 
 /// One invocation's calls.
 pub(crate) struct HostCalls {
@@ -104,7 +104,7 @@ impl HostCalls {
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
         let metrics_app = Arc::clone(&app);
         let report = move |callee: &Function, how: &'static str, outcome: luge_core::Outcome| {
-            crate::standalone::log_stderr(&callee.name, request_id, &outcome.stderr);
+            log_stderr(&callee.name, request_id, &outcome.stderr);
             let status = CallStatus::of(&outcome.termination);
             metrics_app
                 .metrics

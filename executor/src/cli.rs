@@ -1,12 +1,11 @@
 //! Command line and the settings derived from it.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use luge_core::artifact::{self, KeySource};
 use luge_core::limits::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits, MAX_MEMORY_BYTES,
@@ -32,55 +31,29 @@ pub struct Cli {
 pub enum Command {
     /// One OpenWhisk action container: POST /init, POST /run.
     Proxy {
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: SocketAddr,
         #[command(flatten)]
-        common: Common,
+        common: Options,
     },
     /// Many containers (POST /{id}/init|run|destroy, GET /{id}/logs), and
     /// functions on routes: from a config, a Sledge spec, or uploads.
     Serve {
-        /// Address to listen on [default: 127.0.0.1:8080, or the config's].
-        #[arg(long)]
-        listen: Option<SocketAddr>,
         #[command(flatten)]
         host: HostArgs,
         #[command(flatten)]
-        common: Common,
+        common: Options,
     },
 }
 
-pub use luge_engines::EngineKind;
+pub use crate::options::{EngineKind, Options, PolicyArg};
 
-/// Scheduling policies (see luge-sched).
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum PolicyArg {
-    /// First come, first served (round robin when preempting).
-    Fifo,
-    /// Earliest deadline first.
-    Edf,
-    /// Shortest remaining slack first.
-    Srsf,
-}
-
-/// Options of the standalone function host (`luge serve`).
+/// What `luge serve` reads besides its [`Options`]: the config file
+/// itself, and the `[state]` table's two settings.
 #[derive(Debug, Args, Default)]
 pub struct HostArgs {
-    /// Settings and routes (TOML); command-line flags override its settings.
+    /// Settings and routes (TOML); command-line flags override its
+    /// `[server]` keys, which are these flags' names with `_` for `-`.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Sledge route spec (JSON): each tenant's routes on the tenant's port.
-    #[arg(long)]
-    pub sledge_spec: Option<PathBuf>,
-    /// Directory of uploaded functions [default: the config's, else
-    /// $XDG_DATA_HOME/luge/functions once an operator token is set].
-    #[arg(long)]
-    pub store: Option<PathBuf>,
-    /// File holding the operator token of the management API (or set
-    /// LUGE_TOKEN); without one, the management API is off.
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
     /// The local tier of functions' shared state, persisted here [default:
     /// the config's `[state] dir`, else `state` in the data directory,
     /// $XDG_DATA_HOME/luge].
@@ -90,116 +63,10 @@ pub struct HostArgs {
     /// the config's `[state] url`, else none: the local tier serves both].
     #[arg(long)]
     pub state_url: Option<String>,
-    /// Containers (`/{id}/init`) hosted at once; one more is a 503.
-    #[arg(long, default_value_t = luge_openwhisk::container::DEFAULT_MAX_CONTAINERS)]
-    pub max_containers: usize,
 }
 
 /// Default preemption quantum, µs (Sledge's and DESIGN.md's 5 ms).
 pub const DEFAULT_QUANTUM_US: u64 = 5000;
-
-/// Options shared by every mode. Those a config file may also set are
-/// optional here, so that a flag given wins and an absent one falls back to
-/// the config, then to the default named in its help.
-#[derive(Debug, Args)]
-pub struct Common {
-    /// Worker threads running sandboxes, one per core by default.
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Order of each worker's run queue [default: edf].
-    #[arg(long, value_enum)]
-    pub policy: Option<PolicyArg>,
-    /// Time slice after which a running sandbox yields, µs [default: 5000].
-    #[arg(long)]
-    pub quantum_us: Option<u64>,
-    /// Run each sandbox until it finishes or waits on I/O.
-    #[arg(long)]
-    pub no_preempt: bool,
-    /// Execution-time-aware sharding (with --long-workers): functions whose
-    /// expected execution time (the SRSF percentile of their runs) exceeds
-    /// this many µs run only on the first --long-workers workers; short
-    /// ones run anywhere [default: off].
-    #[arg(long)]
-    pub long_above_us: Option<u64>,
-    /// Workers, from the first, that run long functions under sharding.
-    #[arg(long)]
-    pub long_workers: Option<usize>,
-    /// Do not pin workers to cores.
-    #[arg(long)]
-    pub no_pin: bool,
-    /// Percentile of a function's recent execution times that SRSF expects.
-    #[arg(long, default_value_t = 90.0, value_parser = percentile)]
-    pub srsf_percentile: f64,
-    /// Wasm engine [default: wasmtime]. Given twice, the last one counts
-    /// (so a wrapper's default can be overridden).
-    #[arg(long, value_enum, overrides_with = "engine")]
-    pub engine: Option<EngineKind>,
-    /// Root directory for `wasi.dirs` grants; without it, grants are refused.
-    #[arg(long)]
-    pub fs_root: Option<PathBuf>,
-    /// Where compiled modules are cached (and the generated key kept when no
-    /// key is given). Defaults to $XDG_CACHE_HOME/luge or ~/.cache/luge.
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
-    /// File holding the operator's artifact key secret (or set LUGE_KEY).
-    #[arg(long)]
-    pub key_file: Option<PathBuf>,
-    /// Default memory limit per sandbox, MiB [default: 256, OpenWhisk's].
-    #[arg(long)]
-    pub memory_mb: Option<u64>,
-    /// Largest memory limit an action may ask for, MiB [default: 512].
-    #[arg(long)]
-    pub max_memory_mb: Option<u64>,
-    /// Default time limit per invocation, ms [default: 60000].
-    #[arg(long)]
-    pub timeout_ms: Option<u64>,
-    /// Largest time limit an action may ask for, ms [default: 300000].
-    #[arg(long)]
-    pub max_timeout_ms: Option<u64>,
-    /// Meter fuel so `limits.fuel` can be enforced (slower).
-    #[arg(long)]
-    pub fuel: bool,
-    /// Largest request body, MiB (an init or upload carries the whole
-    /// module) [default: 64].
-    #[arg(long)]
-    pub max_body_mb: Option<usize>,
-    /// Sandboxes that may exist at once (pool slots) [default: 1000, fewer
-    /// where the address space holds fewer].
-    #[arg(long)]
-    pub max_sandboxes: Option<u32>,
-    /// Memory of ended sandboxes Wasmtime may keep resident while it
-    /// batches their release to the OS, MiB [default: 256].
-    #[arg(long)]
-    pub resident_budget_mb: Option<u64>,
-    /// Invocations admitted at once; more get 503 with Retry-After
-    /// [default: --max-sandboxes, since each running one holds a slot;
-    /// more than that is refused at start].
-    #[arg(long)]
-    pub max_pending: Option<usize>,
-    /// Open client connections at once; one more is answered 503 and
-    /// closed [default: the descriptor limit less 256, at most 10000].
-    #[arg(long)]
-    pub max_connections: Option<usize>,
-    /// Time a connection may take to send a request's headers, ms; also
-    /// how long a keep-alive connection may sit idle [default: 10000].
-    #[arg(long)]
-    pub header_timeout_ms: Option<u64>,
-    /// Fuse a call (run the callee on its caller's worker, when the caller
-    /// waits) if the callee calls nothing itself and its measured p90
-    /// execution time is at most this, µs. Saves the scheduler's round
-    /// trip; the callees of one caller then run one after another, so keep
-    /// it to short callees [default: 0, never: engines that park a waiting
-    /// caller schedule every callee, in parallel].
-    #[arg(long)]
-    pub fuse_calls_under_us: Option<u64>,
-    /// Where connections are served: `workers` (each worker serves the
-    /// connections it accepts and runs their requests itself) or `threads`
-    /// (tokio threads beside the workers hand each request to one)
-    /// [default: workers where sandboxes yield at quanta (Wasmtime with
-    /// preemption), else threads].
-    #[arg(long, value_enum)]
-    pub front_end: Option<FrontEndKind>,
-}
 
 /// Everything the routes need, built once at start.
 pub struct Settings {
@@ -228,40 +95,10 @@ pub struct Settings {
     pub fuse_calls_under: Duration,
 }
 
-impl Common {
-    /// Fills what the command line left unset from a config's `[server]`.
-    pub fn merge(&mut self, server: &luge_host::ServerConfig) -> anyhow::Result<()> {
-        fn parse<T: ValueEnum>(key: &str, value: &Option<String>) -> anyhow::Result<Option<T>> {
-            value
-                .as_deref()
-                .map(|v| T::from_str(v, true).map_err(|e| anyhow::anyhow!("server.{key}: {e}")))
-                .transpose()
-        }
-        self.workers = self.workers.or(server.workers);
-        self.policy = self.policy.or(parse("policy", &server.policy)?);
-        self.engine = self.engine.or(parse("engine", &server.engine)?);
-        self.quantum_us = self.quantum_us.or(server.quantum_us);
-        self.long_above_us = self.long_above_us.or(server.long_above_us);
-        self.long_workers = self.long_workers.or(server.long_workers);
-        if !self.no_preempt {
-            self.no_preempt = server.preempt == Some(false);
-        }
-        self.fs_root = self.fs_root.take().or_else(|| server.fs_root.clone());
-        self.max_body_mb = self.max_body_mb.or(server.max_body_mb);
-        self.max_pending = self.max_pending.or(server.max_pending);
-        self.max_connections = self.max_connections.or(server.max_connections);
-        self.header_timeout_ms = self.header_timeout_ms.or(server.header_timeout_ms);
-        self.fuse_calls_under_us = self.fuse_calls_under_us.or(server.fuse_calls_under_us);
-        self.front_end = self.front_end.or(parse("front_end", &server.front_end)?);
-        self.max_sandboxes = self.max_sandboxes.or(server.max_sandboxes);
-        self.memory_mb = self.memory_mb.or(server.memory_mb);
-        self.max_memory_mb = self.max_memory_mb.or(server.max_memory_mb);
-        self.timeout_ms = self.timeout_ms.or(server.timeout_ms);
-        self.max_timeout_ms = self.max_timeout_ms.or(server.max_timeout_ms);
-        self.cache_dir = self.cache_dir.take().or_else(|| server.cache_dir.clone());
-        self.key_file = self.key_file.take().or_else(|| server.key_file.clone());
-        self.fuel = self.fuel || server.fuel == Some(true);
-        Ok(())
+impl Options {
+    /// Whether running sandboxes yield at quanta (`--no-preempt`: not).
+    fn preempts(&self) -> bool {
+        self.preempt.unwrap_or(true)
     }
 
     fn cache_dir(&self) -> PathBuf {
@@ -310,7 +147,7 @@ impl Common {
             target: None,
             sandboxes: Some(self.max_sandboxes()),
             max_memory_bytes: self.limit_policy()?.max.memory_bytes,
-            fuel: self.fuel,
+            fuel: self.fuel.unwrap_or(false),
             resident_budget_bytes: self
                 .resident_budget_mb
                 .map_or(luge_engines::DEFAULT_RESIDENT_BUDGET_BYTES, |mb| mb << 20),
@@ -332,7 +169,7 @@ impl Common {
                 "--front-end workers needs --engine wasmtime: {engine:?} sandboxes run to completion and block on their own runtime; use --front-end threads"
             );
         }
-        let yields = engine == EngineKind::Wasmtime && !self.no_preempt;
+        let yields = engine == EngineKind::Wasmtime && self.preempts();
         Ok(self.front_end.unwrap_or(if yields {
             FrontEndKind::Workers
         } else {
@@ -349,8 +186,9 @@ impl Common {
                 PolicyArg::Edf => Policy::Edf,
                 PolicyArg::Srsf => Policy::Srsf,
             },
-            pin: !self.no_pin,
-            srsf_percentile: self.srsf_percentile,
+            pin: self.pin.unwrap_or(true),
+            // SRSF expects a function's p90 unless told otherwise.
+            srsf_percentile: self.srsf_percentile.unwrap_or(90.0),
             sharding: match (self.long_above_us, self.long_workers) {
                 (Some(us), Some(long_workers)) => Some(Sharding {
                     long_above: Duration::from_micros(us),
@@ -480,7 +318,7 @@ impl Common {
             runtime: tokio::runtime::Handle::current(),
             preemption: Preemption {
                 quantum: Duration::from_micros(quantum_us),
-                enabled: !self.no_preempt,
+                enabled: self.preempts(),
             },
             registry: Arc::new(registry),
             init: InitSettings {
@@ -527,12 +365,5 @@ fn real_path(path: &Path) -> PathBuf {
             }
             _ => return absolute,
         }
-    }
-}
-
-fn percentile(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
-        _ => Err(format!("{text} is not a percentile between 0 and 100")),
     }
 }

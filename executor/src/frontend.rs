@@ -27,7 +27,8 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::Notify;
 
 /// Where connections are served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum FrontEndKind {
     /// On the scheduler's workers: a request runs on the core that received
     /// it. While a worker runs a sandbox, its connections wait for the

@@ -13,12 +13,10 @@ use hyper::{StatusCode, header};
 use luge_core::{Invocation, Termination};
 use luge_host::Function;
 
+use crate::app::{App, log_stderr, overloaded};
 use crate::dispatch::UnlessDisarmed;
 use crate::http::{self, Request, Response};
-use crate::routes::App;
-use crate::standalone::{
-    failure_message, failure_status, log_stderr, overloaded, relative_deadline,
-};
+use crate::standalone::{failure_message, failure_status, relative_deadline};
 
 impl App {
     /// Serves `request` with `function`, an HTTP handler.

@@ -7,17 +7,26 @@
 //!   function host: routes from `--config luge.toml` or `--sledge-spec`,
 //!   uploads under `/v1/functions` ([`standalone`]).
 //!
-//! This binary is a thin layer, in the order a request meets it: CLI
-//! ([`cli`]) and config assembly (`assemble`: `luge.toml`, the operator's
-//! files, the function host), where connections are served ([`frontend`]:
-//! on the scheduler's workers, or on threads beside them), HTTP plumbing
-//! ([`http`]), routing (`router`:
-//! the executor's own API, with `matchit`), the handlers ([`routes`],
-//! [`standalone`], `handler` for wasi:http components, `calls`), handing
-//! invocations to the scheduler ([`dispatch`]), and Prometheus metrics
-//! ([`metrics`]).
+//! This binary is thin layers; each imports only the layers below it
+//! (checked by a test of this crate), from the top:
+//!
+//! - `serve`: listeners, and where connections are served ([`frontend`]:
+//!   on the scheduler's workers, or on threads beside them), until
+//!   shutdown; `assemble`: the command line ([`cli`], [`options`]),
+//!   `luge.toml` and the operator's files become an `App`.
+//! - `routes`: a request to its protocol's handler: a tenant's routes,
+//!   function routes and chains, then the executor's own API (`router`,
+//!   with `matchit`).
+//! - The protocols: `openwhisk` (container `/init` and `/run`),
+//!   [`standalone`] (function routes, chains, the management API),
+//!   `handler` (wasi:http components), `calls` (between functions).
+//! - `app`: what the process hosts, admission and the one execution
+//!   pipeline every protocol ends in; [`dispatch`] (handing invocations to
+//!   the scheduler), [`metrics`], [`http`] plumbing, `auth`.
 
+mod app;
 mod assemble;
+mod auth;
 mod calls;
 pub mod cli;
 pub mod dispatch;
@@ -25,8 +34,11 @@ pub mod frontend;
 mod handler;
 pub mod http;
 pub mod metrics;
+mod openwhisk;
+pub mod options;
 mod router;
-pub mod routes;
+mod routes;
+pub mod serve;
 pub mod standalone;
 
 use tracing_subscriber::EnvFilter;
@@ -51,5 +63,76 @@ pub fn main_with(cli: cli::Cli) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("luge-http")
         .build()?;
-    runtime.block_on(routes::run(cli))
+    runtime.block_on(serve::run(cli))
+}
+
+#[cfg(test)]
+mod layers {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// Each module of this crate and the modules it names (`crate::m`),
+    /// outside its tests.
+    fn imports() -> BTreeMap<String, BTreeSet<String>> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut modules = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).expect("src") {
+            let path = entry.expect("entry").path();
+            let Some(name) = path.file_stem().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if path.extension().is_some_and(|e| e == "rs") && name != "lib" && name != "main" {
+                let text = std::fs::read_to_string(&path).expect("source");
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                let named: BTreeSet<String> = code
+                    .split("crate::")
+                    .skip(1)
+                    .map(|rest| {
+                        rest.chars()
+                            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                            .collect::<String>()
+                    })
+                    .filter(|m| m != name && !m.is_empty())
+                    .collect();
+                modules.insert(name.to_owned(), named);
+            }
+        }
+        modules
+    }
+
+    #[test]
+    fn imports_only_run_downward() {
+        let modules = imports();
+        assert!(modules.contains_key("app") && modules.contains_key("routes"));
+        // Depth-first from each module: a module reached again on the
+        // path that reached it is a circle.
+        fn visit(
+            m: &str,
+            path: &mut Vec<String>,
+            modules: &BTreeMap<String, BTreeSet<String>>,
+        ) -> Result<(), String> {
+            if let Some(at) = path.iter().position(|p| p == m) {
+                return Err(format!("{} -> {m}", path[at..].join(" -> ")));
+            }
+            path.push(m.to_owned());
+            for next in modules.get(m).into_iter().flatten() {
+                visit(next, path, modules)?;
+            }
+            path.pop();
+            Ok(())
+        }
+        for m in modules.keys() {
+            if let Err(circle) = visit(m, &mut Vec::new(), &modules) {
+                panic!("an import circle in executor/src: {circle}");
+            }
+        }
+        // The layers named in this crate's docs, bottom to top.
+        let below = |upper: &str, lower: &str| !modules[lower].contains(upper);
+        for (upper, lower) in [
+            ("routes", "app"),
+            ("serve", "routes"),
+            ("standalone", "app"),
+        ] {
+            assert!(below(upper, lower), "{lower} imports {upper}");
+        }
+    }
 }

@@ -12,9 +12,9 @@ use hyper::{Method, StatusCode};
 use luge_core::{Invocation, Termination};
 use luge_host::{Chain, Function, FunctionHost, FunctionSpec, HostError, Origin};
 
+use crate::app::{App, log_stderr, overloaded};
 use crate::dispatch;
 use crate::http::{self, Response};
-use crate::routes::App;
 
 /// Header with a per-request deadline in ms, capped by the route's own.
 pub const DEADLINE_HEADER: &str = "x-luge-deadline-ms";
@@ -22,35 +22,6 @@ pub const DEADLINE_HEADER: &str = "x-luge-deadline-ms";
 /// Header of a failed chain's response: the number (from 1) of the stage
 /// that failed.
 pub const CHAIN_STAGE_HEADER: &str = "x-luge-chain-stage";
-
-/// The operator token, kept only as a hash: comparing `blake3::Hash`es is
-/// constant-time, so a wrong token's timing says nothing about the right one.
-#[derive(Debug, Clone)]
-pub struct OperatorToken(blake3::Hash);
-
-/// Tokens shorter than this are refused at start: the token is all that
-/// guards uploading native-speed code.
-const MIN_TOKEN_CHARS: usize = 16;
-
-impl OperatorToken {
-    /// The token in `text` (surrounding whitespace ignored).
-    pub fn new(text: &str) -> anyhow::Result<Self> {
-        let token = text.trim();
-        if token.chars().count() < MIN_TOKEN_CHARS {
-            anyhow::bail!("the operator token must be at least {MIN_TOKEN_CHARS} characters");
-        }
-        Ok(Self(blake3::hash(token.as_bytes())))
-    }
-
-    fn accepts(&self, headers: &HeaderMap) -> bool {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        presented.is_some_and(|p| blake3::hash(p.as_bytes()) == self.0)
-    }
-}
 
 /// What an invocation needs from its HTTP request.
 pub struct HttpInput {
@@ -309,18 +280,6 @@ fn host_error(error: &HostError) -> Response {
     http::json_error(status, &error.to_string())
 }
 
-/// 503 with `Retry-After`, when `limit` invocations are already pending.
-pub fn overloaded(limit: usize) -> Response {
-    let mut response = http::json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &format!("Luge is at its limit of {limit} pending invocations; retry later."),
-    );
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
-}
-
 /// The input of an invocation (a POST's body, a GET's query string) and its
 /// relative deadline: `relative`, tightened by `X-Luge-Deadline-Ms`.
 /// A refusal is its status and message.
@@ -422,23 +381,5 @@ pub(crate) fn failure_message(termination: &Termination) -> String {
             format!("The function's output exceeds its limit of {limit_bytes} bytes.")
         }
         Termination::Failed(reason) => format!("The function could not be started: {reason}"),
-    }
-}
-
-/// A function's stderr is its log: forwarded line by line, bounded so one
-/// chatty function cannot flood the executor's log.
-pub(crate) fn log_stderr(function: &str, request_id: u64, stderr: &[u8]) {
-    const MAX_LINES: usize = 64;
-    if stderr.is_empty() {
-        return;
-    }
-    let text = String::from_utf8_lossy(stderr);
-    let mut lines = text.lines();
-    for line in lines.by_ref().take(MAX_LINES) {
-        tracing::info!(target: "luge::function", function, request_id, "{line}");
-    }
-    let dropped = lines.count();
-    if dropped > 0 {
-        tracing::info!(target: "luge::function", function, request_id, dropped, "stderr lines dropped");
     }
 }

@@ -113,7 +113,7 @@ fn main() -> anyhow::Result<()> {
         return tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?
-            .block_on(luge_executor::routes::run(cli));
+            .block_on(luge_executor::serve::run(cli));
     }
     let cli = Cli::parse();
     let out = cli

@@ -19,7 +19,8 @@ use clap::ValueEnum;
 use luge_core::{EngineError, WasmRuntime};
 
 /// Wasm engines, by the names `--engine` and `luge.toml` use.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, ValueEnum, serde::Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
 pub enum EngineKind {
     /// Wasmtime (default): AoT artifacts, pooling allocator, epoch limits.
     Wasmtime,

@@ -45,63 +45,18 @@ pub struct ConfigError {
     pub message: String,
 }
 
-/// Settings of `[server]`; each one given on the command line wins.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerConfig {
-    /// Address of the main listener.
-    pub listen: Option<String>,
-    /// Worker threads.
-    pub workers: Option<usize>,
-    /// `fifo`, `edf` or `srsf`.
-    pub policy: Option<String>,
-    /// Preemption quantum, µs.
-    pub quantum_us: Option<u64>,
-    /// `false` runs every sandbox to completion.
-    pub preempt: Option<bool>,
-    /// Execution-time-aware sharding: functions expected to run longer
-    /// than this, µs, run only on the first `long_workers` workers.
-    pub long_above_us: Option<u64>,
-    /// Workers that run long functions, under sharding.
-    pub long_workers: Option<usize>,
-    /// `wasmtime`, `wasmer` or `wamr`.
-    pub engine: Option<String>,
-    /// Root of directory grants.
-    pub fs_root: Option<PathBuf>,
-    /// Directory of uploaded functions.
-    pub store: Option<PathBuf>,
-    /// File holding the operator token of the management API.
-    pub token_file: Option<PathBuf>,
-    /// Largest request body, MiB.
-    pub max_body_mb: Option<usize>,
-    /// Invocations admitted at once before new ones get 503.
-    pub max_pending: Option<usize>,
-    /// Open client connections at once before new ones get 503.
-    pub max_connections: Option<usize>,
-    /// Time a connection may take to send a request's headers (and sit
-    /// idle between requests), ms.
-    pub header_timeout_ms: Option<u64>,
-    /// Callees (that call nothing) whose p90 is at most this many µs run
-    /// fused on their caller's worker.
-    pub fuse_calls_under_us: Option<u64>,
-    /// Where connections are served: `workers` or `threads`.
-    pub front_end: Option<String>,
-    /// Sandboxes that may exist at once (Wasmtime's pool slots).
-    pub max_sandboxes: Option<u32>,
-    /// Default memory limit per sandbox, MiB.
-    pub memory_mb: Option<u64>,
-    /// Largest memory limit a function may ask for, MiB.
-    pub max_memory_mb: Option<u64>,
-    /// Default time limit per invocation, ms.
-    pub timeout_ms: Option<u64>,
-    /// Largest time limit a function may ask for, ms.
-    pub max_timeout_ms: Option<u64>,
-    /// Meter fuel so `limits.fuel` can be enforced.
-    pub fuel: Option<bool>,
-    /// Where compiled modules are cached.
-    pub cache_dir: Option<PathBuf>,
-    /// File holding the operator's artifact key (mode 0600).
-    pub key_file: Option<PathBuf>,
+/// What `[server]` holds: the executor's options (the same type as its
+/// command-line flags, so a key cannot exist without its flag), parsed
+/// here so that an error names the file, line and column.
+pub trait ServerTable: serde::de::DeserializeOwned + Default {
+    /// Resolves relative paths against `base`, the config's directory.
+    fn resolve_paths(&mut self, base: &Path);
+}
+
+/// Any table: `[server]` read as it is (tests; tools that only want the
+/// routes).
+impl ServerTable for toml::Table {
+    fn resolve_paths(&mut self, _: &Path) {}
 }
 
 /// A route of the config, its module path resolved.
@@ -115,13 +70,13 @@ pub struct ConfiguredRoute {
     pub spec: FunctionSpec,
 }
 
-/// A parsed and checked `luge.toml`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
+/// A parsed and checked `luge.toml`, its `[server]` table read as `S`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config<S = toml::Table> {
     /// The file it came from.
     pub file: PathBuf,
     /// `[server]`, paths resolved against the file's directory.
-    pub server: ServerConfig,
+    pub server: S,
     /// `[[routes]]`.
     pub routes: Vec<ConfiguredRoute>,
     /// `[[chains]]`, each stage a path of `routes`.
@@ -148,9 +103,10 @@ pub struct StateSection {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawConfig {
+#[serde(bound = "S: ServerTable")]
+struct RawConfig<S> {
     #[serde(default)]
-    server: ServerConfig,
+    server: S,
     #[serde(default)]
     routes: Vec<FunctionSpec>,
     #[serde(default)]
@@ -159,7 +115,7 @@ struct RawConfig {
     state: StateSection,
 }
 
-impl Config {
+impl<S: ServerTable> Config<S> {
     /// Reads and checks the config at `file`.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
@@ -179,7 +135,7 @@ impl Config {
             location,
             message,
         };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let raw: RawConfig<S> = toml::from_str(text).map_err(|e| {
             let location = e
                 .span()
                 .map(|span| line_and_column(text, span.start))
@@ -187,19 +143,10 @@ impl Config {
             error(location, e.message().trim().to_owned())
         })?;
         let mut server = raw.server;
+        server.resolve_paths(base);
         let mut state = raw.state;
-        for path in [
-            &mut server.fs_root,
-            &mut server.store,
-            &mut server.token_file,
-            &mut server.cache_dir,
-            &mut server.key_file,
-        ]
-        .into_iter()
-        .chain([&mut state.dir])
-        .flatten()
-        {
-            *path = base.join(&*path);
+        if let Some(dir) = &mut state.dir {
+            *dir = base.join(&*dir);
         }
         let mut seen = HashSet::new();
         let mut routes = Vec::with_capacity(raw.routes.len());
@@ -268,7 +215,27 @@ fn line_and_column(text: &str, offset: usize) -> String {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Config, ConfigError> {
+    /// A `[server]` table of its own, for these tests.
+    #[derive(Debug, Default, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Server {
+        workers: Option<usize>,
+        store: Option<PathBuf>,
+        token_file: Option<PathBuf>,
+    }
+
+    impl ServerTable for Server {
+        fn resolve_paths(&mut self, base: &Path) {
+            for path in [&mut self.store, &mut self.token_file]
+                .into_iter()
+                .flatten()
+            {
+                *path = base.join(&*path);
+            }
+        }
+    }
+
+    fn parse(text: &str) -> Result<Config<Server>, ConfigError> {
         Config::parse(Path::new("luge.toml"), text, Path::new("/etc/luge"))
     }
 
@@ -277,15 +244,9 @@ mod tests {
         let config = parse(
             r#"
             [server]
-            listen = "127.0.0.1:9000"
             workers = 2
-            policy = "srsf"
             store = "functions"
             token_file = "/secret/token"
-            max_sandboxes = 64
-            max_memory_mb = 128
-            key_file = "key"
-            cache_dir = "/var/cache/luge"
 
             [[routes]]
             path = "/fib"
@@ -298,13 +259,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.server.workers, Some(2));
-        assert_eq!(config.server.max_sandboxes, Some(64));
-        assert_eq!(config.server.max_memory_mb, Some(128));
-        assert_eq!(config.server.key_file, Some(PathBuf::from("/etc/luge/key")));
-        assert_eq!(
-            config.server.cache_dir,
-            Some(PathBuf::from("/var/cache/luge"))
-        );
         assert_eq!(
             config.server.store,
             Some(PathBuf::from("/etc/luge/functions"))

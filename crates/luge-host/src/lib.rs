@@ -27,7 +27,7 @@ pub mod spec;
 pub mod store;
 
 pub use chain::{Chain, ChainSpec};
-pub use config::{Config, ConfigError, ConfiguredRoute, ServerConfig};
+pub use config::{Config, ConfigError, ConfiguredRoute, ServerTable};
 pub use host::{Function, FunctionHost, HostError, Origin, RouteTable};
 pub use spec::{FunctionSpec, HostPolicy};
 pub use store::FunctionStore;

@@ -1,0 +1,364 @@
+//! The executor's one object: what this process hosts ([`Mode`]), its
+//! settings, admission, metrics, and the execution pipeline every protocol
+//! ends in (admit, schedule, record). The protocols (`openwhisk`,
+//! `standalone`, `handler`, `calls`) sit above it; the router and the
+//! listeners above them. Nothing here imports a layer above.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use hyper::header::{self, HeaderValue};
+use luge_core::{Invocation, LoadedModule, Outcome};
+use luge_host::{Function, FunctionHost, RouteTable};
+use luge_openwhisk::{Container, Containers};
+
+use crate::auth::OperatorToken;
+use crate::cli::Settings;
+use crate::dispatch::{self, Admission};
+use crate::http::{self, Response};
+use crate::metrics::{self, Metrics};
+use crate::router::Api;
+
+/// What this process hosts.
+pub(crate) enum Mode {
+    /// `luge proxy`: exactly one container.
+    Proxy(Arc<Container>),
+    /// `luge serve`: containers by id, and functions on routes.
+    Serve {
+        containers: Containers,
+        host: Arc<FunctionHost>,
+        /// Functions' shared state.
+        state: Arc<luge_state::StateStore>,
+    },
+}
+
+/// A Sledge tenant: its own port, its own routes.
+pub(crate) struct TenantSite {
+    pub(crate) name: String,
+    pub(crate) port: u16,
+    pub(crate) routes: RouteTable,
+}
+
+/// The executor: one per process.
+pub(crate) struct App {
+    pub(crate) settings: Settings,
+    pub(crate) metrics: Metrics,
+    pub(crate) admission: Admission,
+    pub(crate) token: Option<OperatorToken>,
+    pub(crate) mode: Mode,
+    /// The executor's own endpoints, for this mode.
+    pub(crate) api: Api,
+    pub(crate) tenants: Vec<TenantSite>,
+    pub(crate) next_request: AtomicU64,
+}
+
+/// A configured executor, ready to serve.
+pub struct Executor(pub(crate) Arc<App>);
+
+/// When an invocation's state operations (a global-tier round trip,
+/// waiting for a lock) must end: a tenth of its time limit (at most
+/// 100 ms) before the invocation's time does, so the function can still
+/// act on a refusal.
+fn state_until(action: &luge_core::Action, arrived: Instant) -> Instant {
+    let timeout = action.limits.timeout;
+    arrived + timeout - (timeout / 10).min(Duration::from_millis(100))
+}
+
+impl App {
+    pub(crate) fn new(
+        settings: Settings,
+        mode: Mode,
+        token: Option<OperatorToken>,
+        tenants: Vec<TenantSite>,
+    ) -> Self {
+        let state = match &mode {
+            Mode::Serve { state, .. } => Some(Arc::clone(state)),
+            Mode::Proxy(_) => None,
+        };
+        let metrics = Metrics::new(
+            Arc::clone(&settings.registry),
+            Arc::clone(&settings.scheduler),
+            state,
+        );
+        let api = match &mode {
+            Mode::Proxy(_) => Api::proxy(),
+            Mode::Serve { .. } => Api::serve(),
+        };
+        Self {
+            admission: Admission::new(settings.max_pending),
+            settings,
+            metrics,
+            token,
+            mode,
+            api,
+            tenants,
+            next_request: AtomicU64::new(1),
+        }
+    }
+
+    /// Records a fused call (run on its caller's thread, not scheduled).
+    pub(crate) fn observe_fused(
+        &self,
+        function: &str,
+        termination: &luge_core::Termination,
+        elapsed: Duration,
+        execution: Duration,
+        deadline: Instant,
+    ) {
+        self.metrics
+            .observe(function, termination, elapsed, Duration::ZERO);
+        // Fused runs bypass the scheduler; its statistics still learn them.
+        self.settings.scheduler.execution_stats().record(
+            &Arc::from(function),
+            execution,
+            Instant::now() > deadline,
+            0,
+        );
+    }
+
+    /// A session of `function`'s shared state for an invocation that
+    /// arrived at `arrived` (`luge serve` only).
+    pub(crate) fn state_session(
+        &self,
+        function: &Function,
+        arrived: Instant,
+    ) -> Option<Arc<dyn luge_core::state::State>> {
+        let Mode::Serve { state, .. } = &self.mode else {
+            return None;
+        };
+        Some(Arc::new(state.session(
+            None,
+            &function.name,
+            &function.action.capabilities.state,
+            state_until(&function.action, arrived),
+        )))
+    }
+
+    /// A session of shared state for an activation of a container of
+    /// `luge serve` (`luge proxy`, one container per process, has none).
+    /// OpenWhisk names the action `/namespace/[package/]action` in the
+    /// activation (`__OW_ACTION_NAME`, from the invoker): its private
+    /// namespace is the action's, and the namespaces its
+    /// `state.namespaces` annotation grants are its OpenWhisk namespace's
+    /// own, so one OpenWhisk tenant cannot name another's.
+    pub(crate) fn container_state(
+        &self,
+        invocation: &Invocation,
+        arrived: Instant,
+    ) -> Option<Arc<dyn luge_core::state::State>> {
+        let Mode::Serve { state, .. } = &self.mode else {
+            return None;
+        };
+        let action = &invocation.action;
+        let named = invocation
+            .env
+            .iter()
+            .find(|(key, _)| key == "__OW_ACTION_NAME")
+            .and_then(|(_, full)| full.trim_start_matches('/').split_once('/'));
+        let (scope, name) = named.unwrap_or(("-", action.name.as_str()));
+        Some(Arc::new(state.session(
+            Some(&format!("ow:{scope}")),
+            name,
+            &action.capabilities.state,
+            state_until(action, arrived),
+        )))
+    }
+
+    /// The standalone host's functions (`luge serve` only).
+    pub(crate) fn function_host(&self) -> Option<&Arc<FunctionHost>> {
+        match &self.mode {
+            Mode::Serve { host, .. } => Some(host),
+            Mode::Proxy(_) => None,
+        }
+    }
+
+    pub(crate) fn metrics_reply(&self) -> Response {
+        match self.metrics.render() {
+            Ok(text) => http::text(StatusCode::OK, metrics::CONTENT_TYPE, text),
+            Err(_) => http::json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Could not encode the metrics.",
+            ),
+        }
+    }
+
+    pub(crate) fn health(&self) -> Response {
+        let (containers, routes, chains, functions) = match &self.mode {
+            Mode::Proxy(container) => (usize::from(container.is_ready()), 0, 0, 0),
+            Mode::Serve {
+                containers, host, ..
+            } => (
+                containers.len(),
+                host.route_count(),
+                host.chain_count(),
+                host.list_uploaded().len(),
+            ),
+        };
+        let registry = &self.settings.registry;
+        let tenants: Vec<_> = self
+            .tenants
+            .iter()
+            .map(|t| serde_json::json!({ "name": t.name, "routes": t.routes.len() }))
+            .collect();
+        http::json(
+            StatusCode::OK,
+            &serde_json::json!({
+                "status": "ok",
+                "engine": registry.runtime().id().to_string(),
+                "containers": containers,
+                "routes": routes,
+                "chains": chains,
+                "uploaded_functions": functions,
+                "tenants": tenants,
+                "modules": registry.live_modules(),
+                "compiles": registry.stats().compiles,
+                "pending": self.admission.pending(),
+                "scheduler": {
+                    "workers": self.settings.scheduler.workers(),
+                    "completed": self.settings.scheduler.stats().completed,
+                    "preemptions": self.settings.scheduler.stats().preemptions,
+                    "early_preemptions": self.settings.scheduler.stats().early_preemptions,
+                },
+            }),
+        )
+    }
+
+    /// Admits, schedules and records one invocation: its outcome, or the
+    /// 503 to answer when the admission bound is reached.
+    pub(crate) async fn execute(
+        &self,
+        module: Arc<dyn LoadedModule>,
+        invocation: Invocation,
+        arrived: Instant,
+        deadline: Instant,
+    ) -> Result<Outcome, Response> {
+        let Some(place) = self.admit(&invocation.action.name) else {
+            return Err(overloaded(self.admission.limit()));
+        };
+        Ok(self
+            .execute_admitted(module, invocation, arrived, deadline, place)
+            .await)
+    }
+
+    /// A place under the admission bound; `None` (counted as an overload
+    /// of `function`) when all are taken.
+    pub(crate) fn admit(&self, function: &str) -> Option<dispatch::Admitted> {
+        let admitted = self.admission.try_admit();
+        if admitted.is_none() {
+            self.metrics.observe_overload(function);
+        }
+        admitted
+    }
+
+    /// [`App::execute`] for a caller already holding an admission place
+    /// (a chain holds one for all its stages; each stage's job holds it
+    /// too, until its sandbox has ended).
+    pub(crate) async fn execute_admitted(
+        &self,
+        module: Arc<dyn LoadedModule>,
+        invocation: Invocation,
+        arrived: Instant,
+        deadline: Instant,
+        place: dispatch::Admitted,
+    ) -> Outcome {
+        let action = Arc::clone(&invocation.action);
+        let cancel = invocation.cancel.clone();
+        let sandbox = module.start(invocation, self.settings.preemption);
+        self.execute_started(&action, cancel, sandbox, arrived, deadline, place)
+            .await
+    }
+
+    /// Schedules and records a sandbox already started for `action` (an
+    /// HTTP handler's, or [`App::execute_admitted`]'s).
+    pub(crate) async fn execute_started(
+        &self,
+        action: &luge_core::Action,
+        cancel: luge_core::Cancellation,
+        sandbox: luge_core::SandboxFuture,
+        arrived: Instant,
+        deadline: Instant,
+        place: dispatch::Admitted,
+    ) -> Outcome {
+        // Dropped unfinished when the client goes away: counted there, as
+        // the invocation is cancelled (see dispatch::run).
+        let mut in_flight = InFlight {
+            metrics: &self.metrics,
+            function: &action.name,
+            finished: false,
+        };
+        let dispatched = dispatch::run(
+            &self.settings.scheduler,
+            action,
+            cancel,
+            sandbox,
+            deadline,
+            place,
+        )
+        .await;
+        in_flight.finished = true;
+        let outcome = dispatched.outcome;
+        self.metrics.observe(
+            &action.name,
+            &outcome.termination,
+            arrived.elapsed(),
+            dispatched.queue_delay,
+        );
+        tracing::debug!(
+            function = %action.name,
+            termination = ?outcome.termination,
+            queue_us = dispatched.queue_delay.as_micros() as u64,
+            elapsed_us = arrived.elapsed().as_micros() as u64,
+            "invocation"
+        );
+        outcome
+    }
+}
+
+/// An invocation a request is waiting for; if the request is dropped first
+/// (the client went away), it is counted as `client_gone`.
+struct InFlight<'a> {
+    metrics: &'a Metrics,
+    function: &'a str,
+    finished: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            tracing::info!(function = %self.function, "client went away: invocation cancelled");
+            self.metrics.observe_client_gone(self.function);
+        }
+    }
+}
+
+/// The 503 of a full admission bound, with `Retry-After`.
+pub(crate) fn overloaded(limit: usize) -> Response {
+    let mut response = http::json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!("Luge is at its limit of {limit} pending invocations; retry later."),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// A function's stderr is its log: forwarded line by line, bounded so one
+/// chatty function cannot flood the executor's log.
+pub(crate) fn log_stderr(function: &str, request_id: u64, stderr: &[u8]) {
+    const MAX_LINES: usize = 64;
+    if stderr.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(stderr);
+    let mut lines = text.lines();
+    for line in lines.by_ref().take(MAX_LINES) {
+        tracing::info!(target: "luge::function", function, request_id, "{line}");
+    }
+    let dropped = lines.count();
+    if dropped > 0 {
+        tracing::info!(target: "luge::function", function, request_id, dropped, "stderr lines dropped");
+    }
+}

@@ -1,0 +1,199 @@
+//! Listeners and where their connections are served (the workers' runtimes
+//! or this one), until shutdown: the top of the executor.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use hyper::header::HeaderValue;
+use tokio::net::TcpListener;
+use tracing::Instrument;
+
+use crate::app::App;
+pub use crate::app::Executor;
+pub use crate::assemble::build;
+use crate::cli::Cli;
+use crate::http::{self, Request, Response};
+use crate::routes::{self, Site};
+
+/// Runs the command until SIGINT or SIGTERM.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let (listen, executor) = build(cli)?;
+    // Tenants are announced before the main listener, so whoever waits for
+    // the main announcement finds the tenants' already written.
+    let mut tenants = Vec::with_capacity(executor.0.tenants.len());
+    for (index, tenant) in executor.0.tenants.iter().enumerate() {
+        let addr = SocketAddr::new(listen.ip(), tenant.port);
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("tenant {:?}: cannot listen on {addr}", tenant.name))?;
+        eprintln!(
+            "luge tenant {} listening on http://{}",
+            tenant.name,
+            listener.local_addr()?
+        );
+        tenants.push((index, listener));
+    }
+    let listener = http::bind(listen).await?;
+    serve_sites(listener, tenants, executor, shutdown_signal()).await;
+    Ok(())
+}
+
+/// Serves `executor` on `listener` until `shutdown` completes. Sledge
+/// tenants' listeners are bound by [`run`] only.
+pub async fn serve(
+    listener: TcpListener,
+    executor: Executor,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    serve_sites(listener, Vec::new(), executor, shutdown).await;
+}
+
+async fn serve_sites(
+    listener: TcpListener,
+    tenants: Vec<(usize, TcpListener)>,
+    executor: Executor,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let app = executor.0;
+    let limits = app.settings.connections;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let open = http::open_connections(&limits);
+    let mut loops = Vec::new();
+    for (index, listener) in tenants {
+        let handler = handler(Arc::clone(&app), Site::Tenant(index));
+        loops.push(tokio::spawn(http::serve(
+            listener,
+            handler,
+            limits,
+            Arc::clone(&open),
+            until_stopped(stopped.clone()),
+        )));
+    }
+    let main = serve_main(listener, &app, open, stopped);
+    tokio::pin!(main);
+    tokio::select! {
+        () = &mut main => {}
+        () = shutdown => {
+            let _ = stop.send(true);
+            main.await;
+        }
+    }
+    for l in loops {
+        let _ = l.await;
+    }
+}
+
+/// How long a new connection may wait for a worker to accept it before
+/// this runtime's threads do (`http::serve_unclaimed`): a worker running
+/// short functions reaches a scheduling point within tens of µs, one running
+/// a long sandbox only at the end of its quantum (5 ms by default).
+const UNCLAIMED_GRACE: Duration = Duration::from_millis(2);
+
+/// Serves the main listener: on every worker's runtime, all accepting from
+/// the one socket, with worker front ends (and on this runtime what they
+/// leave unclaimed); else on this runtime.
+async fn serve_main(
+    listener: TcpListener,
+    app: &Arc<App>,
+    open: http::OpenConnections,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let limits = app.settings.connections;
+    let handler = handler(Arc::clone(app), Site::Main);
+    let Some(runtimes) = app.settings.worker_runtimes.clone() else {
+        return http::serve(listener, handler, limits, open, until_stopped(stopped)).await;
+    };
+    let socket = match listener.into_std() {
+        Ok(socket) => socket,
+        Err(e) => return tracing::error!(error = %e, "cannot share the listener"),
+    };
+    let mut loops = Vec::with_capacity(runtimes.handles().len() + 1);
+    match socket.try_clone() {
+        Ok(socket) => loops.push(tokio::spawn(http::serve_unclaimed(
+            socket,
+            UNCLAIMED_GRACE,
+            handler.clone(),
+            limits,
+            Arc::clone(&open),
+            until_stopped(stopped.clone()),
+        ))),
+        Err(e) => tracing::warn!(error = %e, "no fallback for connections the workers leave"),
+    }
+    for (worker, runtime) in runtimes.handles().iter().enumerate() {
+        // A descriptor of the same socket per worker, registered with that
+        // worker's runtime (from_std runs there).
+        let socket = match socket.try_clone() {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::error!(worker, error = %e, "cannot share the listener");
+                continue;
+            }
+        };
+        let (handler, open) = (handler.clone(), Arc::clone(&open));
+        let shutdown = until_stopped(stopped.clone());
+        loops.push(runtime.spawn(async move {
+            match TcpListener::from_std(socket) {
+                Ok(listener) => http::serve(listener, handler, limits, open, shutdown).await,
+                Err(e) => tracing::error!(worker, error = %e, "cannot listen on a worker"),
+            }
+        }));
+    }
+    for accepting in loops {
+        let _ = accepting.await;
+    }
+}
+
+/// Completes once `stopped` turns true (or its sender is gone).
+async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|&s| s).await;
+}
+
+fn handler(
+    app: Arc<App>,
+    site: Site,
+) -> impl Fn(Request) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
++ Clone
++ Send
++ Sync
++ 'static {
+    move |request: Request| {
+        let app = Arc::clone(&app);
+        let id = app.next_request.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path());
+        Box::pin(
+            async move {
+                let mut response = routes::handle(app, site, id, request).await;
+                response
+                    .headers_mut()
+                    .insert("x-request-id", HeaderValue::from(id));
+                response
+            }
+            .instrument(span),
+        )
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+}
