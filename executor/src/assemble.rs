@@ -89,6 +89,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                     HostPolicy {
                         fs_root: settings.init.fs_root.clone(),
                         limits: settings.init.limits,
+                        max_code_bytes: settings.init.max_code_bytes,
                     },
                     store,
                     settings.init.max_code_bytes,

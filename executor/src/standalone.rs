@@ -10,7 +10,7 @@ use bytes::Bytes;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, StatusCode};
 use luge_core::{Invocation, Termination};
-use luge_host::{Chain, Function, FunctionHost, FunctionSpec, HostError, Origin};
+use luge_host::{Chain, Function, FunctionHost, FunctionSpec, HostError, Origin, SpecError};
 
 use crate::app::{App, log_stderr, overloaded};
 use crate::dispatch;
@@ -269,15 +269,20 @@ fn host_error(error: &HostError) -> Response {
         HostError::RouteTaken { .. } | HostError::Shadows { .. } => StatusCode::CONFLICT,
         HostError::NoStore => StatusCode::FORBIDDEN,
         HostError::Store(_) | HostError::ModuleFile { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        // The admission pipeline's one mapping (luge_core::admit).
+        HostError::Admit(e) | HostError::Spec(SpecError::Admit(e)) => status_of(e.status()),
+        HostError::Load(e) => status_of(luge_core::admit::load_status(e)),
         HostError::InvalidName
         | HostError::Spec(_)
-        | HostError::Load(_)
-        | HostError::NotACommand
         | HostError::UnknownStage { .. }
         | HostError::HandlerStage { .. }
         | HostError::ModuleInMetadata => StatusCode::BAD_REQUEST,
     };
     http::json_error(status, &error.to_string())
+}
+
+fn status_of(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST)
 }
 
 /// The input of an invocation (a POST's body, a GET's query string) and its

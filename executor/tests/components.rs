@@ -420,7 +420,7 @@ fn an_http_handler_is_refused_where_stdin_and_stdout_are_the_interface() {
     }
     on_both_front_ends(&[], |c| {
         let (status, body) = c.init(&init_body(&wasm("http-handler"), "main", json!({})));
-        assert_eq!(status, 403, "{body}");
+        assert_eq!(status, 400, "{body}");
         let error = body["error"].as_str().unwrap();
         assert!(error.contains("wasi:http/proxy"), "{error}");
     });

@@ -89,7 +89,7 @@ fn the_invoker_drives_a_container_through_its_life() {
     // A failed init (not Wasm) answers with an error; the invoker then
     // destroys the container, and the id can be used again.
     let (status, body) = luge.post(&format!("/{CONTAINER}/init"), &initializer(b"not wasm"));
-    assert_eq!(status, 403, "{body}");
+    assert_eq!(status, 400, "{body}");
     assert!(body["error"].is_string());
     assert_eq!(
         luge.post(&format!("/{CONTAINER}/destroy"), &json!({})).0,

@@ -531,7 +531,7 @@ fn bad_uploads_and_requests_are_refused_and_the_host_keeps_serving() {
         (
             "too-much",
             json!({"code": luge_testkit::b64(&wasm("cat")), "metadata": {"limits": {"memory_mb": 100000}}}).to_string().into_bytes(),
-            400,
+            403,
             "exceeds the operator maximum",
         ),
         ("../escape", wasm("cat"), 404, "No route"),
@@ -673,7 +673,11 @@ fn config_errors_name_the_file_and_key_and_nothing_starts() {
             "line 2",
             "unknown field `threads`",
         ),
-        ("[server]\npolicy = \"lifo\"\n", "server.policy", "lifo"),
+        (
+            "[server]\npolicy = \"lifo\"\n",
+            "line 2",
+            "unknown variant `lifo`",
+        ),
         (
             "[[routes]]\npath = \"/a\"\nmodule = \"missing.wasm\"\n",
             "route \"/a\"",

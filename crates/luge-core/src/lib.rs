@@ -15,6 +15,8 @@
 //!   code is mapped only after its MAC verifies under the operator's key.
 //! - [`registry`]: compile once per content hash, share loaded modules between
 //!   containers, keep compiled artifacts on disk so a restart is warm.
+//! - [`admit`]: the one admission pipeline (grants, engine check, limits,
+//!   code, compile, entry) and its one refusal-to-status mapping.
 //! - [`capabilities`] and [`limits`]: what an action may touch and use,
 //!   deny-by-default, bounded by the operator's maxima.
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
@@ -28,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod action;
+pub mod admit;
 pub mod artifact;
 pub mod calls;
 pub mod capabilities;

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use luge_core::action::COMMAND_ENTRY;
+use luge_core::admit::{self, AdmitError, Wanted};
 use luge_core::registry::Init;
 use luge_core::{Action, LoadError, LoadedModule, ModuleCode, ModuleRegistry};
 
@@ -86,11 +86,10 @@ pub enum HostError {
     /// The code was not loadable Wasm or an artifact of this operator.
     #[error("the module was refused: {0}")]
     Load(#[from] LoadError),
-    /// The module has no `_start`.
-    #[error(
-        "the module exports no _start: a function is a WASI command module, or a component (wasi:cli/command or wasi:http/proxy)"
-    )]
-    NotACommand,
+    /// The admission pipeline refused the code (not a module, not a
+    /// function, not sealed for this executor).
+    #[error(transparent)]
+    Admit(#[from] AdmitError),
     /// A chain stage is an HTTP handler, which has no stdin and stdout.
     #[error(
         "chain {chain:?}: stage {stage:?} is an HTTP handler (wasi:http/proxy); chain stages run on stdin and stdout"
@@ -235,10 +234,11 @@ impl FunctionHost {
     /// than `max_code_bytes` is refused.
     pub fn new(
         registry: Arc<ModuleRegistry>,
-        policy: HostPolicy,
+        mut policy: HostPolicy,
         store: Option<FunctionStore>,
         max_code_bytes: usize,
     ) -> Self {
+        policy.max_code_bytes = max_code_bytes;
         Self {
             registry,
             policy,
@@ -289,9 +289,13 @@ impl FunctionHost {
             path: route.module.clone(),
             source,
         })?;
-        let code = ModuleCode::detect(bytes, self.max_code_bytes).map_err(LoadError::from)?;
-        let init = Init::for_action(&action, route.spec.init_function.as_deref());
-        let module = self.registry.load_with(&code, Some(&init))?;
+        let module = admit::load(
+            &self.registry,
+            &self.policy.admit(),
+            bytes,
+            &action,
+            route.spec.init_function.as_deref(),
+        )?;
         Ok(Arc::new(self.function(
             name,
             vec![route.path.clone()],
@@ -304,12 +308,7 @@ impl FunctionHost {
 
     /// The action `spec` describes, with grants the engine can enforce.
     fn action(&self, spec: &FunctionSpec, name: &str) -> Result<Action, HostError> {
-        let action = spec.action(name, &self.policy)?;
-        self.registry
-            .runtime()
-            .check_grants(&action.capabilities)
-            .map_err(|e| SpecError::Refused(e.to_string()))?;
-        Ok(action)
+        Ok(spec.action(name, &self.policy, &**self.registry.runtime())?)
     }
 
     fn function(
@@ -321,9 +320,7 @@ impl FunctionHost {
         spec: FunctionSpec,
         origin: Origin,
     ) -> Result<Function, HostError> {
-        if !module.serves_http() && !module.has_export(COMMAND_ENTRY) {
-            return Err(HostError::NotACommand);
-        }
+        admit::entry(&*module, Wanted::CommandOrHandler)?;
         Ok(Function {
             name,
             routes,

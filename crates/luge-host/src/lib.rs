@@ -29,5 +29,5 @@ pub mod store;
 pub use chain::{Chain, ChainSpec};
 pub use config::{Config, ConfigError, ConfiguredRoute, ServerTable};
 pub use host::{Function, FunctionHost, HostError, Origin, RouteTable};
-pub use spec::{FunctionSpec, HostPolicy};
+pub use spec::{FunctionSpec, HostPolicy, SpecError};
 pub use store::FunctionStore;

@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use luge_core::action::{COMMAND_ENTRY, SchedHints};
+use luge_core::admit::{self, AdmitError};
 use luge_core::capabilities::{Annotations, DirRequest};
 use luge_core::limits::RequestedLimits;
-use luge_core::{Action, Capabilities, DirMode, LimitPolicy};
+use luge_core::{Action, DirMode, LimitPolicy, WasmRuntime};
 use serde::{Deserialize, Serialize};
 
 /// The response content type when a spec names none (Sledge's default).
@@ -115,7 +116,7 @@ fn read_only() -> String {
 }
 
 /// Why a spec cannot become an action.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// A route path that is not a clean absolute path, or is reserved.
     #[error("path {path:?}: {reason}")]
@@ -125,9 +126,13 @@ pub enum SpecError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// A grant, variable or limit was refused.
+    /// A field is malformed (a directory's mode, a variable's name, the
+    /// content type, a zero deadline).
     #[error("{0}")]
     Refused(String),
+    /// The admission pipeline refused a grant or limit.
+    #[error(transparent)]
+    Admit(#[from] AdmitError),
 }
 
 /// Operator settings that bound every function.
@@ -137,6 +142,19 @@ pub struct HostPolicy {
     pub fs_root: Option<PathBuf>,
     /// Limit defaults and maxima.
     pub limits: LimitPolicy,
+    /// Largest code, once unpacked.
+    pub max_code_bytes: usize,
+}
+
+impl HostPolicy {
+    /// This policy as the admission pipeline takes it.
+    pub fn admit(&self) -> admit::Policy<'_> {
+        admit::Policy {
+            fs_root: self.fs_root.as_deref(),
+            limits: &self.limits,
+            max_code_bytes: self.max_code_bytes,
+        }
+    }
 }
 
 /// Paths the executor answers itself; a function cannot take them.
@@ -238,16 +256,15 @@ impl FunctionSpec {
         })
     }
 
-    /// The action named `name` this spec describes, with grants resolved and
-    /// limits bounded by `policy`.
-    pub fn action(&self, name: &str, policy: &HostPolicy) -> Result<Action, SpecError> {
-        let annotations = self.annotations()?;
-        let capabilities = Capabilities::grant(&annotations, policy.fs_root.as_deref())
-            .map_err(|e| SpecError::Refused(e.to_string()))?;
-        let limits = policy
-            .limits
-            .apply(&annotations.limits)
-            .map_err(|e| SpecError::Refused(e.to_string()))?;
+    /// The action named `name` this spec describes, through the one
+    /// admission pipeline: grants resolved and checked by `runtime`'s
+    /// engine, limits bounded by `policy`.
+    pub fn action(
+        &self,
+        name: &str,
+        policy: &HostPolicy,
+        runtime: &dyn WasmRuntime,
+    ) -> Result<Action, SpecError> {
         if let Some(content_type) = &self.content_type
             && (content_type.is_empty()
                 || !content_type
@@ -263,14 +280,15 @@ impl FunctionSpec {
                 "relative_deadline_us must be greater than zero".to_owned(),
             ));
         }
-        Ok(Action {
-            name: name.to_owned(),
-            entry: COMMAND_ENTRY.to_owned(),
-            env: annotations.env,
-            capabilities,
-            limits,
-            sched: annotations.sched,
-        })
+        let annotations = self.annotations()?;
+        Ok(admit::action(
+            runtime,
+            &policy.admit(),
+            name.to_owned(),
+            COMMAND_ENTRY.to_owned(),
+            Vec::new(),
+            annotations,
+        )?)
     }
 }
 
@@ -278,10 +296,37 @@ impl FunctionSpec {
 mod tests {
     use super::*;
 
+    /// An engine that enforces every grant and compiles nothing.
+    #[derive(Debug)]
+    struct AnyGrant(luge_core::EngineId);
+
+    impl WasmRuntime for AnyGrant {
+        fn id(&self) -> &luge_core::EngineId {
+            &self.0
+        }
+        fn precompile(&self, _: &[u8]) -> Result<Vec<u8>, luge_core::EngineError> {
+            Err(luge_core::EngineError::Unsupported("a test double".into()))
+        }
+        fn load_artifact(
+            &self,
+            _: luge_core::VerifiedArtifact<'_>,
+        ) -> Result<std::sync::Arc<dyn luge_core::LoadedModule>, luge_core::EngineError> {
+            Err(luge_core::EngineError::Unsupported("a test double".into()))
+        }
+    }
+
+    fn engine() -> AnyGrant {
+        AnyGrant(luge_core::EngineId {
+            engine: "test".into(),
+            version: "0".into(),
+            target: "none".into(),
+        })
+    }
+
     #[test]
     fn route_paths_are_checked() {
         for good in ["/fib", "/a/b", "/tenant-1/fn_x.v2"] {
-            assert_eq!(check_route_path(good), Ok(()), "{good}");
+            assert!(check_route_path(good).is_ok(), "{good}");
         }
         for bad in [
             "",
@@ -314,7 +359,9 @@ mod tests {
             args: vec!["-v".to_owned()],
             ..FunctionSpec::default()
         };
-        let action = spec.action("fib", &HostPolicy::default()).unwrap();
+        let action = spec
+            .action("fib", &HostPolicy::default(), &engine())
+            .unwrap();
         assert_eq!(action.limits.memory_bytes, 64 << 20);
         assert_eq!(
             action.sched.relative_deadline,
@@ -334,7 +381,9 @@ mod tests {
             },
             ..FunctionSpec::default()
         };
-        let err = above.action("f", &HostPolicy::default()).unwrap_err();
+        let err = above
+            .action("f", &HostPolicy::default(), &engine())
+            .unwrap_err();
         assert!(
             err.to_string().contains("exceeds the operator maximum"),
             "{err}"
@@ -348,7 +397,9 @@ mod tests {
             }],
             ..FunctionSpec::default()
         };
-        let err = grant.action("f", &HostPolicy::default()).unwrap_err();
+        let err = grant
+            .action("f", &HostPolicy::default(), &engine())
+            .unwrap_err();
         assert!(err.to_string().contains("--fs-root"), "{err}");
 
         let mode = FunctionSpec {
@@ -359,7 +410,7 @@ mod tests {
             }],
             ..FunctionSpec::default()
         };
-        assert!(mode.action("f", &HostPolicy::default()).is_err());
+        assert!(mode.action("f", &HostPolicy::default(), &engine()).is_err());
     }
 
     #[test]

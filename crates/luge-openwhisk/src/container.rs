@@ -5,13 +5,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use luge_core::action::COMMAND_ENTRY;
+use luge_core::admit::{self, AdmitError, Wanted};
 use luge_core::calls::Refused;
 use luge_core::capabilities::Annotations;
-use luge_core::registry::{DEFAULT_INIT_FUNCTION, Init};
 use luge_core::{
-    Action, Capabilities, Invocation, LimitPolicy, LoadedModule, ModuleCode, ModuleRegistry,
-    Outcome, Termination,
+    Action, Invocation, LimitPolicy, LoadedModule, ModuleRegistry, Outcome, Termination,
 };
 
 use crate::logs::{LogBuffer, LogSink};
@@ -166,23 +164,16 @@ impl Container {
         body: &[u8],
     ) -> Result<Ready, Reply> {
         let request = protocol::parse_init(body)?;
-        let refuse = |e: &dyn std::fmt::Display| Reply::error(status::FORBIDDEN, e.to_string());
-        let annotations = Annotations::parse(&request.annotations)
-            .map_err(|e| Reply::error(status::BAD_REQUEST, e.to_string()))?;
-        let capabilities = Capabilities::grant(&annotations, settings.fs_root.as_deref())
-            .map_err(|e| refuse(&e))?;
-        registry
-            .runtime()
-            .check_grants(&capabilities)
-            .map_err(|e| refuse(&e))?;
-        let limits = settings
-            .limits
-            .apply(&annotations.limits)
-            .map_err(|e| refuse(&e))?;
-        let code =
-            ModuleCode::detect(request.code, settings.max_code_bytes).map_err(|e| refuse(&e))?;
+        let refused = |e: AdmitError| Reply::error(e.status(), e.to_string());
+        let annotations =
+            Annotations::parse(&request.annotations).map_err(|e| refused(AdmitError::from(e)))?;
+        let policy = admit::Policy {
+            fs_root: settings.fs_root.as_deref(),
+            limits: &settings.limits,
+            max_code_bytes: settings.max_code_bytes,
+        };
         // Later sources win: the container's environment, the init's env,
-        // then the action's `wasi.env`.
+        // then the action's `wasi.env` (added by the pipeline).
         let mut env: Vec<(String, String)> = settings
             .container_env
             .iter()
@@ -190,63 +181,34 @@ impl Container {
             .cloned()
             .collect();
         env.extend(request.env);
-        env.extend(annotations.env);
-        // A snapshot's initialisation runs as the action would: its limits,
-        // its environment and its grants.
-        let init = Init {
-            function: annotations
-                .init_function
-                .clone()
-                .unwrap_or_else(|| DEFAULT_INIT_FUNCTION.to_owned()),
-            timeout: limits.timeout,
-            memory_bytes: limits.memory_bytes,
-            env: env.clone(),
-            args: capabilities.args.clone(),
-            dirs: capabilities.dirs.clone(),
-        };
-        let module = registry
-            .load_with(&code, Some(&init))
-            .map_err(|e| refuse(&e))?;
-
-        if module.serves_http() {
-            return Err(Reply::error(
-                status::FORBIDDEN,
-                format!(
-                    "The code is {}.",
-                    luge_core::handler::NOT_A_COMMAND.trim_start_matches("the function is ")
-                ),
-            ));
-        }
-        let entry = match request.main.as_str() {
-            "" | "main" => COMMAND_ENTRY.to_owned(),
-            other if module.has_export(other) => other.to_owned(),
-            other => {
-                return Err(Reply::error(
-                    status::FORBIDDEN,
-                    format!("The entry point '{other}' is not a function exported by the module."),
-                ));
-            }
-        };
-        if !module.has_export(&entry) {
-            return Err(Reply::error(
-                status::FORBIDDEN,
-                "The module is not a WASI command: it exports no _start.",
-            ));
-        }
         let name = if request.name.is_empty() {
             "action".to_owned()
         } else {
             request.name
         };
+        let init_function = annotations.init_function.clone();
+        let mut action = admit::action(
+            &**registry.runtime(),
+            &policy,
+            name,
+            String::new(),
+            env,
+            annotations,
+        )
+        .map_err(refused)?;
+        // A snapshot's initialisation runs as the action would: its limits,
+        // its environment and its grants.
+        let module = admit::load(
+            registry,
+            &policy,
+            request.code,
+            &action,
+            init_function.as_deref(),
+        )
+        .map_err(refused)?;
+        action.entry = admit::entry(&*module, Wanted::Command(&request.main)).map_err(refused)?;
         Ok(Ready {
-            action: Arc::new(Action {
-                name,
-                entry,
-                env,
-                capabilities,
-                limits,
-                sched: annotations.sched,
-            }),
+            action: Arc::new(action),
             module,
         })
     }
