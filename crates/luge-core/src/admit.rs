@@ -60,7 +60,7 @@ pub enum AdmitError {
     #[error(transparent)]
     Limits(#[from] LimitError),
     /// The code could not be detected, compiled or loaded.
-    #[error(transparent)]
+    #[error("the module was refused: {0}")]
     Load(#[from] LoadError),
     /// An HTTP handler where a command is needed.
     #[error(

@@ -34,7 +34,65 @@ pub enum LoadError {
     OverBudget(String),
     /// Its initialisation function failed when run to make its snapshot.
     #[error("pre-initialization failed: {0}")]
-    Preinit(String),
+    Preinit(#[from] PreinitError),
+}
+
+/// Why an initialisation gave no snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum PreinitError {
+    /// Metadata named an initialisation export the module lacks.
+    #[error("the module exports no function `{0}` to initialise with (core modules only)")]
+    NoSuchExport(String),
+    /// The initialisation exited with a status.
+    #[error("`{function}` exited with status {status}{}", stderr_note(.stderr))]
+    Exited {
+        /// The export.
+        function: String,
+        /// Its exit status.
+        status: i32,
+        /// What it wrote to stderr (bounded).
+        stderr: String,
+    },
+    /// It ran past its time limit.
+    #[error("`{function}` ran past its time limit of {} ms{}", .timeout.as_millis(), stderr_note(.stderr))]
+    TimedOut {
+        /// The export.
+        function: String,
+        /// Its limit.
+        timeout: std::time::Duration,
+        /// What it wrote to stderr (bounded).
+        stderr: String,
+    },
+    /// It trapped, or failed otherwise.
+    #[error("`{function}` failed: {reason}{}", stderr_note(.stderr))]
+    Failed {
+        /// The export.
+        function: String,
+        /// The engine's account of it.
+        reason: String,
+        /// What it wrote to stderr (bounded).
+        stderr: String,
+    },
+    /// The snapshotter could not do its own part.
+    #[error("{stage}: {reason}")]
+    Snapshotter {
+        /// What it was doing: instrumenting, compiling, linking, granting
+        /// a directory, snapshotting.
+        stage: &'static str,
+        /// The engine's account of it.
+        reason: String,
+    },
+    /// The snapshotter's thread panicked.
+    #[error("the initialisation panicked the snapshotter")]
+    Panicked,
+}
+
+fn stderr_note(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (stderr: {stderr})")
+    }
 }
 
 /// Pre-initialization (Faasm's Proto-Faaslets, Wizer): runs a module's
@@ -51,7 +109,11 @@ pub trait Preinitializer: Send + Sync {
     /// for the uploader. `init` is the function's own initialisation (its
     /// export name, limits and grants); `None`: the default export under
     /// the operator's default limits, with no grants.
-    fn preinitialize(&self, wasm: &[u8], init: Option<&Init>) -> Result<Option<Vec<u8>>, String>;
+    fn preinitialize(
+        &self,
+        wasm: &[u8],
+        init: Option<&Init>,
+    ) -> Result<Option<Vec<u8>>, PreinitError>;
 }
 
 /// How one function's initialisation runs when its module is snapshotted:
@@ -350,9 +412,7 @@ impl ModuleRegistry {
             // limit, in memory up to its memory limit.
             let _one_at_a_time = self.compiling.lock().unwrap_or_else(|e| e.into_inner());
             let snapshot = match &self.preinit {
-                Some(preinit) => preinit
-                    .preinitialize(wasm, init)
-                    .map_err(LoadError::Preinit)?,
+                Some(preinit) => preinit.preinitialize(wasm, init)?,
                 None => None,
             };
             self.runtime
@@ -376,9 +436,8 @@ impl ModuleRegistry {
             (Some(preinit), Some(init))
                 if init.function != DEFAULT_INIT_FUNCTION && !preinit.applies(wasm, Some(init)) =>
             {
-                Err(LoadError::Preinit(format!(
-                    "the module exports no function `{}` to initialise with (core modules only)",
-                    init.function
+                Err(LoadError::Preinit(PreinitError::NoSuchExport(
+                    init.function.clone(),
                 )))
             }
             _ => Ok(()),

@@ -139,6 +139,9 @@ pub enum FactoryError {
     /// The engine refused its configuration.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The snapshotter could not be built.
+    #[error(transparent)]
+    Snapshotter(#[from] luge_core::registry::PreinitError),
 }
 
 /// What makes pre-initialized snapshots (Wizer) of modules that export
@@ -150,8 +153,7 @@ pub fn preinitializer(
 ) -> Result<Option<Arc<dyn luge_core::registry::Preinitializer>>, FactoryError> {
     #[cfg(feature = "wasmtime")]
     {
-        let snapshotter = luge_snapshot::Snapshotter::new(limits.timeout, limits.memory_bytes)
-            .map_err(|e| FactoryError::Engine(EngineError::Config(e)))?;
+        let snapshotter = luge_snapshot::Snapshotter::new(limits.timeout, limits.memory_bytes)?;
         Ok(Some(Arc::new(snapshotter)))
     }
     #[cfg(not(feature = "wasmtime"))]

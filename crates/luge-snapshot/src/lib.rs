@@ -23,7 +23,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use luge_core::DirMode;
-use luge_core::registry::{Init, Preinitializer};
+use luge_core::registry::{Init, PreinitError, Preinitializer};
 use wasmtime::{Config, Engine, Instance, Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -62,14 +62,20 @@ impl std::fmt::Debug for Snapshotter {
 impl Snapshotter {
     /// A snapshotter whose initialisations run at most `timeout` in at most
     /// `memory_bytes` of linear memory (the operator's default limits).
-    pub fn new(timeout: Duration, memory_bytes: u64) -> Result<Self, String> {
+    pub fn new(timeout: Duration, memory_bytes: u64) -> Result<Self, PreinitError> {
+        let stage = |stage| {
+            move |e: wasmtime::Error| PreinitError::Snapshotter {
+                stage,
+                reason: format!("{e:#}"),
+            }
+        };
         let mut config = Config::new();
         // Interrupted by its own timer thread at `timeout`.
         config.epoch_interruption(true);
-        let engine = Engine::new(&config).map_err(|e| format!("snapshot engine: {e:#}"))?;
+        let engine = Engine::new(&config).map_err(stage("snapshot engine"))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c: &mut Ctx| &mut c.wasi)
-            .map_err(|e| format!("snapshot linker: {e:#}"))?;
+            .map_err(stage("snapshot linker"))?;
         // The one WASI call that blocks in the host (a sleep) would outlast
         // the epoch timer, which interrupts only Wasm code: an
         // initialisation may not wait.
@@ -84,7 +90,7 @@ impl Snapshotter {
                     ))
                 },
             )
-            .map_err(|e| format!("snapshot linker: {e:#}"))?;
+            .map_err(stage("snapshot linker"))?;
         Ok(Self {
             engine,
             linker,
@@ -93,7 +99,13 @@ impl Snapshotter {
         })
     }
 
-    fn run(&self, wasm: &[u8], init: Option<&Init>) -> Result<Vec<u8>, String> {
+    fn run(&self, wasm: &[u8], init: Option<&Init>) -> Result<Vec<u8>, PreinitError> {
+        let stage = |stage| {
+            move |e: wasmtime::Error| PreinitError::Snapshotter {
+                stage,
+                reason: format!("{e:#}"),
+            }
+        };
         let function = init.map_or(INIT_FUNC, |i| i.function.as_str());
         let timeout = init.map_or(self.timeout, |i| i.timeout);
         let memory_bytes = init.map_or(self.memory_bytes, |i| {
@@ -101,8 +113,8 @@ impl Snapshotter {
         });
         let mut wizer = Wizer::new();
         wizer.init_func(function);
-        let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
-        let module = Module::new(&self.engine, &instrumented).map_err(|e| format!("{e:#}"))?;
+        let (cx, instrumented) = wizer.instrument(wasm).map_err(stage("instrumenting"))?;
+        let module = Module::new(&self.engine, &instrumented).map_err(stage("compiling"))?;
         let stderr = MemoryOutputPipe::new(STDERR_BYTES);
         let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
         builder.stderr(stderr.clone());
@@ -117,7 +129,10 @@ impl Snapshotter {
                 };
                 builder
                     .preopened_dir(dir.path(), &dir.guest, perms)
-                    .map_err(|e| format!("granted directory {}: {e:#}", dir.guest))?;
+                    .map_err(|e| PreinitError::Snapshotter {
+                        stage: "granting a directory",
+                        reason: format!("{}: {e:#}", dir.guest),
+                    })?;
             }
         }
         let wasi = builder.build_p1();
@@ -141,26 +156,31 @@ impl Snapshotter {
         drop(done);
         let _ = timer.join();
         let instance = result.map_err(|e| {
-            let detail = String::from_utf8_lossy(&stderr.contents())
+            let function = function.to_owned();
+            let stderr = String::from_utf8_lossy(&stderr.contents())
                 .trim()
                 .to_owned();
-            let reason = if let Some(exit) = e.downcast_ref::<I32Exit>() {
-                format!("`{function}` exited with status {}", exit.0)
+            if let Some(exit) = e.downcast_ref::<I32Exit>() {
+                PreinitError::Exited {
+                    function,
+                    status: exit.0,
+                    stderr,
+                }
             } else if e
                 .downcast_ref::<wasmtime::Trap>()
                 .is_some_and(|t| *t == wasmtime::Trap::Interrupt)
             {
-                format!(
-                    "`{function}` ran past its time limit of {} ms",
-                    timeout.as_millis()
-                )
+                PreinitError::TimedOut {
+                    function,
+                    timeout,
+                    stderr,
+                }
             } else {
-                format!("`{function}` failed: {e:#}")
-            };
-            if detail.is_empty() {
-                reason
-            } else {
-                format!("{reason} (stderr: {detail})")
+                PreinitError::Failed {
+                    function,
+                    reason: format!("{e:#}"),
+                    stderr,
+                }
             }
         })?;
         let mut state = Snap {
@@ -168,8 +188,7 @@ impl Snapshotter {
             instance,
         };
         // Wizer's reads of the instance complete at once: no runtime needed.
-        luge_core::calls::block_on(wizer.snapshot(&cx, &mut state))
-            .map_err(|e| format!("snapshot: {e:#}"))
+        luge_core::calls::block_on(wizer.snapshot(&cx, &mut state)).map_err(stage("snapshotting"))
     }
 
     /// Instantiates and runs the initialisation (a reactor's
@@ -213,7 +232,11 @@ impl Preinitializer for Snapshotter {
             && exports(wasm, init.map_or(INIT_FUNC, |i| i.function.as_str()))
     }
 
-    fn preinitialize(&self, wasm: &[u8], init: Option<&Init>) -> Result<Option<Vec<u8>>, String> {
+    fn preinitialize(
+        &self,
+        wasm: &[u8],
+        init: Option<&Init>,
+    ) -> Result<Option<Vec<u8>>, PreinitError> {
         if !self.applies(wasm, init) {
             return Ok(None);
         }
@@ -225,7 +248,7 @@ impl Preinitializer for Snapshotter {
             scope
                 .spawn(|| self.run(wasm, init))
                 .join()
-                .unwrap_or_else(|_| Err("the initialisation panicked the snapshotter".to_owned()))
+                .unwrap_or(Err(PreinitError::Panicked))
         })?;
         tracing::info!(
             ms = started.elapsed().as_millis() as u64,
