@@ -9,6 +9,12 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features
+# The scheduler's lock-free protocols (luge-sched's `protocol` module),
+# model-checked with loom in a build of their own (`--cfg luge_loom`, its
+# own target directory so the build above stays cached). Bounded at three
+# preemptions per execution (see tests/loom.rs).
+LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg luge_loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p luge-sched --test loom
 # The engine-neutral end-to-end tests against each other engine (the
 # scheduling tests are Wasmtime's: only it preempts). `--workspace` keeps
 # the feature set of the run above, so the same test binaries run again:

@@ -32,6 +32,7 @@
 #![deny(missing_docs)]
 
 mod policy;
+pub mod protocol;
 mod queue;
 mod stats;
 mod task;

@@ -14,7 +14,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crate::protocol::TaskState;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Wake;
 use std::time::{Duration, Instant};
@@ -24,17 +26,13 @@ use crate::worker::Shared;
 /// A job's future.
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-pub(crate) const IDLE: u8 = 0;
-pub(crate) const QUEUED: u8 = 1;
-pub(crate) const RUNNING: u8 = 2;
-pub(crate) const NOTIFIED: u8 = 3;
-pub(crate) const DONE: u8 = 4;
+// Job states: crate::protocol's (IDLE, QUEUED, RUNNING, NOTIFIED, DONE).
 
 pub(crate) struct Task {
     /// Polled only by the worker that moved the state to RUNNING, so the
     /// lock is never contended; it makes the task `Sync` for the waker.
     pub future: Mutex<Option<BoxFuture>>,
-    pub state: AtomicU8,
+    pub state: TaskState,
     pub function: Arc<str>,
     /// The deadline the job was submitted with: misses are counted
     /// against it.
@@ -104,23 +102,7 @@ impl Wake for Task {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let mut state = self.state.load(Ordering::Acquire);
-        loop {
-            let next = match state {
-                IDLE => QUEUED,
-                RUNNING => NOTIFIED,
-                // Already queued, already to be re-queued, or finished.
-                _ => return,
-            };
-            match self
-                .state
-                .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => break,
-                Err(actual) => state = actual,
-            }
-        }
-        if state == IDLE
+        if self.state.wake()
             && let Some(shared) = self.shared.upgrade()
         {
             shared.enqueue_woken(Arc::clone(self));

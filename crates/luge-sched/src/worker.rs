@@ -3,7 +3,9 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use crate::protocol::SleepMarks;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::thread::{JoinHandle, Thread};
@@ -18,7 +20,7 @@ use crate::stats::{Counters, ExecutionStats, SchedulerStats};
 use crate::task::{self, Task};
 
 /// An idle worker re-checks the queues at least this often. Wake-ups are
-/// explicit (every enqueue wakes a sleeper; see `announce_sleep` for why
+/// explicit (every enqueue wakes a sleeper; see `SleepMarks::announce` for why
 /// none is missed), so this is a safety net, long enough that an idle
 /// executor stays idle: a worker wakes once in five seconds.
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
@@ -186,10 +188,8 @@ pub(crate) struct Shared {
     /// common case (workers keep up) each point is O(1) in the number of
     /// workers.
     backlog: AtomicUsize,
-    sleeping: Vec<AtomicBool>,
-    /// Workers whose `sleeping` flag is set: a submit that finds none
-    /// skips the search for one.
-    sleepers: AtomicUsize,
+    /// Which workers sleep (the protocol `tests/loom.rs` checks).
+    sleep: SleepMarks,
     /// Per worker: what ends its sleep (its thread, or its front end's
     /// park), set by the worker itself before it first sleeps.
     wakers: Vec<OnceLock<Arc<dyn Unpark>>>,
@@ -289,7 +289,7 @@ impl Shared {
 
     /// Unparks `worker` if it sleeps; whether it did.
     fn wake_worker(&self, worker: usize) -> bool {
-        if self.clear_sleep(worker) {
+        if self.sleep.clear(worker) {
             if let Some(waker) = self.wakers[worker].get() {
                 waker.unpark();
             }
@@ -302,37 +302,12 @@ impl Shared {
     /// any, round robin; whether one was. O(1) when none sleeps (all
     /// busy), the case where submits are many.
     fn wake_any(&self, long: bool) -> bool {
-        // Pairs with the fence in `announce_sleep`: either this load sees
-        // the sleeper, or the sleeper's re-check sees the job enqueued
-        // before this fence.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) == 0 {
+        if !self.sleep.any_asleep() {
             return false;
         }
         let n = self.workers_for(long).len();
         let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
         (0..n).any(|i| self.wake_worker((start + i) % n))
-    }
-
-    /// Marks `worker` asleep. The caller then re-checks for work before it
-    /// parks: a job enqueued before the fence below is seen by that
-    /// re-check, and one enqueued after it finds the sleeper in
-    /// `wake_any` (both sides order with a SeqCst fence), so no wake-up is
-    /// missed.
-    fn announce_sleep(&self, worker: usize) {
-        self.sleeping[worker].store(true, Ordering::SeqCst);
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
-        std::sync::atomic::fence(Ordering::SeqCst);
-    }
-
-    /// Clears `worker`'s sleep mark; whether it was set (and so whether
-    /// this call is the one that ends its sleep).
-    fn clear_sleep(&self, worker: usize) -> bool {
-        let was = self.sleeping[worker].swap(false, Ordering::SeqCst);
-        if was {
-            self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        }
-        was
     }
 
     /// Whether a job `worker` may take waits: new in an injector it takes
@@ -417,7 +392,7 @@ impl Shared {
 
     fn run(&self, worker: usize, task: Arc<Task>) {
         task.home.store(worker, Ordering::Relaxed);
-        task.state.store(task::RUNNING, Ordering::Release);
+        task.state.start();
         let waker = Waker::from(Arc::clone(&task));
         let mut cx = Context::from_waker(&waker);
         // A request raised for the previous job is void: this one is the
@@ -445,7 +420,7 @@ impl Shared {
         task.cpu_ns.fetch_add(spent, Ordering::Relaxed);
         match poll {
             Poll::Ready(()) => {
-                task.state.store(task::DONE, Ordering::Release);
+                task.state.finish();
                 // Free the sandbox now, not when the last waker clone goes.
                 *task.future.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 let missed = Instant::now() > task.deadline;
@@ -455,19 +430,10 @@ impl Shared {
                 Counters::add(&self.counters.completed, 1);
             }
             Poll::Pending => {
-                let parked = task
-                    .state
-                    .compare_exchange(
-                        task::RUNNING,
-                        task::IDLE,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok();
+                let parked = task.state.park();
                 if !parked {
                     // Woken while running: a quantum yield. Re-queue; the
                     // loop then picks the most urgent job, maybe this one.
-                    task.state.store(task::QUEUED, Ordering::Release);
                     task.yields.fetch_add(1, Ordering::Relaxed);
                     Counters::add(&self.counters.preemptions, 1);
                     if task.renew_if_spent(Instant::now()) {
@@ -514,7 +480,7 @@ impl Shared {
     /// find, or says it is idle (its sleep announced) or must stop.
     fn step(&self, worker: usize) -> Step {
         // Back from a park (or a wake-up before it): no longer asleep.
-        self.clear_sleep(worker);
+        self.sleep.clear(worker);
         if self.shutdown.load(Ordering::Acquire) {
             return Step::Stop;
         }
@@ -526,7 +492,7 @@ impl Shared {
         }
         // Announce sleep, then look once more: a job enqueued before the
         // announcement is seen here, one after it unparks us.
-        self.announce_sleep(worker);
+        self.sleep.announce(worker);
         if self.has_work(worker) || self.shutdown.load(Ordering::Acquire) {
             return Step::Ran { more: false };
         }
@@ -598,8 +564,7 @@ impl Scheduler {
             sharding: config.sharding,
             queues: (0..n).map(|_| Mutex::new(RunQueue::default())).collect(),
             backlog: AtomicUsize::new(0),
-            sleeping: (0..n).map(|_| AtomicBool::new(false)).collect(),
-            sleepers: AtomicUsize::new(0),
+            sleep: SleepMarks::new(n),
             wakers: (0..n).map(|_| OnceLock::new()).collect(),
             shutdown: AtomicBool::new(false),
             stats: ExecutionStats::new(config.srsf_percentile),
@@ -667,7 +632,7 @@ impl Scheduler {
         });
         let task = Arc::new(Task {
             future: Mutex::new(Some(job.future)),
-            state: AtomicU8::new(task::QUEUED),
+            state: crate::protocol::TaskState::queued(),
             function: job.function,
             deadline: job.deadline,
             window,
