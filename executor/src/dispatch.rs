@@ -112,19 +112,21 @@ impl<F: FnOnce()> Drop for UnlessDisarmed<F> {
     }
 }
 
+/// Work sent to the blocking pool that did not finish: it panicked, or the
+/// runtime shut down under it.
+#[derive(Debug, thiserror::Error)]
+#[error("internal executor error: {0}")]
+pub struct BlockingError(#[from] tokio::task::JoinError);
+
 /// Runs `work` on `runtime`'s blocking pool (the ambient runtime's: one
 /// pool for the process, whichever thread serves the request); a panic
-/// there becomes an error message instead of taking the request task down
-/// with it.
-pub async fn blocking<T, F>(runtime: &tokio::runtime::Handle, work: F) -> Result<T, String>
+/// there becomes an error instead of taking the request task down with it.
+pub async fn blocking<T, F>(runtime: &tokio::runtime::Handle, work: F) -> Result<T, BlockingError>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    runtime
-        .spawn_blocking(work)
-        .await
-        .map_err(|e| format!("internal executor error: {e}"))
+    runtime.spawn_blocking(work).await.map_err(BlockingError)
 }
 
 /// Bounds the invocations admitted and not yet finished. Past the bound a

@@ -19,7 +19,7 @@ pub(crate) async fn init(app: &App, body: Bytes, container: Arc<Container>) -> R
         container.init(&registry, &settings, &body)
     })
     .await
-    .unwrap_or_else(|message| Reply::error(500, message));
+    .unwrap_or_else(|e| Reply::error(500, e.to_string()));
     http::reply(reply)
 }
 

@@ -188,7 +188,7 @@ impl App {
                         http::json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
                     }
                     Ok(Err(e)) => host_error(&e),
-                    Err(message) => http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+                    Err(e) => http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
                 }
             }
             (&Method::PUT, Some(name)) => {
@@ -213,7 +213,7 @@ impl App {
                         http::json(status, &describe(&function))
                     }
                     Ok(Err(e)) => host_error(&e),
-                    Err(message) => http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+                    Err(e) => http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
                 }
             }
             _ => http::json_error(

@@ -137,8 +137,11 @@ impl std::fmt::Debug for GlobalTier {
 impl GlobalTier {
     /// A tier on `url` (`redis://host:port/db`); nothing is connected yet,
     /// so a server that is down at start is reported per operation.
-    pub fn new(url: &str, quotas: Quotas) -> Result<Self, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("--state-url {url}: {e}"))?;
+    pub fn new(url: &str, quotas: Quotas) -> Result<Self, crate::OpenError> {
+        let client = redis::Client::open(url).map_err(|source| crate::OpenError::Url {
+            url: url.to_owned(),
+            source,
+        })?;
         let script = |body: &str| redis::Script::new(&format!("{PRELUDE}{body}"));
         Ok(Self {
             client,

@@ -71,8 +71,35 @@ pub struct StateConfig {
 
 /// Why the state store could not be opened.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct OpenError(String);
+pub enum OpenError {
+    /// The local tier's directory could not be made.
+    #[error("--state-dir {}", .dir.display())]
+    Dir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The local tier's store could not be opened or read back.
+    #[error("state store {}", .dir.display())]
+    Store {
+        /// Its directory.
+        dir: std::path::PathBuf,
+        /// The store's error.
+        #[source]
+        source: fjall::Error,
+    },
+    /// The global tier's URL is not one Redis takes.
+    #[error("--state-url {url}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// The driver's error.
+        #[source]
+        source: redis::RedisError,
+    },
+}
 
 /// The host's state: both tiers and the local locks.
 #[derive(Debug)]
@@ -90,9 +117,11 @@ impl StateStore {
     pub fn open(config: &StateConfig) -> Result<Self, OpenError> {
         let local = match &config.dir {
             Some(dir) => {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| OpenError(format!("--state-dir {}: {e}", dir.display())))?;
-                LocalTier::open(dir).map_err(OpenError)?
+                std::fs::create_dir_all(dir).map_err(|source| OpenError::Dir {
+                    dir: dir.clone(),
+                    source,
+                })?;
+                LocalTier::open(dir)?
             }
             None => LocalTier::in_memory(),
         };
@@ -100,8 +129,7 @@ impl StateStore {
             .redis_url
             .as_deref()
             .map(|url| GlobalTier::new(url, config.quotas))
-            .transpose()
-            .map_err(OpenError)?;
+            .transpose()?;
         Ok(Self {
             local,
             global,

@@ -64,18 +64,18 @@ impl LocalTier {
     }
 
     /// The tier persisted under `dir`, loaded from what is there.
-    pub fn open(dir: &Path) -> Result<Self, String> {
-        let db = fjall::Database::builder(dir)
-            .open()
-            .map_err(|e| format!("state store {}: {e}", dir.display()))?;
+    pub fn open(dir: &Path) -> Result<Self, crate::OpenError> {
+        let store = |source| crate::OpenError::Store {
+            dir: dir.to_owned(),
+            source,
+        };
+        let db = fjall::Database::builder(dir).open().map_err(store)?;
         let values = db
             .keyspace("values", fjall::KeyspaceCreateOptions::default)
-            .map_err(|e| format!("state store {}: {e}", dir.display()))?;
+            .map_err(store)?;
         let mut namespaces: HashMap<String, Namespace> = HashMap::new();
         for guard in values.iter() {
-            let (key, value) = guard
-                .into_inner()
-                .map_err(|e| format!("state store {}: {e}", dir.display()))?;
+            let (key, value) = guard.into_inner().map_err(store)?;
             let key = String::from_utf8_lossy(&key).into_owned();
             let Some((ns, rest)) = key.split_once('/') else {
                 continue;
