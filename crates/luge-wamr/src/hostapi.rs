@@ -10,6 +10,7 @@
 
 use std::ffi::{CStr, CString, c_void};
 
+use luge_core::hostapi::memory::within;
 use luge_core::hostapi::{self, GuestMemory, MemoryError, ThisThread, imports};
 use wamrx_sys as sys;
 
@@ -44,8 +45,7 @@ impl ExecEnv {
             len: len as u64,
         };
         let (memory, size) = self.memory().ok_or(MemoryError::NoMemory)?;
-        let end = offset.checked_add(len as u64).ok_or(outside)?;
-        if end > size {
+        if !within(offset, len as u64, size) {
             return Err(outside);
         }
         if len == 0 {
@@ -65,7 +65,7 @@ impl ExecEnv {
 impl GuestMemory for ExecEnv {
     fn contains(&self, offset: u64, len: u64) -> bool {
         self.memory()
-            .is_some_and(|(_, size)| offset.checked_add(len).is_some_and(|end| end <= size))
+            .is_some_and(|(_, size)| within(offset, len, size))
     }
 
     fn copy_out(&mut self, offset: u64, into: &mut [u8]) -> Result<(), MemoryError> {

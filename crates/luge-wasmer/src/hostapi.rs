@@ -12,6 +12,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use luge_core::calls::{CallMode, CallTable, Calls};
+use luge_core::hostapi::memory::within;
 use luge_core::hostapi::{self, GuestMemory, IMPORT_MODULE, MemoryError, ThisThread, imports};
 use luge_core::state::State;
 use wasmer::{Function, FunctionEnv, FunctionEnvMut, Imports, Memory, StoreMut};
@@ -52,10 +53,9 @@ struct View<'e, 'a> {
 
 impl GuestMemory for View<'_, '_> {
     fn contains(&self, offset: u64, len: u64) -> bool {
-        self.memory.as_ref().is_some_and(|memory| {
-            let size = memory.view(self.env).data_size();
-            offset.checked_add(len).is_some_and(|end| end <= size)
-        })
+        self.memory
+            .as_ref()
+            .is_some_and(|memory| within(offset, len, memory.view(self.env).data_size()))
     }
 
     fn copy_out(&mut self, offset: u64, into: &mut [u8]) -> Result<(), MemoryError> {

@@ -371,6 +371,22 @@ pub fn state_get(
     })
 }
 
+/// An import that takes a key and a value: both read from the guest,
+/// then `op` of them.
+fn keyed_value(
+    p: Parts<'_>,
+    (key_ptr, key_len): (i32, i32),
+    (val_ptr, val_len): (i32, i32),
+    flags: i32,
+    op: fn(String, Vec<u8>) -> Op,
+) -> Step {
+    prepared(p, |g| {
+        let key = key(g, key_ptr, key_len)?;
+        let value = g.read(val_ptr, val_len)?;
+        Ok(StateCall::step(op(key, value), flags))
+    })
+}
+
 /// `state_set`: 0.
 pub fn state_set(
     p: Parts<'_>,
@@ -380,11 +396,8 @@ pub fn state_set(
     val_len: i32,
     flags: i32,
 ) -> Step {
-    prepared(p, |g| {
-        let key = key(g, key_ptr, key_len)?;
-        let value = g.read(val_ptr, val_len)?;
-        Ok(StateCall::step(Op::Set { key, value }, flags))
-    })
+    let set = |key, value| Op::Set { key, value };
+    keyed_value(p, (key_ptr, key_len), (val_ptr, val_len), flags, set)
 }
 
 /// `state_delete`: 0, or -1 if absent.
@@ -404,11 +417,8 @@ pub fn state_append(
     val_len: i32,
     flags: i32,
 ) -> Step {
-    prepared(p, |g| {
-        let key = key(g, key_ptr, key_len)?;
-        let value = g.read(val_ptr, val_len)?;
-        Ok(StateCall::step(Op::Append { key, value }, flags))
-    })
+    let append = |key, value| Op::Append { key, value };
+    keyed_value(p, (key_ptr, key_len), (val_ptr, val_len), flags, append)
 }
 
 /// `state_cas`: 1 swapped, 0 not; `old_len` -1 means "only if absent".
@@ -442,40 +452,25 @@ pub fn state_add(p: Parts<'_>, key_ptr: i32, key_len: i32, delta: i64, flags: i3
     })
 }
 
+/// An import that takes only a key (pull, push, unlock: global by
+/// nature, so no tier flag).
+fn keyed(p: Parts<'_>, (key_ptr, key_len): (i32, i32), op: fn(String) -> Op) -> Step {
+    prepared(p, |g| Ok(StateCall::step(op(key(g, key_ptr, key_len)?), 0)))
+}
+
 /// `state_pull`: 0.
 pub fn state_pull(p: Parts<'_>, key_ptr: i32, key_len: i32) -> Step {
-    prepared(p, |g| {
-        Ok(StateCall::step(
-            Op::Pull {
-                key: key(g, key_ptr, key_len)?,
-            },
-            0,
-        ))
-    })
+    keyed(p, (key_ptr, key_len), |key| Op::Pull { key })
 }
 
 /// `state_push`: 0.
 pub fn state_push(p: Parts<'_>, key_ptr: i32, key_len: i32) -> Step {
-    prepared(p, |g| {
-        Ok(StateCall::step(
-            Op::Push {
-                key: key(g, key_ptr, key_len)?,
-            },
-            0,
-        ))
-    })
+    keyed(p, (key_ptr, key_len), |key| Op::Push { key })
 }
 
 /// `state_unlock`: 0.
 pub fn state_unlock(p: Parts<'_>, key_ptr: i32, key_len: i32) -> Step {
-    prepared(p, |g| {
-        Ok(StateCall::step(
-            Op::Unlock {
-                key: key(g, key_ptr, key_len)?,
-            },
-            0,
-        ))
-    })
+    keyed(p, (key_ptr, key_len), |key| Op::Unlock { key })
 }
 
 /// `state_lock`: 0 once taken, or -6 if it stays held while the

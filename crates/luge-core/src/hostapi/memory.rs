@@ -32,6 +32,12 @@ pub enum MemoryError {
     NoMemory,
 }
 
+/// Whether `[offset, offset + len)` lies within a memory of `size` bytes
+/// (no overflow): the one bound check every adapter's `contains` uses.
+pub fn within(offset: u64, len: u64, size: u64) -> bool {
+    offset.checked_add(len).is_some_and(|end| end <= size)
+}
+
 /// One engine's linear memory, during one host call. Implementations do
 /// no argument checking of their own: [`Guest`] checks, then calls them
 /// only with ranges [`GuestMemory::contains`] accepted.
@@ -50,9 +56,7 @@ pub struct SliceMemory<'a>(pub &'a mut [u8]);
 
 impl GuestMemory for SliceMemory<'_> {
     fn contains(&self, offset: u64, len: u64) -> bool {
-        offset
-            .checked_add(len)
-            .is_some_and(|end| end <= self.0.len() as u64)
+        within(offset, len, self.0.len() as u64)
     }
 
     fn copy_out(&mut self, offset: u64, into: &mut [u8]) -> Result<(), MemoryError> {
