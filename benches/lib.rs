@@ -7,7 +7,8 @@ pub mod load;
 pub mod stats;
 
 use clap::Parser;
-use luge_core::{ArtifactKey, ModuleRegistry, WasmRuntime};
+use luge_core::WasmRuntime;
+use luge_registry::{ArtifactKey, ModuleRegistry};
 use serde_json::{Value, json};
 
 /// Key secret of every benchmark executor.

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use luge_benches::{Server, registry, wasm};
 use luge_core::calls::{CallError, CallMode, CallResult, CallStatus, Calls, PendingCall};
-use luge_core::{Action, Invocation, LoadedModule, ModuleCode};
+use luge_core::{Action, Invocation, LoadedModule};
+use luge_registry::ModuleCode;
 use serde_json::json;
 
 /// Runs every callee as `noop`, on the waiting thread.

@@ -17,10 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use luge_benches::{key, rss_bytes, wasm};
-use luge_core::{
-    Action, Invocation, LoadedModule, ModuleCode, ModuleRegistry, Preemption, Termination,
-    WasmRuntime, artifact,
-};
+use luge_core::{Action, Invocation, LoadedModule, Preemption, Termination, WasmRuntime};
+use luge_registry::{ModuleCode, ModuleRegistry, artifact};
 use luge_sched::{Job, Scheduler, SchedulerConfig, WorkerWrapper};
 
 /// Every engine compiled into this bench (`--features wasmer,wamr` adds

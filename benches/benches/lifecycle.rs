@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use luge_benches::{init_body, key, registry, runtime, wasm};
-use luge_core::{Action, Invocation, ModuleCode, ModuleRegistry, artifact};
+use luge_core::{Action, Invocation};
 use luge_openwhisk::{Container, InitSettings, LogBuffer};
+use luge_registry::{ModuleCode, ModuleRegistry, artifact};
 
 fn precompile(c: &mut Criterion) {
     let big = wasm("big");

@@ -17,7 +17,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use luge_benches::{registry, wasm};
-use luge_core::{Action, Invocation, LoadedModule, ModuleCode, Preemption};
+use luge_core::{Action, Invocation, LoadedModule, Preemption};
+use luge_registry::ModuleCode;
 use luge_sched::{Job, Policy, Scheduler, SchedulerConfig, Sharding, WorkerWrapper};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};

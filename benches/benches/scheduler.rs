@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use luge_benches::{registry, wasm};
-use luge_core::{Action, Invocation, ModuleCode, Preemption};
+use luge_core::{Action, Invocation, Preemption};
+use luge_registry::ModuleCode;
 use luge_sched::{Job, Policy, Scheduler, SchedulerConfig, WorkerWrapper};
 
 fn overhead(c: &mut Criterion) {

@@ -100,12 +100,14 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 function_host
                     .add_configured(&config.routes)
                     .map_err(|(path, e)| {
-                        anyhow::anyhow!("{}: route {path:?}: {e}", config.file.display())
+                        anyhow::Error::new(e)
+                            .context(format!("{}: route {path:?}", config.file.display()))
                     })?;
                 function_host
                     .add_chains(&config.chains)
                     .map_err(|(path, e)| {
-                        anyhow::anyhow!("{}: chain {path:?}: {e}", config.file.display())
+                        anyhow::Error::new(e)
+                            .context(format!("{}: chain {path:?}", config.file.display()))
                     })?;
             }
             let restored = function_host.restore()?;
@@ -173,7 +175,7 @@ fn token_file<'a>(
 /// The token from the [`token_file`], else `LUGE_TOKEN`; never from argv.
 fn operator_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<OperatorToken>> {
     if let Some(file) = file {
-        let text = luge_core::secret::read_private(file).context("operator token file")?;
+        let text = luge_registry::secret::read_private(file).context("operator token file")?;
         let text = String::from_utf8(text)
             .with_context(|| format!("operator token file {}: not UTF-8", file.display()))?;
         return Ok(Some(OperatorToken::new(&text).with_context(|| {
@@ -199,12 +201,12 @@ fn sledge_tenants(file: &std::path::Path, host: &FunctionHost) -> anyhow::Result
                 tenant: tenant.name.clone(),
             };
             let function = host.load_route(route, name, origin).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: tenant {:?} route {:?}: {e}",
+                anyhow::Error::new(e).context(format!(
+                    "{}: tenant {:?} route {:?}",
                     file.display(),
                     tenant.name,
                     route.path
-                )
+                ))
             })?;
             routes.insert(function)?;
         }

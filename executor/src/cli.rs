@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use luge_core::artifact::{self, KeySource};
 use luge_core::limits::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits, MAX_MEMORY_BYTES,
     MAX_TIMEOUT,
 };
-use luge_core::{LimitPolicy, ModuleRegistry, Preemption, WasmRuntime};
+use luge_core::{LimitPolicy, Preemption, WasmRuntime};
 use luge_openwhisk::InitSettings;
+use luge_registry::ModuleRegistry;
+use luge_registry::artifact::{self, KeySource};
 use luge_sched::{Policy, Scheduler, SchedulerConfig, Sharding, WorkerWrapper};
 
 use crate::frontend::{FrontEndKind, WorkerRuntimes};

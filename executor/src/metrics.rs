@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use luge_core::{ModuleRegistry, Termination};
+use luge_core::Termination;
+use luge_registry::ModuleRegistry;
 use luge_sched::Scheduler;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};

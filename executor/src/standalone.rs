@@ -269,16 +269,17 @@ fn host_error(error: &HostError) -> Response {
         HostError::RouteTaken { .. } | HostError::Shadows { .. } => StatusCode::CONFLICT,
         HostError::NoStore => StatusCode::FORBIDDEN,
         HostError::Store(_) | HostError::ModuleFile { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-        // The admission pipeline's one mapping (luge_core::admit).
+        // The admission pipeline's one mapping (luge_registry::admit).
         HostError::Admit(e) | HostError::Spec(SpecError::Admit(e)) => status_of(e.status()),
-        HostError::Load(e) => status_of(luge_core::admit::load_status(e)),
+        HostError::Load(e) => status_of(luge_registry::admit::load_status(e)),
         HostError::InvalidName
         | HostError::Spec(_)
         | HostError::UnknownStage { .. }
         | HostError::HandlerStage { .. }
         | HostError::ModuleInMetadata => StatusCode::BAD_REQUEST,
     };
-    http::json_error(status, &error.to_string())
+    // The whole chain: what was refused and the engine's reason.
+    http::json_error(status, &luge_core::error_line(error))
 }
 
 fn status_of(code: u16) -> StatusCode {

@@ -7,7 +7,8 @@
 mod common;
 
 use common::*;
-use luge_core::{ArtifactKey, EngineId, artifact};
+use luge_core::EngineId;
+use luge_registry::{ArtifactKey, artifact};
 use serde_json::json;
 
 #[test]

@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use luge_core::artifact;
-use luge_core::{ModuleCode, ModuleRegistry, WasmRuntime};
+use luge_core::WasmRuntime;
 use luge_engines::{EngineKind, EngineSettings};
+use luge_registry::artifact;
+use luge_registry::{ModuleCode, ModuleRegistry};
 
 /// Compile a .wasm module into an authenticated Luge artifact.
 #[derive(Debug, Parser)]
@@ -101,7 +102,7 @@ fn precompile(cli: Cli) -> anyhow::Result<()> {
     let init = cli
         .init_function
         .as_ref()
-        .map(|function| luge_core::registry::Init {
+        .map(|function| luge_registry::Init {
             function: function.clone(),
             timeout: defaults.timeout,
             memory_bytes: defaults.memory_bytes,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use luge_core::{ArtifactKey, ModuleCode, ModuleRegistry};
+use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry};
 
 const KEY: &str = "precompiler test key 0123456789";
 
@@ -139,7 +139,7 @@ fn other_engine_artifacts_name_their_engine(engine: &str) {
     );
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(
-        luge_core::artifact::peek_engine(&bytes).unwrap().engine,
+        luge_registry::artifact::peek_engine(&bytes).unwrap().engine,
         engine
     );
     let code = ModuleCode::detect(bytes, usize::MAX).unwrap();

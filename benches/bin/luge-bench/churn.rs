@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use luge_benches::wasm;
-use luge_core::{Action, Invocation, ModuleCode, Preemption};
+use luge_core::{Action, Invocation, Preemption};
+use luge_registry::ModuleCode;
 use luge_sched::{Job, Policy, Scheduler, SchedulerConfig};
 
 use crate::{Report, Setup, mean_ms, percentile_ms, spawn_native};

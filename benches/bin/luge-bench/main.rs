@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use luge_benches::stats::Latencies;
 use luge_benches::{Server, init_body, key};
-use luge_core::ModuleRegistry;
+use luge_registry::ModuleRegistry;
 use serde_json::json;
 
 use azure_mix::azure_mix;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use luge_benches::{key, wasm};
-use luge_core::{Action, Invocation, ModuleCode, ModuleRegistry};
+use luge_core::{Action, Invocation};
+use luge_registry::{ModuleCode, ModuleRegistry};
 
 use crate::{Report, Setup, percentile_ms};
 

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use luge_benches::{key, wasm};
-use luge_core::{Action, Invocation, LimitPolicy, ModuleCode, ModuleRegistry};
+use luge_core::{Action, Invocation, LimitPolicy};
+use luge_registry::{ModuleCode, ModuleRegistry};
 
 use crate::{Report, Setup, percentile_ms, variant};
 

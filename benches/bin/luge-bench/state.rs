@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use luge_benches::wasm;
-use luge_core::{Action, Invocation, ModuleCode};
+use luge_core::{Action, Invocation};
+use luge_registry::ModuleCode;
 use luge_testkit::redis::RedisServer;
 use serde_json::json;
 

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use luge_benches::{rss_bytes, wasm};
 use luge_core::state::{State, Tier};
-use luge_core::{Action, Invocation, ModuleCode};
+use luge_core::{Action, Invocation};
+use luge_registry::ModuleCode;
 
 use crate::{Report, Setup, percentile_ms};
 

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::VerifiedArtifact;
 use crate::capabilities::Capabilities;
 use crate::invocation::Invocation;
 use crate::outcome::Outcome;
@@ -36,21 +35,154 @@ impl std::fmt::Display for EngineId {
     }
 }
 
+/// An engine's own error, kept whole with its causes: [`EngineError`]
+/// returns it as its `source`, and [`crate::error_line`] reads the chain.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Errors an engine reports while compiling or loading a module.
+///
+/// Each variant says what failed; the engine's reason is its `source`
+/// (read the whole chain with [`crate::error_line`]).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The bytes are not a valid WebAssembly module (the engine's reason).
-    #[error("invalid WebAssembly module: {0}")]
-    InvalidModule(String),
-    /// The module is valid Wasm but cannot run here (imports, limits).
+    /// The bytes are not a valid WebAssembly module.
+    #[error("invalid WebAssembly module")]
+    InvalidModule(#[source] Cause),
+    /// The module is valid Wasm but cannot run here.
     #[error("module cannot be loaded: {0}")]
-    Unsupported(String),
+    Unsupported(#[from] Unsupported),
     /// The artifact's payload was authentic but the engine refused it.
-    #[error("artifact could not be loaded: {0}")]
-    BadArtifact(String),
+    #[error("artifact could not be loaded")]
+    BadArtifact(#[source] Cause),
     /// The engine could not be configured as asked.
-    #[error("engine configuration: {0}")]
-    Config(String),
+    #[error("engine configuration: {what}")]
+    Config {
+        /// What was being set up (`"the engine"`, `"watchdog thread"`).
+        what: std::borrow::Cow<'static, str>,
+        /// The engine's or the system's reason.
+        #[source]
+        source: Cause,
+    },
+}
+
+impl EngineError {
+    /// An [`EngineError::Config`] failure of `what`.
+    pub fn config(
+        what: impl Into<std::borrow::Cow<'static, str>>,
+        source: impl Into<Cause>,
+    ) -> Self {
+        Self::Config {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Why valid Wasm cannot run on this engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Unsupported {
+    /// A component, on an engine that runs core modules only.
+    #[error(
+        "this is a WebAssembly component, and the {engine} engine runs core modules only; components (WASI 0.2) run on Wasmtime (luge --engine wasmtime)"
+    )]
+    Component {
+        /// The engine's name.
+        engine: &'static str,
+    },
+    /// An import the engine does not provide.
+    #[error("the module imports {module}::{name}; {offered}")]
+    Import {
+        /// The import's module.
+        module: String,
+        /// The import's name.
+        name: String,
+        /// What the engine does provide, in words.
+        offered: &'static str,
+    },
+    /// A read-only directory grant the engine cannot enforce.
+    #[error(
+        "engine {engine} cannot make a granted directory read-only ({guest}); grant it \"rw\" or run Luge with --engine wasmtime"
+    )]
+    ReadOnlyDir {
+        /// The engine's name.
+        engine: &'static str,
+        /// The directory as the guest sees it.
+        guest: String,
+    },
+    /// No exported linear memory.
+    #[error("the module does not export its memory (a WASI command exports it as \"memory\")")]
+    NoMemory,
+    /// The imports could not be linked (the engine's reason is the source).
+    #[error("its imports could not be linked")]
+    Link(#[source] Cause),
+    /// A component importing interfaces Luge does not serve.
+    #[error("the component imports what Luge does not offer (WASI 0.2 and wasi:http only)")]
+    ComponentImports(#[source] Cause),
+    /// A component that is neither a command nor an HTTP handler.
+    #[error(
+        "a component runs as a function when it exports wasi:cli/run (a command) or wasi:http/incoming-handler (an HTTP handler); this one exports neither"
+    )]
+    ComponentWorld(#[source] Cause),
+    /// Compiled, but the engine could not serialize the result.
+    #[error("the compiled module could not be serialized")]
+    Serialize(#[source] Cause),
+}
+
+/// Refuses `wasm` on `engine`, which runs core modules only, if it is a
+/// component.
+pub fn refuse_component(engine: &'static str, wasm: &[u8]) -> Result<(), EngineError> {
+    if is_component(wasm) {
+        return Err(Unsupported::Component { engine }.into());
+    }
+    Ok(())
+}
+
+/// Engine-native code whose authenticity was proven: the only input to
+/// [`WasmRuntime::load_artifact`], which maps native code without
+/// compiling it, so a forged payload would run as the host.
+///
+/// `luge-registry`'s `artifact::open` makes one after checking the
+/// operator's MAC over the sealed artifact and its engine header.
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedArtifact<'a> {
+    payload: &'a [u8],
+    content_id: [u8; 32],
+}
+
+impl<'a> VerifiedArtifact<'a> {
+    /// Vouches for `payload`, identified by `content_id` (two artifacts
+    /// with the same id are the same artifact).
+    ///
+    /// # Safety
+    ///
+    /// `payload` must be what an engine with the [`EngineId`] and
+    /// [`WasmRuntime::settings`] of the runtime it is given to produced with
+    /// [`WasmRuntime::precompile`] (or its snapshotting equivalent), and
+    /// unchanged since: engines deserialize it as trusted native code.
+    pub unsafe fn new_unchecked(payload: &'a [u8], content_id: [u8; 32]) -> Self {
+        Self {
+            payload,
+            content_id,
+        }
+    }
+
+    /// The artifact's identity: the keyed hash of all of it.
+    pub fn content_id(&self) -> [u8; 32] {
+        self.content_id
+    }
+
+    /// The engine-native payload.
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+}
+
+const WASM_MAGIC: &[u8; 4] = b"\0asm";
+
+/// Whether `wasm` is a WebAssembly component (binary layer 1, version
+/// 0x0d), not a core module.
+pub fn is_component(wasm: &[u8]) -> bool {
+    wasm.len() >= 8 && wasm[..4] == *WASM_MAGIC && wasm[4..8] == [0x0d, 0x00, 0x01, 0x00]
 }
 
 /// A Wasm engine, configured once at executor start.
@@ -61,11 +193,11 @@ pub trait WasmRuntime: Send + Sync {
     /// Compiles a Wasm module to this engine's native artifact payload.
     ///
     /// The payload is unauthenticated; callers seal it with
-    /// [`crate::artifact::seal`] before it leaves the process.
+    /// `luge-registry`'s `artifact::seal` before it leaves the process.
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError>;
 
     /// Loads native code whose authenticity was proven by
-    /// [`crate::artifact::open`]. Should not compile.
+    /// `luge-registry`'s `artifact::open`. Should not compile.
     fn load_artifact(
         &self,
         artifact: VerifiedArtifact<'_>,

@@ -141,16 +141,16 @@ pub enum FactoryError {
     Engine(#[from] EngineError),
     /// The snapshotter could not be built.
     #[error(transparent)]
-    Snapshotter(#[from] luge_core::registry::PreinitError),
+    Snapshotter(#[from] luge_registry::PreinitError),
 }
 
 /// What makes pre-initialized snapshots (Wizer) of modules that export
 /// `wizer.initialize`, their initialisation bounded by `limits` (time,
-/// memory): for [`luge_core::ModuleRegistry::with_preinitializer`]. `None`
+/// memory): for [`luge_registry::ModuleRegistry::with_preinitializer`]. `None`
 /// in a build without Wasmtime, which runs the initialisations.
 pub fn preinitializer(
     limits: &luge_core::Limits,
-) -> Result<Option<Arc<dyn luge_core::registry::Preinitializer>>, FactoryError> {
+) -> Result<Option<Arc<dyn luge_registry::Preinitializer>>, FactoryError> {
     #[cfg(feature = "wasmtime")]
     {
         let snapshotter = luge_snapshot::Snapshotter::new(limits.timeout, limits.memory_bytes)?;

@@ -12,9 +12,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use luge_core::admit::{self, AdmitError, Wanted};
-use luge_core::registry::Init;
-use luge_core::{Action, LoadError, LoadedModule, ModuleCode, ModuleRegistry};
+use luge_core::{Action, LoadedModule};
+use luge_registry::Init;
+use luge_registry::admit::{self, AdmitError, Wanted};
+use luge_registry::{LoadError, ModuleCode, ModuleRegistry};
 
 use crate::chain::{Chain, ChainSpec};
 use crate::config::ConfiguredRoute;
@@ -443,7 +444,9 @@ impl FunctionHost {
             });
             match result {
                 Ok(name) => restored.push(name),
-                Err(e) => tracing::error!(error = %e, "stored function not restored"),
+                Err(e) => {
+                    tracing::error!(error = %luge_core::error_line(&e), "stored function not restored")
+                }
             }
         }
         Ok(restored)

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use luge_core::action::{COMMAND_ENTRY, SchedHints};
-use luge_core::admit::{self, AdmitError};
 use luge_core::capabilities::{Annotations, DirRequest};
 use luge_core::limits::RequestedLimits;
 use luge_core::{Action, DirMode, LimitPolicy, WasmRuntime};
+use luge_registry::admit::{self, AdmitError};
 use serde::{Deserialize, Serialize};
 
 /// The response content type when a spec names none (Sledge's default).
@@ -305,13 +305,13 @@ mod tests {
             &self.0
         }
         fn precompile(&self, _: &[u8]) -> Result<Vec<u8>, luge_core::EngineError> {
-            Err(luge_core::EngineError::Unsupported("a test double".into()))
+            Err(luge_core::Unsupported::Component { engine: "test" }.into())
         }
         fn load_artifact(
             &self,
             _: luge_core::VerifiedArtifact<'_>,
         ) -> Result<std::sync::Arc<dyn luge_core::LoadedModule>, luge_core::EngineError> {
-            Err(luge_core::EngineError::Unsupported("a test double".into()))
+            Err(luge_core::Unsupported::Component { engine: "test" }.into())
         }
     }
 

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use luge_core::registry::write_atomically;
+use luge_registry::write_atomically;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::FunctionSpec;

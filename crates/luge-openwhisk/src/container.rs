@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use luge_core::admit::{self, AdmitError, Wanted};
 use luge_core::calls::Refused;
 use luge_core::capabilities::Annotations;
-use luge_core::{
-    Action, Invocation, LimitPolicy, LoadedModule, ModuleRegistry, Outcome, Termination,
-};
+use luge_core::{Action, Invocation, LimitPolicy, LoadedModule, Outcome, Termination};
+use luge_registry::ModuleRegistry;
+use luge_registry::admit::{self, AdmitError, Wanted};
 
 use crate::logs::{LogBuffer, LogSink};
 use crate::protocol::{self, Reply, status};
@@ -164,7 +163,7 @@ impl Container {
         body: &[u8],
     ) -> Result<Ready, Reply> {
         let request = protocol::parse_init(body)?;
-        let refused = |e: AdmitError| Reply::error(e.status(), e.to_string());
+        let refused = |e: AdmitError| Reply::error(e.status(), luge_core::error_line(&e));
         let annotations =
             Annotations::parse(&request.annotations).map_err(|e| refused(AdmitError::from(e)))?;
         let policy = admit::Policy {

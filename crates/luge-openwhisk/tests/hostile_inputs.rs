@@ -20,8 +20,9 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use luge_core::artifact::{self, ArtifactKey};
-use luge_core::{EngineId, ModuleCode};
+use luge_core::EngineId;
+use luge_registry::ModuleCode;
+use luge_registry::artifact::{self, ArtifactKey};
 
 /// xorshift64*: a tiny, seedable generator; quality is not the point.
 struct Rng(u64);
@@ -102,7 +103,7 @@ fn engine() -> EngineId {
 fn exercise(key: &ArtifactKey, input: &[u8]) {
     let _ = luge_openwhisk::protocol::parse_init(input);
     let _ = luge_openwhisk::protocol::parse_run(input);
-    let _ = luge_core::registry::check_compile_budget(input);
+    let _ = luge_registry::check_compile_budget(input);
     let _ = artifact::open(key, input, &engine(), None);
     if let Ok(code) = ModuleCode::detect(input.to_vec(), 1 << 20) {
         assert!(code.bytes().len() <= 1 << 20);

@@ -15,7 +15,7 @@
 //! grants; one at a time (the registry's compile lock); a trap, an exit or
 //! running out of time or memory is an upload error naming it. The
 //! export it runs is `wizer.initialize` unless the function's metadata
-//! names another ([`luge_core::registry::Init`]).
+//! names another ([`luge_registry::Init`]).
 
 #![deny(missing_docs)]
 
@@ -23,7 +23,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use luge_core::DirMode;
-use luge_core::registry::{Init, PreinitError, Preinitializer};
+use luge_registry::{Init, PreinitError, Preinitializer};
 use wasmtime::{Config, Engine, Instance, Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -32,7 +32,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 /// The export that marks a module for pre-initialization (Wizer's name),
 /// unless a function's metadata names another.
-pub const INIT_FUNC: &str = luge_core::registry::DEFAULT_INIT_FUNCTION;
+pub const INIT_FUNC: &str = luge_registry::DEFAULT_INIT_FUNCTION;
 
 /// Bytes of the initialisation's stderr kept for its error message.
 const STDERR_BYTES: usize = 4096;
@@ -228,7 +228,7 @@ impl Preinitializer for Snapshotter {
     fn applies(&self, wasm: &[u8], init: Option<&Init>) -> bool {
         // Components are not snapshotted (Wizer's component support is a
         // feature this build leaves out).
-        !luge_core::code::is_component(wasm)
+        !luge_core::is_component(wasm)
             && exports(wasm, init.map_or(INIT_FUNC, |i| i.function.as_str()))
     }
 

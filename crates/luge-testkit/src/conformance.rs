@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use luge_core::{
-    Action, ArtifactKey, Capabilities, DirGrant, DirMode, Invocation, LoadedModule, ModuleCode,
-    ModuleRegistry, Termination, WasmRuntime,
+    Action, Capabilities, DirGrant, DirMode, Invocation, LoadedModule, Termination, WasmRuntime,
 };
+use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry};
 
 use crate::{example_wasm as wasm, last_json};
 
@@ -261,7 +261,7 @@ pub fn artifacts_name_their_engine_and_invalid_wasm_is_refused(registry: &Module
 
     // The artifact names this engine, build and target.
     assert_eq!(
-        &luge_core::artifact::peek_engine(&sealed).expect("as the engine contract says"),
+        &luge_registry::artifact::peek_engine(&sealed).expect("as the engine contract says"),
         registry.runtime().id()
     );
     // An authentic artifact for another engine is native code this engine
@@ -270,7 +270,7 @@ pub fn artifacts_name_their_engine_and_invalid_wasm_is_refused(registry: &Module
         engine: "another-engine".into(),
         ..registry.runtime().id().clone()
     };
-    let foreign = luge_core::artifact::seal(
+    let foreign = luge_registry::artifact::seal(
         &ArtifactKey::from_secret(SECRET.as_bytes()).expect("a valid key"),
         &other,
         None,
@@ -291,6 +291,57 @@ pub fn artifacts_name_their_engine_and_invalid_wasm_is_refused(registry: &Module
         .err()
         .expect("as the engine contract says");
     assert!(err.to_string().contains("invalid"), "{err}");
+}
+
+/// A memory declared larger than the limit is the memory limit, before the
+/// module runs, on every engine: WAMR raises a maximum set below a
+/// memory's initial size to that size, so without a check of its own a
+/// module declaring 32 MiB would get them under a 16 MiB limit.
+pub fn declared_memory_above_the_limit_is_out_of_memory(registry: &ModuleRegistry) {
+    use wasm_encoder::{
+        CodeSection, ExportKind, ExportSection, Function, FunctionSection, MemorySection,
+        MemoryType, Module, TypeSection,
+    };
+    const PAGES: u64 = 512; // 32 MiB
+    let mut module = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([], []);
+    module.section(&types);
+    let mut functions = FunctionSection::new();
+    functions.function(0);
+    module.section(&functions);
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType {
+        minimum: PAGES,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    module.section(&memories);
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("_start", ExportKind::Func, 0);
+    module.section(&exports);
+    let mut code = CodeSection::new();
+    let mut body = Function::new([]);
+    body.instructions().end();
+    code.function(&body);
+    module.section(&code);
+    let big = registry
+        .load(&ModuleCode::Wasm(module.finish()))
+        .unwrap_or_else(|e| panic!("a 32 MiB memory: {e}"));
+
+    let mut action = Action::command("big");
+    action.limits.memory_bytes = 16 << 20;
+    assert_eq!(
+        run(&*big, action.clone(), "").termination,
+        Termination::OutOfMemory {
+            limit_bytes: 16 << 20
+        }
+    );
+    action.limits.memory_bytes = 64 << 20;
+    assert_eq!(run(&*big, action, "").termination, Termination::Exited(0));
 }
 
 /// Declares the conformance suite as `#[test]` functions in the calling
@@ -316,6 +367,11 @@ macro_rules! conformance_tests {
             $crate::conformance::limits_traps_and_exits_are_outcomes_and_the_engine_survives(
                 &$registry,
             );
+        }
+
+        #[test]
+        fn declared_memory_above_the_limit_is_out_of_memory() {
+            $crate::conformance::declared_memory_above_the_limit_is_out_of_memory(&$registry);
         }
 
         #[test]

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use luge_core::calls::{CallError, CallMode, CallResult, CallStatus, Calls, PendingCall};
 use luge_core::hostapi::{self, IMPORT_MODULE, ValType};
 use luge_core::state::{State, StateError, Tier};
-use luge_core::{Action, Invocation, LoadedModule, ModuleCode, ModuleRegistry, Termination};
+use luge_core::{Action, Invocation, LoadedModule, Termination};
+use luge_registry::{ModuleCode, ModuleRegistry};
 
 /// The guest's memory: one page.
 pub const GUEST_MEMORY: i32 = 65536;

@@ -2,7 +2,7 @@
 //! over the function bound is refused without compiling, one at it passes
 //! the check.
 
-use luge_core::registry::{MAX_FUNCTIONS, check_compile_budget};
+use luge_registry::{MAX_FUNCTIONS, check_compile_budget};
 
 #[test]
 fn modules_over_the_compile_budget_are_refused_unread() {

@@ -7,9 +7,18 @@ use std::sync::OnceLock;
 use wamrx_sys as sys;
 
 /// Initializes the WAMR runtime once per process.
-pub(crate) fn init_runtime() -> Result<(), String> {
-    static INIT: OnceLock<Result<(), String>> = OnceLock::new();
-    INIT.get_or_init(|| {
+/// Why WAMR could not be set up.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+pub(crate) enum InitError {
+    #[error("WAMR failed to initialize")]
+    Runtime,
+    #[error("WAMR refused the host API natives")]
+    Natives,
+}
+
+pub(crate) fn init_runtime() -> Result<(), InitError> {
+    static INIT: OnceLock<Result<(), InitError>> = OnceLock::new();
+    *INIT.get_or_init(|| {
         // SAFETY: `RuntimeInitArgs` is a plain C struct for which all-zero is
         // the documented "defaults" state (WAMR's samples memset it to 0).
         let mut args: sys::RuntimeInitArgs = unsafe { std::mem::zeroed() };
@@ -18,7 +27,7 @@ pub(crate) fn init_runtime() -> Result<(), String> {
         // SAFETY: called once (guarded by the OnceLock) with a valid,
         // initialized argument struct that outlives the call.
         if !unsafe { sys::wasm_runtime_full_init(&mut args) } {
-            return Err("WAMR failed to initialize".to_owned());
+            return Err(InitError::Runtime);
         }
         // WAMR logs to the process's stdout, which in `luge proxy` is the
         // action's log stream: keep it to fatal errors (every refusal is
@@ -36,7 +45,6 @@ pub(crate) fn init_runtime() -> Result<(), String> {
         // Host API v1's calls, before any module is loaded.
         crate::hostapi::register()
     })
-    .clone()
 }
 
 thread_local! {

@@ -14,6 +14,8 @@ use luge_core::hostapi::memory::within;
 use luge_core::hostapi::{self, GuestMemory, MemoryError, ThisThread, imports};
 use wamrx_sys as sys;
 
+use crate::ffi::InitError;
+
 /// The linear memory of the instance a native was called from.
 struct ExecEnv(sys::wasm_exec_env_t);
 
@@ -120,12 +122,12 @@ macro_rules! register {
 luge_core::for_each_host_import!(register);
 
 /// Registers the natives with WAMR; called once, at runtime initialization.
-pub(crate) fn register() -> Result<(), String> {
+pub(crate) fn register() -> Result<(), InitError> {
     let mut symbols = Vec::new();
     for (name, func, signature) in natives() {
         // WAMR keeps the names and signatures: they live for the process.
-        let leak = |text: &str| -> Result<&'static CStr, String> {
-            let text = CString::new(text).map_err(|_| format!("NUL in {text:?}"))?;
+        let leak = |text: &str| -> Result<&'static CStr, InitError> {
+            let text = CString::new(text).map_err(|_| InitError::Natives)?;
             Ok(Box::leak(text.into_boxed_c_str()))
         };
         let (name, signature) = (leak(name)?, leak(signature)?);
@@ -138,13 +140,13 @@ pub(crate) fn register() -> Result<(), String> {
     }
     // WAMR keeps the array too.
     let symbols: &'static mut [sys::NativeSymbol] = Box::leak(symbols.into_boxed_slice());
-    let count = u32::try_from(symbols.len()).map_err(|_| "too many natives".to_owned())?;
+    let count = u32::try_from(symbols.len()).map_err(|_| InitError::Natives)?;
     // SAFETY: the module name and the symbol array (names, signatures,
     // functions of the declared C signatures) are valid for the process.
     let module = c"luge";
     if unsafe { sys::wasm_runtime_register_natives(module.as_ptr(), symbols.as_mut_ptr(), count) } {
         Ok(())
     } else {
-        Err("WAMR refused the luge natives".to_owned())
+        Err(InitError::Natives)
     }
 }

@@ -29,10 +29,11 @@ pub mod sandbox;
 use std::sync::Arc;
 
 use luge_core::{
-    Capabilities, DirMode, EngineError, EngineId, LoadedModule, VerifiedArtifact, WasmRuntime,
+    Capabilities, DirMode, EngineError, EngineId, LoadedModule, Unsupported, VerifiedArtifact,
+    WasmRuntime,
 };
 
-use luge_core::watchdog::Watchdog;
+use luge_watchdog::Watchdog;
 
 use crate::module::WamrModule;
 
@@ -72,9 +73,9 @@ pub struct WamrRuntime {
 impl WamrRuntime {
     /// Initializes WAMR (once per process) and starts the watchdog.
     pub fn new(config: &WamrConfig) -> Result<Self, EngineError> {
-        ffi::init_runtime().map_err(EngineError::Config)?;
+        ffi::init_runtime().map_err(|e| EngineError::config("WAMR runtime", e))?;
         let watchdog = Watchdog::start("luge-wamr-watchdog")
-            .map_err(|e| EngineError::Config(format!("watchdog thread: {e}")))?;
+            .map_err(|e| EngineError::config("watchdog thread", e))?;
         Ok(Self {
             id: EngineId {
                 engine: "wamr".into(),
@@ -96,11 +97,11 @@ impl WasmRuntime for WamrRuntime {
     }
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
-        luge_core::code::refuse_component("wamr", wasm)?;
+        luge_core::runtime::refuse_component("wamr", wasm)?;
         // Loading is WAMR's validation; the loaded module is dropped and the
         // Wasm itself is the payload.
         WamrModule::load(wasm.to_vec(), &self.config, Arc::clone(&self.watchdog))
-            .map_err(|e| EngineError::InvalidModule(e.to_string()))?;
+            .map_err(|e| EngineError::InvalidModule(e.into()))?;
         Ok(wasm.to_vec())
     }
 
@@ -113,7 +114,7 @@ impl WasmRuntime for WamrRuntime {
             &self.config,
             Arc::clone(&self.watchdog),
         )
-        .map_err(|e| EngineError::BadArtifact(e.to_string()))?;
+        .map_err(|e| EngineError::BadArtifact(e.into()))?;
         Ok(Arc::new(module))
     }
 
@@ -123,10 +124,11 @@ impl WasmRuntime for WamrRuntime {
             .iter()
             .find(|d| d.mode == DirMode::ReadOnly)
         {
-            Some(dir) => Err(EngineError::Unsupported(format!(
-                "engine wamr cannot make a granted directory read-only ({}); grant it \"rw\" or run Luge with --engine wasmtime",
-                dir.guest
-            ))),
+            Some(dir) => Err(Unsupported::ReadOnlyDir {
+                engine: "wamr",
+                guest: dir.guest.clone(),
+            }
+            .into()),
             None => Ok(()),
         }
     }

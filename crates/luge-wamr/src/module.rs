@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use luge_core::{Invocation, LoadedModule, Outcome};
 use wamrx_sys as sys;
 
-use luge_core::watchdog::Watchdog;
+use luge_watchdog::Watchdog;
 
 use crate::WamrConfig;
 
@@ -20,6 +20,9 @@ pub enum ModuleError {
     /// Larger than WAMR's 32-bit sizes.
     #[error("module of {0} bytes is too large")]
     TooLarge(usize),
+    /// Its memory declarations could not be read.
+    #[error("reading its memories")]
+    Memories(#[source] wasmparser::BinaryReaderError),
 }
 
 /// A module loaded into WAMR.
@@ -29,6 +32,10 @@ pub struct WamrModule {
     /// module lives: they are kept here, never moved or touched again.
     _bytes: Box<[u8]>,
     exports: HashSet<String>,
+    /// The largest initial size of its memories, in pages: WAMR raises a
+    /// maximum set below it to it (`wasm_runtime_get_max_mem`), so the
+    /// sandbox checks it against the limit before instantiating.
+    pub(crate) initial_pages: u64,
     pub(crate) config: WamrConfig,
     pub(crate) watchdog: Arc<Watchdog>,
     /// WAMR does not document instantiating one module from several threads
@@ -68,6 +75,7 @@ impl WamrModule {
         config: &WamrConfig,
         watchdog: Arc<Watchdog>,
     ) -> Result<Self, ModuleError> {
+        let initial_pages = initial_pages(&wasm).map_err(ModuleError::Memories)?;
         let mut bytes = wasm.into_boxed_slice();
         let size = u32::try_from(bytes.len()).map_err(|_| ModuleError::TooLarge(bytes.len()))?;
         let mut error = [0 as std::ffi::c_char; 256];
@@ -106,11 +114,36 @@ impl WamrModule {
             module,
             _bytes: bytes,
             exports,
+            initial_pages,
             config: config.clone(),
             watchdog,
             instantiating: Mutex::new(()),
         })
     }
+}
+
+/// The largest initial size, in pages, of the memories `wasm` defines or
+/// imports (0 without any).
+fn initial_pages(wasm: &[u8]) -> Result<u64, wasmparser::BinaryReaderError> {
+    let mut largest = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        match payload? {
+            wasmparser::Payload::MemorySection(memories) => {
+                for memory in memories {
+                    largest = largest.max(memory?.initial);
+                }
+            }
+            wasmparser::Payload::ImportSection(imports) => {
+                for import in imports.into_imports() {
+                    if let wasmparser::TypeRef::Memory(memory) = import?.ty {
+                        largest = largest.max(memory.initial);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(largest)
 }
 
 impl Drop for WamrModule {

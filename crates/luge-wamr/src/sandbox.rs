@@ -96,6 +96,30 @@ impl Streams {
     }
 }
 
+/// Why a sandbox could not be run; the invocation fails with it.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error("WAMR could not set up this thread")]
+    ThreadEnv,
+    #[error("a WASI argument or variable contains NUL")]
+    Nul,
+    #[error("WAMR could not allocate instantiation arguments")]
+    InstantiationArgs,
+    /// WAMR's reason, from its error buffer (it gives no code).
+    #[error("instantiation failed: {0}")]
+    Instantiate(String),
+    #[error("WAMR could not create an execution environment")]
+    ExecEnv,
+    #[error("the module exports no function {0:?}")]
+    NoEntry(String),
+}
+
+/// The exception WAMR's WASI sets for `proc_exit` (libc_wasi_wrapper.c),
+/// with the prefix `wasm_runtime_set_exception` adds. WAMR has no exception
+/// code in its API; its own `wasm_application_execute_main` recognises an
+/// exit by this text too.
+const PROC_EXIT: &str = "Exception: wasi proc exit";
+
 /// C strings and the pointer array WAMR reads them through; both live until
 /// the instance is gone.
 struct CStringList {
@@ -104,12 +128,10 @@ struct CStringList {
 }
 
 impl CStringList {
-    fn new(items: impl IntoIterator<Item = String>) -> Result<Self, String> {
+    fn new(items: impl IntoIterator<Item = String>) -> Result<Self, RunError> {
         let strings = items
             .into_iter()
-            .map(|s| {
-                CString::new(s).map_err(|_| "a WASI argument or variable contains NUL".to_owned())
-            })
+            .map(|s| CString::new(s).map_err(|_| RunError::Nul))
             .collect::<Result<Vec<_>, _>>()?;
         let pointers = strings.iter().map(|s| s.as_ptr()).collect();
         Ok(Self {
@@ -187,7 +209,7 @@ pub(crate) fn run(module: &WamrModule, invocation: Invocation) -> Outcome {
     };
     let termination = match execute(module, &invocation, &streams, started) {
         Ok(termination) => termination,
-        Err(message) => Termination::Failed(message),
+        Err(error) => Termination::Failed(error.to_string()),
     };
     Outcome {
         termination,
@@ -203,9 +225,9 @@ fn execute(
     invocation: &Invocation,
     streams: &Streams,
     started: Instant,
-) -> Result<Termination, String> {
+) -> Result<Termination, RunError> {
     if !ffi::ensure_thread_env() {
-        return Err("WAMR could not set up this thread".to_owned());
+        return Err(RunError::ThreadEnv);
     }
     let action = &invocation.action;
     let limits = action.limits;
@@ -223,15 +245,22 @@ fn execute(
             .iter()
             .map(|d| format!("{}::{}", d.guest, d.path().display())),
     )?;
-    let entry = CString::new(action.entry.as_str()).map_err(|_| "entry name contains NUL")?;
+    let entry =
+        CString::new(action.entry.as_str()).map_err(|_| RunError::NoEntry(action.entry.clone()))?;
     let max_pages = u32::try_from((limits.memory_bytes / WASM_PAGE).max(1)).unwrap_or(u32::MAX);
+    if module.initial_pages > u64::from(max_pages) {
+        // WAMR would raise the maximum to the initial size and allocate it.
+        return Ok(Termination::OutOfMemory {
+            limit_bytes: limits.memory_bytes,
+        });
+    }
 
     let mut raw_args = std::ptr::null_mut();
     // SAFETY: WAMR allocates the arguments object and stores it in
     // `raw_args`; ownership passes to the guard below.
     if !unsafe { sys::wasm_runtime_instantiation_args_create(&mut raw_args) } || raw_args.is_null()
     {
-        return Err("WAMR could not allocate instantiation arguments".to_owned());
+        return Err(RunError::InstantiationArgs);
     }
     let args = InstantiationArgs(raw_args);
     // SAFETY: every pointer handed over stays valid until the instance is
@@ -284,13 +313,7 @@ fn execute(
     };
     drop(args);
     if instance.is_null() {
-        let reason = error_text(&error);
-        if reason.contains("memory") {
-            return Ok(Termination::OutOfMemory {
-                limit_bytes: limits.memory_bytes,
-            });
-        }
-        return Err(format!("instantiation failed: {reason}"));
+        return Err(RunError::Instantiate(error_text(&error)));
     }
     let mut instance = Instance {
         instance,
@@ -301,12 +324,12 @@ fn execute(
     instance.exec_env =
         unsafe { sys::wasm_runtime_create_exec_env(instance.instance, module.config.stack_bytes) };
     if instance.exec_env.is_null() {
-        return Err("WAMR could not create an execution environment".to_owned());
+        return Err(RunError::ExecEnv);
     }
     // SAFETY: live instance, NUL-terminated name.
     let function = unsafe { sys::wasm_runtime_lookup_function(instance.instance, entry.as_ptr()) };
     if function.is_null() {
-        return Err(format!("the module exports no function {:?}", action.entry));
+        return Err(RunError::NoEntry(action.entry.clone()));
     }
 
     let _caller_refused = ffi::RestoreMemoryRefused(ffi::reset_memory_refused());
@@ -338,10 +361,7 @@ fn execute(
         Termination::TimedOut(limits.timeout)
     } else if returned {
         Termination::Exited(0)
-    } else if exception
-        .as_deref()
-        .is_some_and(|e| e.contains("wasi proc exit"))
-    {
+    } else if exception.as_deref() == Some(PROC_EXIT) {
         // SAFETY: live instance.
         let code = unsafe { sys::wasm_runtime_get_wasi_exit_code(instance.instance) };
         Termination::Exited(code as i32)

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use luge_core::ModuleRegistry;
+use luge_registry::ModuleRegistry;
 use luge_testkit::conformance;
 use luge_wamr::{WamrConfig, WamrRuntime};
 

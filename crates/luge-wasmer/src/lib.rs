@@ -35,8 +35,8 @@ pub mod stdio;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use luge_core::watchdog::Watchdog;
-use luge_core::{EngineError, EngineId, LoadedModule, VerifiedArtifact, WasmRuntime};
+use luge_core::{EngineError, EngineId, LoadedModule, Unsupported, VerifiedArtifact, WasmRuntime};
+use luge_watchdog::Watchdog;
 use wasmer::sys::{
     CpuFeature, Cranelift, EngineBuilder, NativeEngineExt, Singlepass, Target, Triple,
 };
@@ -140,7 +140,7 @@ impl WasmerRuntime {
             Target::default()
         } else {
             let triple = Triple::from_str(&target_name)
-                .map_err(|e| EngineError::Config(format!("target {target_name}: {e}")))?;
+                .map_err(|e| EngineError::config(format!("target {target_name}"), e.to_string()))?;
             Target::new(triple, CpuFeature::set())
         };
         let builder = match config.compiler {
@@ -157,14 +157,14 @@ impl WasmerRuntime {
             .thread_name("luge-wasmer-io")
             .enable_all()
             .build()
-            .map_err(|e| EngineError::Config(format!("I/O runtime: {e}")))?;
+            .map_err(|e| EngineError::config("I/O runtime", e))?;
         let tasks = TokioTaskManager::new(io.handle().clone());
         let mut wasi_runtime = PluggableRuntime::new(Arc::new(tasks));
         wasi_runtime.set_engine(engine.clone());
         // Host API v1's calls, for modules that import `luge`.
         wasi_runtime.with_additional_imports(|module, store| Ok(hostapi::imports(module, store)));
         let watchdog = Watchdog::start("luge-wasmer-watchdog")
-            .map_err(|e| EngineError::Config(format!("watchdog thread: {e}")))?;
+            .map_err(|e| EngineError::config("watchdog thread", e))?;
         Ok(Self {
             id: EngineId {
                 engine: "wasmer".into(),
@@ -194,11 +194,12 @@ fn check_imports(module: &Module) -> Result<(), EngineError> {
         ALLOWED_IMPORTS.contains(&module) || (module == IMPORT_MODULE && import(name).is_some())
     };
     match module.imports().find(|i| !provided(i.module(), i.name())) {
-        Some(import) => Err(EngineError::Unsupported(format!(
-            "the module imports {}::{}; only WASI preview 1 (wasi_snapshot_preview1), luge::call_* and luge::state_* are provided",
-            import.module(),
-            import.name()
-        ))),
+        Some(import) => Err(Unsupported::Import {
+            module: import.module().to_owned(),
+            name: import.name().to_owned(),
+            offered: "only WASI preview 1 (wasi_snapshot_preview1), luge::call_* and luge::state_* are provided",
+        }
+        .into()),
         None => Ok(()),
     }
 }
@@ -209,13 +210,13 @@ impl WasmRuntime for WasmerRuntime {
     }
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
-        luge_core::code::refuse_component("wasmer", wasm)?;
+        luge_core::runtime::refuse_component("wasmer", wasm)?;
         let module = Module::new(&self.shared.engine, wasm)
-            .map_err(|e| EngineError::InvalidModule(e.to_string()))?;
+            .map_err(|e| EngineError::InvalidModule(e.into()))?;
         check_imports(&module)?;
         let serialized = module
             .serialize()
-            .map_err(|e| EngineError::Unsupported(format!("serializing: {e}")))?;
+            .map_err(|e| EngineError::from(Unsupported::Serialize(e.into())))?;
         Ok(serialized.to_vec())
     }
 
@@ -224,12 +225,13 @@ impl WasmRuntime for WasmerRuntime {
         artifact: VerifiedArtifact<'_>,
     ) -> Result<Arc<dyn LoadedModule>, EngineError> {
         let payload = artifact.payload();
-        // SAFETY: Wasmer trusts serialized modules. This payload's MAC was
-        // verified under the operator's key by `artifact::open`, so it is a
-        // module this engine version serialized for this target (the header
-        // names both and was checked before this call).
+        // SAFETY: Wasmer trusts serialized modules. A `VerifiedArtifact` is
+        // made only under the contract of its `unsafe` constructor (by
+        // luge-registry's `artifact::open`, after the MAC verified under the
+        // operator's key and the header named this engine, version and
+        // target), so it is a module this engine serialized for this target.
         let module = unsafe { Module::deserialize(&self.shared.engine, payload) }
-            .map_err(|e| EngineError::BadArtifact(e.to_string()))?;
+            .map_err(|e| EngineError::BadArtifact(e.into()))?;
         Ok(Arc::new(WasmerModule::new(
             module,
             payload.len(),

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use luge_core::ModuleRegistry;
+use luge_registry::ModuleRegistry;
 use luge_testkit::conformance;
 use luge_wasmer::{WasmerConfig, WasmerRuntime};
 
@@ -49,7 +49,7 @@ mod singlepass {
         let wasm = luge_testkit::example_wasm("echo");
         let artifact = registry().compile_sealed(&wasm).unwrap();
         let module = super::registry()
-            .load(&luge_core::ModuleCode::Artifact(artifact))
+            .load(&luge_registry::ModuleCode::Artifact(artifact))
             .unwrap();
         let outcome = module.run(luge_core::Invocation::new(
             Arc::new(luge_core::Action::command("echo")),
@@ -77,7 +77,7 @@ fn imports_beyond_wasi_preview_1_are_refused() {
     wasm.extend_from_slice(b"fd_pipe");
     wasm.extend_from_slice(&[0x00, 0x00]);
     let err = registry()
-        .load(&luge_core::ModuleCode::Wasm(wasm))
+        .load(&luge_registry::ModuleCode::Wasm(wasm))
         .err()
         .unwrap()
         .to_string();

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use luge_core::handler::{BodyError, Request, Respond};
-use luge_core::{EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture};
+use luge_core::{
+    EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Unsupported,
+};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
@@ -30,7 +32,7 @@ use crate::epoch::EpochTicker;
 use crate::limits::SandboxLimiter;
 use crate::sandbox::{ended, schedule, wasi_builder};
 
-pub use luge_core::code::is_component;
+pub use luge_core::is_component;
 
 /// Per-invocation host state of a component.
 pub struct ComponentState {
@@ -66,7 +68,7 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
-        .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        .map_err(|e| EngineError::config("WASI 0.2 linker", e))?;
     Ok(linker)
 }
 
@@ -78,11 +80,9 @@ pub(crate) fn load(
     ticker: Arc<EpochTicker>,
     fuel: bool,
 ) -> Result<Arc<dyn LoadedModule>, EngineError> {
-    let pre = linker.instantiate_pre(component).map_err(|e| {
-        EngineError::Unsupported(format!(
-            "the component imports what Luge does not offer (WASI 0.2 and wasi:http only): {e:#}"
-        ))
-    })?;
+    let pre = linker
+        .instantiate_pre(component)
+        .map_err(|e| EngineError::from(Unsupported::ComponentImports(e.into())))?;
     let range = component.image_range();
     let shared = Shared {
         ticker,
@@ -96,9 +96,7 @@ pub(crate) fn load(
     }
     match CommandPre::new(pre) {
         Ok(pre) => Ok(Arc::new(CommandComponent { pre, shared })),
-        Err(e) => Err(EngineError::Unsupported(format!(
-            "a component runs as a function when it exports wasi:cli/run (a command) or wasi:http/incoming-handler (an HTTP handler); this one exports neither: {e:#}"
-        ))),
+        Err(e) => Err(Unsupported::ComponentWorld(e.into()).into()),
     }
 }
 

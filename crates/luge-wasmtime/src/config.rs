@@ -82,7 +82,7 @@ impl WasmtimeConfig {
         if let Some(target) = &self.target {
             config
                 .target(target)
-                .map_err(|e| EngineError::Config(format!("target {target}: {e:#}")))?;
+                .map_err(|e| EngineError::config(format!("target {target}"), e))?;
         }
         // Time limits and (with the scheduler) preemption use epochs: a
         // counter check on loop back-edges, far cheaper than fuel.

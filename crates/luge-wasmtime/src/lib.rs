@@ -67,16 +67,16 @@ impl WasmtimeRuntime {
         let (engine, sandboxes) = sized_engine(config)?;
         let mut sync = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut sync, SandboxState::wasi)
-            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+            .map_err(|e| EngineError::config("WASI preview 1 linker", e))?;
         let mut asynchronous = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut asynchronous, SandboxState::wasi)
-            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+            .map_err(|e| EngineError::config("WASI preview 1 linker", e))?;
         hostapi::add_to_linker(&mut sync, false)
             .and_then(|()| hostapi::add_to_linker(&mut asynchronous, true))
-            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+            .map_err(|e| EngineError::config("host API linker", e))?;
         let component_linker = component::linker(&engine)?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick)
-            .map_err(|e| EngineError::Config(format!("epoch ticker: {e}")))?;
+            .map_err(|e| EngineError::config("epoch ticker", e))?;
         Ok(Self {
             id: EngineId {
                 engine: "wasmtime".into(),
@@ -115,7 +115,7 @@ fn sized_engine(config: &WasmtimeConfig) -> Result<(Engine, u32), EngineError> {
             max_sandboxes: sandboxes,
             ..config.clone()
         };
-        Engine::new(&config.to_wasmtime()?).map_err(|e| EngineError::Config(format!("{e:#}")))
+        Engine::new(&config.to_wasmtime()?).map_err(|e| EngineError::config("the engine", e))
     };
     let requested = config.max_sandboxes;
     if let Some(sandboxes) = fit_under_rlimit(config, requested, &build) {
@@ -143,9 +143,10 @@ fn sized_engine(config: &WasmtimeConfig) -> Result<(Engine, u32), EngineError> {
         }
     }
     if fits == 0 {
-        return Err(EngineError::Config(format!(
-            "the address space cannot hold even one sandbox of the pool ({first}); raise the address-space limit (ulimit -v)"
-        )));
+        return Err(EngineError::config(
+            "the address space cannot hold even one sandbox of the pool; raise the address-space limit (ulimit -v)",
+            first,
+        ));
     }
     let sandboxes = (fits - fits / 8).max(1);
     let engine = build(sandboxes)?;
@@ -242,11 +243,11 @@ impl WasmRuntime for WasmtimeRuntime {
             return self
                 .engine
                 .precompile_component(wasm)
-                .map_err(|e| EngineError::InvalidModule(format!("{e:#}")));
+                .map_err(|e| EngineError::InvalidModule(e.into()));
         }
         self.engine
             .precompile_module(wasm)
-            .map_err(|e| EngineError::InvalidModule(format!("{e:#}")))
+            .map_err(|e| EngineError::InvalidModule(e.into()))
     }
 
     fn load_artifact(
@@ -255,10 +256,11 @@ impl WasmRuntime for WasmtimeRuntime {
     ) -> Result<Arc<dyn LoadedModule>, EngineError> {
         // SAFETY: `Module::deserialize` maps the bytes as executable code and
         // requires that they came from `Engine::precompile_module` of a
-        // compatible engine. A `VerifiedArtifact` exists only after its MAC
-        // verified under the operator's key and its header named exactly this
-        // engine, version and target, so the payload is the output of this
-        // operator's precompiler for this engine. Wasmtime additionally checks
+        // compatible engine. A `VerifiedArtifact` is made only under the
+        // contract of its `unsafe` constructor (luge-registry: after its MAC
+        // verified under the operator's key and its header named exactly
+        // this engine, version, target and settings), so the payload is the
+        // output of this operator's precompiler for this engine. Wasmtime additionally checks
         // its own version and configuration flags and refuses a mismatch.
         if Engine::detect_precompiled(artifact.payload()) == Some(wasmtime::Precompiled::Component)
         {
@@ -267,7 +269,7 @@ impl WasmRuntime for WasmtimeRuntime {
             let component = unsafe {
                 wasmtime::component::Component::deserialize(&self.engine, artifact.payload())
             }
-            .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
+            .map_err(|e| EngineError::BadArtifact(e.into()))?;
             return component::load(
                 &component,
                 &self.component_linker,
@@ -276,7 +278,7 @@ impl WasmRuntime for WasmtimeRuntime {
             );
         }
         let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
-            .map_err(|e| EngineError::BadArtifact(format!("{e:#}")))?;
+            .map_err(|e| EngineError::BadArtifact(e.into()))?;
         let module = SandboxModule::new(
             module,
             &self.linkers,

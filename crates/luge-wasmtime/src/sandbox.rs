@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use luge_core::limits::Limits;
 use luge_core::{
-    DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Termination,
+    DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture,
+    Termination, Unsupported,
 };
 use wasmtime::{
     Instance, InstancePre, Linker, Memory, Module, ModuleExport, Store, Trap, UpdateDeadline,
@@ -72,15 +73,12 @@ impl SandboxModule {
             .find(|e| e.ty().memory().is_some())
             .and_then(|e| module.get_export_index(e.name()));
         if module.resources_required().num_memories > 0 && memory_export.is_none() {
-            return Err(EngineError::Unsupported(
-                "the module does not export its memory (a WASI command exports it as \"memory\")"
-                    .to_owned(),
-            ));
+            return Err(Unsupported::NoMemory.into());
         }
         let link = |linker: &Linker<SandboxState>| {
             linker
                 .instantiate_pre(&module)
-                .map_err(|e| EngineError::Unsupported(format!("{e:#}")))
+                .map_err(|e| EngineError::from(Unsupported::Link(e.into())))
         };
         let pre = link(&linkers.sync)?;
         let pre_async = link(&linkers.asynchronous)?;

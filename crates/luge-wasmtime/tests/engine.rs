@@ -8,10 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use luge_core::Invocation;
-use luge_core::{
-    Action, ArtifactKey, LoadedModule, ModuleCode, ModuleRegistry, Termination, WasmRuntime,
-    artifact,
-};
+use luge_core::{Action, LoadedModule, Termination, WasmRuntime};
+use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry, artifact};
 use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
 /// The same lookup as `luge_testkit::example_wasm`, repeated here because

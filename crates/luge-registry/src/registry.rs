@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::artifact::{self, ArtifactError, ArtifactKey};
 use crate::code::{CodeError, ModuleCode};
-use crate::runtime::{EngineError, LoadedModule, WasmRuntime};
+use luge_core::runtime::{EngineError, LoadedModule, WasmRuntime};
 
 /// Why a module could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -132,7 +132,7 @@ pub struct Init {
     /// `argv[1..]`.
     pub args: Vec<String>,
     /// Directories (the function's grants).
-    pub dirs: Vec<crate::DirGrant>,
+    pub dirs: Vec<luge_core::DirGrant>,
 }
 
 /// The initialisation export Wizer looks for when none is named.
@@ -141,7 +141,7 @@ pub const DEFAULT_INIT_FUNCTION: &str = "wizer.initialize";
 impl Init {
     /// `action`'s initialisation: export `function` (default
     /// [`DEFAULT_INIT_FUNCTION`]) under its limits and grants.
-    pub fn for_action(action: &crate::Action, function: Option<&str>) -> Self {
+    pub fn for_action(action: &luge_core::Action, function: Option<&str>) -> Self {
         Self {
             function: function.unwrap_or(DEFAULT_INIT_FUNCTION).to_owned(),
             timeout: action.limits.timeout,
@@ -343,7 +343,7 @@ impl ModuleRegistry {
                     self.runtime.id(),
                     Some(&self.runtime.settings()),
                 )?;
-                let id = verified.content_id();
+                let id = blake3::Hash::from_bytes(verified.content_id());
                 if let Some(shared) = self.shared(&id) {
                     return Ok(shared);
                 }

@@ -18,13 +18,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::action::COMMAND_ENTRY;
-use crate::capabilities::{Annotations, Capabilities, GrantError};
+use luge_core::Action;
+use luge_core::action::COMMAND_ENTRY;
+use luge_core::capabilities::{Annotations, Capabilities, GrantError};
+use luge_core::limits::{LimitError, LimitPolicy};
+use luge_core::runtime::{EngineError, LoadedModule, WasmRuntime};
+
+use crate::ArtifactError;
 use crate::code::{CodeError, ModuleCode};
-use crate::limits::{LimitError, LimitPolicy};
 use crate::registry::{Init, LoadError, ModuleRegistry};
-use crate::runtime::{EngineError, LoadedModule, WasmRuntime};
-use crate::{Action, ArtifactError};
 
 /// The operator's bounds on every function.
 #[derive(Debug, Clone, Copy)]

@@ -12,13 +12,14 @@
 //! land while the thread is in the host, where it is only recorded). The
 //! guard removes the entry under the same lock the watchdog calls `stop`
 //! under, so `stop` is never called after the sandbox is torn down.
+#![deny(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::invocation::Cancellation;
+use luge_core::Cancellation;
 
 /// How often a stop request is repeated while the sandbox keeps running:
 /// rare enough to cost nothing, soon enough that a missed request delays

@@ -23,22 +23,7 @@ pub const MAX_ZIP_ENTRIES: usize = 1000;
 /// Entry names preferred when a zip holds several modules.
 const PREFERRED_STEMS: [&str; 2] = ["main", "action"];
 
-/// Whether `wasm` is a WebAssembly component (binary layer 1, version
-/// 0x0d), not a core module.
-pub fn is_component(wasm: &[u8]) -> bool {
-    wasm.len() >= 8 && wasm[..4] == *WASM_MAGIC && wasm[4..8] == [0x0d, 0x00, 0x01, 0x00]
-}
-
-/// Why an engine that runs core modules only refuses `wasm`, if it is a
-/// component.
-pub fn refuse_component(engine: &str, wasm: &[u8]) -> Result<(), crate::EngineError> {
-    if is_component(wasm) {
-        return Err(crate::EngineError::Unsupported(format!(
-            "this is a WebAssembly component, and the {engine} engine runs core modules only; components (WASI 0.2) run on Wasmtime (luge --engine wasmtime)"
-        )));
-    }
-    Ok(())
-}
+pub use luge_core::runtime::is_component;
 
 /// An action's module, as Wasm to compile or as an authenticated artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
