@@ -29,7 +29,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 use serde_json::Value;
 
-use crate::action::SchedHints;
+use crate::hints::SchedHints;
 use crate::limits::RequestedLimits;
 
 /// Read-only or read-write access to a granted directory.

@@ -18,7 +18,8 @@
 //!   maps.
 //! - [`capabilities`] and [`limits`]: what an action may touch and use,
 //!   deny-by-default, bounded by the operator's maxima.
-//! - [`action`]: a deployed function except its code.
+//! - [`action`]: a deployed function except its code, and [`hints`]: what
+//!   it tells the scheduler.
 //! - [`invocation`] and [`outcome`]: one run of a fresh sandbox.
 //! - [`handler`]: functions that are HTTP handlers, not stdin/stdout.
 //! - [`calls`] and [`state`]: calls between functions and the state tiers,
@@ -32,6 +33,7 @@ pub mod action;
 pub mod calls;
 pub mod capabilities;
 pub mod handler;
+pub mod hints;
 pub mod hostapi;
 pub mod invocation;
 pub mod limits;

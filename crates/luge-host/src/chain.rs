@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::Function;
+use crate::function::Function;
 
 /// The most stages a chain may have. Each stage is a whole invocation with
 /// its own sandbox; longer pipelines belong in one function.

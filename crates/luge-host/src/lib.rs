@@ -21,6 +21,7 @@
 
 pub mod chain;
 pub mod config;
+pub mod function;
 pub mod host;
 pub mod sledge;
 pub mod spec;
@@ -28,6 +29,7 @@ pub mod store;
 
 pub use chain::{Chain, ChainSpec};
 pub use config::{Config, ConfigError, ConfiguredRoute, ServerTable};
-pub use host::{Function, FunctionHost, HostError, Origin, RouteTable};
+pub use function::{Function, Origin};
+pub use host::{FunctionHost, HostError, RouteTable};
 pub use spec::{FunctionSpec, HostPolicy, SpecError};
 pub use store::FunctionStore;

@@ -21,8 +21,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::Wake;
 use std::time::{Duration, Instant};
 
-use crate::worker::Shared;
-
 /// A job's future.
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -55,7 +53,7 @@ pub(crate) struct Task {
     pub yields: AtomicU64,
     /// The worker that last ran it: woken jobs go back there.
     pub home: AtomicUsize,
-    pub shared: Weak<Shared>,
+    pub shared: Weak<dyn Requeue>,
 }
 
 /// The smallest window a job gets, even one submitted past its deadline:
@@ -94,6 +92,14 @@ impl Task {
         self.renewed_at_cpu_ns.store(cpu, Ordering::Relaxed);
         true
     }
+}
+
+/// Where a woken job goes back to be run: the scheduler's shared state.
+/// Behind a trait so that jobs know nothing of workers (imports run from
+/// the workers down to their jobs).
+pub(crate) trait Requeue: Send + Sync {
+    /// Queues `task`, whose wait ended, to run again.
+    fn enqueue_woken(&self, task: Arc<Task>);
 }
 
 impl Wake for Task {

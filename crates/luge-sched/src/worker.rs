@@ -211,6 +211,12 @@ pub(crate) struct Shared {
 /// `running_key` of a worker running nothing.
 const IDLE_KEY: u64 = u64::MAX;
 
+impl task::Requeue for Shared {
+    fn enqueue_woken(&self, task: Arc<Task>) {
+        self.enqueue_woken_here(task);
+    }
+}
+
 impl Shared {
     fn queue(&self, worker: usize) -> MutexGuard<'_, RunQueue<Arc<Task>>> {
         // Queue operations are single push/pop calls; ignore poisoning.
@@ -278,7 +284,7 @@ impl Shared {
     }
 
     /// A job whose I/O completed: back to the worker that last ran it.
-    pub(crate) fn enqueue_woken(&self, task: Arc<Task>) {
+    fn enqueue_woken_here(&self, task: Arc<Task>) {
         let home = task.home.load(Ordering::Relaxed) % self.queues.len();
         let long = task.long;
         self.push_local(home, task);
@@ -643,7 +649,7 @@ impl Scheduler {
             cpu_ns: AtomicU64::new(0),
             yields: AtomicU64::new(0),
             home: AtomicUsize::new(0),
-            shared: Arc::downgrade(&self.shared),
+            shared: Arc::downgrade(&self.shared) as std::sync::Weak<dyn task::Requeue>,
         });
         Counters::add(&self.shared.counters.submitted, 1);
         let long = task.long;

@@ -12,8 +12,8 @@ use wamrx_sys as sys;
 pub(crate) enum InitError {
     #[error("WAMR failed to initialize")]
     Runtime,
-    #[error("WAMR refused the host API natives")]
-    Natives,
+    #[error(transparent)]
+    Natives(#[from] crate::hostapi::NativesRefused),
 }
 
 pub(crate) fn init_runtime() -> Result<(), InitError> {
@@ -43,7 +43,7 @@ pub(crate) fn init_runtime() -> Result<(), InitError> {
             )
         };
         // Host API v1's calls, before any module is loaded.
-        crate::hostapi::register()
+        crate::hostapi::register().map_err(InitError::from)
     })
 }
 

@@ -14,7 +14,10 @@ use luge_core::hostapi::memory::within;
 use luge_core::hostapi::{self, GuestMemory, MemoryError, ThisThread, imports};
 use wamrx_sys as sys;
 
-use crate::ffi::InitError;
+/// WAMR refused the natives (or their names).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("WAMR refused the host API natives")]
+pub(crate) struct NativesRefused;
 
 /// The linear memory of the instance a native was called from.
 struct ExecEnv(sys::wasm_exec_env_t);
@@ -122,12 +125,12 @@ macro_rules! register {
 luge_core::for_each_host_import!(register);
 
 /// Registers the natives with WAMR; called once, at runtime initialization.
-pub(crate) fn register() -> Result<(), InitError> {
+pub(crate) fn register() -> Result<(), NativesRefused> {
     let mut symbols = Vec::new();
     for (name, func, signature) in natives() {
         // WAMR keeps the names and signatures: they live for the process.
-        let leak = |text: &str| -> Result<&'static CStr, InitError> {
-            let text = CString::new(text).map_err(|_| InitError::Natives)?;
+        let leak = |text: &str| -> Result<&'static CStr, NativesRefused> {
+            let text = CString::new(text).map_err(|_| NativesRefused)?;
             Ok(Box::leak(text.into_boxed_c_str()))
         };
         let (name, signature) = (leak(name)?, leak(signature)?);
@@ -140,13 +143,13 @@ pub(crate) fn register() -> Result<(), InitError> {
     }
     // WAMR keeps the array too.
     let symbols: &'static mut [sys::NativeSymbol] = Box::leak(symbols.into_boxed_slice());
-    let count = u32::try_from(symbols.len()).map_err(|_| InitError::Natives)?;
+    let count = u32::try_from(symbols.len()).map_err(|_| NativesRefused)?;
     // SAFETY: the module name and the symbol array (names, signatures,
     // functions of the declared C signatures) are valid for the process.
     let module = c"luge";
     if unsafe { sys::wasm_runtime_register_natives(module.as_ptr(), symbols.as_mut_ptr(), count) } {
         Ok(())
     } else {
-        Err(InitError::Natives)
+        Err(NativesRefused)
     }
 }

@@ -4,7 +4,6 @@ use std::collections::HashSet;
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
 
-use luge_core::{Invocation, LoadedModule, Outcome};
 use wamrx_sys as sys;
 
 use luge_watchdog::Watchdog;
@@ -30,8 +29,8 @@ pub struct WamrModule {
     pub(crate) module: sys::wasm_module_t,
     /// WAMR's interpreter refers into the bytes it loaded for as long as the
     /// module lives: they are kept here, never moved or touched again.
-    _bytes: Box<[u8]>,
-    exports: HashSet<String>,
+    pub(crate) _bytes: Box<[u8]>,
+    pub(crate) exports: HashSet<String>,
     /// The largest initial size of its memories, in pages: WAMR raises a
     /// maximum set below it to it (`wasm_runtime_get_max_mem`), so the
     /// sandbox checks it against the limit before instantiating.
@@ -151,21 +150,5 @@ impl Drop for WamrModule {
         // SAFETY: the module was loaded by `load` and is unloaded once; every
         // instance of it held an `Arc` to this value, so none is left.
         unsafe { sys::wasm_runtime_unload(self.module) };
-    }
-}
-
-impl LoadedModule for WamrModule {
-    fn has_export(&self, name: &str) -> bool {
-        self.exports.contains(name)
-    }
-
-    fn run(&self, invocation: Invocation) -> Outcome {
-        crate::sandbox::run(self, invocation)
-    }
-
-    fn code_size(&self) -> usize {
-        // The interpreter's code is the Wasm it keeps, plus what its loader
-        // derives from it (not reported by WAMR).
-        self._bytes.len()
     }
 }

@@ -15,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
 use luge_core::calls::{CallMode, CallTable};
-use luge_core::{Invocation, Outcome, Termination};
+use luge_core::{Invocation, LoadedModule, Outcome, Termination};
 use wamrx_sys as sys;
 
 use crate::ffi;
@@ -372,4 +372,20 @@ fn execute(
     } else {
         Termination::Trapped(exception.unwrap_or_else(|| "unknown exception".to_owned()))
     })
+}
+
+impl LoadedModule for WamrModule {
+    fn has_export(&self, name: &str) -> bool {
+        self.exports.contains(name)
+    }
+
+    fn run(&self, invocation: Invocation) -> Outcome {
+        run(self, invocation)
+    }
+
+    fn code_size(&self) -> usize {
+        // The interpreter's code is the Wasm it keeps, plus what its loader
+        // derives from it (not reported by WAMR).
+        self._bytes.len()
+    }
 }

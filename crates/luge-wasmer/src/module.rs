@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use luge_core::{Invocation, LoadedModule, Outcome};
 use wasmer::{ExternType, Module};
 
 use crate::Shared;
@@ -11,8 +10,8 @@ use crate::Shared;
 /// A module deserialized into the engine, ready to instantiate.
 pub struct WasmerModule {
     pub(crate) module: Module,
-    exports: HashSet<String>,
-    code_size: usize,
+    pub(crate) exports: HashSet<String>,
+    pub(crate) code_size: usize,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -38,21 +37,5 @@ impl WasmerModule {
             code_size,
             shared,
         }
-    }
-}
-
-impl LoadedModule for WasmerModule {
-    fn has_export(&self, name: &str) -> bool {
-        self.exports.contains(name)
-    }
-
-    fn run(&self, invocation: Invocation) -> Outcome {
-        crate::sandbox::run(self, invocation)
-    }
-
-    fn code_size(&self) -> usize {
-        // The serialized artifact: native code plus Wasmer's metadata, what
-        // deserializing keeps mapped.
-        self.code_size
     }
 }

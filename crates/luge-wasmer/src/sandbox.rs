@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_core::{DirMode, Invocation, Outcome, Termination};
+use luge_core::{DirMode, Invocation, LoadedModule, Outcome, Termination};
 use wasmer::Store;
 use wasmer_vm::TrapCode;
 use wasmer_wasix::{WasiEnv, WasiError};
@@ -125,4 +125,20 @@ fn execute(
             }
         },
     })
+}
+
+impl LoadedModule for WasmerModule {
+    fn has_export(&self, name: &str) -> bool {
+        self.exports.contains(name)
+    }
+
+    fn run(&self, invocation: Invocation) -> Outcome {
+        run(self, invocation)
+    }
+
+    fn code_size(&self) -> usize {
+        // The serialized artifact: native code plus Wasmer's metadata, what
+        // deserializing keeps mapped.
+        self.code_size
+    }
 }

@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use luge_core::calls::{CallMode, CallTable};
 use luge_core::hostapi::{
     self, BoxFuture, Host, NoMemory, Park, Parts, SliceMemory, StateDone, imports,
 };
@@ -107,9 +106,3 @@ macro_rules! register {
     };
 }
 luge_core::for_each_host_import!(register);
-
-/// The table a sandbox starts with. Both linkers schedule callees: the
-/// synchronous one (`LoadedModule::run`) is not used on the host's workers.
-pub(crate) fn table(invocation: &luge_core::Invocation) -> CallTable {
-    CallTable::new(invocation.calls.clone(), CallMode::Scheduled)
-}

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use luge_core::calls::{CallMode, CallTable};
 use luge_core::limits::Limits;
 use luge_core::{
     DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture,
@@ -25,7 +26,7 @@ pub struct SandboxState {
     pub wasi: WasiP1Ctx,
     limiter: SandboxLimiter,
     /// This invocation's calls to other functions.
-    pub(crate) calls: luge_core::calls::CallTable,
+    pub(crate) calls: CallTable,
     /// This invocation's shared state.
     pub(crate) state: Option<Arc<dyn luge_core::state::State>>,
 }
@@ -237,7 +238,9 @@ impl SandboxModule {
             SandboxState {
                 wasi,
                 limiter: SandboxLimiter::new(limits.memory_bytes),
-                calls: crate::hostapi::table(invocation),
+                // Both linkers schedule callees: the synchronous one
+                // (`LoadedModule::run`) is not used on the host's workers.
+                calls: CallTable::new(invocation.calls.clone(), CallMode::Scheduled),
                 state: invocation.state.clone(),
             },
         );
