@@ -16,16 +16,17 @@ use luge_host::Function;
 use crate::app::{App, log_stderr, overloaded};
 use crate::dispatch::UnlessDisarmed;
 use crate::http::{self, Request, Response};
+use crate::protocol::Handler;
 use crate::standalone::{failure_message, failure_status, relative_deadline};
 
-impl App {
-    /// Serves `request` with `function`, an HTTP handler.
-    pub(crate) async fn invoke_handler(
-        self: &Arc<Self>,
-        function: Arc<Function>,
-        request: Request,
-        request_id: u64,
-    ) -> Response {
+/// A function that is an HTTP handler, on its route.
+pub(crate) struct HttpHandler(pub(crate) Arc<Function>);
+
+impl Handler for HttpHandler {
+    /// Serves the request with the handler, its body streamed to it and
+    /// its response streamed back.
+    async fn serve(self, app: &Arc<App>, request: Request, request_id: u64) -> Response {
+        let function = self.0;
         let arrived = Instant::now();
         let action = Arc::clone(&function.action);
         let relative = match relative_deadline(
@@ -39,16 +40,16 @@ impl App {
         if request.uri().authority().is_none() && !request.headers().contains_key(header::HOST) {
             return http::json_error(StatusCode::BAD_REQUEST, "The request has no Host header.");
         }
-        let limit = self.settings.max_body_bytes;
+        let limit = app.settings.max_body_bytes;
         if http::declared_length(request.headers()).is_some_and(|len| len > limit) {
             return http::too_large(limit);
         }
-        let Some(place) = self.admit(&action.name) else {
-            return overloaded(self.admission.limit());
+        let Some(place) = app.admit(&action.name) else {
+            return overloaded(app.admission.limit());
         };
         let invocation = Invocation {
             env: vec![("LUGE_REQUEST_ID".to_owned(), request_id.to_string())],
-            state: self.state_session(&function, arrived),
+            state: app.state_session(&function, arrived),
             ..Invocation::new(Arc::clone(&action), Vec::new())
         };
         let cancel = invocation.cancel.clone();
@@ -63,9 +64,9 @@ impl App {
                 // The client may have gone; nothing to answer then.
                 let _ = head.send(response);
             }),
-            self.settings.preemption,
+            app.settings.preemption,
         );
-        let app = Arc::clone(self);
+        let app = Arc::clone(app);
         let deadline = arrived + relative;
         // The sandbox outlives this request future when its response
         // streams: it runs in a task of its own, aborted (and so cancelled,

@@ -17,9 +17,11 @@
 //! - `routes`: a request to its protocol's handler: a tenant's routes,
 //!   function routes and chains, then the executor's own API (`router`,
 //!   with `matchit`).
-//! - The protocols: `openwhisk` (container `/init` and `/run`),
+//! - The protocols, one handler type each behind one trait (`protocol`):
+//!   `openwhisk` (containers' `/init` and `/run`, and their management),
 //!   [`standalone`] (function routes, chains, the management API),
-//!   `handler` (wasi:http components), `calls` (between functions).
+//!   `handler` (wasi:http components); `calls` (between functions, behind
+//!   luge-core's `Calls`).
 //! - `app`: what the process hosts, admission and the one execution
 //!   pipeline every protocol ends in; [`dispatch`] (handing invocations to
 //!   the scheduler), [`metrics`], [`http`] plumbing, `auth`.
@@ -36,6 +38,7 @@ pub mod http;
 pub mod metrics;
 mod openwhisk;
 pub mod options;
+mod protocol;
 mod router;
 mod routes;
 pub mod serve;
@@ -131,6 +134,11 @@ mod layers {
             ("routes", "app"),
             ("serve", "routes"),
             ("standalone", "app"),
+            ("routes", "protocol"),
+            ("openwhisk", "protocol"),
+            ("standalone", "protocol"),
+            ("handler", "protocol"),
+            ("protocol", "app"),
         ] {
             assert!(below(upper, lower), "{lower} imports {upper}");
         }

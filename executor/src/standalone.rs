@@ -14,7 +14,8 @@ use luge_host::{Chain, Function, FunctionHost, FunctionSpec, HostError, Origin, 
 
 use crate::app::{App, log_stderr, overloaded};
 use crate::dispatch;
-use crate::http::{self, Response};
+use crate::http::{self, Request, Response};
+use crate::protocol::Handler;
 
 /// Header with a per-request deadline in ms, capped by the route's own.
 pub const DEADLINE_HEADER: &str = "x-luge-deadline-ms";
@@ -37,13 +38,54 @@ pub struct HttpInput {
     pub request_id: u64,
 }
 
-impl App {
-    /// Runs `function` on `input` and answers with its stdout.
-    pub(crate) async fn invoke_function(
-        self: &Arc<Self>,
-        function: Arc<Function>,
-        input: HttpInput,
-    ) -> Response {
+impl HttpInput {
+    /// Reads `request`'s head and its body, within `--max-body-bytes`.
+    async fn read(app: &App, request: Request, request_id: u64) -> Result<Self, Response> {
+        let method = request.method().clone();
+        let query = request.uri().query().map(str::to_owned);
+        let headers = request.headers().clone();
+        let body = http::read_body(request, app.settings.max_body_bytes).await?;
+        Ok(Self {
+            method,
+            query,
+            headers,
+            body,
+            request_id,
+        })
+    }
+}
+
+/// A function on its route: the request's body (or a GET's query) on
+/// stdin, its stdout the response, Sledge style.
+pub(crate) struct FunctionRoute(pub(crate) Arc<Function>);
+
+/// A chain on its route: each stage's stdout the next one's stdin.
+pub(crate) struct ChainRoute(pub(crate) Arc<Chain>);
+
+/// `/v1/functions[/{name}]`, behind the operator token.
+pub(crate) struct Management {
+    host: Arc<FunctionHost>,
+    name: Option<String>,
+}
+
+impl Management {
+    /// The management API of `host`, for all functions or the one `name`d.
+    pub(crate) fn new(host: &Arc<FunctionHost>, name: Option<String>) -> Self {
+        Self {
+            host: Arc::clone(host),
+            name,
+        }
+    }
+}
+
+impl Handler for FunctionRoute {
+    /// Runs the function on the request and answers with its stdout.
+    async fn serve(self, app: &Arc<App>, request: Request, request_id: u64) -> Response {
+        let input = match HttpInput::read(app, request, request_id).await {
+            Ok(input) => input,
+            Err(refused) => return refused,
+        };
+        let function = self.0;
         let arrived = Instant::now();
         let action = &function.action;
         let relative = action.sched.relative_deadline_or_default();
@@ -52,26 +94,26 @@ impl App {
             Err((status, message)) => return http::json_error(status, message),
         };
         // A function that may call others gets the host's calls.
-        let calls = match (&self.function_host(), function.spec.calls.is_empty()) {
+        let calls = match (&app.function_host(), function.spec.calls.is_empty()) {
             (Some(host), false) => Some(Arc::new(crate::calls::HostCalls {
-                app: Arc::clone(self),
+                app: Arc::clone(app),
                 host: Arc::clone(host),
                 caller: Arc::clone(&function),
                 depth: 0,
                 deadline: arrived + relative,
                 request_id: input.request_id,
-                runtime: self.settings.runtime.clone(),
+                runtime: app.settings.runtime.clone(),
             }) as Arc<dyn luge_core::calls::Calls>),
             _ => None,
         };
         let invocation = Invocation {
             env: request_env(&input, None),
             calls,
-            state: self.state_session(&function, arrived),
+            state: app.state_session(&function, arrived),
             ..Invocation::new(Arc::clone(action), stdin)
         };
         let module = Arc::clone(&function.module);
-        let outcome = match self
+        let outcome = match app
             .execute(module, invocation, arrived, arrived + relative)
             .await
         {
@@ -86,12 +128,19 @@ impl App {
         tracing::warn!(function = %function.name, %message, "invocation failed");
         http::json_error(failure_status(&outcome.termination), &message)
     }
+}
 
-    /// Runs `chain`'s stages in turn, each one's stdout the next one's
+impl Handler for ChainRoute {
+    /// Runs the chain's stages in turn, each one's stdout the next one's
     /// stdin, all under the chain's deadline and one admission place, and
     /// answers with the last stdout. The first stage that fails ends the
     /// chain; the answer names it (and `X-Luge-Chain-Stage` numbers it).
-    pub(crate) async fn invoke_chain(&self, chain: Arc<Chain>, input: HttpInput) -> Response {
+    async fn serve(self, app: &Arc<App>, request: Request, request_id: u64) -> Response {
+        let input = match HttpInput::read(app, request, request_id).await {
+            Ok(input) => input,
+            Err(refused) => return refused,
+        };
+        let chain = self.0;
         let arrived = Instant::now();
         let (mut data, relative) = match request_input(&input, chain.relative_deadline) {
             Ok(prepared) => prepared,
@@ -99,18 +148,18 @@ impl App {
         };
         // One place for the whole chain: a chain admitted is not refused
         // halfway through.
-        let Some(place) = self.admit(&chain.path) else {
-            return overloaded(self.admission.limit());
+        let Some(place) = app.admit(&chain.path) else {
+            return overloaded(app.admission.limit());
         };
         let deadline = arrived + relative;
         for (index, function) in chain.stages.iter().enumerate() {
             let stage = index + 1;
             let invocation = Invocation {
                 env: request_env(&input, Some(stage)),
-                state: self.state_session(function, Instant::now()),
+                state: app.state_session(function, Instant::now()),
                 ..Invocation::new(Arc::clone(&function.action), data)
             };
-            let outcome = self
+            let outcome = app
                 .execute_admitted(
                     Arc::clone(&function.module),
                     invocation,
@@ -138,24 +187,27 @@ impl App {
         }
         success(data, chain.content_type())
     }
+}
 
-    /// `/v1/functions[/{name}]`.
-    pub(crate) async fn manage(
-        &self,
-        host: &Arc<FunctionHost>,
-        method: &Method,
-        name: Option<&str>,
-        headers: &HeaderMap,
-        body: Bytes,
-    ) -> Response {
-        match &self.token {
+impl Handler for Management {
+    async fn serve(self, app: &Arc<App>, request: Request, _request_id: u64) -> Response {
+        let method = request.method().clone();
+        let headers = request.headers().clone();
+        // Read before the token is checked: a refusal over an unread body
+        // would close a keep-alive connection.
+        let body = match http::read_body(request, app.settings.max_body_bytes).await {
+            Ok(body) => body,
+            Err(refused) => return refused,
+        };
+        let (host, name) = (&self.host, self.name.as_deref());
+        match &app.token {
             None => {
                 return http::json_error(
                     StatusCode::FORBIDDEN,
                     "The management API is off: no operator token is configured (--token-file or LUGE_TOKEN).",
                 );
             }
-            Some(token) if !token.accepts(headers) => {
+            Some(token) if !token.accepts(&headers) => {
                 let mut response = http::json_error(
                     StatusCode::UNAUTHORIZED,
                     "Missing or wrong operator token (Authorization: Bearer TOKEN).",
@@ -167,7 +219,7 @@ impl App {
             }
             Some(_) => {}
         }
-        match (method, name) {
+        match (&method, name) {
             (&Method::GET, None) => {
                 let functions: Vec<_> = host.list_uploaded().iter().map(|f| describe(f)).collect();
                 http::json(
@@ -182,8 +234,7 @@ impl App {
             (&Method::DELETE, Some(name)) => {
                 let host = Arc::clone(host);
                 let owned = name.to_owned();
-                match dispatch::blocking(&self.settings.runtime, move || host.remove(&owned)).await
-                {
+                match dispatch::blocking(&app.settings.runtime, move || host.remove(&owned)).await {
                     Ok(Ok(())) => {
                         http::json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
                     }
@@ -198,7 +249,7 @@ impl App {
                 };
                 let host = Arc::clone(host);
                 let owned = name.to_owned();
-                match dispatch::blocking(&self.settings.runtime, move || {
+                match dispatch::blocking(&app.settings.runtime, move || {
                     host.upload(&owned, code, spec)
                 })
                 .await
