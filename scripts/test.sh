@@ -15,16 +15,14 @@ cargo test --workspace --all-features
 # preemptions per execution (see tests/loom.rs).
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg luge_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p luge-sched --test loom
-# The engine-neutral end-to-end tests against each other engine (the
-# scheduling tests are Wasmtime's: only it preempts). `--workspace` keeps
-# the feature set of the run above, so the same test binaries run again:
-# `-p luge-executor` would unify features differently and rebuild them all.
+# The engine-neutral end-to-end tests (executor/tests/e2e, one binary)
+# against each other engine; `scheduling` is Wasmtime's alone (only it
+# preempts). `--workspace` keeps the feature set of the run above, so the
+# same test binary runs again: `-p luge-executor` would unify features
+# differently and rebuild them all.
 for engine in wasmer wamr; do
     echo "== end-to-end suite on $engine"
-    LUGE_TEST_ENGINE=$engine cargo test --workspace --all-features \
-        --test openwhisk_runner --test capabilities --test bad_input --test limits \
-        --test standalone --test serve_containers --test metrics --test engines \
-        --test invoker --test adversarial --test calls --test state --test snapshots --test components
+    LUGE_TEST_ENGINE=$engine cargo test --workspace --all-features --test e2e
 done
 # The OpenWhisk kit against a real OpenWhisk: compiles the factory against
 # OPENWHISK_SRC and runs actions through OpenWhisk's standalone server. CI

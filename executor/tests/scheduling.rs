@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+#[path = "e2e/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

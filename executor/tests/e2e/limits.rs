@@ -1,9 +1,7 @@
 //! Time and memory limits, traps and exits: each an action error with
 //! OpenWhisk's message, while other containers keep being served.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

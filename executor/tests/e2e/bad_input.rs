@@ -1,8 +1,6 @@
 //! Bad input gets a clear JSON error, and the executor keeps serving others.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

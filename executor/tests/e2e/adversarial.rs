@@ -2,9 +2,7 @@
 //! end-to-end test against the real binary on 127.0.0.1. Each test names
 //! the finding it guards (issue 12).
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};

@@ -1,9 +1,7 @@
 //! `luge serve` specifics: many containers, shared modules, destroy, logs,
 //! concurrency within and across containers.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -1,9 +1,7 @@
 //! OpenWhisk's canonical runtime-proxy suite (BasicActionRunnerTests), every
 //! scenario through both `luge proxy` and `luge serve`.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -2,9 +2,7 @@
 //! authenticated header: one for another engine, or another version of this
 //! one, is refused at /init with a message naming both, and never loaded.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use luge_core::EngineId;

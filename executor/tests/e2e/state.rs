@@ -3,9 +3,7 @@
 //! (persisted with the embedded store) and a real Redis started here on a
 //! free loopback port.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,9 +2,7 @@
 //! `wizer.initialize` has it run once where its Wasm is compiled, and every
 //! invocation starts from the snapshot, in a fresh sandbox.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -5,9 +5,7 @@
 //! log collection until the sentinel on both streams, reuse of the warm
 //! container, a failed init whose container is destroyed, and destroy.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,9 +5,7 @@
 //! routes as HTTP handlers. Wasmer and WAMR refuse components, naming the
 //! engine.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

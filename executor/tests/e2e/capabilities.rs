@@ -1,8 +1,6 @@
 //! Deny-by-default capabilities: directory grants under --fs-root.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -1,9 +1,7 @@
 //! The standalone function host end to end: routes from a TOML config and
 //! from a Sledge spec, the upload API with its durable store, operator auth,
 //! overload, and bad input; the real `luge serve` on 127.0.0.1.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,9 +1,7 @@
 //! `GET /metrics`: valid Prometheus/OpenMetrics text whose counters move as
 //! invocations happen.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

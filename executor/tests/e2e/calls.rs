@@ -4,9 +4,7 @@
 //! Wasmtime parks a waiting caller; Wasmer and WAMR run a callee fused, on
 //! the waiting caller's thread.
 
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
