@@ -29,11 +29,16 @@ pub fn runtime() -> Arc<dyn WasmRuntime> {
 /// The runtime `luge serve --engine NAME` would run, built by the same
 /// factory with the same defaults (`wasmtime`, and with this crate's
 /// features `wasmer`, `wasmer-singlepass`, `wamr`).
-pub fn runtime_named(name: &str) -> Result<Arc<dyn WasmRuntime>, String> {
+pub fn runtime_named(name: &str) -> anyhow::Result<Arc<dyn WasmRuntime>> {
     let kind = luge_engines::EngineKind::from_name(name).ok_or_else(|| {
-        format!("engine {name:?} is not built into these benches (wasmtime; features wasmer, wamr)")
+        anyhow::anyhow!(
+            "engine {name:?} is not built into these benches (wasmtime; features wasmer, wamr)"
+        )
     })?;
-    luge_engines::build(kind, &luge_engines::EngineSettings::default()).map_err(|e| e.to_string())
+    Ok(luge_engines::build(
+        kind,
+        &luge_engines::EngineSettings::default(),
+    )?)
 }
 
 /// Every engine compiled into these benches, by name.

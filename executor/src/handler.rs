@@ -88,9 +88,9 @@ impl Handler for HttpHandler {
                         report(&function, request_id, &outcome);
                     }
                 });
-                answer.unwrap_or_else(|message| {
-                    tracing::warn!(function = %name, %message, "handler answered an error");
-                    http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &message)
+                answer.unwrap_or_else(|error| {
+                    tracing::warn!(function = %name, %error, "handler answered an error");
+                    http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
                 })
             }
             // The handler ended without answering: its outcome says why.

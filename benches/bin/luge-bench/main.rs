@@ -123,7 +123,7 @@ fn main() -> anyhow::Result<()> {
     let window = Duration::from_secs(cli.seconds);
     let setup = Setup {
         engine: cli.engine.clone(),
-        runtime: luge_benches::runtime_named(&cli.engine).map_err(anyhow::Error::msg)?,
+        runtime: luge_benches::runtime_named(&cli.engine)?,
     };
     let experiments = match cli.experiment {
         Experiment::All => vec![

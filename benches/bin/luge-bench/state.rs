@@ -20,7 +20,7 @@ use crate::{Report, Setup};
 
 /// A `redis-server` on a free loopback port and its port.
 pub(crate) fn redis() -> anyhow::Result<(RedisServer, u16)> {
-    let server = RedisServer::start().map_err(anyhow::Error::msg)?;
+    let server = RedisServer::start()?;
     let port = server.port;
     Ok((server, port))
 }

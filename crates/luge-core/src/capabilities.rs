@@ -133,27 +133,56 @@ pub const MAX_STATE_GRANTS: usize = 64;
 /// Most outgoing-HTTP origins one function may be granted.
 pub const MAX_OUTBOUND_GRANTS: usize = 64;
 
+/// An origin that cannot be granted, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin:?}: {why}")]
+pub struct OriginError {
+    /// The origin as written.
+    pub origin: String,
+    /// Why it was refused.
+    pub why: OriginRefusal,
+}
+
+/// Why an origin cannot be granted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginRefusal {
+    /// Not `http://...`.
+    #[error("expected http://host[:port]")]
+    Shape,
+    /// `https://...`, with no TLS client built in.
+    #[error("https is not available (this build has no TLS client); grant an http:// origin")]
+    Https,
+    /// A port that is not 1-65535.
+    #[error("invalid port {0:?}")]
+    Port(String),
+    /// A host with a path, user info, a wildcard or other characters.
+    #[error("expected http://host[:port] (no path, user or wildcard)")]
+    Host,
+}
+
 /// `origin` (`http://host[:port]`) as granted: scheme and host lower-case,
 /// the port written (80 by default). Anything else (a path, user info, a
 /// wildcard, another scheme) is refused with the reason: a grant names
 /// exactly the origins a function may reach. `https` is refused because
 /// this build has no TLS client (see docs/SECURITY.md).
-pub fn outbound_origin(origin: &str) -> Result<String, String> {
+pub fn outbound_origin(origin: &str) -> Result<String, OriginError> {
+    let refused = |why| OriginError {
+        origin: origin.to_owned(),
+        why,
+    };
     let rest = match origin.split_once("://") {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
         Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
-            return Err(format!(
-                "{origin:?}: https is not available (this build has no TLS client); grant an http:// origin"
-            ));
+            return Err(refused(OriginRefusal::Https));
         }
-        _ => return Err(format!("{origin:?}: expected http://host[:port]")),
+        _ => return Err(refused(OriginRefusal::Shape)),
     };
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     let (host, port) = match rest.rsplit_once(':') {
         Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => {
             match port.parse::<u16>() {
                 Ok(port) if port > 0 => (host, port),
-                _ => return Err(format!("{origin:?}: invalid port {port:?}")),
+                _ => return Err(refused(OriginRefusal::Port(port.to_owned()))),
             }
         }
         _ => (rest, 80),
@@ -164,9 +193,7 @@ pub fn outbound_origin(origin: &str) -> Result<String, String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
     if !valid {
-        return Err(format!(
-            "{origin:?}: expected http://host[:port] (no path, user or wildcard)"
-        ));
+        return Err(refused(OriginRefusal::Host));
     }
     Ok(format!("http://{}:{port}", host.to_ascii_lowercase()))
 }
@@ -482,9 +509,9 @@ impl Capabilities {
             .iter()
             .map(|origin| outbound_origin(origin))
             .collect::<Result<_, _>>()
-            .map_err(|reason| GrantError::BadValue {
+            .map_err(|e: OriginError| GrantError::BadValue {
                 key: "http.allowed_outbound_hosts".to_owned(),
-                reason,
+                reason: e.to_string(),
             })?;
         Ok(Self {
             dirs,
@@ -577,11 +604,7 @@ mod tests {
         ] {
             assert!(outbound_origin(bad).is_err(), "{bad} accepted");
         }
-        assert!(
-            outbound_origin("https://example.com")
-                .unwrap_err()
-                .contains("no TLS client")
-        );
+        assert!(outbound_origin("https://example.com").unwrap_err().why == OriginRefusal::Https);
     }
 
     #[test]

@@ -21,11 +21,19 @@ pub type Request = http::Request<Body>;
 /// its body as the handler writes it.
 pub type Response = http::Response<Body>;
 
-/// Where a handler's response goes, at most once: `Err` carries the reason
-/// when the handler set an error instead of a response. Dropped without a
-/// call when the handler ended without answering (the sandbox's outcome
-/// then says why).
-pub type Respond = Box<dyn FnOnce(Result<Response, String>) + Send + Sync>;
+/// A handler that set an error instead of a response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the handler answered an error: {code}")]
+pub struct HandlerError {
+    /// The error as the handler's interface names it (`wasi:http`'s
+    /// `error-code`, e.g. `HttpRequestDenied`).
+    pub code: String,
+}
+
+/// Where a handler's response goes, at most once: `Err` when the handler
+/// set an error instead of a response. Dropped without a call when the
+/// handler ended without answering (the sandbox's outcome then says why).
+pub type Respond = Box<dyn FnOnce(Result<Response, HandlerError>) + Send + Sync>;
 
 /// What a module that is not an HTTP handler says when asked to be one, and
 /// what a handler says when asked to run on stdin and stdout.

@@ -47,17 +47,29 @@ pub struct Chain {
     pub relative_deadline: Duration,
 }
 
+/// A chain stage that names no function route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stage {stage:?} is not a function route")]
+pub struct UnknownStage {
+    /// The stage's path as the chain names it.
+    pub stage: String,
+}
+
 impl Chain {
-    /// Resolves `spec` with `lookup` (route path to function). Returns the
-    /// stage path that does not resolve, if any.
+    /// Resolves `spec` with `lookup` (route path to function), or names the
+    /// first stage that does not resolve.
     pub fn resolve(
         spec: &ChainSpec,
         lookup: impl Fn(&str) -> Option<Arc<Function>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, UnknownStage> {
         let stages = spec
             .stages
             .iter()
-            .map(|path| lookup(path).ok_or_else(|| path.clone()))
+            .map(|path| {
+                lookup(path).ok_or_else(|| UnknownStage {
+                    stage: path.clone(),
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let relative_deadline = match spec.relative_deadline_us {
             Some(us) => Duration::from_micros(us),

@@ -323,10 +323,10 @@ impl FunctionHost {
                     owner: owner.name.clone(),
                 }));
             }
-            let chain = Chain::resolve(spec, |path| self.routes.get(path)).map_err(|stage| {
+            let chain = Chain::resolve(spec, |path| self.routes.get(path)).map_err(|unknown| {
                 fail(HostError::UnknownStage {
                     chain: spec.path.clone(),
-                    stage,
+                    stage: unknown.stage,
                 })
             })?;
             if let Some((stage, _)) = spec

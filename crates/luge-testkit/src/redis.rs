@@ -6,6 +6,20 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Why a `redis-server` could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisError {
+    /// No free loopback port.
+    #[error("no free port")]
+    Port(#[source] std::io::Error),
+    /// The binary could not be run.
+    #[error("redis-server could not be run (./scripts/setup.sh installs it)")]
+    Spawn(#[source] std::io::Error),
+    /// It did not accept connections in time.
+    #[error("redis-server did not start on port {0}")]
+    NotListening(u16),
+}
+
 /// A running `redis-server` on 127.0.0.1, without persistence.
 #[derive(Debug)]
 pub struct RedisServer {
@@ -16,29 +30,29 @@ pub struct RedisServer {
 
 impl RedisServer {
     /// Starts one on a free port.
-    pub fn start() -> Result<Self, String> {
+    pub fn start() -> Result<Self, RedisError> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port: {e}"))?
+            .map_err(RedisError::Port)?
             .port();
         Self::on(port)
     }
 
     /// Starts one on `port` (again, after one was stopped there); waits up
     /// to 10 s for it to accept connections.
-    pub fn on(port: u16) -> Result<Self, String> {
+    pub fn on(port: u16) -> Result<Self, RedisError> {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .args(["--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("redis-server: {e} (./scripts/setup.sh installs it)"))?;
+            .map_err(RedisError::Spawn)?;
         let server = Self { child, port };
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if started.elapsed() > Duration::from_secs(10) {
-                return Err(format!("redis-server did not start on port {port}"));
+                return Err(RedisError::NotListening(port));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -27,23 +27,34 @@ pub fn mount_point(guest: &str) -> PathBuf {
     }
 }
 
+/// A granted directory that could not be given to the sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// The host directory could not be opened.
+    #[error("granted directory {0}")]
+    Open(String, #[source] luge_core::runtime::Cause),
+    /// It could not be mounted at its guest path.
+    #[error("mounting {0}")]
+    Mount(String, #[source] luge_core::runtime::Cause),
+}
+
 /// The sandbox filesystem for `grants`: each mounted at its
 /// [`mount_point`], read-only ones wrapped.
 pub fn mount(
     grants: &[DirGrant],
     io: &tokio::runtime::Handle,
-) -> Result<Arc<dyn FileSystem + Send + Sync>, String> {
+) -> Result<Arc<dyn FileSystem + Send + Sync>, MountError> {
     let mounts = MountFileSystem::new();
     for grant in grants {
         let host = host_fs::FileSystem::new(io.clone(), grant.path())
-            .map_err(|e| format!("granted directory {}: {e}", grant.host.display()))?;
+            .map_err(|e| MountError::Open(grant.host.display().to_string(), e.into()))?;
         let fs: Arc<dyn FileSystem + Send + Sync> = match grant.mode {
             DirMode::ReadWrite => Arc::new(host),
             DirMode::ReadOnly => Arc::new(ReadOnly(Arc::new(host))),
         };
         mounts
             .mount(mount_point(&grant.guest), fs)
-            .map_err(|e| format!("mounting {}: {e}", grant.guest))?;
+            .map_err(|e| MountError::Mount(grant.guest.clone(), e.into()))?;
     }
     Ok(Arc::new(mounts))
 }

@@ -24,8 +24,8 @@ pub(crate) fn run(module: &WasmerModule, invocation: Invocation) -> Outcome {
     let limits = invocation.action.limits;
     let stdout = Output::new(limits.capture_bytes());
     let stderr = Output::new(limits.capture_bytes());
-    let termination =
-        execute(module, invocation, &stdout, &stderr, started).unwrap_or_else(Termination::Failed);
+    let termination = execute(module, invocation, &stdout, &stderr, started)
+        .unwrap_or_else(|e| Termination::Failed(luge_core::error_line(&e)));
     Outcome {
         termination,
         stdout: stdout.take(),
@@ -35,13 +35,28 @@ pub(crate) fn run(module: &WasmerModule, invocation: Invocation) -> Outcome {
     .cap_output(limits.max_output_bytes)
 }
 
+/// Why a sandbox could not be run; the invocation fails with it.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error("granting {0}")]
+    Grant(String, #[source] luge_core::runtime::Cause),
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Mount(#[from] grants::MountError),
+    #[error("instantiation failed")]
+    Instantiate(#[source] luge_core::runtime::Cause),
+    #[error("the module exports no function {0:?}")]
+    NoEntry(String),
+}
+
 fn execute(
     module: &WasmerModule,
     invocation: Invocation,
     stdout: &Output,
     stderr: &Output,
     started: Instant,
-) -> Result<Termination, String> {
+) -> Result<Termination, RunError> {
     let shared = &module.shared;
     // WASIX's files and clocks run on the engine's own I/O runtime.
     let _io = shared.io.enter();
@@ -66,10 +81,10 @@ fn execute(
                     .write(writable)
                     .create(writable)
             })
-            .map_err(|e| format!("granting {}: {e}", grant.guest))?;
+            .map_err(|e| RunError::Grant(grant.guest.clone(), e.into()))?;
     }
     if !action.capabilities.dirs.is_empty() {
-        let io = shared.io.handle().ok_or("the engine is shutting down")?;
+        let io = shared.io.handle().ok_or(RunError::ShuttingDown)?;
         builder = builder.fs(grants::mount(&action.capabilities.dirs, io)?);
     }
 
@@ -82,12 +97,12 @@ fn execute(
                 limit_bytes: limits.memory_bytes,
             });
         }
-        Err(e) => return Err(format!("instantiation failed: {e}")),
+        Err(e) => return Err(RunError::Instantiate(e.into())),
     };
     let entry = instance
         .exports
         .get_function(&action.entry)
-        .map_err(|_| format!("the module exports no function {:?}", action.entry))?
+        .map_err(|_| RunError::NoEntry(action.entry.clone()))?
         .clone();
 
     let calls = invocation.calls.clone();

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use luge_core::handler::{BodyError, Request, Respond};
+use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{
     EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Unsupported,
 };
@@ -129,7 +129,7 @@ impl Shared {
         let stdout = MemoryOutputPipe::new(limits.capture_bytes());
         let stderr = MemoryOutputPipe::new(limits.capture_bytes());
         let ctx = wasi_builder(invocation, &stdout, &stderr)
-            .map_err(Outcome::failed)?
+            .map_err(|e| Outcome::failed(luge_core::error_line(&e)))?
             .build();
         let mut store = Store::new(
             engine,
@@ -288,7 +288,9 @@ impl ProxyComponent {
                                         )
                                     })
                                 })
-                                .map_err(|code| format!("the handler answered an error: {code:?}")),
+                                .map_err(|code| HandlerError {
+                                    code: format!("{code:?}"),
+                                }),
                         );
                     })?;
                     Ok((request, outparam))

@@ -105,9 +105,18 @@ impl SandboxModule {
         invocation: &Invocation,
         stdout: &MemoryOutputPipe,
         stderr: &MemoryOutputPipe,
-    ) -> Result<WasiP1Ctx, String> {
+    ) -> Result<WasiP1Ctx, GrantFailed> {
         Ok(wasi_builder(invocation, stdout, stderr)?.build_p1())
     }
+}
+
+/// A granted directory that could not be opened for the sandbox.
+#[derive(Debug, thiserror::Error)]
+#[error("granted directory {guest}")]
+pub(crate) struct GrantFailed {
+    guest: String,
+    #[source]
+    source: luge_core::runtime::Cause,
 }
 
 /// The WASI context of an invocation, for either preview: stdin, captured
@@ -116,7 +125,7 @@ pub(crate) fn wasi_builder(
     invocation: &Invocation,
     stdout: &MemoryOutputPipe,
     stderr: &MemoryOutputPipe,
-) -> Result<WasiCtxBuilder, String> {
+) -> Result<WasiCtxBuilder, GrantFailed> {
     let action = &invocation.action;
     let mut builder = WasiCtxBuilder::new();
     builder
@@ -132,7 +141,10 @@ pub(crate) fn wasi_builder(
         };
         builder
             .preopened_dir(dir.path(), &dir.guest, perms)
-            .map_err(|e| format!("granted directory {}: {e:#}", dir.guest))?;
+            .map_err(|e| GrantFailed {
+                guest: dir.guest.clone(),
+                source: e.into(),
+            })?;
     }
     Ok(builder)
 }
@@ -232,7 +244,8 @@ impl SandboxModule {
         let limits = invocation.action.limits;
         let stdout = MemoryOutputPipe::new(limits.capture_bytes());
         let stderr = MemoryOutputPipe::new(limits.capture_bytes());
-        let wasi = Self::wasi_context(invocation, &stdout, &stderr).map_err(Outcome::failed)?;
+        let wasi = Self::wasi_context(invocation, &stdout, &stderr)
+            .map_err(|e| Outcome::failed(luge_core::error_line(&e)))?;
         let mut store = Store::new(
             self.pre.module().engine(),
             SandboxState {
