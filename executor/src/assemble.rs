@@ -20,7 +20,7 @@ const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
 
 /// Builds the executor for `cli` without binding: the listen address and the
-/// executor to pass to [`serve`]. Call inside the tokio runtime.
+/// executor to pass to [`serve`](crate::serve::serve). Call inside the tokio runtime.
 pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
     match cli.command {
         Command::Proxy { common } => {

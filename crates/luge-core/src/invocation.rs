@@ -43,7 +43,7 @@ impl std::fmt::Debug for Invocation {
 
 /// A flag the front end raises when an invocation's outcome is no longer
 /// wanted. Engines check it where they check their time limit (Wasmtime at
-/// its epoch ticks; WAMR and Wasmer through the [`watchdog`](crate::watchdog)),
+/// its epoch ticks; WAMR and Wasmer through the watchdog (`luge-watchdog`)),
 /// so a cancelled sandbox stops as soon as a timed-out one would.
 #[derive(Debug, Clone, Default)]
 pub struct Cancellation(Arc<AtomicBool>);

@@ -75,7 +75,7 @@ pub enum Step {
     Stop,
 }
 
-/// Ends a worker's [`FrontEnd::park`] from any thread. A call made before
+/// Ends a worker's park (in [`FrontEnd::drive`], after [`Step::Idle`]) from any thread. A call made before
 /// the park begins makes it return at once: no wake-up is lost.
 pub trait Unpark: Send + Sync {
     /// Wakes the parked worker.

@@ -10,7 +10,7 @@
 //! Both get the same limits, scheduling and preemption as core modules, and
 //! a fresh instance per invocation from a pre-instantiated component.
 //! Outgoing HTTP (`wasi:http/outgoing-handler`) is refused unless the
-//! function's grants name the origin ([`Hooks`]).
+//! function's grants name the origin (its `Hooks`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
