@@ -46,7 +46,7 @@ pub use action::Action;
 pub use capabilities::{Capabilities, DirGrant, DirMode, GrantError};
 pub use invocation::{Cancellation, Invocation};
 pub use limits::{LimitError, LimitPolicy, Limits};
-pub use outcome::{Outcome, Termination};
+pub use outcome::{Outcome, SandboxError, Termination};
 pub use runtime::{
     EngineError, EngineId, LoadedModule, Preemption, SandboxFuture, Unsupported, VerifiedArtifact,
     WasmRuntime, is_component,

@@ -40,6 +40,40 @@ pub enum Termination {
     Failed(String),
 }
 
+/// Why an engine could not run a sandbox at all, in the words every
+/// engine uses: the invocation fails with it ([`Termination::Failed`],
+/// through `From`, with its causes on one line).
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A granted directory could not be given to the sandbox.
+    #[error("granted directory {guest}")]
+    Grant {
+        /// The directory as the guest sees it.
+        guest: String,
+        /// The engine's or the system's reason.
+        #[source]
+        source: crate::runtime::Cause,
+    },
+    /// An argument or environment variable holds a NUL byte.
+    #[error("a WASI argument or variable contains NUL")]
+    Nul,
+    /// The engine could not instantiate the module.
+    #[error("instantiation failed")]
+    Instantiate(#[source] crate::runtime::Cause),
+    /// The entry is not an exported function (admission checks it first).
+    #[error("the module exports no function {0:?}")]
+    NoEntry(String),
+    /// The engine itself could not set the sandbox up.
+    #[error("the engine could not set up the sandbox: {0}")]
+    Engine(&'static str),
+}
+
+impl From<SandboxError> for Termination {
+    fn from(error: SandboxError) -> Self {
+        Self::Failed(crate::error_line(&error))
+    }
+}
+
 impl Termination {
     /// Exited with status 0.
     pub fn is_success(&self) -> bool {

@@ -15,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
 use luge_core::calls::{CallMode, CallTable};
-use luge_core::{Invocation, LoadedModule, Outcome, Termination};
+use luge_core::{Invocation, LoadedModule, Outcome, SandboxError, Termination};
 use wamrx_sys as sys;
 
 use crate::ffi;
@@ -96,24 +96,6 @@ impl Streams {
     }
 }
 
-/// Why a sandbox could not be run; the invocation fails with it.
-#[derive(Debug, thiserror::Error)]
-enum RunError {
-    #[error("WAMR could not set up this thread")]
-    ThreadEnv,
-    #[error("a WASI argument or variable contains NUL")]
-    Nul,
-    #[error("WAMR could not allocate instantiation arguments")]
-    InstantiationArgs,
-    /// WAMR's reason, from its error buffer (it gives no code).
-    #[error("instantiation failed: {0}")]
-    Instantiate(String),
-    #[error("WAMR could not create an execution environment")]
-    ExecEnv,
-    #[error("the module exports no function {0:?}")]
-    NoEntry(String),
-}
-
 /// The exception WAMR's WASI sets for `proc_exit` (libc_wasi_wrapper.c),
 /// with the prefix `wasm_runtime_set_exception` adds. WAMR has no exception
 /// code in its API; its own `wasm_application_execute_main` recognises an
@@ -128,10 +110,10 @@ struct CStringList {
 }
 
 impl CStringList {
-    fn new(items: impl IntoIterator<Item = String>) -> Result<Self, RunError> {
+    fn new(items: impl IntoIterator<Item = String>) -> Result<Self, SandboxError> {
         let strings = items
             .into_iter()
-            .map(|s| CString::new(s).map_err(|_| RunError::Nul))
+            .map(|s| CString::new(s).map_err(|_| SandboxError::Nul))
             .collect::<Result<Vec<_>, _>>()?;
         let pointers = strings.iter().map(|s| s.as_ptr()).collect();
         Ok(Self {
@@ -209,7 +191,7 @@ pub(crate) fn run(module: &WamrModule, invocation: Invocation) -> Outcome {
     };
     let termination = match execute(module, &invocation, &streams, started) {
         Ok(termination) => termination,
-        Err(error) => Termination::Failed(error.to_string()),
+        Err(error) => error.into(),
     };
     Outcome {
         termination,
@@ -225,9 +207,9 @@ fn execute(
     invocation: &Invocation,
     streams: &Streams,
     started: Instant,
-) -> Result<Termination, RunError> {
+) -> Result<Termination, SandboxError> {
     if !ffi::ensure_thread_env() {
-        return Err(RunError::ThreadEnv);
+        return Err(SandboxError::Engine("WAMR could not set up this thread"));
     }
     let action = &invocation.action;
     let limits = action.limits;
@@ -245,8 +227,8 @@ fn execute(
             .iter()
             .map(|d| format!("{}::{}", d.guest, d.path().display())),
     )?;
-    let entry =
-        CString::new(action.entry.as_str()).map_err(|_| RunError::NoEntry(action.entry.clone()))?;
+    let entry = CString::new(action.entry.as_str())
+        .map_err(|_| SandboxError::NoEntry(action.entry.clone()))?;
     let max_pages = u32::try_from((limits.memory_bytes / WASM_PAGE).max(1)).unwrap_or(u32::MAX);
     if module.initial_pages > u64::from(max_pages) {
         // WAMR would raise the maximum to the initial size and allocate it.
@@ -260,7 +242,9 @@ fn execute(
     // `raw_args`; ownership passes to the guard below.
     if !unsafe { sys::wasm_runtime_instantiation_args_create(&mut raw_args) } || raw_args.is_null()
     {
-        return Err(RunError::InstantiationArgs);
+        return Err(SandboxError::Engine(
+            "WAMR could not allocate instantiation arguments",
+        ));
     }
     let args = InstantiationArgs(raw_args);
     // SAFETY: every pointer handed over stays valid until the instance is
@@ -313,7 +297,7 @@ fn execute(
     };
     drop(args);
     if instance.is_null() {
-        return Err(RunError::Instantiate(error_text(&error)));
+        return Err(SandboxError::Instantiate(error_text(&error).into()));
     }
     let mut instance = Instance {
         instance,
@@ -324,12 +308,14 @@ fn execute(
     instance.exec_env =
         unsafe { sys::wasm_runtime_create_exec_env(instance.instance, module.config.stack_bytes) };
     if instance.exec_env.is_null() {
-        return Err(RunError::ExecEnv);
+        return Err(SandboxError::Engine(
+            "WAMR could not create an execution environment",
+        ));
     }
     // SAFETY: live instance, NUL-terminated name.
     let function = unsafe { sys::wasm_runtime_lookup_function(instance.instance, entry.as_ptr()) };
     if function.is_null() {
-        return Err(RunError::NoEntry(action.entry.clone()));
+        return Err(SandboxError::NoEntry(action.entry.clone()));
     }
 
     let _caller_refused = ffi::RestoreMemoryRefused(ffi::reset_memory_refused());

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use luge_core::{DirGrant, DirMode};
+use luge_core::{DirGrant, DirMode, SandboxError};
 use virtual_fs::{
     FileOpener, FileSystem, FsError, Metadata, OpenOptions, OpenOptionsConfig, ReadDir,
     VirtualFile, host_fs, mount_fs::MountFileSystem,
@@ -27,34 +27,30 @@ pub fn mount_point(guest: &str) -> PathBuf {
     }
 }
 
-/// A granted directory that could not be given to the sandbox.
-#[derive(Debug, thiserror::Error)]
-pub enum MountError {
-    /// The host directory could not be opened.
-    #[error("granted directory {0}")]
-    Open(String, #[source] luge_core::runtime::Cause),
-    /// It could not be mounted at its guest path.
-    #[error("mounting {0}")]
-    Mount(String, #[source] luge_core::runtime::Cause),
-}
-
 /// The sandbox filesystem for `grants`: each mounted at its
 /// [`mount_point`], read-only ones wrapped.
 pub fn mount(
     grants: &[DirGrant],
     io: &tokio::runtime::Handle,
-) -> Result<Arc<dyn FileSystem + Send + Sync>, MountError> {
+) -> Result<Arc<dyn FileSystem + Send + Sync>, SandboxError> {
     let mounts = MountFileSystem::new();
     for grant in grants {
-        let host = host_fs::FileSystem::new(io.clone(), grant.path())
-            .map_err(|e| MountError::Open(grant.host.display().to_string(), e.into()))?;
+        let host = host_fs::FileSystem::new(io.clone(), grant.path()).map_err(|e| {
+            SandboxError::Grant {
+                guest: grant.guest.clone(),
+                source: e.into(),
+            }
+        })?;
         let fs: Arc<dyn FileSystem + Send + Sync> = match grant.mode {
             DirMode::ReadWrite => Arc::new(host),
             DirMode::ReadOnly => Arc::new(ReadOnly(Arc::new(host))),
         };
         mounts
             .mount(mount_point(&grant.guest), fs)
-            .map_err(|e| MountError::Mount(grant.guest.clone(), e.into()))?;
+            .map_err(|e| SandboxError::Grant {
+                guest: grant.guest.clone(),
+                source: e.into(),
+            })?;
     }
     Ok(Arc::new(mounts))
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_core::{DirMode, Invocation, LoadedModule, Outcome, Termination};
+use luge_core::{DirMode, Invocation, LoadedModule, Outcome, SandboxError, Termination};
 use wasmer::Store;
 use wasmer_vm::TrapCode;
 use wasmer_wasix::{WasiEnv, WasiError};
@@ -24,8 +24,8 @@ pub(crate) fn run(module: &WasmerModule, invocation: Invocation) -> Outcome {
     let limits = invocation.action.limits;
     let stdout = Output::new(limits.capture_bytes());
     let stderr = Output::new(limits.capture_bytes());
-    let termination = execute(module, invocation, &stdout, &stderr, started)
-        .unwrap_or_else(|e| Termination::Failed(luge_core::error_line(&e)));
+    let termination =
+        execute(module, invocation, &stdout, &stderr, started).unwrap_or_else(Termination::from);
     Outcome {
         termination,
         stdout: stdout.take(),
@@ -35,28 +35,13 @@ pub(crate) fn run(module: &WasmerModule, invocation: Invocation) -> Outcome {
     .cap_output(limits.max_output_bytes)
 }
 
-/// Why a sandbox could not be run; the invocation fails with it.
-#[derive(Debug, thiserror::Error)]
-enum RunError {
-    #[error("granting {0}")]
-    Grant(String, #[source] luge_core::runtime::Cause),
-    #[error("the engine is shutting down")]
-    ShuttingDown,
-    #[error(transparent)]
-    Mount(#[from] grants::MountError),
-    #[error("instantiation failed")]
-    Instantiate(#[source] luge_core::runtime::Cause),
-    #[error("the module exports no function {0:?}")]
-    NoEntry(String),
-}
-
 fn execute(
     module: &WasmerModule,
     invocation: Invocation,
     stdout: &Output,
     stderr: &Output,
     started: Instant,
-) -> Result<Termination, RunError> {
+) -> Result<Termination, SandboxError> {
     let shared = &module.shared;
     // WASIX's files and clocks run on the engine's own I/O runtime.
     let _io = shared.io.enter();
@@ -81,10 +66,16 @@ fn execute(
                     .write(writable)
                     .create(writable)
             })
-            .map_err(|e| RunError::Grant(grant.guest.clone(), e.into()))?;
+            .map_err(|e| SandboxError::Grant {
+                guest: grant.guest.clone(),
+                source: e.into(),
+            })?;
     }
     if !action.capabilities.dirs.is_empty() {
-        let io = shared.io.handle().ok_or(RunError::ShuttingDown)?;
+        let io = shared
+            .io
+            .handle()
+            .ok_or(SandboxError::Engine("the engine is shutting down"))?;
         builder = builder.fs(grants::mount(&action.capabilities.dirs, io)?);
     }
 
@@ -97,12 +88,12 @@ fn execute(
                 limit_bytes: limits.memory_bytes,
             });
         }
-        Err(e) => return Err(RunError::Instantiate(e.into())),
+        Err(e) => return Err(SandboxError::Instantiate(e.into())),
     };
     let entry = instance
         .exports
         .get_function(&action.entry)
-        .map_err(|_| RunError::NoEntry(action.entry.clone()))?
+        .map_err(|_| SandboxError::NoEntry(action.entry.clone()))?
         .clone();
 
     let calls = invocation.calls.clone();

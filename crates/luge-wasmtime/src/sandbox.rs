@@ -7,8 +7,8 @@ use std::time::Instant;
 use luge_core::calls::{CallMode, CallTable};
 use luge_core::limits::Limits;
 use luge_core::{
-    DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture,
-    Termination, Unsupported,
+    DirMode, EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxError,
+    SandboxFuture, Termination, Unsupported,
 };
 use wasmtime::{
     Instance, InstancePre, Linker, Memory, Module, ModuleExport, Store, Trap, UpdateDeadline,
@@ -105,18 +105,9 @@ impl SandboxModule {
         invocation: &Invocation,
         stdout: &MemoryOutputPipe,
         stderr: &MemoryOutputPipe,
-    ) -> Result<WasiP1Ctx, GrantFailed> {
+    ) -> Result<WasiP1Ctx, SandboxError> {
         Ok(wasi_builder(invocation, stdout, stderr)?.build_p1())
     }
-}
-
-/// A granted directory that could not be opened for the sandbox.
-#[derive(Debug, thiserror::Error)]
-#[error("granted directory {guest}")]
-pub(crate) struct GrantFailed {
-    guest: String,
-    #[source]
-    source: luge_core::runtime::Cause,
 }
 
 /// The WASI context of an invocation, for either preview: stdin, captured
@@ -125,7 +116,7 @@ pub(crate) fn wasi_builder(
     invocation: &Invocation,
     stdout: &MemoryOutputPipe,
     stderr: &MemoryOutputPipe,
-) -> Result<WasiCtxBuilder, GrantFailed> {
+) -> Result<WasiCtxBuilder, SandboxError> {
     let action = &invocation.action;
     let mut builder = WasiCtxBuilder::new();
     builder
@@ -141,7 +132,7 @@ pub(crate) fn wasi_builder(
         };
         builder
             .preopened_dir(dir.path(), &dir.guest, perms)
-            .map_err(|e| GrantFailed {
+            .map_err(|e| SandboxError::Grant {
                 guest: dir.guest.clone(),
                 source: e.into(),
             })?;
