@@ -19,7 +19,7 @@ use luge_registry::{LoadError, ModuleCode, ModuleRegistry};
 
 use crate::chain::{Chain, ChainSpec};
 use crate::config::ConfiguredRoute;
-pub use crate::function::{Function, Origin};
+use crate::function::{Function, Origin};
 use crate::spec::{FunctionSpec, HostPolicy, SpecError, check_route_path};
 use crate::store::{FunctionStore, StoreError, StoredMetadata, valid_name};
 
