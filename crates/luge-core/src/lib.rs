@@ -27,11 +27,13 @@
 //! - [`hostapi`]: host API v1's imports (calls and state), written once
 //!   for every engine.
 //! - [`preempt`]: the one signal a scheduler sends a running sandbox.
+//! - [`error`]: causes kept whole, shown as one line ([`error_line`]).
 #![deny(missing_docs)]
 
 pub mod action;
 pub mod calls;
 pub mod capabilities;
+pub mod error;
 pub mod handler;
 pub mod hints;
 pub mod hostapi;
@@ -44,6 +46,7 @@ pub mod state;
 
 pub use action::Action;
 pub use capabilities::{Capabilities, DirGrant, DirMode, GrantError};
+pub use error::{Cause, error_line};
 pub use invocation::{Cancellation, Invocation};
 pub use limits::{LimitError, LimitPolicy, Limits};
 pub use outcome::{Outcome, SandboxError, Termination};
@@ -51,22 +54,3 @@ pub use runtime::{
     EngineError, EngineId, LoadedModule, Preemption, SandboxFuture, Unsupported, VerifiedArtifact,
     WasmRuntime, is_component,
 };
-
-/// An error and its causes as one line, `what: why: why`, the way a person
-/// reads a start-up failure of `luge` or `luge-precompile`; the binaries add
-/// the backtrace only when `RUST_BACKTRACE` asks for it.
-pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        // thiserror's `#[error(transparent)]` and `{0}` forms repeat
-        // their cause; say each thing once.
-        if !line.ends_with(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = cause.source();
-    }
-    line.replace('\n', " ")
-}

@@ -52,14 +52,14 @@ pub enum SandboxError {
         guest: String,
         /// The engine's or the system's reason.
         #[source]
-        source: crate::runtime::Cause,
+        source: crate::error::Cause,
     },
     /// An argument or environment variable holds a NUL byte.
     #[error("a WASI argument or variable contains NUL")]
     Nul,
     /// The engine could not instantiate the module.
     #[error("instantiation failed")]
-    Instantiate(#[source] crate::runtime::Cause),
+    Instantiate(#[source] crate::error::Cause),
     /// The entry is not an exported function (admission checks it first).
     #[error("the module exports no function {0:?}")]
     NoEntry(String),
@@ -70,7 +70,7 @@ pub enum SandboxError {
 
 impl From<SandboxError> for Termination {
     fn from(error: SandboxError) -> Self {
-        Self::Failed(crate::error_line(&error))
+        Self::Failed(crate::error::error_line(&error))
     }
 }
 

@@ -35,9 +35,7 @@ impl std::fmt::Display for EngineId {
     }
 }
 
-/// An engine's own error, kept whole with its causes: [`EngineError`]
-/// returns it as its `source`, and [`crate::error_line`] reads the chain.
-pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use crate::error::Cause;
 
 /// Errors an engine reports while compiling or loading a module.
 ///
