@@ -28,3 +28,7 @@ done
 # OPENWHISK_SRC and runs actions through OpenWhisk's standalone server. CI
 # has no OpenWhisk checkout: there it says SKIPPED and why.
 ./deploy/openwhisk/check.sh
+# The same against a multi-invoker OpenWhisk (Kafka, pouchdb-server, a
+# controller and two invokers, each with its Luge), driven by `wsk`. Needs
+# OPENWHISK_SRC too (and OPENWHISK_CLI_SRC); SKIPPED in CI.
+./deploy/openwhisk/cluster.sh

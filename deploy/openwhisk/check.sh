@@ -29,6 +29,7 @@
 #   2. OpenWhisk modules, then the factory, with -Werror
 #   3. the end-to-end run (e2e.py: OpenWhisk's standalone server with the
 #      factory, driven through its REST API) unless OW_SKIP_E2E=1
+# OW_BUILD_ONLY=1 stops after step 2 (cluster.sh builds this way).
 #
 # OW_WORK (default target/openwhisk) holds everything built.
 set -euo pipefail
@@ -206,6 +207,9 @@ java -Xss8m -cp "$(cat "$compiler_cp")" scala.tools.nsc.Main \
     -d "$work/factory" -classpath "$cp_ow" \
     $(find "$here/src/main/scala" -name '*.scala' | sort)
 log "the factory compiles against OpenWhisk $ow_commit with no warnings"
+if [[ "${OW_BUILD_ONLY:-0}" == 1 ]]; then
+    exit 0
+fi
 
 # OpenWhisk's canonical runtime suite (tests/.../BasicActionRunnerTests,
 # unchanged) against the `luge proxy` action image, through OpenWhisk's own

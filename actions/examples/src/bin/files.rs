@@ -1,6 +1,8 @@
 //! Reads (or with `write`, writes) `path` inside the granted directories.
 //! With `rename_to` it renames `path`; with `symlink_to` it makes `path` a
 //! symlink to that target: what a hostile tenant tries on its own grants.
+//! With `append` it appends that text to `path` (created if absent): one
+//! line per run is a ledger of how often a function ran.
 //! `ops`, a list of such parameter objects, runs them in order in one
 //! invocation and answers with the last one's result.
 use luge_action::{Error, Value, json};
@@ -32,6 +34,16 @@ fn files(params: Value) -> Result<Value, Error> {
             return Err(format!("symlink {path}: {}", std::io::Error::last_os_error()).into());
         }
         return Ok(json!({ "linked": path }));
+    }
+    if let Some(content) = params["append"].as_str() {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(content.as_bytes()))
+            .map_err(|e| format!("append {path}: {e}"))?;
+        return Ok(json!({ "appended": content.len() }));
     }
     if let Some(content) = params["write"].as_str() {
         std::fs::write(path, content).map_err(|e| format!("write {path}: {e}"))?;
