@@ -322,7 +322,11 @@ fn scheduling_points_search_siblings_only_for_a_backlog() {
     // point in that window scans once. That is rare (CI saw 1 in 200), so
     // a handful is allowed: a scan per job would be 200.
     let scans = sched.stats().sibling_scans;
-    assert!(scans <= 10, "{scans} scans for 200 jobs: {:?}", sched.stats());
+    assert!(
+        scans <= 10,
+        "{scans} scans for 200 jobs: {:?}",
+        sched.stats()
+    );
 
     let sched = scheduler(2, Policy::Edf);
     let now = Instant::now();
