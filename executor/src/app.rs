@@ -14,9 +14,10 @@ use luge_core::{Invocation, LoadedModule, Outcome};
 use luge_host::{Function, FunctionHost, RouteTable};
 use luge_openwhisk::{Container, Containers};
 
+use crate::admission::{Admission, Admitted, Refused, Tree};
 use crate::auth::OperatorToken;
 use crate::cli::Settings;
-use crate::dispatch::{self, Admission};
+use crate::dispatch;
 use crate::http::{self, Response};
 use crate::metrics::{self, Metrics};
 use crate::router::Api;
@@ -87,7 +88,7 @@ impl App {
             Mode::Serve { .. } => Api::serve(),
         };
         Self {
-            admission: Admission::new(settings.max_pending),
+            admission: Admission::new(settings.admission.clone()),
             settings,
             metrics,
             token,
@@ -225,31 +226,39 @@ impl App {
         )
     }
 
-    /// Admits, schedules and records one invocation: its outcome, or the
-    /// 503 to answer when the admission bound is reached.
+    /// Admits (for `tree`), schedules and records one invocation: its
+    /// outcome, or the 503 to answer when admission refuses it.
     pub(crate) async fn execute(
         &self,
+        tree: &Arc<Tree>,
         module: Arc<dyn LoadedModule>,
         invocation: Invocation,
         arrived: Instant,
         deadline: Instant,
     ) -> Result<Outcome, Response> {
-        let Some(place) = self.admit(&invocation.action.name) else {
-            return Err(overloaded(self.admission.limit()));
-        };
+        let place = self
+            .admit(tree, &invocation.action.name)
+            .map_err(|refused| self.overloaded(refused))?;
         Ok(self
             .execute_admitted(module, invocation, arrived, deadline, place)
             .await)
     }
 
-    /// A place under the admission bound; `None` (counted as an overload
-    /// of `function`) when all are taken.
-    pub(crate) fn admit(&self, function: &str) -> Option<dispatch::Admitted> {
-        let admitted = self.admission.try_admit();
-        if admitted.is_none() {
+    /// A place for one more invocation of `function` in `tree`, or why
+    /// not (counted as an overload of `function`, and per tenant).
+    pub(crate) fn admit(&self, tree: &Arc<Tree>, function: &str) -> Result<Admitted, Refused> {
+        let admitted = self.admission.try_admit(tree);
+        self.metrics
+            .observe_admission(tree.tenant(), admitted.as_ref().err().copied());
+        if admitted.is_err() {
             self.metrics.observe_overload(function);
         }
         admitted
+    }
+
+    /// The 503 of a refused admission, with `Retry-After`.
+    pub(crate) fn overloaded(&self, refused: Refused) -> Response {
+        overloaded(refused, self.admission.limit())
     }
 
     /// [`App::execute`] for a caller already holding an admission place
@@ -261,7 +270,7 @@ impl App {
         invocation: Invocation,
         arrived: Instant,
         deadline: Instant,
-        place: dispatch::Admitted,
+        place: Admitted,
     ) -> Outcome {
         let action = Arc::clone(&invocation.action);
         let cancel = invocation.cancel.clone();
@@ -279,7 +288,7 @@ impl App {
         sandbox: luge_core::SandboxFuture,
         arrived: Instant,
         deadline: Instant,
-        place: dispatch::Admitted,
+        place: Admitted,
     ) -> Outcome {
         // Dropped unfinished when the client goes away: counted there, as
         // the invocation is cancelled (see dispatch::run).
@@ -333,12 +342,17 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The 503 of a full admission bound, with `Retry-After`.
-pub(crate) fn overloaded(limit: usize) -> Response {
-    let mut response = http::json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &format!("Luge is at its limit of {limit} pending invocations; retry later."),
-    );
+/// The 503 of a refused admission, with `Retry-After`.
+fn overloaded(refused: Refused, limit: usize) -> Response {
+    let message = match refused {
+        Refused::Full | Refused::Tree => {
+            format!("Luge is at its limit of {limit} pending invocations; retry later.")
+        }
+        Refused::OverShare => format!(
+            "This tenant holds more than its fair share of Luge's {limit} invocation places while others wait; retry later."
+        ),
+    };
+    let mut response = http::json_error(StatusCode::SERVICE_UNAVAILABLE, &message);
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

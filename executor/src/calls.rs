@@ -1,8 +1,10 @@
 //! Calls between functions on the standalone host (host API v1): the
 //! [`Calls`] an invocation of a function gets. A callee is found by name
 //! among the host's functions, must be listed in the caller's `calls`,
-//! takes an admission place like any invocation (so a flood of fan-outs
-//! meets the same 503 bound), and runs in a fresh sandbox under the
+//! takes an admission place like any invocation, charged to the tenant of
+//! the client request at the root of its call tree and within that tree's
+//! bound (so a flood of fan-outs meets the same 503 bound, and one request
+//! cannot amplify itself into every place), and runs in a fresh sandbox under the
 //! caller's absolute deadline, tightened by its own route deadline.
 
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use luge_core::calls::{
 };
 use luge_host::{Function, FunctionHost};
 
+use crate::admission::Tree;
 use crate::app::{App, log_stderr};
 
 /// One invocation's calls.
@@ -24,6 +27,9 @@ pub(crate) struct HostCalls {
     pub caller: Arc<Function>,
     /// Nesting of the calling invocation (0 for one a client made).
     pub depth: u32,
+    /// The client request at the root of the call graph: every call takes
+    /// its admission place there, charged to that request's tenant.
+    pub tree: Arc<Tree>,
     /// The calling invocation's absolute deadline.
     pub deadline: Instant,
     /// The request id of the client request at the root of the call graph.
@@ -78,7 +84,10 @@ impl HostCalls {
             return Err(CallError::Depth);
         }
         let callee = self.host.by_name(name).ok_or(CallError::NotFound)?;
-        let place = self.app.admit(&callee.name).ok_or(CallError::Busy)?;
+        let place = self
+            .app
+            .admit(&self.tree, &callee.name)
+            .map_err(|_| CallError::Busy)?;
         let arrived = Instant::now();
         let deadline = self
             .deadline
@@ -94,6 +103,7 @@ impl HostCalls {
                 host: Arc::clone(&self.host),
                 caller: Arc::clone(&callee),
                 depth: self.depth + 1,
+                tree: Arc::clone(&self.tree),
                 deadline,
                 request_id: self.request_id,
                 runtime: self.runtime.clone(),

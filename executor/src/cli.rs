@@ -87,8 +87,9 @@ pub struct Settings {
     pub init: InitSettings,
     /// Request body cap in bytes.
     pub max_body_bytes: usize,
-    /// Bound on invocations in flight.
-    pub max_pending: usize,
+    /// Bound on invocations in flight, and how tenants and call trees
+    /// share it.
+    pub admission: crate::admission::Policy,
     /// Bounds on client connections.
     pub connections: crate::http::ConnectionLimits,
     /// Callees whose p90 is at most this run fused (see
@@ -329,7 +330,20 @@ impl Options {
             },
             // 64 MiB: OpenWhisk's largest action (48 MB) base64-encoded.
             max_body_bytes: self.max_body_mb.unwrap_or(64) << 20,
-            max_pending,
+            admission: crate::admission::Policy {
+                tree_limit: match self.max_tree_places {
+                    Some(0) => bail!("--max-tree-places must be greater than zero"),
+                    Some(n) => n,
+                    None => crate::admission::Policy::new(max_pending).tree_limit,
+                },
+                weights: self
+                    .tenant_weights
+                    .iter()
+                    .flatten()
+                    .map(|w| (w.tenant.clone(), w.weight))
+                    .collect(),
+                ..crate::admission::Policy::new(max_pending)
+            },
             connections,
             fuse_calls_under: Duration::from_micros(self.fuse_calls_under_us.unwrap_or(0)),
         })

@@ -1,6 +1,5 @@
 //! Hands engine work to threads that may block: invocations to the
-//! scheduler, compilation to tokio's blocking pool. Also the admission
-//! bound that turns a flood into 503s instead of an unbounded queue.
+//! scheduler, compilation to tokio's blocking pool.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,7 +39,7 @@ pub async fn run(
     cancel: luge_core::Cancellation,
     sandbox: luge_core::SandboxFuture,
     deadline: Instant,
-    place: Admitted,
+    place: crate::admission::Admitted,
 ) -> Dispatched {
     let submitted = Instant::now();
     let timeout = action.limits.timeout;
@@ -127,73 +126,4 @@ where
     T: Send + 'static,
 {
     runtime.spawn_blocking(work).await.map_err(BlockingError)
-}
-
-/// Bounds the invocations admitted and not yet finished. Past the bound a
-/// request is refused at once (503) rather than queued without limit: a
-/// client can retry elsewhere, while a queue that only grows makes every
-/// deadline in it miss. Each admitted invocation holds a pool slot while it
-/// runs, so the bound is at most the pool size. A semaphore (tokio's) with
-/// owned permits: a place moves into the job and is given back when the
-/// last holder, request or sandbox, lets go.
-#[derive(Debug)]
-pub struct Admission {
-    places: Arc<tokio::sync::Semaphore>,
-    limit: usize,
-}
-
-/// One admitted invocation (or chain); the place is freed when the last
-/// clone is dropped.
-#[derive(Debug, Clone)]
-pub struct Admitted(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
-
-impl Admission {
-    /// Admits at most `limit` invocations at once.
-    pub fn new(limit: usize) -> Self {
-        Self {
-            places: Arc::new(tokio::sync::Semaphore::new(limit)),
-            limit,
-        }
-    }
-
-    /// A place for one more invocation, or `None` when all are taken.
-    pub fn try_admit(&self) -> Option<Admitted> {
-        Arc::clone(&self.places)
-            .try_acquire_owned()
-            .ok()
-            .map(|permit| Admitted(Arc::new(permit)))
-    }
-
-    /// Invocations admitted and not finished.
-    pub fn pending(&self) -> usize {
-        self.limit - self.places.available_permits()
-    }
-
-    /// The bound.
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn admission_is_bounded_and_released_on_drop() {
-        let admission = Admission::new(2);
-        let a = admission.try_admit().unwrap();
-        let b = admission.try_admit().unwrap();
-        assert!(admission.try_admit().is_none());
-        assert_eq!(admission.pending(), 2);
-        drop(a);
-        let c = admission.try_admit().unwrap();
-        // A place shared by a chain and its running stage is freed by the
-        // last of them.
-        let stage = c.clone();
-        drop((b, c));
-        assert_eq!(admission.pending(), 1);
-        drop(stage);
-        assert_eq!(admission.pending(), 0);
-    }
 }

@@ -13,7 +13,8 @@ use hyper::{StatusCode, header};
 use luge_core::{Invocation, Termination};
 use luge_host::Function;
 
-use crate::app::{App, log_stderr, overloaded};
+use crate::admission::Tree;
+use crate::app::{App, log_stderr};
 use crate::dispatch::UnlessDisarmed;
 use crate::http::{self, Request, Response};
 use crate::protocol::Handler;
@@ -44,8 +45,9 @@ impl Handler for HttpHandler {
         if http::declared_length(request.headers()).is_some_and(|len| len > limit) {
             return http::too_large(limit);
         }
-        let Some(place) = app.admit(&action.name) else {
-            return overloaded(app.admission.limit());
+        let place = match app.admit(&Tree::new(&function.name), &action.name) {
+            Ok(place) => place,
+            Err(refused) => return app.overloaded(refused),
         };
         let invocation = Invocation {
             env: vec![("LUGE_REQUEST_ID".to_owned(), request_id.to_string())],

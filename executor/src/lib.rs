@@ -23,9 +23,11 @@
 //!   `handler` (wasi:http components); `calls` (between functions, behind
 //!   luge-core's `Calls`).
 //! - `app`: what the process hosts, admission and the one execution
-//!   pipeline every protocol ends in; [`dispatch`] (handing invocations to
-//!   the scheduler), [`metrics`], [`http`] plumbing, `auth`.
+//!   pipeline every protocol ends in; [`admission`] (places shared fairly
+//!   between tenants, bounded per call tree), [`dispatch`] (handing
+//!   invocations to the scheduler), [`metrics`], [`http`] plumbing, `auth`.
 
+pub mod admission;
 mod app;
 mod assemble;
 mod auth;
@@ -118,6 +120,9 @@ mod layers {
             ("standalone", "protocol"),
             ("handler", "protocol"),
             ("protocol", "app"),
+            ("app", "admission"),
+            ("calls", "admission"),
+            ("metrics", "admission"),
         ] {
             assert!(below(upper, lower), "{lower} imports {upper}");
         }

@@ -40,6 +40,15 @@ struct CallLabels {
     result: &'static str,
 }
 
+/// A tenant (a function route's name, an OpenWhisk namespace) and what
+/// admission answered it: `admitted`, or why not (`full`, `over_share`,
+/// `tree`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AdmissionLabels {
+    tenant: String,
+    result: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FunctionLabels {
     function: String,
@@ -53,6 +62,7 @@ pub struct Metrics {
     latency: Family<FunctionLabels, Histogram>,
     queue_delay: Family<FunctionLabels, Histogram>,
     calls: Family<CallLabels, Counter>,
+    admissions: Family<AdmissionLabels, Counter>,
 }
 
 /// Buckets from 50 µs to about 1.6 s, doubling: sandboxes take tens of
@@ -103,6 +113,12 @@ impl Metrics {
             "Calls between functions by caller, callee and result (a status, or why refused)",
             calls.clone(),
         );
+        let admissions = Family::<AdmissionLabels, Counter>::default();
+        registry.register(
+            "admissions",
+            "Admission decisions by tenant: admitted, or refused (full, over_share, tree)",
+            admissions.clone(),
+        );
         registry.register_collector(Box::new(Pulled {
             modules,
             scheduler,
@@ -114,6 +130,7 @@ impl Metrics {
             latency,
             queue_delay,
             calls,
+            admissions,
         }
     }
 
@@ -156,6 +173,24 @@ impl Metrics {
     /// pending (outcome `overloaded`).
     pub fn observe_overload(&self, function: &str) {
         self.count(function, "overloaded");
+    }
+
+    /// Counts an admission decision for `tenant`: `None` admitted, else
+    /// why it was refused.
+    pub fn observe_admission(&self, tenant: &str, refused: Option<crate::admission::Refused>) {
+        use crate::admission::Refused;
+        let result = match refused {
+            None => "admitted",
+            Some(Refused::Full) => "full",
+            Some(Refused::OverShare) => "over_share",
+            Some(Refused::Tree) => "tree",
+        };
+        self.admissions
+            .get_or_create(&AdmissionLabels {
+                tenant: tenant.to_owned(),
+                result,
+            })
+            .inc();
     }
 
     /// Counts an invocation whose client went away before it ended (it is

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use luge_openwhisk::{Container, Reply};
 
+use crate::admission::Tree;
 use crate::app::{App, Mode};
 use crate::dispatch;
 use crate::http::{self, Request, Response};
@@ -128,8 +129,17 @@ async fn run(app: &App, body: &[u8], container: &Container) -> Response {
     let calls = Arc::clone(&prepared.calls);
     let mut invocation = prepared.invocation;
     invocation.state = app.container_state(&invocation, arrived);
+    // The tenant is the activation's namespace (the invoker sends it), else
+    // the action: admission places are shared fairly between namespaces.
+    let tree = Tree::new(
+        invocation
+            .env
+            .iter()
+            .find(|(key, _)| key == "__OW_NAMESPACE")
+            .map_or(invocation.action.name.as_str(), |(_, namespace)| namespace),
+    );
     match app
-        .execute(prepared.module, invocation, arrived, deadline)
+        .execute(&tree, prepared.module, invocation, arrived, deadline)
         .await
     {
         Ok(outcome) => http::reply(container.finish_run(&outcome, &calls)),

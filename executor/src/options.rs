@@ -58,6 +58,44 @@ impl Resolve for SocketAddr {}
 impl Resolve for EngineKind {}
 impl Resolve for PolicyArg {}
 impl Resolve for FrontEndKind {}
+impl Resolve for Vec<TenantWeight> {}
+
+/// One tenant's weight in sharing the admission places (`NAME=WEIGHT`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct TenantWeight {
+    /// A function route's name, or an OpenWhisk namespace.
+    pub tenant: String,
+    /// Relative to the default weight, 1; at least 1.
+    pub weight: u32,
+}
+
+impl TryFrom<String> for TenantWeight {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        tenant_weight(&text)
+    }
+}
+
+/// Parses `NAME=WEIGHT`; clap's and serde's error is this message.
+fn tenant_weight(text: &str) -> Result<TenantWeight, String> {
+    let (tenant, weight) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=WEIGHT"))?;
+    let weight: u32 = weight
+        .parse()
+        .ok()
+        .filter(|w| (1..=1000).contains(w))
+        .ok_or_else(|| format!("the weight of {tenant:?} must be a whole number from 1 to 1000"))?;
+    if tenant.is_empty() {
+        return Err(format!("{text:?} names no tenant"));
+    }
+    Ok(TenantWeight {
+        tenant: tenant.to_owned(),
+        weight,
+    })
+}
 
 /// Declares [`Options`] and what is derived from its one list of fields.
 macro_rules! options {
@@ -188,6 +226,17 @@ options! {
         /// more than that is refused at start].
         #[arg(long)]
         pub max_pending: Option<usize>,
+        /// Admission places one request's call tree (its calls, their
+        /// calls, a chain's stages) may hold at once; past it a call
+        /// answers busy [default: a quarter of --max-pending].
+        #[arg(long)]
+        pub max_tree_places: Option<usize>,
+        /// A tenant's weight in sharing the admission places, `NAME=WEIGHT`
+        /// (a function route's name, or an OpenWhisk namespace), repeated
+        /// for each; others weigh 1. In a config: `tenant_weights =
+        /// ["reports=3"]`.
+        #[arg(long, value_parser = tenant_weight)]
+        pub tenant_weights: Option<Vec<TenantWeight>>,
         /// Open client connections at once; one more is answered 503 and
         /// closed [default: the descriptor limit less 256, at most 10000].
         #[arg(long)]
@@ -373,6 +422,10 @@ mod tests {
             "7",
             "--fs-root",
             "/srv",
+            "--tenant-weights",
+            "reports=3",
+            "--tenant-weights",
+            "guest=1",
         ]);
         let table = server(
             r#"
@@ -384,6 +437,7 @@ mod tests {
             front_end = "threads"
             max_pending = 7
             fs_root = "/srv"
+            tenant_weights = ["reports=3", "guest=1"]
             "#,
         );
         assert_eq!(given, table);
@@ -425,6 +479,11 @@ mod tests {
         assert_eq!(merged.key_file, Some(PathBuf::from("/etc/key")));
         assert!(toml::from_str::<Options>("threads = 4").is_err());
         assert!(toml::from_str::<Options>("engine = \"v8\"").is_err());
+        // A weight is NAME=WEIGHT, 1 to 1000, in both.
+        for bad in ["reports", "=3", "reports=0", "reports=1001", "reports=x"] {
+            assert!(tenant_weight(bad).is_err(), "{bad}");
+            assert!(toml::from_str::<Options>(&format!("tenant_weights = [{bad:?}]")).is_err());
+        }
         assert!(flags(&[]).refuse_serve_only().is_ok());
         let err = flags(&["--store", "x"]).refuse_serve_only().unwrap_err();
         assert!(err.to_string().contains("--store"), "{err}");

@@ -12,7 +12,8 @@ use hyper::{Method, StatusCode};
 use luge_core::{Invocation, Termination};
 use luge_host::{Chain, Function, FunctionHost, FunctionSpec, HostError, Origin, SpecError};
 
-use crate::app::{App, log_stderr, overloaded};
+use crate::admission::Tree;
+use crate::app::{App, log_stderr};
 use crate::dispatch;
 use crate::http::{self, Request, Response};
 use crate::protocol::Handler;
@@ -93,6 +94,8 @@ impl Handler for FunctionRoute {
             Ok(prepared) => prepared,
             Err((status, message)) => return http::json_error(status, message),
         };
+        // The request and everything it causes, charged to this function.
+        let tree = Tree::new(&function.name);
         // A function that may call others gets the host's calls.
         let calls = match (&app.function_host(), function.spec.calls.is_empty()) {
             (Some(host), false) => Some(Arc::new(crate::calls::HostCalls {
@@ -100,6 +103,7 @@ impl Handler for FunctionRoute {
                 host: Arc::clone(host),
                 caller: Arc::clone(&function),
                 depth: 0,
+                tree: Arc::clone(&tree),
                 deadline: arrived + relative,
                 request_id: input.request_id,
                 runtime: app.settings.runtime.clone(),
@@ -114,7 +118,7 @@ impl Handler for FunctionRoute {
         };
         let module = Arc::clone(&function.module);
         let outcome = match app
-            .execute(module, invocation, arrived, arrived + relative)
+            .execute(&tree, module, invocation, arrived, arrived + relative)
             .await
         {
             Ok(outcome) => outcome,
@@ -148,8 +152,9 @@ impl Handler for ChainRoute {
         };
         // One place for the whole chain: a chain admitted is not refused
         // halfway through.
-        let Some(place) = app.admit(&chain.path) else {
-            return overloaded(app.admission.limit());
+        let place = match app.admit(&Tree::new(&chain.path), &chain.path) {
+            Ok(place) => place,
+            Err(refused) => return app.overloaded(refused),
         };
         let deadline = arrived + relative;
         for (index, function) in chain.stages.iter().enumerate() {

@@ -16,6 +16,7 @@ mod calls;
 mod capabilities;
 mod components;
 mod engines;
+mod fairness;
 mod invoker;
 mod limits;
 mod metrics;

@@ -1,0 +1,184 @@
+//! Admission shared fairly between tenants (issue 26), end to end on every
+//! engine (`LUGE_TEST_ENGINE`): a tenant flooding its route, or amplifying
+//! one request through calls, leaves another tenant's route answered.
+
+use crate::common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Luge, engine, path_str, wasm};
+use serde_json::{Value, json};
+
+/// A host with a sleeping route, a fan-out that may call it, and a
+/// victim's echo route, under `--max-pending max_pending`.
+fn host(max_pending: &str) -> (Luge, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["fanout", "sleep", "c-echo"] {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
+    }
+    let config = dir.path().join("luge.toml");
+    std::fs::write(
+        &config,
+        r#"
+        [server]
+        workers = 2
+
+        [[routes]]
+        path = "/flood"
+        module = "sleep.wasm"
+        limits = { timeout_ms = 5000 }
+
+        [[routes]]
+        path = "/fanout"
+        module = "fanout.wasm"
+        calls = ["sleep"]
+        limits = { timeout_ms = 10000 }
+
+        [[routes]]
+        path = "/nap"
+        name = "sleep"
+        module = "sleep.wasm"
+        limits = { timeout_ms = 5000 }
+
+        [[routes]]
+        path = "/victim"
+        module = "c-echo.wasm"
+        "#,
+    )
+    .unwrap();
+    let luge = Luge::start(
+        "serve",
+        &["--config", path_str(&config), "--max-pending", max_pending],
+    );
+    (luge, dir)
+}
+
+fn metric(luge: &Luge, needle: &str) -> f64 {
+    luge.get_text("/metrics")
+        .lines()
+        .find(|l| l.contains(needle) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The victim's requests, one after another until `stop`: how many, how
+/// many answered 200, and the slowest.
+fn victim(luge: &Luge, stop: &AtomicBool) -> (usize, usize, Duration) {
+    let (mut sent, mut answered, mut slowest) = (0, 0, Duration::ZERO);
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let (status, body) = luge.request("POST", "/victim", b"hello");
+        slowest = slowest.max(started.elapsed());
+        sent += 1;
+        if status == 200 && body == b"hello" {
+            answered += 1;
+        }
+    }
+    (sent, answered, slowest)
+}
+
+/// 64 clients flood `/flood` (a 50 ms sleep each) on 16 admission places:
+/// the flooding tenant is held to its share and gets 503s, and the victim
+/// route, another tenant, is answered every time.
+#[test]
+fn a_flood_on_one_route_leaves_another_answered() {
+    let (luge, _dir) = host("16");
+    let stop = AtomicBool::new(false);
+    let refused = AtomicUsize::new(0);
+    let (sent, answered, slowest) = std::thread::scope(|scope| {
+        for _ in 0..64 {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let (status, _) = luge.request("POST", "/flood", br#"{"ms": 50}"#);
+                    match status {
+                        200 => {}
+                        503 => {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        other => panic!("flood answered {other}"),
+                    }
+                }
+            });
+        }
+        // Let the flood take its places first.
+        std::thread::sleep(Duration::from_millis(500));
+        let victim = scope.spawn(|| victim(&luge, &stop));
+        std::thread::sleep(Duration::from_millis(2500));
+        stop.store(true, Ordering::Relaxed);
+        victim.join().unwrap()
+    });
+    eprintln!("victim: {answered} of {sent} answered, slowest {slowest:?}");
+    assert!(sent >= 5, "the victim sent only {sent} requests");
+    assert_eq!(
+        answered, sent,
+        "the victim was refused while another tenant flooded"
+    );
+    assert!(
+        refused.load(Ordering::Relaxed) > 0,
+        "the flood never met the bound"
+    );
+    // Per-tenant admission counts.
+    assert!(
+        metric(
+            &luge,
+            r#"luge_admissions_total{tenant="flood",result="over_share"}"#
+        ) > 0.0
+    );
+    assert!(
+        metric(
+            &luge,
+            r#"luge_admissions_total{tenant="victim",result="admitted"}"#
+        ) >= sent as f64
+    );
+    let (status, health) = luge.get("/healthz");
+    assert_eq!(status, 200);
+    assert_eq!(health["pending"], 0, "{health}");
+}
+
+/// One request fans out into 24 sleeping callees on 32 places: its call
+/// tree holds at most a quarter of them (8, itself included), the other
+/// calls answer busy, and the victim route is answered throughout.
+/// (Wasmer and WAMR run the callees fused, one after another, so they
+/// sleep less there to stay within the fan-out's time limit.)
+#[test]
+fn one_request_cannot_take_every_place_through_calls() {
+    let (luge, _dir) = host("32");
+    let ms = if engine() == "wasmtime" { 1500 } else { 500 };
+    let calls: Vec<Value> = (0..24)
+        .map(|_| json!({ "name": "sleep", "input": { "ms": ms } }))
+        .collect();
+    let stop = AtomicBool::new(false);
+    let (attack, (sent, answered, slowest)) = std::thread::scope(|scope| {
+        let attack = scope.spawn(|| luge.post("/fanout", &json!({ "calls": calls })));
+        std::thread::sleep(Duration::from_millis(300));
+        let victim = scope.spawn(|| victim(&luge, &stop));
+        std::thread::sleep(Duration::from_millis(1000));
+        stop.store(true, Ordering::Relaxed);
+        (attack.join().unwrap(), victim.join().unwrap())
+    });
+    eprintln!("victim: {answered} of {sent} answered, slowest {slowest:?}");
+    let (status, out) = attack;
+    assert_eq!(status, 200, "{out}");
+    let results = out["results"].as_array().unwrap();
+    let slept = results.iter().filter(|r| r["slept_ms"] == ms).count();
+    let busy = results
+        .iter()
+        .filter(|r| {
+            r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("overloaded"))
+        })
+        .count();
+    assert_eq!((slept, busy), (7, 17), "{out}");
+    assert!(sent >= 3, "the victim sent only {sent} requests");
+    assert_eq!(answered, sent, "the victim was refused during the fan-out");
+    assert!(
+        metric(
+            &luge,
+            r#"luge_admissions_total{tenant="fanout",result="tree"}"#
+        ) >= 17.0
+    );
+}
