@@ -57,6 +57,7 @@ fn every_experiment_writes_its_results() {
         ("python", false),
         ("http-proxy", true),
         ("scaling", true),
+        ("fairness", false),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
@@ -72,6 +73,16 @@ fn every_experiment_writes_its_results() {
                 "{experiment}"
             );
         }
+    }
+
+    // The victim route is answered every time while another tenant
+    // amplifies one request (or eight) through calls or floods its route:
+    // fair admission keeps places for a tenant within its share.
+    let fairness = rows(&out.path().join("fairness"));
+    assert_eq!(fairness.len(), 5, "{fairness:?}");
+    for row in &fairness {
+        assert!(number(&row[1]) > 0.0, "{row:?}");
+        assert_eq!(row[2], "100.00 %", "{row:?}");
     }
 
     // One row per concurrency level; every latency is a positive number.

@@ -16,6 +16,9 @@
 //! - `http-proxy`: one wasi:http component on Luge and on `wasmtime serve`,
 //!   each a process of its own: req/s, p50/p99, server CPU per request.
 //!
+//! - `fairness`: a victim route's success rate and latency while another
+//!   tenant amplifies one request through calls or floods its route.
+//!
 //! - `chains`: end-to-end latency of chains of 1-5 pass-through functions
 //!   over HTTP, against the same function on a plain route (Sledge DAG
 //!   Table 1).
@@ -25,6 +28,7 @@ mod calls;
 mod chains;
 mod churn;
 mod cold_start;
+mod fairness;
 mod http_proxy;
 mod memory;
 mod python;
@@ -50,6 +54,7 @@ use calls::{calls_fanout, calls_overhead, calls_social};
 use chains::chains;
 use churn::churn;
 use cold_start::cold_start;
+use fairness::fairness;
 use http_proxy::http_proxy;
 use memory::memory;
 use python::python;
@@ -77,6 +82,7 @@ enum Experiment {
     Python,
     HttpProxy,
     Scaling,
+    Fairness,
     All,
 }
 
@@ -142,6 +148,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Python,
             Experiment::HttpProxy,
             Experiment::Scaling,
+            Experiment::Fairness,
         ],
         one => vec![one],
     };
@@ -162,6 +169,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Python => python(&setup, cli.rounds.max(1)),
             Experiment::HttpProxy => http_proxy(&setup, window),
             Experiment::Scaling => scaling(&setup, window),
+            Experiment::Fairness => fairness(&setup, window),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;

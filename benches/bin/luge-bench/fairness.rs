@@ -1,0 +1,238 @@
+//! `fairness` (issue 26): a victim route's success rate and latency while
+//! another tenant attacks, on an in-process `luge serve` with default
+//! admission flags (`--max-pending` sized from the sandbox pool, a call
+//! tree bounded at a quarter of it):
+//!
+//! - alone, for the baseline;
+//! - during the amplification of the issue: one request to a fan-out that
+//!   calls 256 fan-outs that each call 256 sleeping callees, and eight
+//!   such requests at once (the tenant then also meets its share);
+//! - during a flood of 64 keep-alive connections on a sleeping route,
+//!   under the default bound and under 32 places (the flood then meets its
+//!   share).
+//!
+//! The victim is one client, one request at a time (`c-echo`, a few tens
+//! of microseconds of work), for the whole window.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use luge_benches::load::{self, LoadReport, Target};
+use luge_benches::{Server, wasm};
+use serde_json::{Value, json};
+
+use crate::{Report, Setup};
+
+const CONFIG: &str = r#"
+[[routes]]
+path = "/outer"
+module = "fanout.wasm"
+calls = ["inner"]
+limits = { timeout_ms = 60000 }
+
+[[routes]]
+path = "/inner"
+name = "inner"
+module = "fanout.wasm"
+calls = ["sleep"]
+limits = { timeout_ms = 60000 }
+
+[[routes]]
+path = "/sleep"
+name = "sleep"
+module = "sleep.wasm"
+limits = { timeout_ms = 60000 }
+
+[[routes]]
+path = "/victim"
+module = "c-echo.wasm"
+"#;
+
+fn target(server: &Server, path: &str, body: Bytes) -> Target {
+    Target {
+        addr: server.addr(),
+        method: hyper::Method::POST,
+        path: path.to_owned(),
+        body,
+        expect_len: None,
+    }
+}
+
+/// One row: what the victim saw.
+fn row(scenario: &str, victim: &LoadReport, attacker: String) -> Vec<String> {
+    let sent = victim.ok + victim.errors;
+    vec![
+        scenario.to_owned(),
+        sent.to_string(),
+        format!("{:.2} %", victim.ok as f64 * 100.0 / sent.max(1) as f64),
+        format!("{:.2}", f64::from(victim.percentile_us(50.0)) / 1e3),
+        format!("{:.2}", f64::from(victim.percentile_us(99.0)) / 1e3),
+        format!("{:.2}", f64::from(victim.percentile_us(100.0)) / 1e3),
+        attacker,
+    ]
+}
+
+/// Admission counts of `tenant` from the server's metrics.
+fn admissions(server: &Server, tenant: &str) -> String {
+    let text = ureq::get(format!("{}/metrics", server.base))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default();
+    let count = |result: &str| -> u64 {
+        let needle = format!("luge_admissions_total{{tenant=\"{tenant}\",result=\"{result}\"}}");
+        text.lines()
+            .find(|l| l.starts_with(&needle))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    };
+    format!(
+        "{} admitted, {} over share, {} tree bound, {} full",
+        count("admitted"),
+        count("over_share"),
+        count("tree"),
+        count("full")
+    )
+}
+
+pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
+    let dir = tempfile::tempdir()?;
+    for name in ["fanout", "sleep", "c-echo"] {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name))?;
+    }
+    let victim_body = Bytes::from_static(b"hello");
+    let warmup = Duration::from_millis(500);
+    let mut rows = Vec::new();
+
+    // Alone.
+    let server = serve(setup, dir.path(), "alone", &[])?;
+    let alone = load::closed_loop(
+        &target(&server, "/victim", victim_body.clone()),
+        1,
+        warmup,
+        window,
+    );
+    rows.push(row("alone", &alone, "-".into()));
+
+    // Amplification: 1 and 8 requests of 1 + 256 + 65,536 invocations,
+    // each sleeping through the whole window.
+    let sleep_ms = (warmup + window).as_millis() as u64 + 1000;
+    let inner: Vec<Value> = (0..256)
+        .map(|_| json!({ "name": "sleep", "input": { "ms": sleep_ms } }))
+        .collect();
+    let outer: Vec<Value> = (0..256)
+        .map(|_| json!({ "name": "inner", "input": { "calls": inner } }))
+        .collect();
+    let attack = json!({ "calls": outer });
+    for requests in [1usize, 8] {
+        let server = serve(setup, dir.path(), &format!("amplify-{requests}"), &[])?;
+        let (victim, answered) = std::thread::scope(|scope| {
+            let attackers: Vec<_> = (0..requests)
+                .map(|_| scope.spawn(|| server.post("/outer", &attack).0))
+                .collect();
+            // The attack takes its places before the victim starts.
+            std::thread::sleep(Duration::from_millis(300));
+            let victim = load::closed_loop(
+                &target(&server, "/victim", victim_body.clone()),
+                1,
+                warmup,
+                window,
+            );
+            let answered = attackers
+                .into_iter()
+                .filter_map(|a| a.join().ok())
+                .filter(|status| *status == 200)
+                .count();
+            (victim, answered)
+        });
+        rows.push(row(
+            &format!("{requests} x fan-out 256 x 256 sleeping calls"),
+            &victim,
+            format!(
+                "{answered} of {requests} requests answered; callees: {}",
+                admissions(&server, "outer")
+            ),
+        ));
+    }
+
+    // A flood: 64 connections on a route that sleeps 50 ms, with the
+    // default bound (more places than connections) and with 32 places.
+    for max_pending in [None, Some("32")] {
+        let server = match max_pending {
+            None => serve(setup, dir.path(), "flood", &[])?,
+            Some(n) => serve(setup, dir.path(), "flood-bounded", &["--max-pending", n])?,
+        };
+        let started = Instant::now();
+        let (victim, flood) = std::thread::scope(|scope| {
+            let flood = scope.spawn(|| {
+                load::closed_loop(
+                    &target(&server, "/sleep", Bytes::from_static(br#"{"ms": 50}"#)),
+                    64,
+                    Duration::ZERO,
+                    warmup + window + Duration::from_millis(300),
+                )
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            let victim = load::closed_loop(
+                &target(&server, "/victim", victim_body.clone()),
+                1,
+                warmup,
+                window,
+            );
+            (victim, flood.join().expect("flood"))
+        });
+        anyhow::ensure!(started.elapsed() < window * 4, "the flood did not stop");
+        rows.push(row(
+            &match max_pending {
+                None => "64 connections flooding a 50 ms route".to_owned(),
+                Some(n) => format!("the same, --max-pending {n}"),
+            },
+            &victim,
+            format!(
+                "{} answered, {} refused; {}",
+                flood.ok,
+                flood.errors,
+                admissions(&server, "sleep")
+            ),
+        ));
+    }
+
+    Ok(Report {
+        name: "fairness",
+        title: "A victim route while another tenant amplifies or floods".into(),
+        columns: vec![
+            "attack",
+            "victim requests",
+            "victim answered",
+            "victim p50 ms",
+            "victim p99 ms",
+            "victim max ms",
+            "attacker",
+        ],
+        rows,
+        x_desc: "",
+        y_desc: "",
+        series: Vec::new(),
+        notes: format!(
+            "Default admission flags: `--max-pending` from the sandbox pool, a call tree bounded at a quarter of it, places shared between tenants (a function route's name), an eighth kept for tenants within their share. The victim is `c-echo` over one keep-alive connection, one request at a time, {:.0} s after {:.1} s of warm-up, during the attack. A fan-out's callees are charged to the tenant `outer`, the root of their call tree. `[server] workers` = this machine's cores.",
+            window.as_secs_f64(),
+            warmup.as_secs_f64(),
+        ),
+    })
+}
+
+/// A fresh server (its own places), on this machine's cores.
+fn serve(
+    setup: &Setup,
+    dir: &std::path::Path,
+    tag: &str,
+    extra: &[&str],
+) -> anyhow::Result<Server> {
+    let file = dir.join(format!("luge-{tag}.toml"));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::fs::write(&file, format!("[server]\nworkers = {cores}\n{CONFIG}"))?;
+    let mut args = vec!["--config", file.to_str().expect("utf-8 path")];
+    args.extend_from_slice(extra);
+    Ok(setup.server(&args))
+}
