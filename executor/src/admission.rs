@@ -173,16 +173,22 @@ impl Admission {
     /// A place for one more invocation of `tree`, or why not.
     pub fn try_admit(&self, tree: &Arc<Tree>) -> Result<Admitted, Refused> {
         let shared = &self.shared;
-        // The tree's count only grows here, one admission at a time per
-        // tree in practice; a race between two calls of one tree can let
-        // it exceed its bound by the number racing, never the total bound.
-        if tree.held.load(Ordering::Relaxed) >= shared.tree_limit {
-            return Err(Refused::Tree);
-        }
+        // The tree's place first, taken exactly (calls of one tree run on
+        // several workers at once) and given back if the tenant's is
+        // refused.
+        tree.held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held < shared.tree_limit).then_some(held + 1)
+            })
+            .map_err(|_| Refused::Tree)?;
+        let refuse = |why| {
+            tree.held.fetch_sub(1, Ordering::Relaxed);
+            Err(why)
+        };
         let weight = shared.weight(&tree.tenant);
         let mut state = shared.lock();
         if state.held >= shared.limit {
-            return Err(Refused::Full);
+            return refuse(Refused::Full);
         }
         let holding = state.tenants.get(&tree.tenant).copied().unwrap_or(0);
         let active = state.active_weight + if holding == 0 { u64::from(weight) } else { 0 };
@@ -191,7 +197,7 @@ impl Admission {
             (shared.limit as u64 * u64::from(weight)).div_ceil(active + u64::from(DEFAULT_WEIGHT));
         let free = shared.limit - state.held;
         if holding as u64 >= share && free <= shared.reserve {
-            return Err(Refused::OverShare);
+            return refuse(Refused::OverShare);
         }
         state.held += 1;
         if holding == 0 {
@@ -199,7 +205,6 @@ impl Admission {
         }
         *state.tenants.entry(Arc::clone(&tree.tenant)).or_insert(0) += 1;
         drop(state);
-        tree.held.fetch_add(1, Ordering::Relaxed);
         Ok(Admitted(Arc::new(Place {
             shared: Arc::clone(shared),
             tree: Arc::clone(tree),
@@ -321,6 +326,29 @@ mod tests {
         assert_eq!(admission.try_admit(&big).unwrap_err(), Refused::OverShare);
         // A third tenant still finds the places left.
         assert!(admission.try_admit(&Tree::new("third")).is_ok());
+    }
+
+    #[test]
+    fn a_tree_is_bounded_exactly_under_concurrent_calls() {
+        let admission = Admission::new(Policy {
+            tree_limit: 10,
+            ..Policy::new(1000)
+        });
+        let tree = Tree::new("fanout");
+        let held = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..100 {
+                        if let Ok(place) = admission.try_admit(&tree) {
+                            held.lock().unwrap().push(place);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(held.lock().unwrap().len(), 10);
+        assert_eq!(admission.pending(), 10);
     }
 
     #[test]

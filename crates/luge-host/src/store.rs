@@ -41,6 +41,15 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the filesystem refused for want of space (or quota): the
+    /// store is unchanged and a retry can succeed once space returns.
+    pub fn is_storage_full(&self) -> bool {
+        matches!(self, Self::Io { source, .. }
+            if matches!(source.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded))
+    }
+}
+
 /// What is kept about an uploaded function besides its code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredMetadata {

@@ -4,10 +4,20 @@
 //! contend). With a directory, every change is written to an embedded
 //! store (fjall) before it is applied in memory, and the maps are loaded
 //! from it at start.
+//!
+//! A failed write (a full disk, an I/O error) fails the operation (store
+//! unavailable) and changes nothing in memory. The store then refuses
+//! every write ("poisoned": it cannot vouch for its journal's tail), so the
+//! tier reopens it, which recovers the journal as a restart would, at
+//! most once per [`REOPEN_INTERVAL`] while writes keep failing, and
+//! reloads each namespace from it: once space returns, writes succeed
+//! again without a restart, and memory holds what the disk holds.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use luge_core::state::StateError;
 
@@ -35,10 +45,49 @@ struct Disk {
     values: fjall::Keyspace,
 }
 
+/// How often a failing store is reopened at most: often enough that writes
+/// resume within a second of space returning, rarely enough that a full
+/// disk costs little (each reopen reads the store's manifest and journal).
+pub(crate) const REOPEN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The store, and how to open it again.
+struct Persisted {
+    dir: PathBuf,
+    /// `None` while a reopen has failed: writes fail until one succeeds.
+    /// Writers hold the read side while they write; a reopen takes the
+    /// write side to swap the store (the lock order is namespace, then
+    /// this; a reopen holds no namespace while it holds this).
+    disk: RwLock<Option<Disk>>,
+    /// Whether writes are failing and the store is to be reopened.
+    failing: Mutex<Failing>,
+}
+
+impl Failing {
+    fn reopen_due(self) -> bool {
+        match self {
+            Self::No => false,
+            Self::ReopenDue => true,
+            Self::ReopenTried(at) => at.elapsed() >= REOPEN_INTERVAL,
+        }
+    }
+}
+
+/// The store's health as writes found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failing {
+    /// Writes succeed.
+    No,
+    /// A write failed: the next writer reopens the store first.
+    ReopenDue,
+    /// A reopen was tried then (or is under way); the next is due an
+    /// interval later.
+    ReopenTried(Instant),
+}
+
 /// The host's local tier.
 pub(crate) struct LocalTier {
     namespaces: RwLock<HashMap<String, Arc<Mutex<Namespace>>>>,
-    disk: Option<Disk>,
+    disk: Option<Persisted>,
 }
 
 impl std::fmt::Debug for LocalTier {
@@ -46,6 +95,60 @@ impl std::fmt::Debug for LocalTier {
         f.debug_struct("LocalTier")
             .field("persisted", &self.disk.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+impl Namespace {
+    fn insert(&mut self, rest: &str, value: &[u8]) {
+        self.bytes += value.len();
+        if let Some(old) = self.values.insert(rest.to_owned(), Arc::from(value)) {
+            self.bytes -= old.len();
+        }
+    }
+}
+
+fn open_disk(dir: &Path) -> Result<Disk, fjall::Error> {
+    let db = fjall::Database::builder(dir).open()?;
+    let values = db.keyspace("values", fjall::KeyspaceCreateOptions::default)?;
+    Ok(Disk { db, values })
+}
+
+impl Persisted {
+    fn read(&self) -> RwLockReadGuard<'_, Option<Disk>> {
+        // Swapped whole under the write side: never half-updated.
+        self.disk.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn failing(&self) -> MutexGuard<'_, Failing> {
+        self.failing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a write failed and a reopen is due.
+    fn needs_reopen(&self) -> bool {
+        self.failing().reopen_due()
+    }
+
+    /// Records a failed write: a reopen is due unless one was just tried.
+    fn write_failed(&self) {
+        let mut failing = self.failing();
+        if *failing == Failing::No {
+            *failing = Failing::ReopenDue;
+        }
+    }
+
+    /// Namespace `ns` as the store holds it; `None` if it cannot be read
+    /// (memory then keeps what it has).
+    fn load(&self, ns: &str) -> Option<Namespace> {
+        let disk = self.read();
+        let disk = disk.as_ref()?;
+        let prefix = disk_key(ns, "");
+        let mut namespace = Namespace::default();
+        for guard in disk.values.prefix(prefix.as_bytes()) {
+            let (key, value) = guard.into_inner().ok()?;
+            let rest = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            namespace.insert(&rest, &value);
+        }
+        Some(namespace)
     }
 }
 
@@ -69,22 +172,18 @@ impl LocalTier {
             dir: dir.to_owned(),
             source,
         };
-        let db = fjall::Database::builder(dir).open().map_err(store)?;
-        let values = db
-            .keyspace("values", fjall::KeyspaceCreateOptions::default)
-            .map_err(store)?;
+        let disk = open_disk(dir).map_err(store)?;
         let mut namespaces: HashMap<String, Namespace> = HashMap::new();
-        for guard in values.iter() {
+        for guard in disk.values.iter() {
             let (key, value) = guard.into_inner().map_err(store)?;
             let key = String::from_utf8_lossy(&key).into_owned();
             let Some((ns, rest)) = key.split_once('/') else {
                 continue;
             };
-            let namespace = namespaces.entry(ns.to_owned()).or_default();
-            namespace.bytes += value.len();
-            namespace
-                .values
-                .insert(rest.to_owned(), Arc::from(&value[..]));
+            namespaces
+                .entry(ns.to_owned())
+                .or_default()
+                .insert(rest, &value);
         }
         let namespaces = namespaces
             .into_iter()
@@ -92,7 +191,11 @@ impl LocalTier {
             .collect();
         Ok(Self {
             namespaces: RwLock::new(namespaces),
-            disk: Some(Disk { db, values }),
+            disk: Some(Persisted {
+                dir: dir.to_owned(),
+                disk: RwLock::new(Some(disk)),
+                failing: Mutex::new(Failing::No),
+            }),
         })
     }
 
@@ -130,6 +233,11 @@ impl LocalTier {
     ) -> Result<R, StateError> {
         let namespace = self.namespace(ns);
         let mut guard = Self::lock(&namespace);
+        if let Some(persisted) = &self.disk
+            && persisted.needs_reopen()
+        {
+            self.reopen(persisted, ns, &mut guard);
+        }
         let current = guard.values.get(rest).cloned();
         let (change, result) = f(current.as_deref())?;
         let old_len = current.as_ref().map_or(0, |v| v.len());
@@ -147,21 +255,13 @@ impl LocalTier {
                 if bytes > quotas.max_bytes_per_namespace {
                     return Err(StateError::OverQuota);
                 }
-                if let Some(disk) = &self.disk {
-                    disk.values
-                        .insert(disk_key(ns, rest), value.as_slice())
-                        .map_err(|e| disk_error(&e))?;
-                }
+                self.write(|values| values.insert(disk_key(ns, rest), value.as_slice()))?;
                 guard.bytes = bytes;
                 guard.values.insert(rest.to_owned(), Arc::from(value));
             }
             Change::Delete => {
                 if current.is_some() {
-                    if let Some(disk) = &self.disk {
-                        disk.values
-                            .remove(disk_key(ns, rest))
-                            .map_err(|e| disk_error(&e))?;
-                    }
+                    self.write(|values| values.remove(disk_key(ns, rest)))?;
                     guard.bytes -= old_len;
                     guard.values.remove(rest);
                 }
@@ -172,15 +272,90 @@ impl LocalTier {
 
     /// Writes the journal to disk (fsync): at a clean shutdown.
     pub fn sync(&self) {
-        if let Some(disk) = &self.disk
+        if let Some(persisted) = &self.disk
+            && let Some(disk) = persisted.read().as_ref()
             && let Err(e) = disk.db.persist(fjall::PersistMode::SyncAll)
         {
             tracing::warn!(error = %e, "state store: sync failed");
         }
     }
-}
 
-fn disk_error(e: &fjall::Error) -> StateError {
-    tracing::warn!(error = %e, "state store: write failed");
-    StateError::Unavailable
+    /// Runs one write on the store, if the tier has one (the caller holds
+    /// the lock of the namespace written). A failure marks the store for
+    /// a reopen.
+    fn write(
+        &self,
+        write: impl FnOnce(&fjall::Keyspace) -> Result<(), fjall::Error>,
+    ) -> Result<(), StateError> {
+        let Some(persisted) = &self.disk else {
+            return Ok(());
+        };
+        let disk = persisted.read();
+        let Some(disk) = disk.as_ref() else {
+            // A reopen failed; the next is due at its interval.
+            return Err(StateError::Unavailable);
+        };
+        write(&disk.values).map_err(|e| {
+            tracing::warn!(error = %e, "state store: write failed");
+            persisted.write_failed();
+            StateError::Unavailable
+        })
+    }
+
+    /// Opens the store again and reloads every namespace from it. `held`
+    /// is the namespace whose lock the calling writer holds (`guard`):
+    /// reloaded through it.
+    fn reopen(&self, persisted: &Persisted, held: &str, guard: &mut Namespace) {
+        {
+            let mut failing = persisted.failing();
+            if !failing.reopen_due() {
+                // Another writer reopens, or did within the interval.
+                return;
+            }
+            *failing = Failing::ReopenTried(Instant::now());
+        }
+        let reopened = {
+            let mut disk = persisted.disk.write().unwrap_or_else(|e| e.into_inner());
+            // The old store is closed before the new one opens the same
+            // directory.
+            drop(disk.take());
+            match open_disk(&persisted.dir) {
+                Ok(fresh) => {
+                    *disk = Some(fresh);
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "state store: reopen failed; writes fail until it succeeds");
+                    false
+                }
+            }
+        };
+        if !reopened {
+            return;
+        }
+        // Memory takes what the disk holds: a failed write may have reached
+        // the journal whole. Namespace by namespace, each under its lock
+        // (taken before the store's, as writers do), so no write is lost.
+        let names: Vec<(String, Arc<Mutex<Namespace>>)> = self
+            .namespaces
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, ns)| (name.clone(), Arc::clone(ns)))
+            .collect();
+        for (name, namespace) in names {
+            if name == held {
+                continue;
+            }
+            let mut other = Self::lock(&namespace);
+            if let Some(loaded) = persisted.load(&name) {
+                *other = loaded;
+            }
+        }
+        if let Some(loaded) = persisted.load(held) {
+            *guard = loaded;
+        }
+        *persisted.failing() = Failing::No;
+        tracing::info!("state store reopened");
+    }
 }

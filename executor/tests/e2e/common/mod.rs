@@ -102,6 +102,17 @@ fn capture(
     });
 }
 
+/// What luge is started under.
+#[derive(Clone, Copy)]
+enum Wrap<'a> {
+    /// Nothing.
+    None,
+    /// An address-space limit, KiB.
+    Ulimit(u64),
+    /// A tmpfs of this many KiB mounted on this directory.
+    Tmpfs(&'a Path, u64),
+}
+
 /// A response with its headers.
 pub struct Reply {
     pub status: u16,
@@ -151,16 +162,50 @@ impl Luge {
             .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
     }
 
+    /// Whether this machine lets a test mount a small filesystem of its
+    /// own (a tmpfs in a user and mount namespace, `unshare -Urm`).
+    pub fn can_mount_tmpfs() -> bool {
+        Command::new("unshare")
+            .args([
+                "-Urm",
+                "sh",
+                "-c",
+                "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs \"$d\"; rc=$?; umount \"$d\"; rmdir \"$d\"; exit $rc",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Starts luge like [`Luge::start`] in a mount namespace of its own
+    /// where `dir` is a tmpfs of `kib` KiB (with `dir/fill` made in it):
+    /// a small filesystem the test can fill up. Only luge sees it.
+    pub fn start_on_tmpfs(mode: &str, args: &[&str], dir: &Path, kib: u64) -> Self {
+        Self::try_start_wrapped(mode, args, Wrap::Tmpfs(dir, kib), &[])
+            .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
+    }
+
     fn try_start_within(
         mode: &str,
         args: &[&str],
         address_space_kib: Option<u64>,
         env: &[(&str, &str)],
     ) -> Result<Self, String> {
+        let wrap = address_space_kib.map_or(Wrap::None, Wrap::Ulimit);
+        Self::try_start_wrapped(mode, args, wrap, env)
+    }
+
+    fn try_start_wrapped(
+        mode: &str,
+        args: &[&str],
+        wrap: Wrap<'_>,
+        env: &[(&str, &str)],
+    ) -> Result<Self, String> {
         let cache = tempfile::tempdir().unwrap();
-        let mut command = match address_space_kib {
-            None => Command::new(env!("CARGO_BIN_EXE_luge")),
-            Some(kib) => {
+        let mut command = match wrap {
+            Wrap::None => Command::new(env!("CARGO_BIN_EXE_luge")),
+            Wrap::Ulimit(kib) => {
                 let mut shell = Command::new("sh");
                 shell
                     .arg("-c")
@@ -168,6 +213,22 @@ impl Luge {
                     .arg(env!("CARGO_BIN_EXE_luge"));
                 shell
             }
+            Wrap::Tmpfs(dir, kib) => {
+                let mut shell = Command::new("unshare");
+                shell
+                    .args(["-Urm", "--propagation", "private", "sh", "-c"])
+                    .arg(format!(
+                        "mount -t tmpfs -o size={kib}k tmpfs \"$LUGE_TMPFS\" && mkdir \"$LUGE_TMPFS/fill\" && exec \"$0\" \"$@\""
+                    ))
+                    .arg(env!("CARGO_BIN_EXE_luge"))
+                    .env("LUGE_TMPFS", dir);
+                shell
+            }
+        };
+        // On a tmpfs, the compile cache is there too.
+        let cache_dir = match wrap {
+            Wrap::Tmpfs(dir, _) => dir.join("cache"),
+            _ => cache.path().to_owned(),
         };
         let mut child = command
             .arg(mode)
@@ -178,7 +239,7 @@ impl Luge {
                 engine(),
                 "--cache-dir",
             ])
-            .arg(cache.path())
+            .arg(cache_dir)
             .args(args)
             .env("LUGE_KEY", TEST_KEY)
             // The data directory (state, uploads) is the test's own.
