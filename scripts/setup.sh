@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing Luge needs on a fresh Debian machine:
 # the wasm32-wasip1 and wasm32-wasip2 Rust targets, clang + wasi-libc for the C actions, and
-# cmake + libclang for building WAMR (the `wamr` engine feature), and
-# redis-server for the state tests.
+# cmake + libclang for building WAMR (the `wamr` engine feature), a C++
+# compiler for libFuzzer (scripts/fuzz.sh), and redis-server for the state
+# tests.
 set -euo pipefail
 for target in wasm32-wasip1 wasm32-wasip2; do
     if ! rustup target list --installed | grep -qx "$target"; then
@@ -18,6 +19,8 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null
 command -v curl >/dev/null || need+=(curl)
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc)
+# libFuzzer (scripts/fuzz.sh) is C++.
+command -v c++ >/dev/null || need+=(g++)
 ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
 # The state API's global tier is tested against a real Redis, started by
 # the test harness on a free loopback port.

@@ -15,6 +15,11 @@ cargo test --workspace --all-features
 # preemptions per execution (see tests/loom.rs).
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg luge_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p luge-sched --test loom
+# Coverage-guided fuzzing of what a tenant controls (fuzz/: libFuzzer on
+# stable, a build of its own in target/fuzz): each target for 15 s from its
+# seeds, a smoke run. `scripts/fuzz.sh 3600` runs an hour per target.
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+./scripts/fuzz.sh 15
 # The engine-neutral end-to-end tests (executor/tests/e2e, one binary)
 # against each other engine; `scheduling` is Wasmtime's alone (only it
 # preempts). `--workspace` keeps the feature set of the run above, so the

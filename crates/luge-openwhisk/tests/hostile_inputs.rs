@@ -9,10 +9,9 @@
 //! CI runs 50,000 cases from a fixed seed (well under a second). A longer
 //! run, with another seed: `LUGE_FUZZ_SECONDS=3600 LUGE_FUZZ_SEED=7 cargo
 //! test -p luge-openwhisk --test hostile_inputs -- --nocapture`
-//! (docs/SECURITY.md records one). A hand-written mutator rather than a
-//! fuzzing crate: it runs on stable in CI with no extra tooling, and seeded
-//! mutation of valid inputs reaches deeper into these parsers than inputs
-//! generated from nothing.
+//! (docs/SECURITY.md records one). A hand-written mutator that runs with
+//! the unit tests, on stable, with no extra tooling; the coverage-guided
+//! fuzzing of the same parsers and more is `fuzz/` (`scripts/fuzz.sh`).
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 

@@ -19,6 +19,7 @@ mod disk_full;
 mod engines;
 mod fairness;
 mod invoker;
+mod isolation;
 mod limits;
 mod metrics;
 mod openwhisk_runner;
