@@ -42,6 +42,7 @@ pub mod limits;
 pub mod outcome;
 pub mod preempt;
 pub mod runtime;
+pub mod start;
 pub mod state;
 
 pub use action::Action;

@@ -162,8 +162,34 @@ fn check(what: &'static str, requested: u64, max: u64) -> Result<(), LimitError>
     Ok(())
 }
 
+/// Whether a memory growth to `desired` bytes that failed was refused by
+/// Luge's memory limit (`limit` bytes) rather than by the module's own
+/// declared maximum (`declared`, bytes): only the first makes the trap
+/// that follows [`Termination::OutOfMemory`](crate::Termination). Written
+/// once because the engines disagreed (found by luge-diff): Wasmer and
+/// WAMR counted a growth past a module's own maximum as Luge's refusal,
+/// Wasmtime did not. A memory without a declared maximum has the 4 GiB
+/// of a 32-bit memory (Wasmer and WAMR take no other kind).
+pub fn refused_by_limit(desired: u64, declared: Option<u64>, limit: u64) -> bool {
+    const MEMORY32_BYTES: u64 = 1 << 32;
+    desired > limit && desired <= declared.unwrap_or(MEMORY32_BYTES)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_growth_the_module_allows_is_refused_by_the_limit() {
+        use super::refused_by_limit;
+        assert!(refused_by_limit(9, None, 8));
+        assert!(refused_by_limit(9, Some(16), 8));
+        assert!(
+            !refused_by_limit(17, Some(16), 8),
+            "the module's own maximum"
+        );
+        assert!(!refused_by_limit(8, None, 8));
+        assert!(!refused_by_limit((1 << 32) + 1, None, 8), "past 4 GiB");
+    }
+
     use super::*;
 
     #[test]

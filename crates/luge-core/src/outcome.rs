@@ -40,6 +40,19 @@ pub enum Termination {
     Failed(String),
 }
 
+impl Termination {
+    /// The end of a guest that called `proc_exit(status)`, as every engine
+    /// reports it: the low 8 bits of `status`, the exit status a POSIX
+    /// parent sees of `exit(status)`. Written once because the engines
+    /// differ on the rest (found by luge-diff): WAMR kept all 32 bits,
+    /// Wasmer's WASI keeps `status % 256` as a signed 16-bit value (-1
+    /// became 65535), and Wasmtime's preview 1 traps on statuses of 126
+    /// and more. 8 bits is what every engine can report the same way.
+    pub fn exit(status: i32) -> Self {
+        Self::Exited(status & 0xFF)
+    }
+}
+
 /// Why an engine could not run a sandbox at all, in the words every
 /// engine uses: the invocation fails with it ([`Termination::Failed`],
 /// through `From`, with its causes on one line).

@@ -107,9 +107,6 @@ pub enum Unsupported {
         /// The directory as the guest sees it.
         guest: String,
     },
-    /// No exported linear memory.
-    #[error("the module does not export its memory (a WASI command exports it as \"memory\")")]
-    NoMemory,
     /// The imports could not be linked (the engine's reason is the source).
     #[error("its imports could not be linked")]
     Link(#[source] Cause),

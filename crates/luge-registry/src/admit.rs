@@ -110,7 +110,8 @@ pub fn load_status(error: &LoadError) -> u16 {
         LoadError::Artifact(_) => REFUSED,
         LoadError::Engine(EngineError::InvalidModule(_)) => BAD,
         LoadError::Engine(_) => REFUSED,
-        LoadError::OverBudget(_) | LoadError::Preinit(_) => BAD,
+        LoadError::OverBudget(_) | LoadError::Preinit(_) | LoadError::Abi(_) => BAD,
+        LoadError::CompilerPanicked(_) => REFUSED,
     }
 }
 

@@ -35,6 +35,97 @@ pub enum LoadError {
     /// Its initialisation function failed when run to make its snapshot.
     #[error("pre-initialization failed: {0}")]
     Preinit(#[from] PreinitError),
+    /// The module does not have the shape of a Luge function.
+    #[error(transparent)]
+    Abi(#[from] AbiError),
+    /// The engine's compiler panicked on the module (an engine bug): the
+    /// module is refused and the executor goes on.
+    #[error("the engine's compiler failed on the module: {0}")]
+    CompilerPanicked(String),
+}
+
+/// How a core module breaks the function ABI (a WASI preview 1 command),
+/// found before any engine sees it so that every engine refuses it the
+/// same way: without this, Wasmtime ran a module with no memory, WAMR
+/// refused it at load and Wasmer failed it at instantiation.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AbiError {
+    /// No linear memory exported as `memory`, which WASI needs to pass
+    /// arguments, environment, stdin and stdout.
+    #[error("the module exports no linear memory named `memory` (a WASI command must)")]
+    NoMemory,
+    /// An imported function returns more than one value. No host function
+    /// does, so it could never link; refused before compiling because
+    /// Wasmer's single-pass compiler panics on it.
+    #[error(
+        "the module imports `{module}.{name}` returning {results} values; no host function returns more than one"
+    )]
+    MultiValueImport {
+        /// The import's module.
+        module: String,
+        /// The import's name.
+        name: String,
+        /// How many results it declares.
+        results: usize,
+    },
+}
+
+/// Checks a core module's imports and exports against the function ABI
+/// (see [`AbiError`]). Components, and input that does not parse, are left
+/// to the engine.
+pub fn check_abi(wasm: &[u8]) -> Result<(), AbiError> {
+    let mut types: Vec<usize> = Vec::new();
+    let mut memory = false;
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        let Ok(payload) = payload else {
+            return Ok(());
+        };
+        match payload {
+            wasmparser::Payload::Version {
+                encoding: wasmparser::Encoding::Component,
+                ..
+            } => return Ok(()),
+            wasmparser::Payload::TypeSection(reader) => {
+                for group in reader {
+                    let Ok(group) = group else { return Ok(()) };
+                    for ty in group.types() {
+                        types.push(match &ty.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => f.results().len(),
+                            _ => 0,
+                        });
+                    }
+                }
+            }
+            wasmparser::Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    let Ok(import) = import else { return Ok(()) };
+                    if let wasmparser::TypeRef::Func(index) = import.ty {
+                        let results = types.get(index as usize).copied().unwrap_or(0);
+                        if results > 1 {
+                            return Err(AbiError::MultiValueImport {
+                                module: import.module.to_string(),
+                                name: import.name.to_string(),
+                                results,
+                            });
+                        }
+                    }
+                }
+            }
+            wasmparser::Payload::ExportSection(reader) => {
+                for export in reader {
+                    let Ok(export) = export else { return Ok(()) };
+                    memory |=
+                        export.name == "memory" && export.kind == wasmparser::ExternalKind::Memory;
+                }
+            }
+            _ => {}
+        }
+    }
+    if memory {
+        Ok(())
+    } else {
+        Err(AbiError::NoMemory)
+    }
 }
 
 /// Why an initialisation gave no snapshot.
@@ -204,6 +295,17 @@ pub fn check_compile_budget(wasm: &[u8]) -> Result<(), LoadError> {
         }
     }
     Ok(())
+}
+
+/// The first line of a panic's message, bounded.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message");
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(200).collect()
 }
 
 /// Counters of what the registry did, for metrics and tests.
@@ -406,6 +508,7 @@ impl ModuleRegistry {
         init: Option<&Init>,
     ) -> Result<Vec<u8>, LoadError> {
         check_compile_budget(wasm)?;
+        check_abi(wasm)?;
         self.check_init(wasm, init)?;
         let payload = {
             // One at a time too: an initialisation runs up to its time
@@ -415,8 +518,15 @@ impl ModuleRegistry {
                 Some(preinit) => preinit.preinitialize(wasm, init)?,
                 None => None,
             };
-            self.runtime
-                .precompile(snapshot.as_deref().unwrap_or(wasm))?
+            let code = snapshot.as_deref().unwrap_or(wasm);
+            // An engine's compiler that panics on some input is an engine
+            // bug a tenant can reach with an upload: it costs that upload,
+            // never the executor. (Nothing is left half-built: a compile
+            // owns all it allocates.)
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.runtime.precompile(code)
+            }))
+            .map_err(|panic| LoadError::CompilerPanicked(panic_text(panic.as_ref())))??
         };
         self.compiles.fetch_add(1, Ordering::Relaxed);
         Ok(artifact::seal(

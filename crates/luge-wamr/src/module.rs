@@ -19,6 +19,9 @@ pub enum ModuleError {
     /// Larger than WAMR's 32-bit sizes.
     #[error("module of {0} bytes is too large")]
     TooLarge(usize),
+    /// It exports a name Luge keeps for itself.
+    #[error(transparent)]
+    ReservedExport(#[from] luge_core::start::ReservedExport),
     /// Its memory declarations could not be read.
     #[error("reading its memories")]
     Memories(#[source] wasmparser::BinaryReaderError),
@@ -31,10 +34,16 @@ pub struct WamrModule {
     /// module lives: they are kept here, never moved or touched again.
     pub(crate) _bytes: Box<[u8]>,
     pub(crate) exports: HashSet<String>,
+    /// Whether it has a start function, moved to
+    /// [`START_EXPORT`](luge_core::start::START_EXPORT) (see [`luge_core::start`]).
+    pub(crate) start: bool,
     /// The largest initial size of its memories, in pages: WAMR raises a
     /// maximum set below it to it (`wasm_runtime_get_max_mem`), so the
     /// sandbox checks it against the limit before instantiating.
     pub(crate) initial_pages: u64,
+    /// The declared maximum of its memory in bytes (WAMR takes one
+    /// memory), `None` without one.
+    pub(crate) declared_max_bytes: Option<u64>,
     pub(crate) config: WamrConfig,
     pub(crate) watchdog: Arc<Watchdog>,
     /// WAMR does not document instantiating one module from several threads
@@ -74,7 +83,9 @@ impl WamrModule {
         config: &WamrConfig,
         watchdog: Arc<Watchdog>,
     ) -> Result<Self, ModuleError> {
-        let initial_pages = initial_pages(&wasm).map_err(ModuleError::Memories)?;
+        let (initial_pages, declared_max_bytes) =
+            memory_sizes(&wasm).map_err(ModuleError::Memories)?;
+        let (wasm, start) = luge_core::start::defer_start(wasm)?;
         let mut bytes = wasm.into_boxed_slice();
         let size = u32::try_from(bytes.len()).map_err(|_| ModuleError::TooLarge(bytes.len()))?;
         let mut error = [0 as std::ffi::c_char; 256];
@@ -106,14 +117,18 @@ impl WamrModule {
                 // SAFETY: WAMR's export names are NUL-terminated strings
                 // owned by the module, alive while it is.
                 let name = unsafe { CStr::from_ptr(export.name) };
-                exports.insert(name.to_string_lossy().into_owned());
+                if name.to_bytes() != luge_core::start::START_EXPORT.as_bytes() {
+                    exports.insert(name.to_string_lossy().into_owned());
+                }
             }
         }
         Ok(Self {
             module,
             _bytes: bytes,
             exports,
+            start,
             initial_pages,
+            declared_max_bytes,
             config: config.clone(),
             watchdog,
             instantiating: Mutex::new(()),
@@ -122,27 +137,34 @@ impl WamrModule {
 }
 
 /// The largest initial size, in pages, of the memories `wasm` defines or
-/// imports (0 without any).
-fn initial_pages(wasm: &[u8]) -> Result<u64, wasmparser::BinaryReaderError> {
+/// imports (0 without any), and the declared maximum in bytes of the
+/// first (`None` without one).
+fn memory_sizes(wasm: &[u8]) -> Result<(u64, Option<u64>), wasmparser::BinaryReaderError> {
     let mut largest = 0;
+    let mut first: Option<Option<u64>> = None;
+    let mut see = |memory: wasmparser::MemoryType| {
+        largest = largest.max(memory.initial);
+        let page = 1u64 << memory.page_size_log2.unwrap_or(16);
+        first.get_or_insert(memory.maximum.map(|max| max.saturating_mul(page)));
+    };
     for payload in wasmparser::Parser::new(0).parse_all(wasm) {
         match payload? {
             wasmparser::Payload::MemorySection(memories) => {
                 for memory in memories {
-                    largest = largest.max(memory?.initial);
+                    see(memory?);
                 }
             }
             wasmparser::Payload::ImportSection(imports) => {
                 for import in imports.into_imports() {
                     if let wasmparser::TypeRef::Memory(memory) = import?.ty {
-                        largest = largest.max(memory.initial);
+                        see(memory);
                     }
                 }
             }
             _ => {}
         }
     }
-    Ok(largest)
+    Ok((largest, first.flatten()))
 }
 
 impl Drop for WamrModule {

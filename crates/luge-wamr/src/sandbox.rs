@@ -314,11 +314,28 @@ fn execute(
     }
     // SAFETY: live instance, NUL-terminated name.
     let function = unsafe { sys::wasm_runtime_lookup_function(instance.instance, entry.as_ptr()) };
-    if function.is_null() {
+    if function.is_null() || action.entry == luge_core::start::START_EXPORT {
         return Err(SandboxError::NoEntry(action.entry.clone()));
     }
+    // The start function WAMR did not run at instantiation (see
+    // `luge_core::start`), run first below, under the same watchdog.
+    let start = if module.start {
+        let name = c"luge:start";
+        debug_assert_eq!(name.to_bytes(), luge_core::start::START_EXPORT.as_bytes());
+        // SAFETY: live instance, NUL-terminated name.
+        let start = unsafe { sys::wasm_runtime_lookup_function(instance.instance, name.as_ptr()) };
+        if start.is_null() {
+            return Err(SandboxError::Engine("the moved start function is missing"));
+        }
+        Some(start)
+    } else {
+        None
+    };
 
-    let _caller_refused = ffi::RestoreMemoryRefused(ffi::reset_memory_refused());
+    let _caller_growth = ffi::RestoreGrowth(ffi::reset_growth(
+        limits.memory_bytes,
+        module.declared_max_bytes,
+    ));
     let calls = CallTable::new(invocation.calls.clone(), CallMode::Fused);
     let (returned, timed_out) = {
         let target = Terminable(instance.instance);
@@ -327,12 +344,22 @@ fn execute(
             Box::new(move || target.terminate()),
             &invocation.cancel,
         );
-        // SAFETY: live exec env and function of this instance; `_start` and
-        // named entries take no arguments and return none, so no argv.
         let state = invocation.state.clone();
         let returned = luge_core::calls::on_this_thread::with(calls, || {
-            luge_core::state::on_this_thread::with(state, || unsafe {
-                sys::wasm_runtime_call_wasm(instance.exec_env, function, 0, std::ptr::null_mut())
+            luge_core::state::on_this_thread::with(state, || {
+                start.into_iter().chain([function]).all(|function| {
+                    // SAFETY: live exec env and function of this instance;
+                    // the start function, `_start` and named entries take
+                    // no arguments and return none, so no argv.
+                    unsafe {
+                        sys::wasm_runtime_call_wasm(
+                            instance.exec_env,
+                            function,
+                            0,
+                            std::ptr::null_mut(),
+                        )
+                    }
+                })
             })
         });
         (returned, watch.fired())
@@ -350,7 +377,7 @@ fn execute(
     } else if exception.as_deref() == Some(PROC_EXIT) {
         // SAFETY: live instance.
         let code = unsafe { sys::wasm_runtime_get_wasi_exit_code(instance.instance) };
-        Termination::Exited(code as i32)
+        Termination::exit(code as i32)
     } else if ffi::memory_was_refused() {
         Termination::OutOfMemory {
             limit_bytes: limits.memory_bytes,

@@ -211,7 +211,11 @@ impl WasmRuntime for WasmerRuntime {
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
         luge_core::runtime::refuse_component("wasmer", wasm)?;
-        let module = Module::new(&self.shared.engine, wasm)
+        // Its start function runs under the time limit, not at
+        // instantiation (see `luge_core::start`).
+        let (wasm, _) = luge_core::start::defer_start(wasm.to_vec())
+            .map_err(|e| EngineError::InvalidModule(e.into()))?;
+        let module = Module::new(&self.shared.engine, &wasm)
             .map_err(|e| EngineError::InvalidModule(e.into()))?;
         check_imports(&module)?;
         let serialized = module

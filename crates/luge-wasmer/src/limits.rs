@@ -111,6 +111,8 @@ impl Tunables for LimitingTunables {
                 let memory = self.base.create_host_memory(&lowered, style)?;
                 Ok(VMMemory(Box::new(Capped {
                     inner: memory,
+                    declared: ty.maximum,
+                    limit,
                     refused,
                 })))
             }
@@ -142,6 +144,8 @@ impl Tunables for LimitingTunables {
                 };
                 Ok(VMMemory(Box::new(Capped {
                     inner: memory,
+                    declared: ty.maximum,
+                    limit,
                     refused,
                 })))
             }
@@ -163,10 +167,14 @@ impl Tunables for LimitingTunables {
     }
 }
 
-/// A memory that records a growth refused at its maximum.
+/// A memory that records a growth refused at Luge's limit.
 #[derive(Debug)]
 struct Capped {
     inner: VMMemory,
+    /// The module's own maximum, before it was lowered to the limit.
+    declared: Option<Pages>,
+    /// Luge's limit.
+    limit: Pages,
     refused: Arc<AtomicBool>,
 }
 
@@ -184,8 +192,16 @@ impl LinearMemory for Capped {
     }
 
     fn grow(&mut self, delta: Pages) -> Result<Pages, MemoryError> {
+        let desired = u64::from(self.inner.size().0) + u64::from(delta.0);
         let grown = self.inner.grow(delta);
-        if matches!(grown, Err(MemoryError::CouldNotGrow { .. })) {
+        let bytes = |pages: Pages| u64::from(pages.0) * WASM_PAGE;
+        if matches!(grown, Err(MemoryError::CouldNotGrow { .. }))
+            && luge_core::limits::refused_by_limit(
+                desired * WASM_PAGE,
+                self.declared.map(bytes),
+                bytes(self.limit),
+            )
+        {
             self.refused.store(true, Ordering::Release);
         }
         grown

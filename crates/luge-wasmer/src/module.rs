@@ -30,6 +30,7 @@ impl WasmerModule {
             .exports()
             .filter(|e| matches!(e.ty(), ExternType::Function(_)))
             .map(|e| e.name().to_owned())
+            .filter(|name| name != luge_core::start::START_EXPORT)
             .collect();
         Self {
             module,

@@ -81,6 +81,15 @@ fn execute(
 
     let mut store = Store::new(shared.engine.clone());
     let memory_limit = LimitScope::enter(limits.memory_bytes);
+    // The watchdog covers instantiation too: a start function moved by
+    // `luge_core::start` runs below, but an artifact compiled before that
+    // may still run one inside `instantiate`.
+    let interrupter = store.interrupter();
+    let watch = shared.watchdog.watch(
+        started + limits.timeout,
+        Box::new(move || interrupter.interrupt()),
+        &invocation.cancel,
+    );
     let (instance, env) = match builder.instantiate(module.module.clone(), &mut store) {
         Ok(instantiated) => instantiated,
         Err(_) if memory_limit.refused() => {
@@ -88,34 +97,42 @@ fn execute(
                 limit_bytes: limits.memory_bytes,
             });
         }
+        Err(_) if watch.fired() => return Ok(Termination::TimedOut(limits.timeout)),
         Err(e) => return Err(SandboxError::Instantiate(e.into())),
     };
+    if action.entry == luge_core::start::START_EXPORT {
+        return Err(SandboxError::NoEntry(action.entry.clone()));
+    }
     let entry = instance
         .exports
         .get_function(&action.entry)
         .map_err(|_| SandboxError::NoEntry(action.entry.clone()))?
         .clone();
+    let start = instance
+        .exports
+        .get_function(luge_core::start::START_EXPORT)
+        .ok()
+        .cloned();
 
     let calls = invocation.calls.clone();
     let state = invocation.state.clone();
-    let interrupter = store.interrupter();
     let (returned, timed_out) = {
-        let watch = shared.watchdog.watch(
-            started + limits.timeout,
-            Box::new(move || interrupter.interrupt()),
-            &invocation.cancel,
-        );
         let memory = instance.exports.get_memory("memory").ok().cloned();
-        let returned =
-            crate::hostapi::with_invocation(calls, state, memory, || entry.call(&mut store, &[]));
+        let returned = crate::hostapi::with_invocation(calls, state, memory, || {
+            if let Some(start) = &start {
+                start.call(&mut store, &[])?;
+            }
+            entry.call(&mut store, &[])
+        });
         (returned, watch.fired())
     };
+    drop(watch);
     env.on_exit(&mut store, None);
 
     Ok(match returned {
         Ok(_) => Termination::Exited(0),
         Err(error) => match error.downcast::<WasiError>() {
-            Ok(WasiError::Exit(code)) => Termination::Exited(code.raw()),
+            Ok(WasiError::Exit(code)) => Termination::exit(code.raw()),
             Ok(other) => Termination::Trapped(other.to_string()),
             Err(error) => {
                 let message = error.message();

@@ -67,15 +67,11 @@ mod singlepass {
 /// at compile time, naming the import.
 #[test]
 fn imports_beyond_wasi_preview_1_are_refused() {
-    let mut wasm = b"\0asm\x01\0\0\0".to_vec();
-    // Type section: one type, () -> ().
-    wasm.extend_from_slice(&[0x01, 0x04, 0x01, 0x60, 0x00, 0x00]);
-    // Import section: wasix_32v1::fd_pipe, a function of type 0.
-    wasm.extend_from_slice(&[0x02, 0x16, 0x01, 10]);
-    wasm.extend_from_slice(b"wasix_32v1");
-    wasm.push(7);
-    wasm.extend_from_slice(b"fd_pipe");
-    wasm.extend_from_slice(&[0x00, 0x00]);
+    let wasm = wat::parse_str(
+        r#"(module (import "wasix_32v1" "fd_pipe" (func))
+             (memory (export "memory") 1) (func (export "_start")))"#,
+    )
+    .unwrap();
     let err = registry()
         .load(&luge_registry::ModuleCode::Wasm(wasm))
         .err()

@@ -61,6 +61,26 @@ impl std::fmt::Debug for WasmtimeRuntime {
     }
 }
 
+/// Replaces Wasmtime's preview 1 `proc_exit`, which traps on a status of
+/// 126 or more, with one that ends the run with any status: Luge keeps its
+/// low 8 bits on every engine ([`Termination::exit`]).
+///
+/// [`Termination::exit`]: luge_core::Termination::exit
+fn exit_with_any_status(linker: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let shadowed = linker
+        .func_wrap(
+            "wasi_snapshot_preview1",
+            "proc_exit",
+            |_: wasmtime::Caller<'_, SandboxState>, status: i32| -> wasmtime::Result<()> {
+                Err(wasmtime::Error::new(wasmtime_wasi::I32Exit(status)))
+            },
+        )
+        .map(|_| ());
+    linker.allow_shadowing(false);
+    shadowed
+}
+
 impl WasmtimeRuntime {
     /// Builds the engine, the WASI linker and the epoch ticker.
     pub fn new(config: &WasmtimeConfig) -> Result<Self, EngineError> {
@@ -73,6 +93,8 @@ impl WasmtimeRuntime {
             .map_err(|e| EngineError::config("WASI preview 1 linker", e))?;
         hostapi::add_to_linker(&mut sync, false)
             .and_then(|()| hostapi::add_to_linker(&mut asynchronous, true))
+            .and_then(|()| exit_with_any_status(&mut sync))
+            .and_then(|()| exit_with_any_status(&mut asynchronous))
             .map_err(|e| EngineError::config("host API linker", e))?;
         let component_linker = component::linker(&engine)?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick)

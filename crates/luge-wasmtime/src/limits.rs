@@ -33,10 +33,15 @@ impl ResourceLimiter for SandboxLimiter {
         &mut self,
         _current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let allowed = desired <= self.memory_bytes;
-        self.refused |= !allowed;
+        // `maximum` is the memory's declared maximum.
+        self.refused |= luge_core::limits::refused_by_limit(
+            desired as u64,
+            maximum.map(|m| m as u64),
+            self.memory_bytes as u64,
+        );
         Ok(allowed)
     }
 

@@ -67,15 +67,10 @@ impl SandboxModule {
         fuel: bool,
         release_above: Option<usize>,
     ) -> Result<Self, EngineError> {
-        // A memory Luge cannot reach it cannot give back early (see
-        // `release_memory`); WASI commands export theirs as `memory`.
-        let memory_export = module
-            .exports()
-            .find(|e| e.ty().memory().is_some())
-            .and_then(|e| module.get_export_index(e.name()));
-        if module.resources_required().num_memories > 0 && memory_export.is_none() {
-            return Err(Unsupported::NoMemory.into());
-        }
+        // The memory to give back early (see `release_memory`): every
+        // module exports it as `memory` (`luge_registry::check_abi`
+        // refused the others before they were compiled).
+        let memory_export = module.get_export_index("memory");
         let link = |linker: &Linker<SandboxState>| {
             linker
                 .instantiate_pre(&module)
@@ -352,7 +347,7 @@ pub(crate) fn termination(
         Ok(()) => Termination::Exited(0),
         Err(error) => {
             if let Some(exit) = error.downcast_ref::<I32Exit>() {
-                Termination::Exited(exit.0)
+                Termination::exit(exit.0)
             } else {
                 match error.downcast_ref::<Trap>() {
                     Some(Trap::Interrupt) => Termination::TimedOut(limits.timeout),

@@ -276,7 +276,9 @@ fn modules_must_export_their_memory() {
         panic!("a hidden memory was accepted");
     };
     assert!(
-        refused.to_string().contains("export its memory"),
+        refused
+            .to_string()
+            .contains("exports no linear memory named `memory`"),
         "{refused}"
     );
 }

@@ -1,0 +1,213 @@
+//! Every engine agrees: on hand-written edge cases, each with the outcome
+//! it must have, and on a fixed seed of generated cases.
+
+use std::time::Duration;
+
+use luge_diff::{Case, Class, Engines, Source, TrapKind, Verdict};
+use luge_engines::EngineKind;
+
+fn engines() -> Engines {
+    Engines::new(&EngineKind::built_in()).expect("every engine builds")
+}
+
+fn case(wat: &str, timeout: Duration) -> Case {
+    Case {
+        source: Source::Structured,
+        index: 0,
+        wasm: wat::parse_str(wat).expect("valid text"),
+        stdin: Vec::new(),
+        timeout,
+    }
+}
+
+/// Runs `wat` everywhere; says where an engine did not end as `class`.
+fn expect(
+    engines: &Engines,
+    name: &str,
+    wat: &str,
+    timeout: Duration,
+    class: Class,
+) -> Vec<String> {
+    let runs = luge_diff::run_case(engines, &case(wat, timeout));
+    runs.iter()
+        .filter(|run| run.class != class)
+        .map(|run| {
+            format!(
+                "{name}: {} ended {:?} ({}), not {class:?}",
+                run.engine.name(),
+                run.class,
+                run.detail
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hand_written_edges_end_the_same_everywhere() {
+    let engines = engines();
+    let short = luge_diff::SPIN_TIMEOUT;
+    let mut wrong = Vec::new();
+    // A start function runs at instantiation, before `_start`: it is the
+    // tenant's code all the same, under the same limits.
+    wrong.extend(expect(
+        &engines,
+        "a start function that traps",
+        r#"(module (memory (export "memory") 1)
+             (func $s unreachable) (start $s)
+             (func (export "_start")))"#,
+        short,
+        Class::Trap(TrapKind::Unreachable),
+    ));
+    wrong.extend(expect(
+        &engines,
+        "a start function that never returns",
+        r#"(module (memory (export "memory") 1)
+             (func $s (loop $l (br $l))) (start $s)
+             (func (export "_start")))"#,
+        short,
+        Class::TimedOut,
+    ));
+    wrong.extend(expect(
+        &engines,
+        "a start function that recurses without end",
+        r#"(module (memory (export "memory") 1)
+             (func $s call $s) (start $s)
+             (func (export "_start")))"#,
+        luge_diff::TIMEOUT,
+        Class::Trap(TrapKind::StackOverflow),
+    ));
+    // The function ABI: a WASI command exports its memory as "memory".
+    for (name, wat) in [
+        ("no memory", r#"(module (func (export "_start")))"#),
+        (
+            "an unexported memory",
+            r#"(module (memory 1) (func (export "_start")))"#,
+        ),
+        (
+            "a memory exported under another name",
+            r#"(module (memory (export "mem") 1) (func (export "_start")))"#,
+        ),
+    ] {
+        wrong.extend(expect(&engines, name, wat, short, Class::Refused));
+    }
+    // An import returning two values can never link; Wasmer's single-pass
+    // compiler panicked on one. Refused before any compiler sees it.
+    wrong.extend(expect(
+        &engines,
+        "a two-result import",
+        r#"(module (import "luge" "two" (func (result i32 i32)))
+             (memory (export "memory") 1) (func (export "_start")))"#,
+        short,
+        Class::Refused,
+    ));
+    // proc_exit's status: its low 8 bits, as a POSIX parent sees it.
+    for (status, class) in [
+        ("200", Class::Exited(200)),
+        ("256", Class::Exited(0)),
+        ("-1", Class::Exited(255)),
+    ] {
+        let wat = format!(
+            r#"(module (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+                 (memory (export "memory") 1)
+                 (func (export "_start") (call $exit (i32.const {status}))))"#
+        );
+        wrong.extend(expect(
+            &engines,
+            &format!("proc_exit({status})"),
+            &wat,
+            short,
+            class,
+        ));
+    }
+    // A growth refused by the module's own maximum is the guest's doing;
+    // one refused by Luge's limit (8 MiB here) makes the trap after it the
+    // memory limit.
+    let grow_then_trap = |max: &str, pages: u32| {
+        format!(
+            r#"(module (memory (export "memory") 1 {max})
+                 (func (export "_start")
+                   (if (i32.eq (memory.grow (i32.const {pages})) (i32.const -1))
+                     (then unreachable))))"#
+        )
+    };
+    wrong.extend(expect(
+        &engines,
+        "a growth past the module's own maximum",
+        &grow_then_trap("4", 8),
+        short,
+        Class::Trap(TrapKind::Unreachable),
+    ));
+    wrong.extend(expect(
+        &engines,
+        "a growth past Luge's limit",
+        &grow_then_trap("", 200),
+        short,
+        Class::OutOfMemory,
+    ));
+    wrong.extend(expect(
+        &engines,
+        "a growth past 4 GiB",
+        &grow_then_trap("", 65536),
+        short,
+        Class::Trap(TrapKind::Unreachable),
+    ));
+    wrong.extend(expect(
+        &engines,
+        "an empty command",
+        r#"(module (memory (export "memory") 1) (func (export "_start")))"#,
+        short,
+        Class::Exited(0),
+    ));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A fixed seed: no disagreement, and the outcomes the generators aim at
+/// all occur.
+#[test]
+fn a_fixed_seed_of_generated_cases_agrees() {
+    let engines = engines();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut disagreements = Vec::new();
+    for index in 0..CASES {
+        let Some(case) = luge_diff::case(SEED, index) else {
+            continue;
+        };
+        let runs = luge_diff::run_case(&engines, &case);
+        match luge_diff::judge(&runs) {
+            Verdict::Agree => {
+                seen.insert(runs[0].class.clone());
+            }
+            Verdict::Known(_) => {}
+            Verdict::Disagree => disagreements.push(format!(
+                "case {index}: {:?}",
+                runs.iter()
+                    .map(|r| (r.engine.name(), &r.class, &r.detail))
+                    .collect::<Vec<_>>()
+            )),
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "luge-diff --seed {SEED}: {}",
+        disagreements.join("\n")
+    );
+    for class in [
+        Class::Exited(0),
+        Class::TimedOut,
+        Class::OutOfMemory,
+        Class::Trap(TrapKind::StackOverflow),
+        Class::Trap(TrapKind::DivideByZero),
+        Class::Trap(TrapKind::MemoryOutOfBounds),
+        Class::Trap(TrapKind::Unreachable),
+    ] {
+        assert!(seen.contains(&class), "no case ended {class:?}: {seen:?}");
+    }
+    assert!(
+        seen.iter()
+            .any(|c| matches!(c, Class::Exited(n) if *n != 0)),
+        "no case exited non-zero: {seen:?}"
+    );
+}
+
+const SEED: u64 = 20261125;
+const CASES: u64 = 300;
