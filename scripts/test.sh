@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# fuzz/ is a workspace of its own with its own lock file: a dependency
+# change in the main workspace must be carried into it (fail in seconds,
+# not after the whole build).
+cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
 ./scripts/build-actions.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
