@@ -344,6 +344,69 @@ pub fn declared_memory_above_the_limit_is_out_of_memory(registry: &ModuleRegistr
     assert_eq!(run(&*big, action, "").termination, Termination::Exited(0));
 }
 
+/// Custom sections change nothing, a `dylink.0` section included: Wasmer's
+/// WASI layer would take a module carrying one for a shared library and
+/// link it in its own way; on every engine it runs as the module it is.
+pub fn custom_sections_change_nothing(registry: &ModuleRegistry) {
+    use std::borrow::Cow;
+    use wasm_encoder::{
+        CodeSection, CustomSection, EntityType, ExportKind, ExportSection, Function,
+        FunctionSection, ImportSection, Instruction, MemorySection, MemoryType, Module,
+        TypeSection,
+    };
+    let mut module = Module::new();
+    // WASM_DYLINK_MEM_INFO: memory size, alignment, table size, alignment.
+    module.section(&CustomSection {
+        name: Cow::Borrowed("dylink.0"),
+        data: Cow::Borrowed(&[1, 4, 0, 0, 0, 0]),
+    });
+    let mut types = TypeSection::new();
+    types.ty().function([wasm_encoder::ValType::I32], []);
+    types.ty().function([], []);
+    module.section(&types);
+    let mut imports = ImportSection::new();
+    imports.import(
+        "wasi_snapshot_preview1",
+        "proc_exit",
+        EntityType::Function(0),
+    );
+    module.section(&imports);
+    let mut functions = FunctionSection::new();
+    functions.function(1);
+    module.section(&functions);
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType {
+        minimum: 1,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    module.section(&memories);
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("_start", ExportKind::Func, 1);
+    module.section(&exports);
+    let mut code = CodeSection::new();
+    let mut body = Function::new([]);
+    body.instruction(&Instruction::I32Const(7))
+        .instruction(&Instruction::Call(0))
+        .instruction(&Instruction::End);
+    code.function(&body);
+    module.section(&code);
+    module.section(&CustomSection {
+        name: Cow::Borrowed("luge-test"),
+        data: Cow::Borrowed(b"anything"),
+    });
+    let dylink = registry
+        .load(&ModuleCode::Wasm(module.finish()))
+        .unwrap_or_else(|e| panic!("a module with a dylink.0 section: {e}"));
+    assert_eq!(
+        run(&*dylink, Action::command("dylink"), "").termination,
+        Termination::Exited(7)
+    );
+}
+
 /// Declares the conformance suite as `#[test]` functions in the calling
 /// test file: `conformance_tests!(registry(), read_only_supported)`, where
 /// the first argument builds a fresh [`ModuleRegistry`] per test. The test
@@ -372,6 +435,11 @@ macro_rules! conformance_tests {
         #[test]
         fn declared_memory_above_the_limit_is_out_of_memory() {
             $crate::conformance::declared_memory_above_the_limit_is_out_of_memory(&$registry);
+        }
+
+        #[test]
+        fn custom_sections_change_nothing() {
+            $crate::conformance::custom_sections_change_nothing(&$registry);
         }
 
         #[test]

@@ -80,9 +80,43 @@ pub struct WasmerConfig {
     pub compiler: WasmerCompiler,
 }
 
+/// How this runtime builds a Wasmer engine: one per compilation and one
+/// per loaded module, never one for all.
+///
+/// A Wasmer `Engine` keeps the code of every module compiled or
+/// deserialized into it, with its unwind frames registered in the
+/// process's unwinder, until the engine itself is dropped. One shared
+/// engine therefore grew with every module ever loaded (memory no
+/// module's drop returned) and made every trap slower (libgcc's frame
+/// lookup walks every registered object under a global lock: after a few
+/// thousand modules a trap took seconds, outside any time limit). An
+/// engine per module is dropped with the module's last user and takes
+/// its code and frames with it.
+#[derive(Clone)]
+pub(crate) struct EngineRecipe {
+    compiler: WasmerCompiler,
+    target: Target,
+}
+
+impl EngineRecipe {
+    /// A fresh engine with Luge's tunables (memory limits and guards).
+    pub(crate) fn engine(&self) -> Engine {
+        let builder = match self.compiler {
+            WasmerCompiler::Cranelift => EngineBuilder::new(Cranelift::default()),
+            WasmerCompiler::Singlepass => EngineBuilder::new(Singlepass::default()),
+        };
+        let mut engine: Engine = builder
+            .set_target(Some(self.target.clone()))
+            .engine()
+            .into();
+        engine.set_tunables(LimitingTunables::for_target(&self.target));
+        engine
+    }
+}
+
 /// What every sandbox of this runtime shares.
 pub(crate) struct Shared {
-    pub(crate) engine: Engine,
+    recipe: EngineRecipe,
     /// WASIX's view of the host: task manager, engine, no network.
     pub(crate) wasi_runtime: Arc<dyn wasmer_wasix::Runtime + Send + Sync>,
     /// The tokio runtime WASIX's file and clock futures run on; sandboxes
@@ -143,12 +177,10 @@ impl WasmerRuntime {
                 .map_err(|e| EngineError::config(format!("target {target_name}"), e.to_string()))?;
             Target::new(triple, CpuFeature::set())
         };
-        let builder = match config.compiler {
-            WasmerCompiler::Cranelift => EngineBuilder::new(Cranelift::default()),
-            WasmerCompiler::Singlepass => EngineBuilder::new(Singlepass::default()),
+        let recipe = EngineRecipe {
+            compiler: config.compiler,
+            target,
         };
-        let mut engine: Engine = builder.set_target(Some(target.clone())).engine().into();
-        engine.set_tunables(LimitingTunables::for_target(&target));
 
         // One I/O thread: WASIX only parks timers and file futures on it;
         // the guest code runs on Luge's workers.
@@ -160,7 +192,9 @@ impl WasmerRuntime {
             .map_err(|e| EngineError::config("I/O runtime", e))?;
         let tasks = TokioTaskManager::new(io.handle().clone());
         let mut wasi_runtime = PluggableRuntime::new(Arc::new(tasks));
-        wasi_runtime.set_engine(engine.clone());
+        // WASIX compiles nothing for Luge (no dynamic linking: Luge strips
+        // `dylink.0`, see `precompile`); its runtime still wants an engine.
+        wasi_runtime.set_engine(recipe.engine());
         // Host API v1's calls, for modules that import `luge`.
         wasi_runtime.with_additional_imports(|module, store| Ok(hostapi::imports(module, store)));
         let watchdog = Watchdog::start("luge-wasmer-watchdog")
@@ -172,12 +206,72 @@ impl WasmerRuntime {
                 target: target_name,
             },
             shared: Arc::new(Shared {
-                engine,
+                recipe,
                 wasi_runtime: Arc::new(wasi_runtime),
                 io: IoRuntime(Some(io)),
                 watchdog,
             }),
         })
+    }
+}
+
+/// The custom section that makes WASIX take a module for a shared library
+/// and link it itself (its own memory, stack and library search).
+const DYLINK_SECTION: &[u8] = b"dylink.0";
+
+/// `wasm` without its `dylink.0` custom sections, so that it runs as the
+/// plain module it is, as on the other engines (custom sections mean
+/// nothing to them). Input that is not a well-formed core module is
+/// returned unchanged, for the compiler to refuse.
+fn strip_dylink(wasm: Vec<u8>) -> Vec<u8> {
+    /// A LEB128 u32 at `at`: its value and the offset after it.
+    fn leb(bytes: &[u8], mut at: usize) -> Option<(usize, usize)> {
+        let mut value = 0usize;
+        for shift in (0..35).step_by(7) {
+            let byte = *bytes.get(at)?;
+            at += 1;
+            value |= usize::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some((value, at));
+            }
+        }
+        None
+    }
+    /// The byte ranges of the `dylink.0` sections, or `None` if malformed.
+    fn dylink_ranges(wasm: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+        if wasm.get(..8)? != b"\0asm\x01\0\0\0" {
+            return None;
+        }
+        let mut ranges = Vec::new();
+        let mut at = 8;
+        while at < wasm.len() {
+            let start = at;
+            let id = wasm[at];
+            let (size, body) = leb(wasm, at + 1)?;
+            let end = body.checked_add(size).filter(|&end| end <= wasm.len())?;
+            if id == 0 {
+                let (name_len, name) = leb(wasm, body)?;
+                let name_end = name.checked_add(name_len).filter(|&e| e <= end)?;
+                if &wasm[name..name_end] == DYLINK_SECTION {
+                    ranges.push(start..end);
+                }
+            }
+            at = end;
+        }
+        Some(ranges)
+    }
+    match dylink_ranges(&wasm) {
+        Some(ranges) if !ranges.is_empty() => {
+            let mut kept = Vec::with_capacity(wasm.len());
+            let mut from = 0;
+            for range in ranges {
+                kept.extend_from_slice(&wasm[from..range.start]);
+                from = range.end;
+            }
+            kept.extend_from_slice(&wasm[from..]);
+            kept
+        }
+        _ => wasm,
     }
 }
 
@@ -215,7 +309,9 @@ impl WasmRuntime for WasmerRuntime {
         // instantiation (see `luge_core::start`).
         let (wasm, _) = luge_core::start::defer_start(wasm.to_vec())
             .map_err(|e| EngineError::InvalidModule(e.into()))?;
-        let module = Module::new(&self.shared.engine, &wasm)
+        let wasm = strip_dylink(wasm);
+        // A throwaway engine: the shared one would keep this code forever.
+        let module = Module::new(&self.shared.recipe.engine(), &wasm)
             .map_err(|e| EngineError::InvalidModule(e.into()))?;
         check_imports(&module)?;
         let serialized = module
@@ -234,10 +330,12 @@ impl WasmRuntime for WasmerRuntime {
         // luge-registry's `artifact::open`, after the MAC verified under the
         // operator's key and the header named this engine, version and
         // target), so it is a module this engine serialized for this target.
-        let module = unsafe { Module::deserialize(&self.shared.engine, payload) }
+        let engine = self.shared.recipe.engine();
+        let module = unsafe { Module::deserialize(&engine, payload) }
             .map_err(|e| EngineError::BadArtifact(e.into()))?;
         Ok(Arc::new(WasmerModule::new(
             module,
+            engine,
             payload.len(),
             Arc::clone(&self.shared),
         )))

@@ -3,13 +3,16 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use wasmer::{ExternType, Module};
+use wasmer::{Engine, ExternType, Module};
 
 use crate::Shared;
 
 /// A module deserialized into the engine, ready to instantiate.
 pub struct WasmerModule {
     pub(crate) module: Module,
+    /// The module's own engine (see `EngineRecipe`): its stores are made
+    /// from it, and its code goes with the last of them.
+    pub(crate) engine: Engine,
     pub(crate) exports: HashSet<String>,
     pub(crate) code_size: usize,
     pub(crate) shared: Arc<Shared>,
@@ -25,7 +28,12 @@ impl std::fmt::Debug for WasmerModule {
 
 impl WasmerModule {
     /// Wraps a module of `code_size` serialized bytes.
-    pub(crate) fn new(module: Module, code_size: usize, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(
+        module: Module,
+        engine: Engine,
+        code_size: usize,
+        shared: Arc<Shared>,
+    ) -> Self {
         let exports = module
             .exports()
             .filter(|e| matches!(e.ty(), ExternType::Function(_)))
@@ -34,6 +42,7 @@ impl WasmerModule {
             .collect();
         Self {
             module,
+            engine,
             exports,
             code_size,
             shared,

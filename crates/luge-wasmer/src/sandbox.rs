@@ -79,7 +79,7 @@ fn execute(
         builder = builder.fs(grants::mount(&action.capabilities.dirs, io)?);
     }
 
-    let mut store = Store::new(shared.engine.clone());
+    let mut store = Store::new(module.engine.clone());
     let memory_limit = LimitScope::enter(limits.memory_bytes);
     // The watchdog covers instantiation too: a start function moved by
     // `luge_core::start` runs below, but an artifact compiled before that
