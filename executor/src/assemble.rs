@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use luge_host::{Config, FunctionHost, FunctionStore, HostPolicy, Origin, RouteTable};
 use luge_openwhisk::{Container, Containers, LogSink, ProcessStreams};
 
@@ -132,6 +132,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 Executor(Arc::new(App::new(settings, mode, token, tenants))),
             ))
         }
+        Command::Run(_) => bail!("`luge run` serves nothing: run it with `luge_executor::run`"),
     }
 }
 

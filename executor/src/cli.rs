@@ -35,6 +35,9 @@ pub enum Command {
         #[command(flatten)]
         common: Options,
     },
+    /// Runs one WASI command module once, here: its output is this
+    /// process's, its exit status this process's status.
+    Run(crate::run::RunArgs),
     /// Many containers (POST /{id}/init|run|destroy, GET /{id}/logs), and
     /// functions on routes: from a config, a Sledge spec, or uploads.
     Serve {

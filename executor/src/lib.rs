@@ -6,6 +6,8 @@
 //!   `/{id}/logs`), for OpenWhisk's WasmContainerFactory; and a standalone
 //!   function host: routes from `--config luge.toml` or `--sledge-spec`,
 //!   uploads under `/v1/functions` ([`standalone`]).
+//! - `luge run`: one WASI command once, on this terminal ([`run`]): to try
+//!   a function, and for the WASI conformance suite.
 //!
 //! This binary is thin layers; each imports only the layers below it
 //! (checked by a test of this crate), from the top:
@@ -43,18 +45,20 @@ pub mod options;
 mod protocol;
 mod router;
 mod routes;
+pub mod run;
 pub mod serve;
 pub mod standalone;
 
 use tracing_subscriber::EnvFilter;
 
-/// Runs the executor for parsed command-line arguments until a shutdown
-/// signal.
-pub fn main_with(cli: cli::Cli) -> anyhow::Result<()> {
+/// Runs the executor for parsed command-line arguments: `luge run` until
+/// its module ends (its exit status returned), the servers until a
+/// shutdown signal (0).
+pub fn main_with(cli: cli::Cli) -> anyhow::Result<u8> {
     // Logs go to stderr. In proxy mode the process's streams are the
     // action's logs as OpenWhisk collects them, so only warnings go there.
     let default_level = match cli.command {
-        cli::Command::Proxy { .. } => "warn",
+        cli::Command::Proxy { .. } | cli::Command::Run(_) => "warn",
         cli::Command::Serve { .. } => "info",
     };
     tracing_subscriber::fmt()
@@ -64,11 +68,15 @@ pub fn main_with(cli: cli::Cli) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let cli::Command::Run(args) = cli.command {
+        return run::run(args);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("luge-http")
         .build()?;
-    runtime.block_on(serve::run(cli))
+    runtime.block_on(serve::run(cli))?;
+    Ok(0)
 }
 
 #[cfg(test)]

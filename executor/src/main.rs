@@ -6,7 +6,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     match luge_executor::main_with(luge_executor::cli::Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(status),
         Err(error) => {
             // One line a person can act on; the trace only when asked for.
             eprintln!("luge: error: {}", luge_core::error_line(error.as_ref()));

@@ -202,6 +202,10 @@ pub(crate) fn run(module: &WamrModule, invocation: Invocation) -> Outcome {
     .cap_output(limits.max_output_bytes)
 }
 
+/// How WAMR's instantiation ends its message when a data or element
+/// segment does not fit (`wasm_runtime.c`, reference types on): a trap.
+const SEGMENT_TRAPS: [&str; 2] = ["out of bounds memory access", "out of bounds table access"];
+
 fn execute(
     module: &WamrModule,
     invocation: &Invocation,
@@ -297,7 +301,15 @@ fn execute(
     };
     drop(args);
     if instance.is_null() {
-        return Err(SandboxError::Instantiate(error_text(&error).into()));
+        let text = error_text(&error);
+        // A data or element segment out of bounds traps while the module
+        // is instantiated, as the spec has it: a trap, as on every engine.
+        // WAMR says so only in words.
+        return if SEGMENT_TRAPS.iter().any(|trap| text.ends_with(trap)) {
+            Ok(Termination::Trapped(text))
+        } else {
+            Err(SandboxError::Instantiate(text.into()))
+        };
     }
     let mut instance = Instance {
         instance,

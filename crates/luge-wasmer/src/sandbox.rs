@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use luge_core::{DirMode, Invocation, LoadedModule, Outcome, SandboxError, Termination};
-use wasmer::Store;
+use wasmer::{InstantiationError, Store};
 use wasmer_vm::TrapCode;
-use wasmer_wasix::{WasiEnv, WasiError};
+use wasmer_wasix::{WasiEnv, WasiError, WasiRuntimeError, WasiThreadError};
 
 use crate::grants;
 use crate::limits::LimitScope;
@@ -98,6 +98,14 @@ fn execute(
             });
         }
         Err(_) if watch.fired() => return Ok(Termination::TimedOut(limits.timeout)),
+        // A data or element segment out of bounds traps while the module
+        // is instantiated, as the spec has it: a trap, as on every engine.
+        Err(WasiRuntimeError::Thread(WasiThreadError::InstanceCreateFailed(failed))) => {
+            match *failed {
+                InstantiationError::Start(trap) => return Ok(Termination::Trapped(trap.message())),
+                other => return Err(SandboxError::Instantiate(other.into())),
+            }
+        }
         Err(e) => return Err(SandboxError::Instantiate(e.into())),
     };
     if action.entry == luge_core::start::START_EXPORT {

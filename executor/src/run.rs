@@ -1,0 +1,183 @@
+//! `luge run`: one WASI command, once, on this terminal — the module's
+//! stdout and stderr are this process's, its exit status is this
+//! process's status. For trying a function before deploying it and for
+//! running WASI conformance suites (`scripts/wasi-testsuite.sh`).
+//!
+//! The invocation is the one every front end makes (an [`Action`], its
+//! [`Capabilities`], [`Limits`]), run on the chosen engine straight from
+//! the registry: there is nothing to schedule. The module sees exactly
+//! what the flags give it: `argv` (the module's file name, then the
+//! arguments), the `--env` variables and no others, the `--dir` grants.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use luge_core::limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
+use luge_core::{Action, Capabilities, DirGrant, DirMode, Invocation, Termination};
+use luge_engines::{EngineKind, EngineSettings};
+use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry};
+
+/// Status for an ending that is not an exit (a trap, a limit): 128 +
+/// SIGABRT, as `wasmtime run` and a C program that aborts.
+pub const TRAP_STATUS: u8 = 134;
+
+/// Most stdin bytes a run reads (the default request body cap of
+/// `luge serve`): the module gets them all at once.
+const MAX_STDIN_BYTES: u64 = 64 << 20;
+
+/// `luge run`'s arguments.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Engine to run on.
+    #[arg(long, value_enum, default_value = "wasmtime")]
+    pub engine: EngineKind,
+    /// `NAME=VALUE`: a variable of the module's environment (repeat).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// `HOST[::GUEST]`: grant a host directory, read-write, at GUEST
+    /// (default: the same path) (repeat).
+    #[arg(long = "dir", value_name = "HOST[::GUEST]")]
+    pub dirs: Vec<String>,
+    /// `HOST[::GUEST]`: grant a host directory read-only (repeat).
+    #[arg(long = "dir-ro", value_name = "HOST[::GUEST]")]
+    pub dirs_read_only: Vec<String>,
+    /// Time limit of the run, ms [default: 60000, OpenWhisk's].
+    #[arg(long)]
+    pub timeout_ms: Option<u64>,
+    /// Memory limit of the run, MiB [default: 256, OpenWhisk's].
+    #[arg(long)]
+    pub memory_mb: Option<u64>,
+    /// The export to call [default: `_start`, a WASI command].
+    #[arg(long)]
+    pub invoke: Option<String>,
+    /// The module's stdin, read whole before it starts as a request body
+    /// is (`-`: this process's stdin) [default: empty; never waited on].
+    #[arg(long, value_name = "FILE")]
+    pub stdin: Option<PathBuf>,
+    /// The module (`.wasm`, or WebAssembly text).
+    pub module: PathBuf,
+    /// Its arguments (`argv[1..]`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// A `HOST[::GUEST]` grant in `mode`.
+fn grant(spec: &str, mode: DirMode) -> anyhow::Result<DirGrant> {
+    let (host, guest) = spec.split_once("::").unwrap_or((spec, spec));
+    if guest.is_empty() {
+        bail!("--dir {spec}: the guest path is empty");
+    }
+    Ok(DirGrant::open(std::path::Path::new(host), guest, mode)?)
+}
+
+/// Runs the module as `args` say; the status the process should exit with.
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let code = std::fs::read(&args.module)
+        .with_context(|| format!("cannot read {}", args.module.display()))?;
+    let mut action = Action::command(args.module.file_name().map_or_else(
+        || "main.wasm".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    ));
+    if let Some(entry) = args.invoke {
+        action.entry = entry;
+    }
+    for pair in &args.env {
+        let Some((name, value)) = pair.split_once('=') else {
+            bail!("--env {pair}: expected NAME=VALUE");
+        };
+        action.env.push((name.to_owned(), value.to_owned()));
+    }
+    let mut capabilities = Capabilities {
+        args: args.args,
+        ..Capabilities::default()
+    };
+    for spec in &args.dirs {
+        capabilities.dirs.push(grant(spec, DirMode::ReadWrite)?);
+    }
+    for spec in &args.dirs_read_only {
+        capabilities.dirs.push(grant(spec, DirMode::ReadOnly)?);
+    }
+    if capabilities.dirs.len() > luge_core::capabilities::MAX_DIR_GRANTS {
+        bail!(
+            "at most {} directories may be granted",
+            luge_core::capabilities::MAX_DIR_GRANTS
+        );
+    }
+    action.capabilities = capabilities;
+    action.limits = Limits {
+        memory_bytes: args
+            .memory_mb
+            .map_or(DEFAULT_MEMORY_BYTES, |mb| mb.saturating_mul(1 << 20)),
+        timeout: args
+            .timeout_ms
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+        fuel: None,
+        max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+    };
+    if action.limits.memory_bytes == 0 || action.limits.timeout.is_zero() {
+        bail!("limits must be greater than zero");
+    }
+
+    let runtime = luge_engines::build(
+        args.engine,
+        &EngineSettings {
+            target: None,
+            // One sandbox: this run's.
+            sandboxes: Some(1),
+            max_memory_bytes: action.limits.memory_bytes,
+            fuel: false,
+            resident_budget_bytes: luge_engines::DEFAULT_RESIDENT_BUDGET_BYTES,
+        },
+    )?;
+    // Artifacts never leave this process: any key seals them.
+    let key = ArtifactKey::from_secret(b"luge run: artifacts stay in this process")?;
+    let registry = ModuleRegistry::new(runtime, key, None);
+    let module = registry.load(&ModuleCode::Wasm(code))?;
+
+    let mut stdin = Vec::new();
+    match &args.stdin {
+        None => {}
+        Some(path) if path.as_os_str() == "-" => {
+            std::io::stdin()
+                .take(MAX_STDIN_BYTES + 1)
+                .read_to_end(&mut stdin)
+                .context("cannot read stdin")?;
+        }
+        Some(path) => {
+            std::fs::File::open(path)
+                .and_then(|file| file.take(MAX_STDIN_BYTES + 1).read_to_end(&mut stdin))
+                .with_context(|| format!("cannot read {}", path.display()))?;
+        }
+    }
+    if stdin.len() as u64 > MAX_STDIN_BYTES {
+        bail!("stdin is larger than {} MiB", MAX_STDIN_BYTES >> 20);
+    }
+    let outcome = module.run(Invocation::new(Arc::new(action), stdin));
+    std::io::stdout().write_all(&outcome.stdout)?;
+    std::io::stdout().flush()?;
+    std::io::stderr().write_all(&outcome.stderr)?;
+    Ok(match outcome.termination {
+        Termination::Exited(status) => status as u8,
+        Termination::Failed(reason) => bail!("{reason}"),
+        Termination::Trapped(message) => ended(&format!("trap: {message}")),
+        Termination::TimedOut(limit) => ended(&format!("time limit of {limit:?} reached")),
+        Termination::OutOfMemory { limit_bytes } => ended(&format!(
+            "memory limit of {} MiB reached",
+            limit_bytes >> 20
+        )),
+        Termination::OutOfFuel => ended("out of fuel"),
+        Termination::OutputTooLarge { limit_bytes } => {
+            ended(&format!("output cut at its cap of {limit_bytes} bytes"))
+        }
+    })
+}
+
+/// Says why the module ended without exiting; [`TRAP_STATUS`].
+fn ended(why: &str) -> u8 {
+    eprintln!("luge: {why}");
+    TRAP_STATUS
+}

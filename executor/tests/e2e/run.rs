@@ -1,0 +1,126 @@
+//! `luge run`: one WASI command on this terminal, on the engine under test
+//! (the real binary, real modules from `actions/`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use luge_testkit::last_json;
+
+use crate::common::engine;
+
+fn module(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm")
+        .join(format!("{name}.wasm"))
+}
+
+fn luge_run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_luge"))
+        .args(["run", "--engine", engine()])
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn streams_arguments_environment_and_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.json");
+    std::fs::write(&input, r#"{"mode":"x"}"#).unwrap();
+    let echo = module("echo");
+    let out = luge_run(&["--stdin", input.to_str().unwrap(), echo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(last_json(&out.stdout)["mode"], "x");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hello stderr"));
+
+    // Exactly the variables given, and the arguments after the module
+    // (hyphens included) as argv[1..].
+    let env = module("env");
+    let out = luge_run(&[
+        "--env",
+        "A=1",
+        "--env",
+        "B=x=y",
+        env.to_str().unwrap(),
+        "a",
+        "-b",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let seen = last_json(&out.stdout);
+    assert_eq!(seen["env"], serde_json::json!({"A": "1", "B": "x=y"}));
+    assert_eq!(seen["args"], serde_json::json!(["env.wasm", "a", "-b"]));
+}
+
+#[test]
+fn exit_statuses_and_traps_are_the_process_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = module("fail");
+    let exit = dir.path().join("exit.json");
+    std::fs::write(&exit, r#"{"mode":"exit"}"#).unwrap();
+    let out = luge_run(&["--stdin", exit.to_str().unwrap(), fail.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("giving up with status 3"));
+
+    let trap = dir.path().join("trap.json");
+    std::fs::write(&trap, r#"{"mode":"trap"}"#).unwrap();
+    let out = luge_run(&["--stdin", trap.to_str().unwrap(), fail.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(134), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("luge: trap"),
+        "{out:?}"
+    );
+
+    let spin = module("spin");
+    let out = luge_run(&["--timeout-ms", "300", spin.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(134), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("time limit"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn directories_are_granted_by_flag_only() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("note.txt"), "granted").unwrap();
+    let request = dir.path().join("request.json");
+    std::fs::write(&request, r#"{"path":"/data/note.txt"}"#).unwrap();
+    let files = module("files");
+    let grant = format!("{}::/data", dir.path().display());
+    let out = luge_run(&[
+        "--dir-ro",
+        &grant,
+        "--stdin",
+        request.to_str().unwrap(),
+        files.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("granted"),
+        "{out:?}"
+    );
+    // Without the grant, the file is not there.
+    let out = luge_run(&[
+        "--stdin",
+        request.to_str().unwrap(),
+        files.to_str().unwrap(),
+    ]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("granted"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_status_one() {
+    let out = luge_run(&["/nonexistent/module.wasm"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("luge: error: cannot read"), "{stderr}");
+    let echo = module("echo");
+    let out = luge_run(&["--env", "NOEQUALS", echo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected NAME=VALUE"));
+}
