@@ -33,6 +33,10 @@ for engine in wasmer wamr; do
     echo "== end-to-end suite on $engine"
     LUGE_TEST_ENGINE=$engine cargo test --workspace --all-features --test e2e
 done
+# WASI 0.1 conformance: wasi-testsuite's Rust and C tests through `luge
+# run` on every engine; each engine's known failures are listed (and
+# explained) in scripts/wasi-testsuite/expected-<engine>.txt.
+./scripts/wasi-testsuite.sh
 # The OpenWhisk kit against a real OpenWhisk: compiles the factory against
 # OPENWHISK_SRC and runs actions through OpenWhisk's standalone server. CI
 # has no OpenWhisk checkout: there it says SKIPPED and why.

@@ -133,6 +133,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             resident_budget_bytes: luge_engines::DEFAULT_RESIDENT_BUDGET_BYTES,
         },
     )?;
+    // What this engine cannot enforce is refused, as at any init.
+    runtime.check_grants(&action.capabilities)?;
     // Artifacts never leave this process: any key seals them.
     let key = ArtifactKey::from_secret(b"luge run: artifacts stay in this process")?;
     let registry = ModuleRegistry::new(runtime, key, None);

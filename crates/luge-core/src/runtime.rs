@@ -107,6 +107,18 @@ pub enum Unsupported {
         /// The directory as the guest sees it.
         guest: String,
     },
+    /// The engine cannot grant a directory at this guest path.
+    #[error(
+        "engine {engine} cannot grant a directory at {guest:?}: {why}; grant it at another path or run Luge with --engine wasmtime"
+    )]
+    DirAt {
+        /// The engine's name.
+        engine: &'static str,
+        /// The directory as the guest sees it.
+        guest: String,
+        /// Why not.
+        why: &'static str,
+    },
     /// The imports could not be linked (the engine's reason is the source).
     #[error("its imports could not be linked")]
     Link(#[source] Cause),

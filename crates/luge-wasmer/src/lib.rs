@@ -35,7 +35,9 @@ pub mod stdio;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use luge_core::{EngineError, EngineId, LoadedModule, Unsupported, VerifiedArtifact, WasmRuntime};
+use luge_core::{
+    Capabilities, EngineError, EngineId, LoadedModule, Unsupported, VerifiedArtifact, WasmRuntime,
+};
 use luge_watchdog::Watchdog;
 use wasmer::sys::{
     CpuFeature, Cranelift, EngineBuilder, NativeEngineExt, Singlepass, Target, Triple,
@@ -318,6 +320,28 @@ impl WasmRuntime for WasmerRuntime {
             .serialize()
             .map_err(|e| EngineError::from(Unsupported::Serialize(e.into())))?;
         Ok(serialized.to_vec())
+    }
+
+    /// A directory granted at `/` is refused: WASIX keeps `/` for its own
+    /// virtual root, preopened at fd 3 before any grant, so the guest saw
+    /// two preopens named `/` and took the first, the root, where nothing
+    /// can be created (wasi-testsuite's filesystem tests failed this way).
+    /// Grants at any other path resolve through wasi-libc as on every
+    /// engine.
+    fn check_grants(&self, capabilities: &Capabilities) -> Result<(), EngineError> {
+        match capabilities
+            .dirs
+            .iter()
+            .find(|d| grants::mount_point(&d.guest) == std::path::Path::new("/"))
+        {
+            Some(dir) => Err(Unsupported::DirAt {
+                engine: "wasmer",
+                guest: dir.guest.clone(),
+                why: "WASIX keeps / for its own root",
+            }
+            .into()),
+            None => Ok(()),
+        }
     }
 
     fn load_artifact(

@@ -79,3 +79,23 @@ fn imports_beyond_wasi_preview_1_are_refused() {
         .to_string();
     assert!(err.contains("wasix_32v1::fd_pipe"), "{err}");
 }
+
+/// A directory granted at `/` is refused by name: WASIX keeps `/` for its
+/// own root (see `check_grants`); any other path is granted.
+#[test]
+fn a_grant_at_the_root_is_refused_by_name() {
+    use luge_core::{Capabilities, DirGrant, DirMode, WasmRuntime};
+    let runtime = WasmerRuntime::new(&WasmerConfig::default()).unwrap();
+    let dir = std::env::temp_dir();
+    for (guest, refused) in [("/", true), (".", true), ("/data", false), ("data", false)] {
+        let capabilities = Capabilities {
+            dirs: vec![DirGrant::open(&dir, guest, DirMode::ReadWrite).unwrap()],
+            ..Capabilities::default()
+        };
+        let result = runtime.check_grants(&capabilities);
+        assert_eq!(result.is_err(), refused, "{guest}: {result:?}");
+        if let Err(e) = result {
+            assert!(e.to_string().contains("cannot grant a directory at"), "{e}");
+        }
+    }
+}
