@@ -25,13 +25,34 @@ pub struct FunctionStats {
 struct FunctionRecord {
     stats: FunctionStats,
     recent: VecDeque<Duration>,
+    /// The percentile of `recent`, kept up to date by `record`: reading
+    /// it (once per submission under SRSF or sharding) sorts nothing.
+    expected: Duration,
 }
+
+/// Shards of the per-function table: a function's record lives in the
+/// shard its name hashes to, so workers finishing jobs of different
+/// functions take different locks (one lock for all was held by every
+/// worker on every job). 64 keeps collisions rare at 16 workers and costs
+/// 64 small mutexes.
+const SHARDS: usize = 64;
+
+/// Functions remembered per shard (4,096 in all): the table is bounded
+/// however many functions come and go (uploads, OpenWhisk actions). A
+/// full shard forgets an arbitrary function to take a new one; a forgotten
+/// function is learned again from its next runs.
+const FUNCTIONS_PER_SHARD: usize = 64;
+
+type Shard = Mutex<HashMap<Arc<str>, FunctionRecord>>;
 
 /// Per-function execution statistics, shared by all workers.
 #[derive(Debug)]
 pub struct ExecutionStats {
     percentile: f64,
-    functions: Mutex<HashMap<Arc<str>, FunctionRecord>>,
+    shards: Box<[Shard]>,
+    /// Picks a name's shard, keyed at random per process: a tenant cannot
+    /// aim its function names at the shard of another's.
+    hasher: std::collections::hash_map::RandomState,
 }
 
 impl ExecutionStats {
@@ -39,38 +60,56 @@ impl ExecutionStats {
     pub fn new(percentile: f64) -> Self {
         Self {
             percentile: percentile.clamp(0.0, 100.0),
-            functions: Mutex::new(HashMap::new()),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: std::collections::hash_map::RandomState::new(),
         }
     }
 
-    fn functions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, FunctionRecord>> {
+    /// The shard of `function`, locked.
+    fn shard(
+        &self,
+        function: &str,
+    ) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, FunctionRecord>> {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(function);
+        let shard = &self.shards[hash as usize % SHARDS];
         // Updates are single inserts/pushes; ignore poisoning.
-        self.functions.lock().unwrap_or_else(|e| e.into_inner())
+        shard.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every shard's records, one shard locked at a time.
+    fn each(&self, mut visit: impl FnMut(&Arc<str>, &FunctionRecord)) {
+        for shard in self.shards.iter() {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            for (name, record) in shard.iter() {
+                visit(name, record);
+            }
+        }
     }
 
     /// Expected execution time of `function`: the percentile of recent runs,
     /// else `seed` (the function's declared expectation), else zero.
     pub fn expected(&self, function: &str, seed: Option<Duration>) -> Duration {
-        let functions = self.functions();
-        match functions.get(function) {
-            Some(record) if !record.recent.is_empty() => {
-                let mut sorted: Vec<Duration> = record.recent.iter().copied().collect();
-                sorted.sort_unstable();
-                let rank = (self.percentile / 100.0 * (sorted.len() - 1) as f64).round() as usize;
-                sorted[rank.min(sorted.len() - 1)]
-            }
+        match self.shard(function).get(function) {
+            Some(record) if !record.recent.is_empty() => record.expected,
             _ => seed.unwrap_or(Duration::ZERO),
         }
     }
 
     /// Records a completed job.
     pub fn record(&self, function: &Arc<str>, execution: Duration, missed: bool, preemptions: u64) {
-        let mut functions = self.functions();
+        let mut shard = self.shard(function);
         // Look up by &str first: no allocation on the per-job hot path.
-        if !functions.contains_key(&**function) {
-            functions.insert(Arc::clone(function), FunctionRecord::default());
+        if !shard.contains_key(&**function) {
+            if shard.len() >= FUNCTIONS_PER_SHARD {
+                let forgotten = shard.keys().next().cloned();
+                if let Some(forgotten) = forgotten {
+                    shard.remove(&forgotten);
+                }
+            }
+            shard.insert(Arc::clone(function), FunctionRecord::default());
         }
-        let Some(record) = functions.get_mut(&**function) else {
+        let Some(record) = shard.get_mut(&**function) else {
             return;
         };
         record.stats.completed += 1;
@@ -80,23 +119,40 @@ impl ExecutionStats {
             record.recent.pop_front();
         }
         record.recent.push_back(execution);
+        record.expected = percentile(&record.recent, self.percentile);
     }
 
     /// Stats of one function.
     pub fn function(&self, function: &str) -> FunctionStats {
-        self.functions()
+        self.shard(function)
             .get(function)
             .map(|r| r.stats.clone())
             .unwrap_or_default()
     }
 
-    /// Stats of every function seen.
+    /// Stats of every function remembered.
     pub fn all(&self) -> Vec<(String, FunctionStats)> {
-        self.functions()
-            .iter()
-            .map(|(k, r)| (k.to_string(), r.stats.clone()))
-            .collect()
+        let mut all = Vec::new();
+        self.each(|name, record| all.push((name.to_string(), record.stats.clone())));
+        all
     }
+}
+
+/// The `percentile` (0-100) of `recent` (at most [`WINDOW`] entries, not
+/// empty), nearest rank; sorted on the stack.
+fn percentile(recent: &VecDeque<Duration>, percentile: f64) -> Duration {
+    let mut sorted = [Duration::ZERO; WINDOW];
+    let n = recent.len().min(WINDOW);
+    for (slot, value) in sorted.iter_mut().zip(recent.iter()) {
+        *slot = *value;
+    }
+    let sorted = &mut sorted[..n];
+    sorted.sort_unstable();
+    let rank = (percentile / 100.0 * n.saturating_sub(1) as f64).round() as usize;
+    sorted
+        .get(rank.min(n.saturating_sub(1)))
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Scheduler-wide counters.
@@ -166,5 +222,26 @@ mod tests {
         assert_eq!(stats.expected("f", Some(ms(7))), ms(9));
         assert_eq!(stats.function("f").deadline_misses, 1);
         assert_eq!(stats.function("f").completed, 10);
+    }
+
+    #[test]
+    fn the_table_stays_bounded_and_spread() {
+        let stats = ExecutionStats::new(50.0);
+        let ms = Duration::from_millis;
+        for i in 0..20_000 {
+            let f: Arc<str> = Arc::from(format!("function-{i}"));
+            stats.record(&f, ms(1), false, 0);
+        }
+        let all = stats.all();
+        assert!(all.len() <= SHARDS * FUNCTIONS_PER_SHARD, "{}", all.len());
+        // Spread over the shards: most of them filled.
+        assert!(
+            all.len() > SHARDS * FUNCTIONS_PER_SHARD * 3 / 4,
+            "{}",
+            all.len()
+        );
+        // A remembered function still answers its own figures.
+        let (name, _) = &all[0];
+        assert_eq!(stats.expected(name, None), ms(1));
     }
 }

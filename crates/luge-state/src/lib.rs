@@ -99,6 +99,9 @@ pub enum OpenError {
         #[source]
         source: redis::RedisError,
     },
+    /// The system's random source failed (for the store's incarnation).
+    #[error("the system's random source")]
+    Random(#[source] getrandom::Error),
 }
 
 /// The host's state: both tiers and the local locks.
@@ -109,7 +112,19 @@ pub struct StateStore {
     quotas: Quotas,
     /// Locks when there is no Redis: key -> (holder's token, lease end).
     locks: Mutex<HashMap<String, (String, Instant)>>,
+    /// This store's incarnation, random at open: lock tokens are
+    /// `{incarnation}-{n}`, unique across processes and hosts sharing one
+    /// Redis (a process id is not: every container's Luge may be pid 1),
+    /// and made without a system call per invocation.
+    incarnation: u64,
     next_token: AtomicU64,
+}
+
+/// A random incarnation id (see `StateStore::incarnation`).
+fn incarnation() -> Result<u64, OpenError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(OpenError::Random)?;
+    Ok(u64::from_ne_bytes(bytes))
 }
 
 impl StateStore {
@@ -135,6 +150,7 @@ impl StateStore {
             global,
             quotas: config.quotas,
             locks: Mutex::default(),
+            incarnation: incarnation()?,
             next_token: AtomicU64::new(1),
         })
     }
@@ -177,7 +193,7 @@ impl StateStore {
             private: format!("~{}", qualify(&clean(function))),
             granted: granted.iter().map(|ns| (ns.clone(), qualify(ns))).collect(),
             until,
-            token: format!("{}-{token}", std::process::id()),
+            token: format!("{:016x}-{token}", self.incarnation),
             held: Mutex::default(),
         }
     }
