@@ -62,8 +62,8 @@ fn route(app: &App, site: Site, method: &Method, path: &str) -> Route {
         return match (app.tenants.get(index), path) {
             (_, "/healthz") if method == Method::GET => Route::Answer(app.health()),
             (_, "/metrics") if method == Method::GET => Route::Answer(app.metrics_reply()),
-            (Some(tenant), _) => match tenant.routes.get(path) {
-                Some(function) => function_route(function),
+            (Some(tenant), _) => match tenant.routes.lookup(path) {
+                Some(matched) => function_route(matched),
                 None => Route::Answer(not_found(method, path)),
             },
             (None, _) => Route::Answer(not_found(method, path)),
@@ -72,8 +72,8 @@ fn route(app: &App, site: Site, method: &Method, path: &str) -> Route {
     // Function routes and chains never overlap the API (refused where
     // they are declared: FunctionHost::reserve), so order is moot.
     if let Mode::Serve { host, .. } = &app.mode {
-        if let Some(function) = host.route(path) {
-            return function_route(function);
+        if let Some(matched) = host.route(path) {
+            return function_route(matched);
         }
         if let Some(chain) = host.chain(path) {
             return Route::Chain(ChainRoute(chain));
@@ -105,17 +105,24 @@ fn route(app: &App, site: Site, method: &Method, path: &str) -> Route {
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("{method} is not allowed on {}.", endpoint.pattern()),
         )),
-        None => Route::Answer(not_found(method, path)),
+        // Prefix routes (`/api/...`) take what nothing above served.
+        None => match &app.mode {
+            Mode::Serve { host, .. } => match host.prefixed_route(path) {
+                Some(matched) => function_route(matched),
+                None => Route::Answer(not_found(method, path)),
+            },
+            _ => Route::Answer(not_found(method, path)),
+        },
     }
 }
 
 /// A function's route: an HTTP handler takes the request as it comes;
 /// any other function runs on its body.
-fn function_route(function: Arc<luge_host::Function>) -> Route {
-    if function.module.serves_http() {
-        Route::Handler(HttpHandler(function))
+fn function_route(matched: luge_host::RouteMatch) -> Route {
+    if matched.function.module.serves_http() {
+        Route::Handler(HttpHandler(matched))
     } else {
-        Route::Function(FunctionRoute(function))
+        Route::Function(FunctionRoute(matched))
     }
 }
 

@@ -10,7 +10,9 @@ use bytes::Bytes;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, StatusCode};
 use luge_core::{Invocation, Termination};
-use luge_host::{Chain, Function, FunctionHost, FunctionSpec, HostError, Origin, SpecError};
+use luge_host::{
+    Chain, Function, FunctionHost, FunctionSpec, HostError, Origin, RouteMatch, SpecError,
+};
 
 use crate::admission::Tree;
 use crate::app::{App, log_stderr};
@@ -58,7 +60,7 @@ impl HttpInput {
 
 /// A function on its route: the request's body (or a GET's query) on
 /// stdin, its stdout the response, Sledge style.
-pub(crate) struct FunctionRoute(pub(crate) Arc<Function>);
+pub(crate) struct FunctionRoute(pub(crate) RouteMatch);
 
 /// A chain on its route: each stage's stdout the next one's stdin.
 pub(crate) struct ChainRoute(pub(crate) Arc<Chain>);
@@ -86,7 +88,8 @@ impl Handler for FunctionRoute {
             Ok(input) => input,
             Err(refused) => return refused,
         };
-        let function = self.0;
+        let matched = self.0;
+        let function = Arc::clone(&matched.function);
         let arrived = Instant::now();
         let action = &function.action;
         let relative = action.sched.relative_deadline_or_default();
@@ -111,7 +114,7 @@ impl Handler for FunctionRoute {
             _ => None,
         };
         let invocation = Invocation {
-            env: request_env(&input, None),
+            env: request_env(&input, Some(&matched), None),
             calls,
             state: app.state_session(&function, arrived),
             ..Invocation::new(Arc::clone(action), stdin)
@@ -160,7 +163,7 @@ impl Handler for ChainRoute {
         for (index, function) in chain.stages.iter().enumerate() {
             let stage = index + 1;
             let invocation = Invocation {
-                env: request_env(&input, Some(stage)),
+                env: request_env(&input, None, Some(stage)),
                 state: app.state_session(function, Instant::now()),
                 ..Invocation::new(Arc::clone(&function.action), data)
             };
@@ -386,9 +389,16 @@ pub(crate) fn relative_deadline(
     }
 }
 
-/// The CGI-like environment of an invocation; a chain's stages also learn
-/// their number (from 1) in `LUGE_CHAIN_STAGE`.
-fn request_env(input: &HttpInput, chain_stage: Option<usize>) -> Vec<(String, String)> {
+/// The CGI-like environment of an invocation: on a route, `SCRIPT_NAME`
+/// is the route's base (the path itself for an exact route, `/api` for
+/// `/api/...`) and `PATH_INFO` the rest of the request path (empty for an
+/// exact route); a chain's stages learn their number (from 1) in
+/// `LUGE_CHAIN_STAGE`.
+fn request_env(
+    input: &HttpInput,
+    route: Option<&RouteMatch>,
+    chain_stage: Option<usize>,
+) -> Vec<(String, String)> {
     let mut env = vec![
         ("REQUEST_METHOD".to_owned(), input.method.to_string()),
         (
@@ -397,6 +407,10 @@ fn request_env(input: &HttpInput, chain_stage: Option<usize>) -> Vec<(String, St
         ),
         ("LUGE_REQUEST_ID".to_owned(), input.request_id.to_string()),
     ];
+    if let Some(route) = route {
+        env.push(("SCRIPT_NAME".to_owned(), route.base.clone()));
+        env.push(("PATH_INFO".to_owned(), route.path_info.clone()));
+    }
     if let Some(stage) = chain_stage {
         env.push(("LUGE_CHAIN_STAGE".to_owned(), stage.to_string()));
     }

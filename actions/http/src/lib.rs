@@ -2,8 +2,9 @@
 //! segment of the request path (so one component serves several routes):
 //!
 //! - `.../echo`: answers 200 with the request's body streamed back chunk
-//!   by chunk, and headers `x-method`, `x-path` (path and query) and
-//!   `x-echo` (the request's `x-luge-test`);
+//!   by chunk, and headers `x-method`, `x-path` (path and query),
+//!   `x-echo` (the request's `x-luge-test`) and every `spin-*` header the
+//!   request had (the route information a Spin host gives);
 //! - `.../stream?N`: answers N chunks of 64 KiB (default 16) of `a`;
 //! - `.../trap`: traps before answering;
 //! - `.../spin`: computes until its time limit (or preemption) stops it;
@@ -79,6 +80,11 @@ fn echo(request: IncomingRequest, out: ResponseOutparam, path: &str) {
     let _ = fields.append("x-method", method.as_bytes());
     let _ = fields.append("x-path", path.as_bytes());
     let _ = fields.append("x-echo", &test);
+    for (name, value) in request.headers().entries() {
+        if name.starts_with("spin-") {
+            let _ = fields.append(&name, &value);
+        }
+    }
     let response = OutgoingResponse::new(fields);
     let outgoing = response.body().expect("a new response has a body");
     // The head goes out first; the body follows as it is read.

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::chain::{ChainSpec, MAX_STAGES};
-use crate::spec::{FunctionSpec, check_route_path};
+use crate::spec::{FunctionSpec, check_exact_path, check_route_path};
 
 /// A config file that could not be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -169,7 +169,7 @@ impl<S: ServerTable> Config<S> {
         }
         for (index, chain) in raw.chains.iter().enumerate() {
             let key = |field: &str| format!("chains[{index}].{field}");
-            check_route_path(&chain.path).map_err(|e| error(key("path"), e.to_string()))?;
+            check_exact_path(&chain.path).map_err(|e| error(key("path"), e.to_string()))?;
             if !seen.insert(chain.path.clone()) {
                 return Err(error(
                     key("path"),

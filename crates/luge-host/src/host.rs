@@ -20,7 +20,9 @@ use luge_registry::{LoadError, ModuleCode, ModuleRegistry};
 use crate::chain::{Chain, ChainSpec};
 use crate::config::ConfiguredRoute;
 use crate::function::{Function, Origin};
-use crate::spec::{FunctionSpec, HostPolicy, SpecError, check_route_path};
+use crate::spec::{
+    FunctionSpec, HostPolicy, SpecError, check_exact_path, check_route_path, route_prefix,
+};
 use crate::store::{FunctionStore, StoreError, StoredMetadata, valid_name};
 
 /// Why a function could not be deployed or found.
@@ -95,33 +97,119 @@ pub enum HostError {
     Store(#[from] StoreError),
 }
 
-/// Functions by path.
+/// A request path's route: the function, and how the path matched.
+#[derive(Debug, Clone)]
+pub struct RouteMatch {
+    /// The function served.
+    pub function: Arc<Function>,
+    /// The route as declared (`/api/...`, or the exact path).
+    pub route: String,
+    /// The path the route is based at (`/api` for `/api/...`, `` for
+    /// `/...`, the path itself for an exact route).
+    pub base: String,
+    /// The rest of the request path after `base` (`/x/y`, or empty).
+    pub path_info: String,
+}
+
+/// Routes of one listener: exact paths, and prefixes (`/api/...`).
+#[derive(Debug, Default)]
+struct Routes {
+    exact: HashMap<String, Arc<Function>>,
+    /// By base (`/api`, or `` for `/...`).
+    prefixes: HashMap<String, Arc<Function>>,
+}
+
+impl Routes {
+    /// The table a route goes in, and its key there.
+    fn slot<'a>(&mut self, path: &'a str) -> (&mut HashMap<String, Arc<Function>>, &'a str) {
+        match route_prefix(path) {
+            Some(base) => (&mut self.prefixes, base),
+            None => (&mut self.exact, path),
+        }
+    }
+}
+
+/// The longest a route path is (checked where routes are declared): no
+/// ancestor of a request path longer than this can be a prefix's base, so
+/// a lookup tries at most this many bases, however long the request path.
+const MAX_ROUTE_BYTES: usize = 256;
+
+/// Functions by path: exact routes first, then the longest prefix route.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    map: RwLock<HashMap<String, Arc<Function>>>,
+    map: RwLock<Routes>,
 }
 
 impl RouteTable {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Function>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Routes> {
         // Updates are single inserts and removes: a poisoned lock still holds
         // a consistent map.
         self.map.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Function>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Routes> {
         self.map.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The function served on `path`.
+    /// The function served on exactly `path` (a declared route: `/api/...`
+    /// names the prefix route itself).
     pub fn get(&self, path: &str) -> Option<Arc<Function>> {
-        self.read().get(path).cloned()
+        let routes = self.read();
+        match route_prefix(path) {
+            Some(base) => routes.prefixes.get(base).cloned(),
+            None => routes.exact.get(path).cloned(),
+        }
+    }
+
+    /// The route a request for `path` takes: its exact route, else the
+    /// prefix route with the longest base that `path` is, or is under.
+    pub fn lookup(&self, path: &str) -> Option<RouteMatch> {
+        let routes = self.read();
+        if let Some(function) = routes.exact.get(path) {
+            return Some(RouteMatch {
+                function: Arc::clone(function),
+                route: path.to_owned(),
+                base: path.to_owned(),
+                path_info: String::new(),
+            });
+        }
+        self.prefixed_in(&routes, path)
+    }
+
+    /// The prefix route of `path` only (see [`RouteTable::lookup`]).
+    pub fn prefixed(&self, path: &str) -> Option<RouteMatch> {
+        self.prefixed_in(&self.read(), path)
+    }
+
+    fn prefixed_in(&self, routes: &Routes, path: &str) -> Option<RouteMatch> {
+        if routes.prefixes.is_empty() {
+            return None;
+        }
+        // `path` itself, then each ancestor at a '/' (longest first), then
+        // the catch-all's empty base; never one longer than a route can be.
+        let ancestors = std::iter::once(path.len())
+            .chain(path.match_indices('/').map(|(at, _)| at).rev())
+            .filter(|&end| end <= MAX_ROUTE_BYTES);
+        for end in ancestors {
+            let base = &path[..end];
+            if let Some(function) = routes.prefixes.get(base) {
+                return Some(RouteMatch {
+                    function: Arc::clone(function),
+                    route: format!("{base}/..."),
+                    base: base.to_owned(),
+                    path_info: path[end..].to_owned(),
+                });
+            }
+        }
+        None
     }
 
     /// Adds `function` on each of its routes; refuses a taken path.
     pub fn insert(&self, function: Arc<Function>) -> Result<(), HostError> {
         let mut map = self.write();
         for path in &function.routes {
-            if let Some(owner) = map.get(path) {
+            let (table, key) = map.slot(path);
+            if let Some(owner) = table.get(key) {
                 return Err(HostError::RouteTaken {
                     path: path.clone(),
                     owner: owner.name.clone(),
@@ -129,14 +217,50 @@ impl RouteTable {
             }
         }
         for path in &function.routes {
-            map.insert(path.clone(), Arc::clone(&function));
+            let (table, key) = map.slot(path);
+            table.insert(key.to_owned(), Arc::clone(&function));
         }
         Ok(())
     }
 
+    /// In one step: `previous` stops serving its routes and `next` (if
+    /// any) serves its own (routes checked free by the caller).
+    fn swap(&self, previous: Option<&Arc<Function>>, next: Option<&Arc<Function>>) {
+        let mut map = self.write();
+        for path in previous.iter().flat_map(|f| &f.routes) {
+            let (table, key) = map.slot(path);
+            table.remove(key);
+        }
+        if let Some(function) = next {
+            for path in &function.routes {
+                let (table, key) = map.slot(path);
+                table.insert(key.to_owned(), Arc::clone(function));
+            }
+        }
+    }
+
+    /// The function named `name`: preferably the one on `/{name}`.
+    fn by_name(&self, name: &str) -> Option<Arc<Function>> {
+        let routes = self.read();
+        if let Some(function) = routes
+            .exact
+            .get(&format!("/{name}"))
+            .filter(|f| f.name == name)
+        {
+            return Some(Arc::clone(function));
+        }
+        routes
+            .exact
+            .values()
+            .chain(routes.prefixes.values())
+            .find(|f| f.name == name)
+            .cloned()
+    }
+
     /// Number of routes.
     pub fn len(&self) -> usize {
-        self.read().len()
+        let routes = self.read();
+        routes.exact.len() + routes.prefixes.len()
     }
 
     /// Whether there are none.
@@ -315,7 +439,7 @@ impl FunctionHost {
         let mut resolved = Vec::with_capacity(chains.len());
         for spec in chains {
             let fail = |e| (spec.path.clone(), e);
-            check_route_path(&spec.path).map_err(|e| fail(e.into()))?;
+            check_exact_path(&spec.path).map_err(|e| fail(e.into()))?;
             self.check_unreserved(&spec.path).map_err(fail)?;
             if let Some(owner) = self.routes.get(&spec.path) {
                 return Err(fail(HostError::RouteTaken {
@@ -457,11 +581,10 @@ impl FunctionHost {
         let mut uploaded = self.uploaded.write().unwrap_or_else(|e| e.into_inner());
         let previous = uploaded.get(name).cloned();
         {
-            let map = self.routes.read();
             let chains = self.chains.read().unwrap_or_else(|e| e.into_inner());
             for path in &function.routes {
                 self.check_unreserved(path)?;
-                if let Some(owner) = map.get(path)
+                if let Some(owner) = self.routes.get(path)
                     && owner.name != name
                 {
                     return Err(HostError::RouteTaken {
@@ -491,15 +614,7 @@ impl FunctionHost {
                 artifact,
             )?;
         }
-        let mut map = self.routes.write();
-        if let Some(previous) = &previous {
-            for path in &previous.routes {
-                map.remove(path);
-            }
-        }
-        for path in &function.routes {
-            map.insert(path.clone(), Arc::clone(&function));
-        }
+        self.routes.swap(previous.as_ref(), Some(&function));
         uploaded.insert(name.to_owned(), function);
         Ok(previous.is_some())
     }
@@ -536,10 +651,7 @@ impl FunctionHost {
         if let Some(store) = &self.store {
             store.remove(name)?;
         }
-        let mut map = self.routes.write();
-        for path in &function.routes {
-            map.remove(path);
-        }
+        self.routes.swap(Some(&function), None);
         Ok(())
     }
 
@@ -568,16 +680,26 @@ impl FunctionHost {
         if let Some(function) = self.uploaded(name) {
             return Some(function);
         }
-        let routes = self.routes.read();
-        if let Some(function) = routes.get(&format!("/{name}")).filter(|f| f.name == name) {
-            return Some(Arc::clone(function));
-        }
-        routes.values().find(|f| f.name == name).cloned()
+        self.routes.by_name(name)
     }
 
-    /// The function served on `path` of the main listener.
-    pub fn route(&self, path: &str) -> Option<Arc<Function>> {
-        self.routes.get(path)
+    /// The exact route of a request for `path` on the main listener.
+    pub fn route(&self, path: &str) -> Option<RouteMatch> {
+        self.routes
+            .get(path)
+            .filter(|_| route_prefix(path).is_none())
+            .map(|function| RouteMatch {
+                function,
+                route: path.to_owned(),
+                base: path.to_owned(),
+                path_info: String::new(),
+            })
+    }
+
+    /// The prefix route of a request for `path` on the main listener (the
+    /// executor's own API and chains are consulted before it).
+    pub fn prefixed_route(&self, path: &str) -> Option<RouteMatch> {
+        self.routes.prefixed(path)
     }
 
     /// Routes on the main listener.

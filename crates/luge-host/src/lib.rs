@@ -30,6 +30,6 @@ pub mod store;
 pub use chain::{Chain, ChainSpec};
 pub use config::{Config, ConfigError, ConfiguredRoute, ServerTable};
 pub use function::{Function, Origin};
-pub use host::{FunctionHost, HostError, RouteTable};
+pub use host::{FunctionHost, HostError, RouteMatch, RouteTable};
 pub use spec::{FunctionSpec, HostPolicy, SpecError};
 pub use store::FunctionStore;

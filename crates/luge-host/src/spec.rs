@@ -162,9 +162,48 @@ const RESERVED: &[&str] = &["/healthz", "/metrics"];
 /// Prefixes owned by the management API and uploaded functions.
 const RESERVED_PREFIXES: &[&str] = &["/v1/", "/fn/"];
 
+/// The suffix that makes a route a prefix route, as in Spin: `/api/...`
+/// serves `/api` and every path under it, `/...` every path.
+pub const PREFIX_SUFFIX: &str = "/...";
+
+/// The base of a prefix route (`/api` for `/api/...`, `` for `/...`), or
+/// `None` for an exact route.
+pub fn route_prefix(path: &str) -> Option<&str> {
+    path.strip_suffix(PREFIX_SUFFIX)
+}
+
 /// Checks that `path` can be a configured route: absolute, no empty, `.` or
-/// `..` segments, no query, not one of the executor's own paths.
+/// `..` segments, no query, not one of the executor's own paths. A route
+/// ending in `/...` is a prefix route (see [`PREFIX_SUFFIX`]); `/...`
+/// alone takes every path nothing else serves.
 pub fn check_route_path(path: &str) -> Result<(), SpecError> {
+    if path == PREFIX_SUFFIX {
+        return Ok(());
+    }
+    if let Some(base) = route_prefix(path) {
+        let under = format!("{base}/");
+        if RESERVED
+            .iter()
+            .chain(RESERVED_PREFIXES)
+            .any(|reserved| reserved.starts_with(&under))
+        {
+            return Err(SpecError::Path {
+                path: path.to_owned(),
+                reason: "a prefix route cannot cover the executor's paths (/healthz, /metrics, /v1/..., /fn/...)",
+            });
+        }
+    }
+    check_exact_path(route_prefix(path).unwrap_or(path)).map_err(|e| match e {
+        SpecError::Path { reason, .. } => SpecError::Path {
+            path: path.to_owned(),
+            reason,
+        },
+        other => other,
+    })
+}
+
+/// [`check_route_path`] for paths that cannot be prefixes (chains).
+pub fn check_exact_path(path: &str) -> Result<(), SpecError> {
     let bad = |reason| {
         Err(SpecError::Path {
             path: path.to_owned(),
@@ -180,9 +219,11 @@ pub fn check_route_path(path: &str) -> Result<(), SpecError> {
     }
     if path[1..]
         .split('/')
-        .any(|s| s.is_empty() || s == "." || s == "..")
+        .any(|s| s.is_empty() || s == "." || s == ".." || s == "...")
     {
-        return bad("empty, '.' and '..' segments are not allowed");
+        return bad(
+            "empty, '.', '..' and '...' segments are not allowed ('/...' ends a prefix route)",
+        );
     }
     if RESERVED.contains(&path) || RESERVED_PREFIXES.iter().any(|p| path.starts_with(p)) {
         return bad("reserved for the executor (/healthz, /metrics, /v1/..., /fn/...)");
@@ -325,9 +366,13 @@ mod tests {
 
     #[test]
     fn route_paths_are_checked() {
-        for good in ["/fib", "/a/b", "/tenant-1/fn_x.v2"] {
+        for good in ["/fib", "/a/b", "/tenant-1/fn_x.v2", "/api/...", "/..."] {
             assert!(check_route_path(good).is_ok(), "{good}");
         }
+        for bad in ["/a/.../...", "/healthz/...", "/v1/...", "/fn/...", "//..."] {
+            assert!(check_route_path(bad).is_err(), "{bad}");
+        }
+        assert!(check_exact_path("/api/...").is_err());
         for bad in [
             "",
             "/",

@@ -795,3 +795,151 @@ fn routes_cannot_shadow_the_container_api() {
             .contains("/{id}/run")
     );
 }
+
+/// Prefix routes (`/api/...`, Spin's syntax): the longest prefix serves
+/// what no exact route, chain or executor endpoint does; a function learns
+/// the route's base and the rest of the path (`SCRIPT_NAME`, `PATH_INFO`;
+/// Spin's `spin-*` headers for HTTP handlers, a client's own dropped).
+#[test]
+fn prefix_routes_take_the_rest_of_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["env", "c-hello"] {
+        write_module(dir.path(), name);
+    }
+    let handler = common::engine() == "wasmtime";
+    if handler {
+        write_module(dir.path(), "http-handler");
+    }
+    let config = dir.path().join("luge.toml");
+    let mut text = r#"
+        [[routes]]
+        path = "/api/..."
+        module = "env.wasm"
+        name = "api"
+
+        [[routes]]
+        path = "/api/exact"
+        module = "env.wasm"
+        name = "exact"
+
+        [[routes]]
+        path = "/api/deeper/..."
+        module = "env.wasm"
+        name = "deeper"
+
+        [[routes]]
+        path = "/..."
+        module = "c-hello.wasm"
+        name = "everything"
+        "#
+    .to_owned();
+    if handler {
+        text.push_str(
+            r#"
+        [[routes]]
+        path = "/h/..."
+        module = "http-handler.wasm"
+        name = "handler"
+        "#,
+        );
+    }
+    std::fs::write(&config, text).unwrap();
+    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+
+    let env_of = |path: &str| {
+        let reply = luge.send("POST", path, &[], b"{}");
+        assert_eq!(
+            reply.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        let env = reply.json()["env"].clone();
+        (
+            env["SCRIPT_NAME"].as_str().unwrap_or("?").to_owned(),
+            env["PATH_INFO"].as_str().unwrap_or("?").to_owned(),
+        )
+    };
+    assert_eq!(env_of("/api/x/y"), ("/api".into(), "/x/y".into()));
+    assert_eq!(env_of("/api"), ("/api".into(), "".into()));
+    assert_eq!(env_of("/api/"), ("/api".into(), "/".into()));
+    assert_eq!(env_of("/api/exact"), ("/api/exact".into(), "".into()));
+    assert_eq!(
+        env_of("/api/exact/more"),
+        ("/api".into(), "/exact/more".into())
+    );
+    assert_eq!(env_of("/api/deeper/z"), ("/api/deeper".into(), "/z".into()));
+    // Not under /api (a segment boundary counts): the catch-all.
+    for path in ["/apix", "/", "/other/path"] {
+        let reply = luge.send("POST", path, &[], b"{}");
+        assert_eq!(reply.status, 200, "{path}");
+        assert!(
+            String::from_utf8_lossy(&reply.body).contains("hello"),
+            "{path}"
+        );
+    }
+    // The executor's own endpoints are never taken by a prefix.
+    let reply = luge.send("GET", "/healthz", &[], b"");
+    assert_eq!(reply.json()["status"], "ok");
+    // A path far longer than any route is looked up in bounded time.
+    let long = format!("/api{}", "/a".repeat(4000));
+    assert_eq!(env_of(&long).1.len(), long.len() - 4);
+
+    if handler {
+        let reply = luge.send(
+            "POST",
+            "/h/a/b/echo?q=1",
+            &[
+                ("spin-path-info", "/forged"),
+                ("spin-component-route", "/x"),
+            ],
+            b"",
+        );
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("spin-path-info"), "/a/b/echo");
+        assert_eq!(reply.header("spin-matched-route"), "/h/...");
+        assert_eq!(reply.header("spin-component-route"), "/h");
+        assert_eq!(reply.header("spin-base-path"), "/");
+        assert!(reply.header("spin-full-url").ends_with("/h/a/b/echo?q=1"));
+        // The handler sees the whole path, as under Spin.
+        assert_eq!(reply.header("x-path"), "/h/a/b/echo?q=1");
+    }
+}
+
+/// Prefixes that would cover the executor's paths, and prefix chains,
+/// are refused where they are declared.
+#[test]
+fn prefix_routes_are_checked_where_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    write_module(dir.path(), "env");
+    for (routes, says) in [
+        (
+            r#"[[routes]]
+            path = "/v1/..."
+            module = "env.wasm""#,
+            "cannot cover the executor's paths",
+        ),
+        (
+            r#"[[routes]]
+            path = "/healthz/..."
+            module = "env.wasm""#,
+            "reserved",
+        ),
+        (
+            r#"[[routes]]
+            path = "/a"
+            module = "env.wasm"
+            [[chains]]
+            path = "/c/..."
+            stages = ["/a"]"#,
+            "segments are not allowed",
+        ),
+    ] {
+        let config = dir.path().join("luge.toml");
+        std::fs::write(&config, routes).unwrap();
+        let err = Luge::try_start("serve", &["--config", path_str(&config)])
+            .err()
+            .unwrap();
+        assert!(err.contains(says), "{routes}: {err}");
+    }
+}
