@@ -1,6 +1,6 @@
 //! An [`Action`]: everything about a deployed function except its code.
 
-use crate::capabilities::Capabilities;
+use crate::capabilities::{Capabilities, Variables};
 pub use crate::hints::{DEFAULT_RELATIVE_DEADLINE, SchedHints};
 use crate::limits::Limits;
 
@@ -19,6 +19,10 @@ pub struct Action {
     pub env: Vec<(String, String)>,
     /// Granted directories and argv.
     pub capabilities: Capabilities,
+    /// What the function reads through `wasi:config/store` (a route's
+    /// `variables`, the annotation `config.variables`), by name. Values
+    /// may be secrets: never logged.
+    pub variables: Variables,
     /// Enforced limits.
     pub limits: Limits,
     /// Scheduling hints.
@@ -33,6 +37,7 @@ impl Action {
             entry: COMMAND_ENTRY.to_owned(),
             env: Vec::new(),
             capabilities: Capabilities::default(),
+            variables: Variables::default(),
             limits: Limits::default(),
             sched: SchedHints::default(),
         }

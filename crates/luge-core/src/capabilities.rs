@@ -132,6 +132,48 @@ pub struct Capabilities {
 pub const MAX_STATE_GRANTS: usize = 64;
 /// Most outgoing-HTTP origins one function may be granted.
 pub const MAX_OUTBOUND_GRANTS: usize = 64;
+/// Most configuration variables one function may have (`config.variables`).
+pub const MAX_VARIABLES: usize = 256;
+/// Longest configuration variable name, bytes.
+pub const MAX_VARIABLE_NAME_BYTES: usize = 128;
+/// Largest configuration variable value, bytes (a certificate fits).
+pub const MAX_VARIABLE_VALUE_BYTES: usize = 16 << 10;
+
+/// Configuration variables by name. Values may be secrets: `Debug` shows
+/// the names only, so no log line carries a value.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Variables(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for Variables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+/// Checks one configuration variable: a name of lowercase ASCII letters,
+/// digits and `_`, starting with a letter (Spin's rule, so a Spin app's
+/// names carry over), within [`MAX_VARIABLE_NAME_BYTES`]; a value within
+/// [`MAX_VARIABLE_VALUE_BYTES`].
+pub fn check_variable(name: &str, value: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    if !starts_with_letter
+        || name.len() > MAX_VARIABLE_NAME_BYTES
+        || !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        return Err(format!(
+            "invalid variable name {name:?}: lowercase letters, digits and '_', starting with a letter, at most {MAX_VARIABLE_NAME_BYTES} bytes"
+        ));
+    }
+    if value.len() > MAX_VARIABLE_VALUE_BYTES {
+        return Err(format!(
+            "variable {name:?} is longer than {MAX_VARIABLE_VALUE_BYTES} bytes"
+        ));
+    }
+    Ok(())
+}
 
 /// An origin that cannot be granted, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -233,6 +275,9 @@ pub struct Annotations {
     /// `snapshot.init_function`: the export a snapshot's initialisation
     /// runs, instead of `wizer.initialize`.
     pub init_function: Option<String>,
+    /// `config.variables`: what a component reads through
+    /// `wasi:config/store`, by name (see [`check_variable`]).
+    pub variables: Variables,
 }
 
 /// Why annotations or grants were refused.
@@ -391,6 +436,21 @@ impl Annotations {
                     self.outbound_http.push(origin.to_owned());
                 }
             }
+            "config.variables" => {
+                let map = value
+                    .as_object()
+                    .ok_or_else(|| bad(key, "expected an object of strings"))?;
+                if self.variables.0.len() + map.len() > MAX_VARIABLES {
+                    return Err(bad(key, format!("at most {MAX_VARIABLES} variables")));
+                }
+                for (name, value) in map {
+                    let value = value
+                        .as_str()
+                        .ok_or_else(|| bad(key, format!("{name:?}: expected a string")))?;
+                    check_variable(name, value).map_err(|reason| bad(key, reason))?;
+                    self.variables.0.push((name.clone(), value.to_owned()));
+                }
+            }
             "snapshot.init_function" => {
                 let name = value
                     .as_str()
@@ -412,7 +472,8 @@ impl Annotations {
                 || k.starts_with("sched.")
                 || k.starts_with("state.")
                 || k.starts_with("http.")
-                || k.starts_with("snapshot.") =>
+                || k.starts_with("snapshot.")
+                || k.starts_with("config.") =>
             {
                 return Err(GrantError::UnknownKey(k.to_owned()));
             }
@@ -712,5 +773,34 @@ mod tests {
             Capabilities::grant(&ann, Some(root.path())),
             Err(GrantError::TooMany)
         );
+    }
+
+    #[test]
+    fn variables_are_checked_bounded_and_never_shown() {
+        let ann = Annotations::parse(&json!({
+            "config.variables": {"greeting": "hi", "api_key": "s3cret"}
+        }))
+        .unwrap();
+        assert_eq!(ann.variables.0.len(), 2);
+        let shown = format!("{ann:?}");
+        assert!(
+            shown.contains("api_key") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+        for bad in [
+            json!({"config.variables": {"Upper": "x"}}),
+            json!({"config.variables": {"1st": "x"}}),
+            json!({"config.variables": {"a-b": "x"}}),
+            json!({"config.variables": {"a": 1}}),
+            json!({"config.variables": {"a": "x".repeat(MAX_VARIABLE_VALUE_BYTES + 1)}}),
+            json!({"config.variables": ["a"]}),
+            json!({"config.nothing": 1}),
+        ] {
+            assert!(Annotations::parse(&bad).is_err(), "{bad}");
+        }
+        let many: serde_json::Map<String, Value> = (0..=MAX_VARIABLES)
+            .map(|i| (format!("v{i}"), json!("x")))
+            .collect();
+        assert!(Annotations::parse(&json!({ "config.variables": many })).is_err());
     }
 }

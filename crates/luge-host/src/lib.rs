@@ -31,5 +31,5 @@ pub use chain::{Chain, ChainSpec};
 pub use config::{Config, ConfigError, ConfiguredRoute, ServerTable};
 pub use function::{Function, Origin};
 pub use host::{FunctionHost, HostError, RouteMatch, RouteTable};
-pub use spec::{FunctionSpec, HostPolicy, SpecError};
+pub use spec::{FunctionSpec, HostPolicy, SpecError, VariableMap};
 pub use store::FunctionStore;

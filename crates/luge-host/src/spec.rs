@@ -75,6 +75,30 @@ pub struct FunctionSpec {
     /// limits and grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_function: Option<String>,
+    /// What the function reads through `wasi:config/store`, by name
+    /// (Spin's `variables`: lowercase names). Values may be secrets: they
+    /// are never logged.
+    #[serde(default, skip_serializing_if = "VariableMap::is_empty")]
+    pub variables: VariableMap,
+}
+
+/// A spec's `variables`, by name. `Debug` shows the names only: values
+/// may be secrets.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct VariableMap(pub BTreeMap<String, String>);
+
+impl VariableMap {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for VariableMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
 }
 
 /// Requested limits; absent ones take the operator's defaults.
@@ -266,6 +290,16 @@ impl FunctionSpec {
                 mode,
             });
         }
+        if self.variables.0.len() > luge_core::capabilities::MAX_VARIABLES {
+            return Err(SpecError::Refused(format!(
+                "variables: at most {}",
+                luge_core::capabilities::MAX_VARIABLES
+            )));
+        }
+        for (name, value) in &self.variables.0 {
+            luge_core::capabilities::check_variable(name, value)
+                .map_err(|reason| SpecError::Refused(format!("variables: {reason}")))?;
+        }
         for name in self.env.keys() {
             if name.is_empty() || name.contains(['=', '\0']) {
                 return Err(SpecError::Refused(format!(
@@ -294,6 +328,13 @@ impl FunctionSpec {
             state: self.state.clone(),
             outbound_http: self.allowed_outbound_hosts.clone(),
             init_function: self.init_function.clone(),
+            variables: luge_core::capabilities::Variables(
+                self.variables
+                    .0
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
         })
     }
 

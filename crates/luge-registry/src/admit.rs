@@ -136,6 +136,7 @@ pub fn action(
         entry,
         env,
         capabilities,
+        variables: annotations.variables,
         limits,
         sched: annotations.sched,
     })

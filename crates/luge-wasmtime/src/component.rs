@@ -24,6 +24,7 @@ use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
@@ -41,6 +42,8 @@ pub struct ComponentState {
     limiter: SandboxLimiter,
     http: WasiHttpCtx,
     hooks: Hooks,
+    /// `wasi:config/store`: the action's variables.
+    config: WasiConfigVariables,
 }
 
 impl WasiView for ComponentState {
@@ -62,12 +65,17 @@ impl WasiHttpView for ComponentState {
     }
 }
 
-/// The WASI 0.2 linker with `wasi:http`, built once per engine; both worlds
-/// link against it.
+/// The WASI 0.2 linker with `wasi:http` and `wasi:config/store`, built once
+/// per engine; both worlds link against it.
 pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineError> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
+        .and_then(|()| {
+            wasmtime_wasi_config::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                WasiConfig::from(&state.config)
+            })
+        })
         .map_err(|e| EngineError::config("WASI 0.2 linker", e))?;
     Ok(linker)
 }
@@ -143,6 +151,7 @@ impl Shared {
                     deadline: started + limits.timeout,
                     sent: 0,
                 },
+                config: invocation.action.variables.0.iter().cloned().collect(),
             },
         );
         store.limiter(|state| &mut state.limiter);

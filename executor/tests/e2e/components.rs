@@ -196,6 +196,63 @@ fn a_python_function_end_to_end() {
     );
 }
 
+/// `wasi:config/store` from a route's `variables` (actions/python/config,
+/// componentize-py): each route's own, nothing else's; a value never
+/// reaches the log.
+#[test]
+fn a_component_reads_its_route_variables() {
+    if !on_wasmtime() {
+        return;
+    }
+    let site = Site::new(
+        &["py-config"],
+        "[[routes]]
+path = \"/a\"
+module = \"py-config.wasm\"
+         variables = { greeting = \"hello from a\", api_key = \"s3cret-a\" }
+
+         [[routes]]
+path = \"/b\"
+module = \"py-config.wasm\"
+         variables = { greeting = \"hello from b\" }
+
+         [[routes]]
+path = \"/none\"
+module = \"py-config.wasm\"
+",
+    );
+    let luge = site.start(&[]);
+    let (status, body) = luge.post("/a", &json!({"name": "greeting"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["value"], "hello from a");
+    assert_eq!(
+        body["all"],
+        json!({"greeting": "hello from a", "api_key": "s3cret-a"})
+    );
+    let (status, body) = luge.post("/b", &json!({"name": "api_key"}));
+    assert_eq!(
+        (status, body["value"].clone()),
+        (200, json!(null)),
+        "{body}"
+    );
+    assert_eq!(body["all"], json!({"greeting": "hello from b"}));
+    let (status, body) = luge.post("/none", &json!({}));
+    assert_eq!((status, body["all"].clone()), (200, json!({})), "{body}");
+    assert!(!luge.stderr().contains("s3cret"), "a value reached the log");
+
+    // Names are checked where they are declared.
+    let bad = Site::new(
+        &["py-config"],
+        "[[routes]]
+path = \"/a\"
+module = \"py-config.wasm\"
+         variables = { Greeting = \"x\" }
+",
+    );
+    let error = bad.try_start(&[]).err().unwrap();
+    assert!(error.contains("invalid variable name"), "{error}");
+}
+
 /// Starts `luge serve` with the HTTP handler (actions/http) on `routes`
 /// (TOML after each route's `module`), and `args`.
 fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (Site, Luge) {
