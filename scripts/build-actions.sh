@@ -31,7 +31,7 @@ cp "$root/actions/target/wasm32-wasip2/release/luge_http_examples.wasm" "$out/ht
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world
 # each is written for (actions/wit, shared with JavaScript).
 cpy="$root/target/tools/componentize-py"
-for app in hello:command web:handler config:config-command; do
+for app in hello:command web:handler config:config-command kv:keyvalue-command; do
     name=${app%%:*}
     (cd "$root/actions/python/$name" && PYTHONPATH="$cpy" "$cpy/bin/componentize-py" \
         -d "$root/actions/wit" -w "${app#*:}" componentize app -o "$out/py-$name.wasm" >/dev/null)

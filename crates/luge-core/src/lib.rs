@@ -38,6 +38,7 @@ pub mod handler;
 pub mod hints;
 pub mod hostapi;
 pub mod invocation;
+pub mod keyvalue;
 pub mod limits;
 pub mod outcome;
 pub mod preempt;

@@ -12,6 +12,11 @@ use std::time::{Duration, Instant};
 /// Longest key, bytes: keys name things; anything longer is a bad argument.
 pub const MAX_KEY_BYTES: usize = 1024;
 
+/// A key that starts with this addresses the function's private namespace
+/// explicitly, whatever the rest holds (`~/a/b` is the private key `a/b`;
+/// a key without `/` is private too). `~` is no namespace a grant can name.
+pub const PRIVATE_PREFIX: &str = "~/";
+
 /// Whether `ns` is a namespace a grant may name: 1-64 of
 /// `[A-Za-z0-9._-]`. (A function's private namespace is `~` and its name,
 /// so no grant can name it.)

@@ -231,6 +231,12 @@ impl Key<'_> {
 
 impl Session {
     fn key<'k>(&'k self, key: &'k str) -> Result<Key<'k>, StateError> {
+        if let Some(rest) = key.strip_prefix(luge_core::state::PRIVATE_PREFIX) {
+            return Ok(Key {
+                ns: &self.private,
+                rest,
+            });
+        }
         match key.split_once('/') {
             None => Ok(Key {
                 ns: &self.private,

@@ -44,6 +44,8 @@ pub struct ComponentState {
     hooks: Hooks,
     /// `wasi:config/store`: the action's variables.
     config: WasiConfigVariables,
+    /// `wasi:keyvalue`: the invocation's shared state.
+    state: Option<Arc<dyn luge_core::state::State>>,
 }
 
 impl WasiView for ComponentState {
@@ -65,8 +67,8 @@ impl WasiHttpView for ComponentState {
     }
 }
 
-/// The WASI 0.2 linker with `wasi:http` and `wasi:config/store`, built once
-/// per engine; both worlds link against it.
+/// The WASI 0.2 linker with `wasi:http`, `wasi:config/store` and
+/// `wasi:keyvalue`, built once per engine; both worlds link against it.
 pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineError> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
@@ -74,6 +76,14 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
         .and_then(|()| {
             wasmtime_wasi_config::add_to_linker(&mut linker, |state: &mut ComponentState| {
                 WasiConfig::from(&state.config)
+            })
+        })
+        .and_then(|()| {
+            crate::keyvalue::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::keyvalue::WasiKeyValue {
+                    table: &mut state.table,
+                    state: state.state.as_ref(),
+                }
             })
         })
         .map_err(|e| EngineError::config("WASI 0.2 linker", e))?;
@@ -152,6 +162,7 @@ impl Shared {
                     sent: 0,
                 },
                 config: invocation.action.variables.0.iter().cloned().collect(),
+                state: invocation.state.clone(),
             },
         );
         store.limiter(|state| &mut state.limiter);

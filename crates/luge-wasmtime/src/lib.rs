@@ -22,6 +22,7 @@ pub mod component;
 pub mod config;
 pub mod epoch;
 mod hostapi;
+mod keyvalue;
 pub mod limits;
 pub mod sandbox;
 

@@ -1,0 +1,199 @@
+//! `wasi:keyvalue` (0.2.0-draft: store, atomics, batch) for components,
+//! bound to [`luge_core::keyvalue`]: this file only adapts the generated
+//! bindings (resources in the store's table, errors) to it. The WIT is
+//! wasmtime-wasi-keyvalue 48.0.8's (wit/keyvalue, Apache-2.0 WITH
+//! LLVM-exception).
+
+use std::sync::Arc;
+
+use luge_core::keyvalue::{self as kv, KvError};
+use luge_core::state::State;
+use wasmtime::component::{HasData, Resource, ResourceTable, ResourceTableError};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "wit/keyvalue",
+        world: "wasi:keyvalue/imports",
+        imports: { default: trappable },
+        with: {
+            "wasi:keyvalue/store.bucket": luge_core::keyvalue::Bucket,
+        },
+        trappable_error_type: {
+            "wasi:keyvalue/store.error" => super::Error,
+        },
+    });
+}
+
+use generated::wasi::keyvalue;
+
+/// A key-value error on its way to the guest.
+pub struct Error(KvError);
+
+impl From<KvError> for Error {
+    fn from(error: KvError) -> Self {
+        Self(error)
+    }
+}
+
+impl From<ResourceTableError> for Error {
+    fn from(error: ResourceTableError) -> Self {
+        Self(KvError::Other(error.to_string()))
+    }
+}
+
+/// What the bindings work on: the store's resource table and the
+/// invocation's state (`None`: the host keeps no state; every open fails).
+pub struct WasiKeyValue<'a> {
+    pub(crate) table: &'a mut ResourceTable,
+    pub(crate) state: Option<&'a Arc<dyn State>>,
+}
+
+impl WasiKeyValue<'_> {
+    fn state(&self) -> Result<&dyn State, Error> {
+        self.state
+            .map(|state| &**state)
+            .ok_or_else(|| Error(KvError::Other("this host keeps no shared state".to_owned())))
+    }
+}
+
+impl keyvalue::store::Host for WasiKeyValue<'_> {
+    fn open(&mut self, identifier: String) -> Result<Resource<kv::Bucket>, Error> {
+        self.state()?;
+        Ok(self.table.push(kv::open(&identifier)?)?)
+    }
+
+    fn convert_error(&mut self, error: Error) -> wasmtime::Result<keyvalue::store::Error> {
+        Ok(match error.0 {
+            KvError::NoSuchStore => keyvalue::store::Error::NoSuchStore,
+            KvError::AccessDenied => keyvalue::store::Error::AccessDenied,
+            KvError::Other(text) => keyvalue::store::Error::Other(text),
+        })
+    }
+}
+
+impl keyvalue::store::HostBucket for WasiKeyValue<'_> {
+    fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.get(self.state()?, &key)?)
+    }
+
+    fn set(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        key: String,
+        value: Vec<u8>,
+    ) -> Result<(), Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.set(self.state()?, &key, &value)?)
+    }
+
+    fn delete(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<(), Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.delete(self.state()?, &key)?)
+    }
+
+    fn exists(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<bool, Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.exists(self.state()?, &key)?)
+    }
+
+    fn list_keys(
+        &mut self,
+        _bucket: Resource<kv::Bucket>,
+        _cursor: Option<u64>,
+    ) -> Result<keyvalue::store::KeyResponse, Error> {
+        Err(Error(KvError::Other(
+            "listing keys is not offered: Luge's state tiers are addressed by key".to_owned(),
+        )))
+    }
+
+    fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
+        self.table.delete(bucket)?;
+        Ok(())
+    }
+}
+
+impl keyvalue::atomics::Host for WasiKeyValue<'_> {
+    fn increment(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        key: String,
+        delta: u64,
+    ) -> Result<u64, Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.increment(self.state()?, &key, delta)?)
+    }
+}
+
+/// Most keys one batch call may name: a batch is a loop of single
+/// operations here, bounded like any other argument.
+const MAX_BATCH: usize = 1024;
+
+fn bounded(len: usize) -> Result<(), Error> {
+    if len > MAX_BATCH {
+        return Err(Error(KvError::Other(format!(
+            "at most {MAX_BATCH} keys per batch"
+        ))));
+    }
+    Ok(())
+}
+
+impl keyvalue::batch::Host for WasiKeyValue<'_> {
+    fn get_many(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        keys: Vec<String>,
+    ) -> Result<Vec<Option<(String, Vec<u8>)>>, Error> {
+        bounded(keys.len())?;
+        let bucket = self.table.get(&bucket)?;
+        let state = self.state()?;
+        keys.into_iter()
+            .map(|key| Ok(bucket.get(state, &key)?.map(|value| (key, value))))
+            .collect()
+    }
+
+    fn set_many(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        key_values: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), Error> {
+        bounded(key_values.len())?;
+        let bucket = self.table.get(&bucket)?;
+        let state = self.state()?;
+        for (key, value) in key_values {
+            bucket.set(state, &key, &value)?;
+        }
+        Ok(())
+    }
+
+    fn delete_many(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        keys: Vec<String>,
+    ) -> Result<(), Error> {
+        bounded(keys.len())?;
+        let bucket = self.table.get(&bucket)?;
+        let state = self.state()?;
+        for key in keys {
+            bucket.delete(state, &key)?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds `wasi:keyvalue/{store, atomics, batch}` to `linker`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> WasiKeyValue<'_>,
+) -> wasmtime::Result<()> {
+    keyvalue::store::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    keyvalue::atomics::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    keyvalue::batch::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    Ok(())
+}
+
+struct HasWasiKeyValue;
+
+impl HasData for HasWasiKeyValue {
+    type Data<'a> = WasiKeyValue<'a>;
+}
