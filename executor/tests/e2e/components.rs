@@ -361,6 +361,63 @@ fn wasi_keyvalue_over_the_state_tiers() {
     );
 }
 
+/// `wasi:keyvalue`'s `global:` buckets are the Redis tier: what one host
+/// writes there, another host (a second Luge on the same Redis) reads,
+/// and 32 concurrent increments split between both land exactly.
+#[test]
+fn wasi_keyvalue_global_buckets_are_redis() {
+    if !on_wasmtime() {
+        return;
+    }
+    let redis = luge_testkit::redis::RedisServer::start().unwrap();
+    let url = redis.url();
+    let site = Site::new(
+        &["py-kv"],
+        "[[routes]]\npath = \"/kv\"\nmodule = \"py-kv.wasm\"\nstate = [\"shared\"]\n",
+    );
+    let one = site.start(&["--state-url", &url]);
+    let two = site.start(&["--state-url", &url]);
+    let ask = |luge: &Luge, request: Value| {
+        let (status, body) = luge.post("/kv", &request);
+        assert_eq!(status, 200, "{request}: {body}");
+        body
+    };
+    ask(
+        &one,
+        json!({"op": "set", "bucket": "global:shared", "key": "k", "value": "from one"}),
+    );
+    assert_eq!(
+        ask(
+            &two,
+            json!({"op": "get", "bucket": "global:shared", "key": "k"})
+        )["value"],
+        "from one"
+    );
+    // The local tier is each host's own.
+    assert_eq!(
+        ask(&two, json!({"op": "get", "bucket": "shared", "key": "k"}))["value"],
+        json!(null)
+    );
+    std::thread::scope(|scope| {
+        for i in 0..32 {
+            let luge = if i % 2 == 0 { &one } else { &two };
+            scope.spawn(move || {
+                ask(
+                    luge,
+                    json!({"op": "incr", "bucket": "global:default", "key": "n"}),
+                )
+            });
+        }
+    });
+    assert_eq!(
+        ask(
+            &one,
+            json!({"op": "get", "bucket": "global:default", "key": "n"})
+        )["value"],
+        "32"
+    );
+}
+
 /// Starts `luge serve` with the HTTP handler (actions/http) on `routes`
 /// (TOML after each route's `module`), and `args`.
 fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (Site, Luge) {
