@@ -220,7 +220,7 @@ fn a_full_disk_is_a_clear_error_and_writes_resume_when_space_returns() {
     // The store refused every write after the first failure until it was
     // opened again.
     assert!(
-        luge.stderr().contains("state store reopened"),
+        luge.stderr_shows("state store reopened"),
         "{}",
         luge.stderr()
     );

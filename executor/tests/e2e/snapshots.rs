@@ -28,7 +28,7 @@ fn a_snapshot_is_used_and_every_invocation_is_fresh() {
         assert_eq!(out["built_here"], false, "the table came from the snapshot");
         assert_eq!(out["seen"], 1, "a fresh sandbox each time");
     }
-    assert!(luge.stderr().contains("pre-initialized snapshot made"));
+    assert!(luge.stderr_shows("pre-initialized snapshot made"));
 }
 
 /// The same module as an OpenWhisk action: snapshotted at `/init`.

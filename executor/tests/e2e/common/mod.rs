@@ -343,6 +343,21 @@ impl Luge {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Whether luge's stderr holds `needle` within 5 s: a thread collects
+    /// stderr, so a line written just before a response may arrive after it.
+    pub fn stderr_shows(&self, needle: &str) -> bool {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            if self.stderr().contains(needle) {
+                return true;
+            }
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Sends `method path` with `body`; returns status and raw body.
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
         let url = format!("{}{path}", self.base);
