@@ -3,23 +3,26 @@
 //! process's status. For trying a function before deploying it and for
 //! running WASI conformance suites (`scripts/wasi-testsuite.sh`).
 //!
-//! The invocation is the one every front end makes (an [`Action`], its
-//! [`Capabilities`], [`Limits`]), run on the chosen engine straight from
-//! the registry: there is nothing to schedule. The module sees exactly
+//! The action is made where every front end makes one (luge-registry's
+//! `admit`: grants, what the engine cannot enforce refused, limits within
+//! OpenWhisk's defaults and maxima, code detection, the entry point), and
+//! run on the chosen engine straight from the registry: there is nothing
+//! to schedule. The module sees exactly
 //! what the flags give it: `argv` (the module's file name, then the
 //! arguments), the `--env` variables and no others, the `--dir` grants.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use luge_core::limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
-use luge_core::{Action, Capabilities, DirGrant, DirMode, Invocation, Termination};
+use luge_core::capabilities::{Annotations, DirRequest};
+use luge_core::limits::{LimitPolicy, RequestedLimits};
+use luge_core::{DirMode, Invocation, Termination};
 use luge_engines::{EngineKind, EngineSettings};
-use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry};
+use luge_registry::admit::{self, Policy, Wanted};
+use luge_registry::{ArtifactKey, ModuleRegistry};
 
 /// Status for an ending that is not an exit (a trap, a limit): 128 +
 /// SIGABRT, as `wasmtime run` and a C program that aborts.
@@ -45,10 +48,11 @@ pub struct RunArgs {
     /// `HOST[::GUEST]`: grant a host directory read-only (repeat).
     #[arg(long = "dir-ro", value_name = "HOST[::GUEST]")]
     pub dirs_read_only: Vec<String>,
-    /// Time limit of the run, ms [default: 60000, OpenWhisk's].
+    /// Time limit of the run, ms [default: 60000, at most 300000:
+    /// OpenWhisk's].
     #[arg(long)]
     pub timeout_ms: Option<u64>,
-    /// Memory limit of the run, MiB [default: 256, OpenWhisk's].
+    /// Memory limit of the run, MiB [default: 256, at most 512: OpenWhisk's].
     #[arg(long)]
     pub memory_mb: Option<u64>,
     /// The export to call [default: `_start`, a WASI command].
@@ -65,80 +69,86 @@ pub struct RunArgs {
     pub args: Vec<String>,
 }
 
-/// A `HOST[::GUEST]` grant in `mode`.
-fn grant(spec: &str, mode: DirMode) -> anyhow::Result<DirGrant> {
+/// Largest module `luge run` reads (the default of `/init`'s code cap).
+const MAX_CODE_BYTES: usize = 64 << 20;
+
+/// A `HOST[::GUEST]` grant in `mode`, as the directory request every
+/// front end makes: the host path absolute and taken beneath `/` (the fs
+/// root of a run is the operator's whole filesystem).
+fn dir_request(spec: &str, mode: DirMode) -> anyhow::Result<DirRequest> {
     let (host, guest) = spec.split_once("::").unwrap_or((spec, spec));
     if guest.is_empty() {
         bail!("--dir {spec}: the guest path is empty");
     }
-    Ok(DirGrant::open(std::path::Path::new(host), guest, mode)?)
+    let host = std::fs::canonicalize(host).with_context(|| format!("--dir {spec}"))?;
+    Ok(DirRequest {
+        host: host.to_string_lossy().trim_start_matches('/').to_owned(),
+        guest: guest.to_owned(),
+        mode,
+    })
 }
 
 /// Runs the module as `args` say; the status the process should exit with.
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let code = std::fs::read(&args.module)
         .with_context(|| format!("cannot read {}", args.module.display()))?;
-    let mut action = Action::command(args.module.file_name().map_or_else(
-        || "main.wasm".to_owned(),
-        |n| n.to_string_lossy().into_owned(),
-    ));
-    if let Some(entry) = args.invoke {
-        action.entry = entry;
-    }
+    let mut env = Vec::with_capacity(args.env.len());
     for pair in &args.env {
         let Some((name, value)) = pair.split_once('=') else {
             bail!("--env {pair}: expected NAME=VALUE");
         };
-        action.env.push((name.to_owned(), value.to_owned()));
+        env.push((name.to_owned(), value.to_owned()));
     }
-    let mut capabilities = Capabilities {
-        args: args.args,
-        ..Capabilities::default()
-    };
+    let mut dirs = Vec::with_capacity(args.dirs.len() + args.dirs_read_only.len());
     for spec in &args.dirs {
-        capabilities.dirs.push(grant(spec, DirMode::ReadWrite)?);
+        dirs.push(dir_request(spec, DirMode::ReadWrite)?);
     }
     for spec in &args.dirs_read_only {
-        capabilities.dirs.push(grant(spec, DirMode::ReadOnly)?);
+        dirs.push(dir_request(spec, DirMode::ReadOnly)?);
     }
-    if capabilities.dirs.len() > luge_core::capabilities::MAX_DIR_GRANTS {
-        bail!(
-            "at most {} directories may be granted",
-            luge_core::capabilities::MAX_DIR_GRANTS
-        );
-    }
-    action.capabilities = capabilities;
-    action.limits = Limits {
-        memory_bytes: args
-            .memory_mb
-            .map_or(DEFAULT_MEMORY_BYTES, |mb| mb.saturating_mul(1 << 20)),
-        timeout: args
-            .timeout_ms
-            .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
-        fuel: None,
-        max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+    let annotations = Annotations {
+        dirs,
+        args: args.args,
+        limits: RequestedLimits {
+            memory_mb: args.memory_mb,
+            timeout_ms: args.timeout_ms,
+            fuel: None,
+        },
+        ..Annotations::default()
     };
-    if action.limits.memory_bytes == 0 || action.limits.timeout.is_zero() {
-        bail!("limits must be greater than zero");
-    }
-
+    // OpenWhisk's defaults and maxima, as `luge serve` has them.
+    let limits = LimitPolicy::default();
+    let policy = Policy {
+        fs_root: Some(Path::new("/")),
+        limits: &limits,
+        max_code_bytes: MAX_CODE_BYTES,
+    };
     let runtime = luge_engines::build(
         args.engine,
         &EngineSettings {
             target: None,
             // One sandbox: this run's.
             sandboxes: Some(1),
-            max_memory_bytes: action.limits.memory_bytes,
+            max_memory_bytes: limits.max.memory_bytes,
             fuel: false,
             resident_budget_bytes: luge_engines::DEFAULT_RESIDENT_BUDGET_BYTES,
         },
     )?;
-    // What this engine cannot enforce is refused, as at any init.
-    runtime.check_grants(&action.capabilities)?;
+    let name = args.module.file_name().map_or_else(
+        || "main.wasm".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    // The one place an action is made: grants (and what this engine
+    // cannot enforce refused), limits within the policy, environment.
+    let mut action = admit::action(&*runtime, &policy, name, String::new(), env, annotations)?;
     // Artifacts never leave this process: any key seals them.
     let key = ArtifactKey::from_secret(b"luge run: artifacts stay in this process")?;
     let registry = ModuleRegistry::new(runtime, key, None);
-    let module = registry.load(&ModuleCode::Wasm(code))?;
+    let module = admit::load(&registry, &policy, code, &action, None)?;
+    action.entry = admit::entry(
+        &*module,
+        Wanted::Command(args.invoke.as_deref().unwrap_or("")),
+    )?;
 
     let mut stdin = Vec::new();
     match &args.stdin {

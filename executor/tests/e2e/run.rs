@@ -134,4 +134,16 @@ fn bad_input_is_one_line_and_status_one() {
     let out = luge_run(&["--env", "NOEQUALS", echo.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected NAME=VALUE"));
+    // Limits are checked as at any init: within the operator's maxima.
+    for (flag, value, says) in [
+        ("--memory-mb", "4096", "exceeds the operator maximum"),
+        ("--timeout-ms", "0", "greater than zero"),
+    ] {
+        let out = luge_run(&[flag, value, echo.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{flag}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{out:?}"
+        );
+    }
 }
