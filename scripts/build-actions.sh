@@ -27,6 +27,11 @@ cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$ro
     --target wasm32-wasip2 --release -p luge-http-examples
 cp "$root/actions/target/wasm32-wasip2/release/luge_http_examples.wasm" "$out/http-handler.wasm"
 
+# The Spin app (actions/spin: spin-sdk 7 from crates.io, a WASI 0.3
+# wasi:http service; its own workspace), built as `spin build` would, where
+# its spin.toml finds it: `luge serve --spin actions/spin/spin.toml`.
+cargo build --quiet --manifest-path "$root/actions/spin/Cargo.toml" --target wasm32-wasip2 --release
+
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world
 # each is written for (actions/wit, shared with JavaScript).

@@ -110,6 +110,12 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                             .context(format!("{}: chain {path:?}", config.file.display()))
                     })?;
             }
+            if let Some(manifest) = &host.spin {
+                let routes = luge_host::spin::load(manifest, &|name| std::env::var(name).ok())?;
+                function_host.add_configured(&routes).map_err(|(path, e)| {
+                    anyhow::Error::new(e).context(format!("{}: route {path:?}", manifest.display()))
+                })?;
+            }
             let restored = function_host.restore()?;
             if let Some(dir) = &store_dir {
                 tracing::info!(store = %dir.display(), functions = restored.len(), "function store open");

@@ -58,6 +58,12 @@ pub struct HostArgs {
     /// `[server]` keys, which are these flags' names with `_` for `-`.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// A Spin app to serve: its manifest (`spin.toml`, version 2), whose
+    /// HTTP triggers become routes beside the config's; component sources
+    /// are relative to the manifest, app variables come from their
+    /// defaults or `SPIN_VARIABLE_NAME`.
+    #[arg(long, value_name = "SPIN_TOML")]
+    pub spin: Option<PathBuf>,
     /// The local tier of functions' shared state, persisted here [default:
     /// the config's `[state] dir`, else `state` in the data directory,
     /// $XDG_DATA_HOME/luge].

@@ -6,6 +6,8 @@ operation per request, from its JSON input:
 - `{"op": "get", "bucket": B, "key": K}` -> `{"value": V or null}`
 - `{"op": "delete", ...}`, `{"op": "exists", ...}`
 - `{"op": "many", "bucket": B, "set": {K: V}, "get": [K]}` -> values
+- `{"op": "open", "count": N}` -> `{"open": N + 1}`, holding N more
+  buckets open besides the one every operation opens
 
 A failure answers `{"error": ...}` naming the store's error."""
 import json
@@ -38,6 +40,11 @@ def run(params):
         batch.set_many(bucket, pairs)
         got = batch.get_many(bucket, params.get("get", []))
         return {"values": [None if kv is None else [kv[0], kv[1].decode()] for kv in got]}
+    if op == "open":
+        held = []
+        for _ in range(params.get("count", 1)):
+            held.append(store.open(params.get("bucket", "default")))
+        return {"open": len(held) + 1}
     if op == "list":
         return {"keys": bucket.list_keys(None).keys}
     return {"error": f"unknown op {op!r}"}

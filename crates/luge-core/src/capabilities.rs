@@ -144,6 +144,21 @@ pub const MAX_VARIABLE_VALUE_BYTES: usize = 16 << 10;
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Variables(pub Vec<(String, String)>);
 
+impl Variables {
+    /// `pairs` as variables, if there are at most [`MAX_VARIABLES`] and
+    /// each passes [`check_variable`]: the one check of every way variables
+    /// arrive (annotations, configs, uploads, Spin manifests).
+    pub fn checked(pairs: Vec<(String, String)>) -> Result<Self, String> {
+        if pairs.len() > MAX_VARIABLES {
+            return Err(format!("at most {MAX_VARIABLES} variables"));
+        }
+        for (name, value) in &pairs {
+            check_variable(name, value)?;
+        }
+        Ok(Self(pairs))
+    }
+}
+
 impl std::fmt::Debug for Variables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
@@ -440,16 +455,14 @@ impl Annotations {
                 let map = value
                     .as_object()
                     .ok_or_else(|| bad(key, "expected an object of strings"))?;
-                if self.variables.0.len() + map.len() > MAX_VARIABLES {
-                    return Err(bad(key, format!("at most {MAX_VARIABLES} variables")));
-                }
+                let mut pairs = std::mem::take(&mut self.variables.0);
                 for (name, value) in map {
                     let value = value
                         .as_str()
                         .ok_or_else(|| bad(key, format!("{name:?}: expected a string")))?;
-                    check_variable(name, value).map_err(|reason| bad(key, reason))?;
-                    self.variables.0.push((name.clone(), value.to_owned()));
+                    pairs.push((name.clone(), value.to_owned()));
                 }
+                self.variables = Variables::checked(pairs).map_err(|reason| bad(key, reason))?;
             }
             "snapshot.init_function" => {
                 let name = value

@@ -17,6 +17,43 @@ use crate::state::{MAX_KEY_BYTES, State, StateError, Tier, valid_namespace};
 /// The identifier of the function's private bucket.
 pub const DEFAULT_BUCKET: &str = "default";
 
+/// Most buckets (and compare-and-swap reads, each holding a value) one
+/// invocation holds open at once: each is host memory outside the guest's
+/// own, so a loop of `open` calls is bounded.
+pub const MAX_OPEN_BUCKETS: usize = 64;
+
+/// Most keys one batch call may name: a batch is a loop of single
+/// operations, bounded like any other argument.
+pub const MAX_BATCH: usize = 1024;
+
+/// What listing a bucket's keys answers: the tiers are addressed by key
+/// (Redis and the local store hold every function's keys together).
+pub fn no_listing() -> KvError {
+    KvError::Other(
+        "listing keys is not offered: Luge's state tiers are addressed by key".to_owned(),
+    )
+}
+
+/// Refuses a batch of more than [`MAX_BATCH`] keys.
+pub fn check_batch(len: usize) -> Result<(), KvError> {
+    if len > MAX_BATCH {
+        return Err(KvError::Other(format!(
+            "at most {MAX_BATCH} keys per batch"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses to open a bucket when `open` are open already.
+pub fn check_open(open: usize) -> Result<(), KvError> {
+    if open >= MAX_OPEN_BUCKETS {
+        return Err(KvError::Other(format!(
+            "at most {MAX_OPEN_BUCKETS} buckets and compare-and-swap reads open at once"
+        )));
+    }
+    Ok(())
+}
+
 /// How many times an increment retries when another writer won the race
 /// (each try is a compare-and-swap): far more than contention on one key
 /// needs, few enough to bound an invocation's work.
@@ -108,6 +145,26 @@ impl Bucket {
     /// `wasi:keyvalue` hosts keep it; absent is 0), atomically: a
     /// compare-and-swap, retried while other writers win. The new value.
     pub fn increment(&self, state: &dyn State, key: &str, delta: u64) -> Result<u64, KvError> {
+        self.update(state, key, |old: u64| old.checked_add(delta))
+    }
+
+    /// [`Bucket::increment`] by a signed `delta` (draft2's `s64` counters),
+    /// on the same decimal text.
+    pub fn add(&self, state: &dyn State, key: &str, delta: i64) -> Result<i64, KvError> {
+        self.update(state, key, |old: i64| old.checked_add(delta))
+    }
+
+    /// Replaces the number at `key` (absent: 0) with `next` of it, by
+    /// compare-and-swap, retried while other writers win.
+    fn update<N>(
+        &self,
+        state: &dyn State,
+        key: &str,
+        next: impl Fn(N) -> Option<N>,
+    ) -> Result<N, KvError>
+    where
+        N: std::str::FromStr + ToString + Default + Copy,
+    {
         let key = self.key(key)?;
         for _ in 0..INCREMENT_TRIES {
             let current: Option<Arc<[u8]>> = match state.get(&key, self.tier) {
@@ -118,13 +175,12 @@ impl Bucket {
             let old = match &current {
                 Some(bytes) => std::str::from_utf8(bytes)
                     .ok()
-                    .and_then(|text| text.parse::<u64>().ok())
+                    .and_then(|text| text.parse::<N>().ok())
                     .ok_or_else(|| KvError::Other(format!("{key:?} is not a counter")))?,
-                None => 0,
+                None => N::default(),
             };
-            let new = old
-                .checked_add(delta)
-                .ok_or_else(|| KvError::Other("the counter would overflow".to_owned()))?;
+            let new =
+                next(old).ok_or_else(|| KvError::Other("the counter would overflow".to_owned()))?;
             if state.cas(
                 &key,
                 current.as_deref(),
@@ -137,6 +193,58 @@ impl Bucket {
         Err(KvError::Other(format!(
             "{key:?} changed under {INCREMENT_TRIES} tries"
         )))
+    }
+
+    /// Reads `key` for a later [`Cas::swap`]: what a compare-and-swap
+    /// compares against.
+    pub fn cas(&self, state: &dyn State, key: &str) -> Result<Cas, KvError> {
+        let current = self.get(state, key)?;
+        Ok(Cas {
+            bucket: self.clone(),
+            key: key.to_owned(),
+            current,
+        })
+    }
+}
+
+/// A key as it was read, for a compare-and-swap (`wasi:keyvalue`
+/// draft2's `cas` resource).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cas {
+    bucket: Bucket,
+    key: String,
+    current: Option<Vec<u8>>,
+}
+
+/// Why a [`Cas::swap`] did not write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CasError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] KvError),
+    /// Another writer changed the key since it was read: here it is read
+    /// again, for a retry.
+    #[error("the value changed since it was read")]
+    Changed(Cas),
+}
+
+impl Cas {
+    /// The value read (`None`: absent).
+    pub fn current(&self) -> Option<&[u8]> {
+        self.current.as_deref()
+    }
+
+    /// Sets the key to `value` if it still holds what was read.
+    pub fn swap(self, state: &dyn State, value: &[u8]) -> Result<(), CasError> {
+        let key = self.bucket.key(&self.key)?;
+        let swapped = state
+            .cas(&key, self.current.as_deref(), value, self.bucket.tier)
+            .map_err(KvError::from)?;
+        if swapped {
+            Ok(())
+        } else {
+            Err(CasError::Changed(self.bucket.cas(state, &self.key)?))
+        }
     }
 }
 

@@ -123,11 +123,19 @@ pub enum Unsupported {
     #[error("its imports could not be linked")]
     Link(#[source] Cause),
     /// A component importing interfaces Luge does not serve.
-    #[error("the component imports what Luge does not offer (WASI 0.2 and wasi:http only)")]
+    #[error(
+        "the component imports what Luge does not offer (it serves WASI 0.2 and 0.3, wasi:http, wasi:config, wasi:keyvalue, spin:key-value and spin:variables)"
+    )]
     ComponentImports(#[source] Cause),
+    /// A component importing interfaces Luge does not serve, each named.
+    #[error(
+        "the component imports what Luge does not serve: {}; Luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), wasi:config, wasi:keyvalue, spin:key-value and spin:variables",
+        .0.join(", ")
+    )]
+    NotServed(Vec<String>),
     /// A component that is neither a command nor an HTTP handler.
     #[error(
-        "a component runs as a function when it exports wasi:cli/run (a command) or wasi:http/incoming-handler (an HTTP handler); this one exports neither"
+        "a component runs as a function when it exports wasi:cli/run (a command) or wasi:http's incoming-handler or handler (an HTTP handler); this one exports none of them"
     )]
     ComponentWorld(#[source] Cause),
     /// Compiled, but the engine could not serialize the result.

@@ -25,6 +25,7 @@ pub mod function;
 pub mod host;
 pub mod sledge;
 pub mod spec;
+pub mod spin;
 pub mod store;
 
 pub use chain::{Chain, ChainSpec};

@@ -290,16 +290,14 @@ impl FunctionSpec {
                 mode,
             });
         }
-        if self.variables.0.len() > luge_core::capabilities::MAX_VARIABLES {
-            return Err(SpecError::Refused(format!(
-                "variables: at most {}",
-                luge_core::capabilities::MAX_VARIABLES
-            )));
-        }
-        for (name, value) in &self.variables.0 {
-            luge_core::capabilities::check_variable(name, value)
-                .map_err(|reason| SpecError::Refused(format!("variables: {reason}")))?;
-        }
+        let variables = luge_core::capabilities::Variables::checked(
+            self.variables
+                .0
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+        .map_err(|reason| SpecError::Refused(format!("variables: {reason}")))?;
         for name in self.env.keys() {
             if name.is_empty() || name.contains(['=', '\0']) {
                 return Err(SpecError::Refused(format!(
@@ -328,13 +326,7 @@ impl FunctionSpec {
             state: self.state.clone(),
             outbound_http: self.allowed_outbound_hosts.clone(),
             init_function: self.init_function.clone(),
-            variables: luge_core::capabilities::Variables(
-                self.variables
-                    .0
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
+            variables,
         })
     }
 

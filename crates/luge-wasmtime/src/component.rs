@@ -19,7 +19,7 @@ use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{
     EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Unsupported,
 };
-use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -46,6 +46,21 @@ pub struct ComponentState {
     config: WasiConfigVariables,
     /// `wasi:keyvalue`: the invocation's shared state.
     state: Option<Arc<dyn luge_core::state::State>>,
+    /// `wasi:keyvalue` and `spin:key-value`: buckets (and compare-and-swap
+    /// reads) open now.
+    buckets: usize,
+    /// `spin:variables`: the action, whose variables they are.
+    action: Arc<luge_core::Action>,
+}
+
+impl ComponentState {
+    fn keyvalue(&mut self) -> crate::keyvalue::WasiKeyValue<'_> {
+        crate::keyvalue::WasiKeyValue {
+            table: &mut self.table,
+            state: self.state.as_ref(),
+            open: &mut self.buckets,
+        }
+    }
 }
 
 impl WasiView for ComponentState {
@@ -67,46 +82,100 @@ impl WasiHttpView for ComponentState {
     }
 }
 
-/// The WASI 0.2 linker with `wasi:http`, `wasi:config/store` and
-/// `wasi:keyvalue`, built once per engine; both worlds link against it.
+/// The component linker, built once per engine: WASI 0.2 and 0.3 (their
+/// interfaces' names differ by version, so both sit in one linker) with
+/// `wasi:http`, and `wasi:config/store` and `wasi:keyvalue`; every world
+/// links against it.
 pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineError> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
+        .and_then(|()| wasmtime_wasi::p3::add_to_linker(&mut linker))
+        .and_then(|()| wasmtime_wasi_http::p3::add_to_linker(&mut linker))
         .and_then(|()| {
             wasmtime_wasi_config::add_to_linker(&mut linker, |state: &mut ComponentState| {
                 WasiConfig::from(&state.config)
             })
         })
+        .and_then(|()| crate::keyvalue::add_to_linker(&mut linker, ComponentState::keyvalue))
+        .and_then(|()| crate::keyvalue_draft2::add_to_linker(&mut linker, ComponentState::keyvalue))
         .and_then(|()| {
-            crate::keyvalue::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::keyvalue::WasiKeyValue {
-                    table: &mut state.table,
-                    state: state.state.as_ref(),
+            crate::spin::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::spin::SpinView {
+                    kv: crate::keyvalue::WasiKeyValue {
+                        table: &mut state.table,
+                        state: state.state.as_ref(),
+                        open: &mut state.buckets,
+                    },
+                    variables: &state.action.variables.0,
                 }
             })
         })
-        .map_err(|e| EngineError::config("WASI 0.2 linker", e))?;
+        .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }
 
-/// Loads `component` as whichever function it is: a command or an HTTP
-/// handler; anything else is refused naming both worlds.
-pub(crate) fn load(
+/// Pre-instantiates `component` against the linker, with what every
+/// world's loaded function keeps besides; an import the linker lacks is
+/// refused here, naming it.
+pub(crate) fn prepare(
     component: &Component,
     linker: &Linker<ComponentState>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
-) -> Result<Arc<dyn LoadedModule>, EngineError> {
-    let pre = linker
-        .instantiate_pre(component)
-        .map_err(|e| EngineError::from(Unsupported::ComponentImports(e.into())))?;
+) -> Result<(InstancePre<ComponentState>, Shared), EngineError> {
+    let pre = linker.instantiate_pre(component).map_err(|e| {
+        let unserved = not_served(component, linker.engine());
+        EngineError::from(if unserved.is_empty() {
+            Unsupported::ComponentImports(e.into())
+        } else {
+            Unsupported::NotServed(unserved)
+        })
+    })?;
     let range = component.image_range();
     let shared = Shared {
         ticker,
         fuel,
         code_size: range.end as usize - range.start as usize,
     };
+    Ok((pre, shared))
+}
+
+/// The packages whose interfaces the linker serves (some at several
+/// versions): an import of any other is named at load.
+const SERVED: &[&str] = &[
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:filesystem/",
+    "wasi:io/",
+    "wasi:random/",
+    "wasi:sockets/",
+    "wasi:http/",
+    "wasi:config/",
+    "wasi:keyvalue/",
+    "spin:key-value/",
+    "spin:variables/",
+];
+
+/// Imports of `component` from packages Luge does not serve (a Spin app's
+/// `spin:sqlite`, `fermyon:spin/llm`...), each named; at most 16.
+fn not_served(component: &Component, engine: &Engine) -> Vec<String> {
+    component
+        .component_type()
+        .imports(engine)
+        .map(|(name, _)| name)
+        .filter(|name| !SERVED.iter().any(|served| name.starts_with(served)))
+        .take(16)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Loads a prepared WASI 0.2 component as whichever function it is: an
+/// HTTP handler or a command; anything else is refused naming the worlds.
+pub(crate) fn load(
+    pre: InstancePre<ComponentState>,
+    shared: Shared,
+) -> Result<Arc<dyn LoadedModule>, EngineError> {
     // A handler first: a Rust binary that exports the incoming handler
     // also exports wasi:cli/run (its `main`), but is meant as a handler.
     if let Ok(pre) = ProxyPre::new(pre.clone()) {
@@ -118,16 +187,16 @@ pub(crate) fn load(
     }
 }
 
-/// What both kinds of component keep besides their pre-instance.
-struct Shared {
-    ticker: Arc<EpochTicker>,
+/// What every kind of component keeps besides its pre-instance.
+pub(crate) struct Shared {
+    pub(crate) ticker: Arc<EpochTicker>,
     fuel: bool,
-    code_size: usize,
+    pub(crate) code_size: usize,
 }
 
 /// A store for one invocation, scheduled, with its captured streams.
-struct Sandbox {
-    store: Store<ComponentState>,
+pub(crate) struct Sandbox {
+    pub(crate) store: Store<ComponentState>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
     started: Instant,
@@ -136,7 +205,7 @@ struct Sandbox {
 impl Shared {
     /// A fresh store for `invocation`, run under `preemption` (`None`: to
     /// completion on the caller's thread).
-    fn sandbox(
+    pub(crate) fn sandbox(
         &self,
         engine: &Engine,
         invocation: &Invocation,
@@ -163,6 +232,8 @@ impl Shared {
                 },
                 config: invocation.action.variables.0.iter().cloned().collect(),
                 state: invocation.state.clone(),
+                buckets: 0,
+                action: Arc::clone(&invocation.action),
             },
         );
         store.limiter(|state| &mut state.limiter);
@@ -190,7 +261,7 @@ impl Shared {
 
 impl Sandbox {
     /// Tears the sandbox down and reports how `result` ended it.
-    fn finish(self, result: wasmtime::Result<()>, invocation: &Invocation) -> Outcome {
+    pub(crate) fn finish(self, result: wasmtime::Result<()>, invocation: &Invocation) -> Outcome {
         let refused = self.store.data().limiter.refused;
         drop(self.store);
         ended(

@@ -91,6 +91,9 @@ impl WasmtimeConfig {
         // Data segments are mapped copy-on-write from an image built at load,
         // so instantiation does not copy them.
         config.memory_init_cow(true);
+        // WASI 0.3 components use the component model's async ABI (tasks,
+        // streams, futures); it changes nothing for other code.
+        config.wasm_component_model_async(true);
         if self.pooling {
             let mut pool = PoolingAllocationConfig::new();
             pool.total_core_instances(self.max_sandboxes)

@@ -27,7 +27,7 @@ mod generated {
 use generated::wasi::keyvalue;
 
 /// A key-value error on its way to the guest.
-pub struct Error(KvError);
+pub struct Error(pub(crate) KvError);
 
 impl From<KvError> for Error {
     fn from(error: KvError) -> Self {
@@ -46,20 +46,38 @@ impl From<ResourceTableError> for Error {
 pub struct WasiKeyValue<'a> {
     pub(crate) table: &'a mut ResourceTable,
     pub(crate) state: Option<&'a Arc<dyn State>>,
+    /// Buckets open now (bounded by `kv::MAX_OPEN_BUCKETS`).
+    pub(crate) open: &'a mut usize,
 }
 
 impl WasiKeyValue<'_> {
-    fn state(&self) -> Result<&dyn State, Error> {
+    /// The invocation's state; an error if this host keeps none.
+    pub(crate) fn state(&self) -> Result<&dyn State, Error> {
         self.state
             .map(|state| &**state)
             .ok_or_else(|| Error(KvError::Other("this host keeps no shared state".to_owned())))
+    }
+
+    /// Opens the bucket `identifier`, counted against the open bound.
+    pub(crate) fn open_bucket(&mut self, identifier: &str) -> Result<Resource<kv::Bucket>, Error> {
+        self.state()?;
+        kv::check_open(*self.open)?;
+        let bucket = self.table.push(kv::open(identifier)?)?;
+        *self.open += 1;
+        Ok(bucket)
+    }
+
+    /// Closes `bucket`.
+    pub(crate) fn close_bucket(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
+        self.table.delete(bucket)?;
+        *self.open = self.open.saturating_sub(1);
+        Ok(())
     }
 }
 
 impl keyvalue::store::Host for WasiKeyValue<'_> {
     fn open(&mut self, identifier: String) -> Result<Resource<kv::Bucket>, Error> {
-        self.state()?;
-        Ok(self.table.push(kv::open(&identifier)?)?)
+        self.open_bucket(&identifier)
     }
 
     fn convert_error(&mut self, error: Error) -> wasmtime::Result<keyvalue::store::Error> {
@@ -102,14 +120,11 @@ impl keyvalue::store::HostBucket for WasiKeyValue<'_> {
         _bucket: Resource<kv::Bucket>,
         _cursor: Option<u64>,
     ) -> Result<keyvalue::store::KeyResponse, Error> {
-        Err(Error(KvError::Other(
-            "listing keys is not offered: Luge's state tiers are addressed by key".to_owned(),
-        )))
+        Err(Error(kv::no_listing()))
     }
 
     fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
-        self.table.delete(bucket)?;
-        Ok(())
+        self.close_bucket(bucket)
     }
 }
 
@@ -125,26 +140,13 @@ impl keyvalue::atomics::Host for WasiKeyValue<'_> {
     }
 }
 
-/// Most keys one batch call may name: a batch is a loop of single
-/// operations here, bounded like any other argument.
-const MAX_BATCH: usize = 1024;
-
-fn bounded(len: usize) -> Result<(), Error> {
-    if len > MAX_BATCH {
-        return Err(Error(KvError::Other(format!(
-            "at most {MAX_BATCH} keys per batch"
-        ))));
-    }
-    Ok(())
-}
-
 impl keyvalue::batch::Host for WasiKeyValue<'_> {
     fn get_many(
         &mut self,
         bucket: Resource<kv::Bucket>,
         keys: Vec<String>,
     ) -> Result<Vec<Option<(String, Vec<u8>)>>, Error> {
-        bounded(keys.len())?;
+        kv::check_batch(keys.len())?;
         let bucket = self.table.get(&bucket)?;
         let state = self.state()?;
         keys.into_iter()
@@ -157,7 +159,7 @@ impl keyvalue::batch::Host for WasiKeyValue<'_> {
         bucket: Resource<kv::Bucket>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> Result<(), Error> {
-        bounded(key_values.len())?;
+        kv::check_batch(key_values.len())?;
         let bucket = self.table.get(&bucket)?;
         let state = self.state()?;
         for (key, value) in key_values {
@@ -171,7 +173,7 @@ impl keyvalue::batch::Host for WasiKeyValue<'_> {
         bucket: Resource<kv::Bucket>,
         keys: Vec<String>,
     ) -> Result<(), Error> {
-        bounded(keys.len())?;
+        kv::check_batch(keys.len())?;
         let bucket = self.table.get(&bucket)?;
         let state = self.state()?;
         for key in keys {
@@ -192,7 +194,7 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
     Ok(())
 }
 
-struct HasWasiKeyValue;
+pub(crate) struct HasWasiKeyValue;
 
 impl HasData for HasWasiKeyValue {
     type Data<'a> = WasiKeyValue<'a>;

@@ -23,8 +23,12 @@ pub mod config;
 pub mod epoch;
 mod hostapi;
 mod keyvalue;
+mod keyvalue_draft2;
 pub mod limits;
+mod p3;
+
 pub mod sandbox;
+mod spin;
 
 use std::sync::Arc;
 
@@ -293,12 +297,17 @@ impl WasmRuntime for WasmtimeRuntime {
                 wasmtime::component::Component::deserialize(&self.engine, artifact.payload())
             }
             .map_err(|e| EngineError::BadArtifact(e.into()))?;
-            return component::load(
+            let (pre, shared) = component::prepare(
                 &component,
                 &self.component_linker,
                 Arc::clone(&self.ticker),
                 self.fuel,
-            );
+            )?;
+            // A WASI 0.3 world first, then 0.2's: a component exports one.
+            return match p3::load(pre, shared) {
+                Ok(loaded) => Ok(loaded),
+                Err((pre, shared)) => component::load(pre, shared),
+            };
         }
         let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
             .map_err(|e| EngineError::BadArtifact(e.into()))?;

@@ -336,6 +336,27 @@ fn wasi_keyvalue_over_the_state_tiers() {
         json!({"op": "many", "set": {"x": "1", "y": "2"}, "get": ["x", "z", "y"]}),
     );
     assert_eq!(many["values"], json!([["x", "1"], null, ["y", "2"]]));
+    // What a guest can make the host hold is bounded: open buckets, and
+    // keys per batch.
+    let opened = ask("/kv", json!({"op": "open", "count": 63}));
+    assert_eq!(opened["open"], 64, "{opened}");
+    let refused = ask("/kv", json!({"op": "open", "count": 100_000}));
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("at most 64 buckets"),
+        "{refused}"
+    );
+    let keys: Vec<String> = (0..1025).map(|i| format!("k{i}")).collect();
+    let refused = ask("/kv", json!({"op": "many", "get": keys}));
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1024 keys"),
+        "{refused}"
+    );
     let listed = ask("/kv", json!({"op": "list"}));
     assert!(
         listed["error"].as_str().unwrap().contains("listing keys"),

@@ -26,5 +26,6 @@ mod openwhisk_runner;
 mod run;
 mod serve_containers;
 mod snapshots;
+mod spin;
 mod standalone;
 mod state;

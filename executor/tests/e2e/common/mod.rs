@@ -154,6 +154,15 @@ impl Luge {
             .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
     }
 
+    /// [`Luge::start_with_env`], or luge's error output if it did not start.
+    pub fn try_start_with_env(
+        mode: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Self, String> {
+        Self::try_start_within(mode, args, None, env)
+    }
+
     /// Starts luge like [`Luge::start`] under an address-space limit
     /// (`ulimit -v`, KiB): what a Raspberry Pi OS kernel's 39-bit user
     /// addresses allow, or an operator's limit.

@@ -1,0 +1,143 @@
+//! A Spin app as users write them for Spin 4, built with `spin-sdk` 7 from
+//! crates.io; Luge runs it unchanged. One component, route `/...`:
+//!
+//! - `GET /hello`: a greeting from the `greeting` variable;
+//! - `GET /var/NAME`: any variable (`spin:variables`), 404 if undefined;
+//! - `GET|PUT|DELETE /kv/KEY`: the default key-value store
+//!   (`spin:key-value`);
+//! - `POST /count`: adds one to `hits` with `wasi:keyvalue` atomics and
+//!   answers the new count;
+//! - `POST /double`: doubles `doubled` (1 at first) by compare-and-swap,
+//!   retrying when another request won the race;
+//! - `GET /fetch`: the body of `GET {upstream}/` (the `upstream` variable,
+//!   an origin in `allowed_outbound_hosts`), or the error a denied request
+//!   gets.
+
+use http_body_util::BodyExt;
+use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
+use spin_sdk::http::{EmptyBody, IntoResponse, Method, Request, StatusCode};
+use spin_sdk::{http_service, key_value, variables};
+
+/// The route of this request below the component's (`spin-path-info`).
+fn path_info(request: &Request) -> String {
+    request
+        .headers()
+        .get("spin-path-info")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| request.uri().path())
+        .to_owned()
+}
+
+fn answer(status: StatusCode, body: impl Into<String>) -> (StatusCode, String) {
+    (status, body.into())
+}
+
+#[http_service]
+async fn handle(request: Request) -> impl IntoResponse {
+    let path = path_info(&request);
+    let method = request.method().clone();
+    let segments: Vec<&str> = path.trim_start_matches('/').splitn(2, '/').collect();
+    match (method, segments.as_slice()) {
+        (Method::GET, ["hello"]) => match variables::get("greeting").await {
+            Ok(greeting) => answer(StatusCode::OK, format!("{greeting}, Spin app\n")),
+            Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+        },
+        (Method::GET, ["var", name]) => match variables::get(*name).await {
+            Ok(value) => answer(StatusCode::OK, value),
+            Err(e @ variables::Error::Undefined(_)) => {
+                answer(StatusCode::NOT_FOUND, format!("{e:?}"))
+            }
+            Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+        },
+        (method, ["kv", key]) => kv(method, key, request).await,
+        (Method::POST, ["count"]) => match count() {
+            Ok(n) => answer(StatusCode::OK, n.to_string()),
+            Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+        },
+        (Method::POST, ["double"]) => match double() {
+            Ok(n) => answer(StatusCode::OK, n.to_string()),
+            Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, e),
+        },
+        (Method::GET, ["fetch"]) => fetch().await,
+        _ => answer(StatusCode::NOT_FOUND, format!("no route for {path}\n")),
+    }
+}
+
+async fn kv(method: Method, key: &str, request: Request) -> (StatusCode, String) {
+    let store = match key_value::Store::open_default().await {
+        Ok(store) => store,
+        Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    };
+    let result = match method {
+        Method::GET => match store.get(key).await {
+            Ok(Some(value)) => Ok(answer(
+                StatusCode::OK,
+                String::from_utf8_lossy(&value).into_owned(),
+            )),
+            Ok(None) => Ok(answer(StatusCode::NOT_FOUND, "")),
+            Err(e) => Err(e),
+        },
+        Method::PUT => {
+            let body = match request.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) => return answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+            };
+            store
+                .set(key, &body)
+                .await
+                .map(|()| answer(StatusCode::OK, ""))
+        }
+        Method::DELETE => store.delete(key).await.map(|()| answer(StatusCode::OK, "")),
+        _ => Ok(answer(StatusCode::METHOD_NOT_ALLOWED, "")),
+    };
+    result.unwrap_or_else(|e| answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")))
+}
+
+fn count() -> Result<i64, store::Error> {
+    let bucket = store::open("default")?;
+    atomics::increment(&bucket, "hits", 1)
+}
+
+/// Doubles `doubled` by compare-and-swap: read, compute, swap if unchanged.
+fn double() -> Result<u64, String> {
+    let bucket = store::open("default").map_err(|e| format!("{e:?}"))?;
+    for _ in 0..1000 {
+        let cas = atomics::Cas::new(&bucket, "doubled").map_err(|e| format!("{e:?}"))?;
+        let current = match cas.current().map_err(|e| format!("{e:?}"))? {
+            Some(bytes) => String::from_utf8_lossy(&bytes)
+                .parse::<u64>()
+                .map_err(|e| e.to_string())?,
+            None => 1,
+        };
+        let next = current.checked_mul(2).ok_or("overflow")?;
+        match atomics::swap(cas, next.to_string().as_bytes()) {
+            Ok(()) => return Ok(next),
+            Err(atomics::CasError::CasFailed(_)) => continue,
+            Err(atomics::CasError::StoreError(e)) => return Err(format!("{e:?}")),
+        }
+    }
+    Err("lost the race 1000 times".into())
+}
+
+async fn fetch() -> (StatusCode, String) {
+    let upstream = match variables::get("upstream").await {
+        Ok(upstream) => upstream,
+        Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    };
+    let request = spin_sdk::http::Request::get(format!("{upstream}/"))
+        .body(EmptyBody::new())
+        .expect("a GET request");
+    match spin_sdk::http::send(request).await {
+        Ok(response) => {
+            let status = response.status();
+            match response.into_body().collect().await {
+                Ok(body) => answer(
+                    status,
+                    String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+                ),
+                Err(e) => answer(StatusCode::BAD_GATEWAY, format!("{e:?}")),
+            }
+        }
+        Err(e) => answer(StatusCode::BAD_GATEWAY, format!("{e:?}")),
+    }
+}

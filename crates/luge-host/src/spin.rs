@@ -1,0 +1,389 @@
+//! Spin apps: a Spin manifest v2 (`spin.toml`, what `spin up` takes) read
+//! as Luge routes, for `luge serve --spin`.
+//!
+//! Each `[[trigger.http]]` becomes a route of its component: exact routes
+//! and wildcards (`/...`, `/api/...`) as Luge's own prefixes. A component's
+//! `source` is a path relative to the manifest. Its grants are Spin's,
+//! deny by default as everywhere in Luge:
+//!
+//! - `allowed_outbound_hosts`: `http://host[:port]` origins (templates of
+//!   app variables allowed); anything Luge cannot grant exactly (https,
+//!   wildcards, other schemes) is refused at load, naming it;
+//! - `key_value_stores`: `default` is the component's private bucket,
+//!   any other label a state namespace it is granted;
+//! - `variables`: the component's, each a literal or a template of app
+//!   variables (`{{ name }}`); an app variable takes its `default`, or
+//!   `SPIN_VARIABLE_NAME` from Luge's environment (Spin's own environment
+//!   provider), and a `required` one with neither refuses the app;
+//! - `files`: refused (Luge grants directories under its `--fs-root`;
+//!   copy them there and use a luge.toml route instead).
+//!
+//! Everything else a component may import and Luge does not serve (SQLite,
+//! MySQL, PostgreSQL, Redis, MQTT, LLM) is refused when the component is
+//! loaded, naming the import, never at request time. Triggers other than
+//! HTTP are refused by name.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::config::{ConfigError, ConfiguredRoute};
+use crate::spec::{FunctionSpec, VariableMap, check_route_path};
+
+/// Most components and triggers a manifest may have (each is a loaded
+/// function: bounded like the routes of a config).
+pub const MAX_COMPONENTS: usize = 256;
+
+#[derive(Deserialize)]
+struct Manifest {
+    spin_manifest_version: u32,
+    #[serde(default)]
+    #[allow(dead_code)]
+    application: toml::Table,
+    #[serde(default)]
+    variables: BTreeMap<String, AppVariable>,
+    #[serde(default)]
+    trigger: BTreeMap<String, Vec<toml::Table>>,
+    #[serde(default)]
+    component: BTreeMap<String, Component>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppVariable {
+    default: Option<String>,
+    #[serde(default)]
+    required: bool,
+    #[serde(default)]
+    #[allow(dead_code)]
+    secret: bool,
+}
+
+#[derive(Deserialize)]
+struct HttpTrigger {
+    route: String,
+    component: String,
+}
+
+#[derive(Deserialize)]
+struct Component {
+    source: toml::Value,
+    #[serde(default)]
+    allowed_outbound_hosts: Vec<String>,
+    #[serde(default)]
+    key_value_stores: Vec<String>,
+    #[serde(default)]
+    variables: BTreeMap<String, String>,
+    #[serde(default)]
+    files: Vec<toml::Value>,
+    #[serde(default)]
+    environment: BTreeMap<String, String>,
+}
+
+/// Reads the Spin manifest at `file` as routes; `env` gives the values of
+/// `SPIN_VARIABLE_*` (the process environment in `luge serve`).
+pub fn load(
+    file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ConfiguredRoute>, ConfigError> {
+    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        file: file.to_owned(),
+        location: "file".to_owned(),
+        message: e.to_string(),
+    })?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    parse(file, &text, base, env)
+}
+
+/// Parses `text` as the Spin manifest `file`, sources relative to `base`.
+pub fn parse(
+    file: &Path,
+    text: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ConfiguredRoute>, ConfigError> {
+    let error = |location: &str, message: String| ConfigError {
+        file: file.to_owned(),
+        location: location.to_owned(),
+        message,
+    };
+    let manifest: Manifest =
+        toml::from_str(text).map_err(|e| error("syntax", e.message().trim().to_owned()))?;
+    if manifest.spin_manifest_version != 2 {
+        return Err(error(
+            "spin_manifest_version",
+            "Luge reads Spin manifest version 2".to_owned(),
+        ));
+    }
+    if manifest.component.len() > MAX_COMPONENTS {
+        return Err(error(
+            "component",
+            format!("at most {MAX_COMPONENTS} components"),
+        ));
+    }
+    // The app's variables, resolved once.
+    let mut app = BTreeMap::new();
+    for (name, variable) in &manifest.variables {
+        let location = format!("variables.{name}");
+        luge_core::capabilities::check_variable(name, "").map_err(|e| error(&location, e))?;
+        let provided = env(&format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()));
+        let value = match (provided, &variable.default, variable.required) {
+            (Some(value), _, _) => value,
+            (None, Some(default), false) => default.clone(),
+            (None, Some(_), true) => {
+                return Err(error(
+                    &location,
+                    "a variable is either required or has a default".to_owned(),
+                ));
+            }
+            (None, None, _) => {
+                return Err(error(
+                    &location,
+                    format!(
+                        "required, and not given: set SPIN_VARIABLE_{}",
+                        name.to_ascii_uppercase()
+                    ),
+                ));
+            }
+        };
+        app.insert(name.clone(), value);
+    }
+    let mut routes: Vec<ConfiguredRoute> = Vec::new();
+    for (kind, triggers) in &manifest.trigger {
+        if kind != "http" {
+            return Err(error(
+                &format!("trigger.{kind}"),
+                "Luge serves HTTP triggers only".to_owned(),
+            ));
+        }
+        if triggers.len() > MAX_COMPONENTS {
+            return Err(error(
+                "trigger.http",
+                format!("at most {MAX_COMPONENTS} triggers"),
+            ));
+        }
+        for (index, trigger) in triggers.iter().enumerate() {
+            let location = format!("trigger.http[{index}]");
+            let trigger: HttpTrigger = toml::Value::Table(trigger.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| error(&location, e.message().trim().to_owned()))?;
+            check_route_path(&trigger.route)
+                .map_err(|e| error(&format!("{location}.route"), e.to_string()))?;
+            if routes.iter().any(|r| r.path == trigger.route) {
+                return Err(error(
+                    &format!("{location}.route"),
+                    format!("{:?} is routed twice", trigger.route),
+                ));
+            }
+            // A component is one function (its private store is its
+            // name's): one trigger each.
+            if routes
+                .iter()
+                .any(|r| r.spec.name.as_deref() == Some(trigger.component.as_str()))
+            {
+                return Err(error(
+                    &format!("{location}.component"),
+                    format!(
+                        "{:?} is on two triggers: Luge serves a component on one route (use a wildcard route)",
+                        trigger.component
+                    ),
+                ));
+            }
+            let component = manifest.component.get(&trigger.component).ok_or_else(|| {
+                error(
+                    &format!("{location}.component"),
+                    format!("no [component.{}]", trigger.component),
+                )
+            })?;
+            let at = |field: &str| format!("component.{}.{field}", trigger.component);
+            let spec = component_spec(component, &app, &at).map_err(|(l, m)| error(&l, m))?;
+            let module = match &component.source {
+                toml::Value::String(path) => base.join(path),
+                _ => {
+                    return Err(error(
+                        &at("source"),
+                        "only a file path (relative to the manifest) is a source here".to_owned(),
+                    ));
+                }
+            };
+            routes.push(ConfiguredRoute {
+                path: trigger.route.clone(),
+                module: module.clone(),
+                spec: FunctionSpec {
+                    path: Some(trigger.route.clone()),
+                    module: Some(module),
+                    name: Some(trigger.component.clone()),
+                    ..spec
+                },
+            });
+        }
+    }
+    if routes.is_empty() {
+        return Err(error(
+            "trigger.http",
+            "the app has no HTTP trigger to serve".to_owned(),
+        ));
+    }
+    Ok(routes)
+}
+
+/// A component's grants and variables as a spec; errors as (location,
+/// message).
+fn component_spec(
+    component: &Component,
+    app: &BTreeMap<String, String>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<FunctionSpec, (String, String)> {
+    if !component.files.is_empty() {
+        return Err((
+            at("files"),
+            "Luge grants directories under its --fs-root only: copy the files there and serve the component from a luge.toml route with `dirs`".to_owned(),
+        ));
+    }
+    let mut variables = BTreeMap::new();
+    for (name, template) in &component.variables {
+        let value = expand(template, app).map_err(|m| (at(&format!("variables.{name}")), m))?;
+        variables.insert(name.clone(), value);
+    }
+    let mut allowed = Vec::new();
+    for (index, host) in component.allowed_outbound_hosts.iter().enumerate() {
+        let location = at(&format!("allowed_outbound_hosts[{index}]"));
+        let host = expand(host, app).map_err(|m| (location.clone(), m))?;
+        let origin = luge_core::capabilities::outbound_origin(&host).map_err(|e| {
+            (
+                location,
+                format!("{e} (Luge grants http:// origins exactly)"),
+            )
+        })?;
+        allowed.push(origin);
+    }
+    let mut state = Vec::new();
+    for (index, label) in component.key_value_stores.iter().enumerate() {
+        if label == luge_core::keyvalue::DEFAULT_BUCKET {
+            continue;
+        }
+        if !luge_core::state::valid_namespace(label) {
+            return Err((
+                at(&format!("key_value_stores[{index}]")),
+                format!("{label:?} is not a store label Luge can grant"),
+            ));
+        }
+        state.push(label.clone());
+    }
+    Ok(FunctionSpec {
+        allowed_outbound_hosts: allowed,
+        state,
+        variables: VariableMap(variables),
+        env: component.environment.clone(),
+        ..FunctionSpec::default()
+    })
+}
+
+/// `template` with each `{{ name }}` replaced by the app variable `name`.
+fn expand(template: &str, app: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or_else(|| format!("{template:?}: an unclosed {{{{"))?;
+        let name = after[..end].trim();
+        let value = app
+            .get(name)
+            .ok_or_else(|| format!("{template:?}: no app variable {name:?}"))?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const APP: &str = r#"
+spin_manifest_version = 2
+[application]
+name = "app"
+[variables]
+greeting = { default = "Hello" }
+upstream = { required = true }
+[[trigger.http]]
+route = "/..."
+component = "app"
+[[trigger.http]]
+route = "/exact"
+component = "other"
+[component.other]
+source = "other.wasm"
+[component.app]
+source = "target/app.wasm"
+key_value_stores = ["default", "cart"]
+allowed_outbound_hosts = ["{{ upstream }}"]
+[component.app.variables]
+greeting = "{{ greeting }}, world"
+[component.app.build]
+command = "cargo build"
+"#;
+
+    fn env(name: &str) -> Option<String> {
+        (name == "SPIN_VARIABLE_UPSTREAM").then(|| "http://127.0.0.1:9000".to_owned())
+    }
+
+    #[test]
+    fn a_manifest_is_routes_with_spins_grants() {
+        let routes = parse(Path::new("spin.toml"), APP, Path::new("/apps/x"), &env).unwrap();
+        assert_eq!(routes.len(), 2);
+        let route = &routes[0];
+        assert_eq!(route.path, "/...");
+        assert_eq!(route.module, Path::new("/apps/x/target/app.wasm"));
+        assert_eq!(route.spec.allowed_outbound_hosts, ["http://127.0.0.1:9000"]);
+        assert_eq!(route.spec.state, ["cart"]);
+        assert_eq!(route.spec.variables.0["greeting"], "Hello, world");
+        assert_eq!(route.spec.name.as_deref(), Some("app"));
+    }
+
+    #[test]
+    fn what_luge_cannot_grant_is_refused_by_name() {
+        let no_env = |_: &str| None;
+        let e = parse(Path::new("spin.toml"), APP, Path::new("."), &no_env).unwrap_err();
+        assert!(e.to_string().contains("SPIN_VARIABLE_UPSTREAM"), "{e}");
+        for (from, to, expect) in [
+            ("{{ upstream }}\"]", "https://example.com\"]", "https"),
+            (
+                "{{ upstream }}\"]",
+                "*://*:*\"]",
+                "allowed_outbound_hosts[0]",
+            ),
+            (
+                "[[trigger.http]]\nroute = \"/exact\"",
+                "[[trigger.redis]]\nroute = \"/exact\"",
+                "HTTP triggers only",
+            ),
+            (
+                "component = \"other\"",
+                "component = \"app\"",
+                "two triggers",
+            ),
+            (
+                "key_value_stores = [\"default\", \"cart\"]",
+                "files = [\"a.txt\"]",
+                "fs-root",
+            ),
+            ("{{ greeting }}, world", "{{ nope }}", "no app variable"),
+            (
+                "spin_manifest_version = 2",
+                "spin_manifest_version = 1",
+                "version 2",
+            ),
+        ] {
+            let text = APP.replacen(from, to, 1);
+            let e = parse(Path::new("spin.toml"), &text, Path::new("."), &env).unwrap_err();
+            assert!(e.to_string().contains(expect), "{to}: {e}");
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! `wasi:keyvalue@0.2.0-draft2` (store, atomics with compare-and-swap,
+//! batch), the draft `spin-sdk` 7 and Spin 4 import, bound to
+//! [`luge_core::keyvalue`] like the 0.2.0-draft in [`crate::keyvalue`]
+//! (same buckets, grants, bounds and open-bucket count); this file adapts
+//! only what draft2 changed: signed counters, the `cas` resource, and
+//! batches that answer every key. The WIT is `spin-sdk` 7.0.0's
+//! (wit/keyvalue-draft2, Apache-2.0 WITH LLVM-exception).
+
+use luge_core::keyvalue::{self as kv, KvError};
+use wasmtime::component::Resource;
+
+use crate::keyvalue::{Error, HasWasiKeyValue, WasiKeyValue};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "wit/keyvalue-draft2",
+        world: "luge:keyvalue-draft2/bindings",
+        imports: { default: trappable },
+        with: {
+            "wasi:keyvalue/store.bucket": luge_core::keyvalue::Bucket,
+            "wasi:keyvalue/atomics.cas": luge_core::keyvalue::Cas,
+        },
+        trappable_error_type: {
+            "wasi:keyvalue/store.error" => crate::keyvalue::Error,
+        },
+    });
+}
+
+use generated::wasi::keyvalue::{atomics, batch, store};
+
+fn store_error(error: KvError) -> store::Error {
+    match error {
+        KvError::NoSuchStore => store::Error::NoSuchStore,
+        KvError::AccessDenied => store::Error::AccessDenied,
+        KvError::Other(text) => store::Error::Other(text),
+    }
+}
+
+impl store::Host for WasiKeyValue<'_> {
+    fn open(&mut self, identifier: String) -> Result<Resource<kv::Bucket>, Error> {
+        self.open_bucket(&identifier)
+    }
+
+    fn convert_error(&mut self, error: Error) -> wasmtime::Result<store::Error> {
+        Ok(store_error(error.0))
+    }
+}
+
+impl store::HostBucket for WasiKeyValue<'_> {
+    fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.get(self.state()?, &key)?)
+    }
+
+    fn set(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        key: String,
+        value: Vec<u8>,
+    ) -> Result<(), Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.set(self.state()?, &key, &value)?)
+    }
+
+    fn delete(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<(), Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.delete(self.state()?, &key)?)
+    }
+
+    fn exists(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<bool, Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.exists(self.state()?, &key)?)
+    }
+
+    fn list_keys(
+        &mut self,
+        _bucket: Resource<kv::Bucket>,
+        _cursor: Option<String>,
+    ) -> Result<store::KeyResponse, Error> {
+        Err(Error(kv::no_listing()))
+    }
+
+    fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
+        self.close_bucket(bucket)
+    }
+}
+
+impl atomics::Host for WasiKeyValue<'_> {
+    fn increment(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        key: String,
+        delta: i64,
+    ) -> Result<i64, Error> {
+        let bucket = self.table.get(&bucket)?;
+        Ok(bucket.add(self.state()?, &key, delta)?)
+    }
+
+    fn swap(
+        &mut self,
+        cas: Resource<kv::Cas>,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), atomics::CasError>> {
+        let cas = self.table.delete(cas)?;
+        *self.open = self.open.saturating_sub(1);
+        let Ok(state) = self.state() else {
+            return Ok(Err(atomics::CasError::StoreError(store::Error::Other(
+                "this host keeps no shared state".to_owned(),
+            ))));
+        };
+        Ok(match cas.swap(state, &value) {
+            Ok(()) => Ok(()),
+            Err(kv::CasError::Store(e)) => Err(atomics::CasError::StoreError(store_error(e))),
+            // The key read again, as a new handle for the retry.
+            Err(kv::CasError::Changed(again)) => {
+                *self.open += 1;
+                Err(atomics::CasError::CasFailed(self.table.push(again)?))
+            }
+        })
+    }
+}
+
+impl atomics::HostCas for WasiKeyValue<'_> {
+    fn new(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        key: String,
+    ) -> Result<Resource<kv::Cas>, Error> {
+        // A read held by the host: counted with open buckets.
+        kv::check_open(*self.open)?;
+        let bucket = self.table.get(&bucket)?;
+        let cas = bucket.cas(self.state()?, &key)?;
+        let cas = self.table.push(cas)?;
+        *self.open += 1;
+        Ok(cas)
+    }
+
+    fn current(&mut self, cas: Resource<kv::Cas>) -> Result<Option<Vec<u8>>, Error> {
+        Ok(self.table.get(&cas)?.current().map(<[u8]>::to_vec))
+    }
+
+    fn drop(&mut self, cas: Resource<kv::Cas>) -> wasmtime::Result<()> {
+        self.table.delete(cas)?;
+        *self.open = self.open.saturating_sub(1);
+        Ok(())
+    }
+}
+
+impl batch::Host for WasiKeyValue<'_> {
+    fn get_many(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        keys: Vec<String>,
+    ) -> Result<Vec<(String, Option<Vec<u8>>)>, Error> {
+        kv::check_batch(keys.len())?;
+        let bucket = self.table.get(&bucket)?;
+        let state = self.state()?;
+        keys.into_iter()
+            .map(|key| {
+                let value = bucket.get(state, &key)?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+
+    fn set_many(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        key_values: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), Error> {
+        kv::check_batch(key_values.len())?;
+        let bucket = self.table.get(&bucket)?;
+        let state = self.state()?;
+        for (key, value) in key_values {
+            bucket.set(state, &key, &value)?;
+        }
+        Ok(())
+    }
+
+    fn delete_many(
+        &mut self,
+        bucket: Resource<kv::Bucket>,
+        keys: Vec<String>,
+    ) -> Result<(), Error> {
+        kv::check_batch(keys.len())?;
+        let bucket = self.table.get(&bucket)?;
+        let state = self.state()?;
+        for key in keys {
+            bucket.delete(state, &key)?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds `wasi:keyvalue/{store, atomics, batch}@0.2.0-draft2` to `linker`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> WasiKeyValue<'_>,
+) -> wasmtime::Result<()> {
+    store::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    atomics::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    batch::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    Ok(())
+}

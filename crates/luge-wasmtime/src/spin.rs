@@ -1,0 +1,175 @@
+//! Spin's own interfaces, as Spin 4 and `spin-sdk` 7 import them:
+//! `spin:key-value@3.0.0` over Luge's state tiers (the same buckets,
+//! grants and bounds as `wasi:keyvalue`, written once in
+//! [`luge_core::keyvalue`]) and `spin:variables@3.0.0` from the route's
+//! variables (those `wasi:config/store` serves). Both are WASI 0.3-style
+//! `async` functions; they complete at once (the tiers answer
+//! synchronously, as every state call does). The WIT is `spin-sdk`
+//! 7.0.0's (wit/spin, Apache-2.0 WITH LLVM-exception).
+
+use luge_core::capabilities::check_variable;
+use luge_core::keyvalue::{self as kv, KvError};
+use luge_core::state::State;
+use wasmtime::component::{Accessor, HasData, Resource};
+
+use crate::keyvalue::WasiKeyValue;
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "wit/spin",
+        world: "luge:spin/bindings",
+        imports: { default: trappable },
+        with: {
+            "spin:key-value/key-value.store": luge_core::keyvalue::Bucket,
+        },
+    });
+}
+
+use generated::spin::key_value::key_value;
+use generated::spin::variables::variables;
+
+/// What Spin's interfaces work on: the store's resource table, the
+/// invocation's state, its open buckets and its variables.
+pub struct SpinView<'a> {
+    pub(crate) kv: WasiKeyValue<'a>,
+    pub(crate) variables: &'a [(String, String)],
+}
+
+/// Spin's interfaces' host state, for the bindings.
+pub(crate) struct HasSpin;
+
+impl HasData for HasSpin {
+    type Data<'a> = SpinView<'a>;
+}
+
+fn kv_error(error: KvError) -> key_value::Error {
+    match error {
+        KvError::NoSuchStore => key_value::Error::NoSuchStore,
+        KvError::AccessDenied => key_value::Error::AccessDenied,
+        KvError::Other(text) => key_value::Error::Other(text),
+    }
+}
+
+/// Runs `op` on the open bucket `store` with the invocation's state.
+fn with_bucket<T, R>(
+    accessor: &Accessor<T, HasSpin>,
+    store: &Resource<kv::Bucket>,
+    op: impl FnOnce(&kv::Bucket, &dyn State) -> Result<R, KvError>,
+) -> wasmtime::Result<Result<R, key_value::Error>> {
+    accessor.with(|mut access| {
+        let view = access.get();
+        let bucket = view.kv.table.get(store)?;
+        let Some(state) = view.kv.state else {
+            return Ok(Err(key_value::Error::Other(
+                "this host keeps no shared state".to_owned(),
+            )));
+        };
+        Ok(op(bucket, &**state).map_err(kv_error))
+    })
+}
+
+impl key_value::Host for SpinView<'_> {}
+
+impl key_value::HostStore for SpinView<'_> {
+    fn drop(&mut self, store: Resource<kv::Bucket>) -> wasmtime::Result<()> {
+        self.kv.close_bucket(store)
+    }
+}
+
+impl<T> key_value::HostStoreWithStore<T> for HasSpin {
+    async fn open(
+        accessor: &Accessor<T, Self>,
+        label: String,
+    ) -> wasmtime::Result<Result<Resource<kv::Bucket>, key_value::Error>> {
+        accessor.with(|mut access| {
+            let mut view = access.get();
+            Ok(view.kv.open_bucket(&label).map_err(|e| kv_error(e.0)))
+        })
+    }
+
+    async fn get(
+        accessor: &Accessor<T, Self>,
+        store: Resource<kv::Bucket>,
+        key: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, key_value::Error>> {
+        with_bucket(accessor, &store, |bucket, state| bucket.get(state, &key))
+    }
+
+    async fn set(
+        accessor: &Accessor<T, Self>,
+        store: Resource<kv::Bucket>,
+        key: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), key_value::Error>> {
+        with_bucket(accessor, &store, |bucket, state| {
+            bucket.set(state, &key, &value)
+        })
+    }
+
+    async fn delete(
+        accessor: &Accessor<T, Self>,
+        store: Resource<kv::Bucket>,
+        key: String,
+    ) -> wasmtime::Result<Result<(), key_value::Error>> {
+        with_bucket(accessor, &store, |bucket, state| bucket.delete(state, &key))
+    }
+
+    async fn exists(
+        accessor: &Accessor<T, Self>,
+        store: Resource<kv::Bucket>,
+        key: String,
+    ) -> wasmtime::Result<Result<bool, key_value::Error>> {
+        with_bucket(accessor, &store, |bucket, state| bucket.exists(state, &key))
+    }
+
+    async fn get_keys(
+        accessor: &Accessor<T, Self>,
+        _store: Resource<kv::Bucket>,
+    ) -> wasmtime::Result<(
+        wasmtime::component::StreamReader<String>,
+        wasmtime::component::FutureReader<Result<(), key_value::Error>>,
+    )> {
+        // No keys, and the error that says why (as wasi:keyvalue's
+        // list-keys answers).
+        accessor.with(|mut access| {
+            let keys = wasmtime::component::StreamReader::new(&mut access, std::iter::empty())?;
+            let result = wasmtime::component::FutureReader::new(
+                &mut access,
+                std::future::ready(Ok::<_, wasmtime::Error>(Err(kv_error(kv::no_listing())))),
+            )?;
+            Ok((keys, result))
+        })
+    }
+}
+
+impl variables::Host for SpinView<'_> {}
+
+impl<T> variables::HostWithStore<T> for HasSpin {
+    async fn get(
+        accessor: &Accessor<T, Self>,
+        name: String,
+    ) -> wasmtime::Result<Result<String, variables::Error>> {
+        accessor.with(|mut access| {
+            let view = access.get();
+            if let Err(why) = check_variable(&name, "") {
+                return Ok(Err(variables::Error::InvalidName(why)));
+            }
+            Ok(view
+                .variables
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, value)| value.clone())
+                .ok_or(variables::Error::Undefined(name)))
+        })
+    }
+}
+
+/// Adds `spin:key-value@3.0.0` and `spin:variables@3.0.0` to `linker`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> SpinView<'_>,
+) -> wasmtime::Result<()> {
+    key_value::add_to_linker::<_, HasSpin>(linker, view)?;
+    variables::add_to_linker::<_, HasSpin>(linker, view)?;
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! A Spin app (actions/spin: `spin-sdk` 7 from crates.io, a WASI 0.3
+//! `wasi:http` service) served unchanged: `luge serve --spin` with the
+//! very `spin.toml` that `spin up` takes. Routing, `spin:variables`,
+//! `spin:key-value`, `wasi:keyvalue` draft2 atomics (increments and
+//! compare-and-swap), outgoing HTTP to a granted origin, and the default
+//! store's persistence across a restart.
+
+use std::path::PathBuf;
+
+use crate::common::*;
+
+fn on_wasmtime() -> bool {
+    engine() == "wasmtime"
+}
+
+/// The app's manifest, in the repository.
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../actions/spin/spin.toml")
+}
+
+/// A one-page HTTP server on 127.0.0.1: its origin.
+fn upstream() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
+            );
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+fn text(luge: &Luge, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let reply = luge.send(method, path, &[], body);
+    (
+        reply.status,
+        String::from_utf8_lossy(&reply.body).into_owned(),
+    )
+}
+
+#[test]
+fn a_spin_app_runs_unchanged() {
+    if !on_wasmtime() {
+        return;
+    }
+    let upstream = upstream();
+    let state_dir = tempfile::tempdir().unwrap();
+    let manifest = manifest();
+    let args = [
+        "--spin",
+        path_str(&manifest),
+        "--state-dir",
+        path_str(state_dir.path()),
+    ];
+    let env = [("SPIN_VARIABLE_UPSTREAM", upstream.as_str())];
+    let luge = Luge::start_with_env("serve", &args, &env);
+
+    // Routing below the wildcard route, and variables (a default, and one
+    // given by the environment).
+    assert_eq!(
+        text(&luge, "GET", "/hello", b""),
+        (200, "Hello, Spin app\n".to_owned())
+    );
+    assert_eq!(
+        text(&luge, "GET", "/var/upstream", b""),
+        (200, upstream.clone())
+    );
+    let (status, body) = text(&luge, "GET", "/var/nope", b"");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("Undefined"), "{body}");
+    let (status, body) = text(&luge, "GET", "/var/Bad", b"");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("InvalidName"), "{body}");
+    assert_eq!(text(&luge, "GET", "/nowhere", b"").0, 404);
+
+    // spin:key-value.
+    assert_eq!(text(&luge, "PUT", "/kv/colour", b"blue").0, 200);
+    assert_eq!(
+        text(&luge, "GET", "/kv/colour", b""),
+        (200, "blue".to_owned())
+    );
+    assert_eq!(text(&luge, "DELETE", "/kv/colour", b"").0, 200);
+    assert_eq!(text(&luge, "GET", "/kv/colour", b"").0, 404);
+    assert_eq!(text(&luge, "PUT", "/kv/kept", b"across restarts").0, 200);
+
+    // wasi:keyvalue atomics: 32 concurrent increments land exactly.
+    assert_eq!(text(&luge, "POST", "/count", b""), (200, "1".to_owned()));
+    std::thread::scope(|scope| {
+        for _ in 0..32 {
+            scope.spawn(|| assert_eq!(text(&luge, "POST", "/count", b"").0, 200));
+        }
+    });
+    assert_eq!(text(&luge, "POST", "/count", b""), (200, "34".to_owned()));
+
+    // Compare-and-swap: 10 concurrent doublings from 1 each see a value no
+    // other saw, and end at 2^10.
+    let mut seen: Vec<u64> = std::thread::scope(|scope| {
+        let doublings: Vec<_> = (0..10)
+            .map(|_| scope.spawn(|| text(&luge, "POST", "/double", b"")))
+            .collect();
+        doublings
+            .into_iter()
+            .map(|d| {
+                let (status, body) = d.join().unwrap();
+                assert_eq!(status, 200, "{body}");
+                body.parse().unwrap()
+            })
+            .collect()
+    });
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=10).map(|i| 1u64 << i).collect::<Vec<_>>());
+
+    // Outgoing HTTP to the origin the manifest allows.
+    assert_eq!(
+        text(&luge, "GET", "/fetch", b""),
+        (200, "upstream!".to_owned())
+    );
+
+    // The default store persists across a restart, as `spin up`'s does.
+    drop(luge);
+    let luge = Luge::start_with_env("serve", &args, &env);
+    assert_eq!(
+        text(&luge, "GET", "/kv/kept", b""),
+        (200, "across restarts".to_owned())
+    );
+    assert_eq!(text(&luge, "POST", "/count", b""), (200, "35".to_owned()));
+}
+
+/// The manifest's grants are all the app gets: an origin it does not list
+/// is denied, a required variable must be given, and what Luge cannot
+/// grant or serve is refused at start, by name.
+#[test]
+fn a_spin_app_gets_what_its_manifest_grants() {
+    if !on_wasmtime() {
+        return;
+    }
+    let manifest = manifest();
+    // Required and not given.
+    let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
+        .err()
+        .unwrap();
+    assert!(error.contains("SPIN_VARIABLE_UPSTREAM"), "{error}");
+
+    // The same app, its outbound grant taken away: the request is denied.
+    let dir = tempfile::tempdir().unwrap();
+    let source = manifest
+        .parent()
+        .unwrap()
+        .join("target/wasm32-wasip2/release/luge_spin_app.wasm");
+    let text_of = std::fs::read_to_string(&manifest).unwrap();
+    let ungranted = text_of
+        .replace(
+            "allowed_outbound_hosts = [\"{{ upstream }}\"]",
+            "allowed_outbound_hosts = []",
+        )
+        .replace(
+            "source = \"target/wasm32-wasip2/release/luge_spin_app.wasm\"",
+            &format!("source = {:?}", path_str(&source)),
+        );
+    assert_ne!(ungranted, text_of);
+    let copy = dir.path().join("spin.toml");
+    std::fs::write(&copy, &ungranted).unwrap();
+    let upstream = upstream();
+    let luge = Luge::start_with_env(
+        "serve",
+        &["--spin", path_str(&copy)],
+        &[("SPIN_VARIABLE_UPSTREAM", upstream.as_str())],
+    );
+    let (status, body) = text(&luge, "GET", "/fetch", b"");
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("HttpRequestDenied"), "{body}");
+    drop(luge);
+
+    // https origins (Luge has no TLS client) and files are refused.
+    for (from, to, expect) in [
+        (
+            "allowed_outbound_hosts = [\"{{ upstream }}\"]",
+            "allowed_outbound_hosts = [\"https://example.com\"]",
+            "allowed_outbound_hosts[0]",
+        ),
+        (
+            "key_value_stores = [\"default\"]",
+            "key_value_stores = [\"default\"]\nfiles = [\"static/**\"]",
+            "fs-root",
+        ),
+    ] {
+        std::fs::write(
+            &copy,
+            ungranted
+                .replace(
+                    "allowed_outbound_hosts = []",
+                    "allowed_outbound_hosts = [\"{{ upstream }}\"]",
+                )
+                .replace(from, to),
+        )
+        .unwrap();
+        let error = Luge::try_start_with_env(
+            "serve",
+            &["--spin", path_str(&copy)],
+            &[("SPIN_VARIABLE_UPSTREAM", upstream.as_str())],
+        )
+        .err()
+        .unwrap();
+        assert!(error.contains(expect), "{to}: {error}");
+    }
+}
