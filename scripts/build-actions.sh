@@ -29,8 +29,11 @@ cp "$root/actions/target/wasm32-wasip2/release/luge_http_examples.wasm" "$out/ht
 
 # The Spin app (actions/spin: spin-sdk 7 from crates.io, a WASI 0.3
 # wasi:http service; its own workspace), built as `spin build` would, where
-# its spin.toml finds it: `luge serve --spin actions/spin/spin.toml`.
-cargo build --quiet --manifest-path "$root/actions/spin/Cargo.toml" --target wasm32-wasip2 --release
+# its spin.toml finds it: `luge serve --spin actions/spin/spin.toml`. The
+# same workspace's plain WASI 0.3 service and command: http3.wasm, cli3.wasm.
+cargo build --quiet --manifest-path "$root/actions/spin/Cargo.toml" --target wasm32-wasip2 --release --workspace
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge_http3_examples.wasm" "$out/http3.wasm"
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge_cli3_examples.wasm" "$out/cli3.wasm"
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world

@@ -11,6 +11,7 @@
 //! taken the body's last frame (or dropped it: the client left), and only
 //! then does the sandbox end and give back its place.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -129,7 +130,8 @@ impl ServiceComponent {
             });
             let (request, _sent) =
                 wasmtime_wasi_http::p3::Request::from_http(store.data_mut().http().hooks, request);
-            match self.pre.instantiate_async(&mut *store).await {
+            let (verdict, verdict_rx) = oneshot::channel();
+            let ran = match self.pre.instantiate_async(&mut *store).await {
                 Ok(service) => store
                     .run_concurrent(async move |store| {
                         let response = match service.handle(store, request).await? {
@@ -148,6 +150,7 @@ impl ServiceComponent {
                             Watched {
                                 body,
                                 taken: Some(taken),
+                                verdict: Some(verdict_rx),
                             }
                             .boxed_unsync()
                         })));
@@ -160,7 +163,9 @@ impl ServiceComponent {
                     .await
                     .and_then(|handled| handled),
                 Err(e) => Err(e),
-            }
+            };
+            let _ = verdict.send(ran.is_ok());
+            ran
         };
         sandbox.finish(result, &invocation)
     }
@@ -222,11 +227,17 @@ impl LoadedModule for ServiceComponent {
 }
 
 /// A service's response body, which tells the sandbox when the front end
-/// has taken its last frame, met an error, or dropped it.
+/// has taken its last frame (or dropped it), and ends only as the sandbox
+/// did: Wasmtime reports a clean end when the guest's stream closes, even
+/// when it closed because the guest trapped or ran out of time, so the
+/// end of the body waits for the sandbox's verdict and becomes an error
+/// (the client sees the body cut short) unless the function succeeded.
 struct Watched<B> {
     body: B,
     /// Dropped (which the sandbox sees) at the end of the body.
     taken: Option<oneshot::Sender<()>>,
+    /// Whether the sandbox ended well; `None` once read.
+    verdict: Option<oneshot::Receiver<bool>>,
 }
 
 impl<B> Body for Watched<B>
@@ -241,23 +252,37 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        match polled {
-            Poll::Ready(None) => {
-                self.taken = None;
-                Poll::Ready(None)
+        let this = &mut *self;
+        if this.taken.is_some() {
+            match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => return Poll::Ready(Some(Ok(frame))),
+                Poll::Ready(Some(Err(e))) => {
+                    this.taken = None;
+                    this.verdict = None;
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+                Poll::Ready(None) => this.taken = None,
             }
-            Poll::Ready(Some(Err(e))) => {
-                self.taken = None;
-                Poll::Ready(Some(Err(Box::new(e))))
-            }
-            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
-            Poll::Pending => Poll::Pending,
+        }
+        let Some(verdict) = this.verdict.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let Poll::Ready(verdict) = Pin::new(verdict).poll(cx) else {
+            return Poll::Pending;
+        };
+        this.verdict = None;
+        if verdict.unwrap_or(false) {
+            Poll::Ready(None)
+        } else {
+            Poll::Ready(Some(Err(
+                "the function failed before its response body ended".into(),
+            )))
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.verdict.is_none() && (self.taken.is_none() || self.body.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -782,3 +782,53 @@ fn http_handlers_are_admitted_and_cancelled() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// WASI 0.3 (actions/spin/http3 and cli3, `wasip3` from crates.io): a
+/// service whose response body a task writes after `handle` returned, a
+/// request body streamed back, concurrent requests, a trap mid-body that
+/// disturbs nothing else; a 0.3 command on the function ABI, its error
+/// result a failure.
+#[test]
+fn wasi_03_services_and_commands() {
+    if !on_wasmtime() {
+        return;
+    }
+    let site = Site::new(
+        &["http3", "cli3"],
+        "[[routes]]\npath = \"/h3/...\"\nmodule = \"http3.wasm\"\n\n\
+         [[routes]]\npath = \"/cli3\"\nmodule = \"cli3.wasm\"\n",
+    );
+    let luge = site.start(&[]);
+    let hello = b"hello from a wasi:http@0.3 component\n".to_vec();
+    let reply = luge.send("GET", "/h3/hello", &[], b"");
+    assert_eq!((reply.status, &reply.body), (200, &hello));
+    let big: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+    let reply = luge.send("POST", "/h3/echo", &[], &big);
+    assert_eq!(reply.status, 200);
+    assert!(reply.body == big, "{} bytes back", reply.body.len());
+    std::thread::scope(|scope| {
+        for _ in 0..16 {
+            scope.spawn(|| assert_eq!(luge.send("GET", "/h3/x", &[], b"").body, hello));
+        }
+    });
+    // A trap after the head: the body is cut short, and the function's
+    // failure is logged; the next request is served.
+    let mut stream = connect(&luge);
+    use std::io::{Read, Write};
+    stream
+        .write_all(b"GET /h3/trap HTTP/1.1\r\nhost: luge\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(!raw.ends_with("0\r\n\r\n"), "a complete body: {raw}");
+    assert!(luge.stderr_shows("trapped"), "{}", luge.stderr());
+    assert_eq!(luge.send("GET", "/h3/hello", &[], b"").body, hello);
+
+    // The 0.3 command: stdin to stdout; its error result is exit status 1.
+    let (status, body) = luge.post("/cli3", &json!({"a": [1, 2]}));
+    assert_eq!((status, body), (200, json!({"a": [1, 2]})));
+    let (status, body) = luge.post("/cli3", &json!("fail"));
+    assert_eq!(status, 500, "{body}");
+    assert!(body.to_string().contains("status 1"), "{body}");
+}

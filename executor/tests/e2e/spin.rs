@@ -210,3 +210,38 @@ fn a_spin_app_gets_what_its_manifest_grants() {
         assert!(error.contains(expect), "{to}: {error}");
     }
 }
+
+/// A component importing interfaces Luge does not serve (here Spin's
+/// SQLite and LLM) is refused when the app starts, each import named:
+/// never a trap at request time.
+#[test]
+fn unserved_imports_are_refused_at_start_by_name() {
+    if !on_wasmtime() {
+        return;
+    }
+    let component = wat::parse_str(
+        r#"(component
+            (import "wasi:cli/environment@0.2.0" (instance
+                (export "get-arguments" (func (result (list string))))))
+            (import "spin:sqlite/sqlite@3.1.0" (instance (export "open" (func))))
+            (import "fermyon:spin/llm@2.0.0" (instance (export "infer" (func)))))"#,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.wasm"), component).unwrap();
+    let manifest = dir.path().join("spin.toml");
+    std::fs::write(
+        &manifest,
+        "spin_manifest_version = 2\n[application]\nname = \"x\"\n\
+         [[trigger.http]]\nroute = \"/...\"\ncomponent = \"x\"\n\
+         [component.x]\nsource = \"app.wasm\"\n",
+    )
+    .unwrap();
+    let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
+        .err()
+        .unwrap();
+    assert!(
+        error.contains("does not serve: spin:sqlite/sqlite@3.1.0, fermyon:spin/llm@2.0.0;"),
+        "{error}"
+    );
+}
