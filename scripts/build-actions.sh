@@ -34,6 +34,7 @@ cp "$root/actions/target/wasm32-wasip2/release/luge_http_examples.wasm" "$out/ht
 cargo build --quiet --manifest-path "$root/actions/spin/Cargo.toml" --target wasm32-wasip2 --release --workspace
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_http3_examples.wasm" "$out/http3.wasm"
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_cli3_examples.wasm" "$out/cli3.wasm"
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_app.wasm" "$out/spin-app.wasm"
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world

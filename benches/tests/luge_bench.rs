@@ -58,6 +58,7 @@ fn every_experiment_writes_its_results() {
         ("http-proxy", true),
         ("scaling", true),
         ("fairness", false),
+        ("wasi-p3", true),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();

@@ -3,8 +3,8 @@
 //!
 //! - `GET /hello`: a greeting from the `greeting` variable;
 //! - `GET /var/NAME`: any variable (`spin:variables`), 404 if undefined;
-//! - `GET|PUT|DELETE /kv/KEY`: the default key-value store
-//!   (`spin:key-value`);
+//! - `GET|PUT|DELETE /kv/KEY[?store=LABEL]`: a key-value store
+//!   (`spin:key-value`), `default` unless named;
 //! - `POST /count`: adds one to `hits` with `wasi:keyvalue` atomics and
 //!   answers the new count;
 //! - `POST /double`: doubles `doubled` (1 at first) by compare-and-swap,
@@ -64,7 +64,14 @@ async fn handle(request: Request) -> impl IntoResponse {
 }
 
 async fn kv(method: Method, key: &str, request: Request) -> (StatusCode, String) {
-    let store = match key_value::Store::open_default().await {
+    let label = request
+        .uri()
+        .query()
+        .and_then(|q| q.strip_prefix("store="))
+        .unwrap_or("default")
+        .to_owned();
+    let key = key.split('?').next().unwrap_or(key);
+    let store = match key_value::Store::open(&label).await {
         Ok(store) => store,
         Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
     };

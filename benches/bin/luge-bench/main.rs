@@ -38,6 +38,7 @@ mod snapshots;
 mod state;
 mod state_counter;
 mod state_shared;
+mod wasi_p3;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -83,6 +84,7 @@ enum Experiment {
     HttpProxy,
     Scaling,
     Fairness,
+    WasiP3,
     All,
 }
 
@@ -149,6 +151,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::HttpProxy,
             Experiment::Scaling,
             Experiment::Fairness,
+            Experiment::WasiP3,
         ],
         one => vec![one],
     };
@@ -170,6 +173,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::HttpProxy => http_proxy(&setup, window),
             Experiment::Scaling => scaling(&setup, window),
             Experiment::Fairness => fairness(&setup, window),
+            Experiment::WasiP3 => wasi_p3::wasi_p3(&setup, window),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;

@@ -10,7 +10,9 @@
 //!   app variables allowed); anything Luge cannot grant exactly (https,
 //!   wildcards, other schemes) is refused at load, naming it;
 //! - `key_value_stores`: `default` is the component's private bucket,
-//!   any other label a state namespace it is granted;
+//!   any other label a state namespace it is granted (on the local tier;
+//!   `global:NAME` is the namespace NAME on the Redis tier, and
+//!   `global:default` the private bucket there);
 //! - `variables`: the component's, each a literal or a template of app
 //!   variables (`{{ name }}`); an app variable takes its `default`, or
 //!   `SPIN_VARIABLE_NAME` from Luge's environment (Spin's own environment
@@ -260,6 +262,8 @@ fn component_spec(
     }
     let mut state = Vec::new();
     for (index, label) in component.key_value_stores.iter().enumerate() {
+        // `global:NAME` is the namespace NAME on the Redis tier.
+        let label = label.strip_prefix("global:").unwrap_or(label);
         if label == luge_core::keyvalue::DEFAULT_BUCKET {
             continue;
         }
@@ -269,7 +273,9 @@ fn component_spec(
                 format!("{label:?} is not a store label Luge can grant"),
             ));
         }
-        state.push(label.clone());
+        if !state.iter().any(|granted| granted == label) {
+            state.push(label.to_owned());
+        }
     }
     Ok(FunctionSpec {
         allowed_outbound_hosts: allowed,

@@ -1,0 +1,210 @@
+//! `wasi-p3`: WASI 0.3 and a Spin app (issue 28).
+//!
+//! 1. The same WASI 0.3 `wasi:http` service (`actions/spin/http3`, its
+//!    hello path, a body written by a task after `handle` returned) served
+//!    by Luge (a fresh instance per request) and by `wasmtime serve` 49
+//!    (`-S p3`, which reuses a 0.3 instance for up to 128 requests, 16 at
+//!    once), same run, at 1, 16 and 64 connections: req/s, p50/p99 and the
+//!    server's CPU per request.
+//! 2. The Spin app (`actions/spin`, spin-sdk 7) on Luge via `--spin`: a
+//!    `spin:key-value` read of a 100-byte value on the local tier and on
+//!    Redis (a `global:` store), and a `wasi:keyvalue` atomic increment,
+//!    at 1 and 16 connections: p50/p99 and req/s. Needs `redis-server`.
+
+use std::process::Command;
+use std::time::Duration;
+
+use luge_benches::load::{self, Target};
+use luge_benches::wasm;
+
+use crate::http_proxy::{
+    LUGE_MARKER, free_port, luge_serve, luge_site, start, wasmtime_cli,
+};
+use crate::state::redis;
+use crate::{Report, Setup};
+
+/// What the 0.3 service's hello path answers.
+const HELLO: &str = "hello from a wasi:http@0.3 component\n";
+
+/// The Spin app's manifest for the benchmark: the repository's, with a
+/// Redis-tier store granted too.
+const MANIFEST: &str = r#"spin_manifest_version = 2
+[application]
+name = "bench"
+[[trigger.http]]
+route = "/..."
+component = "app"
+[component.app]
+source = "spin-app.wasm"
+key_value_stores = ["default", "global:default"]
+"#;
+
+pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
+    let dir = tempfile::tempdir()?;
+    let component = dir.path().join("http3.wasm");
+    std::fs::write(&component, wasm("http3"))?;
+    std::fs::write(dir.path().join("spin-app.wasm"), wasm("spin-app"))?;
+    std::fs::write(dir.path().join("spin.toml"), MANIFEST)?;
+    luge_site(
+        dir.path(),
+        "[[routes]]\npath = \"/hello\"\nmodule = \"http3.wasm\"\n",
+    )?;
+    let (_redis, redis_port) = redis()?;
+    let manifest = dir.path().join("spin.toml");
+    let redis_url = format!("redis://127.0.0.1:{redis_port}/");
+    let luge = start(
+        luge_serve(
+            setup,
+            dir.path(),
+            "state",
+            &[
+                "--spin",
+                manifest.to_str().unwrap_or_default(),
+                "--state-url",
+                &redis_url,
+            ],
+        )?,
+        LUGE_MARKER,
+    )?;
+    let port = free_port()?;
+    let mut wasmtime = Command::new(wasmtime_cli()?);
+    wasmtime
+        .args([
+            "serve",
+            "-S",
+            "cli",
+            "-S",
+            "p3",
+            "-W",
+            "component-model-async",
+            "--addr",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(&component);
+    let wasmtime = start(wasmtime, "Serving HTTP on ")?;
+
+    let warmup = Duration::from_millis(500);
+    let mut rows = Vec::new();
+    let mut series = Vec::new();
+    let servers = [
+        ("luge (fresh instance per request)", &luge, "/hello"),
+        ("wasmtime serve -S p3 (instance reuse)", &wasmtime, "/hello"),
+    ];
+    for (name, served, path) in servers {
+        let mut rates = Vec::new();
+        for connections in [1, 16, 64] {
+            let target = Target {
+                addr: served.addr,
+                method: hyper::Method::GET,
+                path: path.to_owned(),
+                body: bytes::Bytes::new(),
+                expect_len: Some(HELLO.len()),
+            };
+            load::closed_loop(&target, connections, Duration::ZERO, warmup);
+            let cpu = served.cpu();
+            let report = load::closed_loop(&target, connections, Duration::ZERO, window);
+            let cpu = served.cpu().saturating_sub(cpu);
+            let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
+            rates.push((connections as f64, report.throughput()));
+            rows.push(vec![
+                format!("{name}: GET hello"),
+                connections.to_string(),
+                format!("{:.0}", report.throughput()),
+                report.percentile_us(50.0).to_string(),
+                report.percentile_us(99.0).to_string(),
+                format!("{per_request_us:.1}"),
+                report.errors.to_string(),
+            ]);
+        }
+        series.push((name.to_owned(), rates));
+    }
+
+    // The Spin app: the values first, then reads and increments.
+    let value = "v".repeat(100);
+    for store in ["default", "global:default"] {
+        let target = Target {
+            addr: luge.addr,
+            method: hyper::Method::PUT,
+            path: format!("/kv/bench?store={store}"),
+            body: bytes::Bytes::from(value.clone()),
+            expect_len: None,
+        };
+        let seeded = load::closed_loop(&target, 1, Duration::ZERO, Duration::from_millis(50));
+        anyhow::ensure!(
+            seeded.ok > 0 && seeded.errors == 0,
+            "the Spin app did not store into {store}"
+        );
+    }
+    let spin_cases = [
+        (
+            "Spin app: spin:key-value get, local tier",
+            hyper::Method::GET,
+            "/kv/bench",
+            Some(value.len()),
+        ),
+        (
+            "Spin app: spin:key-value get, Redis tier",
+            hyper::Method::GET,
+            "/kv/bench?store=global:default",
+            Some(value.len()),
+        ),
+        (
+            "Spin app: wasi:keyvalue increment, local tier",
+            hyper::Method::POST,
+            "/count",
+            None,
+        ),
+    ];
+    for (name, method, path, expect_len) in spin_cases {
+        for connections in [1, 16] {
+            let target = Target {
+                addr: luge.addr,
+                method: method.clone(),
+                path: path.to_owned(),
+                body: bytes::Bytes::new(),
+                expect_len,
+            };
+            load::closed_loop(&target, connections, Duration::ZERO, warmup);
+            let cpu = luge.cpu();
+            let report = load::closed_loop(&target, connections, Duration::ZERO, window);
+            let cpu = luge.cpu().saturating_sub(cpu);
+            let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
+            rows.push(vec![
+                name.to_owned(),
+                connections.to_string(),
+                format!("{:.0}", report.throughput()),
+                report.percentile_us(50.0).to_string(),
+                report.percentile_us(99.0).to_string(),
+                format!("{per_request_us:.1}"),
+                report.errors.to_string(),
+            ]);
+        }
+    }
+    Ok(Report {
+        name: "wasi-p3",
+        title: "A WASI 0.3 service on Luge and on `wasmtime serve`; a Spin app's key-value requests"
+            .into(),
+        columns: vec![
+            "server: request",
+            "connections",
+            "req/s",
+            "p50 µs",
+            "p99 µs",
+            "server CPU µs/request",
+            "errors",
+        ],
+        rows,
+        x_desc: "connections",
+        y_desc: "requests per second",
+        series,
+        notes: format!(
+            "`actions/spin/http3` (wasip3 0.7.1; its hello path answers 38 bytes from a spawned task) on `luge serve` (this build, a process of its own, a fresh instance per request) and on `wasmtime serve -S cli -S p3 -W component-model-async` ({}, whose default reuses a 0.3 instance for up to 128 requests, 16 at once), both on 127.0.0.1 in the same run; then `actions/spin` (spin-sdk 7) under `luge serve --spin` with a local state store and a `redis-server` on loopback: a 100-byte value read through spin:key-value, and `wasi:keyvalue/atomics.increment` (a compare-and-swap on the local tier). Closed-loop keep-alive client on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks). Luge has no instance reuse (per-request isolation is the only mode today).",
+            Command::new(wasmtime_cli()?)
+                .arg("--version")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default(),
+            window.as_millis()
+        ),
+    })
+}
