@@ -10,10 +10,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_core::Invocation;
+use http_body_util::Limited;
 use luge_core::calls::{
-    CallError, CallMode, CallResult, CallStatus, Calls, MAX_CALL_DEPTH, PendingCall,
+    CallError, CallMode, CallResult, CallStatus, Calls, MAX_CALL_DEPTH, PendingCall, PendingHttp,
 };
+use luge_core::{Invocation, handler};
 use luge_host::{Function, FunctionHost};
 
 use crate::admission::Tree;
@@ -40,19 +41,141 @@ pub(crate) struct HostCalls {
 
 impl Calls for HostCalls {
     fn start(&self, name: &str, input: Vec<u8>, mode: CallMode) -> Result<PendingCall, CallError> {
-        self.start_granted(name, input, mode).inspect_err(|e| {
-            // Label only with a granted name: an ungranted one is the
-            // guest's own string and would let it grow the metrics.
-            let granted = self.caller.spec.calls.iter().any(|g| g == name);
-            let label = if granted { name } else { "-" };
-            self.app
-                .metrics
-                .observe_call(&self.caller.name, label, "refused", e.name());
-        })
+        self.start_granted(name, input, mode)
+            .inspect_err(|e| self.refused(name, e))
+    }
+
+    fn start_http(&self, name: &str, request: handler::Request) -> Result<PendingHttp, CallError> {
+        self.chain_granted(name, request)
+            .inspect_err(|e| self.refused(name, e))
     }
 }
 
 impl HostCalls {
+    /// Whether the caller may call `name`: listed in its `calls`, or (a
+    /// chained request) its internal origin in `allowed_outbound_hosts`.
+    fn granted(&self, name: &str, chained: bool) -> bool {
+        self.caller.spec.calls.iter().any(|g| g == name)
+            || (chained
+                && luge_core::capabilities::grants_chaining(
+                    &self.caller.action.capabilities.outbound_http,
+                    name,
+                ))
+    }
+
+    /// Counts a refused call.
+    fn refused(&self, name: &str, error: &CallError) {
+        // Label only with a granted name: an ungranted one is the guest's
+        // own string and would let it grow the metrics.
+        let label = if self.granted(name, true) { name } else { "-" };
+        self.app
+            .metrics
+            .observe_call(&self.caller.name, label, "refused", error.name());
+    }
+
+    /// A chained request to the HTTP handler `name`: admitted in the
+    /// caller's tree, under its deadline, a fresh sandbox that may chain on
+    /// (one level deeper); the response head comes back as soon as the
+    /// callee answers and its body streams on.
+    fn chain_granted(
+        &self,
+        name: &str,
+        request: handler::Request,
+    ) -> Result<PendingHttp, CallError> {
+        if !self.granted(name, true) {
+            return Err(CallError::NotGranted);
+        }
+        if self.depth + 1 > MAX_CALL_DEPTH {
+            return Err(CallError::Depth);
+        }
+        let callee = self.host.by_name(name).ok_or(CallError::NotFound)?;
+        if !callee.module.serves_http() {
+            return Err(CallError::NotFound);
+        }
+        let place = self
+            .app
+            .admit(&self.tree, &callee.name)
+            .map_err(|_| CallError::Busy)?;
+        let arrived = Instant::now();
+        let deadline = self
+            .deadline
+            .min(arrived + callee.action.sched.relative_deadline_or_default());
+        let invocation = Invocation {
+            env: vec![
+                ("LUGE_REQUEST_ID".to_owned(), self.request_id.to_string()),
+                ("LUGE_CALLER".to_owned(), self.caller.name.clone()),
+            ],
+            state: self.app.state_session(&callee, arrived),
+            calls: Some(Arc::new(HostCalls {
+                app: Arc::clone(&self.app),
+                host: Arc::clone(&self.host),
+                caller: Arc::clone(&callee),
+                depth: self.depth + 1,
+                tree: Arc::clone(&self.tree),
+                deadline,
+                request_id: self.request_id,
+                runtime: self.runtime.clone(),
+            })),
+            ..Invocation::new(Arc::clone(&callee.action), Vec::new())
+        };
+        let cancel = invocation.cancel.clone();
+        let path = request.uri().path().to_owned();
+        let limit = self.app.settings.max_body_bytes;
+        let mut request =
+            request.map(|body| http_body_util::BodyExt::boxed_unsync(Limited::new(body, limit)));
+        crate::route_headers::set(
+            &mut request,
+            &luge_host::RouteMatch::by_name(Arc::clone(&callee), &path),
+        );
+        let (head, answered) = tokio::sync::oneshot::channel();
+        let sandbox = Arc::clone(&callee.module).start_http(
+            invocation,
+            request,
+            Box::new(move |response| {
+                let _ = head.send(response);
+            }),
+            self.app.settings.preemption,
+        );
+        let app = Arc::clone(&self.app);
+        let action = Arc::clone(&callee.action);
+        let (caller, request_id) = (self.caller.name.clone(), self.request_id);
+        let running = self.runtime.spawn(async move {
+            let outcome = app
+                .execute_started(&action, cancel, sandbox, arrived, deadline, place)
+                .await;
+            log_stderr(&callee.name, request_id, &outcome.stderr);
+            let status = CallStatus::of(&outcome.termination);
+            app.metrics
+                .observe_call(&caller, &callee.name, "chained", status.name());
+            outcome
+        });
+        // Dropped before the head (the caller ended or gave up): the callee
+        // is cancelled. After it, its body streams on to the caller.
+        let abort = running.abort_handle();
+        let abort = crate::dispatch::UnlessDisarmed::new(move || abort.abort());
+        Ok(Box::pin(async move {
+            let answered = answered.await;
+            abort.disarm();
+            match answered {
+                Ok(answer) => answer,
+                Err(_) => {
+                    let outcome = running.await.ok();
+                    Err(handler::HandlerError {
+                        code: outcome.map_or_else(
+                            || "the chained function ended without a response".to_owned(),
+                            |o| {
+                                format!(
+                                    "the chained function answered nothing: {:?}",
+                                    o.termination
+                                )
+                            },
+                        ),
+                    })
+                }
+            }
+        }))
+    }
+
     /// Whether to fuse a call to `callee` on an engine that could schedule
     /// it: only a callee that calls nothing (a fused callee runs on its
     /// caller's stack, so fused calls never nest) and is known to be short.
@@ -184,9 +307,9 @@ impl HostCalls {
 }
 
 /// Aborts a spawned callee when its [`PendingCall`] is dropped unfinished.
-struct AbortOnDrop(tokio::task::JoinHandle<CallResult>);
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
-impl Drop for AbortOnDrop {
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         // A no-op once the task has finished.
         self.0.abort();

@@ -23,58 +23,11 @@ use crate::standalone::{failure_message, failure_status, relative_deadline};
 /// A function that is an HTTP handler, on the route a request matched.
 pub(crate) struct HttpHandler(pub(crate) RouteMatch);
 
-/// The headers Spin's HTTP trigger gives a handler about its route, set
-/// by Luge alike (a client's own values for them are dropped): the full
-/// URL, the route as declared (`/api/...`), the route's base (`/api`),
-/// the path after it, and the app's base path (always `/`).
-const SPIN_FULL_URL: &str = "spin-full-url";
-const SPIN_MATCHED_ROUTE: &str = "spin-matched-route";
-const SPIN_RAW_COMPONENT_ROUTE: &str = "spin-raw-component-route";
-const SPIN_COMPONENT_ROUTE: &str = "spin-component-route";
-const SPIN_PATH_INFO: &str = "spin-path-info";
-const SPIN_BASE_PATH: &str = "spin-base-path";
-
-/// Sets the route headers (see [`SPIN_PATH_INFO`] and the others).
-fn route_headers(request: &mut Request, matched: &RouteMatch) {
-    let authority = request
-        .uri()
-        .authority()
-        .map(|a| a.to_string())
-        .or_else(|| {
-            request
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
-    let path_and_query = request
-        .uri()
-        .path_and_query()
-        .map_or_else(|| request.uri().path().to_owned(), |p| p.to_string());
-    let full_url = format!("http://{authority}{path_and_query}");
-    let headers = request.headers_mut();
-    for (name, value) in [
-        (SPIN_FULL_URL, full_url.as_str()),
-        (SPIN_MATCHED_ROUTE, matched.route.as_str()),
-        (SPIN_RAW_COMPONENT_ROUTE, matched.route.as_str()),
-        (SPIN_COMPONENT_ROUTE, matched.base.as_str()),
-        (SPIN_PATH_INFO, matched.path_info.as_str()),
-        (SPIN_BASE_PATH, "/"),
-    ] {
-        headers.remove(name);
-        // Every value comes from the request line or a checked route.
-        if let Ok(value) = header::HeaderValue::from_str(value) {
-            headers.insert(name, value);
-        }
-    }
-}
-
 impl Handler for HttpHandler {
     /// Serves the request with the handler, its body streamed to it and
     /// its response streamed back.
     async fn serve(self, app: &Arc<App>, mut request: Request, request_id: u64) -> Response {
-        route_headers(&mut request, &self.0);
+        crate::route_headers::set(&mut request, &self.0);
         let function = self.0.function;
         let arrived = Instant::now();
         let action = Arc::clone(&function.action);
@@ -93,13 +46,29 @@ impl Handler for HttpHandler {
         if http::declared_length(request.headers()).is_some_and(|len| len > limit) {
             return http::too_large(limit);
         }
-        let place = match app.admit(&Tree::new(&function.name), &action.name) {
+        let tree = Tree::new(&function.name);
+        let place = match app.admit(&tree, &action.name) {
             Ok(place) => place,
             Err(refused) => return app.overloaded(refused),
         };
+        // Its outgoing requests to other functions (service chaining) are
+        // calls of this request's tree.
+        let calls = app.function_host().map(|host| {
+            Arc::new(crate::calls::HostCalls {
+                app: Arc::clone(app),
+                host: Arc::clone(host),
+                caller: Arc::clone(&function),
+                depth: 0,
+                tree: Arc::clone(&tree),
+                deadline: arrived + relative,
+                request_id,
+                runtime: app.settings.runtime.clone(),
+            }) as Arc<dyn luge_core::calls::Calls>
+        });
         let invocation = Invocation {
             env: vec![("LUGE_REQUEST_ID".to_owned(), request_id.to_string())],
             state: app.state_session(&function, arrived),
+            calls,
             ..Invocation::new(Arc::clone(&action), Vec::new())
         };
         let cancel = invocation.cancel.clone();

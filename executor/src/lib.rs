@@ -43,6 +43,7 @@ pub mod metrics;
 mod openwhisk;
 pub mod options;
 mod protocol;
+mod route_headers;
 mod router;
 mod routes;
 pub mod run;

@@ -11,7 +11,12 @@
 //!   retrying when another request won the race;
 //! - `GET /fetch`: the body of `GET {upstream}/` (the `upstream` variable,
 //!   an origin in `allowed_outbound_hosts`), or the error a denied request
-//!   gets.
+//!   gets;
+//! - `GET /chain`: `GET http://backend.spin.internal/hello`, service
+//!   chaining to the `backend` component (the same code on its own route),
+//!   which its manifest allows the `app` component and not `backend`;
+//! - `GET /relative`: `GET /hello` with no authority, which no host may
+//!   resolve against the incoming request's (Spin's CVE-2024-32980).
 
 use http_body_util::BodyExt;
 use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
@@ -58,7 +63,9 @@ async fn handle(request: Request) -> impl IntoResponse {
             Ok(n) => answer(StatusCode::OK, n.to_string()),
             Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, e),
         },
-        (Method::GET, ["fetch"]) => fetch().await,
+        (Method::GET, ["fetch"]) => fetch(None).await,
+        (Method::GET, ["chain"]) => fetch(Some("http://backend.spin.internal/hello")).await,
+        (Method::GET, ["relative"]) => fetch(Some("/hello")).await,
         _ => answer(StatusCode::NOT_FOUND, format!("no route for {path}\n")),
     }
 }
@@ -126,12 +133,16 @@ fn double() -> Result<u64, String> {
     Err("lost the race 1000 times".into())
 }
 
-async fn fetch() -> (StatusCode, String) {
-    let upstream = match variables::get("upstream").await {
-        Ok(upstream) => upstream,
-        Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+/// The body of `GET url`, or `{upstream}/` when none is given.
+async fn fetch(url: Option<&str>) -> (StatusCode, String) {
+    let url = match url {
+        Some(url) => url.to_owned(),
+        None => match variables::get("upstream").await {
+            Ok(upstream) => format!("{upstream}/"),
+            Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+        },
     };
-    let request = spin_sdk::http::Request::get(format!("{upstream}/"))
+    let request = spin_sdk::http::Request::get(url)
         .body(EmptyBody::new())
         .expect("a GET request");
     match spin_sdk::http::send(request).await {

@@ -17,9 +17,7 @@ use std::time::Duration;
 use luge_benches::load::{self, Target};
 use luge_benches::wasm;
 
-use crate::http_proxy::{
-    LUGE_MARKER, free_port, luge_serve, luge_site, start, wasmtime_cli,
-};
+use crate::http_proxy::{LUGE_MARKER, free_port, luge_serve, luge_site, start, wasmtime_cli};
 use crate::state::redis;
 use crate::{Report, Setup};
 
@@ -182,8 +180,9 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
     }
     Ok(Report {
         name: "wasi-p3",
-        title: "A WASI 0.3 service on Luge and on `wasmtime serve`; a Spin app's key-value requests"
-            .into(),
+        title:
+            "A WASI 0.3 service on Luge and on `wasmtime serve`; a Spin app's key-value requests"
+                .into(),
         columns: vec![
             "server: request",
             "connections",

@@ -146,7 +146,26 @@ pub trait Calls: Send + Sync {
     /// Starts `name` on `input`, under the caller's deadline: at once
     /// ([`CallMode::Scheduled`]) or when first polled ([`CallMode::Fused`]).
     fn start(&self, name: &str, input: Vec<u8>, mode: CallMode) -> Result<PendingCall, CallError>;
+
+    /// Starts the HTTP handler `name` on `request`: service chaining, an
+    /// outgoing request of the caller's to `http://NAME.luge.internal/...`
+    /// (see [`crate::capabilities::chained_function`]), admitted, scheduled
+    /// and bounded like [`Calls::start`]. Hosts without it refuse it.
+    fn start_http(
+        &self,
+        name: &str,
+        request: crate::handler::Request,
+    ) -> Result<PendingHttp, CallError> {
+        let _ = (name, request);
+        Err(CallError::NotGranted)
+    }
 }
+
+/// A started chained request; resolves to the callee's response head (its
+/// body streams on) or to why it gave none.
+pub type PendingHttp = Pin<
+    Box<dyn Future<Output = Result<crate::handler::Response, crate::handler::HandlerError>> + Send>,
+>;
 
 /// A host where calls cannot be made (e.g. an OpenWhisk action container,
 /// whose invocations must go through the controller): every `call_start`

@@ -217,6 +217,33 @@ pub enum OriginRefusal {
     Host,
 }
 
+/// The domains whose hosts name functions of this host (service
+/// chaining): `http://NAME.luge.internal/...` is function NAME, and Spin's
+/// `NAME.spin.internal` the same, so Spin apps chain unchanged.
+pub const CHAINING_DOMAINS: [&str; 2] = [".luge.internal", ".spin.internal"];
+
+/// The function an outgoing request to `host` (its authority's host, any
+/// case) chains to, if `host` is in a [`CHAINING_DOMAINS`] domain: the
+/// single label before it. Nothing else is looked at (never a Host header,
+/// which a guest could set to anything: Spin's CVE-2024-32980).
+pub fn chained_function(host: &str) -> Option<String> {
+    let host = host.to_ascii_lowercase();
+    CHAINING_DOMAINS.iter().find_map(|domain| {
+        let name = host.strip_suffix(domain)?;
+        (!name.is_empty() && !name.contains('.')).then(|| name.to_owned())
+    })
+}
+
+/// Whether `outbound` (a function's granted origins, as
+/// [`outbound_origin`] normalises them) grants chaining to `name`: its
+/// internal origin is listed, exactly (no wildcard grants it).
+pub fn grants_chaining(outbound: &[String], name: &str) -> bool {
+    CHAINING_DOMAINS.iter().any(|domain| {
+        let origin = format!("http://{name}{domain}:80");
+        outbound.iter().any(|granted| *granted == origin)
+    })
+}
+
 /// `origin` (`http://host[:port]`) as granted: scheme and host lower-case,
 /// the port written (80 by default). Anything else (a path, user info, a
 /// wildcard, another scheme) is refused with the reason: a grant names

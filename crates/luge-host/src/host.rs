@@ -111,6 +111,28 @@ pub struct RouteMatch {
     pub path_info: String,
 }
 
+impl RouteMatch {
+    /// `function` on a request for `path` that reached it by name (a
+    /// chained request), as its first route would have matched it: the
+    /// part of `path` under a prefix route's base is the path info.
+    pub fn by_name(function: Arc<Function>, path: &str) -> Self {
+        let route = function.routes.first().cloned().unwrap_or_default();
+        let (base, path_info) = match crate::spec::route_prefix(&route) {
+            Some(base) => (
+                base.to_owned(),
+                path.strip_prefix(base).unwrap_or(path).to_owned(),
+            ),
+            None => (route.clone(), String::new()),
+        };
+        Self {
+            function,
+            route,
+            base,
+            path_info,
+        }
+    }
+}
+
 /// Routes of one listener: exact paths, and prefixes (`/api/...`).
 #[derive(Debug, Default)]
 struct Routes {

@@ -229,6 +229,7 @@ impl Shared {
                     allowed: invocation.action.capabilities.outbound_http.clone(),
                     deadline: started + limits.timeout,
                     sent: 0,
+                    calls: invocation.calls.clone(),
                 },
                 config: invocation.action.variables.0.iter().cloned().collect(),
                 state: invocation.state.clone(),
@@ -441,6 +442,9 @@ struct Hooks {
     deadline: Instant,
     /// Outgoing requests sent so far by this invocation.
     sent: usize,
+    /// Where a request to `http://NAME.luge.internal` goes: the host's
+    /// calls (service chaining); `None` where the host offers none.
+    calls: Option<Arc<dyn luge_core::calls::Calls>>,
 }
 
 /// Outgoing requests one invocation may send: each holds a connection (a
@@ -463,6 +467,23 @@ impl WasiHttpHooks for Hooks {
         fut: Box<dyn std::future::Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> Box<dyn std::future::Future<Output = Sent> + Send> {
         drop(fut);
+        // Service chaining: the URI's own host names the function (never a
+        // header); a chained request is a call, and counts as a request.
+        let chained = request
+            .uri()
+            .authority()
+            .filter(|_| request.uri().scheme_str() == Some("http"))
+            .filter(|a| a.port_u16().is_none_or(|port| port == 80))
+            .and_then(|a| luge_core::capabilities::chained_function(a.host()));
+        if let Some(name) = chained {
+            if self.sent >= MAX_OUTGOING_REQUESTS {
+                return Box::new(std::future::ready(Err(
+                    wasmtime_wasi_http::Error::ConnectionLimitReached,
+                )));
+            }
+            self.sent += 1;
+            return Box::new(chain(self.calls.clone(), name, request));
+        }
         let origin = match (request.uri().scheme_str(), request.uri().authority()) {
             (Some(scheme), Some(authority)) => {
                 luge_core::capabilities::outbound_origin(&format!("{scheme}://{authority}")).ok()
@@ -484,6 +505,58 @@ impl WasiHttpHooks for Hooks {
         let remaining = self.deadline.saturating_duration_since(Instant::now());
         Box::new(send(request, origin, remaining, options))
     }
+}
+
+/// Sends `request` to the function `name` of this host through `calls`
+/// (granted there: the caller's `calls` or its internal origin in
+/// `allowed_outbound_hosts`); the callee sees the path and a Host header
+/// of the internal name.
+async fn chain(
+    calls: Option<Arc<dyn luge_core::calls::Calls>>,
+    name: String,
+    request: http::Request<wasmtime_wasi_http::WasiBody>,
+) -> Sent {
+    use luge_core::calls::CallError;
+    use wasmtime_wasi_http::Error;
+    let Some(calls) = calls else {
+        return Err(Error::HttpRequestDenied);
+    };
+    let (mut parts, body) = request.into_parts();
+    if let Some(authority) = parts.uri.authority() {
+        if let Ok(host) = http::HeaderValue::from_str(authority.as_str()) {
+            parts.headers.insert(http::header::HOST, host);
+        }
+    }
+    parts.uri = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let body = http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, |e| {
+        Box::new(e) as BodyError
+    }));
+    let pending = match calls.start_http(&name, http::Request::from_parts(parts, body)) {
+        Ok(pending) => pending,
+        Err(CallError::NotGranted | CallError::NotFound) => {
+            tracing::debug!(%name, "chained request to a function not granted (or none): denied");
+            return Err(Error::HttpRequestDenied);
+        }
+        Err(CallError::Busy) => return Err(Error::ConnectionLimitReached),
+        Err(e) => return Err(Error::InternalError(Some(e.to_string()))),
+    };
+    let response = pending
+        .await
+        .map_err(|e| Error::InternalError(Some(e.to_string())))?;
+    let response = response.map(|body| {
+        http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, |e| {
+            Error::InternalError(Some(e.to_string()))
+        }))
+    });
+    Ok((
+        response,
+        Box::new(std::future::ready(Ok(()))) as Box<dyn std::future::Future<Output = _> + Send>,
+    ))
 }
 
 /// Sends `request` to `origin` (granted), all within `remaining`.

@@ -832,3 +832,68 @@ fn wasi_03_services_and_commands() {
     assert_eq!(status, 500, "{body}");
     assert!(body.to_string().contains("status 1"), "{body}");
 }
+
+/// Service chaining from a WASI 0.2 handler: `http://NAME.luge.internal`
+/// is the function NAME of this host, reached in process when the caller
+/// is granted it (`calls`, or its internal origin in
+/// `allowed_outbound_hosts`), denied otherwise; the callee's response
+/// streams back to the caller.
+#[test]
+fn chained_requests_reach_granted_functions() {
+    if !on_wasmtime() {
+        return;
+    }
+    let site = Site::new(
+        &["http-handler"],
+        "[[routes]]\npath = \"/a/...\"\nmodule = \"http-handler.wasm\"\ncalls = [\"b\"]\n\n\
+         [[routes]]\npath = \"/o/...\"\nmodule = \"http-handler.wasm\"\n\
+         allowed_outbound_hosts = [\"http://b.luge.internal\"]\n\n\
+         [[routes]]\npath = \"/b/...\"\nmodule = \"http-handler.wasm\"\nname = \"b\"\n\n\
+         [[routes]]\npath = \"/c/...\"\nmodule = \"http-handler.wasm\"\n",
+    );
+    let luge = site.start(&[]);
+    for caller in ["/a/fetch", "/o/fetch"] {
+        let reply = luge.send(
+            "GET",
+            caller,
+            &[("x-fetch", "http://b.luge.internal/b/hello")],
+            b"",
+        );
+        assert_eq!(
+            (
+                reply.status,
+                String::from_utf8_lossy(&reply.body).into_owned()
+            ),
+            (200, "hello from a wasi:http component\n".to_owned()),
+            "{caller}"
+        );
+    }
+    // Streamed through: 64 KiB from the callee's stream path.
+    let reply = luge.send(
+        "GET",
+        "/a/fetch",
+        &[("x-fetch", "http://b.luge.internal/b/stream?64")],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    // Not granted, no such function, another port: denied alike.
+    for (caller, url) in [
+        ("/c/fetch", "http://b.luge.internal/b/hello"),
+        ("/a/fetch", "http://nosuch.luge.internal/x"),
+        ("/a/fetch", "http://b.luge.internal:8080/b/hello"),
+    ] {
+        let reply = luge.send("GET", caller, &[("x-fetch", url)], b"");
+        let body = String::from_utf8_lossy(&reply.body).into_owned();
+        assert_eq!(reply.status, 502, "{caller} {url}: {body}");
+        assert!(body.contains("HttpRequestDenied"), "{caller} {url}: {body}");
+    }
+    // The chained calls are counted (as each callee ends).
+    let counted = r#"luge_calls_total{caller="a/...",callee="b",how="chained",result="success"} 2"#;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut metrics = luge.get_text("/metrics");
+    while !metrics.contains(counted) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        metrics = luge.get_text("/metrics");
+    }
+    assert!(metrics.contains(counted), "{metrics}");
+}

@@ -122,6 +122,35 @@ fn a_spin_app_runs_unchanged() {
         (200, "upstream!".to_owned())
     );
 
+    // Service chaining: `app` reaches the `backend` component at
+    // http://backend.spin.internal, which its manifest allows.
+    assert_eq!(
+        text(&luge, "GET", "/chain", b""),
+        (200, "Chained, Spin app\n".to_owned())
+    );
+    // `backend` is not granted its own internal origin: its chaining
+    // request is denied, whatever else it may reach (Spin PR 3016).
+    let (status, body) = text(&luge, "GET", "/backend/chain", b"");
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("HttpRequestDenied"), "{body}");
+    // Nothing resolves against the incoming request (Spin's
+    // CVE-2024-32980): a URL without an authority goes nowhere, and a
+    // client's Host header naming an internal function routes nothing.
+    let (status, body) = text(&luge, "GET", "/relative", b"");
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        !body.contains("Chained") && !body.contains("Hello"),
+        "{body}"
+    );
+    let reply = luge.send("GET", "/hello", &[("host", "backend.spin.internal")], b"");
+    assert_eq!(
+        (
+            reply.status,
+            String::from_utf8_lossy(&reply.body).into_owned()
+        ),
+        (200, "Hello, Spin app\n".to_owned())
+    );
+
     // The default store persists across a restart, as `spin up`'s does.
     drop(luge);
     let luge = Luge::start_with_env("serve", &args, &env);
@@ -156,7 +185,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     let text_of = std::fs::read_to_string(&manifest).unwrap();
     let ungranted = text_of
         .replace(
-            "allowed_outbound_hosts = [\"{{ upstream }}\"]",
+            "allowed_outbound_hosts = [\"{{ upstream }}\", \"http://backend.spin.internal\"]",
             "allowed_outbound_hosts = []",
         )
         .replace(
@@ -172,15 +201,17 @@ fn a_spin_app_gets_what_its_manifest_grants() {
         &["--spin", path_str(&copy)],
         &[("SPIN_VARIABLE_UPSTREAM", upstream.as_str())],
     );
-    let (status, body) = text(&luge, "GET", "/fetch", b"");
-    assert_eq!(status, 502, "{body}");
-    assert!(body.contains("HttpRequestDenied"), "{body}");
+    for path in ["/fetch", "/chain"] {
+        let (status, body) = text(&luge, "GET", path, b"");
+        assert_eq!(status, 502, "{path}: {body}");
+        assert!(body.contains("HttpRequestDenied"), "{path}: {body}");
+    }
     drop(luge);
 
     // https origins (Luge has no TLS client) and files are refused.
     for (from, to, expect) in [
         (
-            "allowed_outbound_hosts = [\"{{ upstream }}\"]",
+            "allowed_outbound_hosts = []",
             "allowed_outbound_hosts = [\"https://example.com\"]",
             "allowed_outbound_hosts[0]",
         ),
@@ -190,16 +221,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
             "fs-root",
         ),
     ] {
-        std::fs::write(
-            &copy,
-            ungranted
-                .replace(
-                    "allowed_outbound_hosts = []",
-                    "allowed_outbound_hosts = [\"{{ upstream }}\"]",
-                )
-                .replace(from, to),
-        )
-        .unwrap();
+        std::fs::write(&copy, ungranted.replace(from, to)).unwrap();
         let error = Luge::try_start_with_env(
             "serve",
             &["--spin", path_str(&copy)],
