@@ -111,7 +111,10 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                     })?;
             }
             if let Some(manifest) = &host.spin {
-                let routes = luge_host::spin::load(manifest, &|name| std::env::var(name).ok())?;
+                let routes =
+                    luge_host::spin::load(manifest, settings.init.fs_root.as_deref(), &|name| {
+                        std::env::var(name).ok()
+                    })?;
                 function_host.add_configured(&routes).map_err(|(path, e)| {
                     anyhow::Error::new(e).context(format!("{}: route {path:?}", manifest.display()))
                 })?;

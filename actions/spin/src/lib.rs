@@ -9,6 +9,8 @@
 //!   answers the new count;
 //! - `POST /double`: doubles `doubled` (1 at first) by compare-and-swap,
 //!   retrying when another request won the race;
+//! - `GET /file/NAME`: the file NAME of the `static` directory its
+//!   manifest's `files` grants (read-only, at `/static`);
 //! - `GET /fetch`: the body of `GET {upstream}/` (the `upstream` variable,
 //!   an origin in `allowed_outbound_hosts`), or the error a denied request
 //!   gets;
@@ -62,6 +64,10 @@ async fn handle(request: Request) -> impl IntoResponse {
         (Method::POST, ["double"]) => match double() {
             Ok(n) => answer(StatusCode::OK, n.to_string()),
             Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, e),
+        },
+        (Method::GET, ["file", name]) => match std::fs::read_to_string(format!("/static/{name}")) {
+            Ok(text) => answer(StatusCode::OK, text),
+            Err(e) => answer(StatusCode::NOT_FOUND, e.to_string()),
         },
         (Method::GET, ["fetch"]) => fetch(None).await,
         (Method::GET, ["chain"]) => fetch(Some("http://backend.spin.internal/hello")).await,

@@ -17,8 +17,11 @@
 //!   variables (`{{ name }}`); an app variable takes its `default`, or
 //!   `SPIN_VARIABLE_NAME` from Luge's environment (Spin's own environment
 //!   provider), and a `required` one with neither refuses the app;
-//! - `files`: refused (Luge grants directories under its `--fs-root`;
-//!   copy them there and use a luge.toml route instead).
+//! - `files`: read-only directory grants. An entry is a directory, as a
+//!   path relative to the manifest (mounted at the same path under `/`)
+//!   or `{ source = DIR, destination = PATH }`; it must lie under the
+//!   operator's `--fs-root`, like every grant Luge makes. Glob patterns
+//!   and single files are refused by name (a grant is a directory).
 //!
 //! Everything else a component may import and Luge does not serve (SQLite,
 //! MySQL, PostgreSQL, Redis, MQTT, LLM) is refused when the component is
@@ -87,6 +90,7 @@ struct Component {
 /// `SPIN_VARIABLE_*` (the process environment in `luge serve`).
 pub fn load(
     file: &Path,
+    fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<ConfiguredRoute>, ConfigError> {
     let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
@@ -95,7 +99,8 @@ pub fn load(
         message: e.to_string(),
     })?;
     let base = file.parent().unwrap_or(Path::new("."));
-    parse(file, &text, base, env)
+    let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
+    parse(file, &text, &base, fs_root, env)
 }
 
 /// Parses `text` as the Spin manifest `file`, sources relative to `base`.
@@ -103,6 +108,7 @@ pub fn parse(
     file: &Path,
     text: &str,
     base: &Path,
+    fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<ConfiguredRoute>, ConfigError> {
     let error = |location: &str, message: String| ConfigError {
@@ -199,7 +205,8 @@ pub fn parse(
                 )
             })?;
             let at = |field: &str| format!("component.{}.{field}", trigger.component);
-            let spec = component_spec(component, &app, &at).map_err(|(l, m)| error(&l, m))?;
+            let spec = component_spec(component, &app, &at, base, fs_root)
+                .map_err(|(l, m)| error(&l, m))?;
             let module = match &component.source {
                 toml::Value::String(path) => base.join(path),
                 _ => {
@@ -236,12 +243,14 @@ fn component_spec(
     component: &Component,
     app: &BTreeMap<String, String>,
     at: &dyn Fn(&str) -> String,
+    base: &Path,
+    fs_root: Option<&Path>,
 ) -> Result<FunctionSpec, (String, String)> {
-    if !component.files.is_empty() {
-        return Err((
-            at("files"),
-            "Luge grants directories under its --fs-root only: copy the files there and serve the component from a luge.toml route with `dirs`".to_owned(),
-        ));
+    let mut dirs = Vec::new();
+    for (index, entry) in component.files.iter().enumerate() {
+        let location = at(&format!("files[{index}]"));
+        let dir = file_grant(entry, base, fs_root).map_err(|m| (location, m))?;
+        dirs.push(dir);
     }
     let mut variables = BTreeMap::new();
     for (name, template) in &component.variables {
@@ -278,11 +287,58 @@ fn component_spec(
         }
     }
     Ok(FunctionSpec {
+        dirs,
         allowed_outbound_hosts: allowed,
         state,
         variables: VariableMap(variables),
         env: component.environment.clone(),
         ..FunctionSpec::default()
+    })
+}
+
+/// A `files` entry as a read-only grant of a directory under `fs_root`.
+fn file_grant(
+    entry: &toml::Value,
+    base: &Path,
+    fs_root: Option<&Path>,
+) -> Result<crate::spec::DirSpec, String> {
+    let (source, destination) = match entry {
+        toml::Value::String(source) => (source.clone(), format!("/{source}")),
+        toml::Value::Table(table) => match (table.get("source"), table.get("destination")) {
+            (Some(toml::Value::String(s)), Some(toml::Value::String(d))) if table.len() == 2 => {
+                (s.clone(), d.clone())
+            }
+            _ => return Err("expected a path or { source, destination }".to_owned()),
+        },
+        _ => return Err("expected a path or { source, destination }".to_owned()),
+    };
+    if source.contains(['*', '?', '[', '{']) {
+        return Err(format!(
+            "{source:?}: a glob; Luge grants whole directories (name the directory)"
+        ));
+    }
+    let Some(root) = fs_root else {
+        return Err(
+            "files are directory grants under the operator's --fs-root, and none is set".to_owned(),
+        );
+    };
+    let root = std::fs::canonicalize(root).map_err(|e| format!("--fs-root: {e}"))?;
+    let path = std::fs::canonicalize(base.join(&source)).map_err(|e| format!("{source:?}: {e}"))?;
+    if !path.is_dir() {
+        return Err(format!(
+            "{source:?} is not a directory (a grant is a directory)"
+        ));
+    }
+    let host = path.strip_prefix(&root).map_err(|_| {
+        format!(
+            "{source:?} is outside --fs-root {} (every grant lies under it)",
+            root.display()
+        )
+    })?;
+    Ok(crate::spec::DirSpec {
+        host: host.to_string_lossy().into_owned(),
+        guest: destination,
+        mode: "ro".to_owned(),
     })
 }
 
@@ -342,7 +398,14 @@ command = "cargo build"
 
     #[test]
     fn a_manifest_is_routes_with_spins_grants() {
-        let routes = parse(Path::new("spin.toml"), APP, Path::new("/apps/x"), &env).unwrap();
+        let routes = parse(
+            Path::new("spin.toml"),
+            APP,
+            Path::new("/apps/x"),
+            None,
+            &env,
+        )
+        .unwrap();
         assert_eq!(routes.len(), 2);
         let route = &routes[0];
         assert_eq!(route.path, "/...");
@@ -356,7 +419,7 @@ command = "cargo build"
     #[test]
     fn what_luge_cannot_grant_is_refused_by_name() {
         let no_env = |_: &str| None;
-        let e = parse(Path::new("spin.toml"), APP, Path::new("."), &no_env).unwrap_err();
+        let e = parse(Path::new("spin.toml"), APP, Path::new("."), None, &no_env).unwrap_err();
         assert!(e.to_string().contains("SPIN_VARIABLE_UPSTREAM"), "{e}");
         for (from, to, expect) in [
             ("{{ upstream }}\"]", "https://example.com\"]", "https"),
@@ -380,6 +443,11 @@ command = "cargo build"
                 "files = [\"a.txt\"]",
                 "fs-root",
             ),
+            (
+                "key_value_stores = [\"default\", \"cart\"]",
+                "files = [\"static/**\"]",
+                "a glob",
+            ),
             ("{{ greeting }}, world", "{{ nope }}", "no app variable"),
             (
                 "spin_manifest_version = 2",
@@ -388,7 +456,7 @@ command = "cargo build"
             ),
         ] {
             let text = APP.replacen(from, to, 1);
-            let e = parse(Path::new("spin.toml"), &text, Path::new("."), &env).unwrap_err();
+            let e = parse(Path::new("spin.toml"), &text, Path::new("."), None, &env).unwrap_err();
             assert!(e.to_string().contains(expect), "{to}: {e}");
         }
     }

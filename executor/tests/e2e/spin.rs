@@ -208,7 +208,37 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     }
     drop(luge);
 
-    // https origins (Luge has no TLS client) and files are refused.
+    // `files`: a directory under --fs-root, read-only at the same path.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("static")).unwrap();
+    std::fs::write(root.path().join("static/note.txt"), "from a files grant").unwrap();
+    let in_root = root.path().join("spin.toml");
+    std::fs::write(
+        &in_root,
+        ungranted.replace(
+            "key_value_stores = [\"default\"]",
+            "key_value_stores = [\"default\"]\nfiles = [\"static\"]",
+        ),
+    )
+    .unwrap();
+    let luge = Luge::start_with_env(
+        "serve",
+        &[
+            "--spin",
+            path_str(&in_root),
+            "--fs-root",
+            path_str(root.path()),
+        ],
+        &[("SPIN_VARIABLE_UPSTREAM", upstream.as_str())],
+    );
+    assert_eq!(
+        text(&luge, "GET", "/file/note.txt", b""),
+        (200, "from a files grant".to_owned())
+    );
+    drop(luge);
+
+    // https origins (Luge has no TLS client), globs and directories outside
+    // --fs-root are refused.
     for (from, to, expect) in [
         (
             "allowed_outbound_hosts = []",
@@ -218,6 +248,11 @@ fn a_spin_app_gets_what_its_manifest_grants() {
         (
             "key_value_stores = [\"default\"]",
             "key_value_stores = [\"default\"]\nfiles = [\"static/**\"]",
+            "a glob",
+        ),
+        (
+            "key_value_stores = [\"default\"]",
+            "key_value_stores = [\"default\"]\nfiles = [\"static\"]",
             "fs-root",
         ),
     ] {
