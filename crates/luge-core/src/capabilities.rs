@@ -240,7 +240,7 @@ pub fn chained_function(host: &str) -> Option<String> {
 pub fn grants_chaining(outbound: &[String], name: &str) -> bool {
     CHAINING_DOMAINS.iter().any(|domain| {
         let origin = format!("http://{name}{domain}:80");
-        outbound.iter().any(|granted| *granted == origin)
+        outbound.contains(&origin)
     })
 }
 

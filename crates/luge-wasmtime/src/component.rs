@@ -522,10 +522,12 @@ async fn chain(
         return Err(Error::HttpRequestDenied);
     };
     let (mut parts, body) = request.into_parts();
-    if let Some(authority) = parts.uri.authority() {
-        if let Ok(host) = http::HeaderValue::from_str(authority.as_str()) {
-            parts.headers.insert(http::header::HOST, host);
-        }
+    if let Some(host) = parts
+        .uri
+        .authority()
+        .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
+    {
+        parts.headers.insert(http::header::HOST, host);
     }
     parts.uri = parts
         .uri
