@@ -63,6 +63,66 @@ impl HostCalls {
                 ))
     }
 
+    /// The callee `name`, granted (a chained request is also granted by
+    /// its internal origin, and must reach an HTTP handler), within the
+    /// nesting bound, holding its admission place in the caller's tree,
+    /// under the caller's deadline tightened by its own.
+    fn admit_callee(&self, name: &str, chained: bool) -> Result<Admitted, CallError> {
+        if !self.granted(name, chained) {
+            return Err(CallError::NotGranted);
+        }
+        if self.depth + 1 > MAX_CALL_DEPTH {
+            return Err(CallError::Depth);
+        }
+        let callee = self.host.by_name(name).ok_or(CallError::NotFound)?;
+        if chained && !callee.module.serves_http() {
+            return Err(CallError::NotFound);
+        }
+        let place = self
+            .app
+            .admit(&self.tree, &callee.name)
+            .map_err(|_| CallError::Busy)?;
+        let arrived = Instant::now();
+        let deadline = self
+            .deadline
+            .min(arrived + callee.action.sched.relative_deadline_or_default());
+        Ok(Admitted {
+            callee,
+            place,
+            arrived,
+            deadline,
+        })
+    }
+
+    /// The invocation of `callee` on `input`: its own state session, and
+    /// calls of its own one level deeper in the same tree.
+    fn callee_invocation(
+        &self,
+        callee: &Arc<Function>,
+        arrived: Instant,
+        deadline: Instant,
+        input: Vec<u8>,
+    ) -> Invocation {
+        Invocation {
+            env: vec![
+                ("LUGE_REQUEST_ID".to_owned(), self.request_id.to_string()),
+                ("LUGE_CALLER".to_owned(), self.caller.name.clone()),
+            ],
+            state: self.app.state_session(callee, arrived),
+            calls: Some(Arc::new(HostCalls {
+                app: Arc::clone(&self.app),
+                host: Arc::clone(&self.host),
+                caller: Arc::clone(callee),
+                depth: self.depth + 1,
+                tree: Arc::clone(&self.tree),
+                deadline,
+                request_id: self.request_id,
+                runtime: self.runtime.clone(),
+            })),
+            ..Invocation::new(Arc::clone(&callee.action), input)
+        }
+    }
+
     /// Counts a refused call.
     fn refused(&self, name: &str, error: &CallError) {
         // Label only with a granted name: an ungranted one is the guest's
@@ -82,42 +142,13 @@ impl HostCalls {
         name: &str,
         request: handler::Request,
     ) -> Result<PendingHttp, CallError> {
-        if !self.granted(name, true) {
-            return Err(CallError::NotGranted);
-        }
-        if self.depth + 1 > MAX_CALL_DEPTH {
-            return Err(CallError::Depth);
-        }
-        let callee = self.host.by_name(name).ok_or(CallError::NotFound)?;
-        if !callee.module.serves_http() {
-            return Err(CallError::NotFound);
-        }
-        let place = self
-            .app
-            .admit(&self.tree, &callee.name)
-            .map_err(|_| CallError::Busy)?;
-        let arrived = Instant::now();
-        let deadline = self
-            .deadline
-            .min(arrived + callee.action.sched.relative_deadline_or_default());
-        let invocation = Invocation {
-            env: vec![
-                ("LUGE_REQUEST_ID".to_owned(), self.request_id.to_string()),
-                ("LUGE_CALLER".to_owned(), self.caller.name.clone()),
-            ],
-            state: self.app.state_session(&callee, arrived),
-            calls: Some(Arc::new(HostCalls {
-                app: Arc::clone(&self.app),
-                host: Arc::clone(&self.host),
-                caller: Arc::clone(&callee),
-                depth: self.depth + 1,
-                tree: Arc::clone(&self.tree),
-                deadline,
-                request_id: self.request_id,
-                runtime: self.runtime.clone(),
-            })),
-            ..Invocation::new(Arc::clone(&callee.action), Vec::new())
-        };
+        let Admitted {
+            callee,
+            place,
+            arrived,
+            deadline,
+        } = self.admit_callee(name, true)?;
+        let invocation = self.callee_invocation(&callee, arrived, deadline, Vec::new());
         let cancel = invocation.cancel.clone();
         let path = request.uri().path().to_owned();
         let limit = self.app.settings.max_body_bytes;
@@ -200,39 +231,13 @@ impl HostCalls {
         input: Vec<u8>,
         mode: CallMode,
     ) -> Result<PendingCall, CallError> {
-        if !self.caller.spec.calls.iter().any(|granted| granted == name) {
-            return Err(CallError::NotGranted);
-        }
-        if self.depth + 1 > MAX_CALL_DEPTH {
-            return Err(CallError::Depth);
-        }
-        let callee = self.host.by_name(name).ok_or(CallError::NotFound)?;
-        let place = self
-            .app
-            .admit(&self.tree, &callee.name)
-            .map_err(|_| CallError::Busy)?;
-        let arrived = Instant::now();
-        let deadline = self
-            .deadline
-            .min(arrived + callee.action.sched.relative_deadline_or_default());
-        let invocation = Invocation {
-            env: vec![
-                ("LUGE_REQUEST_ID".to_owned(), self.request_id.to_string()),
-                ("LUGE_CALLER".to_owned(), self.caller.name.clone()),
-            ],
-            state: self.app.state_session(&callee, arrived),
-            calls: Some(Arc::new(HostCalls {
-                app: Arc::clone(&self.app),
-                host: Arc::clone(&self.host),
-                caller: Arc::clone(&callee),
-                depth: self.depth + 1,
-                tree: Arc::clone(&self.tree),
-                deadline,
-                request_id: self.request_id,
-                runtime: self.runtime.clone(),
-            })),
-            ..Invocation::new(Arc::clone(&callee.action), input)
-        };
+        let Admitted {
+            callee,
+            place,
+            arrived,
+            deadline,
+        } = self.admit_callee(name, false)?;
+        let invocation = self.callee_invocation(&callee, arrived, deadline, input);
         let app = Arc::clone(&self.app);
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
         let metrics_app = Arc::clone(&app);
@@ -304,6 +309,14 @@ impl HostCalls {
             })
         }))
     }
+}
+
+/// A callee that may run now (see [`HostCalls::admit_callee`]).
+struct Admitted {
+    callee: Arc<Function>,
+    place: crate::admission::Admitted,
+    arrived: Instant,
+    deadline: Instant,
 }
 
 /// Aborts a spawned callee when its [`PendingCall`] is dropped unfinished.

@@ -164,6 +164,36 @@ pub(crate) fn wasmtime_cli() -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// `connections` closed-loop clients on `target` of `served` for `window`
+/// after a 500 ms warm-up: the rate, and the row's cells after its name
+/// (connections, req/s, p50, p99, server CPU µs per request, errors).
+pub(crate) fn measure(
+    served: &Served,
+    target: &Target,
+    connections: usize,
+    window: Duration,
+) -> (f64, Vec<String>) {
+    load::closed_loop(
+        target,
+        connections,
+        Duration::ZERO,
+        Duration::from_millis(500),
+    );
+    let cpu = served.cpu();
+    let report = load::closed_loop(target, connections, Duration::ZERO, window);
+    let cpu = served.cpu().saturating_sub(cpu);
+    let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
+    let row = vec![
+        connections.to_string(),
+        format!("{:.0}", report.throughput()),
+        report.percentile_us(50.0).to_string(),
+        report.percentile_us(99.0).to_string(),
+        format!("{per_request_us:.1}"),
+        report.errors.to_string(),
+    ];
+    (report.throughput(), row)
+}
+
 pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
     let dir = tempfile::tempdir()?;
     let component = dir.path().join("handler.wasm");
@@ -191,7 +221,6 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
         .arg(&component);
     let wasmtime = start(wasmtime, "Serving HTTP on ")?;
 
-    let warmup = Duration::from_millis(500);
     let (mut rows, mut series) = (Vec::new(), Vec::new());
     let servers = [
         ("luge", &luge),
@@ -208,21 +237,9 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
                 body: bytes::Bytes::new(),
                 expect_len: Some(HELLO.len()),
             };
-            load::closed_loop(&target, connections, Duration::ZERO, warmup);
-            let cpu = served.cpu();
-            let report = load::closed_loop(&target, connections, Duration::ZERO, window);
-            let cpu = served.cpu().saturating_sub(cpu);
-            let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
-            rates[i].push((connections as f64, report.throughput()));
-            rows.push(vec![
-                name.to_owned(),
-                connections.to_string(),
-                format!("{:.0}", report.throughput()),
-                report.percentile_us(50.0).to_string(),
-                report.percentile_us(99.0).to_string(),
-                format!("{per_request_us:.1}"),
-                report.errors.to_string(),
-            ]);
+            let (rate, row) = measure(served, &target, connections, window);
+            rates[i].push((connections as f64, rate));
+            rows.push([vec![name.to_owned()], row].concat());
         }
     }
     for ((name, _), rates) in servers.into_iter().zip(rates) {

@@ -17,7 +17,9 @@ use std::time::Duration;
 use luge_benches::load::{self, Target};
 use luge_benches::wasm;
 
-use crate::http_proxy::{LUGE_MARKER, free_port, luge_serve, luge_site, start, wasmtime_cli};
+use crate::http_proxy::{
+    LUGE_MARKER, free_port, luge_serve, luge_site, measure, start, wasmtime_cli,
+};
 use crate::state::redis;
 use crate::{Report, Setup};
 
@@ -81,7 +83,6 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
         .arg(&component);
     let wasmtime = start(wasmtime, "Serving HTTP on ")?;
 
-    let warmup = Duration::from_millis(500);
     let mut rows = Vec::new();
     let mut series = Vec::new();
     let servers = [
@@ -98,21 +99,9 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
                 body: bytes::Bytes::new(),
                 expect_len: Some(HELLO.len()),
             };
-            load::closed_loop(&target, connections, Duration::ZERO, warmup);
-            let cpu = served.cpu();
-            let report = load::closed_loop(&target, connections, Duration::ZERO, window);
-            let cpu = served.cpu().saturating_sub(cpu);
-            let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
-            rates.push((connections as f64, report.throughput()));
-            rows.push(vec![
-                format!("{name}: GET hello"),
-                connections.to_string(),
-                format!("{:.0}", report.throughput()),
-                report.percentile_us(50.0).to_string(),
-                report.percentile_us(99.0).to_string(),
-                format!("{per_request_us:.1}"),
-                report.errors.to_string(),
-            ]);
+            let (rate, row) = measure(served, &target, connections, window);
+            rates.push((connections as f64, rate));
+            rows.push([vec![format!("{name}: GET hello")], row].concat());
         }
         series.push((name.to_owned(), rates));
     }
@@ -162,20 +151,8 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
                 body: bytes::Bytes::new(),
                 expect_len,
             };
-            load::closed_loop(&target, connections, Duration::ZERO, warmup);
-            let cpu = luge.cpu();
-            let report = load::closed_loop(&target, connections, Duration::ZERO, window);
-            let cpu = luge.cpu().saturating_sub(cpu);
-            let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
-            rows.push(vec![
-                name.to_owned(),
-                connections.to_string(),
-                format!("{:.0}", report.throughput()),
-                report.percentile_us(50.0).to_string(),
-                report.percentile_us(99.0).to_string(),
-                format!("{per_request_us:.1}"),
-                report.errors.to_string(),
-            ]);
+            let (_, row) = measure(&luge, &target, connections, window);
+            rows.push([vec![name.to_owned()], row].concat());
         }
     }
     Ok(Report {

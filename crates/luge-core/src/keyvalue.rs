@@ -34,6 +34,9 @@ pub fn no_listing() -> KvError {
     )
 }
 
+/// A key and its value, if it has one (a batch read's answer).
+pub type Entry = (String, Option<Vec<u8>>);
+
 /// Refuses a batch of more than [`MAX_BATCH`] keys.
 pub fn check_batch(len: usize) -> Result<(), KvError> {
     if len > MAX_BATCH {
@@ -193,6 +196,31 @@ impl Bucket {
         Err(KvError::Other(format!(
             "{key:?} changed under {INCREMENT_TRIES} tries"
         )))
+    }
+
+    /// The values of `keys` (at most [`MAX_BATCH`]), each with its key.
+    pub fn get_many(&self, state: &dyn State, keys: Vec<String>) -> Result<Vec<Entry>, KvError> {
+        check_batch(keys.len())?;
+        keys.into_iter()
+            .map(|key| {
+                let value = self.get(state, &key)?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+
+    /// Sets each key to its value (at most [`MAX_BATCH`]).
+    pub fn set_many(&self, state: &dyn State, pairs: &[(String, Vec<u8>)]) -> Result<(), KvError> {
+        check_batch(pairs.len())?;
+        pairs
+            .iter()
+            .try_for_each(|(key, value)| self.set(state, key, value))
+    }
+
+    /// Deletes each of `keys` (at most [`MAX_BATCH`]).
+    pub fn delete_many(&self, state: &dyn State, keys: &[String]) -> Result<(), KvError> {
+        check_batch(keys.len())?;
+        keys.iter().try_for_each(|key| self.delete(state, key))
     }
 
     /// Reads `key` for a later [`Cas::swap`]: what a compare-and-swap

@@ -146,12 +146,12 @@ impl keyvalue::batch::Host for WasiKeyValue<'_> {
         bucket: Resource<kv::Bucket>,
         keys: Vec<String>,
     ) -> Result<Vec<Option<(String, Vec<u8>)>>, Error> {
-        kv::check_batch(keys.len())?;
-        let bucket = self.table.get(&bucket)?;
-        let state = self.state()?;
-        keys.into_iter()
-            .map(|key| Ok(bucket.get(state, &key)?.map(|value| (key, value))))
-            .collect()
+        let got = self.table.get(&bucket)?.get_many(self.state()?, keys)?;
+        // This draft answers only the keys that have values.
+        Ok(got
+            .into_iter()
+            .map(|(key, value)| value.map(|value| (key, value)))
+            .collect())
     }
 
     fn set_many(
@@ -159,13 +159,10 @@ impl keyvalue::batch::Host for WasiKeyValue<'_> {
         bucket: Resource<kv::Bucket>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> Result<(), Error> {
-        kv::check_batch(key_values.len())?;
-        let bucket = self.table.get(&bucket)?;
-        let state = self.state()?;
-        for (key, value) in key_values {
-            bucket.set(state, &key, &value)?;
-        }
-        Ok(())
+        Ok(self
+            .table
+            .get(&bucket)?
+            .set_many(self.state()?, &key_values)?)
     }
 
     fn delete_many(
@@ -173,13 +170,7 @@ impl keyvalue::batch::Host for WasiKeyValue<'_> {
         bucket: Resource<kv::Bucket>,
         keys: Vec<String>,
     ) -> Result<(), Error> {
-        kv::check_batch(keys.len())?;
-        let bucket = self.table.get(&bucket)?;
-        let state = self.state()?;
-        for key in keys {
-            bucket.delete(state, &key)?;
-        }
-        Ok(())
+        Ok(self.table.get(&bucket)?.delete_many(self.state()?, &keys)?)
     }
 }
 

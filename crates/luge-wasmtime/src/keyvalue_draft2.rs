@@ -151,16 +151,8 @@ impl batch::Host for WasiKeyValue<'_> {
         &mut self,
         bucket: Resource<kv::Bucket>,
         keys: Vec<String>,
-    ) -> Result<Vec<(String, Option<Vec<u8>>)>, Error> {
-        kv::check_batch(keys.len())?;
-        let bucket = self.table.get(&bucket)?;
-        let state = self.state()?;
-        keys.into_iter()
-            .map(|key| {
-                let value = bucket.get(state, &key)?;
-                Ok((key, value))
-            })
-            .collect()
+    ) -> Result<Vec<kv::Entry>, Error> {
+        Ok(self.table.get(&bucket)?.get_many(self.state()?, keys)?)
     }
 
     fn set_many(
@@ -168,13 +160,10 @@ impl batch::Host for WasiKeyValue<'_> {
         bucket: Resource<kv::Bucket>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> Result<(), Error> {
-        kv::check_batch(key_values.len())?;
-        let bucket = self.table.get(&bucket)?;
-        let state = self.state()?;
-        for (key, value) in key_values {
-            bucket.set(state, &key, &value)?;
-        }
-        Ok(())
+        Ok(self
+            .table
+            .get(&bucket)?
+            .set_many(self.state()?, &key_values)?)
     }
 
     fn delete_many(
@@ -182,13 +171,7 @@ impl batch::Host for WasiKeyValue<'_> {
         bucket: Resource<kv::Bucket>,
         keys: Vec<String>,
     ) -> Result<(), Error> {
-        kv::check_batch(keys.len())?;
-        let bucket = self.table.get(&bucket)?;
-        let state = self.state()?;
-        for key in keys {
-            bucket.delete(state, &key)?;
-        }
-        Ok(())
+        Ok(self.table.get(&bucket)?.delete_many(self.state()?, &keys)?)
     }
 }
 
