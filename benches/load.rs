@@ -281,3 +281,35 @@ where
     let _ = pacer.join();
     report
 }
+
+/// TLB shootdowns so far, every core's together: the `TLB:` line of
+/// `/proc/interrupts` (x86 Linux; `None` elsewhere). Each is an
+/// inter-processor interrupt one core sent another to flush a mapping that
+/// changed (a copy-on-write fault or a decommit in a process running on
+/// both); the count over a load point, divided by its requests, is the
+/// cost in IPIs of a request. It counts the whole machine: a quiet one is
+/// needed, as for every figure here.
+pub fn tlb_shootdowns() -> Option<u64> {
+    let interrupts = std::fs::read_to_string("/proc/interrupts").ok()?;
+    let line = interrupts
+        .lines()
+        .find(|line| line.trim_start().starts_with("TLB:"))?;
+    Some(
+        line.split_whitespace()
+            .skip(1)
+            .map_while(|cell| cell.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+/// TLB shootdowns per request between two [`tlb_shootdowns`] readings, as
+/// a table cell ("-" where the kernel does not count them).
+pub fn shootdowns_per_request(before: Option<u64>, after: Option<u64>, requests: u64) -> String {
+    match (before, after) {
+        (Some(before), Some(after)) => format!(
+            "{:.2}",
+            after.saturating_sub(before) as f64 / requests.max(1) as f64
+        ),
+        _ => "-".to_owned(),
+    }
+}

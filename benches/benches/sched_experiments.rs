@@ -25,8 +25,15 @@ use rand::{RngExt, SeedableRng};
 
 /// Every run draws the same arrivals.
 const SEED: u64 = 0x1u64 << 42 | 2026;
-/// Workers: one per core of the machine the figures are recorded on.
-const WORKERS: usize = 2;
+/// Workers: one per core of the machine the figures are recorded on (2
+/// here), or `LUGE_BENCH_WORKERS` (the device machine's 14-worker sweep).
+fn workers() -> usize {
+    std::env::var("LUGE_BENCH_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .filter(|&w| w > 0)
+        .unwrap_or(2)
+}
 
 /// A function class: its share of requests and its service time.
 struct Class {
@@ -116,7 +123,7 @@ impl Bench {
         sharding: Option<Sharding>,
     ) -> Vec<Completion> {
         let config = SchedulerConfig {
-            workers: WORKERS,
+            workers: workers(),
             policy,
             pin: true,
             sharding,
@@ -238,7 +245,7 @@ fn percentile(latencies: Vec<Duration>, p: f64) -> Duration {
 }
 
 fn csv(name: &str) -> csv::Writer<std::fs::File> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/experiments");
+    let dir = luge_testkit::built_dir().join("experiments");
     std::fs::create_dir_all(&dir).expect("results dir");
     csv::Writer::from_path(dir.join(name)).expect("csv file")
 }
@@ -307,11 +314,12 @@ fn deadline_experiment() {
     ]);
     let names: Vec<&str> = classes.iter().map(|c| c.name).collect();
     let shares: Vec<f64> = classes.iter().map(|c| c.share).collect();
-    let predicted = WORKERS as f64 / mean_service;
+    let workers = workers();
+    let predicted = workers as f64 / mean_service;
     let capacity = measured_capacity(&bench, &classes);
     println!("## Deadline misses (Sledge DAG Tables 2-3)\n");
     println!(
-        "spin.wasm at {ips:.0} iterations/µs; classes {names:?} at {shares:?} of requests; mean service {:.2} ms; capacity measured {capacity:.1} req/s on {WORKERS} workers (the service times alone predict {predicted:.1}), loads are fractions of the measured capacity; tight deadline 2x, loose 10x the class's service time; {POINT_SECS} s of Poisson arrivals per point, seed {SEED}.\n",
+        "spin.wasm at {ips:.0} iterations/µs; classes {names:?} at {shares:?} of requests; mean service {:.2} ms; capacity measured {capacity:.1} req/s on {workers} workers (the service times alone predict {predicted:.1}), loads are fractions of the measured capacity; tight deadline 2x, loose 10x the class's service time; {POINT_SECS} s of Poisson arrivals per point, seed {SEED}.\n",
         mean_service * 1e3
     );
     let mut out = csv("deadline_misses.csv");
@@ -400,10 +408,11 @@ fn hol_experiment() {
     // Latency-critical short functions, batch-like long ones.
     classes[0].deadline_factor = Some(2.0);
     classes[1].deadline_factor = Some(10.0);
-    let rate_70 = 0.7 * WORKERS as f64 / mean_service;
+    let workers = workers();
+    let rate_70 = 0.7 * workers as f64 / mean_service;
     println!("## Head-of-line blocking (Pyrosome Fig. 14)\n");
     println!(
-        "short 10 ms (90 % of requests) and long 100 ms (10 %) on {WORKERS} workers at 70 % CPU ({rate_70:.1} req/s), 10 s of Poisson arrivals, deadlines 2x service time for the short class and 10x for the long one, seed {SEED}.\n"
+        "short 10 ms (90 % of requests) and long 100 ms (10 %) on {workers} workers at 70 % CPU ({rate_70:.1} req/s), 10 s of Poisson arrivals, deadlines 2x service time for the short class and 10x for the long one, seed {SEED}.\n"
     );
     let mut out = csv("head_of_line.csv");
     let _ = out.write_record([
@@ -426,10 +435,10 @@ fn hol_experiment() {
     }];
     let five_ms = Some(Duration::from_millis(5));
     // Pyrosome's sharding: the long class (100 ms, expected as declared)
-    // on one worker of two; short functions anywhere.
+    // on half the workers (one of two); short functions anywhere.
     let shard = Some(Sharding {
         long_above: Duration::from_millis(50),
-        long_workers: 1,
+        long_workers: (workers / 2).max(1),
     });
     let cases: [Case<'_>; 9] = [
         (

@@ -179,9 +179,9 @@ pub(crate) fn measure(
         Duration::ZERO,
         Duration::from_millis(500),
     );
-    let cpu = served.cpu();
+    let (cpu, tlb) = (served.cpu(), load::tlb_shootdowns());
     let report = load::closed_loop(target, connections, Duration::ZERO, window);
-    let cpu = served.cpu().saturating_sub(cpu);
+    let (cpu, tlb) = (served.cpu().saturating_sub(cpu), (tlb, load::tlb_shootdowns()));
     let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
     let row = vec![
         connections.to_string(),
@@ -189,6 +189,7 @@ pub(crate) fn measure(
         report.percentile_us(50.0).to_string(),
         report.percentile_us(99.0).to_string(),
         format!("{per_request_us:.1}"),
+        load::shootdowns_per_request(tlb.0, tlb.1, report.ok),
         report.errors.to_string(),
     ];
     (report.throughput(), row)
@@ -255,6 +256,7 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
             "p50 µs",
             "p99 µs",
             "server CPU µs/request",
+            "TLB shootdowns/request",
             "errors",
         ],
         rows,
@@ -262,7 +264,7 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
         y_desc: "requests per second",
         series,
         notes: format!(
-            "`actions/http` (its hello path: a fresh instance per request that answers 33 bytes) served by `luge serve` (this build, a process of its own; default: the workers serve connections, and `--front-end threads`) and `wasmtime serve -S cli` ({}), both on 127.0.0.1, in the same run; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window.",
+            "`actions/http` (its hello path: a fresh instance per request that answers 33 bytes) served by `luge serve` (this build, a process of its own; default: the workers serve connections, and `--front-end threads`) and `wasmtime serve -S cli` ({}), both on 127.0.0.1, in the same run; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window; TLB shootdowns (IPIs) from /proc/interrupts over the window, the whole machine's.",
             Command::new(wasmtime_cli()?)
                 .arg("--version")
                 .output()

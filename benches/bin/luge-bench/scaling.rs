@@ -135,9 +135,9 @@ pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report>
             body: bytes::Bytes::new(),
             expect_len: expect,
         };
-        let cpu = served.cpu();
+        let (cpu, tlb) = (served.cpu(), load::tlb_shootdowns());
         let loaded = drive(&target, CONNECTIONS, client, window);
-        let cpu = served.cpu().saturating_sub(cpu);
+        let (cpu, tlb) = (served.cpu().saturating_sub(cpu), (tlb, load::tlb_shootdowns()));
         let single = drive(&target, 1, client, window / 2);
         let per_request_us = cpu.as_secs_f64() * 1e6 / loaded.ok.max(1) as f64;
         rows.push(vec![
@@ -146,6 +146,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report>
             format!("{:.0}", loaded.throughput()),
             format!("{:.0}", loaded.throughput() / n as f64),
             format!("{per_request_us:.1}"),
+            load::shootdowns_per_request(tlb.0, tlb.1, loaded.ok),
             single.percentile_us(50.0).to_string(),
             (loaded.errors + single.errors).to_string(),
         ]);
@@ -191,6 +192,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report>
             "req/s (64 conns)",
             "req/s per core",
             "server CPU µs/request",
+            "TLB shootdowns/request",
             "p50 µs (1 conn)",
             "errors",
         ],

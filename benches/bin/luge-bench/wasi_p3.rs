@@ -167,6 +167,7 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
             "p50 µs",
             "p99 µs",
             "server CPU µs/request",
+            "TLB shootdowns/request",
             "errors",
         ],
         rows,

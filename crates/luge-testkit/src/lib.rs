@@ -14,14 +14,23 @@ use base64::Engine as _;
 
 use serde_json::{Value, json};
 
-/// The bytes of example action `name` (`target/wasm/<name>.wasm`).
+/// The directory `scripts/build-actions.sh` builds into: the workspace's
+/// `target/`, or `LUGE_BUILT_DIR` where set (a release benchmark binary
+/// carried to another machine, with its `wasm/` and `native/` beside it).
+pub fn built_dir() -> PathBuf {
+    std::env::var_os("LUGE_BUILT_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    )
+}
+
+/// The bytes of example action `name` (`target/wasm/<name>.wasm`, see
+/// [`built_dir`]).
 ///
 /// # Panics
 /// When the actions have not been built, with a message saying how.
 pub fn example_wasm(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/wasm")
-        .join(format!("{name}.wasm"));
+    let path = built_dir().join("wasm").join(format!("{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; run scripts/build-actions.sh first",
@@ -36,9 +45,7 @@ pub fn example_wasm(name: &str) -> Vec<u8> {
 /// # Panics
 /// When the examples have not been built, with a message saying how.
 pub fn native_example(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/native")
-        .join(name);
+    let path = built_dir().join("native").join(name);
     assert!(
         path.is_file(),
         "{}: missing; run scripts/build-actions.sh first",
