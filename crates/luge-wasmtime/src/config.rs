@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use luge_core::EngineError;
 use luge_core::limits::MAX_MEMORY_BYTES;
-use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// Engine settings chosen by the operator at start.
 #[derive(Debug, Clone)]
@@ -33,10 +33,23 @@ pub const DEFAULT_MAX_SANDBOXES: u32 = luge_core::limits::DEFAULT_SANDBOXES;
 /// One millisecond: time limits are honoured within a millisecond, and the
 /// ticker sleeps whenever no sandbox runs, so an idle executor does not wake.
 pub const DEFAULT_EPOCH_TICK: Duration = Duration::from_millis(1);
-/// Linear-memory bytes a slot keeps resident (zeroed with memset instead of
-/// being decommitted) between sandboxes: small functions then reuse hot
-/// pages, large ones pay one madvise.
-pub(crate) const KEEP_RESIDENT_BYTES: usize = 64 << 10;
+/// Linear-memory bytes a slot keeps resident between sandboxes where the
+/// kernel has `PAGEMAP_SCAN` (Linux 6.7+): the pages a sandbox wrote, up to
+/// this much, are copied back from the module's image (or zeroed) instead
+/// of being decommitted, so no `madvise` runs (no TLB shootdown of the
+/// other cores) and the next sandbox in the slot takes no page fault on
+/// them. Only written pages are reset: a request that dirties 40 KiB of a
+/// 2 MiB memory copies 40 KiB. A sandbox that wrote more decommits the
+/// rest. Every warm slot may hold this much (Wasmtime keeps at most 100
+/// unused warm slots): 1 MiB covers a Rust or C function's stack and first
+/// heap pages at a bounded resident cost (docs/BENCHMARKS.md, issue 27).
+pub(crate) const KEEP_RESIDENT_BYTES: usize = 1 << 20;
+/// Without `PAGEMAP_SCAN` the first kept-resident bytes are reset whole
+/// with `memset`, written or not, so only a little is kept: small functions
+/// reuse hot pages, large ones pay one madvise.
+pub(crate) const KEEP_RESIDENT_BYTES_NO_SCAN: usize = 64 << 10;
+/// Tables are small; their first 64 KiB kept resident covers them whole.
+const TABLE_KEEP_RESIDENT_BYTES: usize = 64 << 10;
 /// Slots whose memory is decommitted together. Each decommit (madvise) of a
 /// multi-threaded process costs a TLB shootdown on every core running it;
 /// batching pays that once per batch rather than once per sandbox.
@@ -64,6 +77,15 @@ impl Default for WasmtimeConfig {
     }
 }
 
+/// Linear-memory bytes a pool slot keeps resident on this kernel.
+pub(crate) fn keep_resident() -> usize {
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        KEEP_RESIDENT_BYTES
+    } else {
+        KEEP_RESIDENT_BYTES_NO_SCAN
+    }
+}
+
 impl WasmtimeConfig {
     /// Linear-memory bytes an ended sandbox may leave resident for its slot's
     /// batched decommit; past that, they go back to the OS as it ends. With
@@ -72,7 +94,7 @@ impl WasmtimeConfig {
         self.pooling.then(|| {
             usize::try_from(self.resident_budget_bytes / DECOMMIT_BATCH as u64)
                 .unwrap_or(usize::MAX)
-                .max(KEEP_RESIDENT_BYTES)
+                .max(keep_resident())
         })
     }
 
@@ -104,8 +126,11 @@ impl WasmtimeConfig {
                 .max_memories_per_module(1)
                 .max_tables_per_module(1)
                 .max_memory_size(self.max_memory_bytes as usize)
-                .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-                .table_keep_resident(KEEP_RESIDENT_BYTES)
+                .linear_memory_keep_resident(keep_resident())
+                .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
+                // Reset only the pages a sandbox wrote where the kernel
+                // can say which (see KEEP_RESIDENT_BYTES).
+                .pagemap_scan(Enabled::Auto)
                 .decommit_batch_size(DECOMMIT_BATCH);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
