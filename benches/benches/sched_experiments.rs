@@ -498,7 +498,7 @@ fn hol_experiment() {
             None,
         ),
         (
-            "sharding (long on 1 worker), fifo, no preemption",
+            "sharding (long on half the workers), fifo, no preemption",
             &classes,
             Policy::Fifo,
             None,
@@ -506,7 +506,7 @@ fn hol_experiment() {
             shard,
         ),
         (
-            "sharding (long on 1 worker), edf, preemption",
+            "sharding (long on half the workers), edf, preemption",
             &classes,
             Policy::Edf,
             five_ms,
