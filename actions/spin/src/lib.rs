@@ -3,6 +3,9 @@
 //!
 //! - `GET /hello`: a greeting from the `greeting` variable;
 //! - `GET /var/NAME`: any variable (`spin:variables`), 404 if undefined;
+//! - `GET /config/NAME`: the same variables through
+//!   `wasi:config/store@0.2.0-draft-2024-09-27`, 404 if undefined; `GET
+//!   /config`: the names it holds, sorted, one per line;
 //! - `GET|PUT|DELETE /kv/KEY[?store=LABEL]`: a key-value store
 //!   (`spin:key-value`), `default` unless named;
 //! - `POST /count`: adds one to `hits` with `wasi:keyvalue` atomics and
@@ -21,6 +24,7 @@
 //!   resolve against the incoming request's (Spin's CVE-2024-32980).
 
 use http_body_util::BodyExt;
+use spin_sdk::experimental::wasi::config::store as config;
 use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
 use spin_sdk::http::{EmptyBody, IntoResponse, Method, Request, StatusCode};
 use spin_sdk::{http_service, key_value, variables};
@@ -55,6 +59,19 @@ async fn handle(request: Request) -> impl IntoResponse {
                 answer(StatusCode::NOT_FOUND, format!("{e:?}"))
             }
             Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+        },
+        (Method::GET, ["config", name]) => match config::get(name) {
+            Ok(Some(value)) => answer(StatusCode::OK, value),
+            Ok(None) => answer(StatusCode::NOT_FOUND, format!("{name} is not set\n")),
+            Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+        },
+        (Method::GET, ["config"]) => match config::get_all() {
+            Ok(all) => {
+                let mut names: Vec<String> = all.into_iter().map(|(name, _)| name).collect();
+                names.sort();
+                answer(StatusCode::OK, names.join("\n"))
+            }
+            Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
         },
         (method, ["kv", key]) => kv(method, key, request).await,
         (Method::POST, ["count"]) => match count() {

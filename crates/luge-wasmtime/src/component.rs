@@ -24,7 +24,6 @@ use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
@@ -42,14 +41,13 @@ pub struct ComponentState {
     limiter: SandboxLimiter,
     http: WasiHttpCtx,
     hooks: Hooks,
-    /// `wasi:config/store`: the action's variables.
-    config: WasiConfigVariables,
     /// `wasi:keyvalue`: the invocation's shared state.
     state: Option<Arc<dyn luge_core::state::State>>,
     /// `wasi:keyvalue` and `spin:key-value`: buckets (and compare-and-swap
     /// reads) open now.
     buckets: usize,
-    /// `spin:variables`: the action, whose variables they are.
+    /// `wasi:config/store` and `spin:variables`: the action, whose
+    /// variables they are.
     action: Arc<luge_core::Action>,
 }
 
@@ -93,8 +91,10 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
         .and_then(|()| wasmtime_wasi::p3::add_to_linker(&mut linker))
         .and_then(|()| wasmtime_wasi_http::p3::add_to_linker(&mut linker))
         .and_then(|()| {
-            wasmtime_wasi_config::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                WasiConfig::from(&state.config)
+            crate::wasi_config::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::wasi_config::ConfigView {
+                    variables: &state.action.variables.0,
+                }
             })
         })
         .and_then(|()| crate::keyvalue::add_to_linker(&mut linker, ComponentState::keyvalue))
@@ -231,7 +231,6 @@ impl Shared {
                     sent: 0,
                     calls: invocation.calls.clone(),
                 },
-                config: invocation.action.variables.0.iter().cloned().collect(),
                 state: invocation.state.clone(),
                 buckets: 0,
                 action: Arc::clone(&invocation.action),

@@ -29,6 +29,7 @@ mod p3;
 
 pub mod sandbox;
 mod spin;
+mod wasi_config;
 
 use std::sync::Arc;
 

@@ -79,6 +79,22 @@ fn a_spin_app_runs_unchanged() {
     assert!(body.contains("InvalidName"), "{body}");
     assert_eq!(text(&luge, "GET", "/nowhere", b"").0, 404);
 
+    // The same variables through wasi:config/store at spin-sdk's version
+    // (0.2.0-draft-2024-09-27): the component's own, no others.
+    assert_eq!(
+        text(&luge, "GET", "/config/upstream", b""),
+        (200, upstream.clone())
+    );
+    assert_eq!(
+        text(&luge, "GET", "/config/greeting", b""),
+        (200, "Hello".to_owned())
+    );
+    assert_eq!(text(&luge, "GET", "/config/nope", b"").0, 404);
+    assert_eq!(
+        text(&luge, "GET", "/config", b""),
+        (200, "greeting\nupstream".to_owned())
+    );
+
     // spin:key-value.
     assert_eq!(text(&luge, "PUT", "/kv/colour", b"blue").0, 200);
     assert_eq!(
