@@ -181,7 +181,10 @@ pub(crate) fn measure(
     );
     let (cpu, tlb) = (served.cpu(), load::tlb_shootdowns());
     let report = load::closed_loop(target, connections, Duration::ZERO, window);
-    let (cpu, tlb) = (served.cpu().saturating_sub(cpu), (tlb, load::tlb_shootdowns()));
+    let (cpu, tlb) = (
+        served.cpu().saturating_sub(cpu),
+        (tlb, load::tlb_shootdowns()),
+    );
     let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
     let row = vec![
         connections.to_string(),

@@ -137,7 +137,10 @@ pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report>
         };
         let (cpu, tlb) = (served.cpu(), load::tlb_shootdowns());
         let loaded = drive(&target, CONNECTIONS, client, window);
-        let (cpu, tlb) = (served.cpu().saturating_sub(cpu), (tlb, load::tlb_shootdowns()));
+        let (cpu, tlb) = (
+            served.cpu().saturating_sub(cpu),
+            (tlb, load::tlb_shootdowns()),
+        );
         let single = drive(&target, 1, client, window / 2);
         let per_request_us = cpu.as_secs_f64() * 1e6 / loaded.ok.max(1) as f64;
         rows.push(vec![
