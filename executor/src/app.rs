@@ -131,7 +131,7 @@ impl App {
         };
         Some(Arc::new(state.session(
             None,
-            &function.name,
+            function.private_store(),
             &function.action.capabilities.state,
             state_until(&function.action, arrived),
         )))

@@ -52,6 +52,12 @@ impl std::fmt::Debug for Function {
 }
 
 impl Function {
+    /// The owner of its private state namespace: its name, unless its spec
+    /// shares one (a Spin app's `default` store).
+    pub fn private_store(&self) -> &str {
+        self.spec.private_store.as_deref().unwrap_or(&self.name)
+    }
+
     /// `Content-Type` of successful responses.
     pub fn content_type(&self) -> &str {
         self.spec.content_type()

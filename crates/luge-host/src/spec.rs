@@ -70,6 +70,12 @@ pub struct FunctionSpec {
     /// requests to; none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_outbound_hosts: Vec<String>,
+    /// Whose private state namespace the function uses: its own name's
+    /// (`None`), or a Spin app's `default` key-value store, which every
+    /// component of the app that lists it shares, as on Spin. Set by the
+    /// Spin loader only; no config or upload names it.
+    #[serde(skip)]
+    pub private_store: Option<String>,
     /// The export a snapshot's initialisation runs (`wizer.initialize` by
     /// default); it runs once, at upload or start, under this function's
     /// limits and grants.

@@ -44,7 +44,6 @@ pub const MAX_COMPONENTS: usize = 256;
 struct Manifest {
     spin_manifest_version: u32,
     #[serde(default)]
-    #[allow(dead_code)]
     application: toml::Table,
     #[serde(default)]
     variables: BTreeMap<String, AppVariable>,
@@ -157,6 +156,7 @@ pub fn parse(
         };
         app.insert(name.clone(), value);
     }
+    let app_store = app_store(&manifest);
     let mut routes: Vec<ConfiguredRoute> = Vec::new();
     for (kind, triggers) in &manifest.trigger {
         if kind != "http" {
@@ -205,7 +205,7 @@ pub fn parse(
                 )
             })?;
             let at = |field: &str| format!("component.{}.{field}", trigger.component);
-            let spec = component_spec(component, &app, &at, base, fs_root)
+            let spec = component_spec(component, &app, &app_store, &at, base, fs_root)
                 .map_err(|(l, m)| error(&l, m))?;
             let module = match &component.source {
                 toml::Value::String(path) => base.join(path),
@@ -237,11 +237,36 @@ pub fn parse(
     Ok(routes)
 }
 
+/// The owner of the app's `default` key-value store: `spin.` and the
+/// app's name (letters, digits, `-` and `_` kept, anything else `_`, at
+/// most 64), which no function's name can be (names have no `.`), so the
+/// store is the app's alone and persists across restarts as `spin up`'s.
+fn app_store(manifest: &Manifest) -> String {
+    let name = manifest
+        .application
+        .get("name")
+        .and_then(toml::Value::as_str)
+        .unwrap_or("app");
+    let clean: String = name
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("spin.{clean}")
+}
+
 /// A component's grants and variables as a spec; errors as (location,
 /// message).
 fn component_spec(
     component: &Component,
     app: &BTreeMap<String, String>,
+    app_store: &str,
     at: &dyn Fn(&str) -> String,
     base: &Path,
     fs_root: Option<&Path>,
@@ -270,7 +295,15 @@ fn component_spec(
         allowed.push(origin);
     }
     let mut state = Vec::new();
+    let mut private_store = None;
     for (index, label) in component.key_value_stores.iter().enumerate() {
+        // `default` is the app's store, shared by the components that list
+        // it (as on Spin); one that does not list it opens a store of its
+        // own under that label.
+        if label == luge_core::keyvalue::DEFAULT_BUCKET {
+            private_store = Some(app_store.to_owned());
+            continue;
+        }
         // `global:NAME` is the namespace NAME on the Redis tier.
         let label = label.strip_prefix("global:").unwrap_or(label);
         if label == luge_core::keyvalue::DEFAULT_BUCKET {
@@ -292,6 +325,7 @@ fn component_spec(
         state,
         variables: VariableMap(variables),
         env: component.environment.clone(),
+        private_store,
         ..FunctionSpec::default()
     })
 }
@@ -414,6 +448,10 @@ command = "cargo build"
         assert_eq!(route.spec.state, ["cart"]);
         assert_eq!(route.spec.variables.0["greeting"], "Hello, world");
         assert_eq!(route.spec.name.as_deref(), Some("app"));
+        // `default` is the app's store; a component that does not list it
+        // keeps a private one of its own.
+        assert_eq!(route.spec.private_store.as_deref(), Some("spin.app"));
+        assert_eq!(routes[1].spec.private_store, None);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! `wasi:http` service) served unchanged: `luge serve --spin` with the
 //! very `spin.toml` that `spin up` takes. Routing, `spin:variables`,
 //! `spin:key-value`, `wasi:keyvalue` draft2 atomics (increments and
-//! compare-and-swap), outgoing HTTP to a granted origin, and the default
-//! store's persistence across a restart.
+//! compare-and-swap), `wasi:config`, outgoing HTTP to a granted origin,
+//! service chaining, and the default store: the app's, shared by the
+//! components that list it, and kept across a restart.
 
 use std::path::PathBuf;
 
@@ -167,11 +168,22 @@ fn a_spin_app_runs_unchanged() {
         (200, "Hello, Spin app\n".to_owned())
     );
 
+    // The default store is the app's: `backend`, which lists it too, reads
+    // what `app` wrote (as on Spin), through its own route.
+    assert_eq!(
+        text(&luge, "GET", "/backend/kv/kept", b""),
+        (200, "across restarts".to_owned())
+    );
+
     // The default store persists across a restart, as `spin up`'s does.
     drop(luge);
     let luge = Luge::start_with_env("serve", &args, &env);
     assert_eq!(
         text(&luge, "GET", "/kv/kept", b""),
+        (200, "across restarts".to_owned())
+    );
+    assert_eq!(
+        text(&luge, "GET", "/backend/kv/kept", b""),
         (200, "across restarts".to_owned())
     );
     assert_eq!(text(&luge, "POST", "/count", b""), (200, "35".to_owned()));
