@@ -184,20 +184,9 @@ pub fn parse(
                     format!("{:?} is routed twice", trigger.route),
                 ));
             }
-            // A component is one function (its private store is its
-            // name's): one trigger each.
-            if routes
-                .iter()
-                .any(|r| r.spec.name.as_deref() == Some(trigger.component.as_str()))
-            {
-                return Err(error(
-                    &format!("{location}.component"),
-                    format!(
-                        "{:?} is on two triggers: Luge serves a component on one route (use a wildcard route)",
-                        trigger.component
-                    ),
-                ));
-            }
+            // A component on several triggers is one function on each
+            // route, all under the component's name: one code, one private
+            // store, one target of `NAME.spin.internal`.
             let component = manifest.component.get(&trigger.component).ok_or_else(|| {
                 error(
                     &format!("{location}.component"),
@@ -452,6 +441,19 @@ command = "cargo build"
         // keeps a private one of its own.
         assert_eq!(route.spec.private_store.as_deref(), Some("spin.app"));
         assert_eq!(routes[1].spec.private_store, None);
+
+        // One component on two triggers: the same function on each route.
+        let twice = APP.replace("component = \"other\"", "component = \"app\"");
+        let routes = parse(Path::new("spin.toml"), &twice, Path::new("/x"), None, &env).unwrap();
+        assert_eq!(
+            routes.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
+            ["/...", "/exact"]
+        );
+        for route in &routes {
+            assert_eq!(route.spec.name.as_deref(), Some("app"));
+            assert_eq!(route.module, Path::new("/x/target/app.wasm"));
+            assert_eq!(route.spec.private_store.as_deref(), Some("spin.app"));
+        }
     }
 
     #[test]
@@ -470,11 +472,6 @@ command = "cargo build"
                 "[[trigger.http]]\nroute = \"/exact\"",
                 "[[trigger.redis]]\nroute = \"/exact\"",
                 "HTTP triggers only",
-            ),
-            (
-                "component = \"other\"",
-                "component = \"app\"",
-                "two triggers",
             ),
             (
                 "key_value_stores = [\"default\", \"cart\"]",

@@ -169,10 +169,19 @@ fn a_spin_app_runs_unchanged() {
     );
 
     // The default store is the app's: `backend`, which lists it too, reads
-    // what `app` wrote (as on Spin), through its own route.
+    // what `app` wrote (as on Spin), through its own route, and through
+    // its second trigger's.
     assert_eq!(
         text(&luge, "GET", "/backend/kv/kept", b""),
         (200, "across restarts".to_owned())
+    );
+    assert_eq!(
+        text(&luge, "GET", "/v2/backend/kv/kept", b""),
+        (200, "across restarts".to_owned())
+    );
+    assert_eq!(
+        text(&luge, "GET", "/v2/backend/hello", b""),
+        (200, "Chained, Spin app\n".to_owned())
     );
 
     // The default store persists across a restart, as `spin up`'s does.
