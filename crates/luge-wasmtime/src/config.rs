@@ -77,13 +77,17 @@ impl Default for WasmtimeConfig {
     }
 }
 
-/// Linear-memory bytes a pool slot keeps resident on this kernel.
+/// Linear-memory bytes a pool slot keeps resident on this kernel, asked of
+/// the kernel once per process (the probe is an ioctl).
 pub(crate) fn keep_resident() -> usize {
-    if PoolingAllocationConfig::is_pagemap_scan_available() {
-        KEEP_RESIDENT_BYTES
-    } else {
-        KEEP_RESIDENT_BYTES_NO_SCAN
-    }
+    static KEEP_RESIDENT: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+        if PoolingAllocationConfig::is_pagemap_scan_available() {
+            KEEP_RESIDENT_BYTES
+        } else {
+            KEEP_RESIDENT_BYTES_NO_SCAN
+        }
+    });
+    *KEEP_RESIDENT
 }
 
 impl WasmtimeConfig {
