@@ -37,6 +37,16 @@ fn upstream() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
+/// Asserts that `GET path` answers 200 with `body`.
+#[track_caller]
+fn assert_get(luge: &Luge, path: &str, body: &str) {
+    assert_eq!(
+        text(luge, "GET", path, b""),
+        (200, body.to_owned()),
+        "GET {path}"
+    );
+}
+
 fn text(luge: &Luge, method: &str, path: &str, body: &[u8]) -> (u16, String) {
     let reply = luge.send(method, path, &[], body);
     (
@@ -64,14 +74,8 @@ fn a_spin_app_runs_unchanged() {
 
     // Routing below the wildcard route, and variables (a default, and one
     // given by the environment).
-    assert_eq!(
-        text(&luge, "GET", "/hello", b""),
-        (200, "Hello, Spin app\n".to_owned())
-    );
-    assert_eq!(
-        text(&luge, "GET", "/var/upstream", b""),
-        (200, upstream.clone())
-    );
+    assert_get(&luge, "/hello", "Hello, Spin app\n");
+    assert_get(&luge, "/var/upstream", &upstream);
     let (status, body) = text(&luge, "GET", "/var/nope", b"");
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("Undefined"), "{body}");
@@ -82,26 +86,14 @@ fn a_spin_app_runs_unchanged() {
 
     // The same variables through wasi:config/store at spin-sdk's version
     // (0.2.0-draft-2024-09-27): the component's own, no others.
-    assert_eq!(
-        text(&luge, "GET", "/config/upstream", b""),
-        (200, upstream.clone())
-    );
-    assert_eq!(
-        text(&luge, "GET", "/config/greeting", b""),
-        (200, "Hello".to_owned())
-    );
+    assert_get(&luge, "/config/upstream", &upstream);
+    assert_get(&luge, "/config/greeting", "Hello");
     assert_eq!(text(&luge, "GET", "/config/nope", b"").0, 404);
-    assert_eq!(
-        text(&luge, "GET", "/config", b""),
-        (200, "greeting\nupstream".to_owned())
-    );
+    assert_get(&luge, "/config", "greeting\nupstream");
 
     // spin:key-value.
     assert_eq!(text(&luge, "PUT", "/kv/colour", b"blue").0, 200);
-    assert_eq!(
-        text(&luge, "GET", "/kv/colour", b""),
-        (200, "blue".to_owned())
-    );
+    assert_get(&luge, "/kv/colour", "blue");
     assert_eq!(text(&luge, "DELETE", "/kv/colour", b"").0, 200);
     assert_eq!(text(&luge, "GET", "/kv/colour", b"").0, 404);
     assert_eq!(text(&luge, "PUT", "/kv/kept", b"across restarts").0, 200);
@@ -134,17 +126,11 @@ fn a_spin_app_runs_unchanged() {
     assert_eq!(seen, (1..=10).map(|i| 1u64 << i).collect::<Vec<_>>());
 
     // Outgoing HTTP to the origin the manifest allows.
-    assert_eq!(
-        text(&luge, "GET", "/fetch", b""),
-        (200, "upstream!".to_owned())
-    );
+    assert_get(&luge, "/fetch", "upstream!");
 
     // Service chaining: `app` reaches the `backend` component at
     // http://backend.spin.internal, which its manifest allows.
-    assert_eq!(
-        text(&luge, "GET", "/chain", b""),
-        (200, "Chained, Spin app\n".to_owned())
-    );
+    assert_get(&luge, "/chain", "Chained, Spin app\n");
     // `backend` is not granted its own internal origin: its chaining
     // request is denied, whatever else it may reach (Spin PR 3016).
     let (status, body) = text(&luge, "GET", "/backend/chain", b"");
@@ -171,30 +157,15 @@ fn a_spin_app_runs_unchanged() {
     // The default store is the app's: `backend`, which lists it too, reads
     // what `app` wrote (as on Spin), through its own route, and through
     // its second trigger's.
-    assert_eq!(
-        text(&luge, "GET", "/backend/kv/kept", b""),
-        (200, "across restarts".to_owned())
-    );
-    assert_eq!(
-        text(&luge, "GET", "/v2/backend/kv/kept", b""),
-        (200, "across restarts".to_owned())
-    );
-    assert_eq!(
-        text(&luge, "GET", "/v2/backend/hello", b""),
-        (200, "Chained, Spin app\n".to_owned())
-    );
+    assert_get(&luge, "/backend/kv/kept", "across restarts");
+    assert_get(&luge, "/v2/backend/kv/kept", "across restarts");
+    assert_get(&luge, "/v2/backend/hello", "Chained, Spin app\n");
 
     // The default store persists across a restart, as `spin up`'s does.
     drop(luge);
     let luge = Luge::start_with_env("serve", &args, &env);
-    assert_eq!(
-        text(&luge, "GET", "/kv/kept", b""),
-        (200, "across restarts".to_owned())
-    );
-    assert_eq!(
-        text(&luge, "GET", "/backend/kv/kept", b""),
-        (200, "across restarts".to_owned())
-    );
+    assert_get(&luge, "/kv/kept", "across restarts");
+    assert_get(&luge, "/backend/kv/kept", "across restarts");
     assert_eq!(text(&luge, "POST", "/count", b""), (200, "35".to_owned()));
 }
 
@@ -268,10 +239,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
         ],
         &[("SPIN_VARIABLE_UPSTREAM", upstream.as_str())],
     );
-    assert_eq!(
-        text(&luge, "GET", "/file/note.txt", b""),
-        (200, "from a files grant".to_owned())
-    );
+    assert_get(&luge, "/file/note.txt", "from a files grant");
     drop(luge);
 
     // https origins (Luge has no TLS client), globs and directories outside
