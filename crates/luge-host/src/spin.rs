@@ -286,16 +286,13 @@ fn component_spec(
     let mut state = Vec::new();
     let mut private_store = None;
     for (index, label) in component.key_value_stores.iter().enumerate() {
-        // `default` is the app's store, shared by the components that list
-        // it (as on Spin); one that does not list it opens a store of its
-        // own under that label.
-        if label == luge_core::keyvalue::DEFAULT_BUCKET {
-            private_store = Some(app_store.to_owned());
-            continue;
-        }
         // `global:NAME` is the namespace NAME on the Redis tier.
         let label = label.strip_prefix("global:").unwrap_or(label);
+        // `default` (on either tier) is the app's store, shared by the
+        // components that list it (as on Spin); one that does not list it
+        // opens a store of its own under that label.
         if label == luge_core::keyvalue::DEFAULT_BUCKET {
+            private_store = Some(app_store.to_owned());
             continue;
         }
         if !luge_core::state::valid_namespace(label) {
@@ -441,6 +438,15 @@ command = "cargo build"
         // keeps a private one of its own.
         assert_eq!(route.spec.private_store.as_deref(), Some("spin.app"));
         assert_eq!(routes[1].spec.private_store, None);
+
+        // `global:default` is the app's store too, on the Redis tier.
+        let global = APP.replace(
+            "source = \"other.wasm\"",
+            "source = \"other.wasm\"\nkey_value_stores = [\"global:default\"]",
+        );
+        let routes = parse(Path::new("spin.toml"), &global, Path::new("/x"), None, &env).unwrap();
+        assert_eq!(routes[1].spec.private_store.as_deref(), Some("spin.app"));
+        assert!(routes[1].spec.state.is_empty());
 
         // One component on two triggers: the same function on each route.
         let twice = APP.replace("component = \"other\"", "component = \"app\"");

@@ -216,6 +216,27 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     }
     drop(luge);
 
+    // A component that does not list `default` never reaches the app's
+    // store: its `default` is a store of its own.
+    let unlisted = ungranted.replace(
+        "key_value_stores = [\"default\"]\n\n[component.backend.variables]",
+        "\n[component.backend.variables]",
+    );
+    assert_ne!(unlisted, ungranted);
+    std::fs::write(&copy, &unlisted).unwrap();
+    let luge = Luge::start_with_env(
+        "serve",
+        &["--spin", path_str(&copy)],
+        &[("SPIN_VARIABLE_UPSTREAM", upstream.as_str())],
+    );
+    assert_eq!(text(&luge, "PUT", "/kv/secret", b"the app's").0, 200);
+    assert_get(&luge, "/kv/secret", "the app's");
+    assert_eq!(text(&luge, "GET", "/backend/kv/secret", b"").0, 404);
+    assert_eq!(text(&luge, "PUT", "/backend/kv/secret", b"its own").0, 200);
+    assert_get(&luge, "/backend/kv/secret", "its own");
+    assert_get(&luge, "/kv/secret", "the app's");
+    drop(luge);
+
     // `files`: a directory under --fs-root, read-only at the same path.
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir(root.path().join("static")).unwrap();
