@@ -90,6 +90,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                         fs_root: settings.init.fs_root.clone(),
                         limits: settings.init.limits,
                         max_code_bytes: settings.init.max_code_bytes,
+                        allow_reuse_with_grants: common.allow_reuse_with_grants.unwrap_or(false),
                     },
                     store,
                     settings.init.max_code_bytes,

@@ -277,6 +277,11 @@ options! {
         /// the tenant's port.
         #[arg(long)]
         pub sledge_spec: Option<PathBuf>,
+        /// `luge serve`: let routes that hold grants (directories, calls,
+        /// state, outgoing hosts) opt into instance reuse (`reuse = N`),
+        /// which gives up per-request isolation [default: refused].
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub allow_reuse_with_grants: Option<bool>,
     }
 }
 
@@ -289,6 +294,10 @@ impl Options {
             ("--token-file", self.token_file.is_some()),
             ("--max-containers", self.max_containers.is_some()),
             ("--sledge-spec", self.sledge_spec.is_some()),
+            (
+                "--allow-reuse-with-grants",
+                self.allow_reuse_with_grants.is_some(),
+            ),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))

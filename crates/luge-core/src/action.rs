@@ -27,6 +27,31 @@ pub struct Action {
     pub limits: Limits,
     /// Scheduling hints.
     pub sched: SchedHints,
+    /// Whether one instance may serve several requests (a route's opt-in
+    /// `reuse`); `None`, the default: a fresh instance per request.
+    pub reuse: Option<Reuse>,
+}
+
+/// A route's opt-in instance reuse: one instance serves up to `requests`
+/// requests, at most `concurrent` at once, as `wasmtime serve` does for
+/// WASI 0.3 services. It gives up per-request isolation (what one request
+/// leaves in the instance's memory the next one can read), so it is never
+/// a default; see the README's "Instance reuse".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reuse {
+    /// Requests one instance serves before it is dropped (at least 1).
+    pub requests: u32,
+    /// Requests one instance serves at once (at least 1).
+    pub concurrent: u32,
+}
+
+impl Reuse {
+    /// The most requests one instance may serve: past this a route's
+    /// `reuse` is refused (`wasmtime serve`'s default is 128).
+    pub const MAX_REQUESTS: u32 = 65_536;
+    /// The most requests one instance may serve at once
+    /// (`wasmtime serve`'s default is 16).
+    pub const MAX_CONCURRENT: u32 = 256;
 }
 
 impl Action {
@@ -40,6 +65,7 @@ impl Action {
             variables: Variables::default(),
             limits: Limits::default(),
             sched: SchedHints::default(),
+            reuse: None,
         }
     }
 }

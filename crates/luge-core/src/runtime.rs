@@ -306,6 +306,14 @@ pub trait LoadedModule: Send + Sync + 'static {
         false
     }
 
+    /// Whether the module can serve several HTTP requests from one
+    /// instance when its action opts in ([`crate::action::Reuse`]): only
+    /// WASI 0.3 services on Wasmtime. Others refuse a route's `reuse` at
+    /// load.
+    fn reuses_instances(&self) -> bool {
+        false
+    }
+
     /// Starts one HTTP request in a fresh sandbox, as a future like
     /// [`LoadedModule::start`]: the response goes to `respond` as soon as
     /// the handler sets it, and the future ends when the handler has

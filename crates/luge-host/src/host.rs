@@ -419,6 +419,11 @@ impl FunctionHost {
         origin: Origin,
     ) -> Result<Function, HostError> {
         admit::entry(&*module, Wanted::CommandOrHandler)?;
+        if action.reuse.is_some() && !module.reuses_instances() {
+            return Err(HostError::Spec(SpecError::Refused(
+                "reuse: only WASI 0.3 HTTP services (wasi:http@0.3) on the wasmtime engine can serve several requests from one instance; this function is not one".to_owned(),
+            )));
+        }
         Ok(Function {
             name,
             routes,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use luge_core::action::{COMMAND_ENTRY, SchedHints};
+use luge_core::action::{COMMAND_ENTRY, Reuse, SchedHints};
 use luge_core::capabilities::{Annotations, DirRequest};
 use luge_core::limits::RequestedLimits;
 use luge_core::{Action, DirMode, LimitPolicy, WasmRuntime};
@@ -86,6 +86,17 @@ pub struct FunctionSpec {
     /// are never logged.
     #[serde(default, skip_serializing_if = "VariableMap::is_empty")]
     pub variables: VariableMap,
+    /// Opt-in instance reuse: one instance serves up to this many requests
+    /// (`wasmtime serve`'s `max-instance-reuse-count`). Only WASI 0.3 HTTP
+    /// services on Wasmtime; it gives up per-request isolation, so a
+    /// route that also holds grants needs the operator's
+    /// `--allow-reuse-with-grants`. Absent: a fresh instance per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<u32>,
+    /// With `reuse`: requests one instance serves at once (default 1, one
+    /// after another; `wasmtime serve`'s `max-instance-concurrent-reuse-count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse_concurrent: Option<u32>,
 }
 
 /// A spec's `variables`, by name. `Debug` shows the names only: values
@@ -174,6 +185,11 @@ pub struct HostPolicy {
     pub limits: LimitPolicy,
     /// Largest code, once unpacked.
     pub max_code_bytes: usize,
+    /// Whether a route that holds grants (directories, calls, state
+    /// namespaces, outgoing hosts, a Spin app's shared store) may opt into
+    /// instance reuse; off by default, since a reused instance can carry
+    /// what one request read through its grants into the next response.
+    pub allow_reuse_with_grants: bool,
 }
 
 impl HostPolicy {
@@ -360,15 +376,67 @@ impl FunctionSpec {
                 "relative_deadline_us must be greater than zero".to_owned(),
             ));
         }
+        let reuse = self.reuse(policy)?;
         let annotations = self.annotations()?;
-        Ok(admit::action(
+        let mut action = admit::action(
             runtime,
             &policy.admit(),
             name.to_owned(),
             COMMAND_ENTRY.to_owned(),
             Vec::new(),
             annotations,
-        )?)
+        )?;
+        action.reuse = reuse;
+        Ok(action)
+    }
+
+    /// The route's `reuse`, checked: bounded, and refused for a route
+    /// that holds grants unless `policy` allows it.
+    fn reuse(&self, policy: &HostPolicy) -> Result<Option<Reuse>, SpecError> {
+        let Some(requests) = self.reuse else {
+            return match self.reuse_concurrent {
+                Some(_) => Err(SpecError::Refused(
+                    "reuse_concurrent is set without reuse".to_owned(),
+                )),
+                None => Ok(None),
+            };
+        };
+        let concurrent = self.reuse_concurrent.unwrap_or(1);
+        if !(1..=Reuse::MAX_REQUESTS).contains(&requests) {
+            return Err(SpecError::Refused(format!(
+                "reuse must be 1 to {}, not {requests}",
+                Reuse::MAX_REQUESTS
+            )));
+        }
+        if !(1..=Reuse::MAX_CONCURRENT).contains(&concurrent) {
+            return Err(SpecError::Refused(format!(
+                "reuse_concurrent must be 1 to {}, not {concurrent}",
+                Reuse::MAX_CONCURRENT
+            )));
+        }
+        let grants: Vec<&str> = [
+            ("dirs", !self.dirs.is_empty()),
+            ("calls", !self.calls.is_empty()),
+            ("state", !self.state.is_empty()),
+            (
+                "allowed_outbound_hosts",
+                !self.allowed_outbound_hosts.is_empty(),
+            ),
+            ("key_value_stores", self.private_store.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(grant, held)| held.then_some(grant))
+        .collect();
+        if !grants.is_empty() && !policy.allow_reuse_with_grants {
+            return Err(SpecError::Refused(format!(
+                "reuse: the route holds grants ({}), and a reused instance can carry what one request read through them into another's response; the operator must allow it (--allow-reuse-with-grants)",
+                grants.join(", ")
+            )));
+        }
+        Ok(Some(Reuse {
+            requests,
+            concurrent,
+        }))
     }
 }
 

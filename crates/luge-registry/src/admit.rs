@@ -139,6 +139,9 @@ pub fn action(
         variables: annotations.variables,
         limits,
         sched: annotations.sched,
+        // Reuse is a route's opt-in, set by the host from its spec; an
+        // OpenWhisk action always runs in a fresh sandbox.
+        reuse: None,
     })
 }
 

@@ -20,7 +20,8 @@ use luge_core::{
     EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Unsupported,
 };
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
-use wasmtime::{Engine, Store};
+use wasmtime::{AsContextMut, Engine, Store};
+use wasmtime_wasi::cli::StdoutStream;
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -188,6 +189,7 @@ pub(crate) fn load(
 }
 
 /// What every kind of component keeps besides its pre-instance.
+#[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) ticker: Arc<EpochTicker>,
     fuel: bool,
@@ -215,7 +217,38 @@ impl Shared {
         let limits = invocation.action.limits;
         let stdout = MemoryOutputPipe::new(limits.capture_bytes());
         let stderr = MemoryOutputPipe::new(limits.capture_bytes());
-        let ctx = wasi_builder(invocation, &stdout, &stderr)
+        let mut store = self.store(engine, invocation, &stdout, &stderr, started)?;
+        schedule(
+            &mut store,
+            &self.ticker,
+            invocation,
+            preemption.unwrap_or(Preemption {
+                quantum: limits.timeout,
+                enabled: false,
+            }),
+            started,
+        );
+        Ok(Sandbox {
+            store,
+            stdout,
+            stderr,
+            started,
+        })
+    }
+
+    /// A store for `invocation`'s action, its stdout and stderr going to
+    /// `stdout` and `stderr`, its memory limited and fuel set; not yet
+    /// scheduled.
+    pub(crate) fn store<O: StdoutStream + Clone + 'static>(
+        &self,
+        engine: &Engine,
+        invocation: &Invocation,
+        stdout: &O,
+        stderr: &O,
+        started: Instant,
+    ) -> Result<Store<ComponentState>, Outcome> {
+        let limits = invocation.action.limits;
+        let ctx = wasi_builder(invocation, stdout, stderr)
             .map_err(|e| Outcome::failed(luge_core::error_line(&e)))?
             .build();
         let mut store = Store::new(
@@ -237,25 +270,48 @@ impl Shared {
             },
         );
         store.limiter(|state| &mut state.limiter);
+        self.refuel(&mut store, &limits);
+        Ok(store)
+    }
+
+    /// Gives `store` its fuel for one invocation under `limits`, when the
+    /// engine meters fuel.
+    pub(crate) fn refuel(&self, mut store: impl AsContextMut, limits: &luge_core::Limits) {
         if self.fuel {
-            let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
+            let _ = store
+                .as_context_mut()
+                .set_fuel(limits.fuel.unwrap_or(u64::MAX));
         }
-        schedule(
-            &mut store,
-            &self.ticker,
-            invocation,
-            preemption.unwrap_or(Preemption {
-                quantum: limits.timeout,
-                enabled: false,
-            }),
-            started,
-        );
-        Ok(Sandbox {
-            store,
-            stdout,
-            stderr,
-            started,
-        })
+    }
+}
+
+impl ComponentState {
+    /// A reused instance's host state as a new request enters it: that
+    /// request's calls and state session, and the latest time limit of the
+    /// requests in the instance for its outgoing requests; when it is the
+    /// only one (`alone`), the per-invocation counts start again, so that
+    /// one after another, each request is bounded as in a fresh instance.
+    pub(crate) fn enter_request(
+        &mut self,
+        deadline: Instant,
+        calls: Option<Arc<dyn luge_core::calls::Calls>>,
+        state: Option<Arc<dyn luge_core::state::State>>,
+        alone: bool,
+    ) {
+        if alone {
+            self.hooks.sent = 0;
+            self.limiter.refused = false;
+            self.hooks.deadline = deadline;
+        } else {
+            self.hooks.deadline = self.hooks.deadline.max(deadline);
+        }
+        self.hooks.calls = calls;
+        self.state = state;
+    }
+
+    /// Whether a memory growth was refused.
+    pub(crate) fn memory_refused(&self) -> bool {
+        self.limiter.refused
     }
 }
 

@@ -26,6 +26,7 @@ mod keyvalue;
 mod keyvalue_draft2;
 pub mod limits;
 mod p3;
+mod reuse;
 
 pub mod sandbox;
 mod spin;

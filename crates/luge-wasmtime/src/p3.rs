@@ -21,10 +21,10 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{Invocation, LoadedModule, Outcome, Preemption, SandboxFuture};
 use tokio::sync::oneshot;
-use wasmtime::component::InstancePre;
+use wasmtime::component::{Accessor, InstancePre};
 use wasmtime_wasi::p3::bindings::CommandPre;
 use wasmtime_wasi_http::WasiHttpView;
-use wasmtime_wasi_http::p3::bindings::ServicePre;
+use wasmtime_wasi_http::p3::bindings::{Service, ServicePre};
 
 use crate::component::{ComponentState, Shared};
 
@@ -37,7 +37,11 @@ pub(crate) fn load(
     shared: Shared,
 ) -> Result<Arc<dyn LoadedModule>, (InstancePre<ComponentState>, Shared)> {
     if let Ok(pre) = ServicePre::new(pre.clone()) {
-        return Ok(Arc::new(ServiceComponent { pre, shared }));
+        return Ok(Arc::new(ServiceComponent {
+            pre,
+            shared,
+            instances: crate::reuse::Instances::default(),
+        }));
     }
     match CommandPre::new(pre.clone()) {
         Ok(pre) => Ok(Arc::new(CommandComponent { pre, shared })),
@@ -102,6 +106,8 @@ impl LoadedModule for CommandComponent {
 pub struct ServiceComponent {
     pre: ServicePre<ComponentState>,
     shared: Shared,
+    /// Instances serving several requests, for routes that opt in.
+    instances: crate::reuse::Instances,
 }
 
 impl ServiceComponent {
@@ -123,52 +129,79 @@ impl ServiceComponent {
         let result = {
             let _running = self.shared.ticker.enter();
             let store = &mut sandbox.store;
-            // The front end's errors (the client left, the body met its
-            // bound) in wasi:http's words.
-            let request = absolute(request).map(|body| {
-                body.map_err(|e| wasmtime_wasi_http::Error::InternalError(Some(e.to_string())))
-            });
-            let (request, _sent) =
-                wasmtime_wasi_http::p3::Request::from_http(store.data_mut().http().hooks, request);
-            let (verdict, verdict_rx) = oneshot::channel();
-            let ran = match self.pre.instantiate_async(&mut *store).await {
+            match self.pre.instantiate_async(&mut *store).await {
                 Ok(service) => store
                     .run_concurrent(async move |store| {
-                        let response = match service.handle(store, request).await? {
-                            Ok(response) => response,
-                            Err(code) => {
-                                respond(Err(HandlerError {
-                                    code: format!("{code:?}"),
-                                }));
-                                return Ok(());
-                            }
-                        };
-                        let response = store
-                            .with(|store| response.into_http(store, std::future::ready(Ok(()))))?;
-                        let (taken, body_done) = oneshot::channel();
-                        respond(Ok(response.map(|body| {
-                            Watched {
-                                body,
-                                taken: Some(taken),
-                                verdict: Some(verdict_rx),
-                            }
-                            .boxed_unsync()
-                        })));
-                        // The body streams from the guest through this
-                        // loop: keep it turning until the front end is
-                        // done with the body (an error means dropped).
-                        let _ = body_done.await;
-                        Ok(())
+                        serve(store, &service, request, respond, |_| ()).await
                     })
                     .await
-                    .and_then(|handled| handled),
+                    .and_then(|served| served),
                 Err(e) => Err(e),
-            };
-            let _ = verdict.send(ran.is_ok());
-            ran
+            }
         };
         sandbox.finish(result, &invocation)
     }
+}
+
+/// Serves one request with `service`, inside its store's event loop
+/// (`accessor`): the response goes to `respond` as the guest returns it,
+/// and this ends once the front end is done with the response body (its
+/// last frame taken, or the body dropped because the client left), since
+/// the body streams from the guest through this loop. The body's end waits
+/// for this to have ended well (see [`Watched`]); `ended` hears how it
+/// ended just before the body's end does, so that whatever it records is
+/// in place before the client has the whole response.
+pub(crate) async fn serve(
+    accessor: &Accessor<ComponentState>,
+    service: &Service,
+    request: Request,
+    respond: Respond,
+    ended: impl FnOnce(&wasmtime::Result<()>),
+) -> wasmtime::Result<()> {
+    // The front end's errors (the client left, the body met its bound) in
+    // wasi:http's words.
+    let request = absolute(request).map(|body| {
+        body.map_err(|e| wasmtime_wasi_http::Error::InternalError(Some(e.to_string())))
+    });
+    // The request's own I/O result is kept, unpolled, while it is served
+    // (boxed: its type names the store's borrow, though it holds none).
+    let (request, _sent) = accessor.with(|mut store| {
+        let (request, sent) =
+            wasmtime_wasi_http::p3::Request::from_http(store.data_mut().http().hooks, request);
+        let sent: Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(sent);
+        (request, sent)
+    });
+    let (verdict, verdict_rx) = oneshot::channel();
+    let served = async {
+        let response = match service.handle(accessor, request).await? {
+            Ok(response) => response,
+            Err(code) => {
+                respond(Err(HandlerError {
+                    code: format!("{code:?}"),
+                }));
+                return Ok(());
+            }
+        };
+        let response =
+            accessor.with(|store| response.into_http(store, std::future::ready(Ok(()))))?;
+        let (taken, body_done) = oneshot::channel();
+        respond(Ok(response.map(|body| {
+            Watched {
+                body,
+                taken: Some(taken),
+                verdict: Some(verdict_rx),
+            }
+            .boxed_unsync()
+        })));
+        // Keep the loop turning until the front end is done with the body
+        // (an error means dropped).
+        let _ = body_done.await;
+        Ok(())
+    }
+    .await;
+    ended(&served);
+    let _ = verdict.send(served.is_ok());
+    served
 }
 
 /// The request with an absolute URI: wasi:http@0.3 takes the scheme and
@@ -215,6 +248,10 @@ impl LoadedModule for ServiceComponent {
         true
     }
 
+    fn reuses_instances(&self) -> bool {
+        true
+    }
+
     fn start_http(
         self: Arc<Self>,
         invocation: Invocation,
@@ -222,6 +259,22 @@ impl LoadedModule for ServiceComponent {
         respond: Respond,
         preemption: Preemption,
     ) -> SandboxFuture {
+        let (invocation, request, respond) = match invocation.action.reuse {
+            Some(reuse) => match self.instances.join(
+                &self.pre,
+                &self.shared,
+                reuse,
+                invocation,
+                request,
+                respond,
+                preemption,
+            ) {
+                Ok(joined) => return joined,
+                // Every instance this route may keep is busy: a fresh one.
+                Err(given_back) => given_back,
+            },
+            None => (invocation, request, respond),
+        };
         Box::pin(async move { self.handle(invocation, request, respond, preemption).await })
     }
 }

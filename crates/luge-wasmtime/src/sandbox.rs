@@ -107,10 +107,10 @@ impl SandboxModule {
 
 /// The WASI context of an invocation, for either preview: stdin, captured
 /// stdout and stderr, argv, environment and granted directories.
-pub(crate) fn wasi_builder(
+pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static>(
     invocation: &Invocation,
-    stdout: &MemoryOutputPipe,
-    stderr: &MemoryOutputPipe,
+    stdout: &O,
+    stderr: &O,
 ) -> Result<WasiCtxBuilder, SandboxError> {
     let action = &invocation.action;
     let mut builder = WasiCtxBuilder::new();
@@ -312,12 +312,26 @@ pub(crate) fn schedule<T: 'static>(
     preemption: Preemption,
     started: Instant,
 ) {
-    let quantum = ticker.ticks_for(preemption.quantum).max(1);
     let timeout = invocation.action.limits.timeout;
     let cancel = invocation.cancel.clone();
+    schedule_with(store, ticker, preemption, move || {
+        started.elapsed() >= timeout || cancel.is_cancelled()
+    });
+}
+
+/// [`schedule`] with its own test of when the store must stop (checked at
+/// every tick with preemption, every quantum without): an instance that
+/// serves several requests stops when one of them is past its time limit.
+pub(crate) fn schedule_with<T: 'static>(
+    store: &mut Store<T>,
+    ticker: &EpochTicker,
+    preemption: Preemption,
+    mut stop: impl FnMut() -> bool + Send + Sync + 'static,
+) {
+    let quantum = ticker.ticks_for(preemption.quantum).max(1);
     let mut ticks_in_slice = 0;
     store.epoch_deadline_callback(move |_| {
-        if started.elapsed() >= timeout || cancel.is_cancelled() {
+        if stop() {
             return Ok(UpdateDeadline::Interrupt);
         }
         if !preemption.enabled {

@@ -833,6 +833,109 @@ fn wasi_03_services_and_commands() {
     assert!(body.to_string().contains("status 1"), "{body}");
 }
 
+/// Opt-in instance reuse for WASI 0.3 services: a fresh instance per
+/// request unless a route sets `reuse`; with it, one instance serves that
+/// many requests (the guest's own count shows it), `reuse_concurrent` of
+/// them at once; a request past its time limit ends its instance (the next
+/// one starts afresh); a route with grants is refused unless the operator
+/// allows it, and a function that is not a 0.3 service is refused by name.
+#[test]
+fn wasi_03_instances_are_reused_only_where_a_route_opts_in() {
+    if !on_wasmtime() {
+        return;
+    }
+    let site = Site::new(
+        &["http3"],
+        "[[routes]]\npath = \"/fresh/...\"\nmodule = \"http3.wasm\"\n\n\
+         [[routes]]\npath = \"/seq/...\"\nmodule = \"http3.wasm\"\nreuse = 3\n\n\
+         [[routes]]\npath = \"/par/...\"\nmodule = \"http3.wasm\"\nreuse = 100\n\
+         reuse_concurrent = 4\n\n\
+         [[routes]]\npath = \"/slow/...\"\nmodule = \"http3.wasm\"\nreuse = 100\n\
+         limits = { timeout_ms = 500 }\n",
+    );
+    let luge = site.start(&[]);
+    let count = |path: &str| {
+        let reply = luge.send("GET", path, &[], b"");
+        let body = String::from_utf8_lossy(&reply.body).trim().to_owned();
+        assert_eq!(reply.status, 200, "{path}: {body}");
+        body
+    };
+    for _ in 0..3 {
+        assert_eq!(count("/fresh/count"), "count 1");
+    }
+    // Three requests per instance, one after another, then a new one.
+    let served: Vec<String> = (0..7).map(|_| count("/seq/count")).collect();
+    assert_eq!(
+        served,
+        ["1", "2", "3", "1", "2", "3", "1"].map(|n| format!("count {n}"))
+    );
+    // Four at once in one instance: each waits 1 s on wasi:clocks, and
+    // they overlap there (one after another would take 4 s).
+    let started = std::time::Instant::now();
+    let mut served: Vec<String> = std::thread::scope(|scope| {
+        let waiting: Vec<_> = (0..4).map(|_| scope.spawn(|| count("/par/wait"))).collect();
+        waiting.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    served.sort();
+    assert_eq!(served, ["1", "2", "3", "4"].map(|n| format!("count {n}")));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "served one at a time: {:?}",
+        started.elapsed()
+    );
+    // A request that burns CPU past its time limit ends its instance: the
+    // next request is its new instance's first.
+    assert_eq!(count("/slow/count"), "count 1");
+    let reply = luge.send("GET", "/slow/spin", &[], b"");
+    assert_eq!(
+        reply.status,
+        504,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(count("/slow/count"), "count 1");
+    assert_eq!(count("/slow/count"), "count 2");
+
+    // A route with grants: refused unless the operator allows it.
+    let granted = Site::new(
+        &["http3"],
+        "[[routes]]\npath = \"/g/...\"\nmodule = \"http3.wasm\"\nreuse = 8\n\
+         allowed_outbound_hosts = [\"http://127.0.0.1:9\"]\n",
+    );
+    let refused = granted
+        .try_start(&[])
+        .err()
+        .expect("reuse with grants refused");
+    assert!(
+        refused.contains("--allow-reuse-with-grants") && refused.contains("allowed_outbound_hosts"),
+        "{refused}"
+    );
+    let allowed = granted.start(&["--allow-reuse-with-grants"]);
+    for n in 1..=2 {
+        let reply = allowed.send("GET", "/g/count", &[], b"");
+        assert_eq!(String::from_utf8_lossy(&reply.body), format!("count {n}\n"));
+    }
+    // Not a WASI 0.3 service, bad bounds: refused at start, by name.
+    for (toml, expected) in [
+        (
+            "[[routes]]\npath = \"/h/...\"\nmodule = \"http-handler.wasm\"\nreuse = 8\n",
+            "WASI 0.3",
+        ),
+        (
+            "[[routes]]\npath = \"/h/...\"\nmodule = \"http3.wasm\"\nreuse = 0\n",
+            "reuse must be 1 to",
+        ),
+        (
+            "[[routes]]\npath = \"/h/...\"\nmodule = \"http3.wasm\"\nreuse_concurrent = 2\n",
+            "without reuse",
+        ),
+    ] {
+        let site = Site::new(&["http3", "http-handler"], toml);
+        let refused = site.try_start(&[]).err().expect("refused");
+        assert!(refused.contains(expected), "{toml}: {refused}");
+    }
+}
+
 /// Service chaining from a WASI 0.2 handler: `http://NAME.luge.internal`
 /// is the function NAME of this host, reached in process when the caller
 /// is granted it (`calls`, or its internal origin in
