@@ -2,9 +2,10 @@
 //!
 //! 1. The same WASI 0.3 `wasi:http` service (`actions/spin/http3`, its
 //!    hello path, a body written by a task after `handle` returned) served
-//!    by Luge (a fresh instance per request) and by `wasmtime serve` 49
-//!    (`-S p3`, which reuses a 0.3 instance for up to 128 requests, 16 at
-//!    once), same run, at 1, 16 and 64 connections: req/s, p50/p99 and the
+//!    by Luge (a fresh instance per request, and on a route that opts into
+//!    reuse with `wasmtime serve`'s defaults: `reuse = 128`,
+//!    `reuse_concurrent = 16`) and by `wasmtime serve` 49 (`-S p3`, which
+//!    reuses a 0.3 instance for up to 128 requests, 16 at once), same run, at 1, 16 and 64 connections: req/s, p50/p99 and the
 //!    server's CPU per request.
 //! 2. The Spin app (`actions/spin`, spin-sdk 7) on Luge via `--spin`: a
 //!    `spin:key-value` read of a 100-byte value on the local tier and on
@@ -47,7 +48,9 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
     std::fs::write(dir.path().join("spin.toml"), MANIFEST)?;
     luge_site(
         dir.path(),
-        "[[routes]]\npath = \"/hello\"\nmodule = \"http3.wasm\"\n",
+        "[[routes]]\npath = \"/hello\"\nmodule = \"http3.wasm\"\n\n\
+         [[routes]]\npath = \"/reused\"\nmodule = \"http3.wasm\"\nreuse = 128\n\
+         reuse_concurrent = 16\n",
     )?;
     let (_redis, redis_port) = redis()?;
     let manifest = dir.path().join("spin.toml");
@@ -87,6 +90,7 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
     let mut series = Vec::new();
     let servers = [
         ("luge (fresh instance per request)", &luge, "/hello"),
+        ("luge (reuse = 128, 16 at once)", &luge, "/reused"),
         ("wasmtime serve -S p3 (instance reuse)", &wasmtime, "/hello"),
     ];
     for (name, served, path) in servers {
@@ -175,7 +179,7 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
         y_desc: "requests per second",
         series,
         notes: format!(
-            "`actions/spin/http3` (wasip3 0.7.1; its hello path answers 38 bytes from a spawned task) on `luge serve` (this build, a process of its own, a fresh instance per request) and on `wasmtime serve -S cli -S p3 -W component-model-async` ({}, whose default reuses a 0.3 instance for up to 128 requests, 16 at once), both on 127.0.0.1 in the same run; then `actions/spin` (spin-sdk 7) under `luge serve --spin` with a local state store and a `redis-server` on loopback: a 100-byte value read through spin:key-value, and `wasi:keyvalue/atomics.increment` (a compare-and-swap on the local tier). Closed-loop keep-alive client on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks). Luge has no instance reuse (per-request isolation is the only mode today).",
+            "`actions/spin/http3` (wasip3 0.7.1; its hello path answers 38 bytes from a spawned task) on `luge serve` (this build, a process of its own: a fresh instance per request, and a second route of the same component with `reuse = 128`, `reuse_concurrent = 16`) and on `wasmtime serve -S cli -S p3 -W component-model-async` ({}, whose default reuses a 0.3 instance for up to 128 requests, 16 at once), both on 127.0.0.1 in the same run; then `actions/spin` (spin-sdk 7) under `luge serve --spin` with a local state store and a `redis-server` on loopback: a 100-byte value read through spin:key-value, and `wasi:keyvalue/atomics.increment` (a compare-and-swap on the local tier). Closed-loop keep-alive client on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks).",
             Command::new(wasmtime_cli()?)
                 .arg("--version")
                 .output()

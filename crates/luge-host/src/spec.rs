@@ -566,6 +566,84 @@ mod tests {
     }
 
     #[test]
+    fn reuse_is_bounded_and_refused_with_grants_unless_allowed() {
+        let reused = |requests, concurrent| FunctionSpec {
+            reuse: requests,
+            reuse_concurrent: concurrent,
+            ..FunctionSpec::default()
+        };
+        let strict = HostPolicy::default();
+        let action = |spec: &FunctionSpec, policy: &HostPolicy| spec.action("f", policy, &engine());
+        // Off by default; on, with one request at a time unless told.
+        assert_eq!(action(&reused(None, None), &strict).unwrap().reuse, None);
+        assert_eq!(
+            action(&reused(Some(128), None), &strict).unwrap().reuse,
+            Some(Reuse {
+                requests: 128,
+                concurrent: 1
+            })
+        );
+        for (requests, concurrent, expected) in [
+            (Some(0), None, "reuse must be 1 to"),
+            (Some(Reuse::MAX_REQUESTS + 1), None, "reuse must be 1 to"),
+            (Some(8), Some(0), "reuse_concurrent must be 1 to"),
+            (
+                Some(8),
+                Some(Reuse::MAX_CONCURRENT + 1),
+                "reuse_concurrent must be 1 to",
+            ),
+            (None, Some(4), "without reuse"),
+        ] {
+            let err = action(&reused(requests, concurrent), &strict).unwrap_err();
+            assert!(err.to_string().contains(expected), "{err}");
+        }
+        // Each grant alone is named in the refusal; the operator's switch
+        // lets it through.
+        let allowing = HostPolicy {
+            allow_reuse_with_grants: true,
+            ..HostPolicy::default()
+        };
+        let granted = [
+            (
+                "calls",
+                FunctionSpec {
+                    calls: vec!["g".into()],
+                    ..reused(Some(8), None)
+                },
+            ),
+            (
+                "state",
+                FunctionSpec {
+                    state: vec!["shared".into()],
+                    ..reused(Some(8), None)
+                },
+            ),
+            (
+                "allowed_outbound_hosts",
+                FunctionSpec {
+                    allowed_outbound_hosts: vec!["http://127.0.0.1:9".into()],
+                    ..reused(Some(8), None)
+                },
+            ),
+            (
+                "key_value_stores",
+                FunctionSpec {
+                    private_store: Some("spin.app".into()),
+                    ..reused(Some(8), None)
+                },
+            ),
+        ];
+        for (grant, spec) in granted {
+            let err = action(&spec, &strict).unwrap_err().to_string();
+            assert!(
+                err.contains(grant) && err.contains("--allow-reuse-with-grants"),
+                "{err}"
+            );
+            assert!(action(&spec, &allowing).unwrap().reuse.is_some(), "{grant}");
+        }
+    }
+
+    #[test]
     fn unknown_fields_are_refused() {
         let err = serde_json::from_str::<FunctionSpec>(r#"{"deadline_us": 5}"#).unwrap_err();
         assert!(

@@ -27,7 +27,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -70,7 +70,9 @@ const ENDED: &str = "the shared instance ended before serving the request";
 /// reuse.
 #[derive(Default)]
 pub(crate) struct Instances {
-    live: Mutex<Vec<Instance>>,
+    /// Shared with the requests' futures, which retire what their end
+    /// left idle (see [`retire`]).
+    live: Arc<Mutex<Vec<Instance>>>,
 }
 
 /// One instance serving several requests.
@@ -99,6 +101,9 @@ struct Inbox {
     waker: Option<Waker>,
     /// The id of the next request accepted.
     next_id: u64,
+    /// When the last request in the instance ended (`None` while one is
+    /// in it, and before the first).
+    idle_since: Option<Instant>,
 }
 
 impl Inbox {
@@ -114,10 +119,16 @@ impl Inbox {
     }
 
     /// Whether the instance must stop now: a request in it is past its
-    /// time limit, or every one of them was cancelled (their clients left).
-    fn must_stop(&self, now: Instant) -> bool {
+    /// time limit, or every one of them was cancelled (their clients
+    /// left), or guest code still runs (work it spawned) a time limit
+    /// after the last request ended.
+    fn must_stop(&self, now: Instant, timeout: Duration) -> bool {
         self.running.iter().any(|r| now >= r.deadline)
             || (!self.running.is_empty() && self.running.iter().all(|r| r.cancel.is_cancelled()))
+            || (self.running.is_empty()
+                && self
+                    .idle_since
+                    .is_some_and(|since| now.duration_since(since) >= timeout))
     }
 
     /// Closes the instance and wakes its loop, which ends once the
@@ -158,6 +169,29 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Drops from `live` what is closed, dead (unpolled past a request's time
+/// limit: every client it served left), or a second idle instance of
+/// `action` (one idle instance per action is kept for the next request),
+/// closing each: its slot is freed once no request's future holds it.
+fn retire(live: &mut Vec<Instance>, action: &Arc<Action>, now: Instant) {
+    let mut idle_kept = false;
+    live.retain(|instance| {
+        let mut inbox = lock(&instance.inbox);
+        let dead = inbox
+            .earliest_deadline()
+            .is_some_and(|deadline| now > deadline + DEAD_AFTER);
+        let surplus = inbox.load() == 0
+            && Arc::ptr_eq(&instance.action, action)
+            && std::mem::replace(&mut idle_kept, true);
+        if inbox.closed || dead || surplus {
+            inbox.close();
+            false
+        } else {
+            true
+        }
+    });
+}
+
 impl Instances {
     /// Hands the request to an instance of its action with room for it
     /// (creating one if none has), and returns the future of its outcome.
@@ -179,24 +213,7 @@ impl Instances {
         let now = Instant::now();
         let action = &invocation.action;
         let mut live = lock(&self.live);
-        // Retire what is closed, dead (unpolled past a time limit), or a
-        // second idle instance of this action (one idle one is enough).
-        let mut idle_kept = false;
-        live.retain(|instance| {
-            let mut inbox = lock(&instance.inbox);
-            let dead = inbox
-                .earliest_deadline()
-                .is_some_and(|deadline| now > deadline + DEAD_AFTER);
-            let surplus = inbox.load() == 0
-                && Arc::ptr_eq(&instance.action, action)
-                && std::mem::replace(&mut idle_kept, true);
-            if inbox.closed || dead || surplus {
-                inbox.close();
-                false
-            } else {
-                true
-            }
-        });
+        retire(&mut live, action, now);
         let room = live.iter().position(|instance| {
             Arc::ptr_eq(&instance.action, action) && {
                 let inbox = lock(&instance.inbox);
@@ -261,6 +278,8 @@ impl Instances {
         Ok(Box::pin(Joined {
             outcome: receiver,
             driver: Some(driver),
+            instances: Arc::downgrade(&self.live),
+            action: Arc::clone(action),
         }))
     }
 }
@@ -271,6 +290,23 @@ struct Joined {
     outcome: oneshot::Receiver<Outcome>,
     /// `None` once the instance has ended.
     driver: Option<SharedFuture<BoxFuture<'static, ()>>>,
+    /// The service's instances, retired as this request ends (the
+    /// service may be gone by then).
+    instances: Weak<Mutex<Vec<Instance>>>,
+    action: Arc<Action>,
+}
+
+impl Joined {
+    /// The request ended with `outcome`: what its end left idle beyond
+    /// one instance is retired now, not at the route's next request
+    /// (which may never come), so a burst's instances give their slots
+    /// back.
+    fn ended(&self, outcome: Outcome) -> Poll<Outcome> {
+        if let Some(live) = self.instances.upgrade() {
+            retire(&mut lock(&live), &self.action, Instant::now());
+        }
+        Poll::Ready(outcome)
+    }
 }
 
 impl Future for Joined {
@@ -287,10 +323,10 @@ impl Future for Joined {
             self.driver = None;
         }
         match self.outcome.poll_unpin(cx) {
-            Poll::Ready(Ok(outcome)) => Poll::Ready(outcome),
-            Poll::Ready(Err(_)) => Poll::Ready(Outcome::failed(ENDED)),
+            Poll::Ready(Ok(outcome)) => self.ended(outcome),
+            Poll::Ready(Err(_)) => self.ended(Outcome::failed(ENDED)),
             // The instance ended, and answered every request it held.
-            Poll::Pending if self.driver.is_none() => Poll::Ready(Outcome::failed(ENDED)),
+            Poll::Pending if self.driver.is_none() => self.ended(Outcome::failed(ENDED)),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -321,8 +357,9 @@ async fn drive(
         }
     };
     let watched = Arc::clone(&inbox);
+    let timeout = limits.timeout;
     schedule_with(&mut store, &shared.ticker, preemption, move || {
-        lock(&watched).must_stop(Instant::now())
+        lock(&watched).must_stop(Instant::now(), timeout)
     });
     let instantiated = {
         let _running = shared.ticker.enter();
@@ -403,6 +440,7 @@ async fn serve_all(
             let mut guard = lock(inbox);
             if let Some(entry) = guard.queue.pop_front() {
                 let alone = guard.running.is_empty();
+                guard.idle_since = None;
                 guard.running.push(Running {
                     id: entry.id,
                     arrived: entry.arrived,
@@ -472,6 +510,9 @@ fn answer(inbox: &Mutex<Inbox>, id: u64, (stdout, stderr): (&LogPipe, &LogPipe),
     let mut inbox = lock(inbox);
     if let Some(at) = inbox.running.iter().position(|r| r.id == id) {
         let running = inbox.running.swap_remove(at);
+        if inbox.running.is_empty() {
+            inbox.idle_since = Some(Instant::now());
+        }
         drop(inbox);
         let outcome = Outcome {
             termination: Termination::Exited(0),
