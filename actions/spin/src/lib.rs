@@ -7,7 +7,8 @@
 //!   `wasi:config/store@0.2.0-draft-2024-09-27`, 404 if undefined; `GET
 //!   /config`: the names it holds, sorted, one per line;
 //! - `GET|PUT|DELETE /kv/KEY[?store=LABEL]`: a key-value store
-//!   (`spin:key-value`), `default` unless named;
+//!   (`spin:key-value`), `default` unless named; `GET /kv[?store=LABEL]`:
+//!   its keys (`get-keys`), sorted, one per line;
 //! - `POST /count`: adds one to `hits` with `wasi:keyvalue` atomics and
 //!   answers the new count;
 //! - `POST /double`: doubles `doubled` (1 at first) by compare-and-swap,
@@ -73,6 +74,7 @@ async fn handle(request: Request) -> impl IntoResponse {
             }
             Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
         },
+        (Method::GET, ["kv"]) => keys(&request).await,
         (method, ["kv", key]) => kv(method, key, request).await,
         (Method::POST, ["count"]) => match count() {
             Ok(n) => answer(StatusCode::OK, n.to_string()),
@@ -93,13 +95,32 @@ async fn handle(request: Request) -> impl IntoResponse {
     }
 }
 
-async fn kv(method: Method, key: &str, request: Request) -> (StatusCode, String) {
-    let label = request
+/// The store `?store=LABEL` names (`default` unless named).
+fn label(request: &Request) -> String {
+    request
         .uri()
         .query()
         .and_then(|q| q.strip_prefix("store="))
         .unwrap_or("default")
-        .to_owned();
+        .to_owned()
+}
+
+async fn keys(request: &Request) -> (StatusCode, String) {
+    let store = match key_value::Store::open(&label(request)).await {
+        Ok(store) => store,
+        Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    };
+    match store.get_keys().await.collect().await {
+        Ok(mut keys) => {
+            keys.sort();
+            answer(StatusCode::OK, keys.join("\n"))
+        }
+        Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    }
+}
+
+async fn kv(method: Method, key: &str, request: Request) -> (StatusCode, String) {
+    let label = label(&request);
     let key = key.split('?').next().unwrap_or(key);
     let store = match key_value::Store::open(&label).await {
         Ok(store) => store,

@@ -26,13 +26,14 @@ pub const MAX_OPEN_BUCKETS: usize = 64;
 /// operations, bounded like any other argument.
 pub const MAX_BATCH: usize = 1024;
 
-/// What listing a bucket's keys answers: the tiers are addressed by key
-/// (Redis and the local store hold every function's keys together).
-pub fn no_listing() -> KvError {
-    KvError::Other(
-        "listing keys is not offered: Luge's state tiers are addressed by key".to_owned(),
-    )
-}
+/// Most keys one page of a listing answers (`wasi:keyvalue`'s
+/// `list-keys`): each is host memory until the guest has read it.
+pub const PAGE_KEYS: usize = 1000;
+
+/// Most keys a whole listing collects (Spin's `get-keys`, which has no
+/// pages): 10,000 keys of at most 1 KiB, so at most 10 MiB held for the
+/// guest. Past it the listing ends in an error that says so.
+pub const MAX_LISTED: usize = 10_000;
 
 /// A key and its value, if it has one (a batch read's answer).
 pub type Entry = (String, Option<Vec<u8>>);
@@ -137,6 +138,45 @@ impl Bucket {
             Ok(()) | Err(StateError::NotFound) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// One page of the bucket's keys, from `cursor` (`None`: the first),
+    /// and the cursor of the next page (`None` after the last).
+    pub fn keys(
+        &self,
+        state: &dyn State,
+        cursor: Option<u64>,
+    ) -> Result<crate::state::KeyPage, KvError> {
+        Ok(state.keys(&self.prefix, self.tier, cursor.unwrap_or(0), PAGE_KEYS)?)
+    }
+
+    /// The bucket's keys, in order, at most [`MAX_LISTED`], and whether
+    /// the listing was whole (an error past the bound, or a tier's).
+    pub fn all_keys(&self, state: &dyn State) -> (Vec<String>, Result<(), KvError>) {
+        let mut keys = Vec::new();
+        let mut cursor = 0;
+        let ended = loop {
+            match state.keys(&self.prefix, self.tier, cursor, PAGE_KEYS) {
+                Err(e) => break Err(e.into()),
+                Ok((page, next)) => {
+                    keys.extend(page);
+                    if keys.len() > MAX_LISTED {
+                        break Err(KvError::Other(format!(
+                            "the store holds more than {MAX_LISTED} keys: the first listed are not all (wasi:keyvalue's list-keys pages through them)"
+                        )));
+                    }
+                    match next {
+                        Some(next) => cursor = next,
+                        None => break Ok(()),
+                    }
+                }
+            }
+        };
+        // Redis's SCAN may answer a key on two pages.
+        keys.sort_unstable();
+        keys.dedup();
+        keys.truncate(MAX_LISTED);
+        (keys, ended)
     }
 
     /// Whether `key` has a value.

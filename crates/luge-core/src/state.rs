@@ -114,7 +114,22 @@ pub trait State: Send + Sync {
     /// Until when `state_lock` may wait for a held lock: the end of the
     /// invocation's time.
     fn wait_until(&self) -> Instant;
+    /// One page of the keys of the namespace `prefix` names (`~/`, or
+    /// `NAME/` where granted), without that prefix: at most `limit` keys
+    /// from `cursor` (0 for the first page), and the cursor of the next
+    /// page (`None` after the last). A key written or deleted while the
+    /// pages are read may be listed twice or not at all.
+    fn keys(
+        &self,
+        prefix: &str,
+        tier: Tier,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<KeyPage, StateError>;
 }
+
+/// A page of keys and the cursor of the next ([`State::keys`]).
+pub type KeyPage = (Vec<String>, Option<u64>);
 
 /// The state of the invocation running on this thread, for engines whose
 /// host functions have no per-instance data to hang it on (Wasmer, WAMR);

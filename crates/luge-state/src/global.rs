@@ -398,6 +398,42 @@ impl GlobalTier {
         Ok(reply.is_some())
     }
 
+    /// One page of the keys of namespace `ns` (without its prefix): Redis's
+    /// SCAN from `cursor`, `limit` a hint of how many keys it looks at.
+    pub fn keys(
+        &self,
+        ns: &str,
+        cursor: u64,
+        limit: usize,
+        until: Instant,
+    ) -> Result<luge_core::state::KeyPage, StateError> {
+        let prefix = format!("luge:{ns}/");
+        // The namespace's name is matched as it is, not as a pattern.
+        let mut pattern = String::with_capacity(prefix.len() + 8);
+        for c in prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push('*');
+        let (next, keys): (u64, Vec<Vec<u8>>) = self.with(until, |c| {
+            redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(limit)
+                .query(c)
+        })?;
+        let keys = keys
+            .iter()
+            .filter_map(|key| key.strip_prefix(prefix.as_bytes()))
+            .map(|rest| String::from_utf8_lossy(rest).into_owned())
+            .collect();
+        Ok((keys, (next != 0).then_some(next)))
+    }
+
     pub fn unlock(&self, key: &str, token: &str, until: Instant) -> Result<(), StateError> {
         self.with(until, |c| self.unlock.key(key).arg(token).invoke::<i64>(c))
             .map(drop)

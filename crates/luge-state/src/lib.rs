@@ -475,6 +475,23 @@ impl State for Session {
         Ok(())
     }
 
+    fn keys(
+        &self,
+        prefix: &str,
+        tier: Tier,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<luge_core::state::KeyPage, StateError> {
+        let key = self.key(prefix)?;
+        if !key.rest.is_empty() {
+            return Err(StateError::BadArgument);
+        }
+        match self.global(tier) {
+            Some(global) => global.keys(key.ns, cursor, limit, self.until),
+            None => Ok(self.store.local.keys(key.ns, cursor, limit)),
+        }
+    }
+
     fn wait_until(&self) -> Instant {
         self.until
     }
@@ -488,5 +505,58 @@ impl Drop for Session {
         for lock in held {
             self.release(&lock);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_listed_in_pages_of_granted_namespaces_only() {
+        let store = Arc::new(StateStore::open(&StateConfig::default()).unwrap());
+        let until = Instant::now() + Duration::from_secs(60);
+        let session = store.session(None, "f", &["shared".to_owned()], until);
+        for i in 0..2500 {
+            session
+                .set(&format!("~/k{i:04}"), b"v", Tier::Local)
+                .unwrap();
+        }
+        session.set("shared/only", b"v", Tier::Local).unwrap();
+        let mut listed = Vec::new();
+        let mut cursor = 0;
+        let mut pages = 0;
+        loop {
+            let (page, next) = session.keys("~/", Tier::Local, cursor, 1000).unwrap();
+            assert!(page.len() <= 1000);
+            listed.extend(page);
+            pages += 1;
+            match next {
+                Some(next) => cursor = next,
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3);
+        let expected: Vec<String> = (0..2500).map(|i| format!("k{i:04}")).collect();
+        assert_eq!(listed, expected);
+        assert_eq!(
+            session.keys("shared/", Tier::Local, 0, 1000).unwrap(),
+            (vec!["only".to_owned()], None)
+        );
+        // Another function's private namespace and an ungranted one list
+        // nothing of these.
+        let other = store.session(None, "g", &[], until);
+        assert_eq!(
+            other.keys("~/", Tier::Local, 0, 10).unwrap(),
+            (vec![], None)
+        );
+        assert!(matches!(
+            other.keys("shared/", Tier::Local, 0, 10),
+            Err(StateError::NotGranted)
+        ));
+        assert!(matches!(
+            other.keys("~/k", Tier::Local, 0, 10),
+            Err(StateError::BadArgument)
+        ));
     }
 }

@@ -13,7 +13,7 @@
 //! reloads each namespace from it: once space returns, writes succeed
 //! again without a restart, and memory holds what the disk holds.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
@@ -26,7 +26,8 @@ use crate::Quotas;
 /// One namespace's values and their total size.
 #[derive(Debug, Default)]
 struct Namespace {
-    values: HashMap<String, Arc<[u8]>>,
+    /// Ordered, so that its keys are listed in pages.
+    values: BTreeMap<String, Arc<[u8]>>,
     bytes: usize,
 }
 
@@ -219,6 +220,24 @@ impl LocalTier {
         let namespace = self.namespace(ns);
         let guard = Self::lock(&namespace);
         guard.values.get(rest).cloned()
+    }
+
+    /// One page of the keys of `ns`, in order: at most `limit` from the
+    /// `cursor`-th, and the cursor of the next page.
+    pub fn keys(&self, ns: &str, cursor: u64, limit: usize) -> luge_core::state::KeyPage {
+        let namespace = self.namespace(ns);
+        let guard = Self::lock(&namespace);
+        let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
+        let page: Vec<String> = guard
+            .values
+            .keys()
+            .skip(skip)
+            .take(limit)
+            .cloned()
+            .collect();
+        let next = skip.saturating_add(page.len());
+        let more = next < guard.values.len();
+        (page, more.then_some(next as u64))
     }
 
     /// Applies `f` to the value of `rest` in `ns` atomically: `f` sees the

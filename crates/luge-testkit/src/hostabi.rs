@@ -179,6 +179,24 @@ impl State for MapState {
     fn unlock(&self, _: &str) -> Result<(), StateError> {
         Ok(())
     }
+    fn keys(
+        &self,
+        prefix: &str,
+        _: Tier,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<luge_core::state::KeyPage, StateError> {
+        let mut keys: Vec<String> = self
+            .map()
+            .keys()
+            .filter_map(|key| key.strip_prefix(prefix).map(str::to_owned))
+            .collect();
+        keys.sort();
+        let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
+        let page: Vec<String> = keys.iter().skip(skip).take(limit).cloned().collect();
+        let next = skip.saturating_add(page.len());
+        Ok((page, (next < keys.len()).then_some(next as u64)))
+    }
     fn wait_until(&self) -> Instant {
         Instant::now() + Duration::from_secs(1)
     }

@@ -117,10 +117,12 @@ impl keyvalue::store::HostBucket for WasiKeyValue<'_> {
 
     fn list_keys(
         &mut self,
-        _bucket: Resource<kv::Bucket>,
-        _cursor: Option<u64>,
+        bucket: Resource<kv::Bucket>,
+        cursor: Option<u64>,
     ) -> Result<keyvalue::store::KeyResponse, Error> {
-        Err(Error(kv::no_listing()))
+        let bucket = self.table.get(&bucket)?;
+        let (keys, cursor) = bucket.keys(self.state()?, cursor)?;
+        Ok(keyvalue::store::KeyResponse { keys, cursor })
     }
 
     fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {

@@ -74,10 +74,24 @@ impl store::HostBucket for WasiKeyValue<'_> {
 
     fn list_keys(
         &mut self,
-        _bucket: Resource<kv::Bucket>,
-        _cursor: Option<String>,
+        bucket: Resource<kv::Bucket>,
+        cursor: Option<String>,
     ) -> Result<store::KeyResponse, Error> {
-        Err(Error(kv::no_listing()))
+        // The cursor is the number a previous page answered, as text.
+        let cursor = match cursor {
+            Some(cursor) => Some(cursor.parse::<u64>().map_err(|_| {
+                Error(kv::KvError::Other(format!(
+                    "not a cursor of this store: {cursor:?}"
+                )))
+            })?),
+            None => None,
+        };
+        let bucket = self.table.get(&bucket)?;
+        let (keys, cursor) = bucket.keys(self.state()?, cursor)?;
+        Ok(store::KeyResponse {
+            keys,
+            cursor: cursor.map(|c| c.to_string()),
+        })
     }
 
     fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {

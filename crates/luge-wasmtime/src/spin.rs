@@ -124,18 +124,22 @@ impl<T> key_value::HostStoreWithStore<T> for HasSpin {
 
     async fn get_keys(
         accessor: &Accessor<T, Self>,
-        _store: Resource<kv::Bucket>,
+        store: Resource<kv::Bucket>,
     ) -> wasmtime::Result<(
         wasmtime::component::StreamReader<String>,
         wasmtime::component::FutureReader<Result<(), key_value::Error>>,
     )> {
-        // No keys, and the error that says why (as wasi:keyvalue's
-        // list-keys answers).
+        // Every key (at most kv::MAX_LISTED), then how the listing ended.
+        let (keys, ended) =
+            match with_bucket(accessor, &store, |bucket, state| Ok(bucket.all_keys(state)))? {
+                Ok((keys, ended)) => (keys, ended.map_err(kv_error)),
+                Err(error) => (Vec::new(), Err(error)),
+            };
         accessor.with(|mut access| {
-            let keys = wasmtime::component::StreamReader::new(&mut access, std::iter::empty())?;
+            let keys = wasmtime::component::StreamReader::new(&mut access, keys)?;
             let result = wasmtime::component::FutureReader::new(
                 &mut access,
-                std::future::ready(Ok::<_, wasmtime::Error>(Err(kv_error(kv::no_listing())))),
+                std::future::ready(Ok::<_, wasmtime::Error>(ended)),
             )?;
             Ok((keys, result))
         })

@@ -357,11 +357,17 @@ fn wasi_keyvalue_over_the_state_tiers() {
             .contains("at most 1024 keys"),
         "{refused}"
     );
-    let listed = ask("/kv", json!({"op": "list"}));
-    assert!(
-        listed["error"].as_str().unwrap().contains("listing keys"),
-        "{listed}"
+    // Listing: a bucket's own keys, in order; another function's private
+    // bucket lists none of them.
+    assert_eq!(
+        ask("/kv", json!({"op": "list"}))["keys"],
+        json!(["hits", "x", "y"])
     );
+    assert_eq!(
+        ask("/kv", json!({"op": "list", "bucket": "shared"}))["keys"],
+        json!(["k"])
+    );
+    assert_eq!(ask("/other", json!({"op": "list"}))["keys"], json!([]));
     // A counter is decimal text, as other wasi:keyvalue hosts keep it; a
     // value that is not one is an error, not a trap.
     ask("/kv", json!({"op": "set", "key": "text", "value": "snow"}));
@@ -436,6 +442,15 @@ fn wasi_keyvalue_global_buckets_are_redis() {
             json!({"op": "get", "bucket": "global:default", "key": "n"})
         )["value"],
         "32"
+    );
+    // Listing on the Redis tier: the bucket's keys, from either host.
+    assert_eq!(
+        ask(&two, json!({"op": "list", "bucket": "global:shared"}))["keys"],
+        json!(["k"])
+    );
+    assert_eq!(
+        ask(&one, json!({"op": "list", "bucket": "global:default"}))["keys"],
+        json!(["n"])
     );
 }
 

@@ -97,6 +97,9 @@ fn a_spin_app_runs_unchanged() {
     assert_eq!(text(&luge, "DELETE", "/kv/colour", b"").0, 200);
     assert_eq!(text(&luge, "GET", "/kv/colour", b"").0, 404);
     assert_eq!(text(&luge, "PUT", "/kv/kept", b"across restarts").0, 200);
+    assert_eq!(text(&luge, "PUT", "/kv/also", b"listed").0, 200);
+    // get-keys: the store's keys (the deleted one gone).
+    assert_get(&luge, "/kv", "also\nkept");
 
     // wasi:keyvalue atomics: 32 concurrent increments land exactly.
     assert_eq!(text(&luge, "POST", "/count", b""), (200, "1".to_owned()));
