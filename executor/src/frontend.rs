@@ -93,6 +93,15 @@ pub fn per_worker(
 /// a few short functions' worth, far below a quantum.
 const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(100);
 
+/// How long a worker that just ran a job polls for more before it parks:
+/// a loopback round trip and then some, so that a client sending one
+/// request after another finds its worker awake. Measured on the 2-core
+/// VM (docs/BENCHMARKS.md, issue 27): a C ping at one connection went from
+/// a p50 of 96-125 µs to 57-61 µs; 30-200 µs all helped, 100 µs had the
+/// best p99. A worker spins at most this long after its last job, so an
+/// idle executor stays idle.
+const SPIN_BEFORE_PARK: Duration = Duration::from_micros(100);
+
 /// A worker's runtime, what ends its park, and the ambient runtime its jobs
 /// run under.
 struct Worker {
@@ -109,6 +118,8 @@ impl FrontEnd for Worker {
         // queue, with no system call.
         self.runtime.block_on(async {
             let mut turned = Instant::now();
+            // When this worker last ran a job.
+            let mut ran = Instant::now();
             loop {
                 // Jobs see the ambient runtime as current: their timers and
                 // tasks are driven by its threads, whatever this worker does.
@@ -120,13 +131,25 @@ impl FrontEnd for Worker {
                     // More jobs queued here, and the connections were
                     // served recently: run the next one first (a batch
                     // shares one turn's system calls).
-                    Step::Ran { more: true } if turned.elapsed() < TURN_AT_LEAST_EVERY => {}
+                    Step::Ran { more: true } if turned.elapsed() < TURN_AT_LEAST_EVERY => {
+                        ran = Instant::now();
+                    }
                     // `yield_now` is deferred until the runtime has polled
                     // its I/O driver: one pass over the ready connection
                     // tasks and one non-blocking epoll.
                     Step::Ran { .. } => {
                         tokio::task::yield_now().await;
                         turned = Instant::now();
+                        ran = turned;
+                    }
+                    // Just ran a job: the same client's next request
+                    // usually follows within a round trip. Poll for it
+                    // (one non-blocking epoll per pass) a little before
+                    // parking, which saves the park's and the wake-up's
+                    // system calls and thread switches; an idle worker
+                    // still parks after this bound.
+                    Step::Idle(_) if ran.elapsed() < SPIN_BEFORE_PARK => {
+                        tokio::task::yield_now().await;
                     }
                     // Ends on the scheduler's unpark, or a job submitted
                     // from a task run meanwhile (luge-sched unparks the
