@@ -138,21 +138,20 @@ impl ExecutionStats {
     }
 }
 
-/// The `percentile` (0-100) of `recent` (at most [`WINDOW`] entries, not
-/// empty), nearest rank; sorted on the stack.
+/// The `percentile` (0-100) of `recent` (at most [`WINDOW`] entries),
+/// nearest rank; zero when empty. Selected on the stack in linear time (it
+/// runs at every job's end), not sorted.
 fn percentile(recent: &VecDeque<Duration>, percentile: f64) -> Duration {
-    let mut sorted = [Duration::ZERO; WINDOW];
+    let mut copy = [Duration::ZERO; WINDOW];
     let n = recent.len().min(WINDOW);
-    for (slot, value) in sorted.iter_mut().zip(recent.iter()) {
+    if n == 0 {
+        return Duration::ZERO;
+    }
+    for (slot, value) in copy.iter_mut().zip(recent.iter()) {
         *slot = *value;
     }
-    let sorted = &mut sorted[..n];
-    sorted.sort_unstable();
-    let rank = (percentile / 100.0 * n.saturating_sub(1) as f64).round() as usize;
-    sorted
-        .get(rank.min(n.saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
+    let rank = ((percentile / 100.0 * (n - 1) as f64).round() as usize).min(n - 1);
+    *copy[..n].select_nth_unstable(rank).1
 }
 
 /// Scheduler-wide counters.
@@ -222,6 +221,25 @@ mod tests {
         assert_eq!(stats.expected("f", Some(ms(7))), ms(9));
         assert_eq!(stats.function("f").deadline_misses, 1);
         assert_eq!(stats.function("f").completed, 10);
+    }
+
+    #[test]
+    fn the_percentile_is_the_nearest_rank_of_the_sorted_window() {
+        let mut recent = VecDeque::new();
+        assert_eq!(percentile(&recent, 90.0), Duration::ZERO);
+        // A window in scrambled order, full and partly filled.
+        for n in [1, 2, 7, WINDOW] {
+            recent.clear();
+            for i in 0..n {
+                recent.push_back(Duration::from_micros(((i * 37) % n) as u64 + 1));
+            }
+            let mut sorted: Vec<Duration> = recent.iter().copied().collect();
+            sorted.sort_unstable();
+            for p in [0.0, 50.0, 90.0, 99.0, 100.0] {
+                let rank = (p / 100.0 * (n - 1) as f64).round() as usize;
+                assert_eq!(percentile(&recent, p), sorted[rank], "n {n}, p {p}");
+            }
+        }
     }
 
     #[test]
