@@ -29,6 +29,7 @@ mod p3;
 mod reuse;
 
 pub mod sandbox;
+mod service;
 mod spin;
 mod wasi_config;
 

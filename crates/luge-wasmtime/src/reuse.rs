@@ -500,7 +500,7 @@ async fn one(
     ended: impl FnOnce(&wasmtime::Result<()>),
 ) -> wasmtime::Result<()> {
     let _running = ticker.enter();
-    crate::p3::serve(accessor, service, request, respond, ended).await
+    crate::service::serve(accessor, service, request, respond, ended).await
 }
 
 /// Answers request `id`, which ended well, with what the instance wrote
