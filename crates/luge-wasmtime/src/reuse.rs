@@ -118,17 +118,32 @@ impl Inbox {
         self.running.iter().map(|r| r.deadline).chain(queued).min()
     }
 
-    /// Whether the instance must stop now: a request in it is past its
-    /// time limit, or every one of them was cancelled (their clients
-    /// left), or guest code still runs (work it spawned) a time limit
-    /// after the last request ended.
+    /// Whether the instance must stop now: a request in it (running, or
+    /// handed over and waiting, as the first one does while the instance
+    /// is made) is past its time limit, or every one of them was cancelled
+    /// (their clients left), or, with none in it, guest code still runs
+    /// (work it spawned) a time limit after the last one ended.
     fn must_stop(&self, now: Instant, timeout: Duration) -> bool {
-        self.running.iter().any(|r| now >= r.deadline)
-            || (!self.running.is_empty() && self.running.iter().all(|r| r.cancel.is_cancelled()))
-            || (self.running.is_empty()
-                && self
-                    .idle_since
-                    .is_some_and(|since| now.duration_since(since) >= timeout))
+        let requests = self
+            .running
+            .iter()
+            .map(|r| (r.deadline, &r.cancel))
+            .chain(self.queue.iter().map(|e| (e.deadline, &e.cancel)));
+        let mut any = false;
+        let mut all_cancelled = true;
+        for (deadline, cancel) in requests {
+            if now >= deadline {
+                return true;
+            }
+            any = true;
+            all_cancelled &= cancel.is_cancelled();
+        }
+        if any {
+            all_cancelled
+        } else {
+            self.idle_since
+                .is_some_and(|since| now.duration_since(since) >= timeout)
+        }
     }
 
     /// Closes the instance and wakes its loop, which ends once the
@@ -585,5 +600,71 @@ impl AsyncWrite for LogPipe {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    /// A request handed to an instance, arrived at `arrived`.
+    fn entry(id: u64, arrived: Instant, timeout: Duration) -> (Entry, Cancellation) {
+        let cancel = Cancellation::default();
+        let body = http_body_util::Empty::<hyper::body::Bytes>::new()
+            .map_err(
+                |never: std::convert::Infallible| -> luge_core::handler::BodyError {
+                    match never {}
+                },
+            )
+            .boxed_unsync();
+        let entry = Entry {
+            id,
+            request: Request::new(body),
+            respond: Box::new(|_| ()),
+            calls: None,
+            state: None,
+            cancel: cancel.clone(),
+            arrived,
+            deadline: arrived + timeout,
+            outcome: oneshot::channel().0,
+        };
+        (entry, cancel)
+    }
+
+    #[test]
+    fn an_instance_stops_for_its_requests_limits_and_cancellations() {
+        let timeout = Duration::from_millis(500);
+        let now = Instant::now();
+        let mut inbox = Inbox::default();
+        // Empty, never used: nothing to stop for.
+        assert!(!inbox.must_stop(now, timeout));
+        // The first request, still waiting while the instance is made
+        // (its start code runs then): stopped at its time limit.
+        let (first, first_cancel) = entry(0, now, timeout);
+        inbox.queue.push_back(first);
+        assert!(!inbox.must_stop(now, timeout));
+        assert!(inbox.must_stop(now + timeout, timeout));
+        // Every request cancelled, queued or running: stopped.
+        first_cancel.cancel();
+        assert!(inbox.must_stop(now, timeout));
+        let (second, second_cancel) = entry(1, now, timeout);
+        inbox.running.push(Running {
+            id: second.id,
+            arrived: second.arrived,
+            deadline: second.deadline,
+            cancel: second.cancel,
+            outcome: second.outcome,
+        });
+        assert!(!inbox.must_stop(now, timeout), "one is still wanted");
+        second_cancel.cancel();
+        assert!(inbox.must_stop(now, timeout));
+        // None in it: guest work left behind may run one time limit.
+        inbox.queue.clear();
+        inbox.running.clear();
+        inbox.idle_since = Some(now);
+        assert!(!inbox.must_stop(now + timeout / 2, timeout));
+        assert!(inbox.must_stop(now + timeout, timeout));
     }
 }
