@@ -12,6 +12,9 @@
 //!   and answers its status and body, or 502 with the error; `fetch?N`
 //!   sends N in turn and answers the last one's (or the first error,
 //!   prefixed by how many succeeded);
+//! - `.../hoard?N`: creates N header-field sets of 1 KiB each and keeps
+//!   them all (default: until the host refuses one, which traps), then
+//!   answers `held N`;
 //! - anything else: `hello from a wasi:http component` (the benchmark's
 //!   hello).
 
@@ -38,6 +41,7 @@ impl wasip2::exports::http::incoming_handler::Guest for Handler {
             "trap" => panic!("the handler traps on purpose"),
             "spin" => spin(),
             "fetch" => fetch(request, out, query.parse().unwrap_or(1)),
+            "hoard" => hoard(out, query.parse().unwrap_or(usize::MAX)),
             _ => respond(out, 200, &[], b"hello from a wasi:http component\n"),
         }
     }
@@ -124,6 +128,19 @@ fn stream(out: ResponseOutparam, chunks: usize) {
         let _ = output.flush();
     }
     let _ = OutgoingBody::finish(outgoing, None);
+}
+
+/// Holds `most` header-field sets of 1 KiB (host objects), then answers
+/// how many.
+fn hoard(out: ResponseOutparam, most: usize) {
+    let value = vec![b'v'; 1024];
+    let mut held = Vec::new();
+    while held.len() < most {
+        let fields = Fields::new();
+        let _ = fields.append("x-hoard", &value);
+        held.push(fields);
+    }
+    respond(out, 200, &[], format!("held {}\n", held.len()).as_bytes());
 }
 
 fn spin() {

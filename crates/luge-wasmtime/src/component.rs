@@ -188,6 +188,24 @@ pub(crate) fn load(
     }
 }
 
+/// Largest set of header fields a component may build or receive, bytes
+/// (Wasmtime's default is 128 KiB): fields are the largest host objects a
+/// guest can create at will, each held in its resource table.
+const MAX_FIELDS_BYTES: usize = 64 << 10;
+
+/// Resources (fields, bodies, streams, pollables, buckets...) a component
+/// may hold at once: enough that the fields it could fill stay within its
+/// memory limit again (256 MiB: 4096), at least 1024 (a request with many
+/// outgoing requests holds a few hundred), at most 65536. Past it creating
+/// one more traps, instead of growing the host's memory without bound
+/// within the time limit (Wasmtime's default allows a million, each up
+/// to 128 KiB of fields).
+fn max_resources(memory_bytes: u64) -> usize {
+    usize::try_from(memory_bytes / MAX_FIELDS_BYTES as u64)
+        .unwrap_or(usize::MAX)
+        .clamp(1024, 65_536)
+}
+
 /// What every kind of component keeps besides its pre-instance.
 #[derive(Clone)]
 pub(crate) struct Shared {
@@ -251,13 +269,19 @@ impl Shared {
         let ctx = wasi_builder(invocation, stdout, stderr)
             .map_err(|e| Outcome::failed(luge_core::error_line(&e)))?
             .build();
+        // Host memory a component's resources hold is outside its linear
+        // memory: bound it by the same limit (see MAX_FIELDS_BYTES).
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(max_resources(limits.memory_bytes));
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_FIELDS_BYTES);
         let mut store = Store::new(
             engine,
             ComponentState {
                 ctx,
-                table: ResourceTable::new(),
+                table,
                 limiter: SandboxLimiter::new(limits.memory_bytes),
-                http: WasiHttpCtx::new(),
+                http,
                 hooks: Hooks {
                     allowed: invocation.action.capabilities.outbound_http.clone(),
                     deadline: started + limits.timeout,

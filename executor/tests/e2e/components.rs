@@ -951,6 +951,32 @@ fn wasi_03_instances_are_reused_only_where_a_route_opts_in() {
     }
 }
 
+/// The host objects a component creates at will (header fields, bodies,
+/// streams) live outside its linear memory: their number is bounded by its
+/// memory limit (64 MiB: 1024 resources of at most 64 KiB of fields), so a
+/// guest that hoards them traps instead of growing the host's memory until
+/// its time limit; the next request is served.
+#[test]
+fn a_component_holds_a_bounded_number_of_host_resources() {
+    if !on_wasmtime() {
+        return;
+    }
+    let (_site, luge) = serve_handler(&[("/h/...", "limits = { memory_mb = 64 }")], &[]);
+    let reply = luge.send("GET", "/h/hoard?1000", &[], b"");
+    assert_eq!(
+        (
+            reply.status,
+            String::from_utf8_lossy(&reply.body).into_owned()
+        ),
+        (200, "held 1000\n".to_owned())
+    );
+    let reply = luge.send("GET", "/h/hoard?1100", &[], b"");
+    let body = String::from_utf8_lossy(&reply.body).into_owned();
+    assert_eq!(reply.status, 500, "{body}");
+    assert!(body.contains("trapped"), "{body}");
+    assert_eq!(luge.send("GET", "/h/hello", &[], b"").status, 200);
+}
+
 /// Service chaining from a WASI 0.2 handler: `http://NAME.luge.internal`
 /// is the function NAME of this host, reached in process when the caller
 /// is granted it (`calls`, or its internal origin in
