@@ -29,13 +29,6 @@
 //!   between tenants, bounded per call tree), [`dispatch`] (handing
 //!   invocations to the scheduler), [`metrics`], [`http`] plumbing, `auth`.
 
-/// Every binary that links the executor (`luge`, `luge-bench`, the tests)
-/// allocates with mimalloc: with glibc's malloc, allocation was 12 % of a
-/// request's CPU in the profiles of docs/BENCHMARKS.md, much of it
-/// consolidating freed chunks; see its "Allocator" figures.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 pub mod admission;
 mod app;
 mod assemble;
