@@ -131,6 +131,22 @@ pub trait State: Send + Sync {
 /// A page of keys and the cursor of the next ([`State::keys`]).
 pub type KeyPage = (Vec<String>, Option<u64>);
 
+/// The page of `sorted` keys that `cursor` and `limit` name, as
+/// [`State::keys`] answers it where the cursor is a position in a sorted
+/// listing (the local tier, test doubles): at most `limit` keys from the
+/// `cursor`-th, and the position after them unless they were the last.
+pub fn page<'a>(
+    sorted: impl ExactSizeIterator<Item = &'a String>,
+    cursor: u64,
+    limit: usize,
+) -> KeyPage {
+    let len = sorted.len();
+    let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
+    let keys: Vec<String> = sorted.skip(skip).take(limit).cloned().collect();
+    let next = skip.saturating_add(keys.len());
+    (keys, (next < len).then_some(next as u64))
+}
+
 /// The state of the invocation running on this thread, for engines whose
 /// host functions have no per-instance data to hang it on (Wasmer, WAMR);
 /// like [`crate::calls::on_this_thread`], a fused callee installs its own

@@ -227,17 +227,7 @@ impl LocalTier {
     pub fn keys(&self, ns: &str, cursor: u64, limit: usize) -> luge_core::state::KeyPage {
         let namespace = self.namespace(ns);
         let guard = Self::lock(&namespace);
-        let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
-        let page: Vec<String> = guard
-            .values
-            .keys()
-            .skip(skip)
-            .take(limit)
-            .cloned()
-            .collect();
-        let next = skip.saturating_add(page.len());
-        let more = next < guard.values.len();
-        (page, more.then_some(next as u64))
+        luge_core::state::page(guard.values.keys(), cursor, limit)
     }
 
     /// Applies `f` to the value of `rest` in `ns` atomically: `f` sees the

@@ -192,10 +192,7 @@ impl State for MapState {
             .filter_map(|key| key.strip_prefix(prefix).map(str::to_owned))
             .collect();
         keys.sort();
-        let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
-        let page: Vec<String> = keys.iter().skip(skip).take(limit).cloned().collect();
-        let next = skip.saturating_add(page.len());
-        Ok((page, (next < keys.len()).then_some(next as u64)))
+        Ok(luge_core::state::page(keys.iter(), cursor, limit))
     }
     fn wait_until(&self) -> Instant {
         Instant::now() + Duration::from_secs(1)

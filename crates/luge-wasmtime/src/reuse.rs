@@ -112,38 +112,32 @@ impl Inbox {
         self.queue.len() + self.running.len()
     }
 
-    /// The earliest time limit of the requests in the instance.
-    fn earliest_deadline(&self) -> Option<Instant> {
-        let queued = self.queue.iter().map(|e| e.deadline);
-        self.running.iter().map(|r| r.deadline).chain(queued).min()
+    /// The requests in the instance, running or handed over and waiting
+    /// (as the first one does while the instance is made): their time
+    /// limits and cancellations.
+    fn requests(&self) -> impl Iterator<Item = (Instant, &Cancellation)> {
+        let running = self.running.iter().map(|r| (r.deadline, &r.cancel));
+        running.chain(self.queue.iter().map(|e| (e.deadline, &e.cancel)))
     }
 
-    /// Whether the instance must stop now: a request in it (running, or
-    /// handed over and waiting, as the first one does while the instance
-    /// is made) is past its time limit, or every one of them was cancelled
-    /// (their clients left), or, with none in it, guest code still runs
-    /// (work it spawned) a time limit after the last one ended.
+    /// The earliest time limit of the requests in the instance.
+    fn earliest_deadline(&self) -> Option<Instant> {
+        self.requests().map(|(deadline, _)| deadline).min()
+    }
+
+    /// Whether the instance must stop now: a request in it is past its
+    /// time limit, or every one of them was cancelled (their clients
+    /// left), or, with none in it, guest code still runs (work it spawned)
+    /// a time limit after the last one ended.
     fn must_stop(&self, now: Instant, timeout: Duration) -> bool {
-        let requests = self
-            .running
-            .iter()
-            .map(|r| (r.deadline, &r.cancel))
-            .chain(self.queue.iter().map(|e| (e.deadline, &e.cancel)));
-        let mut any = false;
-        let mut all_cancelled = true;
-        for (deadline, cancel) in requests {
-            if now >= deadline {
-                return true;
-            }
-            any = true;
-            all_cancelled &= cancel.is_cancelled();
+        if self.load() == 0 {
+            return self
+                .idle_since
+                .is_some_and(|since| now.duration_since(since) >= timeout);
         }
-        if any {
-            all_cancelled
-        } else {
-            self.idle_since
-                .is_some_and(|since| now.duration_since(since) >= timeout)
-        }
+        self.earliest_deadline()
+            .is_some_and(|deadline| now >= deadline)
+            || self.requests().all(|(_, cancel)| cancel.is_cancelled())
     }
 
     /// Closes the instance and wakes its loop, which ends once the
@@ -489,7 +483,7 @@ async fn serve_all(
                 return Poll::Ready(Ok(()));
             }
             guard.waker = Some(cx.waker().clone());
-            let earliest = guard.running.iter().map(|r| r.deadline).min();
+            let earliest = guard.earliest_deadline();
             drop(guard);
             if let Some(earliest) = earliest {
                 let timer = timer
