@@ -1,5 +1,7 @@
 //! Request bodies and replies of the action-proxy protocol.
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
@@ -78,18 +80,16 @@ pub struct InitRequest {
 pub const MANGLED_TEXT: &str = "The action code arrived as text, not base64: `wsk action create` base64-encodes only .zip, .jar and .balx files, so a .wasm given to it is sent as mangled text. Zip the module (`zip hello.zip hello.wasm`, or `luge-precompile --zip`) and create the action from the zip.";
 
 /// Parses an init body. Errors are replies ready to send.
+///
+/// The code is megabytes of base64 on this path, so it is read where it
+/// lies in the body (a JSON string without escapes is its own text) and
+/// decoded with SIMD; only the small fields are parsed into values.
 pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
-    let root: Value = serde_json::from_slice(body).map_err(|e| {
-        Reply::error(
-            status::BAD_REQUEST,
-            format!("The init body is not valid JSON: {e}"),
-        )
-    })?;
-    let Some(value) = root.get("value").and_then(Value::as_object) else {
+    let Some((value, code)) = init_fields(body)? else {
         return Err(Reply::error(status::FORBIDDEN, MISSING_CODE));
     };
-    let code = match value.get("code") {
-        Some(Value::String(code)) if !code.trim().is_empty() => code,
+    let code = match code.as_deref() {
+        Some(code) if !code.trim().is_empty() => code,
         _ => return Err(Reply::error(status::FORBIDDEN, MISSING_CODE)),
     };
     let code = decode_base64(code).map_err(|e| {
@@ -165,15 +165,84 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
+/// An init body's `value` as fields, its `code` apart (`None` where there
+/// is no `value` object: OpenWhisk's "missing code").
+///
+/// Well-formed bodies take one pass that leaves the code where it lies
+/// when it has no escapes; anything else (not an object, a repeated key,
+/// a field of an unexpected type) is parsed again as a tree, which decides
+/// the reply as the protocol says.
+#[allow(clippy::type_complexity)]
+fn init_fields(body: &[u8]) -> Result<Option<(Map<String, Value>, Option<Cow<'_, str>>)>, Reply> {
+    // `flatten` makes each a map only (a derived struct alone would also
+    // take an array, field by field) and keeps the keys it does not name.
+    /// The shape of a well-formed init body.
+    #[derive(serde::Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow)]
+        value: Fields<'a>,
+        #[serde(flatten)]
+        _others: Map<String, Value>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Fields<'a> {
+        #[serde(flatten)]
+        _others: Map<String, Value>,
+        #[serde(borrow)]
+        code: Option<Cow<'a, str>>,
+        name: Option<Value>,
+        main: Option<Value>,
+        binary: Option<Value>,
+        env: Option<Value>,
+        annotations: Option<Value>,
+    }
+    if let Ok(Body { value, .. }) = serde_json::from_slice(body) {
+        let fields = [
+            ("name", value.name),
+            ("main", value.main),
+            ("binary", value.binary),
+            ("env", value.env),
+            ("annotations", value.annotations),
+        ]
+        .into_iter()
+        .filter_map(|(key, field)| Some((key.to_owned(), field?)))
+        .collect();
+        return Ok(Some((fields, value.code)));
+    }
+    let root: Value = serde_json::from_slice(body).map_err(|e| {
+        Reply::error(
+            status::BAD_REQUEST,
+            format!("The init body is not valid JSON: {e}"),
+        )
+    })?;
+    let Value::Object(mut root) = root else {
+        return Ok(None);
+    };
+    let Some(Value::Object(mut fields)) = root.remove("value") else {
+        return Ok(None);
+    };
+    let code = match fields.remove("code") {
+        Some(Value::String(code)) => Some(Cow::Owned(code)),
+        _ => None,
+    };
+    Ok(Some((fields, code)))
+}
+
 /// Base64 as clients send it: standard alphabet, padding optional, line
-/// breaks tolerated (some tools wrap at 76 columns).
+/// breaks tolerated (some tools wrap at 76 columns): WHATWG's "forgiving
+/// base64", which `base64-simd` decodes at several GB/s (it also takes
+/// non-zero bits after the last byte, as browsers do). What it refuses is
+/// decoded again by the `base64` crate, whose error says where the input
+/// is wrong.
 fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    if let Ok(code) = base64_simd::forgiving_decode_to_vec(text.as_bytes()) {
+        return Ok(code);
+    }
     let engine = base64::engine::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
         base64::engine::GeneralPurposeConfig::new()
             .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
     );
-    // Code is megabytes on the /init path: copy only when it is wrapped.
     if text.bytes().any(|b| b.is_ascii_whitespace()) {
         let compact: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
         engine.decode(compact)
@@ -291,6 +360,56 @@ mod tests {
         let bad64 = br#"{"value":{"code":"%%%not base64","binary":true}}"#;
         let err = parse_init(bad64).unwrap_err();
         assert!(err.error_message().unwrap().contains("base64"), "{err:?}");
+    }
+
+    #[test]
+    fn code_is_read_in_place_or_unescaped_and_decoded_like_before() {
+        // Bodies that are not an object, or whose value is not one, or
+        // whose code is not a string, have no code (OpenWhisk's 403).
+        for body in [
+            &br#"[{"code":"AGFzbQ=="}]"#[..],
+            br#""text""#,
+            br#"{"value":[1]}"#,
+            br#"{"value":["AGFzbQ=="]}"#,
+            br#"{"value":{"code":["AGFzbQ=="]}}"#,
+            br#"{"value":{"code":7}}"#,
+            br#"{"value":{"code":null}}"#,
+            br#"{"value":{"code":" \n "}}"#,
+        ] {
+            let reply = parse_init(body).unwrap_err();
+            assert_eq!(reply.error_message(), Some(MISSING_CODE), "{body:?}");
+            assert_eq!(reply.status, status::FORBIDDEN);
+        }
+        // An escaped string (`\/` is how some encoders write `/`) is
+        // unescaped before it is decoded; the last of a repeated key wins.
+        let escaped = br#"{"value":{"code":"x","code":"\/\/\/\/","main":"m"}}"#;
+        let init = parse_init(escaped).unwrap();
+        assert_eq!(init.code, [0xff, 0xff, 0xff]);
+        assert_eq!(init.main, "m");
+        // Every length, wrapped or not, padded or not, decodes to the bytes
+        // the general-purpose decoder gives.
+        let general = base64::engine::general_purpose::STANDARD;
+        for len in 0..200usize {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
+            let text = general.encode(&bytes);
+            let unpadded = text.trim_end_matches('=').to_owned();
+            let wrapped: String = text
+                .as_bytes()
+                .chunks(76)
+                .map(|line| std::str::from_utf8(line).unwrap())
+                .collect::<Vec<_>>()
+                .join("\r\n");
+            for text in [&text, &unpadded, &wrapped] {
+                if len == 0 {
+                    continue;
+                }
+                assert_eq!(decode_base64(text).unwrap(), bytes, "{text}");
+            }
+        }
+        // Refusals still say what is wrong.
+        let err = decode_base64("AG=zbQ").unwrap_err().to_string();
+        assert!(err.contains("offset") || err.contains("symbol"), "{err}");
+        assert!(decode_base64("A").is_err());
     }
 
     #[test]
