@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use bytes::Bytes;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, StatusCode};
@@ -295,15 +294,15 @@ fn parse_upload(body: Bytes) -> Result<(Vec<u8>, FunctionSpec), String> {
     }
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
-    struct Envelope {
-        code: String,
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        code: std::borrow::Cow<'a, str>,
         #[serde(default)]
         metadata: FunctionSpec,
     }
     let envelope: Envelope =
         serde_json::from_slice(&body).map_err(|e| format!("The upload is not valid JSON: {e}"))?;
-    let code = base64::engine::general_purpose::STANDARD
-        .decode(envelope.code.trim())
+    let code = luge_registry::code::decode_base64(&envelope.code)
         .map_err(|e| format!("code: not valid base64: {e}"))?;
     Ok((code, envelope.metadata))
 }

@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 
-use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 /// Init without code (OpenWhisk's exact message).
@@ -92,7 +91,7 @@ pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
         Some(code) if !code.trim().is_empty() => code,
         _ => return Err(Reply::error(status::FORBIDDEN, MISSING_CODE)),
     };
-    let code = decode_base64(code).map_err(|e| {
+    let code = luge_registry::code::decode_base64(code).map_err(|e| {
         // `wsk action create` base64-encodes only .zip, .jar and .balx
         // files: a .wasm given to it arrives as (mangled) text.
         let as_text = code.starts_with("\0asm")
@@ -228,29 +227,6 @@ fn init_fields(body: &[u8]) -> Result<Option<(Map<String, Value>, Option<Cow<'_,
     Ok(Some((fields, code)))
 }
 
-/// Base64 as clients send it: standard alphabet, padding optional, line
-/// breaks tolerated (some tools wrap at 76 columns): WHATWG's "forgiving
-/// base64", which `base64-simd` decodes at several GB/s (it also takes
-/// non-zero bits after the last byte, as browsers do). What it refuses is
-/// decoded again by the `base64` crate, whose error says where the input
-/// is wrong.
-fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    if let Ok(code) = base64_simd::forgiving_decode_to_vec(text.as_bytes()) {
-        return Ok(code);
-    }
-    let engine = base64::engine::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
-    if text.bytes().any(|b| b.is_ascii_whitespace()) {
-        let compact: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        engine.decode(compact)
-    } else {
-        engine.decode(text)
-    }
-}
-
 /// A parsed run body.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
@@ -325,6 +301,8 @@ pub fn split_result(stdout: &str) -> (Option<Map<String, Value>>, Vec<&str>) {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+
     use super::*;
 
     #[test]
@@ -386,30 +364,6 @@ mod tests {
         let init = parse_init(escaped).unwrap();
         assert_eq!(init.code, [0xff, 0xff, 0xff]);
         assert_eq!(init.main, "m");
-        // Every length, wrapped or not, padded or not, decodes to the bytes
-        // the general-purpose decoder gives.
-        let general = base64::engine::general_purpose::STANDARD;
-        for len in 0..200usize {
-            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
-            let text = general.encode(&bytes);
-            let unpadded = text.trim_end_matches('=').to_owned();
-            let wrapped: String = text
-                .as_bytes()
-                .chunks(76)
-                .map(|line| std::str::from_utf8(line).unwrap())
-                .collect::<Vec<_>>()
-                .join("\r\n");
-            for text in [&text, &unpadded, &wrapped] {
-                if len == 0 {
-                    continue;
-                }
-                assert_eq!(decode_base64(text).unwrap(), bytes, "{text}");
-            }
-        }
-        // Refusals still say what is wrong.
-        let err = decode_base64("AG=zbQ").unwrap_err().to_string();
-        assert!(err.contains("offset") || err.contains("symbol"), "{err}");
-        assert!(decode_base64("A").is_err());
     }
 
     #[test]
