@@ -138,6 +138,7 @@ pub(crate) fn prepare(
         ticker,
         fuel,
         code_size: range.end as usize - range.start as usize,
+        image: None,
     };
     Ok((pre, shared))
 }
@@ -212,6 +213,9 @@ pub(crate) struct Shared {
     pub(crate) ticker: Arc<EpochTicker>,
     fuel: bool,
     pub(crate) code_size: usize,
+    /// The place of the file the code is mapped from, if it is (shared by
+    /// the clones, given back with the last).
+    pub(crate) image: Option<Arc<crate::image::Lease>>,
 }
 
 /// A store for one invocation, scheduled, with its captured streams.

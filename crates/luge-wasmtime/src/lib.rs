@@ -6,7 +6,8 @@
 //!   (at upload or first sight of a module); `load_artifact` deserializes an
 //!   authenticated `.cwasm` payload and pre-links it against WASI preview 1
 //!   ([`wasmtime::InstancePre`]), so `/init` never compiles and a warm
-//!   invocation only instantiates.
+//!   invocation only instantiates. A large payload's code is mapped from a
+//!   sealed in-memory file rather than copied page by page (`image.rs`).
 //! - **A fresh sandbox per invocation** from the pooling instance allocator
 //!   with copy-on-write memory images: instantiation reuses a warm slot and
 //!   maps the module's data image instead of copying it ([`config`]).
@@ -22,6 +23,7 @@ pub mod component;
 pub mod config;
 pub mod epoch;
 mod hostapi;
+mod image;
 mod keyvalue;
 mod keyvalue_draft2;
 pub mod limits;
@@ -292,35 +294,67 @@ impl WasmRuntime for WasmtimeRuntime {
         // this engine, version, target and settings), so the payload is the
         // output of this operator's precompiler for this engine. Wasmtime additionally checks
         // its own version and configuration flags and refuses a mismatch.
-        if Engine::detect_precompiled(artifact.payload()) == Some(wasmtime::Precompiled::Component)
-        {
-            // SAFETY: as for modules below: the payload is this operator's
-            // `Engine::precompile_component` output for this engine.
-            let component = unsafe {
-                wasmtime::component::Component::deserialize(&self.engine, artifact.payload())
-            }
-            .map_err(|e| EngineError::BadArtifact(e.into()))?;
-            let (pre, shared) = component::prepare(
+        let payload = artifact.payload();
+        // Large payloads are mapped from a sealed file (see `image`); a
+        // refusal on the way falls back to Wasmtime's private copy. The
+        // image's lease stays with the loaded module.
+        let image = image::sealed(payload);
+        if Engine::detect_precompiled(payload) == Some(wasmtime::Precompiled::Component) {
+            use wasmtime::component::Component;
+            let mapped = image.and_then(|image::Image { file, lease }| {
+                let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+                // SAFETY: as for modules below: the payload is this
+                // operator's `Engine::precompile_component` output for this
+                // engine; the sealed file holds exactly its bytes and can no
+                // longer change.
+                let component = unsafe { Component::deserialize_file(&self.engine, path) }.ok()?;
+                Some((component, lease))
+            });
+            let (component, lease) = match mapped {
+                Some((component, lease)) => (component, Some(lease)),
+                // SAFETY: as for modules below.
+                None => (
+                    unsafe { Component::deserialize(&self.engine, payload) }
+                        .map_err(|e| EngineError::BadArtifact(e.into()))?,
+                    None,
+                ),
+            };
+            let (pre, mut shared) = component::prepare(
                 &component,
                 &self.component_linker,
                 Arc::clone(&self.ticker),
                 self.fuel,
             )?;
+            shared.image = lease.map(Arc::new);
             // A WASI 0.3 world first, then 0.2's: a component exports one.
             return match p3::load(pre, shared) {
                 Ok(loaded) => Ok(loaded),
                 Err((pre, shared)) => component::load(pre, shared),
             };
         }
-        let module = unsafe { Module::deserialize(&self.engine, artifact.payload()) }
-            .map_err(|e| EngineError::BadArtifact(e.into()))?;
-        let module = SandboxModule::new(
+        let mapped = image.and_then(|image::Image { file, lease }| {
+            // SAFETY: as above; the sealed file holds exactly the payload
+            // and can no longer change.
+            let module = unsafe { Module::deserialize_open_file(&self.engine, file) }.ok()?;
+            Some((module, lease))
+        });
+        let (module, lease) = match mapped {
+            Some((module, lease)) => (module, Some(lease)),
+            // SAFETY: as above.
+            None => (
+                unsafe { Module::deserialize(&self.engine, payload) }
+                    .map_err(|e| EngineError::BadArtifact(e.into()))?,
+                None,
+            ),
+        };
+        let mut module = SandboxModule::new(
             module,
             &self.linkers,
             Arc::clone(&self.ticker),
             self.fuel,
             self.release_above,
         )?;
+        module.image = lease;
         Ok(Arc::new(module))
     }
 }

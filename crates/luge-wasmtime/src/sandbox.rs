@@ -57,6 +57,8 @@ pub struct SandboxModule {
     /// Where the memory is among the exports, found once at load.
     memory_export: Option<ModuleExport>,
     code_size: usize,
+    /// The place of the file the code is mapped from, if it is.
+    pub(crate) image: Option<crate::image::Lease>,
 }
 
 impl SandboxModule {
@@ -93,6 +95,7 @@ impl SandboxModule {
             release_above,
             memory_export,
             code_size: range.end as usize - range.start as usize,
+            image: None,
         })
     }
 

@@ -1,0 +1,126 @@
+//! Where a loaded artifact's code lives: a sealed in-memory file that
+//! Wasmtime maps, rather than a private copy it faults in page by page.
+//!
+//! `Module::deserialize` copies the payload into fresh anonymous memory, so
+//! every page of it is a page fault (tens of thousands for a Python
+//! interpreter's artifact, each dear under a hypervisor). Written into a
+//! `memfd` with one `write`, the same bytes land in the page cache without
+//! a fault; Wasmtime then maps the file, and the pages a sandbox touches are
+//! mapped in on demand, sixteen at a time (the kernel's fault-around). The
+//! file is sealed before it is mapped, so nothing can change the code
+//! under a loaded module. Where the kernel refuses any step (no memfd, an
+//! executable mapping of one refused by `vm.memfd_noexec`), or where
+//! [`MAX_MAPPED`] files are mapped already, the caller falls back to the
+//! copy.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rustix::fs::{MemfdFlags, SealFlags};
+
+/// Payloads below this are copied as before: a few pages fault in less time
+/// than the file's system calls take.
+const AT_LEAST: usize = 256 << 10;
+
+/// Artifacts mapped from files at once, in the whole process. Wasmtime
+/// keeps each file open under its mapping for as long as the module lives,
+/// so each costs a descriptor, taken from the 256 the executor keeps for
+/// everything but client connections (`RESERVED_FDS` in the executor's
+/// `http`): a quarter of them. Past this, artifacts are copied.
+pub(crate) const MAX_MAPPED: usize = 64;
+
+/// Artifacts mapped now (leases alive).
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the [`MAX_MAPPED`] places, held by the loaded module whose code
+/// the file holds and given back as it is dropped.
+#[derive(Debug)]
+pub(crate) struct Lease(());
+
+impl Lease {
+    fn take() -> Option<Self> {
+        // Relaxed: a count, ordering nothing else.
+        MAPPED
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_MAPPED).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(()))
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        MAPPED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A sealed file holding an artifact's payload, and its place.
+pub(crate) struct Image {
+    /// The file, positioned at its end; Wasmtime maps it whole.
+    pub(crate) file: File,
+    /// To keep with the loaded module.
+    pub(crate) lease: Lease,
+}
+
+/// A sealed file holding `payload`; `None` where the payload is small, the
+/// places are taken, or the kernel refuses.
+pub(crate) fn sealed(payload: &[u8]) -> Option<Image> {
+    if payload.len() < AT_LEAST {
+        return None;
+    }
+    let lease = Lease::take()?;
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    // MFD_EXEC asks for an executable file where the kernel knows the flag
+    // (6.3+, where `vm.memfd_noexec` may otherwise make it non-executable).
+    let fd = rustix::fs::memfd_create("luge-artifact", flags | MemfdFlags::EXEC)
+        .or_else(|_| rustix::fs::memfd_create("luge-artifact", flags))
+        .ok()?;
+    let mut file = File::from(fd);
+    file.write_all(payload).ok()?;
+    rustix::fs::fcntl_add_seals(
+        &file,
+        SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL,
+    )
+    .ok()?;
+    Some(Image { file, lease })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Seek as _};
+
+    use super::*;
+
+    #[test]
+    fn large_payloads_are_sealed_copies_small_ones_are_left() {
+        assert!(sealed(&[7; AT_LEAST - 1]).is_none());
+        let payload: Vec<u8> = (0..AT_LEAST * 3 + 5).map(|i| (i % 251) as u8).collect();
+        let Image { mut file, lease } = sealed(&payload).expect("a memfd");
+        let seals = rustix::fs::fcntl_get_seals(&file).unwrap();
+        assert!(
+            seals
+                .contains(SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
+        );
+        // Nothing can change it now, not even through its own descriptor.
+        assert!(file.write_all(b"x").is_err());
+        assert!(file.set_len(1).is_err());
+        let mut read = Vec::new();
+        file.rewind().unwrap();
+        file.read_to_end(&mut read).unwrap();
+        assert_eq!(read, payload);
+        drop(lease);
+    }
+
+    #[test]
+    fn at_most_max_mapped_files_at_once() {
+        let payload = vec![1; AT_LEAST];
+        // Other tests of this binary may hold some places meanwhile.
+        let held: Vec<Lease> = std::iter::from_fn(Lease::take).collect();
+        assert!(held.len() <= MAX_MAPPED, "{}", held.len());
+        assert!(sealed(&payload).is_none());
+        drop(held);
+        assert!(sealed(&payload).is_some());
+    }
+}

@@ -1,0 +1,106 @@
+//! Where a loaded artifact's code lives: large artifacts are mapped from a
+//! sealed in-memory file, small ones are copied, and both run. A test
+//! binary of its own, so that no other test's modules are in the maps it
+//! reads.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use luge_core::{Action, Invocation, WasmRuntime};
+use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry};
+use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
+
+fn wasm(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/wasm")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run scripts/build-actions.sh first",
+            path.display()
+        )
+    })
+}
+
+/// Distinct files named `luge-artifact` mapped into this process.
+fn mapped_artifact_files() -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let mut inodes: Vec<&str> = maps
+        .lines()
+        .filter(|line| line.contains("/memfd:luge-artifact"))
+        .filter_map(|line| line.split_whitespace().nth(4))
+        .collect();
+    inodes.sort_unstable();
+    inodes.dedup();
+    inodes.len()
+}
+
+#[test]
+fn large_artifacts_are_mapped_from_a_sealed_file_and_small_ones_copied() {
+    let config = WasmtimeConfig {
+        max_sandboxes: 16,
+        ..WasmtimeConfig::default()
+    };
+    let runtime: Arc<dyn WasmRuntime> = Arc::new(WasmtimeRuntime::new(&config).unwrap());
+    let registry = ModuleRegistry::new(
+        runtime,
+        ArtifactKey::from_secret(b"artifact image tests key").unwrap(),
+        None,
+    );
+    assert_eq!(mapped_artifact_files(), 0);
+
+    // A small module's artifact: copied, as before.
+    let small = registry.compile_sealed(&wasm("noop")).unwrap();
+    assert!(small.len() < 256 << 10, "{}", small.len());
+    let noop = registry.load(&ModuleCode::Artifact(small)).unwrap();
+    assert_eq!(mapped_artifact_files(), 0);
+    let outcome = noop.run(Invocation::new(
+        Arc::new(Action::command("noop")),
+        &b"{}"[..],
+    ));
+    assert!(
+        outcome.termination.is_success(),
+        "{:?}",
+        outcome.termination
+    );
+
+    // A large module (regex and JSON) and a component: mapped, and they run.
+    let big = registry.compile_sealed(&wasm("big")).unwrap();
+    assert!(big.len() > 1 << 20, "{}", big.len());
+    let big = registry.load(&ModuleCode::Artifact(big)).unwrap();
+    assert_eq!(mapped_artifact_files(), 1);
+    let input = br#"{"pattern": "[0-9]+", "text": "a1 b22 c333"}"#;
+    let outcome = big.run(Invocation::new(
+        Arc::new(Action::command("big")),
+        &input[..],
+    ));
+    assert!(
+        outcome.termination.is_success(),
+        "{:?}",
+        outcome.termination
+    );
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert!(stdout.contains(r#"["1","22","333"]"#), "{stdout}");
+
+    let component = registry.compile_sealed(&wasm("p2-echo")).unwrap();
+    assert!(component.len() > 256 << 10, "{}", component.len());
+    let echo = registry.load(&ModuleCode::Artifact(component)).unwrap();
+    assert_eq!(mapped_artifact_files(), 2);
+    let outcome = echo.run(Invocation::new(
+        Arc::new(Action::command("p2-echo")),
+        &b"{\"x\": 1}"[..],
+    ));
+    assert!(
+        outcome.termination.is_success(),
+        "{:?}",
+        outcome.termination
+    );
+    assert!(String::from_utf8_lossy(&outcome.stdout).contains("\"x\""));
+
+    // The files go with the last user of their modules.
+    drop((big, echo, noop));
+    drop(registry);
+    assert_eq!(mapped_artifact_files(), 0);
+}
