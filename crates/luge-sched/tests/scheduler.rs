@@ -523,16 +523,22 @@ fn where_it_ran(work: Spin, done: mpsc::Sender<String>) -> Job {
 fn front_ends_run_what_they_receive_where_it_arrived() {
     let (sched, arrivals) = with_front_ends(4);
     let (tx, rx) = mpsc::channel();
+    // An idle sibling may take one while the OS has worker 2's thread off
+    // its core (the tests of this binary share two cores in CI): that is
+    // stealing doing its job, counted as such, and rare.
+    let mut here = 0;
     for _ in 0..50 {
         let job = where_it_ran(spin(0, None), tx.clone());
         arrivals[2].send(Arrival::Request(job)).unwrap();
         let ran_on = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        assert_eq!(ran_on, "luge-worker-2");
+        here += usize::from(ran_on == "luge-worker-2");
     }
     eventually(|| sched.stats().completed == 50);
     let stats = sched.stats();
-    assert_eq!((stats.local_submits, stats.steals), (50, 0), "{stats:?}");
-    assert_eq!(stats.jobs_run[2], 50, "{stats:?}");
+    assert!(here >= 45, "{here} of 50 where they arrived: {stats:?}");
+    assert_eq!(stats.local_submits, 50, "{stats:?}");
+    assert_eq!(stats.steals, (50 - here) as u64, "{stats:?}");
+    assert_eq!(stats.jobs_run[2], here as u64, "{stats:?}");
 
     // Eight 30 ms jobs arrive at worker 0 together: the others take some.
     for _ in 0..8 {

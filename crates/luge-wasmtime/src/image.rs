@@ -57,16 +57,32 @@ impl Drop for Lease {
 }
 
 /// A sealed file holding an artifact's payload, and its place.
-pub(crate) struct Image {
+struct Image {
     /// The file, positioned at its end; Wasmtime maps it whole.
-    pub(crate) file: File,
+    file: File,
     /// To keep with the loaded module.
-    pub(crate) lease: Lease,
+    lease: Lease,
+}
+
+/// Code loaded from `payload`: by `map` from a sealed file holding it where
+/// one can be had (then with the file's lease, to keep with the loaded
+/// module), else, or where `map` refuses it, by `copy`.
+pub(crate) fn load<T, E>(
+    payload: &[u8],
+    map: impl FnOnce(File) -> Option<T>,
+    copy: impl FnOnce() -> Result<T, E>,
+) -> Result<(T, Option<Lease>), E> {
+    if let Some(Image { file, lease }) = sealed(payload)
+        && let Some(code) = map(file)
+    {
+        return Ok((code, Some(lease)));
+    }
+    Ok((copy()?, None))
 }
 
 /// A sealed file holding `payload`; `None` where the payload is small, the
 /// places are taken, or the kernel refuses.
-pub(crate) fn sealed(payload: &[u8]) -> Option<Image> {
+fn sealed(payload: &[u8]) -> Option<Image> {
     if payload.len() < AT_LEAST {
         return None;
     }

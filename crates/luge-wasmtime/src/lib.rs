@@ -298,27 +298,25 @@ impl WasmRuntime for WasmtimeRuntime {
         // Large payloads are mapped from a sealed file (see `image`); a
         // refusal on the way falls back to Wasmtime's private copy. The
         // image's lease stays with the loaded module.
-        let image = image::sealed(payload);
+        let copy_failed = |e: wasmtime::Error| EngineError::BadArtifact(e.into());
         if Engine::detect_precompiled(payload) == Some(wasmtime::Precompiled::Component) {
             use wasmtime::component::Component;
-            let mapped = image.and_then(|image::Image { file, lease }| {
-                let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
-                // SAFETY: as for modules below: the payload is this
-                // operator's `Engine::precompile_component` output for this
-                // engine; the sealed file holds exactly its bytes and can no
-                // longer change.
-                let component = unsafe { Component::deserialize_file(&self.engine, path) }.ok()?;
-                Some((component, lease))
-            });
-            let (component, lease) = match mapped {
-                Some((component, lease)) => (component, Some(lease)),
+            let (component, lease) = image::load(
+                payload,
+                |file| {
+                    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+                    // SAFETY: as for modules below: the payload is this
+                    // operator's `Engine::precompile_component` output for
+                    // this engine; the sealed file holds exactly its bytes
+                    // and can no longer change.
+                    unsafe {
+                        Component::deserialize_file(&self.engine, format!("/proc/self/fd/{fd}"))
+                    }
+                    .ok()
+                },
                 // SAFETY: as for modules below.
-                None => (
-                    unsafe { Component::deserialize(&self.engine, payload) }
-                        .map_err(|e| EngineError::BadArtifact(e.into()))?,
-                    None,
-                ),
-            };
+                || unsafe { Component::deserialize(&self.engine, payload) }.map_err(copy_failed),
+            )?;
             let (pre, mut shared) = component::prepare(
                 &component,
                 &self.component_linker,
@@ -332,21 +330,14 @@ impl WasmRuntime for WasmtimeRuntime {
                 Err((pre, shared)) => component::load(pre, shared),
             };
         }
-        let mapped = image.and_then(|image::Image { file, lease }| {
+        let (module, lease) = image::load(
+            payload,
             // SAFETY: as above; the sealed file holds exactly the payload
             // and can no longer change.
-            let module = unsafe { Module::deserialize_open_file(&self.engine, file) }.ok()?;
-            Some((module, lease))
-        });
-        let (module, lease) = match mapped {
-            Some((module, lease)) => (module, Some(lease)),
+            |file| unsafe { Module::deserialize_open_file(&self.engine, file) }.ok(),
             // SAFETY: as above.
-            None => (
-                unsafe { Module::deserialize(&self.engine, payload) }
-                    .map_err(|e| EngineError::BadArtifact(e.into()))?,
-                None,
-            ),
-        };
+            || unsafe { Module::deserialize(&self.engine, payload) }.map_err(copy_failed),
+        )?;
         let mut module = SandboxModule::new(
             module,
             &self.linkers,

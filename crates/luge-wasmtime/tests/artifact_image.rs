@@ -5,24 +5,14 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use luge_core::{Action, Invocation, WasmRuntime};
 use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry};
 use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
-fn wasm(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/wasm")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run scripts/build-actions.sh first",
-            path.display()
-        )
-    })
-}
+mod common;
+use common::wasm;
 
 /// Distinct files named `luge-artifact` mapped into this process.
 fn mapped_artifact_files() -> usize {

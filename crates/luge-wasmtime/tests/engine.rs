@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,20 +11,8 @@ use luge_core::{Action, LoadedModule, Termination, WasmRuntime};
 use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry, artifact};
 use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
-/// The same lookup as `luge_testkit::example_wasm`, repeated here because
-/// luge-testkit depends on this crate: using it from this crate's own tests
-/// would build two copies of luge-wasmtime whose types do not mix.
-fn wasm(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/wasm")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run scripts/build-actions.sh first",
-            path.display()
-        )
-    })
-}
+mod common;
+use common::wasm;
 
 fn key() -> ArtifactKey {
     ArtifactKey::from_secret(b"engine tests secret key").unwrap()
