@@ -292,8 +292,9 @@ impl WasmRuntime for WasmtimeRuntime {
         // contract of its `unsafe` constructor (luge-registry: after its MAC
         // verified under the operator's key and its header named exactly
         // this engine, version, target and settings), so the payload is the
-        // output of this operator's precompiler for this engine. Wasmtime additionally checks
-        // its own version and configuration flags and refuses a mismatch.
+        // output of this operator's precompiler for this engine. Wasmtime
+        // additionally checks its own version and configuration flags and
+        // refuses a mismatch.
         let payload = artifact.payload();
         // Large payloads are mapped from a sealed file (see `image`); a
         // refusal on the way falls back to Wasmtime's private copy. The
@@ -305,16 +306,16 @@ impl WasmRuntime for WasmtimeRuntime {
                 payload,
                 |file| {
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
-                    // SAFETY: as for modules below: the payload is this
-                    // operator's `Engine::precompile_component` output for
-                    // this engine; the sealed file holds exactly its bytes
-                    // and can no longer change.
+                    // SAFETY: as at the top of this function, the payload
+                    // is this operator's `Engine::precompile_component`
+                    // output for this engine; the sealed file holds exactly
+                    // its bytes and can no longer change.
                     unsafe {
                         Component::deserialize_file(&self.engine, format!("/proc/self/fd/{fd}"))
                     }
                     .ok()
                 },
-                // SAFETY: as for modules below.
+                // SAFETY: as at the top of this function.
                 || unsafe { Component::deserialize(&self.engine, payload) }.map_err(copy_failed),
             )?;
             let (pre, mut shared) = component::prepare(
@@ -332,10 +333,10 @@ impl WasmRuntime for WasmtimeRuntime {
         }
         let (module, lease) = image::load(
             payload,
-            // SAFETY: as above; the sealed file holds exactly the payload
-            // and can no longer change.
+            // SAFETY: as at the top of this function; the sealed file
+            // holds exactly the payload and can no longer change.
             |file| unsafe { Module::deserialize_open_file(&self.engine, file) }.ok(),
-            // SAFETY: as above.
+            // SAFETY: as at the top of this function.
             || unsafe { Module::deserialize(&self.engine, payload) }.map_err(copy_failed),
         )?;
         let mut module = SandboxModule::new(
