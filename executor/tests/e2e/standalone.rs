@@ -393,6 +393,29 @@ fn upload_invoke_list_replace_delete() {
     assert_eq!(manage(&luge, "GET", "/v1/functions/echo").status, 404);
     assert!(!host.store().join("echo.fn").exists());
     assert!(host.store().join("other.fn").exists());
+
+    // Code as `base64` writes it by default (lines of 76, CRLF here) and
+    // without its padding: decoded like /init's.
+    let text = luge_testkit::b64(&wasm("cat"));
+    let wrapped = text
+        .trim_end_matches('=')
+        .as_bytes()
+        .chunks(76)
+        .map(|line| std::str::from_utf8(line).unwrap())
+        .collect::<Vec<_>>()
+        .join("\r\n");
+    assert!(wrapped.len() > 76 && !wrapped.ends_with('='));
+    let reply = put(
+        &luge,
+        "wrapped",
+        json!({ "code": wrapped }).to_string().as_bytes(),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.json());
+    let reply = luge.send("POST", "/fn/wrapped", &[], b"decoded");
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"decoded".as_slice())
+    );
 }
 
 #[test]
