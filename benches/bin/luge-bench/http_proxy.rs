@@ -39,19 +39,24 @@ impl Drop for Served {
 impl Served {
     /// CPU time (user + system) the process has used so far.
     pub(crate) fn cpu(&self) -> Duration {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command name (which may hold spaces): utime and
-        // stime are the 12th and 13th of them, in clock ticks.
-        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-        let fields: Vec<u64> = after
-            .split_whitespace()
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-        let hz = rustix::param::clock_ticks_per_second();
-        Duration::from_secs_f64(ticks as f64 / hz as f64)
+        process_cpu(&self.child.id().to_string())
     }
+}
+
+/// CPU time (user + system) process `pid` (a number, or `self`) has used so
+/// far, from `/proc/PID/stat` (clock ticks, 10 ms).
+pub(crate) fn process_cpu(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and
+    // stime are the 12th and 13th of them, in clock ticks.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    let hz = rustix::param::clock_ticks_per_second();
+    Duration::from_secs_f64(ticks as f64 / hz as f64)
 }
 
 /// Starts `command`, reading its address from the first stderr or stdout

@@ -109,6 +109,21 @@ struct Cli {
     /// `n` fresh containers at once).
     #[arg(long, default_value_t = 10)]
     rounds: usize,
+    /// scaling: only these server core counts (comma-separated; default
+    /// every power of two up to half the machine's cores).
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
+    /// scaling: only the rows whose name holds this text ("workers,
+    /// c-ping", "wasmtime").
+    #[arg(long)]
+    only: Option<String>,
+    /// scaling: connections of the throughput point.
+    #[arg(long, default_value_t = scaling::CONNECTIONS)]
+    connections: usize,
+    /// scaling: leave out the one-connection p50 (to profile the
+    /// throughput point alone).
+    #[arg(long)]
+    no_p50: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -171,7 +186,16 @@ fn main() -> anyhow::Result<()> {
             Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
             Experiment::Python => python(&setup, cli.rounds.max(1)),
             Experiment::HttpProxy => http_proxy(&setup, window),
-            Experiment::Scaling => scaling(&setup, window),
+            Experiment::Scaling => scaling(
+                &setup,
+                window,
+                &scaling::Only {
+                    cores: cli.cores.clone(),
+                    rows: cli.only.clone(),
+                    connections: cli.connections,
+                    no_p50: cli.no_p50,
+                },
+            ),
             Experiment::Fairness => fairness(&setup, window),
             Experiment::WasiP3 => wasi_p3::wasi_p3(&setup, window),
             Experiment::All => unreachable!("expanded above"),

@@ -9,8 +9,12 @@
 //! `--front-end threads`, and `wasmtime serve -S cli`. Luge serves c-ping on
 //! a route and the `actions/http` hello component; `wasmtime serve` the
 //! component. Per point: req/s at 64 keep-alive connections (the client's
-//! threads, one per client core), server CPU per request, and the p50 of
-//! one connection.
+//! threads, one per client core), server CPU per request, how busy the
+//! client's cores were (near 100 % the client, not the server, sets the
+//! rate), and the p50 of one connection.
+//!
+//! `--cores` and `--only` narrow a run to some core counts and rows (to
+//! profile one point, say).
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -20,12 +24,13 @@ use luge_benches::load::{self, LoadReport, Target};
 use luge_benches::wasm;
 
 use crate::http_proxy::{
-    HELLO, LUGE_MARKER, Served, free_port, luge_serve, luge_site, start, wasmtime_cli,
+    HELLO, LUGE_MARKER, Served, free_port, luge_serve, luge_site, process_cpu, start, wasmtime_cli,
 };
 use crate::{Report, Setup};
 
-/// Connections of the throughput point (the wrk runs used 64).
-const CONNECTIONS: usize = 64;
+/// Connections of the throughput point by default (the wrk runs
+/// used 64).
+pub(crate) const CONNECTIONS: usize = 64;
 
 /// The CPU set of cores `cores`.
 fn cpu_set(cores: &[usize]) -> rustix::thread::CpuSet {
@@ -44,6 +49,75 @@ fn allowed_cores() -> Vec<usize> {
         .collect()
 }
 
+/// The physical core `cpu` is a hardware thread of (package, core id), from
+/// sysfs; a CPU whose topology cannot be read counts as a core of its own.
+fn physical_core(cpu: usize) -> (i64, i64) {
+    let read = |what: &str| {
+        std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+    };
+    match (read("physical_package_id"), read("core_id")) {
+        (Some(package), Some(core)) => (package, core),
+        _ => (-1, -(cpu as i64) - 1),
+    }
+}
+
+/// Splits `cores` between client and servers by physical core, so that no
+/// server thread shares a core (its caches and execution units) with a
+/// client thread: the client takes every hardware thread of the first
+/// half of the physical cores, the servers the rest, ordered one thread
+/// per physical core first (so `n` server cores are `n` physical cores
+/// while there are enough), then their siblings.
+fn split_by_physical_core(
+    cores: &[usize],
+    core_of: impl Fn(usize) -> (i64, i64),
+) -> (Vec<usize>, Vec<usize>) {
+    let mut groups: Vec<((i64, i64), Vec<usize>)> = Vec::new();
+    for &cpu in cores {
+        let key = core_of(cpu);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, threads)) => threads.push(cpu),
+            None => groups.push((key, vec![cpu])),
+        }
+    }
+    if groups.len() < 2 {
+        // One physical core: split its threads instead.
+        let (client, servers) = cores.split_at((cores.len() / 2).max(1));
+        return (client.to_vec(), servers.to_vec());
+    }
+    let (client, servers) = groups.split_at(groups.len() / 2);
+    let client = client.iter().flat_map(|(_, t)| t.iter().copied()).collect();
+    let depth = servers.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
+    let servers = (0..depth)
+        .flat_map(|i| servers.iter().filter_map(move |(_, t)| t.get(i).copied()))
+        .collect();
+    (client, servers)
+}
+
+/// Luge's count of jobs a worker took from another's queue so far (its
+/// `luge_steals_total`), or `None` from a server without it.
+fn steals(served: &Served) -> Option<u64> {
+    let text = ureq::get(format!("http://{}/metrics", served.addr))
+        .call()
+        .ok()?
+        .body_mut()
+        .read_to_string()
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("luge_steals_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+/// How many physical cores `cpus` run on.
+fn physical_cores(cpus: &[usize]) -> usize {
+    let mut keys: Vec<_> = cpus.iter().map(|&c| physical_core(c)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.len()
+}
+
 /// Confines `command`'s process (and every thread it starts) to `cores`.
 fn confine(command: &mut Command, cores: &[usize]) {
     let set = cpu_set(cores);
@@ -58,11 +132,35 @@ fn confine(command: &mut Command, cores: &[usize]) {
     }
 }
 
+/// Warm-up before each measured window (fresh connections, slots and
+/// caches), measured apart so that it counts in neither rate nor CPU.
+const WARMUP: Duration = Duration::from_millis(500);
+
+/// Which points of the table a run takes (all by default).
+#[derive(Debug, Default)]
+pub(crate) struct Only {
+    /// Server core counts (powers of two up to the server cores); empty:
+    /// every one.
+    pub(crate) cores: Vec<usize>,
+    /// Rows whose name holds this text ("workers, c-ping", "wasmtime").
+    pub(crate) rows: Option<String>,
+    /// Connections of the throughput point ([`CONNECTIONS`] by default).
+    pub(crate) connections: usize,
+    /// Leave out the one-connection p50 (so that a profile of the run
+    /// holds the throughput point alone).
+    pub(crate) no_p50: bool,
+}
+
 /// `connections` spread over one client thread per core of `client`, each
 /// pinned to its core; the reports merged.
-fn drive(target: &Target, connections: usize, client: &[usize], window: Duration) -> LoadReport {
+fn drive(
+    target: &Target,
+    connections: usize,
+    client: &[usize],
+    warmup: Duration,
+    window: Duration,
+) -> LoadReport {
     let threads = client.len().min(connections).max(1);
-    let warmup = Duration::from_millis(500);
     let parts: Vec<LoadReport> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
@@ -89,16 +187,25 @@ fn drive(target: &Target, connections: usize, client: &[usize], window: Duration
     merged
 }
 
-pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
+pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::Result<Report> {
     let cores = allowed_cores();
     anyhow::ensure!(
         cores.len() >= 2,
         "scaling needs two cores at least (one for the client)"
     );
-    let (client, servers) = cores.split_at((cores.len() / 2).max(1));
+    let (client, servers) = split_by_physical_core(&cores, physical_core);
+    let (client, servers) = (client.as_slice(), servers.as_slice());
     let counts: Vec<usize> = std::iter::successors(Some(1usize), |n| Some(n * 2))
         .take_while(|&n| n <= servers.len())
+        .filter(|n| only.cores.is_empty() || only.cores.contains(n))
         .collect();
+    anyhow::ensure!(
+        !counts.is_empty(),
+        "--cores {:?}: none is a power of two of at most {} server cores",
+        only.cores,
+        servers.len()
+    );
+    let wanted = |row: &str| only.rows.as_deref().is_none_or(|text| row.contains(text));
 
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("ping.wasm"), wasm("c-ping"))?;
@@ -128,6 +235,9 @@ pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report>
 
     let (mut rows, mut series) = (Vec::new(), Vec::<(String, Vec<(f64, f64)>)>::new());
     let mut point = |name: &str, n: usize, served: &Served, path: &str, expect: Option<usize>| {
+        if !wanted(name) {
+            return;
+        }
         let target = Target {
             addr: served.addr,
             method: hyper::Method::GET,
@@ -135,78 +245,134 @@ pub(crate) fn scaling(setup: &Setup, window: Duration) -> anyhow::Result<Report>
             body: bytes::Bytes::new(),
             expect_len: expect,
         };
-        let (cpu, tlb) = (served.cpu(), load::tlb_shootdowns());
-        let loaded = drive(&target, CONNECTIONS, client, window);
-        let (cpu, tlb) = (
+        let (connections, mut errors) = (only.connections.max(1), 0);
+        drive(&target, connections, client, Duration::ZERO, WARMUP);
+        let luge = name.starts_with("luge");
+        let (cpu, ours, tlb, stolen) = (
+            served.cpu(),
+            process_cpu("self"),
+            load::tlb_shootdowns(),
+            luge.then(|| steals(served)).flatten(),
+        );
+        let started = std::time::Instant::now();
+        let loaded = drive(&target, connections, client, Duration::ZERO, window);
+        let (cpu, ours, tlb) = (
             served.cpu().saturating_sub(cpu),
+            process_cpu("self").saturating_sub(ours),
             (tlb, load::tlb_shootdowns()),
         );
-        let single = drive(&target, 1, client, window / 2);
+        // Requests whose job ran on another worker than the one that
+        // received it (the worker front end); "-" for other servers.
+        let stolen = match (stolen, luge.then(|| steals(served)).flatten()) {
+            (Some(before), Some(after)) => format!(
+                "{:.1} %",
+                after.saturating_sub(before) as f64 * 100.0 / loaded.ok.max(1) as f64
+            ),
+            _ => "-".to_owned(),
+        };
+        // The client's share of its cores while it drove (this process does
+        // nothing else meanwhile).
+        let client_busy = ours.as_secs_f64()
+            / (started.elapsed().as_secs_f64() * client.len().min(connections) as f64);
+        let p50 = if only.no_p50 {
+            "-".to_owned()
+        } else {
+            let single = drive(&target, 1, client, WARMUP, window / 2);
+            errors += single.errors;
+            single.percentile_us(50.0).to_string()
+        };
         let per_request_us = cpu.as_secs_f64() * 1e6 / loaded.ok.max(1) as f64;
         rows.push(vec![
             name.to_owned(),
             n.to_string(),
+            physical_cores(&servers[..n]).to_string(),
             format!("{:.0}", loaded.throughput()),
             format!("{:.0}", loaded.throughput() / n as f64),
             format!("{per_request_us:.1}"),
             load::shootdowns_per_request(tlb.0, tlb.1, loaded.ok),
-            single.percentile_us(50.0).to_string(),
-            (loaded.errors + single.errors).to_string(),
+            format!("{:.0} %", client_busy * 100.0),
+            stolen,
+            p50,
+            (loaded.errors + errors).to_string(),
         ]);
         match series.iter_mut().find(|(s, _)| s == name) {
             Some((_, points)) => points.push((n as f64, loaded.throughput())),
             None => series.push((name.to_owned(), vec![(n as f64, loaded.throughput())])),
         }
     };
+    let rows_of = |front_end: &str| {
+        ["c-ping", "component"].map(|w| format!("luge --front-end {front_end}, {w}"))
+    };
+    const WASMTIME_ROW: &str = "wasmtime serve, component";
     for &n in &counts {
         let on = &servers[..n];
         for front_end in ["workers", "threads"] {
+            let [ping, component] = rows_of(front_end);
+            if !wanted(&ping) && !wanted(&component) {
+                continue;
+            }
             let served = luge(n, front_end, on)?;
-            point(
-                &format!("luge --front-end {front_end}, c-ping"),
-                n,
-                &served,
-                "/ping",
-                None,
-            );
-            point(
-                &format!("luge --front-end {front_end}, component"),
-                n,
-                &served,
-                "/hello",
-                Some(HELLO.len()),
-            );
+            point(&ping, n, &served, "/ping", None);
+            point(&component, n, &served, "/hello", Some(HELLO.len()));
         }
-        let served = wasmtime(on)?;
-        point(
-            "wasmtime serve, component",
-            n,
-            &served,
-            "/hello",
-            Some(HELLO.len()),
-        );
+        if wanted(WASMTIME_ROW) {
+            let served = wasmtime(on)?;
+            point(WASMTIME_ROW, n, &served, "/hello", Some(HELLO.len()));
+        }
     }
+    anyhow::ensure!(
+        !rows.is_empty(),
+        "--only {:?} names no row (rows: luge --front-end workers|threads, c-ping|component; {WASMTIME_ROW})",
+        only.rows
+    );
     Ok(Report {
         name: "scaling",
         title: "Requests per second against server cores".into(),
         columns: vec![
             "server, workload",
             "cores",
-            "req/s (64 conns)",
+            "physical cores",
+            "req/s (throughput point)",
             "req/s per core",
             "server CPU µs/request",
             "TLB shootdowns/request",
+            "client cores busy",
+            "jobs stolen",
             "p50 µs (1 conn)",
             "errors",
         ],
         rows,
         x_desc: "server cores",
-        y_desc: "requests per second (64 connections)",
+        y_desc: "requests per second (throughput point)",
         series,
         notes: format!(
-            "Client on cores {client:?} ({} threads, pinned, closed loop, keep-alive); each server confined to its first n of cores {servers:?} by CPU affinity, Luge with `--workers n`. c-ping on a `[[routes]]` route; the component is `actions/http` (hello path) on a route of Luge and under `wasmtime serve -S cli`. {} ms per throughput point and half that for the one-connection p50, after 500 ms of warm-up; server CPU from /proc/PID/stat (10 ms ticks).",
-            client.len().min(CONNECTIONS),
+            "Throughput point: {} keep-alive connections of a closed-loop client on cores {client:?} ({} threads, pinned); each server confined to its first n of cores {servers:?} by CPU affinity (client and servers on separate physical cores; the servers' cores one hardware thread per physical core first, then their siblings), Luge with `--workers n`. c-ping on a `[[routes]]` route; the component is `actions/http` (hello path) on a route of Luge and under `wasmtime serve -S cli`. {} ms per throughput point and half that for the one-connection p50, each after 500 ms of warm-up outside the window; server CPU from /proc/PID/stat (10 ms ticks) over the window; client cores busy: this process's CPU over the window divided by its client threads' wall time; jobs stolen: Luge's `luge_steals_total` over the window per request (a job run by another worker than the one whose queue it was in).",
+            only.connections,
+            client.len().min(only.connections),
             window.as_millis()
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_by_physical_core;
+
+    #[test]
+    fn client_and_servers_share_no_physical_core() {
+        // Siblings side by side (0,1) (2,3) ... as Firecracker numbers them.
+        let cores: Vec<usize> = (0..16).collect();
+        let (client, servers) = split_by_physical_core(&cores, |c| (0, (c / 2) as i64));
+        assert_eq!(client, (0..8).collect::<Vec<_>>());
+        assert_eq!(servers, [8, 10, 12, 14, 9, 11, 13, 15]);
+        // Siblings half a machine apart (c, c+8), as bare metal numbers them.
+        let (client, servers) = split_by_physical_core(&cores, |c| (0, (c % 8) as i64));
+        assert_eq!(client, [0, 8, 1, 9, 2, 10, 3, 11]);
+        assert_eq!(servers, [4, 5, 6, 7, 12, 13, 14, 15]);
+        // No topology: every CPU a core; and one core of two threads.
+        let (client, servers) = split_by_physical_core(&[0, 1], |c| (-1, -(c as i64) - 1));
+        assert_eq!((client, servers), (vec![0], vec![1]));
+        let (client, servers) = split_by_physical_core(&[0, 1], |_| (0, 0));
+        assert_eq!((client, servers), (vec![0], vec![1]));
+    }
 }
