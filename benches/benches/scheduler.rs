@@ -235,5 +235,38 @@ fn urgent_delay(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, overhead, scheduling_points, urgent_delay);
+/// What a job's end costs the per-function statistics (under any policy),
+/// and what reading the expectation costs (SRSF, sharding: once per
+/// submission), with a full window of runs.
+fn execution_stats(c: &mut Criterion) {
+    let mut group = c.benchmark_group("execution stats");
+    let stats = luge_sched::ExecutionStats::new(90.0);
+    let name: Arc<str> = Arc::from("f");
+    let mut run = 0u64;
+    let mut next = move || {
+        run = run.wrapping_mul(6364136223846793005).wrapping_add(1);
+        Duration::from_nanos(run >> 44)
+    };
+    for _ in 0..64 {
+        stats.record(&name, next(), false, 0);
+    }
+    group.bench_function("record a run", |b| {
+        b.iter(|| stats.record(&name, next(), false, 0))
+    });
+    group.bench_function("record a run, then read the expectation", |b| {
+        b.iter(|| {
+            stats.record(&name, next(), false, 0);
+            stats.expected(&name, None)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    overhead,
+    scheduling_points,
+    urgent_delay,
+    execution_stats
+);
 criterion_main!(benches);
