@@ -262,11 +262,47 @@ fn execution_stats(c: &mut Criterion) {
     group.finish();
 }
 
+/// What an invocation's end costs the executor's metrics (an outcome
+/// counter and two histograms of one function), observed from one thread
+/// and from two at once (two workers ending jobs of the same function):
+/// wall time per observation, the threads' together (two threads that
+/// never wait for each other halve it).
+fn metrics(c: &mut Criterion) {
+    let metrics =
+        luge_executor::metrics::Metrics::new(Arc::new(registry()), Arc::new(unpinned_edf(1)), None);
+    let mut group = c.benchmark_group("metrics");
+    for threads in [1u32, 2] {
+        group.bench_function(format!("observe an invocation, {threads} threads"), |b| {
+            b.iter_custom(|iters| {
+                let each = iters.div_ceil(u64::from(threads));
+                let started = Instant::now();
+                std::thread::scope(|scope| {
+                    for _ in 0..threads {
+                        scope.spawn(|| {
+                            for i in 0..each {
+                                metrics.observe(
+                                    "f",
+                                    &luge_core::Termination::Exited(0),
+                                    Duration::from_micros(40 + i % 64),
+                                    Duration::from_micros(3),
+                                );
+                            }
+                        });
+                    }
+                });
+                started.elapsed()
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     overhead,
     scheduling_points,
     urgent_delay,
-    execution_stats
+    execution_stats,
+    metrics
 );
 criterion_main!(benches);

@@ -5,7 +5,10 @@
 //! steals, worker busy time, per-function deadline misses) is read from them
 //! at scrape time by a collector, so there is one source of truth for each.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use luge_core::Termination;
@@ -14,10 +17,58 @@ use luge_sched::Scheduler;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
+
+/// How an invocation ended, as its `outcome` label; the index is its place
+/// in a thread's [`FunctionHandles`].
+const OUTCOMES: [&str; 10] = [
+    "success",
+    "exit_error",
+    "trap",
+    "timeout",
+    "memory_limit",
+    "fuel_limit",
+    "output_limit",
+    "failed",
+    "overloaded",
+    "client_gone",
+];
+
+/// What admission answered, as its `result` label (indexed likewise).
+const ADMISSION_RESULTS: [&str; 4] = ["admitted", "full", "over_share", "tree"];
+
+/// Names whose handles one thread keeps per [`Metrics`]; past this the
+/// thread's cache starts again (a name only costs a lookup in the families
+/// to come back).
+const HANDLES_PER_THREAD: usize = 1024;
+
+/// One thread's handles to one function's metrics: clones of what the
+/// families hold, so that recording an invocation takes no family lock,
+/// hashes no label set and allocates nothing.
+#[derive(Default)]
+struct FunctionHandles {
+    outcomes: [Option<ShardedCounter>; OUTCOMES.len()],
+    latency: Option<ShardedHistogram>,
+    queue_delay: Option<ShardedHistogram>,
+}
+
+/// One thread's handles to one [`Metrics`]' per-name metrics.
+#[derive(Default)]
+struct ThreadHandles {
+    functions: HashMap<Box<str>, FunctionHandles>,
+    tenants: HashMap<Box<str>, [Option<ShardedCounter>; ADMISSION_RESULTS.len()]>,
+}
+
+thread_local! {
+    /// Per [`Metrics`] (by its id), this thread's handles.
+    static HANDLES: RefCell<HashMap<u64, ThreadHandles>> = RefCell::new(HashMap::new());
+}
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
+
+mod sharded;
+use sharded::{ShardedCounter, ShardedHistogram};
 
 /// Content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -57,24 +108,34 @@ struct FunctionLabels {
 /// The executor's metrics.
 #[derive(Debug)]
 pub struct Metrics {
+    /// Tells this instance's handles apart in a thread's cache (tests run
+    /// several executors in one process).
+    id: u64,
     registry: Registry,
-    invocations: Family<OutcomeLabels, Counter>,
-    latency: Family<FunctionLabels, Histogram>,
-    queue_delay: Family<FunctionLabels, Histogram>,
+    invocations: Family<OutcomeLabels, ShardedCounter>,
+    latency: Family<FunctionLabels, ShardedHistogram>,
+    queue_delay: Family<FunctionLabels, ShardedHistogram>,
     calls: Family<CallLabels, Counter>,
-    admissions: Family<AdmissionLabels, Counter>,
+    admissions: Family<AdmissionLabels, ShardedCounter>,
 }
 
 /// Buckets from 50 µs to about 1.6 s, doubling: sandboxes take tens of
 /// microseconds, functions up to seconds.
-fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(50e-6, 2.0, 16))
+fn latency_histogram() -> ShardedHistogram {
+    ShardedHistogram::new(exponential_buckets(50e-6, 2.0, 16))
 }
 
 /// Buckets from 5 µs to about 0.3 s, doubling: an idle worker picks a job
 /// up in microseconds, a loaded one after other jobs' quanta.
-fn queue_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(5e-6, 2.0, 16))
+fn queue_histogram() -> ShardedHistogram {
+    ShardedHistogram::new(exponential_buckets(5e-6, 2.0, 16))
+}
+
+/// The label set of `function`'s histograms.
+fn labels(function: &str) -> FunctionLabels {
+    FunctionLabels {
+        function: function.to_owned(),
+    }
 }
 
 impl Metrics {
@@ -85,22 +146,22 @@ impl Metrics {
         state: Option<Arc<luge_state::StateStore>>,
     ) -> Self {
         let mut registry = Registry::with_prefix("luge");
-        let invocations = Family::<OutcomeLabels, Counter>::default();
+        let invocations = Family::<OutcomeLabels, ShardedCounter>::default();
         registry.register(
             "invocations",
             "Invocations by function and how they ended",
             invocations.clone(),
         );
-        let latency = Family::<FunctionLabels, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
+        let latency = Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
+            latency_histogram as fn() -> ShardedHistogram,
         );
         registry.register(
             "invocation_seconds",
             "Time from a parsed run request to its outcome, queueing included",
             latency.clone(),
         );
-        let queue_delay = Family::<FunctionLabels, Histogram>::new_with_constructor(
-            queue_histogram as fn() -> Histogram,
+        let queue_delay = Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
+            queue_histogram as fn() -> ShardedHistogram,
         );
         registry.register(
             "queue_delay_seconds",
@@ -113,7 +174,7 @@ impl Metrics {
             "Calls between functions by caller, callee and result (a status, or why refused)",
             calls.clone(),
         );
-        let admissions = Family::<AdmissionLabels, Counter>::default();
+        let admissions = Family::<AdmissionLabels, ShardedCounter>::default();
         registry.register(
             "admissions",
             "Admission decisions by tenant: admitted, or refused (full, over_share, tree)",
@@ -124,7 +185,9 @@ impl Metrics {
             scheduler,
             state,
         }));
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             registry,
             invocations,
             latency,
@@ -144,35 +207,71 @@ impl Metrics {
         queue_delay: Duration,
     ) {
         let outcome = match termination {
-            Termination::Exited(0) => "success",
-            Termination::Exited(_) => "exit_error",
-            Termination::Trapped(_) => "trap",
-            Termination::TimedOut(_) => "timeout",
-            Termination::OutOfMemory { .. } => "memory_limit",
-            Termination::OutOfFuel => "fuel_limit",
-            Termination::OutputTooLarge { .. } => "output_limit",
-            Termination::Failed(_) => "failed",
+            Termination::Exited(0) => 0,
+            Termination::Exited(_) => 1,
+            Termination::Trapped(_) => 2,
+            Termination::TimedOut(_) => 3,
+            Termination::OutOfMemory { .. } => 4,
+            Termination::OutOfFuel => 5,
+            Termination::OutputTooLarge { .. } => 6,
+            Termination::Failed(_) => 7,
         };
-        let function = function.to_owned();
-        self.invocations
-            .get_or_create(&OutcomeLabels {
-                function: function.clone(),
-                outcome,
-            })
-            .inc();
-        let labels = FunctionLabels { function };
-        self.latency
-            .get_or_create(&labels)
-            .observe(latency.as_secs_f64());
-        self.queue_delay
-            .get_or_create(&labels)
-            .observe(queue_delay.as_secs_f64());
+        self.with_function(function, |handles| {
+            self.outcome(function, handles, outcome).inc();
+            handles
+                .latency
+                .get_or_insert_with(|| self.latency.get_or_create(&labels(function)).clone())
+                .observe(latency.as_secs_f64());
+            handles
+                .queue_delay
+                .get_or_insert_with(|| self.queue_delay.get_or_create(&labels(function)).clone())
+                .observe(queue_delay.as_secs_f64());
+        });
+    }
+
+    /// Runs `f` on this thread's handles to `function`'s metrics.
+    fn with_function<R>(&self, function: &str, f: impl FnOnce(&mut FunctionHandles) -> R) -> R {
+        HANDLES.with(|handles| {
+            let mut handles = handles.borrow_mut();
+            let mine = handles.entry(self.id).or_default();
+            if !mine.functions.contains_key(function) {
+                if mine.functions.len() >= HANDLES_PER_THREAD {
+                    mine.functions.clear();
+                }
+                mine.functions
+                    .insert(function.into(), FunctionHandles::default());
+            }
+            match mine.functions.get_mut(function) {
+                Some(entry) => f(entry),
+                // Not reached (inserted above); handles of one use still
+                // record through the families.
+                None => f(&mut FunctionHandles::default()),
+            }
+        })
+    }
+
+    /// `function`'s counter of `OUTCOMES[outcome]`, from `handles` or the
+    /// family (then kept in `handles`).
+    fn outcome<'h>(
+        &self,
+        function: &str,
+        handles: &'h mut FunctionHandles,
+        outcome: usize,
+    ) -> &'h ShardedCounter {
+        handles.outcomes[outcome].get_or_insert_with(|| {
+            self.invocations
+                .get_or_create(&OutcomeLabels {
+                    function: function.to_owned(),
+                    outcome: OUTCOMES[outcome],
+                })
+                .clone()
+        })
     }
 
     /// Records an invocation of `function` refused because too many were
     /// pending (outcome `overloaded`).
     pub fn observe_overload(&self, function: &str) {
-        self.count(function, "overloaded");
+        self.count(function, 8);
     }
 
     /// Counts an admission decision for `tenant`: `None` admitted, else
@@ -180,24 +279,41 @@ impl Metrics {
     pub fn observe_admission(&self, tenant: &str, refused: Option<crate::admission::Refused>) {
         use crate::admission::Refused;
         let result = match refused {
-            None => "admitted",
-            Some(Refused::Full) => "full",
-            Some(Refused::OverShare) => "over_share",
-            Some(Refused::Tree) => "tree",
+            None => 0,
+            Some(Refused::Full) => 1,
+            Some(Refused::OverShare) => 2,
+            Some(Refused::Tree) => 3,
         };
-        self.admissions
-            .get_or_create(&AdmissionLabels {
-                tenant: tenant.to_owned(),
-                result,
-            })
-            .inc();
+        HANDLES.with(|handles| {
+            let mut handles = handles.borrow_mut();
+            let mine = handles.entry(self.id).or_default();
+            if !mine.tenants.contains_key(tenant) {
+                if mine.tenants.len() >= HANDLES_PER_THREAD {
+                    mine.tenants.clear();
+                }
+                mine.tenants.insert(tenant.into(), Default::default());
+            }
+            let Some(counters) = mine.tenants.get_mut(tenant) else {
+                return;
+            };
+            counters[result]
+                .get_or_insert_with(|| {
+                    self.admissions
+                        .get_or_create(&AdmissionLabels {
+                            tenant: tenant.to_owned(),
+                            result: ADMISSION_RESULTS[result],
+                        })
+                        .clone()
+                })
+                .inc();
+        });
     }
 
     /// Counts an invocation whose client went away before it ended (it is
     /// cancelled, and its sandbox keeps its admission place until it has
     /// really stopped).
     pub fn observe_client_gone(&self, function: &str) {
-        self.count(function, "client_gone");
+        self.count(function, 9);
     }
 
     /// Counts a call from `caller` to `callee`, run `how`, that ended as
@@ -219,13 +335,11 @@ impl Metrics {
             .inc();
     }
 
-    fn count(&self, function: &str, outcome: &'static str) {
-        self.invocations
-            .get_or_create(&OutcomeLabels {
-                function: function.to_owned(),
-                outcome,
-            })
-            .inc();
+    /// Counts an invocation of `function` that ended as `OUTCOMES[outcome]`.
+    fn count(&self, function: &str, outcome: usize) {
+        self.with_function(function, |handles| {
+            self.outcome(function, handles, outcome).inc();
+        });
     }
 
     /// The exposition text.
