@@ -33,6 +33,11 @@ const OUTCOMES: [&str; 10] = [
     "client_gone",
 ];
 
+/// [`OUTCOMES`]' `overloaded`.
+const OVERLOADED: usize = 8;
+/// [`OUTCOMES`]' `client_gone`.
+const CLIENT_GONE: usize = 9;
+
 /// What admission answered, as its `result` label (indexed likewise).
 const ADMISSION_RESULTS: [&str; 4] = ["admitted", "full", "over_share", "tree"];
 
@@ -129,6 +134,20 @@ fn latency_histogram() -> ShardedHistogram {
 /// up in microseconds, a loaded one after other jobs' quanta.
 fn queue_histogram() -> ShardedHistogram {
     ShardedHistogram::new(exponential_buckets(5e-6, 2.0, 16))
+}
+
+/// `name`'s handles in one of a thread's maps, made empty if missing (the
+/// map started again when it holds [`HANDLES_PER_THREAD`]). The name is
+/// copied only when it is new to the map. (Always `Some`: the lookup after
+/// the insert keeps the common path free of a copy of the name.)
+fn kept<'m, V: Default>(map: &'m mut HashMap<Box<str>, V>, name: &str) -> Option<&'m mut V> {
+    if !map.contains_key(name) {
+        if map.len() >= HANDLES_PER_THREAD {
+            map.clear();
+        }
+        map.insert(name.into(), V::default());
+    }
+    map.get_mut(name)
 }
 
 /// The label set of `function`'s histograms.
@@ -234,17 +253,10 @@ impl Metrics {
         HANDLES.with(|handles| {
             let mut handles = handles.borrow_mut();
             let mine = handles.entry(self.id).or_default();
-            if !mine.functions.contains_key(function) {
-                if mine.functions.len() >= HANDLES_PER_THREAD {
-                    mine.functions.clear();
-                }
-                mine.functions
-                    .insert(function.into(), FunctionHandles::default());
-            }
-            match mine.functions.get_mut(function) {
-                Some(entry) => f(entry),
-                // Not reached (inserted above); handles of one use still
-                // record through the families.
+            match kept(&mut mine.functions, function) {
+                Some(handles) => f(handles),
+                // Not reached; handles of one use still record through
+                // the families.
                 None => f(&mut FunctionHandles::default()),
             }
         })
@@ -271,7 +283,7 @@ impl Metrics {
     /// Records an invocation of `function` refused because too many were
     /// pending (outcome `overloaded`).
     pub fn observe_overload(&self, function: &str) {
-        self.count(function, 8);
+        self.count(function, OVERLOADED);
     }
 
     /// Counts an admission decision for `tenant`: `None` admitted, else
@@ -287,13 +299,7 @@ impl Metrics {
         HANDLES.with(|handles| {
             let mut handles = handles.borrow_mut();
             let mine = handles.entry(self.id).or_default();
-            if !mine.tenants.contains_key(tenant) {
-                if mine.tenants.len() >= HANDLES_PER_THREAD {
-                    mine.tenants.clear();
-                }
-                mine.tenants.insert(tenant.into(), Default::default());
-            }
-            let Some(counters) = mine.tenants.get_mut(tenant) else {
+            let Some(counters) = kept(&mut mine.tenants, tenant) else {
                 return;
             };
             counters[result]
@@ -313,7 +319,7 @@ impl Metrics {
     /// cancelled, and its sandbox keeps its admission place until it has
     /// really stopped).
     pub fn observe_client_gone(&self, function: &str) {
-        self.count(function, 9);
+        self.count(function, CLIENT_GONE);
     }
 
     /// Counts a call from `caller` to `callee`, run `how`, that ended as
