@@ -485,3 +485,23 @@ impl Collector for Pulled {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{HANDLES_PER_THREAD, kept};
+    use std::collections::HashMap;
+
+    /// A thread's handles stay bounded however many names it meets.
+    #[test]
+    fn a_threads_handles_are_bounded() {
+        let mut map: HashMap<Box<str>, u32> = HashMap::new();
+        for i in 0..HANDLES_PER_THREAD * 3 + 5 {
+            *kept(&mut map, &format!("f{i}")).unwrap() += 1;
+            assert!(map.len() <= HANDLES_PER_THREAD, "{}", map.len());
+        }
+        // A name seen again keeps its entry.
+        let name = format!("f{}", HANDLES_PER_THREAD * 3 + 4);
+        *kept(&mut map, &name).unwrap() += 1;
+        assert_eq!(map[name.as_str()], 2);
+    }
+}
