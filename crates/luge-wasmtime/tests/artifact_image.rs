@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use luge_core::{Action, Invocation, WasmRuntime};
+use luge_core::{Action, Invocation, LoadedModule, Outcome, WasmRuntime};
 use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry};
 use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
@@ -25,6 +25,17 @@ fn mapped_artifact_files() -> usize {
     inodes.sort_unstable();
     inodes.dedup();
     inodes.len()
+}
+
+/// Runs `module` as action `name` on `input`, and checks that it succeeded.
+fn run_ok(module: &dyn LoadedModule, name: &str, input: &[u8]) -> Outcome {
+    let outcome = module.run(Invocation::new(Arc::new(Action::command(name)), input));
+    assert!(
+        outcome.termination.is_success(),
+        "{name}: {:?}",
+        outcome.termination
+    );
+    outcome
 }
 
 #[test]
@@ -46,15 +57,7 @@ fn large_artifacts_are_mapped_from_a_sealed_file_and_small_ones_copied() {
     assert!(small.len() < 256 << 10, "{}", small.len());
     let noop = registry.load(&ModuleCode::Artifact(small)).unwrap();
     assert_eq!(mapped_artifact_files(), 0);
-    let outcome = noop.run(Invocation::new(
-        Arc::new(Action::command("noop")),
-        &b"{}"[..],
-    ));
-    assert!(
-        outcome.termination.is_success(),
-        "{:?}",
-        outcome.termination
-    );
+    run_ok(&*noop, "noop", b"{}");
 
     // A large module (regex and JSON) and a component: mapped, and they run.
     let big = registry.compile_sealed(&wasm("big")).unwrap();
@@ -62,15 +65,7 @@ fn large_artifacts_are_mapped_from_a_sealed_file_and_small_ones_copied() {
     let big = registry.load(&ModuleCode::Artifact(big)).unwrap();
     assert_eq!(mapped_artifact_files(), 1);
     let input = br#"{"pattern": "[0-9]+", "text": "a1 b22 c333"}"#;
-    let outcome = big.run(Invocation::new(
-        Arc::new(Action::command("big")),
-        &input[..],
-    ));
-    assert!(
-        outcome.termination.is_success(),
-        "{:?}",
-        outcome.termination
-    );
+    let outcome = run_ok(&*big, "big", input);
     let stdout = String::from_utf8_lossy(&outcome.stdout);
     assert!(stdout.contains(r#"["1","22","333"]"#), "{stdout}");
 
@@ -78,15 +73,7 @@ fn large_artifacts_are_mapped_from_a_sealed_file_and_small_ones_copied() {
     assert!(component.len() > 256 << 10, "{}", component.len());
     let echo = registry.load(&ModuleCode::Artifact(component)).unwrap();
     assert_eq!(mapped_artifact_files(), 2);
-    let outcome = echo.run(Invocation::new(
-        Arc::new(Action::command("p2-echo")),
-        &b"{\"x\": 1}"[..],
-    ));
-    assert!(
-        outcome.termination.is_success(),
-        "{:?}",
-        outcome.termination
-    );
+    let outcome = run_ok(&*echo, "p2-echo", b"{\"x\": 1}");
     assert!(String::from_utf8_lossy(&outcome.stdout).contains("\"x\""));
 
     // The files go with the last user of their modules.
