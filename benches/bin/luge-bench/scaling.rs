@@ -247,12 +247,13 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         };
         let (connections, mut errors) = (only.connections.max(1), 0);
         drive(&target, connections, client, Duration::ZERO, WARMUP);
-        let luge = name.starts_with("luge");
+        // Luge's steal count (`wasmtime serve` has no such metric).
+        let stolen_so_far = || name.starts_with("luge").then(|| steals(served)).flatten();
         let (cpu, ours, tlb, stolen) = (
             served.cpu(),
             process_cpu("self"),
             load::tlb_shootdowns(),
-            luge.then(|| steals(served)).flatten(),
+            stolen_so_far(),
         );
         let started = std::time::Instant::now();
         let loaded = drive(&target, connections, client, Duration::ZERO, window);
@@ -263,7 +264,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         );
         // Requests whose job ran on another worker than the one that
         // received it (the worker front end); "-" for other servers.
-        let stolen = match (stolen, luge.then(|| steals(served)).flatten()) {
+        let stolen = match (stolen, stolen_so_far()) {
             (Some(before), Some(after)) => format!(
                 "{:.1} %",
                 after.saturating_sub(before) as f64 * 100.0 / loaded.ok.max(1) as f64
@@ -360,7 +361,7 @@ mod tests {
 
     #[test]
     fn client_and_servers_share_no_physical_core() {
-        // Siblings side by side (0,1) (2,3) ... as Firecracker numbers them.
+        // Siblings side by side: (0,1) (2,3) ...
         let cores: Vec<usize> = (0..16).collect();
         let (client, servers) = split_by_physical_core(&cores, |c| (0, (c / 2) as i64));
         assert_eq!(client, (0..8).collect::<Vec<_>>());
