@@ -46,6 +46,10 @@ const ADMISSION_RESULTS: [&str; 4] = ["admitted", "full", "over_share", "tree"];
 /// to come back).
 const HANDLES_PER_THREAD: usize = 1024;
 
+/// Executors ([`Metrics`]) whose handles one thread keeps: one in a
+/// process that serves; a few where tests start several.
+const EXECUTORS_PER_THREAD: usize = 8;
+
 /// One thread's handles to one function's metrics: clones of what the
 /// families hold, so that recording an invocation takes no family lock,
 /// hashes no label set and allocates nothing.
@@ -248,11 +252,22 @@ impl Metrics {
         });
     }
 
-    /// Runs `f` on this thread's handles to `function`'s metrics.
-    fn with_function<R>(&self, function: &str, f: impl FnOnce(&mut FunctionHandles) -> R) -> R {
+    /// Runs `f` on this thread's handles to this executor's metrics. A
+    /// thread keeps them for at most [`EXECUTORS_PER_THREAD`] executors
+    /// (tests run many in one process), then starts again.
+    fn with_handles<R>(&self, f: impl FnOnce(&mut ThreadHandles) -> R) -> R {
         HANDLES.with(|handles| {
             let mut handles = handles.borrow_mut();
-            let mine = handles.entry(self.id).or_default();
+            if handles.len() >= EXECUTORS_PER_THREAD && !handles.contains_key(&self.id) {
+                handles.clear();
+            }
+            f(handles.entry(self.id).or_default())
+        })
+    }
+
+    /// Runs `f` on this thread's handles to `function`'s metrics.
+    fn with_function<R>(&self, function: &str, f: impl FnOnce(&mut FunctionHandles) -> R) -> R {
+        self.with_handles(|mine| {
             match kept(&mut mine.functions, function) {
                 Some(handles) => f(handles),
                 // Not reached; handles of one use still record through
@@ -296,9 +311,7 @@ impl Metrics {
             Some(Refused::OverShare) => 2,
             Some(Refused::Tree) => 3,
         };
-        HANDLES.with(|handles| {
-            let mut handles = handles.borrow_mut();
-            let mine = handles.entry(self.id).or_default();
+        self.with_handles(|mine| {
             let Some(counters) = kept(&mut mine.tenants, tenant) else {
                 return;
             };
