@@ -53,6 +53,6 @@ pub use invocation::{Cancellation, Invocation};
 pub use limits::{LimitError, LimitPolicy, Limits};
 pub use outcome::{Outcome, SandboxError, Termination};
 pub use runtime::{
-    EngineError, EngineId, LoadedModule, Preemption, SandboxFuture, Unsupported, VerifiedArtifact,
-    WasmRuntime, is_component,
+    EngineError, EngineId, LoadedModule, Preemption, SandboxFuture, StagedPayload, Unsupported,
+    VerifiedArtifact, WasmRuntime, is_component,
 };

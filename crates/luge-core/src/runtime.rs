@@ -192,6 +192,50 @@ impl<'a> VerifiedArtifact<'a> {
     }
 }
 
+/// What an engine prepared from an artifact's payload before the payload's
+/// MAC was checked ([`WasmRuntime::stage`]), so that the preparation and
+/// the check can run at once: for Wasmtime, the payload written into a
+/// sealed in-memory file that the load then maps.
+///
+/// A staged payload is only ever bytes, never code: an engine stages
+/// without parsing or mapping anything executable, and it is used only by
+/// [`WasmRuntime::load_staged`] together with a [`VerifiedArtifact`] of the
+/// very same payload. It remembers which bytes it was made from (their
+/// place and length, and, through its lifetime, their borrow, so they
+/// cannot change or be freed meanwhile); handed another payload, it is
+/// dropped unused.
+pub struct StagedPayload<'a> {
+    /// Where the payload it was made from starts, and its length.
+    source: (usize, usize),
+    prepared: Box<dyn std::any::Any + Send>,
+    _payload: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> StagedPayload<'a> {
+    /// What an engine `prepared` from `payload`.
+    pub fn new(payload: &'a [u8], prepared: Box<dyn std::any::Any + Send>) -> Self {
+        Self {
+            source: (payload.as_ptr().addr(), payload.len()),
+            prepared,
+            _payload: std::marker::PhantomData,
+        }
+    }
+
+    /// What was prepared, if it was prepared from exactly `payload` (the
+    /// same bytes in the same place, still borrowed); `None` otherwise.
+    pub fn prepared_for(self, payload: &[u8]) -> Option<Box<dyn std::any::Any + Send>> {
+        (self.source == (payload.as_ptr().addr(), payload.len())).then_some(self.prepared)
+    }
+}
+
+impl std::fmt::Debug for StagedPayload<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedPayload")
+            .field("len", &self.source.1)
+            .finish_non_exhaustive()
+    }
+}
+
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
 
 /// Whether `wasm` is a WebAssembly component (binary layer 1, version
@@ -217,6 +261,33 @@ pub trait WasmRuntime: Send + Sync {
         &self,
         artifact: VerifiedArtifact<'_>,
     ) -> Result<Arc<dyn LoadedModule>, EngineError>;
+
+    /// Whether [`WasmRuntime::stage`] prepares anything at all (so that a
+    /// caller starts no thread to check a MAC beside it for nothing). The
+    /// default: no.
+    fn stages(&self) -> bool {
+        false
+    }
+
+    /// Prepares what can be prepared of loading `payload` while its MAC is
+    /// still being checked (on another thread): never parsing it, never
+    /// mapping it executable, since it may be forged. `None` (the default)
+    /// where the engine has nothing to prepare or declines.
+    fn stage<'a>(&self, payload: &'a [u8]) -> Option<StagedPayload<'a>> {
+        let _ = payload;
+        None
+    }
+
+    /// [`WasmRuntime::load_artifact`] with what [`WasmRuntime::stage`]
+    /// prepared from the same payload. The default ignores it.
+    fn load_staged(
+        &self,
+        artifact: VerifiedArtifact<'_>,
+        staged: StagedPayload<'_>,
+    ) -> Result<Arc<dyn LoadedModule>, EngineError> {
+        drop(staged);
+        self.load_artifact(artifact)
+    }
 
     /// Refuses grants this engine cannot enforce as granted (checked at
     /// init, so a grant is never silently widened). The default enforces
@@ -331,5 +402,26 @@ pub trait LoadedModule: Send + Sync + 'static {
         Box::pin(std::future::ready(Outcome::failed(
             crate::handler::NOT_A_HANDLER,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_staged_payload_serves_only_the_payload_it_was_made_from() {
+        let artifact = b"header|native code|mac".to_vec();
+        let payload = &artifact[7..18];
+        let staged = || StagedPayload::new(payload, Box::new(42_u32));
+        let prepared = staged().prepared_for(payload).expect("the same bytes");
+        assert_eq!(prepared.downcast_ref::<u32>(), Some(&42));
+        // The same content elsewhere, a part of it, or more of it: not the
+        // bytes it was made from.
+        let copy = payload.to_vec();
+        assert!(staged().prepared_for(&copy).is_none());
+        assert!(staged().prepared_for(&payload[..5]).is_none());
+        assert!(staged().prepared_for(&artifact[7..19]).is_none());
+        assert!(staged().prepared_for(&artifact[6..17]).is_none());
     }
 }

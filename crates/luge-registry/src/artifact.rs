@@ -251,6 +251,35 @@ fn split_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
     Ok((header, header_end))
 }
 
+/// The payload of a sealed artifact, found by the header's length alone,
+/// **unauthenticated**: to stage it (copy it where it will be loaded from)
+/// while [`open`] checks the MAC, never to believe it. `None` where the
+/// bytes are not shaped like an artifact.
+pub fn unverified_payload(bytes: &[u8]) -> Option<&[u8]> {
+    if !is_artifact(bytes) {
+        return None;
+    }
+    let len_at = MAGIC.len();
+    let header_len = u32::from_le_bytes(bytes.get(len_at..len_at + 4)?.try_into().ok()?) as usize;
+    if header_len > MAX_HEADER_LEN {
+        return None;
+    }
+    bytes.get(len_at + 4 + header_len..bytes.len().checked_sub(MAC_LEN)?)
+}
+
+/// The content id an artifact claims (its MAC, what [`open`] identifies it
+/// by once the MAC checks), **unauthenticated**: enough to tell that an
+/// artifact is probably loaded already, never to share a module on.
+pub fn claimed_id(bytes: &[u8]) -> Option<[u8; 32]> {
+    if !is_artifact(bytes) {
+        return None;
+    }
+    bytes
+        .get(bytes.len().checked_sub(MAC_LEN)?..)?
+        .try_into()
+        .ok()
+}
+
 /// Authenticates an artifact and checks it was built for `expected`, and,
 /// where both the artifact and the caller name them, under `settings`.
 ///
@@ -326,6 +355,31 @@ mod tests {
         let opened = open(&k, &sealed, &engine("wasmtime"), None).unwrap();
         assert_eq!(opened.payload(), b"native code");
         assert_eq!(peek_engine(&sealed).unwrap(), engine("wasmtime"));
+    }
+
+    #[test]
+    fn the_unverified_payload_and_id_are_where_open_finds_them() {
+        let k = key("0123456789abcdef0123");
+        let sealed = seal(&k, &engine("wasmtime"), Some("fuel off"), b"native code");
+        let opened = open(&k, &sealed, &engine("wasmtime"), Some("fuel off")).unwrap();
+        let payload = unverified_payload(&sealed).unwrap();
+        // The very same bytes in the same place: what a stage made of it
+        // is used by the load of the verified payload.
+        assert_eq!(payload.as_ptr(), opened.payload().as_ptr());
+        assert_eq!(payload.len(), opened.payload().len());
+        assert_eq!(claimed_id(&sealed), Some(opened.content_id()));
+        // Anything else has none, and nothing here panics on it.
+        for bad in [&b""[..], b"not an artifact", &sealed[..MAGIC.len() + 2]] {
+            assert_eq!(unverified_payload(bad), None);
+            assert_eq!(claimed_id(bad), None);
+        }
+        let mut huge_header = sealed.clone();
+        huge_header[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(unverified_payload(&huge_header), None);
+        let mut past_the_end = sealed.clone();
+        past_the_end[MAGIC.len()..MAGIC.len() + 4]
+            .copy_from_slice(&(MAX_HEADER_LEN as u32).to_le_bytes());
+        assert_eq!(unverified_payload(&past_the_end), None);
     }
 
     #[test]

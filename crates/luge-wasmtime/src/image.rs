@@ -57,7 +57,7 @@ impl Drop for Lease {
 }
 
 /// A sealed file holding an artifact's payload, and its place.
-struct Image {
+pub(crate) struct Image {
     /// The file, positioned at its end; Wasmtime maps it whole.
     file: File,
     /// To keep with the loaded module.
@@ -65,19 +65,28 @@ struct Image {
 }
 
 /// Code loaded from `payload`: by `map` from a sealed file holding it where
-/// one can be had (then with the file's lease, to keep with the loaded
+/// one can be had (`staged`, made of this payload beforehand by [`stage`],
+/// or one made now; then with the file's lease, to keep with the loaded
 /// module), else, or where `map` refuses it, by `copy`.
 pub(crate) fn load<T, E>(
     payload: &[u8],
+    staged: Option<Image>,
     map: impl FnOnce(File) -> Option<T>,
     copy: impl FnOnce() -> Result<T, E>,
 ) -> Result<(T, Option<Lease>), E> {
-    if let Some(Image { file, lease }) = sealed(payload)
+    if let Some(Image { file, lease }) = staged.or_else(|| sealed(payload))
         && let Some(code) = map(file)
     {
         return Ok((code, Some(lease)));
     }
     Ok((copy()?, None))
+}
+
+/// A sealed file holding `payload`, made before the payload is known to be
+/// authentic: it only copies bytes (the file is mapped, as code, only by
+/// [`load`], after the MAC was checked). `None` as for [`sealed`].
+pub(crate) fn stage(payload: &[u8]) -> Option<Image> {
+    sealed(payload)
 }
 
 /// A sealed file holding `payload`; `None` where the payload is small, the

@@ -37,7 +37,9 @@ mod wasi_config;
 
 use std::sync::Arc;
 
-use luge_core::{EngineError, EngineId, LoadedModule, VerifiedArtifact, WasmRuntime};
+use luge_core::{
+    EngineError, EngineId, LoadedModule, StagedPayload, VerifiedArtifact, WasmRuntime,
+};
 use wasmtime::{Engine, Linker, Module};
 
 pub use config::WasmtimeConfig;
@@ -286,6 +288,41 @@ impl WasmRuntime for WasmtimeRuntime {
         &self,
         artifact: VerifiedArtifact<'_>,
     ) -> Result<Arc<dyn LoadedModule>, EngineError> {
+        self.load(artifact, None)
+    }
+
+    fn stages(&self) -> bool {
+        true
+    }
+
+    fn stage<'a>(&self, payload: &'a [u8]) -> Option<StagedPayload<'a>> {
+        let image = image::stage(payload)?;
+        Some(StagedPayload::new(payload, Box::new(image)))
+    }
+
+    fn load_staged(
+        &self,
+        artifact: VerifiedArtifact<'_>,
+        staged: StagedPayload<'_>,
+    ) -> Result<Arc<dyn LoadedModule>, EngineError> {
+        // Only an image of exactly this payload: anything else is dropped
+        // (its file unmapped, its place given back) and one is made anew.
+        let image = staged
+            .prepared_for(artifact.payload())
+            .and_then(|prepared| prepared.downcast::<image::Image>().ok())
+            .map(|image| *image);
+        self.load(artifact, image)
+    }
+}
+
+impl WasmtimeRuntime {
+    /// Loads `artifact`, its code mapped from `staged` (a sealed file of
+    /// its payload) where given.
+    fn load(
+        &self,
+        artifact: VerifiedArtifact<'_>,
+        staged: Option<image::Image>,
+    ) -> Result<Arc<dyn LoadedModule>, EngineError> {
         // SAFETY: `Module::deserialize` maps the bytes as executable code and
         // requires that they came from `Engine::precompile_module` of a
         // compatible engine. A `VerifiedArtifact` is made only under the
@@ -298,12 +335,16 @@ impl WasmRuntime for WasmtimeRuntime {
         let payload = artifact.payload();
         // Large payloads are mapped from a sealed file (see `image`); a
         // refusal on the way falls back to Wasmtime's private copy. The
-        // image's lease stays with the loaded module.
+        // image's lease stays with the loaded module. A `staged` file was
+        // written from this very payload (`load_staged` checked its place
+        // and length, borrowed all along) and sealed, while the MAC was
+        // being checked: it holds the verified bytes.
         let copy_failed = |e: wasmtime::Error| EngineError::BadArtifact(e.into());
         if Engine::detect_precompiled(payload) == Some(wasmtime::Precompiled::Component) {
             use wasmtime::component::Component;
             let (component, lease) = image::load(
                 payload,
+                staged,
                 |file| {
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
                     // SAFETY: as at the top of this function, the payload
@@ -333,6 +374,7 @@ impl WasmRuntime for WasmtimeRuntime {
         }
         let (module, lease) = image::load(
             payload,
+            staged,
             // SAFETY: as at the top of this function; the sealed file
             // holds exactly the payload and can no longer change.
             |file| unsafe { Module::deserialize_open_file(&self.engine, file) }.ok(),

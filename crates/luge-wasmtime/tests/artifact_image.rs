@@ -1,7 +1,7 @@
 //! Where a loaded artifact's code lives: large artifacts are mapped from a
 //! sealed in-memory file, small ones are copied, and both run. A test
 //! binary of its own, so that no other test's modules are in the maps it
-//! reads.
+//! reads, and its tests one at a time for the same reason.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -13,6 +13,9 @@ use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
 mod common;
 use common::wasm;
+
+/// Held by each test: they count the same process's files.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Distinct files named `luge-artifact` mapped into this process.
 fn mapped_artifact_files() -> usize {
@@ -40,6 +43,7 @@ fn run_ok(module: &dyn LoadedModule, name: &str, input: &[u8]) -> Outcome {
 
 #[test]
 fn large_artifacts_are_mapped_from_a_sealed_file_and_small_ones_copied() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = WasmtimeConfig {
         max_sandboxes: 16,
         ..WasmtimeConfig::default()
@@ -78,6 +82,80 @@ fn large_artifacts_are_mapped_from_a_sealed_file_and_small_ones_copied() {
 
     // The files go with the last user of their modules.
     drop((big, echo, noop));
+    drop(registry);
+    assert_eq!(mapped_artifact_files(), 0);
+}
+
+/// Descriptors of files named `luge-artifact` open in this process.
+fn open_artifact_files() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("memfd:luge-artifact"))
+        .count()
+}
+
+#[test]
+fn a_large_artifact_staged_while_its_mac_is_checked_loads_only_if_authentic() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let runtime: Arc<dyn WasmRuntime> = Arc::new(
+        WasmtimeRuntime::new(&WasmtimeConfig {
+            max_sandboxes: 16,
+            ..WasmtimeConfig::default()
+        })
+        .unwrap(),
+    );
+    let registry = ModuleRegistry::new(
+        runtime,
+        ArtifactKey::from_secret(b"artifact staging tests key").unwrap(),
+        None,
+    );
+    let sealed = registry.compile_sealed(&wasm("big")).unwrap();
+    assert!(
+        sealed.len() >= luge_registry::OVERLAP_AT,
+        "{}",
+        sealed.len()
+    );
+    // One byte of the code changed, the MAC kept: staged, then refused, and
+    // its file is gone with the refusal.
+    let mut forged = sealed.clone();
+    let at = forged.len() / 2;
+    forged[at] ^= 0x40;
+    let refused = registry.load(&ModuleCode::Artifact(forged.clone()));
+    assert!(
+        matches!(
+            refused,
+            Err(luge_registry::LoadError::Artifact(
+                luge_registry::ArtifactError::BadMac
+            ))
+        ),
+        "{:?}",
+        refused.err()
+    );
+    assert_eq!(open_artifact_files(), 0);
+    assert_eq!(mapped_artifact_files(), 0);
+
+    // The genuine artifact: its staged file is the one mapped, and it runs.
+    let big = registry
+        .load(&ModuleCode::Artifact(sealed.clone()))
+        .unwrap();
+    assert_eq!(mapped_artifact_files(), 1);
+    let input = br#"{"pattern": "[a-z]+", "text": "a1 b22 c333"}"#;
+    let outcome = run_ok(&*big, "big", input);
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert!(stdout.contains(r#"["a","b","c"]"#), "{stdout}");
+
+    // Loaded again: shared, not staged or mapped a second time.
+    let again = registry.load(&ModuleCode::Artifact(sealed)).unwrap();
+    assert!(Arc::ptr_eq(&big, &again));
+    assert_eq!(mapped_artifact_files(), 1);
+    // The forgery claims the loaded module's id: still refused, by the
+    // check on this thread, and it shares nothing.
+    let refused = registry.load(&ModuleCode::Artifact(forged));
+    assert!(refused.is_err());
+    // (The pool's slots keep the images of the memories they last held
+    // until the engine goes.)
+    drop((big, again));
     drop(registry);
     assert_eq!(mapped_artifact_files(), 0);
 }
