@@ -188,10 +188,19 @@ impl Options {
         }))
     }
 
-    fn scheduler(&self) -> anyhow::Result<(Scheduler, Option<Arc<WorkerRuntimes>>)> {
-        let defaults = SchedulerConfig::default();
+    /// `--workers`, or its default (one per core).
+    fn workers(&self) -> usize {
+        self.workers
+            .unwrap_or_else(|| SchedulerConfig::default().workers)
+    }
+
+    /// `teardowns` per worker: see [`crate::frontend::per_worker`].
+    fn scheduler(
+        &self,
+        teardowns: usize,
+    ) -> anyhow::Result<(Scheduler, Option<Arc<WorkerRuntimes>>)> {
         let config = SchedulerConfig {
-            workers: self.workers.unwrap_or(defaults.workers),
+            workers: self.workers(),
             policy: match self.policy.unwrap_or(PolicyArg::Edf) {
                 PolicyArg::Fifo => Policy::Fifo,
                 PolicyArg::Edf => Policy::Edf,
@@ -222,7 +231,7 @@ impl Options {
         let (front_ends, runtimes) = match front_end {
             FrontEndKind::Workers => {
                 let (factory, runtimes) =
-                    crate::frontend::per_worker(config.workers, handle.clone())
+                    crate::frontend::per_worker(config.workers, handle.clone(), teardowns)
                         .context("cannot build the workers' runtimes")?;
                 (Some(factory), Some(runtimes))
             }
@@ -279,13 +288,25 @@ impl Options {
             .capacity()
             .unwrap_or(self.max_sandboxes() as usize)
             .min(self.max_sandboxes() as usize);
+        // Worker front ends tear finished sandboxes down after their
+        // responses are out, a few per worker: those slots are kept out of
+        // the default admission (at most an eighth of the pool), and a
+        // `--max-pending` that leaves fewer gets fewer such teardowns.
+        let workers = self.workers().max(1);
+        let reserve = match self.front_end()? {
+            FrontEndKind::Workers => {
+                (workers * luge_core::teardown::MAX_DEFERRED).min(capacity / 8)
+            }
+            FrontEndKind::Threads => 0,
+        };
         let max_pending = match self.max_pending {
             Some(n) if n > capacity => bail!(
                 "--max-pending {n} exceeds the {capacity} sandboxes this address space holds; lower --max-pending"
             ),
             Some(n) => n,
-            None => capacity,
+            None => capacity - reserve,
         };
+        let teardowns = (capacity - max_pending) / workers;
         tracing::info!(
             engine = %runtime.id(),
             sandboxes = capacity,
@@ -322,7 +343,7 @@ impl Options {
         if let Some(preinit) = luge_engines::preinitializer(&limits.default)? {
             registry = registry.with_preinitializer(preinit);
         }
-        let (scheduler, worker_runtimes) = self.scheduler()?;
+        let (scheduler, worker_runtimes) = self.scheduler(teardowns)?;
         Ok(Settings {
             scheduler: Arc::new(scheduler),
             worker_runtimes,

@@ -57,9 +57,14 @@ impl WorkerRuntimes {
 /// A current-thread runtime per worker, and the factory that gives worker
 /// `i` the `i`th. The runtimes are built here, on the caller's thread, so
 /// that their handles are known before any worker starts.
+///
+/// Each worker tears down up to `teardowns` finished sandboxes after the
+/// turn that writes their responses (`luge_core::teardown`); the caller
+/// keeps that many pool slots per worker out of admission.
 pub fn per_worker(
     workers: usize,
     ambient: Handle,
+    teardowns: usize,
 ) -> std::io::Result<(FrontEndFactory, Arc<WorkerRuntimes>)> {
     let runtimes = (0..workers)
         .map(|_| {
@@ -81,6 +86,7 @@ pub fn per_worker(
                 runtime,
                 wake: Arc::clone(&wake),
                 ambient: ambient.clone(),
+                teardowns,
             }) as Box<dyn FrontEnd>,
             Arc::new(Wake(wake)) as Arc<dyn Unpark>,
         ))
@@ -108,15 +114,21 @@ struct Worker {
     runtime: Runtime,
     wake: Arc<Notify>,
     ambient: Handle,
+    /// Finished sandboxes it may tear down after their responses are out.
+    teardowns: usize,
 }
 
 impl FrontEnd for Worker {
     fn drive(&mut self, step: &mut dyn FnMut() -> Step) {
-        let (wake, ambient) = (&self.wake, &self.ambient);
+        let (wake, ambient, teardowns) = (&self.wake, &self.ambient, self.teardowns);
         // The whole worker runs inside `block_on`: when a job completes, the
         // connection task waiting for it is woken on this runtime's own
         // queue, with no system call.
         self.runtime.block_on(async {
+            // Finished sandboxes are torn down after the turn that writes
+            // their responses: a few microseconds each that their clients
+            // no longer wait for (docs/BENCHMARKS.md, issue 27).
+            let teardowns = luge_core::teardown::Deferred::enable(teardowns);
             let mut turned = Instant::now();
             // When this worker last ran a job.
             let mut ran = Instant::now();
@@ -139,6 +151,7 @@ impl FrontEnd for Worker {
                     // tasks and one non-blocking epoll.
                     Step::Ran { .. } => {
                         tokio::task::yield_now().await;
+                        teardowns.run();
                         turned = Instant::now();
                         ran = turned;
                     }
@@ -150,11 +163,13 @@ impl FrontEnd for Worker {
                     // still parks after this bound.
                     Step::Idle(_) if ran.elapsed() < SPIN_BEFORE_PARK => {
                         tokio::task::yield_now().await;
+                        teardowns.run();
                     }
                     // Ends on the scheduler's unpark, or a job submitted
                     // from a task run meanwhile (luge-sched unparks the
                     // worker it queued on).
                     Step::Idle(timeout) => {
+                        teardowns.run();
                         let _ = tokio::time::timeout(timeout, wake.notified()).await;
                     }
                     Step::Stop => return,

@@ -26,7 +26,8 @@
 //!   as the host sees them.
 //! - [`hostapi`]: host API v1's imports (calls and state), written once
 //!   for every engine.
-//! - [`preempt`]: the one signal a scheduler sends a running sandbox.
+//! - [`preempt`]: the one signal a scheduler sends a running sandbox, and
+//!   [`teardown`]: a finished sandbox freed after its response is out.
 //! - [`error`]: causes kept whole, shown as one line ([`error_line`]).
 #![deny(missing_docs)]
 
@@ -45,6 +46,7 @@ pub mod preempt;
 pub mod runtime;
 pub mod start;
 pub mod state;
+pub mod teardown;
 
 pub use action::Action;
 pub use capabilities::{Capabilities, DirGrant, DirMode, GrantError};

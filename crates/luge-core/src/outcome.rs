@@ -79,6 +79,10 @@ pub enum SandboxError {
     /// The engine itself could not set the sandbox up.
     #[error("the engine could not set up the sandbox: {0}")]
     Engine(&'static str),
+    /// Every sandbox slot of the engine is in use: overload, not the
+    /// function's fault (answered like a refused admission, 503).
+    #[error("every sandbox slot is in use; retry later")]
+    Busy,
 }
 
 impl From<SandboxError> for Termination {

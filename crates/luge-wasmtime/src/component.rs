@@ -31,7 +31,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpVi
 
 use crate::epoch::EpochTicker;
 use crate::limits::SandboxLimiter;
-use crate::sandbox::{ended, schedule, wasi_builder};
+use crate::sandbox::{ended, schedule, tear_down, wasi_builder};
 
 pub use luge_core::is_component;
 
@@ -347,15 +347,9 @@ impl Sandbox {
     /// Tears the sandbox down and reports how `result` ended it.
     pub(crate) fn finish(self, result: wasmtime::Result<()>, invocation: &Invocation) -> Outcome {
         let refused = self.store.data().limiter.refused;
-        drop(self.store);
-        ended(
-            result,
-            refused,
-            &invocation.action.limits,
-            self.stdout,
-            self.stderr,
-            self.started,
-        )
+        let limits = &invocation.action.limits;
+        let (stdout, stderr) = tear_down(self.store, self.stdout, self.stderr, limits);
+        ended(result, refused, limits, stdout, stderr, self.started)
     }
 }
 

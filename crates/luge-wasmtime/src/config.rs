@@ -50,6 +50,12 @@ pub(crate) const KEEP_RESIDENT_BYTES: usize = 1 << 20;
 pub(crate) const KEEP_RESIDENT_BYTES_NO_SCAN: usize = 64 << 10;
 /// Tables are small; their first 64 KiB kept resident covers them whole.
 const TABLE_KEEP_RESIDENT_BYTES: usize = 64 << 10;
+
+/// Core instances the pool holds per sandbox (see `to_wasmtime`).
+const CORE_INSTANCES_PER_SANDBOX: u32 = 8;
+
+/// Tables the pool holds per sandbox (see `to_wasmtime`).
+const TABLES_PER_SANDBOX: u32 = 4;
 /// Slots whose memory is decommitted together. Each decommit (madvise) of a
 /// multi-threaded process costs a TLB shootdown on every core running it;
 /// batching pays that once per batch rather than once per sandbox.
@@ -122,20 +128,29 @@ impl WasmtimeConfig {
         config.wasm_component_model_async(true);
         if self.pooling {
             let mut pool = PoolingAllocationConfig::new();
-            pool.total_core_instances(self.max_sandboxes)
-                .total_memories(self.max_sandboxes)
-                .total_tables(self.max_sandboxes)
-                // A WASI command has one memory and one table; more is a
-                // module Luge refuses at load rather than a pool it sizes up.
-                .max_memories_per_module(1)
-                .max_tables_per_module(1)
-                .max_memory_size(self.max_memory_bytes as usize)
-                .linear_memory_keep_resident(keep_resident())
-                .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
-                // Reset only the pages a sandbox wrote where the kernel
-                // can say which (see KEEP_RESIDENT_BYTES).
-                .pagemap_scan(Enabled::Auto)
-                .decommit_batch_size(DECOMMIT_BATCH);
+            // A component is several core instances (its modules and
+            // wit-component's shims) with one memory and a table or a
+            // few: sized so that a pool
+            // holds `max_sandboxes` of them as it holds that many modules.
+            // Core instances and tables cost little until used; memories,
+            // the address space's share, stay one per sandbox.
+            pool.total_core_instances(
+                self.max_sandboxes
+                    .saturating_mul(CORE_INSTANCES_PER_SANDBOX),
+            )
+            .total_memories(self.max_sandboxes)
+            .total_tables(self.max_sandboxes.saturating_mul(TABLES_PER_SANDBOX))
+            // A WASI command has one memory and one table; more is a
+            // module Luge refuses at load rather than a pool it sizes up.
+            .max_memories_per_module(1)
+            .max_tables_per_module(1)
+            .max_memory_size(self.max_memory_bytes as usize)
+            .linear_memory_keep_resident(keep_resident())
+            .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
+            // Reset only the pages a sandbox wrote where the kernel
+            // can say which (see KEEP_RESIDENT_BYTES).
+            .pagemap_scan(Enabled::Auto)
+            .decommit_batch_size(DECOMMIT_BATCH);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         Ok(config)

@@ -269,34 +269,58 @@ impl Sandbox {
             release_memory(&mut self.store, memory, above);
         }
         let refused = self.store.data().limiter.refused;
-        drop(self.store);
-        ended(
-            result,
-            refused,
-            &self.limits,
-            self.stdout,
-            self.stderr,
-            started,
-        )
+        let (stdout, stderr) = tear_down(self.store, self.stdout, self.stderr, &self.limits);
+        ended(result, refused, &self.limits, stdout, stderr, started)
     }
 }
 
+/// Output up to this size (stdout and stderr together) is copied out of a
+/// sandbox so that the sandbox can be torn down after its response is out;
+/// a larger one is moved out as the store goes, at once.
+const COPIED_OUTPUT: usize = 64 << 10;
+
+/// Frees `store` and takes what its pipes captured: at once, moving the
+/// buffers out, or, on a worker that tears sandboxes down after their
+/// responses are written (`luge_core::teardown`), later, the output copied
+/// out first where it is small. (Core modules and components alike.)
+pub(crate) fn tear_down<T: 'static>(
+    store: Store<T>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    limits: &Limits,
+) -> (Vec<u8>, Vec<u8>) {
+    if luge_core::teardown::defers() {
+        let capacity = limits.capture_bytes();
+        let captured = |pipe: &MemoryOutputPipe| {
+            // What is left to write says what was written.
+            let left = wasmtime_wasi::p2::OutputStream::check_write(&mut pipe.clone());
+            capacity.saturating_sub(left.unwrap_or(0))
+        };
+        if captured(&stdout) + captured(&stderr) <= COPIED_OUTPUT {
+            let output = (stdout.contents().into(), stderr.contents().into());
+            luge_core::teardown::later(store);
+            return output;
+        }
+    }
+    drop(store);
+    (take_output(stdout), take_output(stderr))
+}
+
 /// How a run that returned `result` ended, with what it wrote (core
-/// modules and components alike). Call with the store dropped, so that the
-/// pipes' buffers move out rather than being copied; `refused`: a memory
+/// modules and components alike; see [`tear_down`]); `refused`: a memory
 /// growth was refused on the way.
 pub(crate) fn ended(
     result: wasmtime::Result<()>,
     refused: bool,
     limits: &Limits,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
     started: Instant,
 ) -> Outcome {
     Outcome {
         termination: termination(result, refused, limits),
-        stdout: take_output(stdout),
-        stderr: take_output(stderr),
+        stdout,
+        stderr,
         elapsed: started.elapsed(),
     }
     .cap_output(limits.max_output_bytes)
@@ -365,6 +389,13 @@ pub(crate) fn termination(
         Err(error) => {
             if let Some(exit) = error.downcast_ref::<I32Exit>() {
                 Termination::exit(exit.0)
+            } else if error
+                .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                .is_some()
+            {
+                // The pool had no slot for one of its instances, memories
+                // or tables: the sandbox never ran.
+                SandboxError::Busy.into()
             } else {
                 match error.downcast_ref::<Trap>() {
                     Some(Trap::Interrupt) => Termination::TimedOut(limits.timeout),

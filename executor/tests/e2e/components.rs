@@ -1041,3 +1041,51 @@ fn chained_requests_reach_granted_functions() {
     }
     assert!(metrics.contains(counted), "{metrics}");
 }
+
+/// Every admitted handler finds a sandbox: a component's several core
+/// instances and tables fit the pool as a module does, and the slots that
+/// workers' deferred teardowns hold (luge_core::teardown: a finished
+/// sandbox is freed after its response is out) are kept out of admission.
+/// With every place taken by spinning handlers, a request is answered or
+/// refused by admission, never failed for want of a sandbox (before, the
+/// pool's core instances ran out first: a 500, "the function trapped").
+#[test]
+fn every_admitted_handler_finds_a_sandbox() {
+    if !on_wasmtime() {
+        return;
+    }
+    // 16 slots, two workers: two are kept for their teardowns, 14 places.
+    let (_site, luge) = serve_handler(
+        &[("/spin", "limits = { timeout_ms = 400 }"), ("/hello", "")],
+        &["--workers", "2", "--max-sandboxes", "16"],
+    );
+    let statuses = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..14 {
+            scope.spawn(|| luge.request("GET", "/spin", b""));
+        }
+        for _ in 0..2 {
+            scope.spawn(|| {
+                for _ in 0..60 {
+                    let (status, body) = luge.request("GET", "/hello", b"");
+                    statuses
+                        .lock()
+                        .unwrap()
+                        .push((status, String::from_utf8_lossy(&body).into_owned()));
+                }
+            });
+        }
+    });
+    let statuses = statuses.into_inner().unwrap();
+    let answered = statuses.iter().filter(|(status, _)| *status == 200).count();
+    for (status, body) in &statuses {
+        // Refused by admission, never by a pool that had no slot left.
+        assert!(
+            *status == 200 || (*status == 503 && !body.contains("sandbox slot")),
+            "{status}: {body} ({answered} answered)"
+        );
+    }
+    assert!(answered > 0, "{statuses:?}");
+    let (status, body) = luge.request("GET", "/hello", b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+}
