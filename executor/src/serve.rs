@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
-use hyper::header::HeaderValue;
+use hyper::header::{HeaderName, HeaderValue};
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
@@ -17,6 +17,10 @@ pub use crate::assemble::build;
 use crate::cli::Cli;
 use crate::http::{self, Request, Response};
 use crate::routes::{self, Site};
+
+/// The header naming each response's request id (made once: a name
+/// given as a string is parsed and copied at every insert).
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Runs the command until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -168,7 +172,7 @@ fn handler(
                 let mut response = routes::handle(app, site, id, request).await;
                 response
                     .headers_mut()
-                    .insert("x-request-id", HeaderValue::from(id));
+                    .insert(REQUEST_ID, HeaderValue::from(id));
                 response
             }
             .instrument(span),

@@ -179,7 +179,6 @@ impl StateStore {
         granted: &[String],
         until: Instant,
     ) -> Session {
-        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         // Internal names never contain '/' (the store splits keys at the
         // first one); a scope is kept apart by ':', which grants cannot
         // name.
@@ -188,12 +187,23 @@ impl StateStore {
             Some(scope) => format!("{}:{ns}", clean(scope)),
             None => ns.to_owned(),
         };
+        // Every invocation gets a session, most never use it: its private
+        // name is one allocation, its lock token made at its first lock.
+        let mut private =
+            String::with_capacity(1 + scope.map_or(0, |scope| scope.len() + 1) + function.len());
+        private.push('~');
+        for part in scope.into_iter().chain([function]) {
+            if private.len() > 1 {
+                private.push(':');
+            }
+            private.extend(part.chars().map(|c| if c == '/' { ':' } else { c }));
+        }
         Session {
             store: Arc::clone(self),
-            private: format!("~{}", qualify(&clean(function))),
+            private,
             granted: granted.iter().map(|ns| (ns.clone(), qualify(ns))).collect(),
             until,
-            token: format!("{:016x}-{token}", self.incarnation),
+            token: std::sync::OnceLock::new(),
             held: Mutex::default(),
         }
     }
@@ -207,7 +217,8 @@ pub struct Session {
     /// Granted namespaces: (as keys name them, as stored).
     granted: Vec<(String, String)>,
     until: Instant,
-    token: String,
+    /// What its locks are held under, unique to it (see [`Session::token`]).
+    token: std::sync::OnceLock<String>,
     held: Mutex<Vec<String>>,
 }
 
@@ -230,6 +241,15 @@ impl Key<'_> {
 }
 
 impl Session {
+    /// Its lock token: this store's incarnation and a number no other
+    /// session of it has, made when first needed.
+    fn token(&self) -> &str {
+        self.token.get_or_init(|| {
+            let token = self.store.next_token.fetch_add(1, Ordering::Relaxed);
+            format!("{:016x}-{token}", self.store.incarnation)
+        })
+    }
+
     fn key<'k>(&'k self, key: &'k str) -> Result<Key<'k>, StateError> {
         if let Some(rest) = key.strip_prefix(luge_core::state::PRIVATE_PREFIX) {
             return Ok(Key {
@@ -280,7 +300,7 @@ impl Session {
             Some(global) => {
                 // Bounded on its own: the invocation's time may be over.
                 let until = Instant::now() + Duration::from_millis(500);
-                if global.unlock(lock, &self.token, until).is_err() {
+                if global.unlock(lock, self.token(), until).is_err() {
                     tracing::warn!(lock, "state: lock not released (its lease ends it)");
                 }
             }
@@ -288,7 +308,7 @@ impl Session {
                 let mut locks = self.store.locks.lock().unwrap_or_else(|e| e.into_inner());
                 if locks
                     .get(lock)
-                    .is_some_and(|(holder, _)| *holder == self.token)
+                    .is_some_and(|(holder, _)| holder == self.token())
                 {
                     locks.remove(lock);
                 }
@@ -440,14 +460,14 @@ impl State for Session {
         let key = self.key(key)?;
         let lock = Self::lock_key(&key);
         let taken = match &self.store.global {
-            Some(global) => global.try_lock(&lock, &self.token, lease, self.until)?,
+            Some(global) => global.try_lock(&lock, self.token(), lease, self.until)?,
             None => {
                 let now = Instant::now();
                 let mut locks = self.store.locks.lock().unwrap_or_else(|e| e.into_inner());
                 match locks.get(&lock) {
-                    Some((holder, ends)) if *ends > now && *holder != self.token => false,
+                    Some((holder, ends)) if *ends > now && holder != self.token() => false,
                     _ => {
-                        locks.insert(lock.clone(), (self.token.clone(), now + lease));
+                        locks.insert(lock.clone(), (self.token().to_owned(), now + lease));
                         true
                     }
                 }
@@ -511,6 +531,27 @@ impl Drop for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sessions_names_and_token() {
+        let store = Arc::new(StateStore::open(&StateConfig::default()).unwrap());
+        let until = Instant::now() + Duration::from_secs(60);
+        let plain = store.session(None, "fn/a", &[], until);
+        assert_eq!(plain.private, "~fn:a");
+        let scoped = store.session(Some("ns/x"), "a/b", &["shared".to_owned()], until);
+        assert_eq!(scoped.private, "~ns:x:a:b");
+        assert_eq!(
+            scoped.granted,
+            vec![("shared".to_owned(), "ns:x:shared".to_owned())]
+        );
+        // A token only once a lock needs one, the same after, and no
+        // other session's.
+        assert!(plain.token.get().is_none());
+        assert!(plain.try_lock("k", Duration::from_secs(1)).unwrap());
+        let token = plain.token().to_owned();
+        assert_eq!(plain.token(), token);
+        assert_ne!(scoped.token(), token);
+    }
 
     #[test]
     fn keys_are_listed_in_pages_of_granted_namespaces_only() {
