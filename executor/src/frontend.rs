@@ -128,7 +128,13 @@ impl FrontEnd for Worker {
             // Finished sandboxes are torn down after the turn that writes
             // their responses: a few microseconds each that their clients
             // no longer wait for (docs/BENCHMARKS.md, issue 27).
-            let teardowns = luge_core::teardown::Deferred::enable(teardowns);
+            let deferred = luge_core::teardown::Deferred::enable(teardowns);
+            // Under the ambient runtime, as the jobs whose stores they are
+            // ran (a drop may reach for a runtime).
+            let tear_down = || {
+                let _ambient = ambient.enter();
+                deferred.run();
+            };
             let mut turned = Instant::now();
             // When this worker last ran a job.
             let mut ran = Instant::now();
@@ -151,7 +157,7 @@ impl FrontEnd for Worker {
                     // tasks and one non-blocking epoll.
                     Step::Ran { .. } => {
                         tokio::task::yield_now().await;
-                        teardowns.run();
+                        tear_down();
                         turned = Instant::now();
                         ran = turned;
                     }
@@ -163,13 +169,13 @@ impl FrontEnd for Worker {
                     // still parks after this bound.
                     Step::Idle(_) if ran.elapsed() < SPIN_BEFORE_PARK => {
                         tokio::task::yield_now().await;
-                        teardowns.run();
+                        tear_down();
                     }
                     // Ends on the scheduler's unpark, or a job submitted
                     // from a task run meanwhile (luge-sched unparks the
                     // worker it queued on).
                     Step::Idle(timeout) => {
-                        teardowns.run();
+                        tear_down();
                         let _ = tokio::time::timeout(timeout, wake.notified()).await;
                     }
                     Step::Stop => return,
