@@ -90,9 +90,15 @@ impl Handler for HttpHandler {
         // The sandbox outlives this request future when its response
         // streams: it runs in a task of its own, aborted (and so cancelled,
         // see dispatch::run) only if the client leaves before the head.
+        // It reports its own outcome (stderr, a failure) as it ends,
+        // whether or not its response was answered by then.
+        let function_name = function.name.clone();
         let run = tokio::spawn(async move {
-            app.execute_started(&action, cancel, sandbox, arrived, deadline, place)
-                .await
+            let outcome = app
+                .execute_started(&action, cancel, sandbox, arrived, deadline, place)
+                .await;
+            report(&function_name, request_id, &outcome);
+            outcome
         });
         let handle = run.abort_handle();
         let abort = UnlessDisarmed::new(move || handle.abort());
@@ -101,12 +107,8 @@ impl Handler for HttpHandler {
         let name = function.name.clone();
         match answered {
             Ok(answer) => {
-                let function = name.clone();
-                tokio::spawn(async move {
-                    if let Ok(outcome) = run.await {
-                        report(&function, request_id, &outcome);
-                    }
-                });
+                // Its task runs on to the end of the body and reports.
+                drop(run);
                 answer.unwrap_or_else(|error| {
                     tracing::warn!(function = %name, %error, "handler answered an error");
                     http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
@@ -114,19 +116,16 @@ impl Handler for HttpHandler {
             }
             // The handler ended without answering: its outcome says why.
             Err(_) => match run.await {
-                Ok(outcome) => {
-                    report(&name, request_id, &outcome);
-                    match outcome.termination {
-                        Termination::Exited(0) => http::json_error(
-                            StatusCode::INTERNAL_SERVER_ERROR,
-                            "The handler returned without a response.",
-                        ),
-                        termination => http::json_error(
-                            failure_status(&termination),
-                            &failure_message(&termination),
-                        ),
-                    }
-                }
+                Ok(outcome) => match outcome.termination {
+                    Termination::Exited(0) => http::json_error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "The handler returned without a response.",
+                    ),
+                    termination => http::json_error(
+                        failure_status(&termination),
+                        &failure_message(&termination),
+                    ),
+                },
                 Err(e) => http::json_error(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     &format!("internal executor error: {e}"),
