@@ -377,3 +377,45 @@ mod conformance {
 
     luge_testkit::conformance_tests!(registry(), true);
 }
+
+/// A pool with no slot left: the sandbox never runs, and its outcome says
+/// so as overload (answered 503 upstream), not as the function's trap.
+#[test]
+fn a_full_pool_is_busy_not_a_trap() {
+    let runtime: Arc<dyn WasmRuntime> = Arc::new(
+        WasmtimeRuntime::new(&WasmtimeConfig {
+            max_sandboxes: 1,
+            ..WasmtimeConfig::default()
+        })
+        .unwrap(),
+    );
+    let registry = ModuleRegistry::new(runtime, key(), None);
+    let spin = load(&registry, "spin");
+    let echo = load(&registry, "echo");
+    let mut action = Action::command("spin");
+    action.limits.timeout = Duration::from_secs(10);
+    // The spinner yields at the end of its first quantum, holding the
+    // pool's only slot.
+    let mut spinning = Arc::clone(&spin).start(
+        Invocation::new(Arc::new(action), &b"{}"[..]),
+        luge_core::Preemption {
+            quantum: Duration::from_millis(1),
+            enabled: true,
+        },
+    );
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(spinning.as_mut().poll(&mut cx).is_pending());
+    let outcome = run(&*echo, Action::command("echo"), "{}");
+    assert!(
+        matches!(&outcome.termination, Termination::Failed(why) if why.contains("every sandbox slot is in use")),
+        "{:?}",
+        outcome.termination
+    );
+    // The slot is back with the spinner gone.
+    drop(spinning);
+    assert!(
+        run(&*echo, Action::command("echo"), "{}")
+            .termination
+            .is_success()
+    );
+}
