@@ -229,7 +229,9 @@ pub fn peek_engine(bytes: &[u8]) -> Result<EngineId, ArtifactError> {
     Ok(header.engine)
 }
 
-fn split_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
+/// Where an artifact's header ends, by its length field alone (the header
+/// is not read).
+fn header_end(bytes: &[u8]) -> Result<usize, ArtifactError> {
     if !is_artifact(bytes) {
         return Err(ArtifactError::NotAnArtifact);
     }
@@ -242,13 +244,32 @@ fn split_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
     if header_len > MAX_HEADER_LEN {
         return Err(ArtifactError::Malformed);
     }
-    let header_end = len_at + 4 + header_len;
+    Ok(len_at + 4 + header_len)
+}
+
+fn split_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
+    let header_end = header_end(bytes)?;
     let header_bytes = bytes
-        .get(len_at + 4..header_end)
+        .get(MAGIC.len() + 4..header_end)
         .ok_or(ArtifactError::Malformed)?;
     let header: Header =
         serde_json::from_slice(header_bytes).map_err(|_| ArtifactError::Malformed)?;
     Ok((header, header_end))
+}
+
+/// An artifact's body (all but its MAC) and the MAC it carries, neither
+/// checked.
+fn split_mac(bytes: &[u8]) -> Result<(&[u8], [u8; MAC_LEN]), ArtifactError> {
+    if !is_artifact(bytes) {
+        return Err(ArtifactError::NotAnArtifact);
+    }
+    let body_len = bytes
+        .len()
+        .checked_sub(MAC_LEN)
+        .ok_or(ArtifactError::Malformed)?;
+    let (body, mac) = bytes.split_at(body_len);
+    let mac = mac.try_into().map_err(|_| ArtifactError::Malformed)?;
+    Ok((body, mac))
 }
 
 /// The payload of a sealed artifact, found by the header's length alone,
@@ -256,28 +277,15 @@ fn split_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
 /// while [`open`] checks the MAC, never to believe it. `None` where the
 /// bytes are not shaped like an artifact.
 pub fn unverified_payload(bytes: &[u8]) -> Option<&[u8]> {
-    if !is_artifact(bytes) {
-        return None;
-    }
-    let len_at = MAGIC.len();
-    let header_len = u32::from_le_bytes(bytes.get(len_at..len_at + 4)?.try_into().ok()?) as usize;
-    if header_len > MAX_HEADER_LEN {
-        return None;
-    }
-    bytes.get(len_at + 4 + header_len..bytes.len().checked_sub(MAC_LEN)?)
+    let (body, _) = split_mac(bytes).ok()?;
+    body.get(header_end(body).ok()?..)
 }
 
 /// The content id an artifact claims (its MAC, what [`open`] identifies it
 /// by once the MAC checks), **unauthenticated**: enough to tell that an
 /// artifact is probably loaded already, never to share a module on.
 pub fn claimed_id(bytes: &[u8]) -> Option<[u8; 32]> {
-    if !is_artifact(bytes) {
-        return None;
-    }
-    bytes
-        .get(bytes.len().checked_sub(MAC_LEN)?..)?
-        .try_into()
-        .ok()
+    split_mac(bytes).ok().map(|(_, mac)| mac)
 }
 
 /// Authenticates an artifact and checks it was built for `expected`, and,
@@ -291,15 +299,7 @@ pub fn open<'a>(
     expected: &EngineId,
     settings: Option<&str>,
 ) -> Result<VerifiedArtifact<'a>, ArtifactError> {
-    if !is_artifact(bytes) {
-        return Err(ArtifactError::NotAnArtifact);
-    }
-    let body_len = bytes
-        .len()
-        .checked_sub(MAC_LEN)
-        .ok_or(ArtifactError::Malformed)?;
-    let (body, mac) = bytes.split_at(body_len);
-    let mac: [u8; MAC_LEN] = mac.try_into().map_err(|_| ArtifactError::Malformed)?;
+    let (body, mac) = split_mac(bytes)?;
     // blake3::Hash equality is constant-time.
     let expected_mac = blake3::Hash::from_bytes(mac);
     if self::mac(key, body) != expected_mac {
