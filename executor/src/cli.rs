@@ -194,9 +194,11 @@ impl Options {
             .unwrap_or_else(|| SchedulerConfig::default().workers)
     }
 
-    /// `teardowns` per worker: see [`crate::frontend::per_worker`].
+    /// The scheduler, its workers serving connections where `front_end`
+    /// says, each with `teardowns`: see [`crate::frontend::per_worker`].
     fn scheduler(
         &self,
+        front_end: FrontEndKind,
         teardowns: usize,
     ) -> anyhow::Result<(Scheduler, Option<Arc<WorkerRuntimes>>)> {
         let config = SchedulerConfig {
@@ -227,7 +229,6 @@ impl Options {
             let _runtime = ambient.enter();
             run();
         });
-        let front_end = self.front_end()?;
         let (front_ends, runtimes) = match front_end {
             FrontEndKind::Workers => {
                 let (factory, runtimes) =
@@ -293,7 +294,8 @@ impl Options {
         // the default admission (at most an eighth of the pool), and a
         // `--max-pending` that leaves fewer gets fewer such teardowns.
         let workers = self.workers().max(1);
-        let reserve = match self.front_end()? {
+        let front_end = self.front_end()?;
+        let reserve = match front_end {
             FrontEndKind::Workers => {
                 (workers * luge_core::teardown::MAX_DEFERRED).min(capacity / 8)
             }
@@ -343,7 +345,7 @@ impl Options {
         if let Some(preinit) = luge_engines::preinitializer(&limits.default)? {
             registry = registry.with_preinitializer(preinit);
         }
-        let (scheduler, worker_runtimes) = self.scheduler(teardowns)?;
+        let (scheduler, worker_runtimes) = self.scheduler(front_end, teardowns)?;
         Ok(Settings {
             scheduler: Arc::new(scheduler),
             worker_runtimes,
