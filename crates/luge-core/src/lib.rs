@@ -28,6 +28,7 @@
 //!   for every engine.
 //! - [`preempt`]: the one signal a scheduler sends a running sandbox, and
 //!   [`teardown`]: a finished sandbox freed after its response is out.
+//! - [`places`]: a process-wide bound taken without waiting.
 //! - [`error`]: causes kept whole, shown as one line ([`error_line`]).
 #![deny(missing_docs)]
 
@@ -42,6 +43,7 @@ pub mod invocation;
 pub mod keyvalue;
 pub mod limits;
 pub mod outcome;
+pub mod places;
 pub mod preempt;
 pub mod runtime;
 pub mod start;

@@ -15,7 +15,6 @@
 
 use std::fs::File;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
@@ -30,29 +29,17 @@ const AT_LEAST: usize = 256 << 10;
 /// `http`): a quarter of them. Past this, artifacts are copied.
 pub(crate) const MAX_MAPPED: usize = 64;
 
-/// Artifacts mapped now (leases alive).
-static MAPPED: AtomicUsize = AtomicUsize::new(0);
+/// The places of artifacts mapped now.
+static MAPPED: luge_core::places::Places = luge_core::places::Places::new(MAX_MAPPED);
 
 /// One of the [`MAX_MAPPED`] places, held by the loaded module whose code
 /// the file holds and given back as it is dropped.
 #[derive(Debug)]
-pub(crate) struct Lease(());
+pub(crate) struct Lease(#[allow(dead_code, reason = "held for its drop")] luge_core::places::Place);
 
 impl Lease {
     fn take() -> Option<Self> {
-        // Relaxed: a count, ordering nothing else.
-        MAPPED
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < MAX_MAPPED).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Self(()))
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        MAPPED.fetch_sub(1, Ordering::Relaxed);
+        MAPPED.take().map(Self)
     }
 }
 
