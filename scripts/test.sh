@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# The vendored Wasmtime is the published crate plus vendor/patches only.
+./scripts/vendor-wasmtime.sh --check
 # fuzz/ is a workspace of its own with its own lock file: a dependency
 # change in the main workspace must be carried into it (fail in seconds,
 # not after the whole build).
