@@ -356,10 +356,19 @@ pub unsafe fn reset_with_pagemap(
         }
 
         let walk_end = result.walk_end().cast_mut();
+        // Luge: a walk end outside what was scanned (never seen; the
+        // kernel reports where it stopped) is not trusted: everything from
+        // the scan's start is decommitted, a complete reset, rather than a
+        // range computed from it.
+        if walk_end.addr() < start.addr() || walk_end.addr() > end {
+            decommit(start, end - start.addr());
+            return bytes_resident;
+        }
         // Scan on past a full `storage` while budget is left; otherwise
         // everything after `walk_end` to the end of memory is decommitted
         // (nothing when the scan reached the end).
         if reported == MAX_REGIONS
+            && walk_end.addr() > start.addr()
             && walk_end.addr() < end
             && keep_resident.byte_count().saturating_sub(bytes_resident) >= host_page_size
         {
