@@ -6,8 +6,8 @@
 #   scripts/vendor-wasmtime.sh          rebuild vendor/wasmtime from the crate
 #   scripts/vendor-wasmtime.sh --check  fail if it differs (run by test.sh)
 #
-# The crate comes from cargo's download cache or crates.io, checked against
-# the checksum crates.io's index gives for it.
+# The crate comes from cargo's download cache, crates.io, or cargo fetching
+# it, and is checked against the checksum crates.io's index gives for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 crate=wasmtime-48.0.8
@@ -15,12 +15,22 @@ sha256=a2afcadb2e7d0417cb8f3f322c66eff49338b288f22290c0ca0bd3e9570732aa
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-cached=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$crate.crate" 2>/dev/null | head -1 || true)
-if [ -n "$cached" ]; then
-    cp "$cached" "$tmp/$crate.crate"
-else
-    curl -sSfL --retry 3 -o "$tmp/$crate.crate" \
-        "https://static.crates.io/crates/wasmtime/$crate.crate"
+cached() {
+    ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$crate.crate" 2>/dev/null | head -1 || true
+}
+if [ -z "$(cached)" ] && ! curl -sSfL --retry 3 -o "$tmp/$crate.crate" \
+    "https://static.crates.io/crates/wasmtime/$crate.crate"; then
+    # No direct download (a registry mirror only): let cargo fetch it into
+    # its cache through whatever source it is configured with.
+    rm -f "$tmp/$crate.crate"
+    mkdir -p "$tmp/fetch/src"
+    printf '[package]\nname = "fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nwasmtime = { version = "=%s", default-features = false }\n' \
+        "${crate#wasmtime-}" >"$tmp/fetch/Cargo.toml"
+    touch "$tmp/fetch/src/lib.rs"
+    cargo fetch --quiet --manifest-path "$tmp/fetch/Cargo.toml"
+fi
+if [ -n "$(cached)" ] && [ ! -s "$tmp/$crate.crate" ]; then
+    cp "$(cached)" "$tmp/$crate.crate"
 fi
 echo "$sha256  $tmp/$crate.crate" | sha256sum -c --quiet
 tar -xzf "$tmp/$crate.crate" -C "$tmp"
