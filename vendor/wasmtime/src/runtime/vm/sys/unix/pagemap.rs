@@ -295,8 +295,11 @@ pub unsafe fn reset_with_pagemap(
     let end = ptr.addr() + len.byte_count();
     let mut start = ptr;
     let mut bytes_resident = 0;
+    let budget_left = |bytes_resident: usize| {
+        keep_resident.byte_count().saturating_sub(bytes_resident)
+    };
     loop {
-        let budget = keep_resident.byte_count().saturating_sub(bytes_resident);
+        let budget = budget_left(bytes_resident);
         let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(
             start,
             end - start.addr(),
@@ -370,7 +373,7 @@ pub unsafe fn reset_with_pagemap(
         if reported == MAX_REGIONS
             && walk_end.addr() > start.addr()
             && walk_end.addr() < end
-            && keep_resident.byte_count().saturating_sub(bytes_resident) >= host_page_size
+            && budget_left(bytes_resident) >= host_page_size
         {
             start = walk_end;
             continue;
