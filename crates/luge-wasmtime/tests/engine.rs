@@ -464,3 +464,26 @@ fn scattered_writes_are_reset_whole_and_stay_resident() {
         }
     }
 }
+
+/// Past the bound on what a slot keeps resident (1 MiB), scattered writes
+/// still leave nothing behind: c-scatter writes every other page of 1024
+/// (512 runs, 2 MiB); the reset copies back runs until the bound is spent
+/// and decommits the rest, and each sandbox after it reads zeros.
+#[test]
+fn scattered_writes_past_the_resident_bound_are_reset_too() {
+    let registry = registry();
+    let scatter = load(&registry, "c-scatter");
+    let mut action = Action::command("scatter");
+    action.capabilities.args.push("1024".into());
+    for round in 0..4 {
+        let outcome = run(&*scatter, action.clone(), "");
+        assert!(
+            outcome.termination.is_success(),
+            "{:?}",
+            outcome.termination
+        );
+        let answer = last_json(&outcome.stdout);
+        assert_eq!(answer["stale"], 0, "round {round}: {answer}");
+        assert_eq!(answer["written"], 512, "round {round}: {answer}");
+    }
+}
