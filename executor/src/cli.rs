@@ -219,6 +219,11 @@ impl Options {
                 (None, None) => None,
                 _ => bail!("sharding needs both long_above_us and long_workers"),
             },
+            // The scheduler's own default (1 ms, explained there) unless set.
+            steal_margin: self.steal_margin_us.map_or(
+                SchedulerConfig::default().steal_margin,
+                Duration::from_micros,
+            ),
         };
         // Engine host calls (WASI sleeps, file I/O) use tokio's timers and
         // blocking pool: run every worker inside the front end's runtime.

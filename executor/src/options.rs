@@ -177,6 +177,12 @@ options! {
         /// expects [default: 90].
         #[arg(long, value_parser = percentile)]
         pub srsf_percentile: Option<f64>,
+        /// How much more urgent, µs, a job queued behind a busy worker must
+        /// be than the head of another worker's own queue for that worker
+        /// to take it; an idle worker takes any (0: strict EDF across
+        /// workers) [default: 1000].
+        #[arg(long)]
+        pub steal_margin_us: Option<u64>,
         /// Wasm engine [default: wasmtime]. Given twice, the last one
         /// counts (so a wrapper's default can be overridden).
         #[arg(long, value_enum, overrides_with = "engine")]

@@ -145,7 +145,8 @@ pub(crate) fn luge_serve(
         .arg(dir.join("key"))
         .arg("--state-dir")
         .arg(dir.join(state))
-        .args(extra);
+        .args(extra)
+        .args(&setup.luge_args);
     Ok(luge)
 }
 

@@ -124,6 +124,11 @@ struct Cli {
     /// throughput point alone).
     #[arg(long)]
     no_p50: bool,
+    /// An extra flag for every `luge serve` the experiment starts (given
+    /// once per flag: `--luge-arg=--steal-margin-us --luge-arg=200`), to
+    /// compare settings of one build.
+    #[arg(long = "luge-arg", allow_hyphen_values = true)]
+    luge_args: Vec<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -147,6 +152,7 @@ fn main() -> anyhow::Result<()> {
     let setup = Setup {
         engine: cli.engine.clone(),
         runtime: luge_benches::runtime_named(&cli.engine)?,
+        luge_args: cli.luge_args.clone(),
     };
     let experiments = match cli.experiment {
         Experiment::All => vec![
@@ -213,6 +219,8 @@ struct Setup {
     engine: String,
     /// The same engine in this process, to precompile and for churn.
     runtime: Arc<dyn luge_core::WasmRuntime>,
+    /// Extra flags for every `luge serve` (`--luge-arg`).
+    luge_args: Vec<String>,
 }
 
 impl Setup {
@@ -220,6 +228,7 @@ impl Setup {
     fn server(&self, extra: &[&str]) -> Server {
         let mut args = vec!["--engine", self.engine.as_str()];
         args.extend_from_slice(extra);
+        args.extend(self.luge_args.iter().map(String::as_str));
         Server::start_with(&args)
     }
 

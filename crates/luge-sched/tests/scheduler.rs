@@ -473,6 +473,14 @@ impl luge_sched::Unpark for ChannelUnpark {
 /// Workers that serve front ends of their own: `n` workers, and the sender
 /// of each one's arrivals.
 fn with_front_ends(n: usize) -> (Arc<Scheduler>, Vec<mpsc::Sender<Arrival>>) {
+    with_front_ends_and_margin(n, Duration::ZERO)
+}
+
+/// [`with_front_ends`] with a steal margin.
+fn with_front_ends_and_margin(
+    n: usize,
+    steal_margin: Duration,
+) -> (Arc<Scheduler>, Vec<mpsc::Sender<Arrival>>) {
     let scheduler = Arc::new(std::sync::OnceLock::new());
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel()).unzip();
     let receivers = Mutex::new(receivers.into_iter().map(Some).collect::<Vec<_>>());
@@ -494,6 +502,7 @@ fn with_front_ends(n: usize) -> (Arc<Scheduler>, Vec<mpsc::Sender<Arrival>>) {
         workers: n,
         policy: Policy::Edf,
         pin: false,
+        steal_margin,
         ..Default::default()
     };
     let sched = Arc::new(Scheduler::start_with(&config, None, Some(factory)).unwrap());
@@ -550,4 +559,50 @@ fn front_ends_run_what_they_receive_where_it_arrived() {
         .collect();
     assert!(ran_on.len() > 1, "all on {ran_on:?}");
     assert!(sched.stats().steals > 0, "{:?}", sched.stats());
+}
+
+/// A steal margin keeps a busy worker on its own jobs: two workers, each
+/// with 20 jobs of 3 ms from its own front end, worker 0's all more urgent
+/// (earlier deadlines) than worker 1's. Strict EDF across workers (no
+/// margin) has worker 1 run worker 0's jobs first, about half of them, and
+/// worker 0 then half of worker 1's; with a margin longer than the test each
+/// worker runs its own, a sibling taking one only when its own queue is
+/// empty (at the start and the end).
+#[test]
+fn a_steal_margin_keeps_busy_workers_on_their_own_jobs() {
+    let (sched, arrivals) = with_front_ends_and_margin(2, Duration::from_secs(60));
+    let (tx, rx) = mpsc::channel();
+    // Made in order: worker 0's 20, then worker 1's (later deadlines).
+    let jobs: Vec<(usize, Job)> = (0..40)
+        .map(|i| {
+            let (arrives_at, done) = (i / 20, tx.clone());
+            let job = Job {
+                function: Arc::from("own"),
+                deadline: Instant::now() + Duration::from_millis(100),
+                expected: None,
+                future: Box::pin(async move {
+                    spin(3, None).await;
+                    let thread = std::thread::current().name().unwrap_or("?").to_owned();
+                    let _ = done.send((arrives_at, thread));
+                }),
+            };
+            (arrives_at, job)
+        })
+        .collect();
+    // Worker 1's jobs first, so that neither worker idles long before its
+    // own burst is queued.
+    let (first, second): (Vec<_>, Vec<_>) = jobs.into_iter().partition(|(at, _)| *at == 1);
+    for (worker, job) in first.into_iter().chain(second) {
+        arrivals[worker].send(Arrival::Request(job)).unwrap();
+    }
+    let elsewhere = (0..40)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .filter(|(arrived, ran_on)| *ran_on != format!("luge-worker-{arrived}"))
+        .count();
+    let stats = sched.stats();
+    assert!(
+        elsewhere <= 10,
+        "{elsewhere} of 40 ran elsewhere: {stats:?}"
+    );
+    assert_eq!(stats.steals, elsewhere as u64, "{stats:?}");
 }
