@@ -156,9 +156,9 @@ impl Default for SchedulerConfig {
             // ran on another core than the one whose connection received
             // them (their state moved there, their answer back). With 1 ms
             // a busy worker keeps to its own queue while the queues are
-            // about even: on 8 dedicated cores 26-36 % more requests per
-            // second for a C ping and 44-60 % more for a component, a
-            // fifth to a third less CPU per request, under 3 % of jobs
+            // about even: on 8 dedicated cores 23-36 % more requests per
+            // second for a C ping and 29-61 % more for a component,
+            // 16-37 % less CPU per request, under 3 % of jobs
             // stolen (docs/BENCHMARKS.md, "A steal margin"); no change on
             // 2 cores. The price: a job waiting behind a busy worker may
             // wait up to 1 ms longer than strict EDF would have it while
