@@ -13,16 +13,13 @@ use std::cell::OnceCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crossbeam_utils::CachePadded;
-
 thread_local! {
     static SIGNAL: OnceCell<PreemptSignal> = const { OnceCell::new() };
 }
 
-/// One worker's flag, on cache lines of its own: its worker clears it at
-/// every job, which must not take a line other workers' flags share.
+/// One worker's flag.
 #[derive(Debug, Clone, Default)]
-pub struct PreemptSignal(Arc<CachePadded<AtomicBool>>);
+pub struct PreemptSignal(Arc<AtomicBool>);
 
 impl PreemptSignal {
     /// A lowered flag.
@@ -37,11 +34,7 @@ impl PreemptSignal {
 
     /// Withdraws a request (the worker is about to pick its next job anyway).
     pub fn clear(&self) {
-        // Read first: the flag is nearly always down, and a read leaves the
-        // line shared where a write would take it.
-        if self.0.load(Ordering::Relaxed) {
-            self.0.store(false, Ordering::Release);
-        }
+        self.0.store(false, Ordering::Release);
     }
 
     /// Makes this the flag that [`requested`] reads on the calling thread.

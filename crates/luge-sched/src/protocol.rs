@@ -12,7 +12,6 @@
 //!   enqueue: by the waker (the job was idle) or by the worker (it was
 //!   woken while running).
 
-use crossbeam_utils::CachePadded;
 #[cfg(luge_loom)]
 use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
 #[cfg(not(luge_loom))]
@@ -21,10 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
 /// Which workers sleep, and how many.
 #[derive(Debug)]
 pub struct SleepMarks {
-    /// One mark per worker, each on cache lines of its own: a worker
-    /// clears its own mark at every scheduling point, which must not take
-    /// the line its siblings clear theirs on.
-    sleeping: Vec<CachePadded<AtomicBool>>,
+    sleeping: Vec<AtomicBool>,
     /// Workers whose mark is set: a submitter that finds none skips the
     /// search for one (O(1) when every worker is busy).
     sleepers: AtomicUsize,
@@ -34,9 +30,7 @@ impl SleepMarks {
     /// Marks for `workers` workers, all awake.
     pub fn new(workers: usize) -> Self {
         Self {
-            sleeping: (0..workers)
-                .map(|_| CachePadded::new(AtomicBool::new(false)))
-                .collect(),
+            sleeping: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             sleepers: AtomicUsize::new(0),
         }
     }

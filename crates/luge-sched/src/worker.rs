@@ -12,7 +12,6 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
-use crossbeam_utils::CachePadded;
 use luge_core::preempt::PreemptSignal;
 
 use crate::policy::{Policy, Urgency};
@@ -208,10 +207,9 @@ pub(crate) struct Shared {
     /// New long jobs, under sharding: only the long workers take them.
     long_injector: Injector<Arc<Task>>,
     sharding: Option<Sharding>,
-    /// See [`SchedulerConfig::steal_margin`], in ns.
-    steal_margin_ns: u64,
-    /// Per worker: its queue and what it alone writes per job.
-    slots: Box<[CachePadded<Slot>]>,
+    /// See [`SchedulerConfig::steal_margin`].
+    steal_margin: Duration,
+    queues: Vec<Mutex<RunQueue<Arc<Task>>>>,
     /// Jobs waiting in all workers' queues together. A scheduling point
     /// scans siblings' queues only when some wait beyond its own: in the
     /// common case (workers keep up) each point is O(1) in the number of
@@ -224,98 +222,21 @@ pub(crate) struct Shared {
     wakers: Vec<OnceLock<Arc<dyn Unpark>>>,
     shutdown: AtomicBool,
     pub stats: ExecutionStats,
-    /// Counts of what happens off the workers' threads (submits from
-    /// elsewhere); each worker counts its own in its slot.
     counters: Counters,
+    busy_ns: Vec<AtomicU64>,
+    jobs_run: Vec<AtomicU64>,
     next_wake: AtomicUsize,
-    base: Instant,
-}
-
-/// One worker's share of the scheduler, on cache lines of its own
-/// ([`CachePadded`]): its run queue and everything it writes at every job.
-/// Side by side in vectors, these fields of eight workers shared a few
-/// lines, and each job's writes moved the lines of its siblings between
-/// cores (false sharing).
-struct Slot {
-    queue: Mutex<RunQueue<Arc<Task>>>,
-    /// The queue's most urgent job as [`head_code`] (its key, and whether
-    /// it is long), [`EMPTY_HEAD`] when the queue is empty: written under
-    /// the queue's lock at every change, read by siblings choosing whom
-    /// to take from, without the lock (a hint: the choice is checked
-    /// under the chosen queue's lock).
-    head: AtomicU64,
-    /// Asks the sandbox this worker runs to yield early.
-    signal: PreemptSignal,
-    /// The policy key of the job this worker runs, as ns since `base`;
+    /// Per worker: asks the sandbox it runs to yield early.
+    signals: Vec<PreemptSignal>,
+    /// Per worker: the policy key of the job it runs, as ns since `base`;
     /// `IDLE_KEY` when it runs none. Read by `submit` to find the worker a
     /// more urgent arrival should interrupt.
-    running_key: AtomicU64,
-    busy_ns: AtomicU64,
-    jobs_run: AtomicU64,
-    /// What this worker counted, summed with the others' in
-    /// [`Scheduler::stats`].
-    counters: Counters,
-}
-
-impl Slot {
-    fn new() -> Self {
-        Self {
-            queue: Mutex::new(RunQueue::default()),
-            head: AtomicU64::new(EMPTY_HEAD),
-            signal: PreemptSignal::new(),
-            running_key: AtomicU64::new(IDLE_KEY),
-            busy_ns: AtomicU64::new(0),
-            jobs_run: AtomicU64::new(0),
-            counters: Counters::default(),
-        }
-    }
+    running_key: Vec<AtomicU64>,
+    base: Instant,
 }
 
 /// `running_key` of a worker running nothing.
 const IDLE_KEY: u64 = u64::MAX;
-
-/// `Slot::head` of an empty queue.
-const EMPTY_HEAD: u64 = u64::MAX;
-
-/// A queue's head as `Slot::head` holds it: its key (ns since the
-/// scheduler's base) shifted left by one, the low bit set for a long job.
-fn head_code(key_ns: u64, long: bool) -> u64 {
-    (key_ns.min((EMPTY_HEAD >> 1) - 1) << 1) | u64::from(long)
-}
-
-/// A worker's queue, locked; publishes the queue's head when dropped, so
-/// that no change escapes `Slot::head`.
-struct Lane<'a> {
-    queue: MutexGuard<'a, RunQueue<Arc<Task>>>,
-    slot: &'a Slot,
-    shared: &'a Shared,
-}
-
-impl std::ops::Deref for Lane<'_> {
-    type Target = RunQueue<Arc<Task>>;
-    fn deref(&self) -> &Self::Target {
-        &self.queue
-    }
-}
-
-impl std::ops::DerefMut for Lane<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.queue
-    }
-}
-
-impl Drop for Lane<'_> {
-    fn drop(&mut self) {
-        let head = match (self.queue.peek_key(), self.queue.peek()) {
-            (Some(key), Some(task)) => head_code(self.shared.key_ns(key), task.long),
-            _ => EMPTY_HEAD,
-        };
-        // Only a change is written: a sibling reading the line keeps it.
-        if self.slot.head.load(Ordering::Relaxed) != head {
-            self.slot.head.store(head, Ordering::Release);
-        }
-    }
-}
 
 impl task::Requeue for Shared {
     fn enqueue_woken(&self, task: Arc<Task>) {
@@ -324,19 +245,11 @@ impl task::Requeue for Shared {
 }
 
 impl Shared {
-    fn queue(&self, worker: usize) -> Lane<'_> {
-        let slot = &*self.slots[worker];
-        Lane {
-            // Queue operations are single push/pop calls; ignore poisoning.
-            queue: slot.queue.lock().unwrap_or_else(|e| e.into_inner()),
-            slot,
-            shared: self,
-        }
-    }
-
-    /// The counters of `worker`, or of the threads outside the workers.
-    fn counters(&self, worker: Option<usize>) -> &Counters {
-        worker.map_or(&self.counters, |w| &self.slots[w].counters)
+    fn queue(&self, worker: usize) -> MutexGuard<'_, RunQueue<Arc<Task>>> {
+        // Queue operations are single push/pop calls; ignore poisoning.
+        self.queues[worker]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether `worker` may run long jobs (every worker, unsharded).
@@ -348,7 +261,7 @@ impl Shared {
     fn workers_for(&self, long: bool) -> std::ops::Range<usize> {
         match self.sharding {
             Some(sharding) if long => 0..sharding.long_workers,
-            _ => 0..self.slots.len(),
+            _ => 0..self.queues.len(),
         }
     }
 
@@ -380,17 +293,14 @@ impl Shared {
         let key = self.key_ns(key);
         let least_urgent = self
             .workers_for(long)
-            .map(|worker| {
-                let running = self.slots[worker].running_key.load(Ordering::Acquire);
-                (running, worker)
-            })
+            .map(|worker| (self.running_key[worker].load(Ordering::Acquire), worker))
             .max();
         if let Some((running, worker)) = least_urgent
             && running != IDLE_KEY
             && key < running
         {
-            self.slots[worker].signal.raise();
-            Counters::add(&self.counters(self.this_worker()).early_preemptions, 1);
+            self.signals[worker].raise();
+            Counters::add(&self.counters.early_preemptions, 1);
         }
     }
 
@@ -402,7 +312,7 @@ impl Shared {
 
     /// A job whose I/O completed: back to the worker that last ran it.
     fn enqueue_woken_here(&self, task: Arc<Task>) {
-        let home = task.home.load(Ordering::Relaxed) % self.slots.len();
+        let home = task.home.load(Ordering::Relaxed) % self.queues.len();
         let long = task.long;
         self.push_local(home, task);
         if !self.wake_worker(home) {
@@ -477,73 +387,47 @@ impl Shared {
             let queue = self.queue(worker);
             (queue.peek_key(), queue.len())
         };
-        let mut best: Option<(u64, usize)> = own_key.map(|k| (self.key_ns(k), worker));
+        let mut best: Option<(Instant, usize)> = own_key.map(|k| (k, worker));
         // Siblings are searched only when jobs wait beyond this worker's
         // own: otherwise the point costs the same for 2 workers or 64.
         if self.backlog.load(Ordering::SeqCst) > own_len {
-            Counters::add(&self.slots[worker].counters.sibling_scans, 1);
+            Counters::add(&self.counters.sibling_scans, 1);
             let runs_long = self.runs_long(worker);
-            // Each sibling's published head is read, not its lock taken:
-            // a read leaves the line shared where a lock would take it.
-            for other in (0..self.slots.len()).filter(|&w| w != worker) {
-                let head = self.slots[other].head.load(Ordering::Acquire);
-                // An empty queue, or a long job that stays on the long
-                // workers.
-                if head == EMPTY_HEAD || (!runs_long && head & 1 == 1) {
-                    continue;
-                }
-                let key = head >> 1;
-                // Against this worker's own head, a sibling's job must be
-                // more urgent by the margin.
-                if best.is_none_or(|(best_key, from)| {
-                    let margin = if from == worker {
-                        self.steal_margin_ns
-                    } else {
-                        0
-                    };
-                    key.saturating_add(margin) < best_key
-                }) {
+            for other in (0..self.queues.len()).filter(|&w| w != worker) {
+                if let Ok(queue) = self.queues[other].try_lock()
+                    && let Some(key) = queue.peek_key()
+                    && best.is_none_or(|(best_key, from)| {
+                        // Against this worker's own head, a sibling's job
+                        // must be more urgent by the margin.
+                        let margin = if from == worker {
+                            self.steal_margin
+                        } else {
+                            Duration::ZERO
+                        };
+                        key.checked_add(margin).is_some_and(|k| k < best_key)
+                    })
+                    // A long job stays on the long workers.
+                    && (runs_long || queue.peek().is_some_and(|task| !task.long))
+                {
                     best = Some((key, other));
                 }
             }
         }
         let (_, from) = best?;
-        let taken = self.pop(from, |task| {
-            from == worker || self.runs_long(worker) || !task.long
-        });
-        let task = match taken {
-            Some(task) => {
-                if from != worker {
-                    Counters::add(&self.slots[worker].counters.steals, 1);
-                }
-                task
+        let (task, backlog) = {
+            let mut queue = self.queue(from);
+            let task = queue.pop();
+            if task.is_some() {
+                self.backlog.fetch_sub(1, Ordering::SeqCst);
             }
-            // The sibling's head went (or changed to a job this worker may
-            // not run) since it was read: this worker's own, if any.
-            None if from != worker => self.pop(worker, |_| true)?,
-            None => return None,
-        };
-        Some(task)
-    }
-
-    /// Takes the head of `worker`'s queue if `may_take` accepts it, and
-    /// offers what still waits there to a sleeping sibling.
-    fn pop(&self, worker: usize, may_take: impl FnOnce(&Task) -> bool) -> Option<Arc<Task>> {
-        let (task, more) = {
-            let mut queue = self.queue(worker);
-            let task = if queue.peek().is_some_and(|task| may_take(task)) {
-                queue.pop()
-            } else {
-                None
-            };
             (task, !queue.is_empty())
         };
-        if task.is_some() {
-            self.backlog.fetch_sub(1, Ordering::SeqCst);
+        if from != worker && task.is_some() {
+            Counters::add(&self.counters.steals, 1);
         }
-        if more {
+        if backlog {
             // Work still waits while this worker is busy: let a sleeper take it.
-            self.wake_any(self.sharding.is_some() && self.runs_long(worker));
+            self.wake_any(self.sharding.is_some() && self.runs_long(from));
         }
         task
     }
@@ -555,10 +439,8 @@ impl Shared {
         let mut cx = Context::from_waker(&waker);
         // A request raised for the previous job is void: this one is the
         // most urgent the worker could find.
-        let slot = &*self.slots[worker];
-        slot.signal.clear();
-        slot.running_key
-            .store(self.key_ns(self.key(&task)), Ordering::Release);
+        self.signals[worker].clear();
+        self.running_key[worker].store(self.key_ns(self.key(&task)), Ordering::Release);
         let started = Instant::now();
         let poll = {
             let mut slot = task.future.lock().unwrap_or_else(|e| e.into_inner());
@@ -574,9 +456,9 @@ impl Shared {
                 None => Poll::Ready(()),
             }
         };
-        slot.running_key.store(IDLE_KEY, Ordering::Release);
+        self.running_key[worker].store(IDLE_KEY, Ordering::Release);
         let spent = started.elapsed().as_nanos() as u64;
-        slot.busy_ns.fetch_add(spent, Ordering::Relaxed);
+        self.busy_ns[worker].fetch_add(spent, Ordering::Relaxed);
         task.cpu_ns.fetch_add(spent, Ordering::Relaxed);
         match poll {
             Poll::Ready(()) => {
@@ -587,7 +469,7 @@ impl Shared {
                 let yields = task.yields.load(Ordering::Relaxed);
                 self.stats
                     .record(&task.function, task.cpu(), missed, yields);
-                Counters::add(&slot.counters.completed, 1);
+                Counters::add(&self.counters.completed, 1);
             }
             Poll::Pending => {
                 let parked = task.state.park();
@@ -595,9 +477,9 @@ impl Shared {
                     // Woken while running: a quantum yield. Re-queue; the
                     // loop then picks the most urgent job, maybe this one.
                     task.yields.fetch_add(1, Ordering::Relaxed);
-                    Counters::add(&slot.counters.preemptions, 1);
+                    Counters::add(&self.counters.preemptions, 1);
                     if task.renew_if_spent(Instant::now()) {
-                        Counters::add(&slot.counters.renewals, 1);
+                        Counters::add(&self.counters.renewals, 1);
                     }
                     self.push_local(worker, task);
                 }
@@ -626,12 +508,12 @@ impl Shared {
             queue.len()
         };
         self.backlog.fetch_add(1, Ordering::SeqCst);
-        Counters::add(&self.slots[worker].counters.local_submits, 1);
+        Counters::add(&self.counters.local_submits, 1);
         // Parked in its front end: end the park (submitted from inside it).
         if self.wake_worker(worker) {
             return;
         }
-        if waiting > 1 || self.slots[worker].running_key.load(Ordering::Acquire) != IDLE_KEY {
+        if waiting > 1 || self.running_key[worker].load(Ordering::Acquire) != IDLE_KEY {
             self.wake_any(long);
         }
     }
@@ -645,7 +527,7 @@ impl Shared {
             return Step::Stop;
         }
         if let Some(task) = self.next_task(worker) {
-            self.slots[worker].jobs_run.fetch_add(1, Ordering::Relaxed);
+            self.jobs_run[worker].fetch_add(1, Ordering::Relaxed);
             self.run(worker, task);
             let more = !self.queue(worker).is_empty();
             return Step::Ran { more };
@@ -722,15 +604,19 @@ impl Scheduler {
             injector: Injector::new(),
             long_injector: Injector::new(),
             sharding: config.sharding,
-            steal_margin_ns: u64::try_from(config.steal_margin.as_nanos()).unwrap_or(u64::MAX),
-            slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
+            steal_margin: config.steal_margin,
+            queues: (0..n).map(|_| Mutex::new(RunQueue::default())).collect(),
             backlog: AtomicUsize::new(0),
             sleep: SleepMarks::new(n),
             wakers: (0..n).map(|_| OnceLock::new()).collect(),
             shutdown: AtomicBool::new(false),
             stats: ExecutionStats::new(config.srsf_percentile),
             counters: Counters::default(),
+            busy_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            jobs_run: (0..n).map(|_| AtomicU64::new(0)).collect(),
             next_wake: AtomicUsize::new(0),
+            signals: (0..n).map(|_| PreemptSignal::new()).collect(),
+            running_key: (0..n).map(|_| AtomicU64::new(IDLE_KEY)).collect(),
             base: Instant::now(),
         });
         let cores = if config.pin {
@@ -752,7 +638,7 @@ impl Scheduler {
                     {
                         tracing::warn!(worker, "could not pin worker to its core");
                     }
-                    shared.slots[worker].signal.install_on_this_thread();
+                    shared.signals[worker].install_on_this_thread();
                     THIS_WORKER.with(|this| {
                         this.set(Some((Arc::as_ptr(&shared) as usize, worker)));
                     });
@@ -802,21 +688,21 @@ impl Scheduler {
             home: AtomicUsize::new(0),
             shared: Arc::downgrade(&self.shared) as std::sync::Weak<dyn task::Requeue>,
         });
-        let here = self.shared.this_worker();
-        Counters::add(&self.shared.counters(here).submitted, 1);
+        Counters::add(&self.shared.counters.submitted, 1);
         let long = task.long;
         // Submitted by a worker's front end: run where it arrived (a long
         // job only on a worker that runs long ones).
-        if long {
-            Counters::add(&self.shared.counters(here).long_jobs, 1);
-        }
-        if let Some(worker) = here
+        if let Some(worker) = self.shared.this_worker()
             && (!long || self.shared.runs_long(worker))
         {
+            if long {
+                Counters::add(&self.shared.counters.long_jobs, 1);
+            }
             return self.shared.submit_here(worker, task);
         }
         let key = self.shared.key(&task);
         if long {
+            Counters::add(&self.shared.counters.long_jobs, 1);
             self.shared.long_injector.push(task);
         } else {
             self.shared.injector.push(task);
@@ -838,32 +724,29 @@ impl Scheduler {
 
     /// Counters so far.
     pub fn stats(&self) -> SchedulerStats {
-        let shared = &self.shared;
-        let all = || {
-            std::iter::once(&shared.counters).chain(shared.slots.iter().map(|slot| &slot.counters))
-        };
-        let sum = |counter: fn(&Counters) -> &AtomicU64| {
-            all().map(|c| counter(c).load(Ordering::Relaxed)).sum()
-        };
-        let per_worker = |value: fn(&Slot) -> &AtomicU64| {
-            shared
-                .slots
-                .iter()
-                .map(|slot| value(slot).load(Ordering::Relaxed))
-                .collect()
-        };
+        let c = &self.shared.counters;
         SchedulerStats {
-            submitted: sum(|c| &c.submitted),
-            completed: sum(|c| &c.completed),
-            preemptions: sum(|c| &c.preemptions),
-            early_preemptions: sum(|c| &c.early_preemptions),
-            renewals: sum(|c| &c.renewals),
-            steals: sum(|c| &c.steals),
-            sibling_scans: sum(|c| &c.sibling_scans),
-            long_jobs: sum(|c| &c.long_jobs),
-            local_submits: sum(|c| &c.local_submits),
-            busy_ns: per_worker(|slot| &slot.busy_ns),
-            jobs_run: per_worker(|slot| &slot.jobs_run),
+            submitted: c.submitted.load(Ordering::Relaxed),
+            completed: c.completed.load(Ordering::Relaxed),
+            preemptions: c.preemptions.load(Ordering::Relaxed),
+            early_preemptions: c.early_preemptions.load(Ordering::Relaxed),
+            renewals: c.renewals.load(Ordering::Relaxed),
+            steals: c.steals.load(Ordering::Relaxed),
+            sibling_scans: c.sibling_scans.load(Ordering::Relaxed),
+            long_jobs: c.long_jobs.load(Ordering::Relaxed),
+            local_submits: c.local_submits.load(Ordering::Relaxed),
+            busy_ns: self
+                .shared
+                .busy_ns
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
+            jobs_run: self
+                .shared
+                .jobs_run
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
         }
     }
 }
