@@ -412,10 +412,12 @@ fn sharding_keeps_long_functions_on_the_long_workers() {
     assert!(Scheduler::start(&bad, None).is_err());
 }
 
-/// What a stand-in front end receives: a request (the job it submits) or
-/// the scheduler's unpark.
+/// What a stand-in front end receives: a request (the job it submits),
+/// requests read in one turn (submitted together, before the worker runs
+/// any), or the scheduler's unpark.
 enum Arrival {
     Request(Job),
+    Requests(Vec<Job>),
     Unpark,
 }
 
@@ -439,8 +441,12 @@ impl luge_sched::FrontEnd for ChannelFrontEnd {
             match step() {
                 luge_sched::Step::Ran { .. } => {
                     while let Ok(arrival) = self.arrivals.try_recv() {
-                        if let Arrival::Request(job) = arrival {
-                            self.submit(job);
+                        match arrival {
+                            Arrival::Request(job) => self.submit(job),
+                            Arrival::Requests(jobs) => {
+                                jobs.into_iter().for_each(|j| self.submit(j))
+                            }
+                            Arrival::Unpark => {}
                         }
                     }
                 }
@@ -452,6 +458,9 @@ impl luge_sched::FrontEnd for ChannelFrontEnd {
                     {
                         match arrival {
                             Arrival::Request(job) => self.submit(job),
+                            Arrival::Requests(jobs) => {
+                                jobs.into_iter().for_each(|j| self.submit(j))
+                            }
                             Arrival::Unpark => break,
                         }
                     }
@@ -605,4 +614,58 @@ fn a_steal_margin_keeps_busy_workers_on_their_own_jobs() {
         "{elsewhere} of 40 ran elsewhere: {stats:?}"
     );
     assert_eq!(stats.steals, elsewhere as u64, "{stats:?}");
+}
+
+/// The margin's bound: a busy worker still takes a sibling's queued job
+/// that is more urgent than its own next one by more than the margin. Two
+/// workers at the default margin (1 ms): worker 1 has 50 jobs of 4 ms due
+/// in 10 s; worker 0 runs a 200 ms job that does not yield, and behind it
+/// waits a job due in 2 s. Worker 1 takes that job at its next scheduling
+/// point (within a few ms); with a margin longer than the test it would
+/// wait for one of the two to run dry (about 200 ms).
+#[test]
+fn a_busy_worker_takes_a_siblings_job_more_urgent_by_the_margin() {
+    let margin = SchedulerConfig::default().steal_margin;
+    assert_eq!(margin, Duration::from_millis(1));
+    let (sched, arrivals) = with_front_ends_and_margin(2, margin);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    let job = |name: &str, ms: u64, due: Duration| Job {
+        function: Arc::from(name),
+        deadline: now + due,
+        expected: None,
+        future: Box::pin({
+            let done = tx.clone();
+            let name = name.to_owned();
+            async move {
+                spin(ms, None).await;
+                let _ = done.send((name, Instant::now()));
+            }
+        }),
+    };
+    for _ in 0..50 {
+        let own = job("own", 4, Duration::from_secs(10));
+        arrivals[1].send(Arrival::Request(own)).unwrap();
+    }
+    // Worker 1 busy with its own, its queue full, before worker 0's arrive.
+    eventually(|| sched.stats().completed >= 2);
+    let long = job("long", 200, Duration::from_secs(1));
+    let waiting = job("waiting", 1, Duration::from_secs(2));
+    let submitted = Instant::now();
+    // Read in one turn: worker 0 starts the long job with the other queued.
+    arrivals[0]
+        .send(Arrival::Requests(vec![long, waiting]))
+        .unwrap();
+    let done = loop {
+        let (name, at) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        if name == "waiting" {
+            break at;
+        }
+    };
+    let waited = done.duration_since(submitted);
+    assert!(
+        waited < Duration::from_millis(100),
+        "the urgent job waited {waited:?}: {:?}",
+        sched.stats()
+    );
 }
