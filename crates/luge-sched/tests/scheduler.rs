@@ -433,6 +433,16 @@ impl ChannelFrontEnd {
         let scheduler = self.scheduler.get().and_then(std::sync::Weak::upgrade);
         scheduler.expect("scheduler running").submit(job);
     }
+
+    /// Submits what arrived; whether it was the scheduler's unpark.
+    fn receive(&self, arrival: Arrival) -> bool {
+        match arrival {
+            Arrival::Request(job) => self.submit(job),
+            Arrival::Requests(jobs) => jobs.into_iter().for_each(|job| self.submit(job)),
+            Arrival::Unpark => return true,
+        }
+        false
+    }
 }
 
 impl luge_sched::FrontEnd for ChannelFrontEnd {
@@ -441,13 +451,7 @@ impl luge_sched::FrontEnd for ChannelFrontEnd {
             match step() {
                 luge_sched::Step::Ran { .. } => {
                     while let Ok(arrival) = self.arrivals.try_recv() {
-                        match arrival {
-                            Arrival::Request(job) => self.submit(job),
-                            Arrival::Requests(jobs) => {
-                                jobs.into_iter().for_each(|j| self.submit(j))
-                            }
-                            Arrival::Unpark => {}
-                        }
+                        self.receive(arrival);
                     }
                 }
                 luge_sched::Step::Idle(timeout) => {
@@ -456,12 +460,8 @@ impl luge_sched::FrontEnd for ChannelFrontEnd {
                         .arrivals
                         .recv_timeout(until.saturating_duration_since(Instant::now()))
                     {
-                        match arrival {
-                            Arrival::Request(job) => self.submit(job),
-                            Arrival::Requests(jobs) => {
-                                jobs.into_iter().for_each(|j| self.submit(j))
-                            }
-                            Arrival::Unpark => break,
+                        if self.receive(arrival) {
+                            break;
                         }
                     }
                 }
