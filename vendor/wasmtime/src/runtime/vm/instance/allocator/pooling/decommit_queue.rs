@@ -176,7 +176,24 @@ impl DecommitQueue {
         // in batch so its index-allocator lock is only acquired once per
         // flush.
         let mut deallocated_any = false;
-        if !self.memories.is_empty() {
+        // Luge: a queue of one memory (what every sandbox's teardown flushes
+        // when its reset needed no decommit) returns it with `deallocate`:
+        // `deallocate_many` first sets up a batch per stripe (16 small
+        // vectors, about 2 KiB initialised and moved) for that one slot.
+        if self.memories.len() == 1 {
+            deallocated_any = true;
+            let (allocation_index, image, bytes_resident) =
+                self.memories.pop().expect("one memory");
+            // SAFETY: as for `deallocate_many` below: the slot's regions
+            // were decommitted above (or the image is dropped).
+            unsafe {
+                pool.memories.deallocate(
+                    allocation_index,
+                    decommit_succeeded.then_some(image),
+                    bytes_resident,
+                );
+            }
+        } else if !self.memories.is_empty() {
             deallocated_any = true;
             unsafe {
                 pool.memories.deallocate_many(self.memories.into_iter().map(
