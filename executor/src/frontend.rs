@@ -166,8 +166,15 @@ impl FrontEnd for Worker {
                     // (one non-blocking epoll per pass) a little before
                     // parking, which saves the park's and the wake-up's
                     // system calls and thread switches; an idle worker
-                    // still parks after this bound.
+                    // still parks after this bound. Each pass first offers
+                    // the core to any other runnable thread (`sched_yield`,
+                    // which returns at once when there is none), so the
+                    // spin uses only CPU nobody else wants: where clients,
+                    // the ambient runtime or other processes share the
+                    // cores, they are not held up by a worker waiting for
+                    // work (docs/BENCHMARKS.md, "A spin that gives way").
                     Step::Idle(_) if ran.elapsed() < SPIN_BEFORE_PARK => {
+                        std::thread::yield_now();
                         tokio::task::yield_now().await;
                         tear_down();
                     }
