@@ -180,10 +180,13 @@ impl DecommitQueue {
         // when its reset needed no decommit) returns it with `deallocate`:
         // `deallocate_many` first sets up a batch per stripe (16 small
         // vectors, about 2 KiB initialised and moved) for that one slot.
-        if self.memories.len() == 1 {
+        let single = if self.memories.len() == 1 {
+            self.memories.pop()
+        } else {
+            None
+        };
+        if let Some((allocation_index, image, bytes_resident)) = single {
             deallocated_any = true;
-            let (allocation_index, image, bytes_resident) =
-                self.memories.pop().expect("one memory");
             // SAFETY: as for `deallocate_many` below: the slot's regions
             // were decommitted above (or the image is dropped).
             unsafe {
