@@ -1,6 +1,6 @@
 //! One invocation: a fresh instance from a pre-linked module, run, torn down.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +11,8 @@ use luge_core::{
     SandboxFuture, Termination, Unsupported,
 };
 use wasmtime::{
-    Instance, InstancePre, Linker, Memory, Module, ModuleExport, Store, Trap, UpdateDeadline,
+    Instance, InstancePre, Linker, Memory, Module, ModuleExport, Store, Trap, TypedFunc,
+    UpdateDeadline,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
@@ -50,7 +51,9 @@ pub struct SandboxModule {
     pre: InstancePre<SandboxState>,
     /// Linked against asynchronous WASI: `start` yields at quanta and I/O.
     pre_async: InstancePre<SandboxState>,
-    exports: HashSet<String>,
+    /// The exported functions, each with where it is among the exports
+    /// (found once at load, so a run takes its entry by index, not name).
+    exports: HashMap<String, ModuleExport>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
     release_above: Option<usize>,
@@ -83,7 +86,7 @@ impl SandboxModule {
         let exports = module
             .exports()
             .filter(|e| e.ty().func().is_some())
-            .map(|e| e.name().to_owned())
+            .filter_map(|e| Some((e.name().to_owned(), module.get_export_index(e.name())?)))
             .collect();
         let range = module.image_range();
         Ok(Self {
@@ -140,7 +143,7 @@ pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static
 
 impl LoadedModule for SandboxModule {
     fn has_export(&self, name: &str) -> bool {
-        self.exports.contains(name)
+        self.exports.contains_key(name)
     }
 
     fn code_size(&self) -> usize {
@@ -164,8 +167,7 @@ impl LoadedModule for SandboxModule {
             let store = &mut sandbox.store;
             self.pre.instantiate(&mut *store).and_then(|instance| {
                 sandbox.memory = self.exported_memory(store, &instance);
-                let func = instance.get_typed_func::<(), ()>(&mut *store, entry)?;
-                func.call(&mut *store, ())
+                self.entry(store, &instance, entry)?.call(&mut *store, ())
             })
         };
         sandbox.finish(result, started)
@@ -192,7 +194,7 @@ impl LoadedModule for SandboxModule {
                 match self.pre_async.instantiate_async(&mut *store).await {
                     Ok(instance) => {
                         sandbox.memory = self.exported_memory(store, &instance);
-                        match instance.get_typed_func::<(), ()>(&mut *store, entry) {
+                        match self.entry(store, &instance, entry) {
                             Ok(func) => func.call_async(&mut *store, ()).await,
                             Err(e) => Err(e),
                         }
@@ -227,6 +229,26 @@ impl SandboxModule {
         instance
             .get_module_export(&mut *store, export)
             .and_then(wasmtime::Extern::into_memory)
+    }
+
+    /// The entry function `name` of `instance`, taken by the index found at
+    /// load; a name that is no exported function (or not one of type
+    /// `() -> ()`) fails with Wasmtime's own error.
+    fn entry(
+        &self,
+        store: &mut Store<SandboxState>,
+        instance: &Instance,
+        name: &str,
+    ) -> wasmtime::Result<TypedFunc<(), ()>> {
+        match self
+            .exports
+            .get(name)
+            .and_then(|export| instance.get_module_export(&mut *store, export))
+            .and_then(wasmtime::Extern::into_func)
+        {
+            Some(func) => func.typed(&*store),
+            None => instance.get_typed_func(&mut *store, name),
+        }
     }
 
     fn sandbox(&self, invocation: &Invocation) -> Result<Sandbox, Outcome> {

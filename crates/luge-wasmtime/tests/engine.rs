@@ -90,6 +90,43 @@ fn named_export_is_an_entry_point() {
     assert_eq!(last_json(&outcome.stdout), serde_json::json!({"x": "y"}));
 }
 
+/// An entry point that is no exported function, or one of another type than
+/// `() -> ()`, fails the run with a readable reason, on both paths (the
+/// entry is taken by its index among the exports, found at load), and the
+/// module's next run is unharmed.
+#[test]
+fn entry_that_is_missing_or_mistyped_fails_readably() {
+    let registry = registry();
+    let module = load(&registry, "entry");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (entry, reason) in [("nothere", "nothere"), ("__main_void", "type mismatch")] {
+        let mut action = Action::command("entry");
+        action.entry = entry.into();
+        let blocking = run(&*module, action.clone(), "{}");
+        let started = rt.block_on(Arc::clone(&module).start(
+            Invocation::new(Arc::new(action), &b"{}"[..]),
+            luge_core::Preemption {
+                quantum: Duration::from_millis(5),
+                enabled: true,
+            },
+        ));
+        for outcome in [blocking, started] {
+            assert!(
+                matches!(&outcome.termination, Termination::Trapped(why) if why.contains(reason)),
+                "{entry}: {:?}",
+                outcome.termination
+            );
+        }
+    }
+    let mut action = Action::command("entry");
+    action.entry = "niam".into();
+    let outcome = run(&*module, action, r#"{"x":1}"#);
+    assert_eq!(last_json(&outcome.stdout), serde_json::json!({"x": 1}));
+}
+
 #[test]
 fn endless_loop_stops_at_time_limit_and_engine_survives() {
     let registry = registry();
