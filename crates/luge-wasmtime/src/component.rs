@@ -184,7 +184,7 @@ pub(crate) fn load(
         return Ok(Arc::new(ProxyComponent { pre, shared }));
     }
     match CommandPre::new(pre) {
-        Ok(pre) => Ok(Arc::new(CommandComponent { pre, shared })),
+        Ok(pre) => Ok(Arc::new(Command::new(pre, shared))),
         Err(e) => Err(Unsupported::ComponentWorld(e.into()).into()),
     }
 }
@@ -219,7 +219,7 @@ pub(crate) struct Shared {
 }
 
 /// A store for one invocation, scheduled, with its captured streams.
-pub(crate) struct Sandbox {
+struct Sandbox {
     pub(crate) store: Store<ComponentState>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
@@ -229,7 +229,7 @@ pub(crate) struct Sandbox {
 impl Shared {
     /// A fresh store for `invocation`, run under `preemption` (`None`: to
     /// completion on the caller's thread).
-    pub(crate) fn sandbox(
+    fn sandbox(
         &self,
         engine: &Engine,
         invocation: &Invocation,
@@ -256,6 +256,28 @@ impl Shared {
             stderr,
             started,
         })
+    }
+
+    /// One invocation in a fresh store, whatever the world: `body`
+    /// instantiates the component and calls its entry (the one thing each
+    /// world writes), while this sets the store up, counts the sandbox as
+    /// running for the epoch ticker, and tears it down into its outcome.
+    pub(crate) async fn invoke(
+        &self,
+        engine: &Engine,
+        invocation: &Invocation,
+        preemption: Option<Preemption>,
+        body: impl AsyncFnOnce(&mut Store<ComponentState>) -> wasmtime::Result<()>,
+    ) -> Outcome {
+        let mut sandbox = match self.sandbox(engine, invocation, preemption) {
+            Ok(sandbox) => sandbox,
+            Err(outcome) => return outcome,
+        };
+        let result = {
+            let _running = self.ticker.enter();
+            body(&mut sandbox.store).await
+        };
+        sandbox.finish(result, invocation)
     }
 
     /// A store for `invocation`'s action, its stdout and stderr going to
@@ -345,7 +367,7 @@ impl ComponentState {
 
 impl Sandbox {
     /// Tears the sandbox down and reports how `result` ended it.
-    pub(crate) fn finish(self, result: wasmtime::Result<()>, invocation: &Invocation) -> Outcome {
+    fn finish(self, result: wasmtime::Result<()>, invocation: &Invocation) -> Outcome {
         let refused = self.store.data().limiter.refused;
         let limits = &invocation.action.limits;
         let (stdout, stderr) = tear_down(self.store, self.stdout, self.stderr, limits);
@@ -353,39 +375,48 @@ impl Sandbox {
     }
 }
 
-/// A loaded `wasi:cli/command` component.
-pub struct CommandComponent {
-    pre: CommandPre<ComponentState>,
+/// How a `wasi:cli` command of one WASI version is instantiated and its
+/// `run` called; the rest of a command (its sandbox, its outcome, its
+/// `LoadedModule`) is written once, in [`Command`].
+pub trait CommandWorld: Send + Sync + 'static {
+    /// The engine the command was prepared on.
+    fn engine(&self) -> &Engine;
+
+    /// Instantiates the command in `store` and calls its `run`: `Ok(Err(()))`
+    /// is the error result `run` returned.
+    fn run(
+        &self,
+        store: &mut Store<ComponentState>,
+    ) -> impl Future<Output = wasmtime::Result<Result<(), ()>>> + Send;
+}
+
+/// A loaded `wasi:cli` command, of WASI 0.2 or 0.3 (`W`).
+pub struct Command<W> {
+    world: W,
     shared: Shared,
 }
 
-impl CommandComponent {
+impl<W: CommandWorld> Command<W> {
+    /// The command prepared as `world`, with what every component shares.
+    pub(crate) fn new(world: W, shared: Shared) -> Self {
+        Self { world, shared }
+    }
+
     async fn invoke(&self, invocation: Invocation, preemption: Option<Preemption>) -> Outcome {
-        let mut sandbox = match self
-            .shared
-            .sandbox(self.pre.engine(), &invocation, preemption)
-        {
-            Ok(sandbox) => sandbox,
-            Err(outcome) => return outcome,
-        };
-        let result = {
-            let _running = self.shared.ticker.enter();
-            let store = &mut sandbox.store;
-            match self.pre.instantiate_async(&mut *store).await {
-                Ok(command) => match command.wasi_cli_run().call_run(&mut *store).await {
-                    Ok(Ok(())) => Ok(()),
-                    // `run` returned its error result: exit status 1.
-                    Ok(Err(())) => Err(wasmtime::Error::new(wasmtime_wasi::I32Exit(1))),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            }
-        };
-        sandbox.finish(result, &invocation)
+        let world = &self.world;
+        self.shared
+            .invoke(world.engine(), &invocation, preemption, async |store| {
+                // `run` returned its error result: exit status 1.
+                world
+                    .run(store)
+                    .await?
+                    .map_err(|()| wasmtime::Error::new(wasmtime_wasi::I32Exit(1)))
+            })
+            .await
     }
 }
 
-impl LoadedModule for CommandComponent {
+impl<W: CommandWorld> LoadedModule for Command<W> {
     fn has_export(&self, name: &str) -> bool {
         // A command's entry point is `wasi:cli/run`, which stands for the
         // core modules' `_start`; a component has no other entry.
@@ -407,6 +438,18 @@ impl LoadedModule for CommandComponent {
     }
 }
 
+/// A `wasi:cli/command` of WASI 0.2.
+impl CommandWorld for CommandPre<ComponentState> {
+    fn engine(&self) -> &Engine {
+        CommandPre::engine(self)
+    }
+
+    async fn run(&self, store: &mut Store<ComponentState>) -> wasmtime::Result<Result<(), ()>> {
+        let command = self.instantiate_async(&mut *store).await?;
+        command.wasi_cli_run().call_run(&mut *store).await
+    }
+}
+
 /// A loaded `wasi:http/proxy` component: an HTTP handler.
 pub struct ProxyComponent {
     pre: ProxyPre<ComponentState>,
@@ -421,17 +464,8 @@ impl ProxyComponent {
         respond: Respond,
         preemption: Preemption,
     ) -> Outcome {
-        let mut sandbox =
-            match self
-                .shared
-                .sandbox(self.pre.engine(), &invocation, Some(preemption))
-            {
-                Ok(sandbox) => sandbox,
-                Err(outcome) => return outcome,
-            };
-        let result = {
-            let _running = self.shared.ticker.enter();
-            let store = &mut sandbox.store;
+        let pre = &self.pre;
+        let body = async |store: &mut Store<ComponentState>| {
             let mut http = store.data_mut().http();
             let resources = http
                 .new_incoming_request(
@@ -464,20 +498,16 @@ impl ProxyComponent {
                     })?;
                     Ok((request, outparam))
                 });
-            match resources {
-                Ok((request, outparam)) => match self.pre.instantiate_async(&mut *store).await {
-                    Ok(proxy) => {
-                        proxy
-                            .wasi_http_incoming_handler()
-                            .call_handle(&mut *store, request, outparam)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            }
+            let (request, outparam) = resources?;
+            let proxy = pre.instantiate_async(&mut *store).await?;
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut *store, request, outparam)
+                .await
         };
-        sandbox.finish(result, &invocation)
+        self.shared
+            .invoke(pre.engine(), &invocation, Some(preemption), body)
+            .await
     }
 }
 

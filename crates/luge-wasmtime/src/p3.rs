@@ -16,10 +16,11 @@ use std::sync::Arc;
 use luge_core::handler::{Request, Respond};
 use luge_core::{Invocation, LoadedModule, Outcome, Preemption, SandboxFuture};
 use wasmtime::component::InstancePre;
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::p3::bindings::CommandPre;
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
-use crate::component::{ComponentState, Shared};
+use crate::component::{Command, CommandWorld, ComponentState, Shared};
 
 /// Loads a prepared component as a WASI 0.3 function if it is one: a
 /// `wasi:http` service or a `wasi:cli` command of 0.3. Otherwise gives the
@@ -37,61 +38,23 @@ pub(crate) fn load(
         }));
     }
     match CommandPre::new(pre.clone()) {
-        Ok(pre) => Ok(Arc::new(CommandComponent { pre, shared })),
+        Ok(pre) => Ok(Arc::new(Command::new(pre, shared))),
         Err(_) => Err((pre, shared)),
     }
 }
 
-/// A loaded `wasi:cli@0.3.0` command.
-pub struct CommandComponent {
-    pre: CommandPre<ComponentState>,
-    shared: Shared,
-}
-
-impl CommandComponent {
-    async fn invoke(&self, invocation: Invocation, preemption: Option<Preemption>) -> Outcome {
-        let mut sandbox = match self
-            .shared
-            .sandbox(self.pre.engine(), &invocation, preemption)
-        {
-            Ok(sandbox) => sandbox,
-            Err(outcome) => return outcome,
-        };
-        let result = {
-            let _running = self.shared.ticker.enter();
-            let store = &mut sandbox.store;
-            match self.pre.instantiate_async(&mut *store).await {
-                Ok(command) => store
-                    .run_concurrent(async |store| command.wasi_cli_run().call_run(store).await)
-                    .await
-                    .and_then(|ran| ran)
-                    .and_then(|status| {
-                        // `run` returned its error result: exit status 1.
-                        status.map_err(|()| wasmtime::Error::new(wasmtime_wasi::I32Exit(1)))
-                    }),
-                Err(e) => Err(e),
-            }
-        };
-        sandbox.finish(result, &invocation)
-    }
-}
-
-impl LoadedModule for CommandComponent {
-    fn has_export(&self, name: &str) -> bool {
-        // As for 0.2 commands: `wasi:cli/run` stands for `_start`.
-        name == luge_core::action::COMMAND_ENTRY
+/// A `wasi:cli@0.3.0` command: its `run` is called inside the store's
+/// event loop (`run_concurrent`), where its tasks and streams progress.
+impl CommandWorld for CommandPre<ComponentState> {
+    fn engine(&self) -> &Engine {
+        CommandPre::engine(self)
     }
 
-    fn run(&self, invocation: Invocation) -> Outcome {
-        wasmtime_wasi::runtime::in_tokio(self.invoke(invocation, None))
-    }
-
-    fn code_size(&self) -> usize {
-        self.shared.code_size
-    }
-
-    fn start(self: Arc<Self>, invocation: Invocation, preemption: Preemption) -> SandboxFuture {
-        Box::pin(async move { self.invoke(invocation, Some(preemption)).await })
+    async fn run(&self, store: &mut Store<ComponentState>) -> wasmtime::Result<Result<(), ()>> {
+        let command = self.instantiate_async(&mut *store).await?;
+        store
+            .run_concurrent(async |store| command.wasi_cli_run().call_run(store).await)
+            .await?
     }
 }
 
@@ -111,28 +74,17 @@ impl ServiceComponent {
         respond: Respond,
         preemption: Preemption,
     ) -> Outcome {
-        let mut sandbox =
-            match self
-                .shared
-                .sandbox(self.pre.engine(), &invocation, Some(preemption))
-            {
-                Ok(sandbox) => sandbox,
-                Err(outcome) => return outcome,
-            };
-        let result = {
-            let _running = self.shared.ticker.enter();
-            let store = &mut sandbox.store;
-            match self.pre.instantiate_async(&mut *store).await {
-                Ok(service) => store
+        let pre = &self.pre;
+        self.shared
+            .invoke(pre.engine(), &invocation, Some(preemption), async |store| {
+                let service = pre.instantiate_async(&mut *store).await?;
+                store
                     .run_concurrent(async move |store| {
                         crate::service::serve(store, &service, request, respond, |_| ()).await
                     })
-                    .await
-                    .and_then(|served| served),
-                Err(e) => Err(e),
-            }
-        };
-        sandbox.finish(result, &invocation)
+                    .await?
+            })
+            .await
     }
 }
 
