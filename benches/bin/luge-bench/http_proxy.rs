@@ -170,6 +170,30 @@ pub(crate) fn wasmtime_cli() -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// The `wasmtime` CLI's version line, for a report's notes.
+pub(crate) fn wasmtime_version() -> anyhow::Result<String> {
+    Ok(Command::new(wasmtime_cli()?)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default())
+}
+
+/// The columns of a table of [`measure`]'s rows, the first naming the
+/// server (and what it was asked).
+pub(crate) fn load_columns(first: &'static str) -> Vec<&'static str> {
+    vec![
+        first,
+        "connections",
+        "req/s",
+        "p50 µs",
+        "p99 µs",
+        "server CPU µs/request",
+        "TLB shootdowns/request",
+        "errors",
+    ]
+}
+
 /// `connections` closed-loop clients on `target` of `served` for `window`
 /// after a 500 ms warm-up: the rate, and the row's cells after its name
 /// (connections, req/s, p50, p99, server CPU µs per request, errors).
@@ -258,27 +282,14 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
     Ok(Report {
         name: "http-proxy",
         title: "One wasi:http component on Luge and on `wasmtime serve`".into(),
-        columns: vec![
-            "server",
-            "connections",
-            "req/s",
-            "p50 µs",
-            "p99 µs",
-            "server CPU µs/request",
-            "TLB shootdowns/request",
-            "errors",
-        ],
+        columns: load_columns("server"),
         rows,
         x_desc: "connections",
         y_desc: "requests per second",
         series,
         notes: format!(
             "`actions/http` (its hello path: a fresh instance per request that answers 33 bytes) served by `luge serve` (this build, a process of its own; default: the workers serve connections, and `--front-end threads`) and `wasmtime serve -S cli` ({}), both on 127.0.0.1, in the same run; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window; TLB shootdowns (IPIs) from /proc/interrupts over the window, the whole machine's.",
-            Command::new(wasmtime_cli()?)
-                .arg("--version")
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-                .unwrap_or_default(),
+            wasmtime_version()?,
             window.as_millis()
         ),
     })

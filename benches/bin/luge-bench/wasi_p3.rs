@@ -19,7 +19,8 @@ use luge_benches::load::{self, Target};
 use luge_benches::wasm;
 
 use crate::http_proxy::{
-    LUGE_MARKER, free_port, luge_serve, luge_site, measure, start, wasmtime_cli,
+    LUGE_MARKER, free_port, load_columns, luge_serve, luge_site, measure, start, wasmtime_cli,
+    wasmtime_version,
 };
 use crate::state::redis;
 use crate::{Report, Setup};
@@ -164,27 +165,14 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
         title:
             "A WASI 0.3 service on Luge and on `wasmtime serve`; a Spin app's key-value requests"
                 .into(),
-        columns: vec![
-            "server: request",
-            "connections",
-            "req/s",
-            "p50 µs",
-            "p99 µs",
-            "server CPU µs/request",
-            "TLB shootdowns/request",
-            "errors",
-        ],
+        columns: load_columns("server: request"),
         rows,
         x_desc: "connections",
         y_desc: "requests per second",
         series,
         notes: format!(
             "`actions/spin/http3` (wasip3 0.7.1; its hello path answers 38 bytes from a spawned task) on `luge serve` (this build, a process of its own: a fresh instance per request, and a second route of the same component with `reuse = 128`, `reuse_concurrent = 16`) and on `wasmtime serve -S cli -S p3 -W component-model-async` ({}, whose default reuses a 0.3 instance for up to 128 requests, 16 at once), both on 127.0.0.1 in the same run; then `actions/spin` (spin-sdk 7) under `luge serve --spin` with a local state store and a `redis-server` on loopback: a 100-byte value read through spin:key-value, and `wasi:keyvalue/atomics.increment` (a compare-and-swap on the local tier). Closed-loop keep-alive client on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks).",
-            Command::new(wasmtime_cli()?)
-                .arg("--version")
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-                .unwrap_or_default(),
+            wasmtime_version()?,
             window.as_millis()
         ),
     })
