@@ -220,7 +220,7 @@ pub(crate) struct Shared {
 
 /// A store for one invocation, scheduled, with its captured streams.
 struct Sandbox {
-    pub(crate) store: Store<ComponentState>,
+    store: Store<ComponentState>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
     started: Instant,
