@@ -73,8 +73,9 @@ pub enum SandboxError {
     /// The engine could not instantiate the module.
     #[error("instantiation failed")]
     Instantiate(#[source] crate::error::Cause),
-    /// The entry is not an exported function (admission checks it first).
-    #[error("the module exports no function {0:?}")]
+    /// The entry is not an exported function taking and returning nothing,
+    /// `() -> ()` (admission checks it first): every engine answers so.
+    #[error("the module exports no function {0:?} taking and returning nothing")]
     NoEntry(String),
     /// The engine itself could not set the sandbox up.
     #[error("the engine could not set up the sandbox: {0}")]

@@ -351,7 +351,10 @@ impl Default for Preemption {
 /// A compiled module ready to be instantiated, shared by every container that
 /// runs the same code.
 pub trait LoadedModule: Send + Sync + 'static {
-    /// Whether the module exports a function called `name` (the entry point).
+    /// Whether `name` is an entry point of the module: an exported function
+    /// taking and returning nothing, `() -> ()` (a function of any other
+    /// type is none, on every engine; a run naming one ends in
+    /// [`SandboxError::NoEntry`](crate::SandboxError::NoEntry)).
     fn has_export(&self, name: &str) -> bool;
 
     /// Runs one invocation in a fresh sandbox and tears it down. Never panics

@@ -73,6 +73,27 @@ pub fn streams_context_and_entry_points(registry: &ModuleRegistry) {
         last_json(&run(&*entry, action, r#"{"x":"y"}"#).stdout),
         serde_json::json!({"x": "y"})
     );
+    // A name that is no export, and an export of another type than
+    // `() -> ()` (`__main_void` returns an i32), are no entry points on any
+    // engine, and a run naming one fails alike, saying which; the module's
+    // next run is unharmed.
+    for name in ["nothere", "__main_void", luge_core::start::START_EXPORT] {
+        assert!(!entry.has_export(name), "{name}");
+        let mut action = Action::command("entry");
+        action.entry = name.into();
+        let outcome = run(&*entry, action, "{}");
+        assert_eq!(
+            outcome.termination,
+            Termination::from(luge_core::SandboxError::NoEntry(name.into())),
+            "{name}"
+        );
+    }
+    let mut action = Action::command("entry");
+    action.entry = "niam".into();
+    assert_eq!(
+        last_json(&run(&*entry, action, r#"{"x":1}"#).stdout),
+        serde_json::json!({"x": 1})
+    );
 
     // Binary-safe, byte for byte, through the C function.
     let cat = load(registry, "c-echo");

@@ -113,7 +113,16 @@ impl WamrModule {
             let mut export: sys::wasm_export_t = unsafe { std::mem::zeroed() };
             // SAFETY: `index` is within the count WAMR reported.
             unsafe { sys::wasm_runtime_get_export_type(module, index, &mut export) };
-            if export.kind == sys::WASM_IMPORT_EXPORT_KIND_FUNC && !export.name.is_null() {
+            // Entry points: functions taking and returning nothing.
+            // SAFETY: for a function export WAMR sets `u.func_type`, a type
+            // owned by the module.
+            let takes_nothing = export.kind == sys::WASM_IMPORT_EXPORT_KIND_FUNC
+                && unsafe {
+                    !export.u.func_type.is_null()
+                        && sys::wasm_func_type_get_param_count(export.u.func_type) == 0
+                        && sys::wasm_func_type_get_result_count(export.u.func_type) == 0
+                };
+            if takes_nothing && !export.name.is_null() {
                 // SAFETY: WAMR's export names are NUL-terminated strings
                 // owned by the module, alive while it is.
                 let name = unsafe { CStr::from_ptr(export.name) };

@@ -326,7 +326,9 @@ fn execute(
     }
     // SAFETY: live instance, NUL-terminated name.
     let function = unsafe { sys::wasm_runtime_lookup_function(instance.instance, entry.as_ptr()) };
-    if function.is_null() || action.entry == luge_core::start::START_EXPORT {
+    // Only an entry point (neither `luge:start` nor a function of another
+    // type than `() -> ()`; see `WamrModule::new`).
+    if function.is_null() || !module.exports.contains(&action.entry) {
         return Err(SandboxError::NoEntry(action.entry.clone()));
     }
     // The start function WAMR did not run at instantiation (see

@@ -36,7 +36,10 @@ impl WasmerModule {
     ) -> Self {
         let exports = module
             .exports()
-            .filter(|e| matches!(e.ty(), ExternType::Function(_)))
+            // Entry points: functions taking and returning nothing.
+            .filter(|e| {
+                matches!(e.ty(), ExternType::Function(f) if f.params().is_empty() && f.results().is_empty())
+            })
             .map(|e| e.name().to_owned())
             .filter(|name| name != luge_core::start::START_EXPORT)
             .collect();

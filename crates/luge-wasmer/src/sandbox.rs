@@ -108,7 +108,9 @@ fn execute(
         }
         Err(e) => return Err(SandboxError::Instantiate(e.into())),
     };
-    if action.entry == luge_core::start::START_EXPORT {
+    // Only an entry point (neither `luge:start` nor a function of another
+    // type than `() -> ()`; see `WasmerModule::new`).
+    if !module.exports.contains(&action.entry) {
         return Err(SandboxError::NoEntry(action.entry.clone()));
     }
     let entry = instance

@@ -51,8 +51,9 @@ pub struct SandboxModule {
     pre: InstancePre<SandboxState>,
     /// Linked against asynchronous WASI: `start` yields at quanta and I/O.
     pre_async: InstancePre<SandboxState>,
-    /// The exported functions, each with where it is among the exports
-    /// (found once at load, so a run takes its entry by index, not name).
+    /// The entry points (exported functions of type `() -> ()`), each with
+    /// where it is among the exports (found once at load, so a run takes
+    /// its entry by index, not name).
     exports: HashMap<String, ModuleExport>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
@@ -85,7 +86,11 @@ impl SandboxModule {
         let pre_async = link(&linkers.asynchronous)?;
         let exports = module
             .exports()
-            .filter(|e| e.ty().func().is_some())
+            .filter(|e| {
+                e.ty()
+                    .func()
+                    .is_some_and(|f| f.params().len() == 0 && f.results().len() == 0)
+            })
             .filter_map(|e| Some((e.name().to_owned(), module.get_export_index(e.name())?)))
             .collect();
         let range = module.image_range();
@@ -232,23 +237,22 @@ impl SandboxModule {
     }
 
     /// The entry function `name` of `instance`, taken by the index found at
-    /// load; a name that is no exported function (or not one of type
-    /// `() -> ()`) fails with Wasmtime's own error.
+    /// load; a name that is no entry point fails with
+    /// [`SandboxError::NoEntry`], as on every engine.
     fn entry(
         &self,
         store: &mut Store<SandboxState>,
         instance: &Instance,
         name: &str,
     ) -> wasmtime::Result<TypedFunc<(), ()>> {
-        match self
+        let func = self
             .exports
             .get(name)
             .and_then(|export| instance.get_module_export(&mut *store, export))
             .and_then(wasmtime::Extern::into_func)
-        {
-            Some(func) => func.typed(&*store),
-            None => instance.get_typed_func(&mut *store, name),
-        }
+            .ok_or_else(|| wasmtime::Error::new(SandboxError::NoEntry(name.to_owned())))?;
+        // Of the type checked at load: Wasmtime checks it again.
+        func.typed(&*store)
     }
 
     fn sandbox(&self, invocation: &Invocation) -> Result<Sandbox, Outcome> {
@@ -411,6 +415,9 @@ pub(crate) fn termination(
         Err(error) => {
             if let Some(exit) = error.downcast_ref::<I32Exit>() {
                 Termination::exit(exit.0)
+            } else if let Some(refused) = error.downcast_ref::<SandboxError>() {
+                // Luge's own refusal (a missing entry): as every engine says it.
+                Termination::Failed(luge_core::error_line(refused))
             } else if error
                 .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
                 .is_some()
