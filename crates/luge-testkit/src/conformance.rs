@@ -73,11 +73,16 @@ pub fn streams_context_and_entry_points(registry: &ModuleRegistry) {
         last_json(&run(&*entry, action, r#"{"x":"y"}"#).stdout),
         serde_json::json!({"x": "y"})
     );
-    // A name that is no export, and an export of another type than
-    // `() -> ()` (`__main_void` returns an i32), are no entry points on any
-    // engine, and a run naming one fails alike, saying which; the module's
-    // next run is unharmed.
-    for name in ["nothere", "__main_void", luge_core::start::START_EXPORT] {
+    // A name that is no export, an export of another type than `() -> ()`
+    // (`__main_void` returns an i32), Luge's own `luge:start` and a name
+    // with a NUL byte are no entry points on any engine, and a run naming
+    // one fails alike, saying which; the module's next run is unharmed.
+    for name in [
+        "nothere",
+        "__main_void",
+        luge_core::start::START_EXPORT,
+        "ni\0am",
+    ] {
         assert!(!entry.has_export(name), "{name}");
         let mut action = Action::command("entry");
         action.entry = name.into();
