@@ -5,7 +5,10 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = luge_openwhisk::protocol::parse_init(data);
+    assert_eq!(
+        luge_openwhisk::protocol::parse_init(data),
+        luge_openwhisk::protocol::parse_init_general(data)
+    );
     let _ = luge_openwhisk::protocol::parse_run(data);
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = luge_openwhisk::protocol::split_result(text);

@@ -166,6 +166,15 @@ impl ModuleCode {
     }
 }
 
+/// Decodes `text` if it is padded standard base64 and nothing else (no
+/// line breaks, no other character), as OpenWhisk's CLI and controller
+/// send code; `None` otherwise, for [`decode_base64`] to read it the
+/// forgiving way. What it decodes, the forgiving decoder decodes alike; it
+/// only skips that decoder's search for whitespace.
+pub fn decode_padded_base64(text: &[u8]) -> Option<Vec<u8>> {
+    base64_simd::STANDARD.decode_to_vec(text).ok()
+}
+
 /// Decodes code sent as base64 (OpenWhisk's `/init`, the upload API) as
 /// clients write it: standard alphabet, padding optional, line breaks
 /// tolerated (some tools wrap at 76 columns). That is WHATWG's "forgiving
@@ -224,6 +233,40 @@ mod tests {
         let err = decode_base64("AG=zbQ").unwrap_err().to_string();
         assert!(err.contains("offset") || err.contains("symbol"), "{err}");
         assert!(decode_base64("A").is_err());
+    }
+
+    #[test]
+    fn padded_base64_is_decoded_alike_or_left_to_the_forgiving_decoder() {
+        use base64::Engine as _;
+        let general = base64::engine::general_purpose::STANDARD;
+        for len in 1..200usize {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
+            let text = general.encode(&bytes);
+            assert_eq!(decode_padded_base64(text.as_bytes()).unwrap(), bytes);
+            // Every text with one character changed, padding included: what
+            // the strict decoder takes, the forgiving one decodes alike.
+            for at in 0..text.len() {
+                for c in [b'A', b'/', b'=', b' ', b'\n', b'"', b'\\', 0, 0xff] {
+                    let mut changed = text.clone().into_bytes();
+                    changed[at] = c;
+                    let Some(strict) = decode_padded_base64(&changed) else {
+                        continue;
+                    };
+                    let text = std::str::from_utf8(&changed).expect("only base64 is taken");
+                    assert_eq!(decode_base64(text).unwrap(), strict, "{text}");
+                }
+            }
+        }
+        // Unpadded, wrapped, or with anything but base64: the forgiving's.
+        for text in [
+            "AGFzbQ",
+            "AGFz\nbQ==",
+            "AGFzbQ== ",
+            "\"GFzbQ==",
+            "AGFzbQ=\\",
+        ] {
+            assert_eq!(decode_padded_base64(text.as_bytes()), None, "{text:?}");
+        }
     }
 
     fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
