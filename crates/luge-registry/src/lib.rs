@@ -20,9 +20,11 @@
 pub mod admit;
 pub mod artifact;
 pub mod code;
+mod helpers;
 mod registry;
 pub mod secret;
 
 pub use artifact::{ArtifactError, ArtifactKey};
 pub use code::{CodeError, ModuleCode};
+pub use helpers::{HELPER_THREADS, MAX_HELPER_THREADS};
 pub use registry::*;

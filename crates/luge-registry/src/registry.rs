@@ -328,17 +328,6 @@ pub struct RegistryStats {
 /// 0.2 ms, a thread starts in about 0.03).
 pub const OVERLAP_AT: usize = 1 << 20;
 
-/// Threads checking artifacts' MACs beside their staging at once, in the
-/// whole process: loads run on the blocking pool (up to 512 threads), and
-/// a flood of large `/init`s must not double that. A load that finds none
-/// free checks on its own thread, before staging, as without staging.
-pub const MAX_CHECKING_THREADS: usize = 4;
-
-/// The places of [`MAX_CHECKING_THREADS`] (public to be watched: a place
-/// is held only while its load runs).
-pub static CHECKING_THREADS: luge_core::places::Places =
-    luge_core::places::Places::new(MAX_CHECKING_THREADS);
-
 /// Whether an artifact being opened may be shared with a module already
 /// loaded from it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -640,7 +629,7 @@ impl ModuleRegistry {
     /// unless the MAC checks, and an artifact that claims the id of a
     /// module already loaded (a second `/init` of the same code) is not
     /// staged at all, nor is one for an engine that stages nothing (Wasmer,
-    /// WAMR). Where no thread can be had (all [`MAX_CHECKING_THREADS`]
+    /// WAMR). Where no thread can be had (all [`crate::MAX_HELPER_THREADS`]
     /// taken, or the system refuses one), both run here in turn.
     fn open_and_load(&self, bytes: &[u8], share: Share) -> Result<Opened, LoadError> {
         let settings = self.runtime.settings();
@@ -654,8 +643,8 @@ impl ModuleRegistry {
             Some(payload)
                 if bytes.len() >= OVERLAP_AT && self.runtime.stages() && !probably_loaded() =>
             {
-                let Some(_place) = CHECKING_THREADS.take() else {
-                    // Every checking thread is taken: checked here, then
+                let Some(_place) = crate::HELPER_THREADS.take() else {
+                    // Every helper thread is taken: checked here, then
                     // loaded as without staging.
                     return self.load_opened(open()?, None, share);
                 };

@@ -135,10 +135,10 @@ fn a_large_artifact_staged_while_its_mac_is_checked_loads_only_if_authentic() {
     assert_eq!(open_artifact_files(), 0);
     assert_eq!(mapped_artifact_files(), 0);
 
-    // Every checking thread taken (a flood of large loads): the forgery is
+    // Every helper thread taken (a flood of large loads): the forgery is
     // still refused, checked on the loading thread, and no place is kept.
-    let places: Vec<_> = std::iter::from_fn(|| luge_registry::CHECKING_THREADS.take()).collect();
-    assert_eq!(places.len(), luge_registry::MAX_CHECKING_THREADS);
+    let places: Vec<_> = std::iter::from_fn(|| luge_registry::HELPER_THREADS.take()).collect();
+    assert_eq!(places.len(), luge_registry::MAX_HELPER_THREADS);
     assert!(
         registry
             .load(&ModuleCode::Artifact(forged.clone()))
@@ -146,7 +146,7 @@ fn a_large_artifact_staged_while_its_mac_is_checked_loads_only_if_authentic() {
     );
     assert_eq!(open_artifact_files(), 0);
     drop(places);
-    assert_eq!(luge_registry::CHECKING_THREADS.taken(), 0);
+    assert_eq!(luge_registry::HELPER_THREADS.taken(), 0);
 
     // The genuine artifact: its staged file is the one mapped, and it runs.
     let big = registry
@@ -164,15 +164,15 @@ fn a_large_artifact_staged_while_its_mac_is_checked_loads_only_if_authentic() {
         .unwrap();
     assert!(Arc::ptr_eq(&big, &again));
     // Its check's place went back with the load.
-    assert_eq!(luge_registry::CHECKING_THREADS.taken(), 0);
+    assert_eq!(luge_registry::HELPER_THREADS.taken(), 0);
     assert_eq!(mapped_artifact_files(), 1);
     // The forgery claims the loaded module's id: still refused, by the
     // check on this thread, and it shares nothing.
     let refused = registry.load(&ModuleCode::Artifact(forged));
     assert!(refused.is_err());
-    // With no checking thread free, a genuine artifact loads all the same
+    // With no helper thread free, a genuine artifact loads all the same
     // (in another registry, so that it is loaded, not shared).
-    let places: Vec<_> = std::iter::from_fn(|| luge_registry::CHECKING_THREADS.take()).collect();
+    let places: Vec<_> = std::iter::from_fn(|| luge_registry::HELPER_THREADS.take()).collect();
     let other = ModuleRegistry::new(
         Arc::clone(registry.runtime()),
         ArtifactKey::from_secret(b"artifact staging tests key").unwrap(),
