@@ -96,3 +96,42 @@ fn wasmer_singlepass_serves_and_limits() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// A large artifact (megabytes of base64, read in place and decoded in
+/// halves) and the same artifact wrapped at 76 columns (escaped line
+/// breaks: read the general way) init alike over HTTP, and run.
+#[test]
+fn a_large_artifact_inits_over_http_as_sent_or_wrapped() {
+    use base64::Engine as _;
+    let luge = Luge::start("serve", &[]);
+    let artifact = sealed("big");
+    let text = base64::engine::general_purpose::STANDARD.encode(&artifact);
+    assert!(
+        text.len() >= luge_registry::code::DECODE_IN_HALVES_AT,
+        "{}",
+        text.len()
+    );
+    let wrapped = text
+        .as_bytes()
+        .chunks(76)
+        .map(|line| std::str::from_utf8(line).unwrap())
+        .collect::<Vec<_>>()
+        .join("\r\n");
+    for (container, code) in [("plain", text), ("wrapped", wrapped)] {
+        let body =
+            json!({"value": {"name": container, "main": "main", "code": code, "binary": true}});
+        let (status, reply) = luge.post(&format!("/{container}/init"), &body);
+        assert_eq!(status, 200, "{container}: {reply}");
+        let (status, reply) = luge.post(
+            &format!("/{container}/run"),
+            &json!({"value": {"pattern": "[a-z]+", "text": "a1 b22 c333"}}),
+        );
+        assert_eq!(
+            (status, reply),
+            (200, json!({"matches": ["a", "b", "c"]})),
+            "{container}"
+        );
+    }
+    // One module, shared by both containers.
+    assert_eq!(luge.get("/healthz").1["modules"], 1);
+}
