@@ -80,9 +80,11 @@ pub const MANGLED_TEXT: &str = "The action code arrived as text, not base64: `ws
 
 /// Parses an init body. Errors are replies ready to send.
 ///
-/// The code is megabytes of base64 on this path, so it is read where it
-/// lies in the body (a JSON string without escapes is its own text) and
-/// decoded with SIMD; only the small fields are parsed into values.
+/// The code is megabytes of base64 on this path, so its text is read once
+/// where it lies in the body ([`code_in_place`]: its end found with SIMD,
+/// then decoded with SIMD); only the small fields are parsed into values.
+/// Any body that way is in doubt about is parsed the general way
+/// ([`parse_init_general`]), which answers alike.
 pub fn parse_init(body: &[u8]) -> Result<InitRequest, Reply> {
     init_request(match code_in_place(body) {
         Some(found) => found,

@@ -186,35 +186,31 @@ pub fn decode_padded_base64(text: &[u8]) -> Option<Vec<u8>> {
     if text.len() < DECODE_IN_HALVES_AT || !text.len().is_multiple_of(4) {
         return BASE64.decode_to_vec(text).ok();
     }
-    let Some(_place) = crate::HELPER_THREADS.take() else {
-        return BASE64.decode_to_vec(text).ok();
-    };
     let (head, tail) = text.split_at(half);
     let len = BASE64.decoded_length(text).ok()?;
     let mut code = Vec::with_capacity(len);
     let (head_out, tail_out) = code.spare_capacity_mut().split_at_mut(half / 4 * 3);
-    let halves = std::thread::scope(|scope| {
-        let first = std::thread::Builder::new()
-            .name("luge-base64".into())
-            // The decoder keeps its state in registers.
-            .stack_size(64 << 10)
-            .spawn_scoped(scope, || {
-                BASE64
-                    .decode(head, base64_simd::Out::from_uninit_slice(head_out))
-                    .map(|out| out.len())
-            })
-            .ok()?;
-        let second = BASE64
-            .decode(tail, base64_simd::Out::from_uninit_slice(tail_out))
-            .map(|out| out.len());
-        Some((first.join().ok().and_then(Result::ok), second.ok()))
-    });
+    let halves = crate::helpers::beside(
+        "luge-base64",
+        // The decoder keeps its state in registers.
+        64 << 10,
+        || {
+            BASE64
+                .decode(head, base64_simd::Out::from_uninit_slice(head_out))
+                .map(|out| out.len())
+        },
+        || {
+            BASE64
+                .decode(tail, base64_simd::Out::from_uninit_slice(tail_out))
+                .map(|out| out.len())
+        },
+    );
     match halves {
         // Each half decoded whole (the decoder says how many bytes it wrote).
-        Some((Some(first), Some(second))) if first == half / 4 * 3 && first + second == len => {}
+        Some((Some(Ok(first)), Ok(second))) if first == half / 4 * 3 && first + second == len => {}
+        // No helper thread, or none started: all of it here.
+        None | Some((None, _)) => return BASE64.decode_to_vec(text).ok(),
         Some(_) => return None,
-        // No thread after all: all of it here.
-        None => return BASE64.decode_to_vec(text).ok(),
     }
     // SAFETY: the decoder wrote `half / 4 * 3` bytes from the start of the
     // spare capacity and the rest of `len` from there on (checked above):
@@ -258,15 +254,20 @@ mod tests {
 
     use super::*;
 
+    /// `len` bytes of a pattern, and their padded standard base64.
+    fn sample(len: usize) -> (Vec<u8>, String) {
+        use base64::Engine as _;
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
+        let text = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        (bytes, text)
+    }
+
     #[test]
     fn base64_is_decoded_like_the_general_purpose_decoder() {
         // Every length, wrapped or not, padded or not, decodes to the bytes
         // the general-purpose decoder gives.
-        use base64::Engine as _;
-        let general = base64::engine::general_purpose::STANDARD;
         for len in 0..200usize {
-            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
-            let text = general.encode(&bytes);
+            let (bytes, text) = sample(len);
             let unpadded = text.trim_end_matches('=').to_owned();
             let wrapped: String = text
                 .as_bytes()
@@ -289,11 +290,8 @@ mod tests {
 
     #[test]
     fn padded_base64_is_decoded_alike_or_left_to_the_forgiving_decoder() {
-        use base64::Engine as _;
-        let general = base64::engine::general_purpose::STANDARD;
         for len in 1..200usize {
-            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
-            let text = general.encode(&bytes);
+            let (bytes, text) = sample(len);
             assert_eq!(decode_padded_base64(text.as_bytes()).unwrap(), bytes);
             // Every text with one character changed, padding included: what
             // the strict decoder takes, the forgiving one decodes alike.

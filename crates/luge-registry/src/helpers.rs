@@ -17,3 +17,26 @@ pub const MAX_HELPER_THREADS: usize = 4;
 /// held only while its helper runs).
 pub static HELPER_THREADS: luge_core::places::Places =
     luge_core::places::Places::new(MAX_HELPER_THREADS);
+
+/// Runs `helper` on a helper thread named `name` (with `stack` bytes of
+/// stack) while `here` runs on this one, and returns both results: the
+/// helper's `None` where the system refused the thread (then `helper` never
+/// ran) or it panicked, for the caller to do its work here. `None`, and
+/// neither run, where every place is taken. The place is held until the
+/// helper is joined, before this returns.
+pub(crate) fn beside<A: Send, B>(
+    name: &str,
+    stack: usize,
+    helper: impl FnOnce() -> A + Send,
+    here: impl FnOnce() -> B,
+) -> Option<(Option<A>, B)> {
+    let _place = HELPER_THREADS.take()?;
+    Some(std::thread::scope(|scope| {
+        let helping = std::thread::Builder::new()
+            .name(name.to_owned())
+            .stack_size(stack)
+            .spawn_scoped(scope, helper);
+        let here = here();
+        (helping.ok().and_then(|thread| thread.join().ok()), here)
+    }))
+}

@@ -643,25 +643,17 @@ impl ModuleRegistry {
             Some(payload)
                 if bytes.len() >= OVERLAP_AT && self.runtime.stages() && !probably_loaded() =>
             {
-                let Some(_place) = crate::HELPER_THREADS.take() else {
+                // BLAKE3 keeps a few hundred bytes of state.
+                let beside = crate::helpers::beside("luge-artifact-mac", 256 << 10, open, || {
+                    self.runtime.stage(payload)
+                });
+                let Some((checked, staged)) = beside else {
                     // Every helper thread is taken: checked here, then
                     // loaded as without staging.
                     return self.load_opened(open()?, None, share);
                 };
-                std::thread::scope(|scope| {
-                    let checking = std::thread::Builder::new()
-                        .name("luge-artifact-mac".into())
-                        // BLAKE3 keeps a few hundred bytes of state.
-                        .stack_size(256 << 10)
-                        .spawn_scoped(scope, open);
-                    let staged = self.runtime.stage(payload);
-                    // A check that could not start, or died, is run here.
-                    let verified = match checking.map(|thread| thread.join()) {
-                        Ok(Ok(verified)) => verified,
-                        _ => open(),
-                    };
-                    (verified, staged)
-                })
+                // A check that could not start, or died, is run here.
+                (checked.unwrap_or_else(open), staged)
             }
             _ => (open(), None),
         };
