@@ -348,12 +348,22 @@ impl Default for Preemption {
     }
 }
 
+/// Whether an export `name`, a function of `params` parameters and
+/// `results` results, is an entry point: a function taking and returning
+/// nothing, `() -> ()`, other than Luge's own
+/// [`START_EXPORT`](crate::start::START_EXPORT). The one rule every engine
+/// applies to the exports it finds at load ([`LoadedModule::has_export`]).
+pub fn is_entry_point(name: &str, params: usize, results: usize) -> bool {
+    params == 0 && results == 0 && name != crate::start::START_EXPORT
+}
+
 /// A compiled module ready to be instantiated, shared by every container that
 /// runs the same code.
 pub trait LoadedModule: Send + Sync + 'static {
     /// Whether `name` is an entry point of the module: an exported function
-    /// taking and returning nothing, `() -> ()` (a function of any other
-    /// type is none, on every engine; a run naming one ends in
+    /// taking and returning nothing, `() -> ()` ([`is_entry_point`]; a
+    /// function of any other type, or `luge:start`, is none, on every
+    /// engine; a run naming one ends in
     /// [`SandboxError::NoEntry`](crate::SandboxError::NoEntry)).
     fn has_export(&self, name: &str) -> bool;
 

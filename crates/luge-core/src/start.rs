@@ -65,6 +65,15 @@ pub fn defer_start(wasm: Vec<u8>) -> Result<(Vec<u8>, bool), ReservedExport> {
     Ok((out, true))
 }
 
+/// Refuses a core module that exports [`START_EXPORT`] itself, as
+/// [`defer_start`] does, for an engine that runs start functions itself
+/// (Wasmtime) and rewrites nothing: every engine refuses such a module
+/// alike. Anything else (not well-formed, a component) passes, for the
+/// engine to judge.
+pub fn refuse_reserved(wasm: &[u8]) -> Result<(), ReservedExport> {
+    plan(wasm).map(drop)
+}
+
 /// Where the rewrite cuts, in `wasm`'s bytes.
 struct Plan {
     start_function: u32,

@@ -93,6 +93,20 @@ pub fn streams_context_and_entry_points(registry: &ModuleRegistry) {
             "{name}"
         );
     }
+    // A module exporting `luge:start` itself, `() -> ()`, is refused at
+    // load on every engine, saying so.
+    let reserved = [
+        &b"\0asm\x01\0\0\0"[..],
+        b"\x01\x04\x01\x60\0\0", // types: () -> ()
+        b"\x03\x02\x01\0",       // one function of it
+        b"\x05\x03\x01\0\x01",   // one page of memory
+        b"\x07\x17\x02\x0aluge:start\0\0\x06memory\x02\0",
+        b"\x0a\x04\x01\x02\0\x0b", // its body: nothing
+    ]
+    .concat();
+    let refused = registry.load(&ModuleCode::Wasm(reserved));
+    let error = luge_core::error_line(&refused.err().expect("refused"));
+    assert!(error.contains("a name Luge reserves"), "{error}");
     let mut action = Action::command("entry");
     action.entry = "niam".into();
     assert_eq!(

@@ -113,22 +113,26 @@ impl WamrModule {
             let mut export: sys::wasm_export_t = unsafe { std::mem::zeroed() };
             // SAFETY: `index` is within the count WAMR reported.
             unsafe { sys::wasm_runtime_get_export_type(module, index, &mut export) };
-            // Entry points: functions taking and returning nothing.
+            if export.kind != sys::WASM_IMPORT_EXPORT_KIND_FUNC || export.name.is_null() {
+                continue;
+            }
             // SAFETY: for a function export WAMR sets `u.func_type`, a type
-            // owned by the module.
-            let takes_nothing = export.kind == sys::WASM_IMPORT_EXPORT_KIND_FUNC
-                && unsafe {
-                    !export.u.func_type.is_null()
-                        && sys::wasm_func_type_get_param_count(export.u.func_type) == 0
-                        && sys::wasm_func_type_get_result_count(export.u.func_type) == 0
-                };
-            if takes_nothing && !export.name.is_null() {
-                // SAFETY: WAMR's export names are NUL-terminated strings
-                // owned by the module, alive while it is.
-                let name = unsafe { CStr::from_ptr(export.name) };
-                if name.to_bytes() != luge_core::start::START_EXPORT.as_bytes() {
-                    exports.insert(name.to_string_lossy().into_owned());
+            // owned by the module (read only where it is not null); its
+            // export names are NUL-terminated strings owned by the module,
+            // alive while it is.
+            let (name, params, results) = unsafe {
+                let ty = export.u.func_type;
+                if ty.is_null() {
+                    continue;
                 }
+                (
+                    CStr::from_ptr(export.name).to_string_lossy(),
+                    sys::wasm_func_type_get_param_count(ty),
+                    sys::wasm_func_type_get_result_count(ty),
+                )
+            };
+            if luge_core::runtime::is_entry_point(&name, params as usize, results as usize) {
+                exports.insert(name.into_owned());
             }
         }
         Ok(Self {

@@ -36,12 +36,11 @@ impl WasmerModule {
     ) -> Self {
         let exports = module
             .exports()
-            // Entry points: functions taking and returning nothing.
             .filter(|e| {
-                matches!(e.ty(), ExternType::Function(f) if f.params().is_empty() && f.results().is_empty())
+                matches!(e.ty(), ExternType::Function(f)
+                    if luge_core::runtime::is_entry_point(e.name(), f.params().len(), f.results().len()))
             })
             .map(|e| e.name().to_owned())
-            .filter(|name| name != luge_core::start::START_EXPORT)
             .collect();
         Self {
             module,

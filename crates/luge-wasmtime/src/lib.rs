@@ -279,6 +279,10 @@ impl WasmRuntime for WasmtimeRuntime {
                 .precompile_component(wasm)
                 .map_err(|e| EngineError::InvalidModule(e.into()));
         }
+        // Refused as on every engine, though Wasmtime itself runs start
+        // functions (see `luge_core::start`).
+        luge_core::start::refuse_reserved(wasm)
+            .map_err(|e| EngineError::InvalidModule(e.into()))?;
         self.engine
             .precompile_module(wasm)
             .map_err(|e| EngineError::InvalidModule(e.into()))

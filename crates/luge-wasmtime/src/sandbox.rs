@@ -87,9 +87,13 @@ impl SandboxModule {
         let exports = module
             .exports()
             .filter(|e| {
-                e.ty()
-                    .func()
-                    .is_some_and(|f| f.params().len() == 0 && f.results().len() == 0)
+                e.ty().func().is_some_and(|f| {
+                    luge_core::runtime::is_entry_point(
+                        e.name(),
+                        f.params().len(),
+                        f.results().len(),
+                    )
+                })
             })
             .filter_map(|e| Some((e.name().to_owned(), module.get_export_index(e.name())?)))
             .collect();
