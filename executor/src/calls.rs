@@ -56,11 +56,7 @@ impl HostCalls {
     /// chained request) its internal origin in `allowed_outbound_hosts`.
     fn granted(&self, name: &str, chained: bool) -> bool {
         self.caller.spec.calls.iter().any(|g| g == name)
-            || (chained
-                && luge_core::capabilities::grants_chaining(
-                    &self.caller.action.capabilities.outbound_http,
-                    name,
-                ))
+            || (chained && self.caller.action.capabilities.outbound.chains_to(name))
     }
 
     /// The callee `name`, granted (a chained request is also granted by

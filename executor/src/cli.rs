@@ -344,6 +344,14 @@ impl Options {
                 refuse_under(root, what, path)?;
             }
         }
+        if let Some(file) = &self.ca_file {
+            let pem =
+                std::fs::read(file).with_context(|| format!("--ca-file {}", file.display()))?;
+            let tls = luge_outbound::TlsConfig::new(Some(&pem))
+                .with_context(|| format!("--ca-file {}", file.display()))?;
+            // Set once per process; a second `settings` (tests) keeps the first.
+            let _ = luge_outbound::install(tls);
+        }
         // Initialisations for snapshots run under the default limits.
         let limits = self.limit_policy()?;
         let mut registry = ModuleRegistry::new(runtime, key, Some(cache_dir.join("modules")));

@@ -191,6 +191,10 @@ options! {
         /// refused.
         #[arg(long)]
         pub fs_root: Option<PathBuf>,
+        /// PEM file of CA certificates that functions' outgoing HTTPS
+        /// trusts besides the platform's roots (an operator's private CA).
+        #[arg(long)]
+        pub ca_file: Option<PathBuf>,
         /// Where compiled modules are cached (and the generated key kept
         /// when no key is given) [default: $XDG_CACHE_HOME/luge or
         /// ~/.cache/luge].

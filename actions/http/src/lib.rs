@@ -166,18 +166,21 @@ fn fetch(request: IncomingRequest, out: ResponseOutparam, times: usize) {
     }
 }
 
-/// GETs `url` (`http://authority/path`) through wasi:http's outgoing
-/// handler: its status and body, or the error in words.
+/// GETs `url` (`http://authority/path` or `https://...`) through
+/// wasi:http's outgoing handler: its status and body, or the error in
+/// words.
 fn get(url: &str) -> Result<(u16, Vec<u8>), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or("x-fetch: expected http://...")?;
+    let (scheme, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (Scheme::Http, rest),
+        (_, Some(rest)) => (Scheme::Https, rest),
+        _ => return Err("x-fetch: expected http://... or https://...".into()),
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     let request = OutgoingRequest::new(Fields::new());
-    let _ = request.set_scheme(Some(&Scheme::Http));
+    let _ = request.set_scheme(Some(&scheme));
     let _ = request.set_authority(Some(authority));
     let _ = request.set_path_with_query(Some(path));
     let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;

@@ -66,8 +66,9 @@ pub struct FunctionSpec {
     /// one (host API v1's `state_*`, keys `ns/rest`); none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub state: Vec<String>,
-    /// Origins (`http://host[:port]`) an HTTP handler may send outgoing
-    /// requests to; none by default.
+    /// Where outgoing requests and connections may go, in Spin's
+    /// `allowed_outbound_hosts` grammar (`luge_core::capabilities::outbound`);
+    /// `{{ name }}` expands from `variables`. None by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_outbound_hosts: Vec<String>,
     /// Whose private state namespace the function uses: its own name's

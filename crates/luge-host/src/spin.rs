@@ -133,7 +133,8 @@ pub fn parse(
     let mut app = BTreeMap::new();
     for (name, variable) in &manifest.variables {
         let location = format!("variables.{name}");
-        luge_core::capabilities::check_variable(name, "").map_err(|e| error(&location, e))?;
+        luge_core::capabilities::check_variable(name, "")
+            .map_err(|e| error(&location, e.to_string()))?;
         let provided = env(&format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()));
         let value = match (provided, &variable.default, variable.required) {
             (Some(value), _, _) => value,
@@ -194,7 +195,8 @@ pub fn parse(
                 )
             })?;
             let at = |field: &str| format!("component.{}.{field}", trigger.component);
-            let spec = component_spec(component, &app, &app_store, &at, base, fs_root)
+            let ids: Vec<&str> = manifest.component.keys().map(String::as_str).collect();
+            let spec = component_spec(component, &app, &app_store, &ids, &at, base, fs_root)
                 .map_err(|(l, m)| error(&l, m))?;
             let module = match &component.source {
                 toml::Value::String(path) => base.join(path),
@@ -256,6 +258,7 @@ fn component_spec(
     component: &Component,
     app: &BTreeMap<String, String>,
     app_store: &str,
+    ids: &[&str],
     at: &dyn Fn(&str) -> String,
     base: &Path,
     fs_root: Option<&Path>,
@@ -275,13 +278,20 @@ fn component_spec(
     for (index, host) in component.allowed_outbound_hosts.iter().enumerate() {
         let location = at(&format!("allowed_outbound_hosts[{index}]"));
         let host = expand(host, app).map_err(|m| (location.clone(), m))?;
-        let origin = luge_core::capabilities::outbound_origin(&host).map_err(|e| {
-            (
-                location,
-                format!("{e} (Luge grants http:// origins exactly)"),
-            )
-        })?;
-        allowed.push(origin);
+        luge_core::capabilities::outbound::AllowedHost::parse(&host)
+            .map_err(|e| (location, e.to_string()))?;
+        // On Spin, `*.spin.internal` chains to the app's own components:
+        // here each is granted by name (no wildcard chains, see
+        // luge_core::capabilities::outbound).
+        let spin_internal = host
+            .split_once("://")
+            .and_then(|(_, rest)| rest.strip_prefix("*.spin.internal"))
+            .is_some_and(|port| port.is_empty() || port == "/" || port == ":80");
+        if spin_internal {
+            allowed.extend(ids.iter().map(|id| format!("http://{id}.spin.internal")));
+        } else {
+            allowed.push(host);
+        }
     }
     let mut state = Vec::new();
     let mut private_store = None;
@@ -364,23 +374,8 @@ fn file_grant(
 
 /// `template` with each `{{ name }}` replaced by the app variable `name`.
 fn expand(template: &str, app: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| format!("{template:?}: an unclosed {{{{"))?;
-        let name = after[..end].trim();
-        let value = app
-            .get(name)
-            .ok_or_else(|| format!("{template:?}: no app variable {name:?}"))?;
-        out.push_str(value);
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    luge_core::capabilities::variables::expand(template, |name| app.get(name).map(String::as_str))
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -431,6 +426,27 @@ command = "cargo build"
         assert_eq!(route.path, "/...");
         assert_eq!(route.module, Path::new("/apps/x/target/app.wasm"));
         assert_eq!(route.spec.allowed_outbound_hosts, ["http://127.0.0.1:9000"]);
+        // `*.spin.internal` is the app's own components, each by name.
+        let chaining = APP.replace(
+            "[\"{{ upstream }}\"]",
+            "[\"{{ upstream }}\", \"http://*.spin.internal\"]",
+        );
+        let routes = parse(
+            Path::new("spin.toml"),
+            &chaining,
+            Path::new("/a"),
+            None,
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            routes[0].spec.allowed_outbound_hosts,
+            [
+                "http://127.0.0.1:9000",
+                "http://app.spin.internal",
+                "http://other.spin.internal"
+            ]
+        );
         assert_eq!(route.spec.state, ["cart"]);
         assert_eq!(route.spec.variables.0["greeting"], "Hello, world");
         assert_eq!(route.spec.name.as_deref(), Some("app"));
@@ -468,10 +484,14 @@ command = "cargo build"
         let e = parse(Path::new("spin.toml"), APP, Path::new("."), None, &no_env).unwrap_err();
         assert!(e.to_string().contains("SPIN_VARIABLE_UPSTREAM"), "{e}");
         for (from, to, expect) in [
-            ("{{ upstream }}\"]", "https://example.com\"]", "https"),
             (
                 "{{ upstream }}\"]",
-                "*://*:*\"]",
+                "https://example.com/path\"]",
+                "a path is not allowed",
+            ),
+            (
+                "{{ upstream }}\"]",
+                "insecure:allow-all\"]",
                 "allowed_outbound_hosts[0]",
             ),
             (
@@ -489,7 +509,11 @@ command = "cargo build"
                 "files = [\"static/**\"]",
                 "a glob",
             ),
-            ("{{ greeting }}, world", "{{ nope }}", "no app variable"),
+            (
+                "{{ greeting }}, world",
+                "{{ nope }}",
+                "no variable \"nope\"",
+            ),
             (
                 "spin_manifest_version = 2",
                 "spin_manifest_version = 1",

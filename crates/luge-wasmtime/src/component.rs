@@ -13,7 +13,7 @@
 //! function's grants name the origin (its `Hooks`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{
@@ -309,7 +309,10 @@ impl Shared {
                 limiter: SandboxLimiter::new(limits.memory_bytes),
                 http,
                 hooks: Hooks {
-                    allowed: invocation.action.capabilities.outbound_http.clone(),
+                    allowed: invocation.action.capabilities.outbound.clone(),
+                    // The action's address: one function's kept-alive
+                    // connections are its own while it is loaded.
+                    owner: Arc::as_ptr(&invocation.action) as usize,
                     deadline: started + limits.timeout,
                     sent: 0,
                     calls: invocation.calls.clone(),
@@ -540,12 +543,14 @@ impl LoadedModule for ProxyComponent {
     }
 }
 
-/// How a component's outgoing HTTP requests are sent: only to the origins
-/// its grants name (`http://host:port`), over plain HTTP/1.1, each bounded
-/// by the invocation's remaining time. Everything else is
+/// How a component's outgoing HTTP requests are sent: where its
+/// `allowed_outbound_hosts` grant (http or https; see `luge_outbound`),
+/// each bounded by the invocation's remaining time. Everything else is
 /// `HTTP-request-denied` to the guest.
 struct Hooks {
-    allowed: Vec<String>,
+    allowed: luge_core::capabilities::AllowedHosts,
+    /// Whose kept-alive connections these requests use.
+    owner: usize,
     deadline: Instant,
     /// Outgoing requests sent so far by this invocation.
     sent: usize,
@@ -591,26 +596,18 @@ impl WasiHttpHooks for Hooks {
             self.sent += 1;
             return Box::new(chain(self.calls.clone(), name, request));
         }
-        let origin = match (request.uri().scheme_str(), request.uri().authority()) {
-            (Some(scheme), Some(authority)) => {
-                luge_core::capabilities::outbound_origin(&format!("{scheme}://{authority}")).ok()
-            }
-            _ => None,
-        };
-        let Some(origin) = origin.filter(|origin| self.allowed.contains(origin)) else {
-            tracing::debug!(uri = %request.uri(), "outgoing HTTP request to an origin not granted: denied");
-            return Box::new(std::future::ready(Err(
-                wasmtime_wasi_http::Error::HttpRequestDenied,
-            )));
-        };
         if self.sent >= MAX_OUTGOING_REQUESTS {
             return Box::new(std::future::ready(Err(
                 wasmtime_wasi_http::Error::ConnectionLimitReached,
             )));
         }
         self.sent += 1;
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        Box::new(send(request, origin, remaining, options))
+        let bounds = luge_outbound::Bounds {
+            deadline: self.deadline,
+            connect: options.and_then(|o| o.connect_timeout),
+            first_byte: options.and_then(|o| o.first_byte_timeout),
+        };
+        Box::new(send(self.allowed.clone(), self.owner, request, bounds))
     }
 }
 
@@ -668,45 +665,45 @@ async fn chain(
     ))
 }
 
-/// Sends `request` to `origin` (granted), all within `remaining`.
+/// Kept-alive outgoing connections of every component of this process,
+/// per function and origin (bounded: `luge_outbound::Pool`).
+static OUTGOING: std::sync::LazyLock<luge_outbound::Pool<wasmtime_wasi_http::WasiBody>> =
+    std::sync::LazyLock::new(luge_outbound::Pool::default);
+
+/// Sends `request` where `allowed` grants it, within `bounds`; a refusal
+/// or failure as the wasi:http error code that names it.
 async fn send(
-    mut request: http::Request<wasmtime_wasi_http::WasiBody>,
-    origin: String,
-    remaining: Duration,
-    options: Option<wasmtime_wasi_http::RequestOptions>,
+    allowed: luge_core::capabilities::AllowedHosts,
+    owner: usize,
+    request: http::Request<wasmtime_wasi_http::WasiBody>,
+    bounds: luge_outbound::Bounds,
 ) -> Sent {
+    use luge_outbound::SendError as E;
     use wasmtime_wasi_http::Error;
-    let bound = |chosen: Option<Duration>| chosen.map_or(remaining, |d| d.min(remaining));
-    let address = origin.trim_start_matches("http://").to_owned();
-    let stream = tokio::time::timeout(
-        bound(options.and_then(|o| o.connect_timeout)),
-        tokio::net::TcpStream::connect(address),
-    )
-    .await
-    .map_err(|_| Error::ConnectionTimeout)?
-    .map_err(Error::Connect)?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(stream))
-            .await
-            .map_err(Error::Hyper)?;
-    // The connection lives no longer than the invocation could.
-    tokio::spawn(tokio::time::timeout(remaining, connection));
-    // Origin-form on the wire: the scheme and authority went into the
-    // connection (and the Host header).
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse()
-        .map_err(|_| Error::HttpRequestUriInvalid)?;
-    *request.uri_mut() = path;
-    let response = tokio::time::timeout(
-        bound(options.and_then(|o| o.first_byte_timeout)),
-        sender.send_request(request),
-    )
-    .await
-    .map_err(|_| Error::ConnectionReadTimeout)?
-    .map_err(Error::Hyper)?;
+    let uri = request.uri().clone();
+    let response = luge_outbound::send(&OUTGOING, owner, &allowed, request, bounds)
+        .await
+        .map_err(|e| {
+            tracing::debug!(%uri, error = %e, "outgoing HTTP request failed");
+            match e {
+                E::Denied(_) | E::AddressProhibited(_) => Error::HttpRequestDenied,
+                E::NotFound(_) | E::Dns { .. } => Error::DnsError {
+                    rcode: None,
+                    info_code: None,
+                },
+                E::DnsTimeout => Error::DnsTimeout,
+                E::ConnectTimeout => Error::ConnectionTimeout,
+                E::ConnectionRefused => Error::ConnectionRefused,
+                E::Connect(e) => Error::Connect(e),
+                E::TlsCertificate(_) => Error::TlsCertificateError,
+                E::ServerName(_) | E::Tls(_) | E::TlsTimeout | E::TlsSetup(_) => {
+                    Error::TlsProtocolError
+                }
+                E::ResponseTimeout => Error::ConnectionReadTimeout,
+                E::Http(e) => Error::Hyper(e),
+                E::Uri => Error::HttpRequestUriInvalid,
+            }
+        })?;
     let response = response.map(|body| {
         http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, Error::Hyper))
     });

@@ -156,7 +156,7 @@ impl<T> variables::HostWithStore<T> for HasSpin {
         accessor.with(|mut access| {
             let view = access.get();
             if let Err(why) = check_variable(&name, "") {
-                return Ok(Err(variables::Error::InvalidName(why)));
+                return Ok(Err(variables::Error::InvalidName(why.to_string())));
             }
             Ok(view
                 .variables

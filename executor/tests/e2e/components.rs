@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 const SENTINEL: &str = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX";
 
-fn on_wasmtime() -> bool {
+pub(crate) fn on_wasmtime() -> bool {
     engine() == "wasmtime"
 }
 
@@ -456,7 +456,7 @@ fn wasi_keyvalue_global_buckets_are_redis() {
 
 /// Starts `luge serve` with the HTTP handler (actions/http) on `routes`
 /// (TOML after each route's `module`), and `args`.
-fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (Site, Luge) {
+pub(crate) fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (Site, Luge) {
     let toml: String = routes
         .iter()
         .map(|(path, extra)| {
@@ -604,7 +604,7 @@ fn a_failing_http_handler_disturbs_nothing_else() {
 }
 
 /// Outgoing HTTP is denied unless the route grants the origin; granted, the
-/// handler reaches it. An https grant is refused at start (no TLS client).
+/// handler reaches it. A grant with a path is refused at start.
 #[test]
 fn outgoing_http_needs_a_grant() {
     if !on_wasmtime() {
@@ -656,10 +656,10 @@ fn outgoing_http_needs_a_grant() {
 
     let site = Site::new(
         &["http-handler"],
-        "[[routes]]\npath = \"/f\"\nmodule = \"http-handler.wasm\"\nallowed_outbound_hosts = [\"https://example.com\"]\n",
+        "[[routes]]\npath = \"/f\"\nmodule = \"http-handler.wasm\"\nallowed_outbound_hosts = [\"https://example.com/path\"]\n",
     );
     let refused = site.try_start(&[]).err().unwrap();
-    assert!(refused.contains("no TLS client"), "{refused}");
+    assert!(refused.contains("a path is not allowed"), "{refused}");
 }
 
 /// A handler cannot run where a function's stdin and stdout are the

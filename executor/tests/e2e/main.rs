@@ -23,6 +23,7 @@ mod isolation;
 mod limits;
 mod metrics;
 mod openwhisk_runner;
+mod outbound;
 mod run;
 mod serve_containers;
 mod snapshots;

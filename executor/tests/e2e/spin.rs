@@ -266,12 +266,12 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     assert_get(&luge, "/file/note.txt", "from a files grant");
     drop(luge);
 
-    // https origins (Luge has no TLS client), globs and directories outside
+    // A grant with a path (Spin refuses it too), globs and directories outside
     // --fs-root are refused.
     for (from, to, expect) in [
         (
             "allowed_outbound_hosts = []",
-            "allowed_outbound_hosts = [\"https://example.com\"]",
+            "allowed_outbound_hosts = [\"https://example.com/a/path\"]",
             "allowed_outbound_hosts[0]",
         ),
         (

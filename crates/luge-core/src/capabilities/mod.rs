@@ -1,0 +1,326 @@
+//! Capabilities: what an action may touch, granted by annotations.
+//!
+//! Deny by default: a sandbox sees no directory, no host environment, no
+//! argv, no network and no state namespace beyond what its annotations
+//! grant. Each capability is one slice, in a module of its own that holds
+//! its annotation keys, its parsing and validation, its policy and its
+//! tests; this module only composes them:
+//!
+//! - [`dirs`]: `wasi.dirs` (and WOW's `dir`), resolved beneath the
+//!   operator's `--fs-root` at init;
+//! - [`variables`]: `config.variables`, what `wasi:config/store` and
+//!   Spin's variables read, and the `{{ name }}` templates;
+//! - [`outbound`]: `http.allowed_outbound_hosts`, Spin's grammar, and
+//!   where a connection may go;
+//! - [`namespaces`]: `state.namespaces`, the shared-state namespaces;
+//! - the process itself (`wasi.env`, `wasi.args`, WOW's `net_access`),
+//!   limits (`limits.*`), scheduling hints (`sched.*`) and the snapshot
+//!   entry (`snapshot.init_function`), whose types live in their own
+//!   modules ([`crate::limits`], [`crate::hints`]).
+//!
+//! Annotations arrive either as a JSON object (`{"wasi.env": {...}}`) or in
+//! OpenWhisk's list form (`[{"key": "wasi.env", "value": {...}}]`). Keys
+//! outside Luge's namespaces ([`LUGE_KEY_PREFIXES`]) are OpenWhisk's own
+//! and are ignored; an unknown key inside them is an error, so a typo does
+//! not silently drop a limit.
+
+pub mod dirs;
+pub mod namespaces;
+pub mod outbound;
+pub mod variables;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use dirs::{DirGrant, DirMode, DirRequest, MAX_DIR_GRANTS};
+pub use outbound::{
+    AllowedHosts, CHAINING_DOMAINS, MAX_OUTBOUND_GRANTS, OriginError, OriginRefusal,
+    chained_function,
+};
+pub use variables::{
+    MAX_VARIABLE_NAME_BYTES, MAX_VARIABLE_VALUE_BYTES, MAX_VARIABLES, VariableError, Variables,
+    check_variable,
+};
+
+use crate::hints::SchedHints;
+use crate::limits::RequestedLimits;
+
+/// Resolved grants of an action.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Preopened directories.
+    pub dirs: Vec<DirGrant>,
+    /// `argv[1..]`.
+    pub args: Vec<String>,
+    /// Shared-state namespaces it may use besides its private one.
+    pub state: Vec<String>,
+    /// Where outgoing requests and connections may go; nowhere by default.
+    pub outbound: AllowedHosts,
+}
+
+/// Everything Luge reads from an action's annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Annotations {
+    /// `wasi.dirs` (and WOW's `dir`).
+    pub dirs: Vec<DirRequest>,
+    /// `wasi.env`.
+    pub env: Vec<(String, String)>,
+    /// `wasi.args`.
+    pub args: Vec<String>,
+    /// `limits.*`.
+    pub limits: RequestedLimits,
+    /// `sched.*`.
+    pub sched: SchedHints,
+    /// WOW's `net_access`; accepted for compatibility. A sandbox reaches
+    /// the network only through `allowed_outbound_hosts`, either way.
+    pub net_access: bool,
+    /// `state.namespaces`: shared-state namespaces besides the private one.
+    pub state: Vec<String>,
+    /// `http.allowed_outbound_hosts`, as written (templates expand from
+    /// [`Annotations::variables`] when granted).
+    pub outbound_http: Vec<String>,
+    /// `snapshot.init_function`: the export a snapshot's initialisation
+    /// runs, instead of `wizer.initialize`.
+    pub init_function: Option<String>,
+    /// `config.variables`: what a component reads through
+    /// `wasi:config/store`, by name (see [`check_variable`]).
+    pub variables: Variables,
+}
+
+/// Why annotations or grants were refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GrantError {
+    /// Annotations that are neither an object nor a key/value list.
+    #[error("annotations must be an object or a list of {{\"key\", \"value\"}} pairs")]
+    Shape,
+    /// A Luge key that does not exist.
+    #[error("unknown annotation {0}")]
+    UnknownKey(String),
+    /// A value of the wrong type or form.
+    #[error("annotation {key}: {reason}")]
+    BadValue {
+        /// Annotation key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Directory grants without an operator fs root.
+    #[error("directory grants need the operator's --fs-root; none is configured")]
+    NoFsRoot,
+    /// `/abs/path` as a host path.
+    #[error(
+        "directory grant {0:?}: host paths are relative to the fs root; absolute paths are refused"
+    )]
+    Absolute(String),
+    /// `..` in a path.
+    #[error("directory grant {0:?}: '..' escapes are refused")]
+    DotDot(String),
+    /// A symlink on the way: it could lead outside the fs root, now or later.
+    #[error(
+        "directory grant {0:?} passes through a symlink; grants name real directories beneath the fs root"
+    )]
+    Symlink(String),
+    /// More grants than [`MAX_DIR_GRANTS`].
+    #[error("at most {MAX_DIR_GRANTS} directory grants per action")]
+    TooMany,
+    /// Missing or not a directory.
+    #[error("directory grant {path:?}: {reason}")]
+    NotADirectory {
+        /// Requested host path.
+        path: String,
+        /// What the filesystem said.
+        reason: String,
+    },
+}
+
+fn bad(key: &str, reason: impl Into<String>) -> GrantError {
+    GrantError::BadValue {
+        key: key.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// Key prefixes Luge owns: a key under one of them that no slice knows is
+/// an error; every other key is OpenWhisk's and ignored.
+pub const LUGE_KEY_PREFIXES: [&str; 7] = [
+    "wasi.",
+    "limits.",
+    "sched.",
+    "state.",
+    "http.",
+    "snapshot.",
+    "config.",
+];
+
+/// One slice's annotation reader: whether it took `key` (an error when
+/// the value is malformed).
+type Annotate = fn(&mut Annotations, &str, &Value) -> Result<bool, GrantError>;
+
+/// Every slice's annotation reader, asked in turn.
+const SLICES: [Annotate; 5] = [
+    dirs::annotate,
+    variables::annotate,
+    outbound::annotate,
+    namespaces::annotate,
+    annotate_process,
+];
+
+/// Renders a JSON value as an environment string the way OpenWhisk's proxies
+/// do: strings as-is, `null` as empty, everything else as JSON text.
+pub fn env_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+impl Annotations {
+    /// Parses annotations in object or list form.
+    pub fn parse(value: &Value) -> Result<Self, GrantError> {
+        let mut out = Self::default();
+        match value {
+            Value::Null => {}
+            Value::Object(map) => {
+                for (k, v) in map {
+                    out.set(k, v)?;
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    let key = item.get("key").and_then(Value::as_str);
+                    let value = item.get("value");
+                    match (key, value) {
+                        (Some(k), Some(v)) => out.set(k, v)?,
+                        _ => return Err(GrantError::Shape),
+                    }
+                }
+            }
+            _ => return Err(GrantError::Shape),
+        }
+        Ok(out)
+    }
+
+    fn set(&mut self, key: &str, value: &Value) -> Result<(), GrantError> {
+        for annotate in SLICES {
+            if annotate(self, key, value)? {
+                return Ok(());
+            }
+        }
+        if LUGE_KEY_PREFIXES.iter().any(|p| key.starts_with(p)) {
+            return Err(GrantError::UnknownKey(key.to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// The process's own keys: `wasi.env`, `wasi.args`, `net_access`, the
+/// limits, the scheduling hints and the snapshot entry.
+fn annotate_process(out: &mut Annotations, key: &str, value: &Value) -> Result<bool, GrantError> {
+    let as_u64 = || {
+        value
+            .as_u64()
+            .ok_or_else(|| bad(key, "expected a non-negative integer"))
+    };
+    match key {
+        "net_access" => {
+            out.net_access = value
+                .as_bool()
+                .ok_or_else(|| bad(key, "expected a boolean"))?;
+        }
+        "wasi.env" => {
+            let map = value
+                .as_object()
+                .ok_or_else(|| bad(key, "expected an object"))?;
+            for (k, v) in map {
+                if k.is_empty() || k.contains('=') || k.contains('\0') {
+                    return Err(bad(key, format!("invalid variable name {k:?}")));
+                }
+                out.env.push((k.clone(), env_value(v)));
+            }
+        }
+        "wasi.args" => {
+            let list = value
+                .as_array()
+                .ok_or_else(|| bad(key, "expected a list"))?;
+            for arg in list {
+                let arg = arg.as_str().ok_or_else(|| bad(key, "expected strings"))?;
+                out.args.push(arg.to_owned());
+            }
+        }
+        "snapshot.init_function" => {
+            let name = value
+                .as_str()
+                .filter(|name| !name.is_empty() && name.len() <= 256)
+                .ok_or_else(|| bad(key, "expected an export name"))?;
+            out.init_function = Some(name.to_owned());
+        }
+        "limits.memory_mb" => out.limits.memory_mb = Some(as_u64()?),
+        "limits.timeout_ms" => out.limits.timeout_ms = Some(as_u64()?),
+        "limits.fuel" => out.limits.fuel = Some(as_u64()?),
+        "sched.relative_deadline_us" => {
+            out.sched.relative_deadline = Some(Duration::from_micros(as_u64()?));
+        }
+        "sched.expected_execution_us" => {
+            out.sched.expected_execution = Some(Duration::from_micros(as_u64()?));
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+impl Capabilities {
+    /// Resolves requested grants: directories beneath `fs_root`, each
+    /// slice's checks and bounds.
+    pub fn grant(annotations: &Annotations, fs_root: Option<&Path>) -> Result<Self, GrantError> {
+        Ok(Self {
+            dirs: dirs::grant(&annotations.dirs, fs_root)?,
+            args: annotations.args.clone(),
+            state: namespaces::grant(&annotations.state)?,
+            outbound: AllowedHosts::parse(&annotations.outbound_http, &annotations.variables)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn object_and_list_forms_agree() {
+        let object = json!({"wasi.env": {"A": "1", "B": 2}, "wasi.args": ["x"], "limits.timeout_ms": 50, "exec": "wasm"});
+        let list = json!([
+            {"key": "wasi.env", "value": {"A": "1", "B": 2}},
+            {"key": "wasi.args", "value": ["x"]},
+            {"key": "limits.timeout_ms", "value": 50},
+            {"key": "exec", "value": "wasm"}
+        ]);
+        let a = Annotations::parse(&object).unwrap();
+        assert_eq!(a, Annotations::parse(&list).unwrap());
+        assert_eq!(
+            a.env,
+            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+        );
+        assert_eq!(a.limits.timeout_ms, Some(50));
+    }
+
+    #[test]
+    fn unknown_luge_keys_and_bad_values_are_errors() {
+        assert_eq!(
+            Annotations::parse(&json!({"limits.memroy_mb": 5})),
+            Err(GrantError::UnknownKey("limits.memroy_mb".into()))
+        );
+        assert!(Annotations::parse(&json!({"limits.memory_mb": "lots"})).is_err());
+        assert!(
+            Annotations::parse(
+                &json!({"wasi.dirs": [{"host": "a", "guest": "/a", "mode": "rwx"}]})
+            )
+            .is_err()
+        );
+        assert!(Annotations::parse(&json!("nope")).is_err());
+    }
+}

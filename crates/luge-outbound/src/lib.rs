@@ -1,0 +1,577 @@
+//! Outgoing connections of functions: the sending side of the outbound
+//! networking slice, whose grants and address rule are
+//! [`luge_core::capabilities::outbound`]'s.
+//!
+//! This crate narrows tokio, rustls and hyper's client connections to what
+//! a sandbox may do:
+//!
+//! - a connection goes only where the function's `allowed_outbound_hosts`
+//!   grant it, checked twice: the request's scheme, host and port before
+//!   any lookup, then every address DNS answers
+//!   ([`AllowedHosts::permits_address`]); the socket connects to an
+//!   address that passed, never to the name again, so an answer that
+//!   changes between check and connect (DNS rebinding) changes nothing;
+//! - `https` is TLS on rustls with the `ring` provider (TLS 1.2 and 1.3,
+//!   SNI, hostname verification), trusting the platform's roots and the
+//!   operator's CA bundle ([`TlsConfig`]), offering HTTP/2 and HTTP/1.1 by
+//!   ALPN;
+//! - every step (lookup, connect, handshake, first byte) ends by the
+//!   invocation's deadline, and the connection itself is dropped then:
+//!   a server that stalls holds nothing past the request that opened it.
+//!
+//! Connections are kept alive between requests of the same function to
+//! the same origin ([`Pool`], bounded per origin and in all, closed when
+//! idle for [`IDLE_TIMEOUT`] and at [`MAX_CONNECTION_LIFETIME`]). Redirects
+//! are not followed: a 3xx goes back to the function, whose next request
+//! is checked like any other.
+
+#![deny(missing_docs)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use hyper::body::{Body, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use luge_core::capabilities::AllowedHosts;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::timeout_at;
+
+/// Addresses of one name that are tried: a hostile resolver's answer of
+/// thousands costs no more than eight connection attempts.
+pub const MAX_ADDRESSES: usize = 8;
+
+/// Why an outgoing request got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The scheme, host or port is not granted.
+    #[error("{0} is not granted by allowed_outbound_hosts")]
+    Denied(String),
+    /// The name resolved only to addresses no grant names (a wildcard
+    /// grant reaches public addresses only).
+    #[error("{0} resolved only to addresses its grant does not reach")]
+    AddressProhibited(String),
+    /// No address for the name.
+    #[error("{0}: no address")]
+    NotFound(String),
+    /// The lookup failed.
+    #[error("DNS lookup of {host} failed: {source}")]
+    Dns {
+        /// The name.
+        host: String,
+        /// What the resolver said.
+        source: std::io::Error,
+    },
+    /// The lookup did not end in time.
+    #[error("DNS lookup timed out")]
+    DnsTimeout,
+    /// No connection in time.
+    #[error("connection timed out")]
+    ConnectTimeout,
+    /// The server refused the connection.
+    #[error("connection refused")]
+    ConnectionRefused,
+    /// Another connection failure.
+    #[error("connection failed: {0}")]
+    Connect(std::io::Error),
+    /// A host that cannot be a TLS server name.
+    #[error("{0} is not a valid TLS server name")]
+    ServerName(String),
+    /// The handshake did not end in time.
+    #[error("TLS handshake timed out")]
+    TlsTimeout,
+    /// The server's certificate was refused (unknown issuer, expired,
+    /// another name, ...).
+    #[error("TLS certificate refused: {0}")]
+    TlsCertificate(String),
+    /// The TLS client could not be set up.
+    #[error("TLS client: {0}")]
+    TlsSetup(TlsError),
+    /// Another TLS failure.
+    #[error("TLS failed: {0}")]
+    Tls(std::io::Error),
+    /// No response head in time.
+    #[error("no response in time")]
+    ResponseTimeout,
+    /// The HTTP exchange failed.
+    #[error("HTTP: {0}")]
+    Http(#[from] hyper::Error),
+    /// A URI without scheme or authority.
+    #[error("the request URI has no scheme or host")]
+    Uri,
+}
+
+/// Why the TLS settings could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A CA bundle that is not PEM certificates.
+    #[error("CA bundle: {0}")]
+    Pem(String),
+    /// A CA bundle with no certificate in it.
+    #[error("CA bundle holds no certificate")]
+    Empty,
+    /// A certificate rustls cannot use as a root.
+    #[error("CA bundle: {0}")]
+    Root(rustls::Error),
+}
+
+/// The TLS client settings of this process: which roots are trusted.
+#[derive(Clone)]
+pub struct TlsConfig {
+    client: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConfig").finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// Trusts the platform's roots (as `rustls-native-certs` finds them;
+    /// none is fine, on a scratch image) and every certificate in
+    /// `ca_pem`, the operator's bundle (`--ca-file`).
+    pub fn new(ca_pem: Option<&[u8]>) -> Result<Self, TlsError> {
+        let mut roots = rustls::RootCertStore::empty();
+        // Certificates the platform has that rustls cannot parse are
+        // skipped, as browsers do: one bad file does not stop the rest.
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+        if let Some(pem) = ca_pem {
+            let mut added = 0;
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| TlsError::Pem(e.to_string()))?;
+                roots.add(cert).map_err(TlsError::Root)?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(TlsError::Empty);
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(TlsError::Root)?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Self {
+            client: Arc::new(client),
+        })
+    }
+}
+
+static TLS: OnceLock<TlsConfig> = OnceLock::new();
+
+/// Sets this process's TLS settings, once, before the first outgoing
+/// request; `Err` gives `config` back if they were already set. Without
+/// it, the platform's roots alone are trusted.
+pub fn install(config: TlsConfig) -> Result<(), TlsConfig> {
+    TLS.set(config)
+}
+
+fn tls() -> Result<&'static TlsConfig, SendError> {
+    if let Some(config) = TLS.get() {
+        return Ok(config);
+    }
+    let config = TlsConfig::new(None).map_err(SendError::TlsSetup)?;
+    Ok(TLS.get_or_init(|| config))
+}
+
+/// A host without the brackets of an IPv6 literal.
+fn bare(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
+/// Opens a TCP connection for `scheme://host:port` to an address `grants`
+/// permit, by `deadline`: the grant checked before the lookup, each
+/// answer after it (at most [`MAX_ADDRESSES`] tried, in the resolver's
+/// order).
+pub async fn connect(
+    grants: &AllowedHosts,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<TcpStream, SendError> {
+    let deadline = tokio::time::Instant::from_std(deadline);
+    if !grants.allows(scheme, host, port) {
+        return Err(SendError::Denied(format!("{scheme}://{host}:{port}")));
+    }
+    let name = bare(host);
+    let answers: Vec<SocketAddr> = match name.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => timeout_at(deadline, tokio::net::lookup_host((name, port)))
+            .await
+            .map_err(|_| SendError::DnsTimeout)?
+            .map_err(|source| SendError::Dns {
+                host: name.to_owned(),
+                source,
+            })?
+            .take(MAX_ADDRESSES)
+            .collect(),
+    };
+    let permitted: Vec<SocketAddr> = answers
+        .iter()
+        .copied()
+        .filter(|a| grants.permits_address(scheme, host, port, a.ip()))
+        .collect();
+    if permitted.is_empty() {
+        tracing::debug!(%host, ?answers, "outgoing connection: no permitted address");
+        return Err(if answers.is_empty() {
+            SendError::NotFound(name.to_owned())
+        } else {
+            SendError::AddressProhibited(name.to_owned())
+        });
+    }
+    let mut last = None;
+    for addr in permitted {
+        match timeout_at(deadline, TcpStream::connect(addr)).await {
+            Err(_) => return Err(SendError::ConnectTimeout),
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            SendError::ConnectionRefused
+        }
+        Some(e) => SendError::Connect(e),
+        None => SendError::NotFound(name.to_owned()),
+    })
+}
+
+/// A byte stream, plain or TLS, as hyper's connections take it.
+trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+/// Time bounds of one request: everything ends by `deadline` (the
+/// invocation's), the connection and the first response byte sooner
+/// where the function asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// When the invocation's time runs out.
+    pub deadline: Instant,
+    /// The function's connect timeout, if it set one.
+    pub connect: Option<Duration>,
+    /// The function's first-byte timeout, if it set one.
+    pub first_byte: Option<Duration>,
+}
+
+/// Headers HTTP/2 forbids (RFC 9113 8.2.2): a request written for
+/// HTTP/1.1 loses them when it goes out over HTTP/2.
+const CONNECTION_HEADERS: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Idle connections kept per function and origin: enough for a
+/// function's usual fan-out to one API, few enough that a function
+/// cycling through origins holds little.
+pub const MAX_IDLE_PER_ORIGIN: usize = 4;
+/// Idle connections kept in all (descriptors held between requests);
+/// past it, the oldest origin's are closed first.
+pub const MAX_IDLE: usize = 256;
+/// How long a connection may sit idle before it is closed: below the
+/// usual server keep-alive (nginx 75 s, Node 5 s is shorter and simply
+/// closes it first, which the pool notices).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest life of any connection, in use or not: a server that keeps a
+/// response open forever is cut off here, whatever holds it.
+pub const MAX_CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
+
+/// A connection's sending half, HTTP/1.1 or HTTP/2.
+enum Sender<B> {
+    H1(hyper::client::conn::http1::SendRequest<B>),
+    H2(hyper::client::conn::http2::SendRequest<B>),
+}
+
+impl<B> Sender<B>
+where
+    B: Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn is_ready(&self) -> bool {
+        match self {
+            Self::H1(s) => s.is_ready(),
+            Self::H2(s) => s.is_ready(),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::H1(s) => s.is_closed(),
+            Self::H2(s) => s.is_closed(),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        mut request: http::Request<B>,
+    ) -> Result<http::Response<Incoming>, SendError> {
+        match self {
+            Self::H1(s) => {
+                s.ready().await?;
+                // Origin-form on the wire: scheme and authority went into
+                // the connection (and the Host header).
+                let path = request
+                    .uri()
+                    .path_and_query()
+                    .map_or("/", |p| p.as_str())
+                    .parse()
+                    .map_err(|_| SendError::Uri)?;
+                *request.uri_mut() = path;
+                Ok(s.send_request(request).await?)
+            }
+            Self::H2(s) => {
+                s.ready().await?;
+                let headers = request.headers_mut();
+                for name in CONNECTION_HEADERS {
+                    headers.remove(name);
+                }
+                Ok(s.send_request(request).await?)
+            }
+        }
+    }
+}
+
+/// Where an idle connection may be taken again: the same function, the
+/// same scheme, host and port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    owner: usize,
+    secure: bool,
+    host: String,
+    port: u16,
+}
+
+struct Idle<B> {
+    sender: Sender<B>,
+    /// The address it is connected to: checked against the grants of
+    /// whoever takes it.
+    peer: IpAddr,
+    since: Instant,
+}
+
+/// Kept-alive connections of functions, per function and origin, bounded
+/// ([`MAX_IDLE_PER_ORIGIN`], [`MAX_IDLE`], [`IDLE_TIMEOUT`]). A
+/// connection goes back to the pool once its response head is in; it is
+/// taken again only when hyper says it is ready (its last response body
+/// read to the end, for HTTP/1.1) and its peer address is one the taker's
+/// grants permit.
+pub struct Pool<B> {
+    idle: std::sync::Mutex<std::collections::HashMap<Key, Vec<Idle<B>>>>,
+}
+
+impl<B> Default for Pool<B> {
+    fn default() -> Self {
+        Self {
+            idle: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+}
+
+impl<B> Pool<B>
+where
+    B: Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    /// Idle connections now held, in all.
+    pub fn idle(&self) -> usize {
+        self.idle
+            .lock()
+            .map(|idle| idle.values().map(Vec::len).sum())
+            .unwrap_or(0)
+    }
+
+    /// A ready idle connection for `key` whose peer `permits` accepts;
+    /// closed and expired ones are dropped on the way.
+    fn take(&self, key: &Key, permits: impl Fn(IpAddr) -> bool) -> Option<(Sender<B>, IpAddr)> {
+        let mut idle = self.idle.lock().ok()?;
+        let list = idle.get_mut(key)?;
+        let now = Instant::now();
+        list.retain(|c| !c.sender.is_closed() && now.duration_since(c.since) < IDLE_TIMEOUT);
+        let found = list
+            .iter()
+            .rposition(|c| c.sender.is_ready() && permits(c.peer))
+            .map(|i| list.swap_remove(i));
+        if list.is_empty() {
+            idle.remove(key);
+        }
+        found.map(|c| (c.sender, c.peer))
+    }
+
+    /// Keeps `sender` for the next request to `key`, within the bounds.
+    fn put(&self, key: Key, sender: Sender<B>, peer: IpAddr) {
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        let total: usize = idle.values().map(Vec::len).sum();
+        if total >= MAX_IDLE {
+            // Sweep what has expired or closed everywhere; if still full,
+            // this connection is simply not kept.
+            idle.retain(|_, list| {
+                list.retain(|c| {
+                    !c.sender.is_closed() && now.duration_since(c.since) < IDLE_TIMEOUT
+                });
+                !list.is_empty()
+            });
+            if idle.values().map(Vec::len).sum::<usize>() >= MAX_IDLE {
+                return;
+            }
+        }
+        let list = idle.entry(key).or_default();
+        if list.len() >= MAX_IDLE_PER_ORIGIN {
+            list.remove(0);
+        }
+        list.push(Idle {
+            sender,
+            peer,
+            since: now,
+        });
+    }
+}
+
+/// Sends `request` (an absolute `http` or `https` URI) where `grants`
+/// allow, within `bounds`, on a kept-alive connection of `owner`'s (an
+/// identity of the function, stable while it is loaded) from `pool`, or
+/// a new one; the response's body streams on.
+pub async fn send<B>(
+    pool: &Pool<B>,
+    owner: usize,
+    grants: &AllowedHosts,
+    request: http::Request<B>,
+    bounds: Bounds,
+) -> Result<http::Response<Incoming>, SendError>
+where
+    B: Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let uri = request.uri();
+    let scheme = uri.scheme_str().ok_or(SendError::Uri)?.to_ascii_lowercase();
+    let authority = uri.authority().ok_or(SendError::Uri)?;
+    let host = authority.host().to_owned();
+    let secure = match scheme.as_str() {
+        "http" => false,
+        "https" => true,
+        _ => return Err(SendError::Denied(format!("{scheme}://{authority}"))),
+    };
+    let port = authority
+        .port_u16()
+        .unwrap_or(if secure { 443 } else { 80 });
+    if !grants.allows(&scheme, &host, port) {
+        return Err(SendError::Denied(format!("{scheme}://{host}:{port}")));
+    }
+    let key = Key {
+        owner,
+        secure,
+        host: host.trim_end_matches('.').to_ascii_lowercase(),
+        port,
+    };
+    let now = Instant::now();
+    let within =
+        |bound: Option<Duration>| bound.map_or(bounds.deadline, |b| bounds.deadline.min(now + b));
+    let permits = |peer| grants.permits_address(&scheme, &host, port, peer);
+    let (mut sender, peer) = match pool.take(&key, permits) {
+        Some(kept) => kept,
+        None => {
+            open(
+                grants,
+                &scheme,
+                &host,
+                port,
+                secure,
+                within(bounds.connect),
+                bounds.deadline,
+            )
+            .await?
+        }
+    };
+    let first_byte = tokio::time::Instant::from_std(within(bounds.first_byte));
+    let response = timeout_at(first_byte, sender.send(request))
+        .await
+        .map_err(|_| SendError::ResponseTimeout)??;
+    pool.put(key, sender, peer);
+    Ok(response)
+}
+
+/// A new connection for `scheme://host:port`: TCP to a permitted address
+/// by `connect_by`, TLS and the HTTP handshake by `deadline`.
+async fn open<B>(
+    grants: &AllowedHosts,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    secure: bool,
+    connect_by: Instant,
+    deadline: Instant,
+) -> Result<(Sender<B>, IpAddr), SendError>
+where
+    B: Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tcp = connect(grants, scheme, host, port, connect_by).await?;
+    let _ = tcp.set_nodelay(true);
+    let peer = tcp.peer_addr().map_err(SendError::Connect)?.ip();
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let (io, h2): (Box<dyn Stream>, bool) = if secure {
+        let name = ServerName::try_from(bare(host).to_owned())
+            .map_err(|_| SendError::ServerName(host.to_owned()))?;
+        let connector = tokio_rustls::TlsConnector::from(Arc::clone(&tls()?.client));
+        let stream = timeout_at(deadline, connector.connect(name, tcp))
+            .await
+            .map_err(|_| SendError::TlsTimeout)?
+            .map_err(tls_error)?;
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+        (Box::new(stream), h2)
+    } else {
+        (Box::new(tcp), false)
+    };
+    let io = TokioIo::new(io);
+    let sender = if h2 {
+        let (sender, connection) = timeout_at(
+            deadline,
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), io),
+        )
+        .await
+        .map_err(|_| SendError::ResponseTimeout)??;
+        tokio::spawn(tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection));
+        Sender::H2(sender)
+    } else {
+        let (sender, connection) = timeout_at(deadline, hyper::client::conn::http1::handshake(io))
+            .await
+            .map_err(|_| SendError::ResponseTimeout)??;
+        tokio::spawn(tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection));
+        Sender::H1(sender)
+    };
+    Ok((sender, peer))
+}
+
+/// A failed handshake as the function should hear it: a refused
+/// certificate named as such.
+fn tls_error(e: std::io::Error) -> SendError {
+    let certificate = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|inner| match inner {
+            rustls::Error::InvalidCertificate(why) => Some(format!("{why:?}")),
+            _ => None,
+        });
+    match certificate {
+        Some(why) => SendError::TlsCertificate(why),
+        None => SendError::Tls(e),
+    }
+}

@@ -1,0 +1,250 @@
+//! Functions reaching the world: a wasi:http handler's outgoing HTTPS
+//! against real TLS servers on 127.0.0.1 with a private CA made here, and
+//! what `allowed_outbound_hosts` refuses (Spin's grammar; wildcards reach
+//! public addresses only; other encodings of an address are names).
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common;
+use crate::components::{on_wasmtime, serve_handler};
+
+use common::*;
+use rcgen::{CertificateParams, DnType, IsCa, Issuer, KeyPair};
+
+/// A private CA and certificates it signs.
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new() -> Self {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "Luge test CA");
+        let cert = params.self_signed(&key).unwrap();
+        Self {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A server certificate for `name`, expired or not, as rustls takes it.
+    fn leaf(&self, name: &str, expired: bool) -> Arc<rustls::ServerConfig> {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)
+            .unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Arc::new(config)
+    }
+}
+
+/// An HTTPS server on 127.0.0.1 answering every request with its
+/// protocol version (`secure over HTTP/2.0`), HTTP/2 or HTTP/1.1 as ALPN
+/// chose; it runs until the test process ends.
+fn https_server(config: Arc<rustls::ServerConfig>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                    let io = hyper_util::rt::TokioIo::new(tls);
+                    let service = hyper::service::service_fn(|request: hyper::Request<_>| {
+                        let body = format!("secure over {:?}", request.version());
+                        async move {
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                                http_body_util::Full::new(bytes::Bytes::from(body)),
+                            ))
+                        }
+                    });
+                    if h2 {
+                        let _ = hyper::server::conn::http2::Builder::new(
+                            hyper_util::rt::TokioExecutor::new(),
+                        )
+                        .serve_connection(io, service)
+                        .await;
+                    } else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(io, service)
+                            .await;
+                    }
+                });
+            }
+        });
+    });
+    port
+}
+
+/// Outgoing HTTPS from a component: the private CA trusted through
+/// `--ca-file`, HTTP/2 by ALPN; without the CA, for another name, or
+/// expired, the certificate is refused and the function hears
+/// `TlsCertificateError`; a server that never completes the handshake
+/// costs the request its own time limit, no more.
+#[test]
+fn outgoing_https_trusts_the_operators_ca_and_refuses_bad_certificates() {
+    if !on_wasmtime() {
+        return;
+    }
+    let ca = Ca::new();
+    let good = https_server(ca.leaf("localhost", false));
+    let other_name = https_server(ca.leaf("other.test", false));
+    let expired = https_server(ca.leaf("localhost", true));
+    let stall = TcpListener::bind("127.0.0.1:0").unwrap();
+    let stalled = stall.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+
+    let grant = format!(
+        "allowed_outbound_hosts = [\"https://localhost:{good}\", \"https://localhost:{other_name}\", \"https://localhost:{expired}\", \"https://localhost:{stalled}\"]\nlimits = {{ timeout_ms = 1500 }}"
+    );
+    let routes = [("/out/fetch", grant.as_str())];
+    let (_site, luge) = serve_handler(&routes, &["--ca-file", path_str(&ca_file)]);
+    let fetch = |port: u16| {
+        let url = format!("https://localhost:{port}/page");
+        let reply = luge.send("GET", "/out/fetch", &[("x-fetch", &url)], b"");
+        (
+            reply.status,
+            String::from_utf8_lossy(&reply.body).to_string(),
+        )
+    };
+    assert_eq!(fetch(good), (200, "secure over HTTP/2.0".to_owned()));
+    for bad in [other_name, expired] {
+        let (status, body) = fetch(bad);
+        assert_eq!(status, 502, "{body}");
+        assert!(body.contains("TlsCertificateError"), "{body}");
+    }
+    let started = Instant::now();
+    let (status, body) = fetch(stalled);
+    assert!(status >= 500, "{status} {body}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{body}");
+    // Kept-alive requests in a row on one invocation (each its own
+    // connection, all bounded): the 64-request bound holds for HTTPS too.
+    let url = format!("https://localhost:{good}/page");
+    let reply = luge.send("GET", "/out/fetch?3", &[("x-fetch", &url)], b"");
+    assert_eq!(reply.status, 200);
+    drop(stall);
+
+    // Without the operator's CA, the same server is an unknown issuer.
+    let (_site, plain) = serve_handler(&routes, &[]);
+    let url = format!("https://localhost:{good}/page");
+    let reply = plain.send("GET", "/out/fetch", &[("x-fetch", &url)], b"");
+    let body = String::from_utf8_lossy(&reply.body).to_string();
+    assert_eq!(reply.status, 502, "{body}");
+    assert!(body.contains("TlsCertificateError"), "{body}");
+}
+
+/// A bad `--ca-file` stops the start with the reason, by name.
+#[test]
+fn a_ca_file_that_holds_no_certificate_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ca.pem");
+    std::fs::write(&file, "not a certificate\n").unwrap();
+    let site = Site::new(&[], "");
+    let refused = site
+        .try_start(&["--ca-file", path_str(&file)])
+        .err()
+        .unwrap();
+    assert!(
+        refused.contains("--ca-file") && refused.contains("no certificate"),
+        "{refused}"
+    );
+}
+
+/// `allowed_outbound_hosts` as Spin writes it, enforced on each request:
+/// a wildcard host reaches public addresses only (127.0.0.1 is not, so it
+/// is denied even though `*` matches it); a grant naming 127.0.0.1 does
+/// not admit `127.1` or `2130706433`, other encodings of it; a scheme or
+/// port not granted is denied; a port range admits its ports.
+#[test]
+fn outbound_grants_follow_spins_grammar_and_the_address_rule() {
+    if !on_wasmtime() {
+        return;
+    }
+    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = upstream.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in upstream.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 1024];
+            let _ = std::io::Read::read(&mut stream, &mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
+            );
+        }
+    });
+    let wildcard = "allowed_outbound_hosts = [\"*://*:*\"]".to_owned();
+    let range = format!(
+        "allowed_outbound_hosts = [\"http://127.0.0.1:{}..{}\"]",
+        port,
+        u32::from(port) + 1
+    );
+    let (_site, luge) = serve_handler(
+        &[
+            ("/any/fetch", wildcard.as_str()),
+            ("/range/fetch", range.as_str()),
+        ],
+        &[],
+    );
+    let fetch = |route: &str, url: &str| {
+        let reply = luge.send("GET", route, &[("x-fetch", url)], b"");
+        (
+            reply.status,
+            String::from_utf8_lossy(&reply.body).to_string(),
+        )
+    };
+    let direct = format!("http://127.0.0.1:{port}/");
+    assert_eq!(
+        fetch("/range/fetch", &direct),
+        (200, "upstream!".to_owned())
+    );
+    for (route, url) in [
+        ("/any/fetch", direct.clone()),
+        ("/any/fetch", format!("http://localhost:{port}/")),
+        ("/range/fetch", format!("http://127.1:{port}/")),
+        ("/range/fetch", format!("http://2130706433:{port}/")),
+        ("/range/fetch", format!("https://127.0.0.1:{port}/")),
+        (
+            "/range/fetch",
+            format!("http://127.0.0.1:{}/", port.wrapping_add(1)),
+        ),
+    ] {
+        let (status, body) = fetch(route, &url);
+        assert_eq!(status, 502, "{route} {url}: {body}");
+        assert!(body.contains("HttpRequestDenied"), "{route} {url}: {body}");
+    }
+}
