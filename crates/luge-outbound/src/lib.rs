@@ -575,3 +575,134 @@ fn tls_error(e: std::io::Error) -> SendError {
         None => SendError::Tls(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Empty};
+    use luge_core::capabilities::Variables;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An HTTP/1.1 server on 127.0.0.1 that keeps connections alive and
+    /// counts them; `whole` false: each response's body is cut short (the
+    /// connection stays busy).
+    async fn server(whole: bool) -> (u16, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let mut seen = Vec::new();
+                    loop {
+                        let Ok(n) = stream.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buf[..n]);
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let reply: &[u8] = if whole {
+                                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+                            } else {
+                                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nok"
+                            };
+                            if stream.write_all(reply).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (port, accepted)
+    }
+
+    fn grants(entries: &[String]) -> AllowedHosts {
+        AllowedHosts::parse(entries, &Variables::default()).unwrap()
+    }
+
+    async fn get(
+        pool: &Pool<Empty<Bytes>>,
+        owner: usize,
+        grants: &AllowedHosts,
+        url: &str,
+    ) -> Result<Bytes, SendError> {
+        let request = http::Request::get(url).body(Empty::new()).unwrap();
+        let bounds = Bounds {
+            deadline: Instant::now() + Duration::from_secs(5),
+            connect: None,
+            first_byte: None,
+        };
+        let response = send(pool, owner, grants, request, bounds).await?;
+        Ok(response.into_body().collect().await.unwrap().to_bytes())
+    }
+
+    #[tokio::test]
+    async fn connections_are_kept_per_function_and_origin() {
+        let (port, accepted) = server(true).await;
+        let url = format!("http://127.0.0.1:{port}/");
+        let granted = grants(&[format!("http://127.0.0.1:{port}")]);
+        let pool = Pool::default();
+        for _ in 0..5 {
+            assert_eq!(get(&pool, 1, &granted, &url).await.unwrap(), "ok");
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "one connection, kept alive"
+        );
+        assert_eq!(pool.idle(), 1);
+        // Another function opens its own.
+        get(&pool, 2, &granted, &url).await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        // A kept connection is never handed to grants that do not permit
+        // its peer: a wildcard reaches public addresses only.
+        let wildcard = grants(&["http://*:*".to_owned()]);
+        assert!(matches!(
+            get(&pool, 1, &wildcard, &url).await,
+            Err(SendError::AddressProhibited(_))
+        ));
+        // Nor to a request its grants deny.
+        let other = grants(&["http://127.0.0.1:1".to_owned()]);
+        assert!(matches!(
+            get(&pool, 1, &other, &url).await,
+            Err(SendError::Denied(_))
+        ));
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_bounded_per_origin() {
+        let (port, accepted) = server(false).await;
+        let url = format!("http://127.0.0.1:{port}/");
+        let granted = grants(&[format!("http://127.0.0.1:{port}")]);
+        let pool = Pool::default();
+        // Responses held unread keep their connections busy: each request
+        // opens another, and at most MAX_IDLE_PER_ORIGIN are kept.
+        let mut held = Vec::new();
+        for _ in 0..MAX_IDLE_PER_ORIGIN + 3 {
+            let request = http::Request::get(&url)
+                .body(Empty::<Bytes>::new())
+                .unwrap();
+            let bounds = Bounds {
+                deadline: Instant::now() + Duration::from_secs(5),
+                connect: None,
+                first_byte: None,
+            };
+            held.push(send(&pool, 7, &granted, request, bounds).await.unwrap());
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), MAX_IDLE_PER_ORIGIN + 3);
+        assert_eq!(pool.idle(), MAX_IDLE_PER_ORIGIN);
+    }
+}

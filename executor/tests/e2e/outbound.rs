@@ -152,8 +152,7 @@ fn outgoing_https_trusts_the_operators_ca_and_refuses_bad_certificates() {
     let (status, body) = fetch(stalled);
     assert!(status >= 500, "{status} {body}");
     assert!(started.elapsed() < Duration::from_secs(5), "{body}");
-    // Kept-alive requests in a row on one invocation (each its own
-    // connection, all bounded): the 64-request bound holds for HTTPS too.
+    // Requests in a row from one invocation, on a kept-alive connection.
     let url = format!("https://localhost:{good}/page");
     let reply = luge.send("GET", "/out/fetch?3", &[("x-fetch", &url)], b"");
     assert_eq!(reply.status, 200);
