@@ -56,6 +56,8 @@ pub struct Target {
     pub body: Bytes,
     /// Body length a correct answer has, when known.
     pub expect_len: Option<usize>,
+    /// Headers sent besides Host.
+    pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
 }
 
 /// Drives `target` with `concurrency` clients: `warmup`, then a measured
@@ -106,12 +108,13 @@ async fn client(target: Target, start: Instant, end: Instant) -> LoadReport {
             }
         }
         let Some(s) = sender.as_mut() else { continue };
-        let request = hyper::Request::builder()
+        let mut request = hyper::Request::builder()
             .method(target.method.clone())
             .uri(&target.path)
             .header(hyper::header::HOST, "127.0.0.1")
             .body(Full::new(target.body.clone()))
             .expect("request");
+        request.headers_mut().extend(target.headers.iter().cloned());
         let sent = Instant::now();
         let answer = match s.send_request(request).await {
             Ok(response) => {

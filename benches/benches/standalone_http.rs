@@ -150,6 +150,7 @@ fn main() {
             path: path.to_owned(),
             body,
             expect_len: Some(expect_len),
+            headers: Vec::new(),
         };
         load::closed_loop(&target, concurrency, warmup, window)
     };

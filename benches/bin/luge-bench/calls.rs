@@ -51,6 +51,7 @@ fn target(server: &Server, path: &str, body: &Value) -> Target {
         path: path.to_owned(),
         body: Bytes::from(body.to_string()),
         expect_len: None,
+        headers: Vec::new(),
     }
 }
 

@@ -55,6 +55,7 @@ fn target(server: &Server, path: &str, body: Bytes) -> Target {
         path: path.to_owned(),
         body,
         expect_len: None,
+        headers: Vec::new(),
     }
 }
 

@@ -270,6 +270,7 @@ pub(crate) fn http_proxy(setup: &Setup, window: Duration) -> anyhow::Result<Repo
                 path: "/hello".to_owned(),
                 body: bytes::Bytes::new(),
                 expect_len: Some(HELLO.len()),
+                headers: Vec::new(),
             };
             let (rate, row) = measure(served, &target, connections, window);
             rates[i].push((connections as f64, rate));

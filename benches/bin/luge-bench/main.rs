@@ -15,6 +15,8 @@
 //!
 //! - `http-proxy`: one wasi:http component on Luge and on `wasmtime serve`,
 //!   each a process of its own: req/s, p50/p99, server CPU per request.
+//! - `outbound`: one outgoing HTTP or HTTPS request from that component,
+//!   on Luge and on `wasmtime serve -S http`: p50, server CPU per request.
 //!
 //! - `fairness`: a victim route's success rate and latency while another
 //!   tenant amplifies one request through calls or floods its route.
@@ -31,6 +33,7 @@ mod cold_start;
 mod fairness;
 mod http_proxy;
 mod memory;
+mod outbound;
 mod python;
 mod report;
 mod scaling;
@@ -82,6 +85,7 @@ enum Experiment {
     Snapshots,
     Python,
     HttpProxy,
+    Outbound,
     Scaling,
     Fairness,
     WasiP3,
@@ -170,6 +174,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Snapshots,
             Experiment::Python,
             Experiment::HttpProxy,
+            Experiment::Outbound,
             Experiment::Scaling,
             Experiment::Fairness,
             Experiment::WasiP3,
@@ -192,6 +197,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
             Experiment::Python => python(&setup, cli.rounds.max(1)),
             Experiment::HttpProxy => http_proxy(&setup, window),
+            Experiment::Outbound => outbound::outbound(&setup, window),
             Experiment::Scaling => scaling(
                 &setup,
                 window,

@@ -244,6 +244,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             path: path.to_owned(),
             body: bytes::Bytes::new(),
             expect_len: expect,
+            headers: Vec::new(),
         };
         let (connections, mut errors) = (only.connections.max(1), 0);
         drive(&target, connections, client, Duration::ZERO, WARMUP);

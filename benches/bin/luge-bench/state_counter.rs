@@ -43,6 +43,7 @@ pub(crate) fn state_counter(setup: &Setup, window: Duration) -> anyhow::Result<R
                 path: "/counter".into(),
                 body: Bytes::from(json!({ "key": key, "n": 10, "global": global }).to_string()),
                 expect_len: None,
+                headers: Vec::new(),
             };
             let report = load::closed_loop(&target, 32, Duration::from_millis(500), window);
             anyhow::ensure!(report.errors == 0, "{report:?}");

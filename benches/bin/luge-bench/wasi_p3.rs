@@ -103,6 +103,7 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
                 path: path.to_owned(),
                 body: bytes::Bytes::new(),
                 expect_len: Some(HELLO.len()),
+                headers: Vec::new(),
             };
             let (rate, row) = measure(served, &target, connections, window);
             rates.push((connections as f64, rate));
@@ -120,6 +121,7 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
             path: format!("/kv/bench?store={store}"),
             body: bytes::Bytes::from(value.clone()),
             expect_len: None,
+            headers: Vec::new(),
         };
         let seeded = load::closed_loop(&target, 1, Duration::ZERO, Duration::from_millis(50));
         anyhow::ensure!(
@@ -155,6 +157,7 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
                 path: path.to_owned(),
                 body: bytes::Bytes::new(),
                 expect_len,
+                headers: Vec::new(),
             };
             let (_, row) = measure(&luge, &target, connections, window);
             rows.push([vec![name.to_owned()], row].concat());

@@ -1,0 +1,239 @@
+//! `outbound`: what one outgoing request from a component costs. The same
+//! `wasi:http` component (`actions/http`, its `fetch` path: one GET to
+//! the URL in `x-fetch`, the answer relayed) on Luge and on `wasmtime
+//! serve -S cli -S http`, at one connection: to a plain HTTP upstream on
+//! both, and to an HTTPS upstream (a private CA made here, HTTP/2 by
+//! ALPN, and HTTP/1.1) on Luge; its hello path on both, for the cost of the
+//! request itself. Upstreams run in this process on 127.0.0.1.
+//!
+//! `wasmtime serve` trusts only the webpki roots compiled into it, so it
+//! cannot reach an HTTPS server with a private CA: the HTTPS rows are
+//! Luge's alone, and its cost is read against Luge's own plain row.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::header::{HeaderName, HeaderValue};
+use luge_benches::load::Target;
+use luge_benches::wasm;
+use rcgen::{CertificateParams, IsCa, Issuer, KeyPair};
+
+use crate::Report;
+use crate::Setup;
+use crate::http_proxy::{
+    HELLO, LUGE_MARKER, free_port, load_columns, luge_serve, luge_site, measure, start,
+    wasmtime_cli, wasmtime_version,
+};
+
+/// What every upstream answers.
+const UPSTREAM_BODY: &[u8] = b"upstream says hello";
+
+/// An upstream on 127.0.0.1 answering [`UPSTREAM_BODY`], over TLS with
+/// `tls` (offering `alpn`) or plain; serves until the process ends.
+fn upstream(tls: Option<(Arc<rustls::ServerConfig>, bool)>) -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let port = listener.local_addr()?.port();
+    std::thread::spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        runtime.block_on(async move {
+            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                return;
+            };
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = tcp.set_nodelay(true);
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(|_: hyper::Request<_>| async {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from_static(UPSTREAM_BODY)),
+                        ))
+                    });
+                    match tls {
+                        None => {
+                            let io = hyper_util::rt::TokioIo::new(tcp);
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(io, service)
+                                .await;
+                        }
+                        Some((config, h2)) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                            let Ok(stream) = acceptor.accept(tcp).await else {
+                                return;
+                            };
+                            let io = hyper_util::rt::TokioIo::new(stream);
+                            if h2 {
+                                let _ = hyper::server::conn::http2::Builder::new(
+                                    hyper_util::rt::TokioExecutor::new(),
+                                )
+                                .serve_connection(io, service)
+                                .await;
+                            } else {
+                                let _ = hyper::server::conn::http1::Builder::new()
+                                    .serve_connection(io, service)
+                                    .await;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    });
+    Ok(port)
+}
+
+/// A private CA's PEM and a server config for `localhost` it signed,
+/// offering HTTP/2 (`h2`) or HTTP/1.1 only.
+fn tls_pair() -> anyhow::Result<(String, Arc<rustls::ServerConfig>, Arc<rustls::ServerConfig>)> {
+    let ca_key = KeyPair::generate()?;
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_pem = ca.self_signed(&ca_key)?.pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate()?;
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])?.signed_by(&key, &issuer)?;
+    let config = |alpn: &[&[u8]]| -> anyhow::Result<Arc<rustls::ServerConfig>> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )?;
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(Arc::new(config))
+    };
+    Ok((
+        ca_pem,
+        config(&[b"h2", b"http/1.1"])?,
+        config(&[b"http/1.1"])?,
+    ))
+}
+
+pub(crate) fn outbound(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
+    let (ca_pem, h2, h1) = tls_pair()?;
+    let plain = upstream(None)?;
+    let secure_h2 = upstream(Some((h2, true)))?;
+    let secure_h1 = upstream(Some((h1, false)))?;
+
+    let dir = tempfile::tempdir()?;
+    let component = dir.path().join("handler.wasm");
+    std::fs::write(&component, wasm("http-handler"))?;
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca_pem)?;
+    luge_site(
+        dir.path(),
+        &format!(
+            "[[routes]]\npath = \"/out/...\"\nmodule = \"handler.wasm\"\n\
+             allowed_outbound_hosts = [\"http://127.0.0.1:{plain}\", \"https://localhost:{secure_h2}\", \"https://localhost:{secure_h1}\"]\n"
+        ),
+    )?;
+    let ca = ca_file.to_string_lossy().into_owned();
+    let luge = start(
+        luge_serve(setup, dir.path(), "state", &["--ca-file", &ca])?,
+        LUGE_MARKER,
+    )?;
+    let port = free_port()?;
+    let mut wasmtime = std::process::Command::new(wasmtime_cli()?);
+    wasmtime
+        .args(["serve", "-S", "cli", "-S", "http", "--addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(&component);
+    let wasmtime = start(wasmtime, "Serving HTTP on ")?;
+
+    let fetch = |url: String| -> anyhow::Result<Vec<(HeaderName, HeaderValue)>> {
+        Ok(vec![(
+            HeaderName::from_static("x-fetch"),
+            HeaderValue::from_str(&url)?,
+        )])
+    };
+    let plain_url = format!("http://127.0.0.1:{plain}/");
+    let cases = [
+        (
+            "luge",
+            "hello (no outgoing request)",
+            &luge,
+            "/out/hello",
+            Vec::new(),
+            HELLO.len(),
+        ),
+        (
+            "wasmtime serve",
+            "hello (no outgoing request)",
+            &wasmtime,
+            "/out/hello",
+            Vec::new(),
+            HELLO.len(),
+        ),
+        (
+            "luge",
+            "http upstream",
+            &luge,
+            "/out/fetch",
+            fetch(plain_url.clone())?,
+            UPSTREAM_BODY.len(),
+        ),
+        (
+            "wasmtime serve",
+            "http upstream",
+            &wasmtime,
+            "/out/fetch",
+            fetch(plain_url)?,
+            UPSTREAM_BODY.len(),
+        ),
+        (
+            "luge",
+            "https upstream, HTTP/2",
+            &luge,
+            "/out/fetch",
+            fetch(format!("https://localhost:{secure_h2}/"))?,
+            UPSTREAM_BODY.len(),
+        ),
+        (
+            "luge",
+            "https upstream, HTTP/1.1",
+            &luge,
+            "/out/fetch",
+            fetch(format!("https://localhost:{secure_h1}/"))?,
+            UPSTREAM_BODY.len(),
+        ),
+    ];
+    let mut columns = load_columns("server");
+    columns.insert(1, "request");
+    let mut rows = Vec::new();
+    for (server, what, served, path, headers, len) in cases {
+        let target = Target {
+            addr: served.addr,
+            method: hyper::Method::GET,
+            path: path.to_owned(),
+            body: bytes::Bytes::new(),
+            expect_len: Some(len),
+            headers,
+        };
+        let (_, row) = measure(served, &target, 1, window);
+        rows.push([vec![server.to_owned(), what.to_owned()], row].concat());
+    }
+    Ok(Report {
+        name: "outbound",
+        title: "One outgoing request from a component, on Luge and on `wasmtime serve`".into(),
+        columns,
+        rows,
+        x_desc: "",
+        y_desc: "",
+        series: Vec::new(),
+        notes: format!(
+            "`actions/http`'s fetch path (one GET through wasi:http's outgoing handler, the answer relayed) served by `luge serve` (this build, `--ca-file` holding a private CA made for the run) and by `wasmtime serve -S cli -S http` ({}), one closed-loop client connection, {} ms per point after a 500 ms warm-up; upstreams in the bench process on 127.0.0.1 (hyper; rustls for TLS, a certificate for localhost). Luge keeps the upstream connection alive between requests of the function; `wasmtime serve` opens one per request. `wasmtime serve` trusts only its built-in webpki roots, so it has no HTTPS row. Server CPU from /proc/PID/stat (10 ms ticks) over the window.",
+            wasmtime_version()?,
+            window.as_millis()
+        ),
+    })
+}
