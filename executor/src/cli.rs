@@ -344,14 +344,12 @@ impl Options {
                 refuse_under(root, what, path)?;
             }
         }
-        if let Some(file) = &self.ca_file {
-            let pem =
-                std::fs::read(file).with_context(|| format!("--ca-file {}", file.display()))?;
-            let tls = luge_outbound::TlsConfig::new(Some(&pem))
-                .with_context(|| format!("--ca-file {}", file.display()))?;
-            // Set once per process; a second `settings` (tests) keeps the first.
-            let _ = luge_outbound::install(tls);
-        }
+        let outbound = crate::runtime_config::outbound(
+            self.ca_file.as_deref(),
+            self.runtime_config_file.as_deref(),
+        )?;
+        // Set once per process; a second `settings` (tests) keeps the first.
+        let _ = luge_outbound::install(outbound);
         // Initialisations for snapshots run under the default limits.
         let limits = self.limit_policy()?;
         let mut registry = ModuleRegistry::new(runtime, key, Some(cache_dir.join("modules")));

@@ -47,6 +47,7 @@ mod route_headers;
 mod router;
 mod routes;
 pub mod run;
+mod runtime_config;
 pub mod serve;
 pub mod standalone;
 

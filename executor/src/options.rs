@@ -195,6 +195,11 @@ options! {
         /// trusts besides the platform's roots (an operator's private CA).
         #[arg(long)]
         pub ca_file: Option<PathBuf>,
+        /// Spin's runtime config file: `[[client_tls]]` (per-component
+        /// roots and client certificates) and `[outbound_networking]`
+        /// (`block_networks`); other sections are refused by name.
+        #[arg(long)]
+        pub runtime_config_file: Option<PathBuf>,
         /// Where compiled modules are cached (and the generated key kept
         /// when no key is given) [default: $XDG_CACHE_HOME/luge or
         /// ~/.cache/luge].

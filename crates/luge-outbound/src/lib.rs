@@ -13,8 +13,11 @@
 //!   changes between check and connect (DNS rebinding) changes nothing;
 //! - `https` is TLS on rustls with the `ring` provider (TLS 1.2 and 1.3,
 //!   SNI, hostname verification), trusting the platform's roots and the
-//!   operator's CA bundle ([`TlsConfig`]), offering HTTP/2 and HTTP/1.1 by
-//!   ALPN;
+//!   operator's CA bundle, or what Spin's `[[client_tls]]` sets for the
+//!   function and host (its roots, a client certificate for mTLS:
+//!   [`Config`]), offering HTTP/2 and HTTP/1.1 by ALPN;
+//! - the operator's `[outbound_networking] block_networks` refuse an
+//!   address whatever a grant says;
 //! - every step (lookup, connect, handshake, first byte) ends by the
 //!   invocation's deadline, and the connection itself is dropped then:
 //!   a server that stalls holds nothing past the request that opened it.
@@ -34,8 +37,7 @@ use std::time::{Duration, Instant};
 use hyper::body::{Body, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use luge_core::capabilities::AllowedHosts;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::timeout_at;
@@ -89,7 +91,7 @@ pub enum SendError {
     TlsCertificate(String),
     /// The TLS client could not be set up.
     #[error("TLS client: {0}")]
-    TlsSetup(TlsError),
+    TlsSetup(ConfigError),
     /// Another TLS failure.
     #[error("TLS failed: {0}")]
     Tls(std::io::Error),
@@ -104,81 +106,26 @@ pub enum SendError {
     Uri,
 }
 
-/// Why the TLS settings could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    /// A CA bundle that is not PEM certificates.
-    #[error("CA bundle: {0}")]
-    Pem(String),
-    /// A CA bundle with no certificate in it.
-    #[error("CA bundle holds no certificate")]
-    Empty,
-    /// A certificate rustls cannot use as a root.
-    #[error("CA bundle: {0}")]
-    Root(rustls::Error),
+mod config;
+
+pub use config::{ClientTlsToml, Config, ConfigError, OutboundNetworkingToml};
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// Sets this process's outbound settings, once, before the first
+/// outgoing request; `Err` gives `config` back if they were already set.
+/// Without it, the platform's roots alone are trusted and nothing is
+/// blocked beyond the grants.
+pub fn install(config: Config) -> Result<(), Config> {
+    CONFIG.set(config)
 }
 
-/// The TLS client settings of this process: which roots are trusted.
-#[derive(Clone)]
-pub struct TlsConfig {
-    client: Arc<rustls::ClientConfig>,
-}
-
-impl std::fmt::Debug for TlsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsConfig").finish_non_exhaustive()
-    }
-}
-
-impl TlsConfig {
-    /// Trusts the platform's roots (as `rustls-native-certs` finds them;
-    /// none is fine, on a scratch image) and every certificate in
-    /// `ca_pem`, the operator's bundle (`--ca-file`).
-    pub fn new(ca_pem: Option<&[u8]>) -> Result<Self, TlsError> {
-        let mut roots = rustls::RootCertStore::empty();
-        // Certificates the platform has that rustls cannot parse are
-        // skipped, as browsers do: one bad file does not stop the rest.
-        let native = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(native.certs);
-        if let Some(pem) = ca_pem {
-            let mut added = 0;
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| TlsError::Pem(e.to_string()))?;
-                roots.add(cert).map_err(TlsError::Root)?;
-                added += 1;
-            }
-            if added == 0 {
-                return Err(TlsError::Empty);
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut client = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(TlsError::Root)?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Self {
-            client: Arc::new(client),
-        })
-    }
-}
-
-static TLS: OnceLock<TlsConfig> = OnceLock::new();
-
-/// Sets this process's TLS settings, once, before the first outgoing
-/// request; `Err` gives `config` back if they were already set. Without
-/// it, the platform's roots alone are trusted.
-pub fn install(config: TlsConfig) -> Result<(), TlsConfig> {
-    TLS.set(config)
-}
-
-fn tls() -> Result<&'static TlsConfig, SendError> {
-    if let Some(config) = TLS.get() {
+fn config() -> Result<&'static Config, SendError> {
+    if let Some(config) = CONFIG.get() {
         return Ok(config);
     }
-    let config = TlsConfig::new(None).map_err(SendError::TlsSetup)?;
-    Ok(TLS.get_or_init(|| config))
+    let config = Config::new(None).map_err(SendError::TlsSetup)?;
+    Ok(CONFIG.get_or_init(|| config))
 }
 
 /// A host without the brackets of an IPv6 literal.
@@ -216,10 +163,11 @@ pub async fn connect(
             .take(MAX_ADDRESSES)
             .collect(),
     };
+    let config = config()?;
     let permitted: Vec<SocketAddr> = answers
         .iter()
         .copied()
-        .filter(|a| grants.permits_address(scheme, host, port, a.ip()))
+        .filter(|a| grants.permits_address(scheme, host, port, a.ip()) && !config.blocks(a.ip()))
         .collect();
     if permitted.is_empty() {
         tracing::debug!(%host, ?answers, "outgoing connection: no permitted address");
@@ -446,10 +394,12 @@ where
 /// Sends `request` (an absolute `http` or `https` URI) where `grants`
 /// allow, within `bounds`, on a kept-alive connection of `owner`'s (an
 /// identity of the function, stable while it is loaded) from `pool`, or
-/// a new one; the response's body streams on.
+/// a new one with the TLS settings of `component` (the function's name,
+/// as `[[client_tls]]` names it); the response's body streams on.
 pub async fn send<B>(
     pool: &Pool<B>,
     owner: usize,
+    component: &str,
     grants: &AllowedHosts,
     request: http::Request<B>,
     bounds: Bounds,
@@ -483,16 +433,17 @@ where
     let now = Instant::now();
     let within =
         |bound: Option<Duration>| bound.map_or(bounds.deadline, |b| bounds.deadline.min(now + b));
-    let permits = |peer| grants.permits_address(&scheme, &host, port, peer);
+    let blocked = config()?;
+    let permits =
+        |peer| grants.permits_address(&scheme, &host, port, peer) && !blocked.blocks(peer);
     let (mut sender, peer) = match pool.take(&key, permits) {
         Some(kept) => kept,
         None => {
+            let target = (scheme.as_str(), host.as_str(), port, secure);
             open(
                 grants,
-                &scheme,
-                &host,
-                port,
-                secure,
+                component,
+                target,
                 within(bounds.connect),
                 bounds.deadline,
             )
@@ -507,14 +458,12 @@ where
     Ok(response)
 }
 
-/// A new connection for `scheme://host:port`: TCP to a permitted address
+/// A new connection for `scheme://host:port` of `component`'s: TCP to a permitted address
 /// by `connect_by`, TLS and the HTTP handshake by `deadline`.
 async fn open<B>(
     grants: &AllowedHosts,
-    scheme: &str,
-    host: &str,
-    port: u16,
-    secure: bool,
+    component: &str,
+    (scheme, host, port, secure): (&str, &str, u16, bool),
     connect_by: Instant,
     deadline: Instant,
 ) -> Result<(Sender<B>, IpAddr), SendError>
@@ -530,7 +479,8 @@ where
     let (io, h2): (Box<dyn Stream>, bool) = if secure {
         let name = ServerName::try_from(bare(host).to_owned())
             .map_err(|_| SendError::ServerName(host.to_owned()))?;
-        let connector = tokio_rustls::TlsConnector::from(Arc::clone(&tls()?.client));
+        let client = config()?.client_for(component, bare(host), port);
+        let connector = tokio_rustls::TlsConnector::from(Arc::clone(client));
         let stream = timeout_at(deadline, connector.connect(name, tcp))
             .await
             .map_err(|_| SendError::TlsTimeout)?
@@ -644,7 +594,7 @@ mod tests {
             connect: None,
             first_byte: None,
         };
-        let response = send(pool, owner, grants, request, bounds).await?;
+        let response = send(pool, owner, "f", grants, request, bounds).await?;
         Ok(response.into_body().collect().await.unwrap().to_bytes())
     }
 
@@ -700,7 +650,11 @@ mod tests {
                 connect: None,
                 first_byte: None,
             };
-            held.push(send(&pool, 7, &granted, request, bounds).await.unwrap());
+            held.push(
+                send(&pool, 7, "f", &granted, request, bounds)
+                    .await
+                    .unwrap(),
+            );
         }
         assert_eq!(accepted.load(Ordering::SeqCst), MAX_IDLE_PER_ORIGIN + 3);
         assert_eq!(pool.idle(), MAX_IDLE_PER_ORIGIN);

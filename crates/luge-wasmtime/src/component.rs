@@ -313,6 +313,7 @@ impl Shared {
                     // The action's address: one function's kept-alive
                     // connections are its own while it is loaded.
                     owner: Arc::as_ptr(&invocation.action) as usize,
+                    component: Arc::from(invocation.action.name.as_str()),
                     deadline: started + limits.timeout,
                     sent: 0,
                     calls: invocation.calls.clone(),
@@ -551,6 +552,8 @@ struct Hooks {
     allowed: luge_core::capabilities::AllowedHosts,
     /// Whose kept-alive connections these requests use.
     owner: usize,
+    /// The function's name, as Spin's `[[client_tls]]` names components.
+    component: Arc<str>,
     deadline: Instant,
     /// Outgoing requests sent so far by this invocation.
     sent: usize,
@@ -607,7 +610,8 @@ impl WasiHttpHooks for Hooks {
             connect: options.and_then(|o| o.connect_timeout),
             first_byte: options.and_then(|o| o.first_byte_timeout),
         };
-        Box::new(send(self.allowed.clone(), self.owner, request, bounds))
+        let who = (self.owner, Arc::clone(&self.component));
+        Box::new(send(self.allowed.clone(), who, request, bounds))
     }
 }
 
@@ -674,14 +678,14 @@ static OUTGOING: std::sync::LazyLock<luge_outbound::Pool<wasmtime_wasi_http::Was
 /// or failure as the wasi:http error code that names it.
 async fn send(
     allowed: luge_core::capabilities::AllowedHosts,
-    owner: usize,
+    (owner, component): (usize, Arc<str>),
     request: http::Request<wasmtime_wasi_http::WasiBody>,
     bounds: luge_outbound::Bounds,
 ) -> Sent {
     use luge_outbound::SendError as E;
     use wasmtime_wasi_http::Error;
     let uri = request.uri().clone();
-    let response = luge_outbound::send(&OUTGOING, owner, &allowed, request, bounds)
+    let response = luge_outbound::send(&OUTGOING, owner, &component, &allowed, request, bounds)
         .await
         .map_err(|e| {
             tracing::debug!(%uri, error = %e, "outgoing HTTP request failed");

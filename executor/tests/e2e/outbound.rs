@@ -35,6 +35,42 @@ impl Ca {
         }
     }
 
+    /// A client certificate and its key, PEM, signed by this CA.
+    fn client(&self, name: &str) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// A server config for `name` that requires a client certificate
+    /// signed by this CA.
+    fn mutual(&self, name: &str) -> Arc<rustls::ServerConfig> {
+        let key = KeyPair::generate().unwrap();
+        let params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in rustls::pki_types::pem::PemObject::pem_slice_iter(self.pem.as_bytes()) {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::clone(&provider),
+        )
+        .build()
+        .unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![cert.der().clone()], key)
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
+    }
+
     /// A server certificate for `name`, expired or not, as rustls takes it.
     fn leaf(&self, name: &str, expired: bool) -> Arc<rustls::ServerConfig> {
         let key = KeyPair::generate().unwrap();
@@ -246,4 +282,82 @@ fn outbound_grants_follow_spins_grammar_and_the_address_rule() {
         assert_eq!(status, 502, "{route} {url}: {body}");
         assert!(body.contains("HttpRequestDenied"), "{route} {url}: {body}");
     }
+}
+
+/// Spin's runtime config (`--runtime-config-file`): a `[[client_tls]]`
+/// entry gives the function it names (a route's `name`, as a Spin
+/// component's id) its own roots and a client certificate for a server
+/// that requires one (mTLS, HTTP/1.1 by ALPN); another function with the
+/// same grant gets neither, and hears `TlsCertificateError`. `[outbound_networking]
+/// block_networks` refuses a network whatever a grant says.
+#[test]
+fn spins_client_tls_and_blocked_networks_shape_outgoing_connections() {
+    if !on_wasmtime() {
+        return;
+    }
+    let ca = Ca::new();
+    let port = https_server(ca.mutual("localhost"));
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = ca.client("a client");
+    std::fs::write(dir.path().join("ca.pem"), &ca.pem).unwrap();
+    std::fs::write(dir.path().join("client.pem"), cert).unwrap();
+    std::fs::write(dir.path().join("client.key"), key).unwrap();
+    let rc = dir.path().join("rc.toml");
+    std::fs::write(
+        &rc,
+        format!(
+            "[[client_tls]]\ncomponent_ids = [\"mtls\"]\nhosts = [\"localhost:{port}\"]\n\
+             ca_roots_file = \"ca.pem\"\nclient_cert_file = \"client.pem\"\n\
+             client_private_key_file = \"client.key\"\n"
+        ),
+    )
+    .unwrap();
+    let grant = format!("allowed_outbound_hosts = [\"https://localhost:{port}\"]");
+    let mtls = format!("name = \"mtls\"\n{grant}");
+    let other = format!("name = \"other\"\n{grant}");
+    let routes = [
+        ("/mtls/fetch", mtls.as_str()),
+        ("/other/fetch", other.as_str()),
+    ];
+    let (_site, luge) = serve_handler(&routes, &["--runtime-config-file", path_str(&rc)]);
+    let url = format!("https://localhost:{port}/page");
+    let fetch = |route: &str| {
+        let reply = luge.send("GET", route, &[("x-fetch", &url)], b"");
+        (
+            reply.status,
+            String::from_utf8_lossy(&reply.body).to_string(),
+        )
+    };
+    assert_eq!(
+        fetch("/mtls/fetch"),
+        (200, "secure over HTTP/1.1".to_owned())
+    );
+    let (status, body) = fetch("/other/fetch");
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("TlsCertificateError"), "{body}");
+    drop(luge);
+
+    // A blocked network: the grant names 127.0.0.1, the operator's block
+    // wins.
+    std::fs::write(
+        &rc,
+        "[outbound_networking]\nblock_networks = [\"127.0.0.0/8\"]\n",
+    )
+    .unwrap();
+    let (_site, luge) = serve_handler(&routes, &["--runtime-config-file", path_str(&rc)]);
+    let reply = luge.send("GET", "/mtls/fetch", &[("x-fetch", &url)], b"");
+    let body = String::from_utf8_lossy(&reply.body).to_string();
+    assert_eq!(reply.status, 502, "{body}");
+    assert!(body.contains("HttpRequestDenied"), "{body}");
+
+    // Sections Luge does not serve stop the start, by name.
+    std::fs::write(&rc, "[key_value_store.default]\ntype = \"redis\"\n").unwrap();
+    let refused = Site::new(&[], "")
+        .try_start(&["--runtime-config-file", path_str(&rc)])
+        .err()
+        .unwrap();
+    assert!(
+        refused.contains("[key_value_store] is not served"),
+        "{refused}"
+    );
 }

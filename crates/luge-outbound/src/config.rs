@@ -1,0 +1,343 @@
+//! The operator's settings for outgoing connections, set once per process:
+//! which roots TLS trusts (the platform's, the operator's `--ca-file`), and
+//! the parts of Spin's runtime config that shape connections, with Spin's
+//! keys exactly:
+//!
+//! ```toml
+//! [outbound_networking]
+//! block_networks = ["1.1.1.1/32", "private"]
+//!
+//! [[client_tls]]
+//! component_ids = ["example-component"]
+//! hosts = ["example.com", "localhost:8443"]
+//! ca_use_platform_roots = true      # default: true unless ca_roots_file
+//! ca_use_webpki_roots = false       # Mozilla's roots, built in
+//! ca_roots_file = "path/to/roots.crt"
+//! client_cert_file = "path/to/client.crt"      # mTLS, with the key
+//! client_private_key_file = "path/to/client.key"
+//! ```
+//!
+//! Relative paths are relative to the runtime config's directory. A
+//! component (a function: a Spin component's id, a route's or upload's
+//! name) connecting to one of a rule's hosts uses that rule's roots and
+//! client certificate; every other connection the default roots (the
+//! platform's and the operator's bundle).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Why the outbound settings could not be built; each names its file or
+/// key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A certificate file that is not PEM certificates.
+    #[error("{file}: {reason}")]
+    Pem {
+        /// The file (or `--ca-file`).
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file of certificates with none in it.
+    #[error("{0}: holds no certificate")]
+    Empty(String),
+    /// A certificate or key rustls refused.
+    #[error("{file}: {source}")]
+    Rustls {
+        /// The file.
+        file: String,
+        /// What rustls said.
+        source: rustls::Error,
+    },
+    /// A `[[client_tls]]` entry that is incomplete or malformed.
+    #[error("[[client_tls]] {0}")]
+    ClientTls(String),
+    /// A `block_networks` entry that is neither CIDR nor `private`.
+    #[error(
+        "[outbound_networking] block_networks: {0:?} is neither an IP network in CIDR notation nor 'private'"
+    )]
+    BlockNetwork(String),
+}
+
+/// One `[[client_tls]]` entry as Spin's runtime config writes it.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientTlsToml {
+    /// The components (functions) it applies to.
+    pub component_ids: Vec<String>,
+    /// The hosts (`name` or `name:port`) it applies to.
+    pub hosts: Vec<String>,
+    /// Trust the platform's roots (and the operator's bundle).
+    pub ca_use_platform_roots: Option<bool>,
+    /// Trust Mozilla's roots, built into this binary.
+    pub ca_use_webpki_roots: Option<bool>,
+    /// PEM roots to trust.
+    pub ca_roots_file: Option<PathBuf>,
+    /// PEM client certificate chain (mTLS).
+    pub client_cert_file: Option<PathBuf>,
+    /// PEM private key of that certificate.
+    pub client_private_key_file: Option<PathBuf>,
+}
+
+/// `[outbound_networking]` as Spin's runtime config writes it (the keys
+/// Luge serves; Spin's connection limits are refused as unknown keys:
+/// Luge bounds connections per invocation and pool instead).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundNetworkingToml {
+    /// Networks no connection may reach, whatever a grant says: CIDR
+    /// ranges, or `private` (every address that is not public).
+    #[serde(default)]
+    pub block_networks: Vec<String>,
+}
+
+/// A `[[client_tls]]` entry, loaded.
+struct Rule {
+    components: Vec<String>,
+    /// Host (lower case) and, if given, port.
+    hosts: Vec<(String, Option<u16>)>,
+    client: Arc<rustls::ClientConfig>,
+}
+
+/// The outgoing-connection settings of this process.
+pub struct Config {
+    default: Arc<rustls::ClientConfig>,
+    rules: Vec<Rule>,
+    /// The platform's roots and the operator's bundle, for rules that use
+    /// the platform's.
+    platform: Vec<CertificateDer<'static>>,
+    blocked: Vec<IpNet>,
+    block_private: bool,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("client_tls_rules", &self.rules.len())
+            .field("blocked", &self.blocked)
+            .field("block_private", &self.block_private)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every certificate in the PEM text `pem` of `file`: at least one.
+fn certificates(file: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ConfigError::Pem {
+            file: file.to_owned(),
+            reason: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(ConfigError::Empty(file.to_owned()));
+    }
+    Ok(certs)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|e| ConfigError::Pem {
+        file: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// A client config trusting `roots`, offering HTTP/2 and HTTP/1.1, with
+/// `identity` as its client certificate if given.
+fn client(
+    roots: rustls::RootCertStore,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>, String)>,
+) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|source| ConfigError::Rustls {
+            file: "TLS protocol versions".to_owned(),
+            source,
+        })?
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key, file)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|source| ConfigError::Rustls { file, source })?,
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+impl Config {
+    /// Trusts the platform's roots (as `rustls-native-certs` finds them;
+    /// none is fine, on a scratch image) and every certificate in
+    /// `ca_pem`, the operator's bundle (`--ca-file`); blocks nothing.
+    pub fn new(ca_pem: Option<&[u8]>) -> Result<Self, ConfigError> {
+        // Certificates the platform has that rustls cannot parse are
+        // skipped, as browsers do: one bad file does not stop the rest.
+        let mut platform = rustls_native_certs::load_native_certs().certs;
+        if let Some(pem) = ca_pem {
+            platform.extend(certificates("--ca-file", pem)?);
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(platform.iter().cloned());
+        Ok(Self {
+            default: client(roots, None)?,
+            rules: Vec::new(),
+            platform,
+            blocked: Vec::new(),
+            block_private: false,
+        })
+    }
+
+    /// Adds Spin's `[[client_tls]]` entries, their files relative to `dir`.
+    pub fn client_tls(
+        mut self,
+        entries: &[ClientTlsToml],
+        dir: &Path,
+    ) -> Result<Self, ConfigError> {
+        for entry in entries {
+            if entry.component_ids.is_empty() {
+                return Err(ConfigError::ClientTls(
+                    "'component_ids' list may not be empty".to_owned(),
+                ));
+            }
+            if entry.hosts.is_empty() {
+                return Err(ConfigError::ClientTls(
+                    "'hosts' list may not be empty".to_owned(),
+                ));
+            }
+            let hosts = entry
+                .hosts
+                .iter()
+                .map(|host| parse_host(host))
+                .collect::<Result<Vec<_>, _>>()?;
+            let (platform, webpki) = match (entry.ca_use_platform_roots, entry.ca_use_webpki_roots)
+            {
+                (Some(platform), Some(webpki)) => (platform, webpki),
+                (Some(platform), None) => (platform, false),
+                (None, Some(webpki)) => (false, webpki),
+                (None, None) => (entry.ca_roots_file.is_none(), false),
+            };
+            let mut roots = rustls::RootCertStore::empty();
+            if platform {
+                roots.add_parsable_certificates(self.platform.iter().cloned());
+            }
+            if webpki {
+                roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            }
+            if let Some(file) = &entry.ca_roots_file {
+                let path = dir.join(file);
+                let name = path.display().to_string();
+                for cert in certificates(&name, &read(&path)?)? {
+                    roots.add(cert).map_err(|source| ConfigError::Rustls {
+                        file: name.clone(),
+                        source,
+                    })?;
+                }
+            }
+            let identity = match (&entry.client_cert_file, &entry.client_private_key_file) {
+                (Some(cert), Some(key)) => {
+                    let cert = dir.join(cert);
+                    let key = dir.join(key);
+                    let name = key.display().to_string();
+                    let chain = certificates(&cert.display().to_string(), &read(&cert)?)?;
+                    let key = PrivateKeyDer::from_pem_slice(&read(&key)?).map_err(|e| {
+                        ConfigError::Pem {
+                            file: name.clone(),
+                            reason: e.to_string(),
+                        }
+                    })?;
+                    Some((chain, key, name))
+                }
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(ConfigError::ClientTls(
+                        "client_cert_file specified without client_private_key_file".to_owned(),
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err(ConfigError::ClientTls(
+                        "client_private_key_file specified without client_cert_file".to_owned(),
+                    ));
+                }
+            };
+            self.rules.push(Rule {
+                components: entry.component_ids.clone(),
+                hosts,
+                client: client(roots, identity)?,
+            });
+        }
+        Ok(self)
+    }
+
+    /// Adds Spin's `[outbound_networking]`.
+    pub fn outbound_networking(
+        mut self,
+        table: &OutboundNetworkingToml,
+    ) -> Result<Self, ConfigError> {
+        for network in &table.block_networks {
+            if network == "private" {
+                self.block_private = true;
+                continue;
+            }
+            let net = network
+                .parse::<IpNet>()
+                .or_else(|_| network.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| ConfigError::BlockNetwork(network.clone()))?;
+            self.blocked.push(net.trunc());
+        }
+        Ok(self)
+    }
+
+    /// The TLS client `component` uses for `host:port`: its first rule
+    /// naming both, else the default.
+    pub(crate) fn client_for(
+        &self,
+        component: &str,
+        host: &str,
+        port: u16,
+    ) -> &Arc<rustls::ClientConfig> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.rules
+            .iter()
+            .find(|rule| {
+                rule.components.iter().any(|c| c == component)
+                    && rule
+                        .hosts
+                        .iter()
+                        .any(|(h, p)| *h == host && p.is_none_or(|p| p == port))
+            })
+            .map_or(&self.default, |rule| &rule.client)
+    }
+
+    /// Whether the operator blocks every connection to `addr`.
+    pub(crate) fn blocks(&self, addr: std::net::IpAddr) -> bool {
+        let addr = match addr {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        (self.block_private && !luge_core::capabilities::outbound::is_public(addr))
+            || self.blocked.iter().any(|net| net.contains(&addr))
+    }
+}
+
+/// A `hosts` entry: `name` or `name:port` (an IPv6 literal in brackets).
+fn parse_host(host: &str) -> Result<(String, Option<u16>), ConfigError> {
+    let bad = || ConfigError::ClientTls(format!("invalid host {host:?} (name or name:port)"));
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') || name.ends_with(']') => {
+            (name, Some(port.parse::<u16>().map_err(|_| bad())?))
+        }
+        _ => (host, None),
+    };
+    let name = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
+    if name.is_empty() || name.contains(['/', '@', '*', ' ']) {
+        return Err(bad());
+    }
+    Ok((name.trim_end_matches('.').to_ascii_lowercase(), port))
+}
