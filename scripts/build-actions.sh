@@ -14,7 +14,7 @@ cp "$root"/actions/target/wasm32-wasip1/release/*.wasm "$out/"
 
 # Some as WebAssembly components too (WASI 0.2 `wasi:cli/command`, Rust's
 # wasm32-wasip2 target): the same source, named p2-<name>.wasm.
-p2=(echo notdict unicode envvars spin fail)
+p2=(echo notdict unicode envvars spin fail tcp)
 cargo build --quiet --manifest-path "$root/actions/Cargo.toml" --target-dir "$root/actions/target" \
     --target wasm32-wasip2 --release $(printf -- '--bin %s ' "${p2[@]}")
 for name in "${p2[@]}"; do

@@ -48,6 +48,12 @@ pub struct RunArgs {
     /// `HOST[::GUEST]`: grant a host directory read-only (repeat).
     #[arg(long = "dir-ro", value_name = "HOST[::GUEST]")]
     pub dirs_read_only: Vec<String>,
+    /// An `allowed_outbound_hosts` entry (Spin's grammar:
+    /// `tcp://127.0.0.1:5432`, `https://*.example.com`, `*://*:*`), what
+    /// the module may reach: HTTP requests, `wasi:sockets` (repeat)
+    /// [default: nothing].
+    #[arg(long = "allow-outbound", value_name = "SCHEME://HOST[:PORT]")]
+    pub allow_outbound: Vec<String>,
     /// Time limit of the run, ms [default: 60000, at most 300000:
     /// OpenWhisk's].
     #[arg(long)]
@@ -109,6 +115,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let annotations = Annotations {
         dirs,
         args: args.args,
+        outbound_http: args.allow_outbound,
         limits: RequestedLimits {
             memory_mb: args.memory_mb,
             timeout_ms: args.timeout_ms,

@@ -128,6 +128,75 @@ fn config() -> Result<&'static Config, SendError> {
     Ok(CONFIG.get_or_init(|| config))
 }
 
+/// Sockets one invocation may open (TCP connections and UDP sockets),
+/// like its outgoing HTTP requests: each holds a descriptor.
+pub const MAX_SOCKETS: usize = 64;
+
+/// What a sandbox asks to do with a socket address (`wasi:sockets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketUse {
+    /// Bind a local address (explicitly, or implicitly before a connect
+    /// or a first datagram): once per socket.
+    Bind,
+    /// Listen or accept: serve on a socket.
+    Listen,
+    /// Connect a TCP socket to a peer.
+    Connect,
+    /// Send or receive a datagram to or from a peer.
+    Datagram,
+}
+
+/// One invocation's socket policy: its grants (`tcp://`, `udp://`), the
+/// operator's blocked networks, and [`MAX_SOCKETS`].
+#[derive(Debug)]
+pub struct Sockets {
+    grants: AllowedHosts,
+    opened: std::sync::atomic::AtomicUsize,
+}
+
+impl Sockets {
+    /// The policy of a function granted `grants`.
+    pub fn new(grants: AllowedHosts) -> Self {
+        Self {
+            grants,
+            opened: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether `use_` of `addr` over `scheme` (`tcp` or `udp`) is
+    /// permitted. A bind only to an unspecified or loopback address on an
+    /// ephemeral port (what a connect does implicitly); never a listener
+    /// (a function does not serve sockets: its host does); a peer only
+    /// where a grant names its address, a CIDR range holds it, or a
+    /// wildcard reaches it (public addresses only), and the operator does
+    /// not block it; at most [`MAX_SOCKETS`] sockets (each binds once).
+    pub fn permits(&self, scheme: &str, use_: SocketUse, addr: SocketAddr) -> bool {
+        let ip = addr.ip();
+        let peer = || {
+            let host = ip.to_string();
+            self.grants.allows(scheme, &host, addr.port())
+                && self.grants.permits_address(scheme, &host, addr.port(), ip)
+                && config().is_ok_and(|c| !c.blocks(ip))
+        };
+        match use_ {
+            SocketUse::Listen => false,
+            SocketUse::Datagram | SocketUse::Connect => peer(),
+            SocketUse::Bind => {
+                (ip.is_unspecified() || ip.is_loopback())
+                    && addr.port() == 0
+                    && self
+                        .opened
+                        .fetch_update(
+                            std::sync::atomic::Ordering::Relaxed,
+                            std::sync::atomic::Ordering::Relaxed,
+                            |n| (n < MAX_SOCKETS).then_some(n + 1),
+                        )
+                        .is_ok()
+            }
+        }
+    }
+}
+
 /// A host without the brackets of an IPv6 literal.
 fn bare(host: &str) -> &str {
     host.strip_prefix('[')
@@ -630,6 +699,29 @@ mod tests {
             Err(SendError::Denied(_))
         ));
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn sockets_reach_granted_addresses_only_and_are_bounded() {
+        let sockets = Sockets::new(grants(&[
+            "tcp://127.0.0.1:5000".to_owned(),
+            "udp://*:53".to_owned(),
+        ]));
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(sockets.permits("tcp", SocketUse::Connect, at("127.0.0.1:5000")));
+        assert!(!sockets.permits("tcp", SocketUse::Connect, at("127.0.0.1:5001")));
+        assert!(!sockets.permits("udp", SocketUse::Connect, at("127.0.0.1:5000")));
+        // A wildcard reaches public addresses only.
+        assert!(sockets.permits("udp", SocketUse::Datagram, at("1.1.1.1:53")));
+        assert!(!sockets.permits("udp", SocketUse::Datagram, at("127.0.0.53:53")));
+        // No listener, no bind to a chosen port or a public address.
+        assert!(!sockets.permits("tcp", SocketUse::Listen, at("0.0.0.0:0")));
+        assert!(!sockets.permits("tcp", SocketUse::Bind, at("0.0.0.0:8080")));
+        assert!(!sockets.permits("tcp", SocketUse::Bind, at("1.1.1.1:0")));
+        for _ in 0..MAX_SOCKETS {
+            assert!(sockets.permits("tcp", SocketUse::Bind, at("0.0.0.0:0")));
+        }
+        assert!(!sockets.permits("tcp", SocketUse::Bind, at("[::]:0")));
     }
 
     #[tokio::test]

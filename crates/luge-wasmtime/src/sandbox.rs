@@ -135,6 +135,7 @@ pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static
         .stderr(stderr.clone())
         .args(&invocation.argv().collect::<Vec<_>>())
         .envs(&invocation.env());
+    grant_sockets(&mut builder, &action.capabilities.outbound);
     for dir in &action.capabilities.dirs {
         let perms = match dir.mode {
             DirMode::ReadOnly => FsPerms::ReadOnly,
@@ -148,6 +149,35 @@ pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static
             })?;
     }
     Ok(builder)
+}
+
+/// `wasi:sockets` as `outbound` grants it: TCP where a `tcp://` (or `*://`)
+/// entry exists, UDP where a `udp://` one does, name lookups with either,
+/// and every address checked by `luge_outbound::Sockets` (none granted:
+/// no socket at all, Wasmtime's default).
+fn grant_sockets(builder: &mut WasiCtxBuilder, outbound: &luge_core::capabilities::AllowedHosts) {
+    use luge_outbound::SocketUse;
+    use wasmtime_wasi::sockets::SocketAddrUse as Use;
+    let (tcp, udp) = (outbound.grants_scheme("tcp"), outbound.grants_scheme("udp"));
+    builder
+        .allow_tcp(tcp)
+        .allow_udp(udp)
+        .allow_ip_name_lookup(tcp || udp);
+    if !(tcp || udp) {
+        return;
+    }
+    let sockets = Arc::new(luge_outbound::Sockets::new(outbound.clone()));
+    builder.socket_addr_check(move |addr, use_| {
+        let (scheme, use_) = match use_ {
+            Use::TcpBind => ("tcp", SocketUse::Bind),
+            Use::TcpListen | Use::TcpAccept => ("tcp", SocketUse::Listen),
+            Use::TcpConnect => ("tcp", SocketUse::Connect),
+            Use::UdpBind => ("udp", SocketUse::Bind),
+            Use::UdpSend | Use::UdpReceive => ("udp", SocketUse::Datagram),
+        };
+        let permitted = sockets.permits(scheme, use_, addr);
+        Box::pin(std::future::ready(permitted))
+    });
 }
 
 impl LoadedModule for SandboxModule {

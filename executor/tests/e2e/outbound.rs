@@ -361,3 +361,68 @@ fn spins_client_tls_and_blocked_networks_shape_outgoing_connections() {
         "{refused}"
     );
 }
+
+/// `wasi:sockets` under grants, from a WASI 0.2 command (Rust's std
+/// `TcpStream`): a `tcp://` grant of an address admits connections to
+/// it; another port, or a wildcard grant (public addresses only), is
+/// refused; at most 64 sockets per invocation.
+#[test]
+fn sockets_reach_only_granted_addresses() {
+    if !on_wasmtime() {
+        return;
+    }
+    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = upstream.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in upstream.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 5];
+                if std::io::Read::read_exact(&mut stream, &mut buf).is_ok() {
+                    let _ = stream.write_all(b"pong\n");
+                }
+            });
+        }
+    });
+    let site = Site::new(
+        &["p2-tcp"],
+        &format!(
+            "[[routes]]\npath = \"/tcp\"\nmodule = \"p2-tcp.wasm\"\nallowed_outbound_hosts = [\"tcp://127.0.0.1:{port}\"]\n\n\
+             [[routes]]\npath = \"/any\"\nmodule = \"p2-tcp.wasm\"\nallowed_outbound_hosts = [\"tcp://*:*\"]\n\n\
+             [[routes]]\npath = \"/none\"\nmodule = \"p2-tcp.wasm\"\n"
+        ),
+    );
+    let luge = site.start(&[]);
+    let call = |route: &str, body: String| {
+        let reply = luge.send("POST", route, &[], body.as_bytes());
+        String::from_utf8_lossy(&reply.body).to_string()
+    };
+    let granted = format!("{{\"addr\": \"127.0.0.1:{port}\"}}");
+    assert!(
+        call("/tcp", granted.clone()).contains("pong"),
+        "{}",
+        call("/tcp", granted.clone())
+    );
+    for (route, body) in [
+        (
+            "/tcp",
+            format!("{{\"addr\": \"127.0.0.1:{}\"}}", port.wrapping_add(1)),
+        ),
+        ("/any", granted.clone()),
+        ("/none", granted.clone()),
+    ] {
+        let answer = call(route, body.clone());
+        assert!(
+            answer.contains("error") && !answer.contains("pong"),
+            "{route} {body}: {answer}"
+        );
+    }
+    let held = call(
+        "/tcp",
+        format!("{{\"addr\": \"127.0.0.1:{port}\", \"hold\": 70}}"),
+    );
+    assert!(
+        held.contains("\"held\":64") && held.contains("error"),
+        "{held}"
+    );
+}

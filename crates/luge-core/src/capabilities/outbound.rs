@@ -454,6 +454,15 @@ impl AllowedHosts {
         })
     }
 
+    /// Whether some entry's scheme is `scheme` or `*`: the sandbox gets
+    /// that kind of socket at all (each use still checked).
+    pub fn grants_scheme(&self, scheme: &str) -> bool {
+        self.0.iter().any(|h| match &h.scheme {
+            SchemePattern::Any => true,
+            SchemePattern::Is(s) => s == scheme,
+        })
+    }
+
     /// Whether a relative URL (no authority: this host's own routes) is
     /// granted, by a `self` entry whose scheme allows `http`.
     pub fn allows_self(&self) -> bool {
@@ -660,6 +669,9 @@ mod tests {
         assert_eq!(chained_function("B.Spin.Internal."), Some("b".into()));
         assert_eq!(chained_function("a.b.luge.internal"), None);
         assert!(hosts(&["http://self"]).allows_self());
+        assert!(hosts(&["tcp://10.0.0.1:5"]).grants_scheme("tcp"));
+        assert!(!hosts(&["tcp://10.0.0.1:5"]).grants_scheme("udp"));
+        assert!(hosts(&["*://*:*"]).grants_scheme("udp"));
         assert!(!hosts(&["redis://self:1"]).allows_self());
     }
 }
