@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use serde_json::Value;
 
-use super::{Annotations, GrantError, bad};
+use super::error::{GrantError, bad};
 
 /// Read-only or read-write access to a granted directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl Eq for DirGrant {}
 impl DirGrant {
     /// Grants the operator-named directory `host` as is (symlinks followed:
     /// the operator's own path). Tenant-named grants go through
-    /// [`grant`], which opens them beneath the fs root.
+    /// `Capabilities::grant`, which opens them beneath the fs root.
     pub fn open(host: &Path, guest: &str, mode: DirMode) -> Result<Self, GrantError> {
         let not_dir = |e: rustix::io::Errno| GrantError::NotADirectory {
             path: host.display().to_string(),
@@ -118,7 +118,7 @@ pub struct DirRequest {
 /// same guest path (deny-by-default: write needs `wasi.dirs`). Whether
 /// `key` was this slice's.
 pub(super) fn annotate(
-    out: &mut Annotations,
+    out: &mut Vec<DirRequest>,
     key: &str,
     value: &Value,
 ) -> Result<bool, GrantError> {
@@ -128,14 +128,14 @@ pub(super) fn annotate(
                 .as_array()
                 .ok_or_else(|| bad(key, "expected a list"))?;
             for dir in list {
-                out.dirs.push(parse_dir(key, dir)?);
+                out.push(parse_dir(key, dir)?);
             }
         }
         "dir" => {
             let host = value
                 .as_str()
                 .ok_or_else(|| bad(key, "expected a string"))?;
-            out.dirs.push(DirRequest {
+            out.push(DirRequest {
                 host: host.to_owned(),
                 guest: host.to_owned(),
                 mode: DirMode::ReadOnly,
@@ -181,7 +181,7 @@ pub(super) fn grant(
     fs_root: Option<&Path>,
 ) -> Result<Vec<DirGrant>, GrantError> {
     if requests.len() > MAX_DIR_GRANTS {
-        return Err(GrantError::TooMany);
+        return Err(GrantError::TooMany(MAX_DIR_GRANTS));
     }
     let mut dirs = Vec::with_capacity(requests.len());
     if requests.is_empty() {
@@ -333,7 +333,7 @@ mod tests {
         let ann = Annotations::parse(&json!({ "wasi.dirs": many })).unwrap();
         assert_eq!(
             Capabilities::grant(&ann, Some(root.path())),
-            Err(GrantError::TooMany)
+            Err(GrantError::TooMany(MAX_DIR_GRANTS))
         );
     }
 }

@@ -25,6 +25,7 @@
 //! not silently drop a limit.
 
 pub mod dirs;
+mod error;
 pub mod namespaces;
 pub mod outbound;
 pub mod variables;
@@ -35,6 +36,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use dirs::{DirGrant, DirMode, DirRequest, MAX_DIR_GRANTS};
+pub use error::GrantError;
+use error::bad;
 pub use outbound::{
     AllowedHosts, CHAINING_DOMAINS, MAX_OUTBOUND_GRANTS, OriginError, OriginRefusal,
     chained_function,
@@ -89,59 +92,6 @@ pub struct Annotations {
     pub variables: Variables,
 }
 
-/// Why annotations or grants were refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum GrantError {
-    /// Annotations that are neither an object nor a key/value list.
-    #[error("annotations must be an object or a list of {{\"key\", \"value\"}} pairs")]
-    Shape,
-    /// A Luge key that does not exist.
-    #[error("unknown annotation {0}")]
-    UnknownKey(String),
-    /// A value of the wrong type or form.
-    #[error("annotation {key}: {reason}")]
-    BadValue {
-        /// Annotation key.
-        key: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// Directory grants without an operator fs root.
-    #[error("directory grants need the operator's --fs-root; none is configured")]
-    NoFsRoot,
-    /// `/abs/path` as a host path.
-    #[error(
-        "directory grant {0:?}: host paths are relative to the fs root; absolute paths are refused"
-    )]
-    Absolute(String),
-    /// `..` in a path.
-    #[error("directory grant {0:?}: '..' escapes are refused")]
-    DotDot(String),
-    /// A symlink on the way: it could lead outside the fs root, now or later.
-    #[error(
-        "directory grant {0:?} passes through a symlink; grants name real directories beneath the fs root"
-    )]
-    Symlink(String),
-    /// More grants than [`MAX_DIR_GRANTS`].
-    #[error("at most {MAX_DIR_GRANTS} directory grants per action")]
-    TooMany,
-    /// Missing or not a directory.
-    #[error("directory grant {path:?}: {reason}")]
-    NotADirectory {
-        /// Requested host path.
-        path: String,
-        /// What the filesystem said.
-        reason: String,
-    },
-}
-
-fn bad(key: &str, reason: impl Into<String>) -> GrantError {
-    GrantError::BadValue {
-        key: key.to_owned(),
-        reason: reason.into(),
-    }
-}
-
 /// Key prefixes Luge owns: a key under one of them that no slice knows is
 /// an error; every other key is OpenWhisk's and ignored.
 pub const LUGE_KEY_PREFIXES: [&str; 7] = [
@@ -152,19 +102,6 @@ pub const LUGE_KEY_PREFIXES: [&str; 7] = [
     "http.",
     "snapshot.",
     "config.",
-];
-
-/// One slice's annotation reader: whether it took `key` (an error when
-/// the value is malformed).
-type Annotate = fn(&mut Annotations, &str, &Value) -> Result<bool, GrantError>;
-
-/// Every slice's annotation reader, asked in turn.
-const SLICES: [Annotate; 5] = [
-    dirs::annotate,
-    variables::annotate,
-    outbound::annotate,
-    namespaces::annotate,
-    annotate_process,
 ];
 
 /// Renders a JSON value as an environment string the way OpenWhisk's proxies
@@ -204,10 +141,14 @@ impl Annotations {
     }
 
     fn set(&mut self, key: &str, value: &Value) -> Result<(), GrantError> {
-        for annotate in SLICES {
-            if annotate(self, key, value)? {
-                return Ok(());
-            }
+        // Each slice reads its own keys into its own field.
+        let taken = dirs::annotate(&mut self.dirs, key, value)?
+            || variables::annotate(&mut self.variables, key, value)?
+            || outbound::annotate(&mut self.outbound_http, key, value)?
+            || namespaces::annotate(&mut self.state, key, value)?
+            || annotate_process(self, key, value)?;
+        if taken {
+            return Ok(());
         }
         if LUGE_KEY_PREFIXES.iter().any(|p| key.starts_with(p)) {
             return Err(GrantError::UnknownKey(key.to_owned()));

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Annotations, GrantError, bad};
+use super::error::{GrantError, bad};
 
 /// Most state namespaces one function may be granted.
 pub const MAX_STATE_GRANTS: usize = 64;
@@ -15,7 +15,7 @@ const KEY: &str = "state.namespaces";
 /// This slice's annotation key: `state.namespaces`, a list of strings.
 /// Whether `key` was this slice's.
 pub(super) fn annotate(
-    out: &mut Annotations,
+    out: &mut Vec<String>,
     key: &str,
     value: &Value,
 ) -> Result<bool, GrantError> {
@@ -27,7 +27,7 @@ pub(super) fn annotate(
         .ok_or_else(|| bad(key, "expected a list"))?;
     for ns in list {
         let ns = ns.as_str().ok_or_else(|| bad(key, "expected strings"))?;
-        out.state.push(ns.to_owned());
+        out.push(ns.to_owned());
     }
     Ok(true)
 }

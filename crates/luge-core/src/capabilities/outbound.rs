@@ -38,8 +38,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
+use super::error::{GrantError, bad};
 use super::variables::{TemplateError, Variables, expand};
-use super::{Annotations, GrantError, bad};
 
 /// Most `allowed_outbound_hosts` entries one function may be granted.
 pub const MAX_OUTBOUND_GRANTS: usize = 64;
@@ -504,7 +504,7 @@ pub fn chained_function(host: &str) -> Option<String> {
 /// strings (parsed at grant time, when the variables are known). Whether
 /// `key` was this slice's.
 pub(super) fn annotate(
-    out: &mut Annotations,
+    out: &mut Vec<String>,
     key: &str,
     value: &Value,
 ) -> Result<bool, GrantError> {
@@ -518,7 +518,7 @@ pub(super) fn annotate(
         let origin = origin
             .as_str()
             .ok_or_else(|| bad(key, "expected strings"))?;
-        out.outbound_http.push(origin.to_owned());
+        out.push(origin.to_owned());
     }
     Ok(true)
 }

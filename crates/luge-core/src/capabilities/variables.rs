@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Annotations, GrantError, bad};
+use super::error::{GrantError, bad};
 
 /// Most configuration variables one function may have (`config.variables`).
 pub const MAX_VARIABLES: usize = 256;
@@ -130,25 +130,21 @@ pub fn expand<'a>(
 
 /// This slice's annotation key: `config.variables`, an object of strings.
 /// Whether `key` was this slice's.
-pub(super) fn annotate(
-    out: &mut Annotations,
-    key: &str,
-    value: &Value,
-) -> Result<bool, GrantError> {
+pub(super) fn annotate(out: &mut Variables, key: &str, value: &Value) -> Result<bool, GrantError> {
     if key != "config.variables" {
         return Ok(false);
     }
     let map = value
         .as_object()
         .ok_or_else(|| bad(key, "expected an object of strings"))?;
-    let mut pairs = std::mem::take(&mut out.variables.0);
+    let mut pairs = std::mem::take(&mut out.0);
     for (name, value) in map {
         let value = value
             .as_str()
             .ok_or_else(|| bad(key, format!("{name:?}: expected a string")))?;
         pairs.push((name.clone(), value.to_owned()));
     }
-    out.variables = Variables::checked(pairs).map_err(|e| bad(key, e.to_string()))?;
+    *out = Variables::checked(pairs).map_err(|e| bad(key, e.to_string()))?;
     Ok(true)
 }
 
@@ -157,6 +153,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::capabilities::Annotations;
 
     #[test]
     fn variables_are_checked_bounded_and_never_shown() {
