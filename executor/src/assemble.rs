@@ -87,13 +87,10 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 FunctionHost::new(
                     Arc::clone(&settings.registry),
                     HostPolicy {
-                        fs_root: settings.init.fs_root.clone(),
-                        limits: settings.init.limits,
-                        max_code_bytes: settings.init.max_code_bytes,
+                        admit: settings.init.policy.clone(),
                         allow_reuse_with_grants: common.allow_reuse_with_grants.unwrap_or(false),
                     },
                     store,
-                    settings.init.max_code_bytes,
                 )
                 .reserve(Box::new(move |path| api.shadowed_by(path))),
             );
@@ -112,10 +109,11 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                     })?;
             }
             if let Some(manifest) = &host.spin {
-                let routes =
-                    luge_host::spin::load(manifest, settings.init.fs_root.as_deref(), &|name| {
-                        std::env::var(name).ok()
-                    })?;
+                let routes = luge_host::spin::load(
+                    manifest,
+                    settings.init.policy.fs_root.as_deref(),
+                    &|name| std::env::var(name).ok(),
+                )?;
                 function_host.add_configured(&routes).map_err(|(path, e)| {
                     anyhow::Error::new(e).context(format!("{}: route {path:?}", manifest.display()))
                 })?;

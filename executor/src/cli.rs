@@ -367,8 +367,11 @@ impl Options {
             },
             registry: Arc::new(registry),
             init: InitSettings {
-                fs_root,
-                limits,
+                policy: luge_registry::admit::Policy {
+                    fs_root,
+                    limits,
+                    ..luge_registry::admit::Policy::default()
+                },
                 ..InitSettings::default()
             },
             // 64 MiB: OpenWhisk's largest action (48 MB) base64-encoded.

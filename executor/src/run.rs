@@ -12,7 +12,7 @@
 //! arguments), the `--env` variables and no others, the `--dir` grants.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -124,10 +124,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ..Annotations::default()
     };
     // OpenWhisk's defaults and maxima, as `luge serve` has them.
-    let limits = LimitPolicy::default();
     let policy = Policy {
-        fs_root: Some(Path::new("/")),
-        limits: &limits,
+        fs_root: Some(PathBuf::from("/")),
+        limits: LimitPolicy::default(),
         max_code_bytes: MAX_CODE_BYTES,
     };
     let runtime = luge_engines::build(
@@ -136,7 +135,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             target: None,
             // One sandbox: this run's.
             sandboxes: Some(1),
-            max_memory_bytes: limits.max.memory_bytes,
+            max_memory_bytes: policy.limits.max.memory_bytes,
             fuel: false,
             resident_budget_bytes: luge_engines::DEFAULT_RESIDENT_BUDGET_BYTES,
         },

@@ -296,7 +296,6 @@ pub struct FunctionHost {
     registry: Arc<ModuleRegistry>,
     policy: HostPolicy,
     store: Option<FunctionStore>,
-    max_code_bytes: usize,
     routes: RouteTable,
     uploaded: RwLock<BTreeMap<String, Arc<Function>>>,
     /// Chains by path; set at start, before uploads are restored.
@@ -329,19 +328,16 @@ fn now_secs() -> u64 {
 
 impl FunctionHost {
     /// A host with no functions yet. Code (uploads, unpacked zips) larger
-    /// than `max_code_bytes` is refused.
+    /// than the policy's `max_code_bytes` is refused.
     pub fn new(
         registry: Arc<ModuleRegistry>,
-        mut policy: HostPolicy,
+        policy: HostPolicy,
         store: Option<FunctionStore>,
-        max_code_bytes: usize,
     ) -> Self {
-        policy.max_code_bytes = max_code_bytes;
         Self {
             registry,
             policy,
             store,
-            max_code_bytes,
             routes: RouteTable::default(),
             uploaded: RwLock::new(BTreeMap::new()),
             chains: RwLock::new(HashMap::new()),
@@ -389,7 +385,7 @@ impl FunctionHost {
         })?;
         let module = admit::load(
             &self.registry,
-            &self.policy.admit(),
+            &self.policy.admit,
             bytes,
             &action,
             route.spec.init_function.as_deref(),
@@ -662,7 +658,8 @@ impl FunctionHost {
         if self.store.is_none() {
             return Err(HostError::NoStore);
         }
-        let code = ModuleCode::detect(code, self.max_code_bytes).map_err(LoadError::from)?;
+        let code =
+            ModuleCode::detect(code, self.policy.admit.max_code_bytes).map_err(LoadError::from)?;
         let (function, artifact) = self.prepare(name, spec, code, now_secs())?;
         let replaced = self.publish_uploaded(name, Arc::clone(&function), Some(&artifact))?;
         Ok((function, replaced))

@@ -14,7 +14,7 @@ use std::time::Duration;
 use luge_core::action::{COMMAND_ENTRY, Reuse, SchedHints};
 use luge_core::capabilities::{Annotations, DirRequest};
 use luge_core::limits::RequestedLimits;
-use luge_core::{Action, DirMode, LimitPolicy, WasmRuntime};
+use luge_core::{Action, DirMode, WasmRuntime};
 use luge_registry::admit::{self, AdmitError};
 use serde::{Deserialize, Serialize};
 
@@ -180,28 +180,14 @@ pub enum SpecError {
 /// Operator settings that bound every function.
 #[derive(Debug, Clone, Default)]
 pub struct HostPolicy {
-    /// Root for directory grants; `None` refuses all.
-    pub fs_root: Option<PathBuf>,
-    /// Limit defaults and maxima.
-    pub limits: LimitPolicy,
-    /// Largest code, once unpacked.
-    pub max_code_bytes: usize,
+    /// The operator's bounds on every function (directory grants' root,
+    /// limits, code size), as every admission takes them.
+    pub admit: admit::Policy,
     /// Whether a route that holds grants (directories, calls, state
     /// namespaces, outgoing hosts, a Spin app's shared store) may opt into
     /// instance reuse; off by default, since a reused instance can carry
     /// what one request read through its grants into the next response.
     pub allow_reuse_with_grants: bool,
-}
-
-impl HostPolicy {
-    /// This policy as the admission pipeline takes it.
-    pub fn admit(&self) -> admit::Policy<'_> {
-        admit::Policy {
-            fs_root: self.fs_root.as_deref(),
-            limits: &self.limits,
-            max_code_bytes: self.max_code_bytes,
-        }
-    }
 }
 
 /// Paths the executor answers itself; a function cannot take them.
@@ -381,7 +367,7 @@ impl FunctionSpec {
         let annotations = self.annotations()?;
         let mut action = admit::action(
             runtime,
-            &policy.admit(),
+            &policy.admit,
             name.to_owned(),
             COMMAND_ENTRY.to_owned(),
             Vec::new(),

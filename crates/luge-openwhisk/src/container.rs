@@ -1,13 +1,12 @@
 //! Action containers: the state between `/init` and `/run`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use luge_core::calls::Refused;
 use luge_core::capabilities::Annotations;
-use luge_core::{Action, Invocation, LimitPolicy, LoadedModule, Outcome, Termination};
+use luge_core::{Action, Invocation, LoadedModule, Outcome, Termination};
 use luge_registry::ModuleRegistry;
 use luge_registry::admit::{self, AdmitError, Wanted};
 
@@ -15,31 +14,15 @@ use crate::logs::{LogBuffer, LogSink};
 use crate::protocol::{self, Reply, status};
 
 /// Operator settings that bound what an init may ask for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct InitSettings {
-    /// Root under which directory grants resolve; `None` refuses all grants.
-    pub fs_root: Option<PathBuf>,
-    /// Limit defaults and maxima.
-    pub limits: LimitPolicy,
-    /// Largest action code once unpacked from a zip.
-    pub max_code_bytes: usize,
+    /// The operator's bounds: directory grants' root, limits, code size.
+    pub policy: admit::Policy,
     /// The container's own environment, which an action sees under its
     /// init's `env`: in `luge proxy`, the `__OW_*` variables OpenWhisk starts
     /// the container with (`__OW_API_HOST`); empty in `luge serve`, where the
     /// factory sends them with the init.
     pub container_env: Vec<(String, String)>,
-}
-
-impl Default for InitSettings {
-    fn default() -> Self {
-        Self {
-            fs_root: None,
-            limits: LimitPolicy::default(),
-            // OpenWhisk's largest action is 48 MB; leave room for an artifact.
-            max_code_bytes: 64 << 20,
-            container_env: Vec::new(),
-        }
-    }
 }
 
 struct Ready {
@@ -166,11 +149,7 @@ impl Container {
         let refused = |e: AdmitError| Reply::error(e.status(), luge_core::error_line(&e));
         let annotations =
             Annotations::parse(&request.annotations).map_err(|e| refused(AdmitError::from(e)))?;
-        let policy = admit::Policy {
-            fs_root: settings.fs_root.as_deref(),
-            limits: &settings.limits,
-            max_code_bytes: settings.max_code_bytes,
-        };
+        let policy = &settings.policy;
         // Later sources win: the container's environment, the init's env,
         // then the action's `wasi.env` (added by the pipeline).
         let mut env: Vec<(String, String)> = settings
@@ -188,7 +167,7 @@ impl Container {
         let init_function = annotations.init_function.clone();
         let mut action = admit::action(
             &**registry.runtime(),
-            &policy,
+            policy,
             name,
             String::new(),
             env,
@@ -199,7 +178,7 @@ impl Container {
         // its environment and its grants.
         let module = admit::load(
             registry,
-            &policy,
+            policy,
             request.code,
             &action,
             init_function.as_deref(),

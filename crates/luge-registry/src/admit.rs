@@ -15,7 +15,7 @@
 //! Every refusal is an [`AdmitError`], and [`AdmitError::status`] is its
 //! one HTTP status, whichever protocol answers it.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use luge_core::Action;
@@ -28,15 +28,32 @@ use crate::ArtifactError;
 use crate::code::{CodeError, ModuleCode};
 use crate::registry::{Init, LoadError, ModuleRegistry};
 
-/// The operator's bounds on every function.
-#[derive(Debug, Clone, Copy)]
-pub struct Policy<'a> {
+/// The operator's bounds on every function, however it arrives: the one
+/// policy an OpenWhisk container's init, the standalone host and `luge
+/// run` each hold.
+#[derive(Debug, Clone)]
+pub struct Policy {
     /// Root of directory grants; `None` refuses them all.
-    pub fs_root: Option<&'a Path>,
+    pub fs_root: Option<PathBuf>,
     /// Default and largest limits.
-    pub limits: &'a LimitPolicy,
+    pub limits: LimitPolicy,
     /// Largest code (a module, or a zip's unpacked module).
     pub max_code_bytes: usize,
+}
+
+/// Largest code by default: OpenWhisk's largest action is 48 MB, with
+/// room left for a precompiled artifact.
+pub const DEFAULT_MAX_CODE_BYTES: usize = 64 << 20;
+
+impl Default for Policy {
+    /// No directory grants, OpenWhisk's limits, [`DEFAULT_MAX_CODE_BYTES`].
+    fn default() -> Self {
+        Self {
+            fs_root: None,
+            limits: LimitPolicy::default(),
+            max_code_bytes: DEFAULT_MAX_CODE_BYTES,
+        }
+    }
 }
 
 /// What the loaded code must be.
@@ -119,13 +136,13 @@ pub fn load_status(error: &LoadError) -> u16 {
 /// `entry`, with `env` (the caller's variables, then the annotations').
 pub fn action(
     runtime: &dyn WasmRuntime,
-    policy: &Policy<'_>,
+    policy: &Policy,
     name: String,
     entry: String,
     mut env: Vec<(String, String)>,
     annotations: Annotations,
 ) -> Result<Action, AdmitError> {
-    let capabilities = Capabilities::grant(&annotations, policy.fs_root)?;
+    let capabilities = Capabilities::grant(&annotations, policy.fs_root.as_deref())?;
     runtime
         .check_grants(&capabilities)
         .map_err(AdmitError::Engine)?;
@@ -150,7 +167,7 @@ pub fn action(
 /// (default: Wizer's) when it has one.
 pub fn load(
     registry: &ModuleRegistry,
-    policy: &Policy<'_>,
+    policy: &Policy,
     bytes: Vec<u8>,
     action: &Action,
     init_function: Option<&str>,
