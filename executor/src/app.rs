@@ -153,11 +153,7 @@ impl App {
             return None;
         };
         let action = &invocation.action;
-        let named = invocation
-            .env
-            .iter()
-            .find(|(key, _)| key == "__OW_ACTION_NAME")
-            .and_then(|(_, full)| full.trim_start_matches('/').split_once('/'));
+        let named = luge_openwhisk::activation::action_name(&invocation.env);
         let (scope, name) = named.unwrap_or(("-", action.name.as_str()));
         Some(Arc::new(state.session(
             Some(&format!("ow:{scope}")),

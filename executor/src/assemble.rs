@@ -30,9 +30,8 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
             // OpenWhisk starts an action container with `__OW_API_HOST` (and
             // the operator's `__OW_*` extras) in its environment; the action
             // sees them, under what its init and run set.
-            settings.init.container_env = std::env::vars()
-                .filter(|(key, _)| key.starts_with("__OW_"))
-                .collect();
+            settings.init.container_env =
+                luge_openwhisk::activation::container_env(std::env::vars());
             let sink: Arc<dyn LogSink> = Arc::new(ProcessStreams);
             let mode = Mode::Proxy(Arc::new(Container::new(sink)));
             Ok((

@@ -132,11 +132,8 @@ async fn run(app: &App, body: &[u8], container: &Container) -> Response {
     // The tenant is the activation's namespace (the invoker sends it), else
     // the action: admission places are shared fairly between namespaces.
     let tree = Tree::new(
-        invocation
-            .env
-            .iter()
-            .find(|(key, _)| key == "__OW_NAMESPACE")
-            .map_or(invocation.action.name.as_str(), |(_, namespace)| namespace),
+        luge_openwhisk::activation::namespace(&invocation.env)
+            .unwrap_or(invocation.action.name.as_str()),
     );
     match app
         .execute(&tree, prepared.module, invocation, arrived, deadline)

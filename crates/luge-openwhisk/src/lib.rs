@@ -14,6 +14,7 @@
 //! outcome, one way.
 #![deny(missing_docs)]
 
+pub mod activation;
 pub mod container;
 pub mod logs;
 pub mod protocol;
