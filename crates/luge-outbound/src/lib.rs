@@ -19,12 +19,14 @@
 //! - the operator's `[outbound_networking] block_networks` refuse an
 //!   address whatever a grant says;
 //! - every step (lookup, connect, handshake, first byte) ends by the
-//!   invocation's deadline, and the connection itself is dropped then:
-//!   a server that stalls holds nothing past the request that opened it.
+//!   invocation's deadline: a server that stalls costs the request its
+//!   own time, no more.
 //!
 //! Connections are kept alive between requests of the same function to
-//! the same origin ([`Pool`], bounded per origin and in all, closed when
-//! idle for [`IDLE_TIMEOUT`] and at [`MAX_CONNECTION_LIFETIME`]). Redirects
+//! the same origin ([`Pool`]: at most [`MAX_CONNECTIONS_PER_ORIGIN`] open
+//! per function and origin, [`MAX_IDLE_PER_ORIGIN`] and [`MAX_IDLE`] idle,
+//! closed when idle for [`IDLE_TIMEOUT`] and at
+//! [`MAX_CONNECTION_LIFETIME`]). Redirects
 //! are not followed: a 3xx goes back to the function, whose next request
 //! is checked like any other.
 
@@ -95,6 +97,10 @@ pub enum SendError {
     /// Another TLS failure.
     #[error("TLS failed: {0}")]
     Tls(std::io::Error),
+    /// The function holds [`MAX_CONNECTIONS_PER_ORIGIN`] connections to
+    /// this origin, and none closed in time.
+    #[error("too many connections open to this origin")]
+    ConnectionLimit,
     /// No response head in time.
     #[error("no response in time")]
     ResponseTimeout,
@@ -387,15 +393,30 @@ struct Idle<B> {
 /// grants permit.
 pub struct Pool<B> {
     idle: std::sync::Mutex<std::collections::HashMap<Key, Vec<Idle<B>>>>,
+    /// Open connections per function and origin, in use or idle: a
+    /// connection holds a permit for its whole life.
+    open: std::sync::Mutex<std::collections::HashMap<Key, Arc<tokio::sync::Semaphore>>>,
 }
 
 impl<B> Default for Pool<B> {
     fn default() -> Self {
         Self {
             idle: std::sync::Mutex::new(std::collections::HashMap::new()),
+            open: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
 }
+
+/// Connections one function may hold open to one origin at once, across
+/// all its invocations (as Spin 4.1's per-app connection limits): a
+/// tenant cannot spend a database's or this host's descriptors on one
+/// target. One more waits for a connection to close, until its connect
+/// timeout, then is `connection-limit-reached`.
+pub const MAX_CONNECTIONS_PER_ORIGIN: usize = 32;
+
+/// Origins whose connection bounds are kept before unused ones are
+/// forgotten (a function cycling through many origins keeps few).
+const MAX_TRACKED_ORIGINS: usize = 4096;
 
 impl<B> Pool<B>
 where
@@ -409,6 +430,31 @@ where
             .lock()
             .map(|idle| idle.values().map(Vec::len).sum())
             .unwrap_or(0)
+    }
+
+    /// A permit to open one more connection for `key`, waiting until
+    /// `by` for one to close when [`MAX_CONNECTIONS_PER_ORIGIN`] are open.
+    async fn permit(
+        &self,
+        key: &Key,
+        by: tokio::time::Instant,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, SendError> {
+        let semaphore = {
+            let mut open = self.open.lock().map_err(|_| SendError::ConnectionLimit)?;
+            if open.len() >= MAX_TRACKED_ORIGINS {
+                // Forget bounds no connection holds.
+                open.retain(|_, s| {
+                    Arc::strong_count(s) > 1 || s.available_permits() < MAX_CONNECTIONS_PER_ORIGIN
+                });
+            }
+            Arc::clone(open.entry(key.clone()).or_insert_with(|| {
+                Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS_PER_ORIGIN))
+            }))
+        };
+        timeout_at(by, semaphore.acquire_owned())
+            .await
+            .map_err(|_| SendError::ConnectionLimit)?
+            .map_err(|_| SendError::ConnectionLimit)
     }
 
     /// A ready idle connection for `key` whose peer `permits` accepts;
@@ -508,12 +554,17 @@ where
     let (mut sender, peer) = match pool.take(&key, permits) {
         Some(kept) => kept,
         None => {
+            let connect_by = within(bounds.connect);
+            let permit = pool
+                .permit(&key, tokio::time::Instant::from_std(connect_by))
+                .await?;
             let target = (scheme.as_str(), host.as_str(), port, secure);
             open(
                 grants,
                 component,
                 target,
-                within(bounds.connect),
+                permit,
+                connect_by,
                 bounds.deadline,
             )
             .await?
@@ -533,6 +584,7 @@ async fn open<B>(
     grants: &AllowedHosts,
     component: &str,
     (scheme, host, port, secure): (&str, &str, u16, bool),
+    permit: tokio::sync::OwnedSemaphorePermit,
     connect_by: Instant,
     deadline: Instant,
 ) -> Result<(Sender<B>, IpAddr), SendError>
@@ -567,13 +619,19 @@ where
         )
         .await
         .map_err(|_| SendError::ResponseTimeout)??;
-        tokio::spawn(tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection));
+        tokio::spawn(async move {
+            let _open = permit;
+            tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection).await
+        });
         Sender::H2(sender)
     } else {
         let (sender, connection) = timeout_at(deadline, hyper::client::conn::http1::handshake(io))
             .await
             .map_err(|_| SendError::ResponseTimeout)??;
-        tokio::spawn(tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection));
+        tokio::spawn(async move {
+            let _open = permit;
+            tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection).await
+        });
         Sender::H1(sender)
     };
     Ok((sender, peer))
@@ -750,5 +808,56 @@ mod tests {
         }
         assert_eq!(accepted.load(Ordering::SeqCst), MAX_IDLE_PER_ORIGIN + 3);
         assert_eq!(pool.idle(), MAX_IDLE_PER_ORIGIN);
+    }
+
+    #[tokio::test]
+    async fn open_connections_are_bounded_per_function_and_origin() {
+        let (port, accepted) = server(false).await;
+        let url = format!("http://127.0.0.1:{port}/");
+        let granted = grants(&[format!("http://127.0.0.1:{port}")]);
+        let pool = Pool::default();
+        let request = || {
+            http::Request::get(&url)
+                .body(Empty::<Bytes>::new())
+                .unwrap()
+        };
+        let bounds = || Bounds {
+            deadline: Instant::now() + Duration::from_secs(5),
+            connect: Some(Duration::from_millis(200)),
+            first_byte: None,
+        };
+        // Every response held unread: each connection stays busy, open.
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS_PER_ORIGIN {
+            held.push(
+                send(&pool, 9, "f", &granted, request(), bounds())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let started = Instant::now();
+        let refused = send(&pool, 9, "f", &granted, request(), bounds()).await;
+        assert!(
+            matches!(refused, Err(SendError::ConnectionLimit)),
+            "{refused:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert_eq!(accepted.load(Ordering::SeqCst), MAX_CONNECTIONS_PER_ORIGIN);
+        // Another function is not held back by this one's connections.
+        held.push(
+            send(&pool, 10, "g", &granted, request(), bounds())
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            MAX_CONNECTIONS_PER_ORIGIN + 1
+        );
+        // Responses dropped unread: their connections close, and so free
+        // their places.
+        held.clear();
+        send(&pool, 9, "f", &granted, request(), bounds())
+            .await
+            .unwrap();
     }
 }

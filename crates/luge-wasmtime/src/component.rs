@@ -704,6 +704,7 @@ async fn send(
                     Error::TlsProtocolError
                 }
                 E::ResponseTimeout => Error::ConnectionReadTimeout,
+                E::ConnectionLimit => Error::ConnectionLimitReached,
                 E::Http(e) => Error::Hyper(e),
                 E::Uri => Error::HttpRequestUriInvalid,
             }
