@@ -309,11 +309,7 @@ impl Shared {
                 limiter: SandboxLimiter::new(limits.memory_bytes),
                 http,
                 hooks: Hooks {
-                    allowed: invocation.action.capabilities.outbound.clone(),
-                    // The action's address: one function's kept-alive
-                    // connections are its own while it is loaded.
-                    owner: Arc::as_ptr(&invocation.action) as usize,
-                    component: Arc::from(invocation.action.name.as_str()),
+                    action: Arc::clone(&invocation.action),
                     deadline: started + limits.timeout,
                     sent: 0,
                     calls: invocation.calls.clone(),
@@ -549,11 +545,10 @@ impl LoadedModule for ProxyComponent {
 /// each bounded by the invocation's remaining time. Everything else is
 /// `HTTP-request-denied` to the guest.
 struct Hooks {
-    allowed: luge_core::capabilities::AllowedHosts,
-    /// Whose kept-alive connections these requests use.
-    owner: usize,
-    /// The function's name, as Spin's `[[client_tls]]` names components.
-    component: Arc<str>,
+    /// The function: its grants (`allowed_outbound_hosts`), its name (as
+    /// Spin's `[[client_tls]]` names components), and its address, whose
+    /// kept-alive connections are its own while it is loaded.
+    action: Arc<luge_core::Action>,
     deadline: Instant,
     /// Outgoing requests sent so far by this invocation.
     sent: usize,
@@ -610,8 +605,7 @@ impl WasiHttpHooks for Hooks {
             connect: options.and_then(|o| o.connect_timeout),
             first_byte: options.and_then(|o| o.first_byte_timeout),
         };
-        let who = (self.owner, Arc::clone(&self.component));
-        Box::new(send(self.allowed.clone(), who, request, bounds))
+        Box::new(send(Arc::clone(&self.action), request, bounds))
     }
 }
 
@@ -674,41 +668,47 @@ async fn chain(
 static OUTGOING: std::sync::LazyLock<luge_outbound::Pool<wasmtime_wasi_http::WasiBody>> =
     std::sync::LazyLock::new(luge_outbound::Pool::default);
 
-/// Sends `request` where `allowed` grants it, within `bounds`; a refusal
+/// Sends `request` where `action` grants it, within `bounds`; a refusal
 /// or failure as the wasi:http error code that names it.
 async fn send(
-    allowed: luge_core::capabilities::AllowedHosts,
-    (owner, component): (usize, Arc<str>),
+    action: Arc<luge_core::Action>,
     request: http::Request<wasmtime_wasi_http::WasiBody>,
     bounds: luge_outbound::Bounds,
 ) -> Sent {
     use luge_outbound::SendError as E;
     use wasmtime_wasi_http::Error;
     let uri = request.uri().clone();
-    let response = luge_outbound::send(&OUTGOING, owner, &component, &allowed, request, bounds)
-        .await
-        .map_err(|e| {
-            tracing::debug!(%uri, error = %e, "outgoing HTTP request failed");
-            match e {
-                E::Denied(_) | E::AddressProhibited(_) => Error::HttpRequestDenied,
-                E::NotFound(_) | E::Dns { .. } => Error::DnsError {
-                    rcode: None,
-                    info_code: None,
-                },
-                E::DnsTimeout => Error::DnsTimeout,
-                E::ConnectTimeout => Error::ConnectionTimeout,
-                E::ConnectionRefused => Error::ConnectionRefused,
-                E::Connect(e) => Error::Connect(e),
-                E::TlsCertificate(_) => Error::TlsCertificateError,
-                E::ServerName(_) | E::Tls(_) | E::TlsTimeout | E::TlsSetup(_) => {
-                    Error::TlsProtocolError
-                }
-                E::ResponseTimeout => Error::ConnectionReadTimeout,
-                E::ConnectionLimit => Error::ConnectionLimitReached,
-                E::Http(e) => Error::Hyper(e),
-                E::Uri => Error::HttpRequestUriInvalid,
+    let response = luge_outbound::send(
+        &OUTGOING,
+        Arc::as_ptr(&action) as usize,
+        &action.name,
+        &action.capabilities.outbound,
+        request,
+        bounds,
+    )
+    .await
+    .map_err(|e| {
+        tracing::debug!(%uri, error = %e, "outgoing HTTP request failed");
+        match e {
+            E::Denied(_) | E::AddressProhibited(_) => Error::HttpRequestDenied,
+            E::NotFound(_) | E::Dns { .. } => Error::DnsError {
+                rcode: None,
+                info_code: None,
+            },
+            E::DnsTimeout => Error::DnsTimeout,
+            E::ConnectTimeout => Error::ConnectionTimeout,
+            E::ConnectionRefused => Error::ConnectionRefused,
+            E::Connect(e) => Error::Connect(e),
+            E::TlsCertificate(_) => Error::TlsCertificateError,
+            E::ServerName(_) | E::Tls(_) | E::TlsTimeout | E::TlsSetup(_) => {
+                Error::TlsProtocolError
             }
-        })?;
+            E::ResponseTimeout => Error::ConnectionReadTimeout,
+            E::ConnectionLimit => Error::ConnectionLimitReached,
+            E::Http(e) => Error::Hyper(e),
+            E::Uri => Error::HttpRequestUriInvalid,
+        }
+    })?;
     let response = response.map(|body| {
         http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, Error::Hyper))
     });
