@@ -10,13 +10,12 @@
 //! cannot reach an HTTPS server with a private CA: the HTTPS rows are
 //! Luge's alone, and its cost is read against Luge's own plain row.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::header::{HeaderName, HeaderValue};
 use luge_benches::load::Target;
 use luge_benches::wasm;
-use rcgen::{CertificateParams, IsCa, Issuer, KeyPair};
+use luge_testkit::tls::{self, PrivateCa};
 
 use crate::Report;
 use crate::Setup;
@@ -26,110 +25,26 @@ use crate::http_proxy::{
 };
 
 /// What every upstream answers.
-const UPSTREAM_BODY: &[u8] = b"upstream says hello";
-
-/// An upstream on 127.0.0.1 answering [`UPSTREAM_BODY`], over TLS with
-/// `tls` (offering `alpn`) or plain; serves until the process ends.
-fn upstream(tls: Option<(Arc<rustls::ServerConfig>, bool)>) -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let port = listener.local_addr()?.port();
-    std::thread::spawn(move || {
-        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        runtime.block_on(async move {
-            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                return;
-            };
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let _ = tcp.set_nodelay(true);
-                let tls = tls.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(|_: hyper::Request<_>| async {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from_static(UPSTREAM_BODY)),
-                        ))
-                    });
-                    match tls {
-                        None => {
-                            let io = hyper_util::rt::TokioIo::new(tcp);
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(io, service)
-                                .await;
-                        }
-                        Some((config, h2)) => {
-                            let acceptor = tokio_rustls::TlsAcceptor::from(config);
-                            let Ok(stream) = acceptor.accept(tcp).await else {
-                                return;
-                            };
-                            let io = hyper_util::rt::TokioIo::new(stream);
-                            if h2 {
-                                let _ = hyper::server::conn::http2::Builder::new(
-                                    hyper_util::rt::TokioExecutor::new(),
-                                )
-                                .serve_connection(io, service)
-                                .await;
-                            } else {
-                                let _ = hyper::server::conn::http1::Builder::new()
-                                    .serve_connection(io, service)
-                                    .await;
-                            }
-                        }
-                    }
-                });
-            }
-        });
-    });
-    Ok(port)
-}
-
-/// A private CA's PEM and a server config for `localhost` it signed,
-/// offering HTTP/2 (`h2`) or HTTP/1.1 only.
-fn tls_pair() -> anyhow::Result<(String, Arc<rustls::ServerConfig>, Arc<rustls::ServerConfig>)> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca_pem = ca.self_signed(&ca_key)?.pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate()?;
-    let cert = CertificateParams::new(vec!["localhost".to_owned()])?.signed_by(&key, &issuer)?;
-    let config = |alpn: &[&[u8]]| -> anyhow::Result<Arc<rustls::ServerConfig>> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )?;
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Ok(Arc::new(config))
-    };
-    Ok((
-        ca_pem,
-        config(&[b"h2", b"http/1.1"])?,
-        config(&[b"http/1.1"])?,
-    ))
-}
+const UPSTREAM_BODY: &str = "upstream says hello";
 
 pub(crate) fn outbound(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
-    let (ca_pem, h2, h1) = tls_pair()?;
-    let plain = upstream(None)?;
-    let secure_h2 = upstream(Some((h2, true)))?;
-    let secure_h1 = upstream(Some((h1, false)))?;
+    let ca = PrivateCa::new();
+    let answer: tls::Answer = |_| UPSTREAM_BODY.to_owned();
+    let plain = tls::serve(None, answer);
+    let secure_h2 = tls::serve(
+        Some(ca.server("localhost", false, false, &[b"h2", b"http/1.1"])),
+        answer,
+    );
+    let secure_h1 = tls::serve(
+        Some(ca.server("localhost", false, false, &[b"http/1.1"])),
+        answer,
+    );
 
     let dir = tempfile::tempdir()?;
     let component = dir.path().join("handler.wasm");
     std::fs::write(&component, wasm("http-handler"))?;
     let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, &ca_pem)?;
+    std::fs::write(&ca_file, &ca.pem)?;
     luge_site(
         dir.path(),
         &format!(

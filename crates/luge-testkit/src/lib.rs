@@ -7,6 +7,7 @@
 pub mod conformance;
 pub mod hostabi;
 pub mod redis;
+pub mod tls;
 
 use std::path::PathBuf;
 

@@ -12,137 +12,36 @@ use crate::common;
 use crate::components::{on_wasmtime, serve_handler};
 
 use common::*;
-use rcgen::{CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use luge_testkit::tls::{self, PrivateCa};
 
-/// A private CA and certificates it signs.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new() -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "Luge test CA");
-        let cert = params.self_signed(&key).unwrap();
-        Self {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A client certificate and its key, PEM, signed by this CA.
-    fn client(&self, name: &str) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let params = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    /// A server config for `name` that requires a client certificate
-    /// signed by this CA.
-    fn mutual(&self, name: &str) -> Arc<rustls::ServerConfig> {
-        let key = KeyPair::generate().unwrap();
-        let params = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
-        let mut roots = rustls::RootCertStore::empty();
-        for ca in rustls::pki_types::pem::PemObject::pem_slice_iter(self.pem.as_bytes()) {
-            roots.add(ca.unwrap()).unwrap();
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
-            Arc::clone(&provider),
-        )
-        .build()
-        .unwrap();
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(vec![cert.der().clone()], key)
-            .unwrap();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Arc::new(config)
-    }
-
-    /// A server certificate for `name`, expired or not, as rustls takes it.
-    fn leaf(&self, name: &str, expired: bool) -> Arc<rustls::ServerConfig> {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        if expired {
-            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
-        }
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], key)
-            .unwrap();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Arc::new(config)
-    }
-}
-
-/// An HTTPS server on 127.0.0.1 answering every request with its
-/// protocol version (`secure over HTTP/2.0`), HTTP/2 or HTTP/1.1 as ALPN
-/// chose; it runs until the test process ends.
-fn https_server(config: Arc<rustls::ServerConfig>) -> u16 {
+/// A TCP peer on 127.0.0.1 that answers each connection's first read
+/// with `reply` and closes it; it runs until the test process ends.
+fn tcp_peer(reply: &'static [u8]) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let acceptor = tokio_rustls::TlsAcceptor::from(config);
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let io = hyper_util::rt::TokioIo::new(tls);
-                    let service = hyper::service::service_fn(|request: hyper::Request<_>| {
-                        let body = format!("secure over {:?}", request.version());
-                        async move {
-                            Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                                http_body_util::Full::new(bytes::Bytes::from(body)),
-                            ))
-                        }
-                    });
-                    if h2 {
-                        let _ = hyper::server::conn::http2::Builder::new(
-                            hyper_util::rt::TokioExecutor::new(),
-                        )
-                        .serve_connection(io, service)
-                        .await;
-                    } else {
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(io, service)
-                            .await;
-                    }
-                });
-            }
-        });
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                if std::io::Read::read(&mut stream, &mut buf).is_ok() {
+                    let _ = stream.write_all(reply);
+                }
+            });
+        }
     });
     port
+}
+
+/// An HTTPS server on 127.0.0.1 with `config`, answering every request
+/// with its protocol version (`secure over HTTP/2.0`).
+fn https_server(config: Arc<rustls::ServerConfig>) -> u16 {
+    tls::serve(Some(config), |version| format!("secure over {version:?}"))
+}
+
+/// A server config for `name` offering HTTP/2 and HTTP/1.1.
+fn leaf(ca: &PrivateCa, name: &str, expired: bool) -> Arc<rustls::ServerConfig> {
+    ca.server(name, expired, false, &[b"h2", b"http/1.1"])
 }
 
 /// Outgoing HTTPS from a component: the private CA trusted through
@@ -155,10 +54,10 @@ fn outgoing_https_trusts_the_operators_ca_and_refuses_bad_certificates() {
     if !on_wasmtime() {
         return;
     }
-    let ca = Ca::new();
-    let good = https_server(ca.leaf("localhost", false));
-    let other_name = https_server(ca.leaf("other.test", false));
-    let expired = https_server(ca.leaf("localhost", true));
+    let ca = PrivateCa::new();
+    let good = https_server(leaf(&ca, "localhost", false));
+    let other_name = https_server(leaf(&ca, "other.test", false));
+    let expired = https_server(leaf(&ca, "localhost", true));
     let stall = TcpListener::bind("127.0.0.1:0").unwrap();
     let stalled = stall.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
@@ -230,18 +129,8 @@ fn outbound_grants_follow_spins_grammar_and_the_address_rule() {
     if !on_wasmtime() {
         return;
     }
-    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = upstream.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in upstream.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 1024];
-            let _ = std::io::Read::read(&mut stream, &mut buf);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
-            );
-        }
-    });
+    let port =
+        tcp_peer(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!");
     let wildcard = "allowed_outbound_hosts = [\"*://*:*\"]".to_owned();
     let range = format!(
         "allowed_outbound_hosts = [\"http://127.0.0.1:{}..{}\"]",
@@ -295,8 +184,8 @@ fn spins_client_tls_and_blocked_networks_shape_outgoing_connections() {
     if !on_wasmtime() {
         return;
     }
-    let ca = Ca::new();
-    let port = https_server(ca.mutual("localhost"));
+    let ca = PrivateCa::new();
+    let port = https_server(ca.server("localhost", false, true, &[b"http/1.1"]));
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = ca.client("a client");
     std::fs::write(dir.path().join("ca.pem"), &ca.pem).unwrap();
@@ -371,19 +260,7 @@ fn sockets_reach_only_granted_addresses() {
     if !on_wasmtime() {
         return;
     }
-    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = upstream.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in upstream.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 5];
-                if std::io::Read::read_exact(&mut stream, &mut buf).is_ok() {
-                    let _ = stream.write_all(b"pong\n");
-                }
-            });
-        }
-    });
+    let port = tcp_peer(b"pong\n");
     let site = Site::new(
         &["p2-tcp"],
         &format!(
