@@ -619,22 +619,30 @@ where
         )
         .await
         .map_err(|_| SendError::ResponseTimeout)??;
-        tokio::spawn(async move {
-            let _open = permit;
-            tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection).await
-        });
+        drive(connection, permit);
         Sender::H2(sender)
     } else {
         let (sender, connection) = timeout_at(deadline, hyper::client::conn::http1::handshake(io))
             .await
             .map_err(|_| SendError::ResponseTimeout)??;
-        tokio::spawn(async move {
-            let _open = permit;
-            tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection).await
-        });
+        drive(connection, permit);
         Sender::H1(sender)
     };
     Ok((sender, peer))
+}
+
+/// Runs a connection's I/O until it ends or [`MAX_CONNECTION_LIFETIME`]
+/// passes, holding its place among the function's open connections
+/// (`permit`) for as long.
+fn drive<C>(connection: C, permit: tokio::sync::OwnedSemaphorePermit)
+where
+    C: std::future::Future + Send + 'static,
+    C::Output: Send,
+{
+    tokio::spawn(async move {
+        let _open = permit;
+        tokio::time::timeout(MAX_CONNECTION_LIFETIME, connection).await
+    });
 }
 
 /// A failed handshake as the function should hear it: a refused
