@@ -80,6 +80,11 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 global = state.redis_url.is_some(),
                 "state store open"
             );
+            // Each function's own SQLite database lies beside its state.
+            let databases = crate::runtime_config::sqlite(
+                common.runtime_config_file.as_deref(),
+                state.dir.as_ref().map(|dir| dir.join("sqlite")),
+            )?;
             // No function route may shadow an endpoint of the API.
             let api = Api::serve();
             let function_host = Arc::new(
@@ -107,6 +112,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                             .context(format!("{}: chain {path:?}", config.file.display()))
                     })?;
             }
+            let mut spin_routes = Vec::new();
             if let Some(manifest) = &host.spin {
                 let routes = luge_host::spin::load(
                     manifest,
@@ -116,7 +122,28 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 function_host.add_configured(&routes).map_err(|(path, e)| {
                     anyhow::Error::new(e).context(format!("{}: route {path:?}", manifest.display()))
                 })?;
+                spin_routes = routes;
             }
+            // As Spin does: a granted database label must name one.
+            let routes = config
+                .iter()
+                .flat_map(|c| c.routes.iter())
+                .chain(spin_routes.iter());
+            for route in routes {
+                if let Some(label) = route
+                    .spec
+                    .sqlite_databases
+                    .iter()
+                    .find(|label| !databases.knows(label))
+                {
+                    bail!(
+                        "route {:?}: sqlite_databases names {label:?}, which no [sqlite_database.{label}] of the runtime config defines",
+                        route.path
+                    );
+                }
+            }
+            // Set once per process; a second `serve` (tests) keeps the first.
+            let _ = luge_sqlite::install(databases);
             let restored = function_host.restore()?;
             if let Some(dir) = &store_dir {
                 tracing::info!(store = %dir.display(), functions = restored.len(), "function store open");

@@ -1,7 +1,8 @@
 //! Spin's runtime config file (`--runtime-config-file`, Spin's flag): the
 //! operator's settings that a Spin app's manifest leaves to the host.
 //! Luge serves `[[client_tls]]` and `[outbound_networking]` (see
-//! `luge_outbound::Config`); every other section is refused by name, so
+//! `luge_outbound::Config`) and `[sqlite_database.NAME]` (see
+//! `luge_sqlite::Databases`); every other section is refused by name, so
 //! a setting Luge would ignore never looks applied.
 
 use std::path::Path;
@@ -11,7 +12,6 @@ use anyhow::{Context, bail};
 /// Spin sections Luge does not serve yet, named in the refusal.
 const NOT_SERVED: &[&str] = &[
     "key_value_store",
-    "sqlite_database",
     "llm_compute",
     "variables_provider",
     "config_provider",
@@ -54,6 +54,8 @@ pub fn outbound(
                     .with_context(|| format!("{}: [outbound_networking]", at()))?;
                 config.outbound_networking(&table).with_context(at)?
             }
+            // Read by `sqlite`.
+            "sqlite_database" => config,
             name if NOT_SERVED.contains(&name) => {
                 bail!("{}: [{name}] is not served by Luge yet", at())
             }
@@ -61,6 +63,68 @@ pub fn outbound(
         };
     }
     Ok(config)
+}
+
+/// A `[sqlite_database.NAME]` section, as Spin's runtime config has it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqliteDatabaseToml {
+    /// `spin` (a local file); Spin's `libsql` (a remote server) is
+    /// refused by name.
+    r#type: String,
+    /// The file, relative to the runtime config file.
+    path: Option<std::path::PathBuf>,
+    /// `libsql`'s; read only to refuse it by name.
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    token: Option<toml::Value>,
+}
+
+/// The databases a host keeps: each function's own under `own_dir`
+/// (`None`: none), and the `[sqlite_database.NAME]` sections of
+/// `runtime_config` (a `default` there is the one database every
+/// function granted `default` opens, as on `spin up` with it set).
+pub fn sqlite(
+    runtime_config: Option<&Path>,
+    own_dir: Option<std::path::PathBuf>,
+) -> anyhow::Result<luge_sqlite::Databases> {
+    let mut databases = luge_sqlite::Databases::new(own_dir);
+    let Some(file) = runtime_config else {
+        return Ok(databases);
+    };
+    let at = || format!("--runtime-config-file {}", file.display());
+    let text = std::fs::read_to_string(file).with_context(at)?;
+    let mut table: toml::Table = toml::from_str(&text).with_context(at)?;
+    let Some(sections) = table.remove("sqlite_database") else {
+        return Ok(databases);
+    };
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let sections: std::collections::BTreeMap<String, SqliteDatabaseToml> = sections
+        .try_into()
+        .with_context(|| format!("{}: [sqlite_database]", at()))?;
+    for (label, section) in sections {
+        let here = || format!("{}: [sqlite_database.{label}]", at());
+        if !luge_core::capabilities::sqlite::valid_label(&label) {
+            bail!("{}: a label is 1-64 letters, digits, '_' or '-'", here());
+        }
+        match (section.r#type.as_str(), section.path) {
+            ("spin", Some(path)) => databases.name(label, dir.join(path)),
+            ("spin", None) => bail!(
+                "{}: an in-memory database (no path) is not served by Luge; give a path",
+                here()
+            ),
+            ("libsql", _) => {
+                let _ = (section.url, section.token);
+                bail!(
+                    "{}: libsql (a remote database) is not served by Luge",
+                    here()
+                )
+            }
+            (other, _) => bail!("{}: unknown type {other:?} (Luge serves \"spin\")", here()),
+        }
+    }
+    Ok(databases)
 }
 
 #[cfg(test)]
@@ -76,8 +140,8 @@ mod tests {
             format!("{:#}", outbound(None, Some(&file)).unwrap_err())
         };
         assert!(
-            refused("[sqlite_database.default]\ntype = \"spin\"\n")
-                .contains("[sqlite_database] is not served")
+            refused("[key_value_store.default]\ntype = \"spin\"\n")
+                .contains("[key_value_store] is not served")
         );
         assert!(refused("[nonsense]\n").contains("unknown section [nonsense]"));
         assert!(
@@ -99,6 +163,44 @@ mod tests {
             "[outbound_networking]\nblock_networks = [\"private\", \"1.1.1.1/32\"]\n[[client_tls]]\ncomponent_ids = [\"a\"]\nhosts = [\"example.com:8443\"]\nca_use_webpki_roots = true\n",
         )
         .unwrap();
+        outbound(None, Some(&file)).unwrap();
+    }
+
+    #[test]
+    fn sqlite_databases_are_read_or_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rc.toml");
+        let read = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            sqlite(Some(&file), None)
+        };
+        let refused = |text: &str| format!("{:#}", read(text).unwrap_err());
+        assert!(refused("[sqlite_database.default]\ntype = \"spin\"\n").contains("in-memory"));
+        assert!(
+            refused("[sqlite_database.x]\ntype = \"libsql\"\nurl = \"https://a\"\ntoken = \"t\"\n")
+                .contains("libsql")
+        );
+        assert!(
+            refused("[sqlite_database.x]\ntype = \"pg\"\npath = \"a\"\n").contains("unknown type")
+        );
+        assert!(
+            refused("[sqlite_database.\"a b\"]\ntype = \"spin\"\npath = \"a\"\n").contains("label")
+        );
+        assert!(
+            refused("[sqlite_database.x]\ntype = \"spin\"\npath = \"a\"\nnope = 1\n")
+                .contains("nope")
+        );
+        let databases =
+            read("[sqlite_database.orders]\ntype = \"spin\"\npath = \"data/orders.db\"\n").unwrap();
+        assert!(databases.knows("orders"));
+        assert!(!databases.knows("default"));
+        assert_eq!(
+            databases
+                .path("orders", &["orders".to_owned()], "f")
+                .unwrap(),
+            dir.path().join("data/orders.db")
+        );
+        // The outbound reader passes the section by.
         outbound(None, Some(&file)).unwrap();
     }
 }

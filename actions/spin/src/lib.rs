@@ -22,13 +22,18 @@
 //!   chaining to the `backend` component (the same code on its own route),
 //!   which its manifest allows the `app` component and not `backend`;
 //! - `GET /relative`: `GET /hello` with no authority, which no host may
-//!   resolve against the incoming request's (Spin's CVE-2024-32980).
+//!   resolve against the incoming request's (Spin's CVE-2024-32980);
+//! - `POST /sql[?db=LABEL]`: the body run as one statement on the SQLite
+//!   database LABEL (`default` unless named, `spin:sqlite`): the columns
+//!   on the first line, then each row, values joined by `|`;
+//! - `POST /sql/insert/TEXT`: inserts TEXT as a parameter into `notes` (made
+//!   if missing) and answers the new rowid and the changed rows.
 
 use http_body_util::BodyExt;
 use spin_sdk::experimental::wasi::config::store as config;
 use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
 use spin_sdk::http::{EmptyBody, IntoResponse, Method, Request, StatusCode};
-use spin_sdk::{http_service, key_value, variables};
+use spin_sdk::{http_service, key_value, sqlite, variables};
 
 /// The route of this request below the component's (`spin-path-info`).
 fn path_info(request: &Request) -> String {
@@ -91,6 +96,22 @@ async fn handle(request: Request) -> impl IntoResponse {
         (Method::GET, ["fetch"]) => fetch(None).await,
         (Method::GET, ["chain"]) => fetch(Some("http://backend.spin.internal/hello")).await,
         (Method::GET, ["relative"]) => fetch(Some("/hello")).await,
+        (Method::POST, ["sql"]) => {
+            let database = request
+                .uri()
+                .query()
+                .and_then(|q| q.strip_prefix("db="))
+                .unwrap_or("default")
+                .to_owned();
+            match request.into_body().collect().await {
+                Ok(body) => sql(&database, &String::from_utf8_lossy(&body.to_bytes())).await,
+                Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+            }
+        }
+        (Method::POST, ["sql", rest]) => match rest.strip_prefix("insert/") {
+            Some(text) => insert(text).await,
+            None => answer(StatusCode::NOT_FOUND, format!("no route for {path}\n")),
+        },
         _ => answer(StatusCode::NOT_FOUND, format!("no route for {path}\n")),
     }
 }
@@ -201,5 +222,61 @@ async fn fetch(url: Option<&str>) -> (StatusCode, String) {
             }
         }
         Err(e) => answer(StatusCode::BAD_GATEWAY, format!("{e:?}")),
+    }
+}
+
+/// One statement on `database`: columns, then rows, `|`-joined.
+async fn sql(database: &str, statement: &str) -> (StatusCode, String) {
+    let run = async {
+        let connection = sqlite::Connection::open(database).await?;
+        let result = connection.execute(statement, []).await?;
+        let mut lines = vec![result.columns().join("|")];
+        for row in result.collect().await? {
+            let values: Vec<String> = row
+                .values
+                .iter()
+                .map(|value| match value {
+                    sqlite::Value::Integer(i) => i.to_string(),
+                    sqlite::Value::Real(r) => r.to_string(),
+                    sqlite::Value::Text(t) => t.clone(),
+                    sqlite::Value::Blob(b) => format!("<{} bytes>", b.len()),
+                    sqlite::Value::Null => "NULL".to_owned(),
+                })
+                .collect();
+            lines.push(values.join("|"));
+        }
+        Ok::<_, sqlite::Error>(lines.join("\n"))
+    };
+    match run.await {
+        Ok(text) => answer(StatusCode::OK, text),
+        Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    }
+}
+
+/// Inserts `text` into `notes` with a parameter: the rowid and changes.
+async fn insert(text: &str) -> (StatusCode, String) {
+    let run = async {
+        let connection = sqlite::Connection::open_default().await?;
+        connection
+            .execute(
+                "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)",
+                [],
+            )
+            .await?;
+        connection
+            .execute(
+                "INSERT INTO notes (text) VALUES (?)",
+                [sqlite::Value::Text(text.to_owned())],
+            )
+            .await?;
+        Ok::<_, sqlite::Error>(format!(
+            "{} {}",
+            connection.last_insert_rowid().await,
+            connection.changes().await
+        ))
+    };
+    match run.await {
+        Ok(text) => answer(StatusCode::OK, text),
+        Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
     }
 }

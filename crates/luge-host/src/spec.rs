@@ -77,6 +77,16 @@ pub struct FunctionSpec {
     /// Spin loader only; no config or upload names it.
     #[serde(skip)]
     pub private_store: Option<String>,
+    /// The SQLite databases it may open (`spin:sqlite`), by label:
+    /// `default`, its own database, kept across restarts, or a database
+    /// the operator's runtime config names. None by default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sqlite_databases: Vec<String>,
+    /// The Spin app the function is a component of (`spin.APP`): whose
+    /// `default` SQLite database it opens, shared by the app's components
+    /// as on `spin up`; `None`: its own. Set by the Spin loader only.
+    #[serde(skip)]
+    pub app: Option<String>,
     /// The export a snapshot's initialisation runs (`wizer.initialize` by
     /// default); it runs once, at upload or start, under this function's
     /// limits and grants.
@@ -334,6 +344,7 @@ impl FunctionSpec {
             net_access: false,
             state: self.state.clone(),
             outbound_http: self.allowed_outbound_hosts.clone(),
+            sqlite: self.sqlite_databases.clone(),
             init_function: self.init_function.clone(),
             variables,
         })
@@ -374,6 +385,8 @@ impl FunctionSpec {
             annotations,
         )?;
         action.reuse = reuse;
+        action.capabilities.sqlite.owner =
+            Some(self.app.clone().unwrap_or_else(|| name.to_owned()));
         Ok(action)
     }
 
@@ -410,6 +423,7 @@ impl FunctionSpec {
                 !self.allowed_outbound_hosts.is_empty(),
             ),
             ("key_value_stores", self.private_store.is_some()),
+            ("sqlite_databases", !self.sqlite_databases.is_empty()),
         ]
         .into_iter()
         .filter_map(|(grant, held)| held.then_some(grant))

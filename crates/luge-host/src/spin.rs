@@ -13,6 +13,11 @@
 //!   any other label a state namespace it is granted (on the local tier;
 //!   `global:NAME` is the namespace NAME on the Redis tier, and
 //!   `global:default` the private bucket there);
+//! - `sqlite_databases`: `spin:sqlite` labels; `default` is the app's
+//!   own database (shared by the components that list it, kept in the
+//!   state directory across restarts, as `spin up` keeps
+//!   `.spin/sqlite_db.db`), any other label a database of the runtime
+//!   config (`--runtime-config-file`'s `[sqlite_database.NAME]`);
 //! - `variables`: the component's, each a literal or a template of app
 //!   variables (`{{ name }}`); an app variable takes its `default`, or
 //!   `SPIN_VARIABLE_NAME` from Luge's environment (Spin's own environment
@@ -23,8 +28,8 @@
 //!   operator's `--fs-root`, like every grant Luge makes. Glob patterns
 //!   and single files are refused by name (a grant is a directory).
 //!
-//! Everything else a component may import and Luge does not serve (SQLite,
-//! MySQL, PostgreSQL, Redis, MQTT, LLM) is refused when the component is
+//! Everything else a component may import and Luge does not serve
+//! (MySQL, PostgreSQL, Redis, MQTT, LLM) is refused when the component is
 //! loaded, naming the import, never at request time. Triggers other than
 //! HTTP are refused by name.
 
@@ -77,6 +82,8 @@ struct Component {
     allowed_outbound_hosts: Vec<String>,
     #[serde(default)]
     key_value_stores: Vec<String>,
+    #[serde(default)]
+    sqlite_databases: Vec<String>,
     #[serde(default)]
     variables: BTreeMap<String, String>,
     #[serde(default)]
@@ -322,6 +329,8 @@ fn component_spec(
         variables: VariableMap(variables),
         env: component.environment.clone(),
         private_store,
+        sqlite_databases: component.sqlite_databases.clone(),
+        app: Some(app_store.to_owned()),
         ..FunctionSpec::default()
     })
 }

@@ -112,6 +112,15 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
                 }
             })
         })
+        .and_then(|()| {
+            crate::sqlite::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::sqlite::SqliteView {
+                    table: &mut state.table,
+                    action: &state.action,
+                    deadline: state.hooks.deadline,
+                }
+            })
+        })
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }
@@ -157,6 +166,7 @@ const SERVED: &[&str] = &[
     "wasi:keyvalue/",
     "spin:key-value/",
     "spin:variables/",
+    "spin:sqlite/",
 ];
 
 /// Imports of `component` from packages Luge does not serve (a Spin app's

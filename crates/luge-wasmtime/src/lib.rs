@@ -33,6 +33,7 @@ mod reuse;
 pub mod sandbox;
 mod service;
 mod spin;
+mod sqlite;
 mod wasi_config;
 
 use std::sync::Arc;

@@ -28,5 +28,6 @@ mod run;
 mod serve_containers;
 mod snapshots;
 mod spin;
+mod sqlite;
 mod standalone;
 mod state;

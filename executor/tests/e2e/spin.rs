@@ -15,12 +15,12 @@ fn on_wasmtime() -> bool {
 }
 
 /// The app's manifest, in the repository.
-fn manifest() -> PathBuf {
+pub(crate) fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../actions/spin/spin.toml")
 }
 
 /// A one-page HTTP server on 127.0.0.1: its origin.
-fn upstream() -> String {
+pub(crate) fn upstream() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -47,7 +47,7 @@ fn assert_get(luge: &Luge, path: &str, body: &str) {
     );
 }
 
-fn text(luge: &Luge, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+pub(crate) fn text(luge: &Luge, method: &str, path: &str, body: &[u8]) -> (u16, String) {
     let reply = luge.send(method, path, &[], body);
     (
         reply.status,
@@ -298,7 +298,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
 }
 
 /// A component importing interfaces Luge does not serve (here Spin's
-/// SQLite and LLM) is refused when the app starts, each import named:
+/// LLM and a made-up package) is refused when the app starts, each import named:
 /// never a trap at request time.
 #[test]
 fn unserved_imports_are_refused_at_start_by_name() {
@@ -309,7 +309,7 @@ fn unserved_imports_are_refused_at_start_by_name() {
         r#"(component
             (import "wasi:cli/environment@0.2.0" (instance
                 (export "get-arguments" (func (result (list string))))))
-            (import "spin:sqlite/sqlite@3.1.0" (instance (export "open" (func))))
+            (import "acme:made-up/thing@1.0.0" (instance (export "open" (func))))
             (import "fermyon:spin/llm@2.0.0" (instance (export "infer" (func)))))"#,
     )
     .unwrap();
@@ -327,7 +327,7 @@ fn unserved_imports_are_refused_at_start_by_name() {
         .err()
         .unwrap();
     assert!(
-        error.contains("does not serve: spin:sqlite/sqlite@3.1.0, fermyon:spin/llm@2.0.0;"),
+        error.contains("does not serve: acme:made-up/thing@1.0.0, fermyon:spin/llm@2.0.0;"),
         "{error}"
     );
 }

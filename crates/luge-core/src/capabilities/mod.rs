@@ -13,6 +13,7 @@
 //! - [`outbound`]: `http.allowed_outbound_hosts`, Spin's grammar, and
 //!   where a connection may go;
 //! - [`namespaces`]: `state.namespaces`, the shared-state namespaces;
+//! - [`sqlite`]: `sqlite.databases`, the SQLite databases it may open;
 //! - the process itself (`wasi.env`, `wasi.args`, WOW's `net_access`),
 //!   limits (`limits.*`), scheduling hints (`sched.*`) and the snapshot
 //!   entry (`snapshot.init_function`), whose types live in their own
@@ -28,6 +29,7 @@ pub mod dirs;
 mod error;
 pub mod namespaces;
 pub mod outbound;
+pub mod sqlite;
 pub mod variables;
 
 use std::path::Path;
@@ -42,6 +44,7 @@ pub use outbound::{
     AllowedHosts, CHAINING_DOMAINS, MAX_OUTBOUND_GRANTS, OriginError, OriginRefusal,
     chained_function,
 };
+pub use sqlite::SqliteGrant;
 pub use variables::{
     MAX_VARIABLE_NAME_BYTES, MAX_VARIABLE_VALUE_BYTES, MAX_VARIABLES, VariableError, Variables,
     check_variable,
@@ -61,6 +64,8 @@ pub struct Capabilities {
     pub state: Vec<String>,
     /// Where outgoing requests and connections may go; nowhere by default.
     pub outbound: AllowedHosts,
+    /// The SQLite databases it may open; none by default.
+    pub sqlite: SqliteGrant,
 }
 
 /// Everything Luge reads from an action's annotations.
@@ -84,6 +89,8 @@ pub struct Annotations {
     /// `http.allowed_outbound_hosts`, as written (templates expand from
     /// [`Annotations::variables`] when granted).
     pub outbound_http: Vec<String>,
+    /// `sqlite.databases`: database labels.
+    pub sqlite: Vec<String>,
     /// `snapshot.init_function`: the export a snapshot's initialisation
     /// runs, instead of `wizer.initialize`.
     pub init_function: Option<String>,
@@ -94,8 +101,9 @@ pub struct Annotations {
 
 /// Key prefixes Luge owns: a key under one of them that no slice knows is
 /// an error; every other key is OpenWhisk's and ignored.
-pub const LUGE_KEY_PREFIXES: [&str; 7] = [
+pub const LUGE_KEY_PREFIXES: [&str; 8] = [
     "wasi.",
+    "sqlite.",
     "limits.",
     "sched.",
     "state.",
@@ -146,6 +154,7 @@ impl Annotations {
             || variables::annotate(&mut self.variables, key, value)?
             || outbound::annotate(&mut self.outbound_http, key, value)?
             || namespaces::annotate(&mut self.state, key, value)?
+            || sqlite::annotate(&mut self.sqlite, key, value)?
             || annotate_process(self, key, value)?;
         if taken {
             return Ok(());
@@ -221,6 +230,7 @@ impl Capabilities {
             args: annotations.args.clone(),
             state: namespaces::grant(&annotations.state)?,
             outbound: AllowedHosts::parse(&annotations.outbound_http, &annotations.variables)?,
+            sqlite: sqlite::grant(&annotations.sqlite)?,
         })
     }
 }

@@ -1,0 +1,269 @@
+//! `spin:sqlite@3.1.0` (its 3.0 functions too) for components, bound to
+//! `luge-sqlite`: this file only adapts the generated bindings (the
+//! connection resource in the store's table, values, errors) to it. Which
+//! labels a function may open is its [`SqliteGrant`]; every statement runs
+//! under the invocation's deadline and returns at most
+//! [`max_result_bytes`] of rows. The WIT is `spin-sdk` 7.0.0's
+//! (wit/spin/deps/sqlite, Apache-2.0 WITH LLVM-exception).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use luge_core::Action;
+use luge_core::capabilities::SqliteGrant;
+use luge_sqlite::SqliteError;
+use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTable, StreamReader};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "wit/spin",
+        world: "luge:spin/sqlite",
+        // SQLite blocks: every function awaits the blocking pool.
+        imports: { default: async | trappable },
+        with: {
+            "spin:sqlite/sqlite.connection": super::SqliteConnection,
+        },
+    });
+}
+
+use generated::spin::sqlite::sqlite;
+
+/// An open connection, as the guest's `connection` resource holds it
+/// (shared with a statement still running when the guest drops it).
+pub struct SqliteConnection(Arc<luge_sqlite::Connection>);
+
+/// The most bytes of rows one statement returns: the function's memory
+/// limit (the rows are copied into it), at most 64 MiB.
+pub(crate) fn max_result_bytes(action: &Action) -> usize {
+    usize::try_from(action.limits.memory_bytes)
+        .unwrap_or(usize::MAX)
+        .min(64 << 20)
+}
+
+/// What the bindings work on: the store's resource table, the action
+/// (its grant and limits) and the invocation's deadline.
+pub struct SqliteView<'a> {
+    pub(crate) table: &'a mut ResourceTable,
+    pub(crate) action: &'a Arc<Action>,
+    pub(crate) deadline: Instant,
+}
+
+/// The bindings' host state.
+pub(crate) struct HasSqlite;
+
+impl HasData for HasSqlite {
+    type Data<'a> = SqliteView<'a>;
+}
+
+fn error(error: SqliteError) -> sqlite::Error {
+    match error {
+        SqliteError::NoSuchDatabase => sqlite::Error::NoSuchDatabase,
+        SqliteError::AccessDenied => sqlite::Error::AccessDenied,
+        SqliteError::DatabaseFull => sqlite::Error::DatabaseFull,
+        SqliteError::InvalidConnection => sqlite::Error::InvalidConnection,
+        other => sqlite::Error::Io(other.to_string()),
+    }
+}
+
+fn value_in(value: sqlite::Value) -> luge_sqlite::Value {
+    match value {
+        sqlite::Value::Integer(i) => luge_sqlite::Value::Integer(i),
+        sqlite::Value::Real(r) => luge_sqlite::Value::Real(r),
+        sqlite::Value::Text(t) => luge_sqlite::Value::Text(t),
+        sqlite::Value::Blob(b) => luge_sqlite::Value::Blob(b),
+        sqlite::Value::Null => luge_sqlite::Value::Null,
+    }
+}
+
+fn row_out(values: Vec<luge_sqlite::Value>) -> sqlite::RowResult {
+    sqlite::RowResult {
+        values: values
+            .into_iter()
+            .map(|value| match value {
+                luge_sqlite::Value::Integer(i) => sqlite::Value::Integer(i),
+                luge_sqlite::Value::Real(r) => sqlite::Value::Real(r),
+                luge_sqlite::Value::Text(t) => sqlite::Value::Text(t),
+                luge_sqlite::Value::Blob(b) => sqlite::Value::Blob(b),
+                luge_sqlite::Value::Null => sqlite::Value::Null,
+            })
+            .collect(),
+    }
+}
+
+/// What opening a database needs from the store, taken before awaiting.
+struct Opening {
+    grant: SqliteGrant,
+    deadline: Instant,
+}
+
+impl SqliteView<'_> {
+    fn opening(&self) -> Opening {
+        Opening {
+            grant: self.action.capabilities.sqlite.clone(),
+            deadline: self.deadline,
+        }
+    }
+
+    fn connection(
+        &self,
+        connection: &Resource<SqliteConnection>,
+    ) -> wasmtime::Result<(Arc<luge_sqlite::Connection>, Instant, usize)> {
+        let open = self.table.get(connection)?;
+        Ok((
+            Arc::clone(&open.0),
+            self.deadline,
+            max_result_bytes(self.action),
+        ))
+    }
+}
+
+/// Opens `label` for the grant: no `default` without an owner.
+async fn open(opening: Opening, label: &str) -> Result<luge_sqlite::Connection, SqliteError> {
+    let Some(owner) = &opening.grant.owner else {
+        return Err(if opening.grant.databases.iter().any(|l| l == label) {
+            SqliteError::NoSuchDatabase
+        } else {
+            SqliteError::AccessDenied
+        });
+    };
+    luge_sqlite::databases()
+        .open(label, &opening.grant.databases, owner, opening.deadline)
+        .await
+}
+
+impl SqliteView<'_> {
+    fn keep(
+        &mut self,
+        opened: Result<luge_sqlite::Connection, SqliteError>,
+    ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
+        match opened {
+            Ok(connection) => Ok(Ok(self
+                .table
+                .push(SqliteConnection(Arc::new(connection)))?)),
+            Err(e) => Ok(Err(error(e))),
+        }
+    }
+}
+
+async fn execute(
+    (connection, deadline, max_bytes): (Arc<luge_sqlite::Connection>, Instant, usize),
+    statement: String,
+    parameters: Vec<sqlite::Value>,
+) -> Result<luge_sqlite::Rows, sqlite::Error> {
+    let parameters = parameters.into_iter().map(value_in).collect();
+    connection
+        .execute(statement, parameters, deadline, max_bytes)
+        .await
+        .map_err(error)
+}
+
+impl sqlite::Host for SqliteView<'_> {}
+
+impl sqlite::HostConnection for SqliteView<'_> {
+    async fn open(
+        &mut self,
+        database: String,
+    ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
+        let opened = open(self.opening(), &database).await;
+        self.keep(opened)
+    }
+
+    async fn execute(
+        &mut self,
+        connection: Resource<SqliteConnection>,
+        statement: String,
+        parameters: Vec<sqlite::Value>,
+    ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
+        let held = self.connection(&connection)?;
+        Ok(execute(held, statement, parameters)
+            .await
+            .map(|rows| sqlite::QueryResult {
+                columns: rows.columns,
+                rows: rows.rows.into_iter().map(row_out).collect(),
+            }))
+    }
+
+    async fn last_insert_rowid(
+        &mut self,
+        connection: Resource<SqliteConnection>,
+    ) -> wasmtime::Result<i64> {
+        Ok(self.table.get(&connection)?.0.last_insert_rowid())
+    }
+
+    async fn changes(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<u64> {
+        Ok(self.table.get(&connection)?.0.changes())
+    }
+
+    async fn drop(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<()> {
+        self.table.delete(connection)?;
+        Ok(())
+    }
+}
+
+impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
+    async fn open_async(
+        accessor: &Accessor<T, Self>,
+        database: String,
+    ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
+        let opening = accessor.with(|mut access| access.get().opening());
+        let opened = open(opening, &database).await;
+        accessor.with(|mut access| access.get().keep(opened))
+    }
+
+    async fn execute_async(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<SqliteConnection>,
+        statement: String,
+        parameters: Vec<sqlite::Value>,
+    ) -> wasmtime::Result<
+        Result<
+            (
+                Vec<String>,
+                StreamReader<sqlite::RowResult>,
+                FutureReader<Result<(), sqlite::Error>>,
+            ),
+            sqlite::Error,
+        >,
+    > {
+        let held = accessor.with(|mut access| access.get().connection(&connection))?;
+        let rows = match execute(held, statement, parameters).await {
+            Ok(rows) => rows,
+            Err(e) => return Ok(Err(e)),
+        };
+        // Every row was read (within the bound) before the answer: the
+        // stream only hands them over, and the statement ended well.
+        accessor.with(|mut access| {
+            let stream = StreamReader::new(
+                &mut access,
+                rows.rows.into_iter().map(row_out).collect::<Vec<_>>(),
+            )?;
+            let ended = FutureReader::new(
+                &mut access,
+                std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
+            )?;
+            Ok(Ok((rows.columns, stream, ended)))
+        })
+    }
+
+    async fn last_insert_rowid_async(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<SqliteConnection>,
+    ) -> wasmtime::Result<i64> {
+        accessor.with(|mut access| Ok(access.get().table.get(&connection)?.0.last_insert_rowid()))
+    }
+
+    async fn changes_async(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<SqliteConnection>,
+    ) -> wasmtime::Result<u64> {
+        accessor.with(|mut access| Ok(access.get().table.get(&connection)?.0.changes()))
+    }
+}
+
+/// Adds `spin:sqlite@3.1.0` to `linker`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> SqliteView<'_>,
+) -> wasmtime::Result<()> {
+    sqlite::add_to_linker::<_, HasSqlite>(linker, view)
+}
