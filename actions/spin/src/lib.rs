@@ -27,13 +27,21 @@
 //!   database LABEL (`default` unless named, `spin:sqlite`): the columns
 //!   on the first line, then each row, values joined by `|`;
 //! - `POST /sql/insert/TEXT`: inserts TEXT as a parameter into `notes` (made
-//!   if missing) and answers the new rowid and the changed rows.
+//!   if missing) and answers the new rowid and the changed rows;
+//! - `/redis/OP/ARG` (`spin:redis`, to the `redis_address` variable):
+//!   `POST set/KEY` (the body), `GET get/KEY`, `POST incr/KEY`, `POST
+//!   del/KEY`, `POST publish/CHANNEL` (the body), `POST sadd/KEY` and
+//!   `srem/KEY` (the body's words), `GET smembers/KEY` (sorted, one per
+//!   line), `POST execute/COMMAND` (the body's words as arguments, a
+//!   number as an integer; the replies one per line), `POST flood/N`:
+//!   opens up to N connections at once and answers how many opened
+//!   before the first error, and that error.
 
 use http_body_util::BodyExt;
 use spin_sdk::experimental::wasi::config::store as config;
 use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
 use spin_sdk::http::{EmptyBody, IntoResponse, Method, Request, StatusCode};
-use spin_sdk::{http_service, key_value, sqlite, variables};
+use spin_sdk::{http_service, key_value, redis, sqlite, variables};
 
 /// The route of this request below the component's (`spin-path-info`).
 fn path_info(request: &Request) -> String {
@@ -105,6 +113,17 @@ async fn handle(request: Request) -> impl IntoResponse {
                 .to_owned();
             match request.into_body().collect().await {
                 Ok(body) => sql(&database, &String::from_utf8_lossy(&body.to_bytes())).await,
+                Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+            }
+        }
+        (method, ["redis", rest]) => {
+            let (op, arg) = rest.split_once('/').unwrap_or((rest, ""));
+            let (op, arg) = (op.to_owned(), arg.to_owned());
+            match request.into_body().collect().await {
+                Ok(body) => {
+                    let body = body.to_bytes().to_vec();
+                    redis_op(method, &op, &arg, body).await
+                }
                 Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
             }
         }
@@ -276,6 +295,79 @@ async fn insert(text: &str) -> (StatusCode, String) {
         ))
     };
     match run.await {
+        Ok(text) => answer(StatusCode::OK, text),
+        Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    }
+}
+
+/// One `spin:redis` operation on the server at the `redis_address` variable.
+async fn redis_op(method: Method, op: &str, arg: &str, body: Vec<u8>) -> (StatusCode, String) {
+    let run = async {
+        let address = variables::get("redis_address")
+            .await
+            .map_err(|e| redis::Error::Other(format!("{e:?}")))?;
+        if op == "flood" {
+            let mut held = Vec::new();
+            let wanted: usize = arg.parse().unwrap_or(0);
+            while held.len() < wanted {
+                match redis::Connection::open(address.clone()).await {
+                    Ok(connection) => held.push(connection),
+                    Err(e) => return Ok(format!("{} {e:?}", held.len())),
+                }
+            }
+            return Ok(held.len().to_string());
+        }
+        let connection = redis::Connection::open(address).await?;
+        let words: Vec<String> = String::from_utf8_lossy(&body)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        Ok::<_, redis::Error>(match (method, op) {
+            (Method::POST, "set") => {
+                connection.set(arg, &body).await?;
+                String::new()
+            }
+            (Method::GET, "get") => match connection.get(arg).await? {
+                Some(value) => String::from_utf8_lossy(&value).into_owned(),
+                None => "(nil)".to_owned(),
+            },
+            (Method::POST, "incr") => connection.incr(arg).await?.to_string(),
+            (Method::POST, "del") => connection.del([arg]).await?.to_string(),
+            (Method::POST, "publish") => {
+                connection.publish(arg, &body).await?;
+                String::new()
+            }
+            (Method::POST, "sadd") => connection.sadd(arg, &words).await?.to_string(),
+            (Method::POST, "srem") => connection.srem(arg, &words).await?.to_string(),
+            (Method::GET, "smembers") => {
+                let mut members = connection.smembers(arg).await?;
+                members.sort();
+                members.join("\n")
+            }
+            (Method::POST, "execute") => {
+                let arguments = words.iter().map(|word| match word.parse::<i64>() {
+                    Ok(n) => redis::RedisParameter::Int64(n),
+                    Err(_) => redis::RedisParameter::Binary(word.as_bytes().to_vec()),
+                });
+                let replies = connection.execute(arg, arguments).await?;
+                replies
+                    .iter()
+                    .map(|reply| match reply {
+                        redis::RedisResult::Nil => "nil".to_owned(),
+                        redis::RedisResult::Status(s) => format!("status:{s}"),
+                        redis::RedisResult::Int64(i) => format!("int:{i}"),
+                        redis::RedisResult::Binary(b) => {
+                            format!("bin:{}", String::from_utf8_lossy(b))
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+            _ => return Ok(format!("no redis operation {op}")),
+        })
+    };
+    match run.await {
+        Ok(text) if text.starts_with("no redis operation") => answer(StatusCode::NOT_FOUND, text),
         Ok(text) => answer(StatusCode::OK, text),
         Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
     }

@@ -6,9 +6,10 @@
 //! `source` is a path relative to the manifest. Its grants are Spin's,
 //! deny by default as everywhere in Luge:
 //!
-//! - `allowed_outbound_hosts`: `http://host[:port]` origins (templates of
-//!   app variables allowed); anything Luge cannot grant exactly (https,
-//!   wildcards, other schemes) is refused at load, naming it;
+//! - `allowed_outbound_hosts`: Spin's grammar
+//!   (`luge_core::capabilities::outbound`: schemes, wildcards, ports and
+//!   ranges, templates of app variables), checked at load, naming what is
+//!   refused; `http://*.spin.internal` grants the app's components by name;
 //! - `key_value_stores`: `default` is the component's private bucket,
 //!   any other label a state namespace it is granted (on the local tier;
 //!   `global:NAME` is the namespace NAME on the Redis tier, and
@@ -29,7 +30,7 @@
 //!   and single files are refused by name (a grant is a directory).
 //!
 //! Everything else a component may import and Luge does not serve
-//! (MySQL, PostgreSQL, Redis, MQTT, LLM) is refused when the component is
+//! (MySQL, PostgreSQL, MQTT, LLM) is refused when the component is
 //! loaded, naming the import, never at request time. Triggers other than
 //! HTTP are refused by name.
 

@@ -517,10 +517,7 @@ fn run(
     for (index, value) in parameters.iter().enumerate() {
         prepared.raw_bind_parameter(index + 1, value)?;
     }
-    let columns: Vec<String> = prepared
-        .column_names()
-        .map(str::to_owned)
-        .collect();
+    let columns: Vec<String> = prepared.column_names().map(str::to_owned).collect();
     let width = columns.len();
     let mut used = columns.iter().map(|c| c.len() + 16).sum::<usize>();
     let mut rows = Vec::new();

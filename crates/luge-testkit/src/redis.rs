@@ -38,12 +38,26 @@ impl RedisServer {
         Self::on(port)
     }
 
+    /// Starts one on a free port that asks clients for `password`.
+    pub fn with_password(password: &str) -> Result<Self, RedisError> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(RedisError::Port)?
+            .port();
+        Self::spawn(port, &["--requirepass", password])
+    }
+
     /// Starts one on `port` (again, after one was stopped there); waits up
     /// to 10 s for it to accept connections.
     pub fn on(port: u16) -> Result<Self, RedisError> {
+        Self::spawn(port, &[])
+    }
+
+    fn spawn(port: u16, extra: &[&str]) -> Result<Self, RedisError> {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .args(["--save", "", "--appendonly", "no"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -121,6 +121,15 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
                 }
             })
         })
+        .and_then(|()| {
+            crate::redis::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::redis::RedisView {
+                    table: &mut state.table,
+                    action: &state.action,
+                    deadline: state.hooks.deadline,
+                }
+            })
+        })
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }
@@ -167,6 +176,7 @@ const SERVED: &[&str] = &[
     "spin:key-value/",
     "spin:variables/",
     "spin:sqlite/",
+    "spin:redis/redis@",
 ];
 
 /// Imports of `component` from packages Luge does not serve (a Spin app's

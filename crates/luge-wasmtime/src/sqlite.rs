@@ -3,7 +3,7 @@
 //! connection resource in the store's table, values, errors) to it. Which
 //! labels a function may open is its [`SqliteGrant`]; every statement runs
 //! under the invocation's deadline and returns at most
-//! [`max_result_bytes`] of rows. The WIT is `spin-sdk` 7.0.0's
+//! [`max_answer_bytes`] of rows. The WIT is `spin-sdk` 7.0.0's
 //! (wit/spin/deps/sqlite, Apache-2.0 WITH LLVM-exception).
 
 use std::sync::Arc;
@@ -12,6 +12,8 @@ use std::time::Instant;
 use luge_core::Action;
 use luge_core::capabilities::SqliteGrant;
 use luge_sqlite::SqliteError;
+
+use crate::limits::max_answer_bytes;
 use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTable, StreamReader};
 
 mod generated {
@@ -31,14 +33,6 @@ use generated::spin::sqlite::sqlite;
 /// An open connection, as the guest's `connection` resource holds it
 /// (shared with a statement still running when the guest drops it).
 pub struct SqliteConnection(Arc<luge_sqlite::Connection>);
-
-/// The most bytes of rows one statement returns: the function's memory
-/// limit (the rows are copied into it), at most 64 MiB.
-pub(crate) fn max_result_bytes(action: &Action) -> usize {
-    usize::try_from(action.limits.memory_bytes)
-        .unwrap_or(usize::MAX)
-        .min(64 << 20)
-}
 
 /// What the bindings work on: the store's resource table, the action
 /// (its grant and limits) and the invocation's deadline.
@@ -112,7 +106,7 @@ impl SqliteView<'_> {
         Ok((
             Arc::clone(&open.0),
             self.deadline,
-            max_result_bytes(self.action),
+            max_answer_bytes(self.action),
         ))
     }
 }

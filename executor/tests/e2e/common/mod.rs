@@ -347,6 +347,11 @@ impl Luge {
         }
     }
 
+    /// Everything luge wrote to stdout so far.
+    pub fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
     /// Everything luge wrote to stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()

@@ -1,0 +1,560 @@
+//! Outbound Redis for functions (`spin:redis@3.0.0`): the host side of
+//! the outbound Redis slice, whose grants are `redis://` entries of
+//! `allowed_outbound_hosts`
+//! ([`luge_core::capabilities::outbound`]).
+//!
+//! This crate narrows the `redis` crate's multiplexed connection to what
+//! a sandbox may do:
+//!
+//! - **Where.** The address is a `redis://[user[:password]@]host[:port][/db]`
+//!   URL; the host and port must be granted for `redis`, and the socket
+//!   is opened by [`luge_outbound::connect`], so every DNS answer is
+//!   checked as for HTTP and the operator's blocked networks hold. Other
+//!   forms (`rediss://`, Unix sockets) are `invalid-address`.
+//! - **How much.** A reply is read into at most `max_reply_bytes` (the
+//!   function's memory limit, bounded by the engine): a server that
+//!   answers a gigabyte costs the host no more than that, and the
+//!   connection ends. The protocol parser bounds nesting itself (100).
+//! - **How long.** The connection, its handshake (`AUTH`, `SELECT`) and
+//!   every command end by the invocation's deadline.
+//! - **How many.** At most [`MAX_CONNECTIONS_PER_FUNCTION`] connections
+//!   per function at once, across its invocations; one more is
+//!   `too-many-connections` at once, as Spin's error says.
+//! - **Secrets.** The URL may hold a password (from a variable): it is
+//!   never logged and no error or `Debug` repeats it.
+
+#![deny(missing_docs)]
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use luge_core::capabilities::AllowedHosts;
+use redis::aio::MultiplexedConnection;
+use redis::{ConnectionAddr, IntoConnectionInfo};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::timeout_at;
+
+/// Redis connections one function may hold open at once, across its
+/// invocations (Spin 4.1 bounds connections per app alike): 32, as
+/// outgoing HTTP connections per origin.
+pub const MAX_CONNECTIONS_PER_FUNCTION: usize = 32;
+
+/// Why a Redis call failed, as `spin:redis`'s `error` tells them apart.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisError {
+    /// Not a `redis://` URL Luge can connect to.
+    #[error("not a redis://host[:port] address")]
+    InvalidAddress,
+    /// The function holds [`MAX_CONNECTIONS_PER_FUNCTION`] connections.
+    #[error("the function holds {MAX_CONNECTIONS_PER_FUNCTION} Redis connections already")]
+    TooManyConnections,
+    /// A reply of another type than the call returns.
+    #[error("the reply has another type: {0}")]
+    TypeError(String),
+    /// The address is not granted, or cannot be reached.
+    #[error(transparent)]
+    Connect(#[from] luge_outbound::SendError),
+    /// The deadline passed.
+    #[error("the invocation's deadline passed")]
+    Deadline,
+    /// The server answered an error, the connection failed, or a reply
+    /// outgrew its bound.
+    #[error("{0}")]
+    Redis(String),
+}
+
+impl From<redis::RedisError> for RedisError {
+    fn from(error: redis::RedisError) -> Self {
+        match error.kind() {
+            redis::ErrorKind::UnexpectedReturnType | redis::ErrorKind::Parse => {
+                RedisError::TypeError(error.to_string())
+            }
+            _ => RedisError::Redis(error.to_string()),
+        }
+    }
+}
+
+/// A command's argument, as `spin:redis`'s `redis-parameter`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parameter {
+    /// An integer.
+    Int64(i64),
+    /// Bytes.
+    Binary(Vec<u8>),
+}
+
+/// A reply value, as `spin:redis`'s `redis-result`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Nil.
+    Nil,
+    /// A status (`OK`).
+    Status(String),
+    /// An integer.
+    Int64(i64),
+    /// Bytes.
+    Binary(Vec<u8>),
+}
+
+/// The connection slots of each function, by name.
+fn slots(function: &str) -> Arc<Semaphore> {
+    static SLOTS: OnceLock<Mutex<HashMap<String, Arc<Semaphore>>>> = OnceLock::new();
+    let mut slots = SLOTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    Arc::clone(
+        slots
+            .entry(function.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(MAX_CONNECTIONS_PER_FUNCTION))),
+    )
+}
+
+/// An open connection to a Redis server.
+pub struct Connection {
+    connection: MultiplexedConnection,
+    /// Bytes the current reply may still take.
+    budget: Arc<AtomicUsize>,
+    max_reply_bytes: usize,
+    /// The task that drives the connection, ended with it.
+    driver: tokio::task::AbortHandle,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// Opens a connection for `function` to the Redis server at `address`,
+/// which `grants` must reach, by `deadline`; each reply then takes at
+/// most `max_reply_bytes`.
+pub async fn open(
+    function: &str,
+    grants: &AllowedHosts,
+    address: &str,
+    deadline: Instant,
+    max_reply_bytes: usize,
+) -> Result<Connection, RedisError> {
+    // The URL may hold a password: a parse error is never repeated.
+    if !address.starts_with("redis://") {
+        return Err(RedisError::InvalidAddress);
+    }
+    let info = address
+        .into_connection_info()
+        .map_err(|_| RedisError::InvalidAddress)?;
+    let ConnectionAddr::Tcp(host, port) = info.addr() else {
+        return Err(RedisError::InvalidAddress);
+    };
+    let slot = slots(function)
+        .try_acquire_owned()
+        .map_err(|_| RedisError::TooManyConnections)?;
+    let stream = luge_outbound::connect(grants, "redis", host, *port, deadline).await?;
+    let budget = Arc::new(AtomicUsize::new(max_reply_bytes));
+    let stream = Budgeted {
+        stream,
+        budget: Arc::clone(&budget),
+    };
+    let (connection, driver) = timeout_at(
+        deadline.into(),
+        MultiplexedConnection::new_with_config(
+            info.redis_settings(),
+            stream,
+            redis::AsyncConnectionConfig::new(),
+        ),
+    )
+    .await
+    .map_err(|_| RedisError::Deadline)??;
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| RedisError::Redis("no async runtime drives connections here".to_owned()))?;
+    let driver = runtime.spawn(driver).abort_handle();
+    Ok(Connection {
+        connection,
+        budget,
+        max_reply_bytes,
+        driver,
+        _slot: slot,
+    })
+}
+
+impl Connection {
+    /// Runs `command` by `deadline`, its reply read as `T`.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        command: &redis::Cmd,
+        deadline: Instant,
+    ) -> Result<T, RedisError> {
+        self.budget.store(self.max_reply_bytes, Ordering::Relaxed);
+        let mut connection = self.connection.clone();
+        Ok(
+            timeout_at(deadline.into(), command.query_async(&mut connection))
+                .await
+                .map_err(|_| RedisError::Deadline)??,
+        )
+    }
+
+    /// `PUBLISH channel payload`.
+    pub async fn publish(
+        &self,
+        channel: &str,
+        payload: &[u8],
+        deadline: Instant,
+    ) -> Result<(), RedisError> {
+        let _: i64 = self
+            .run(redis::cmd("PUBLISH").arg(channel).arg(payload), deadline)
+            .await?;
+        Ok(())
+    }
+
+    /// `GET key`.
+    pub async fn get(&self, key: &str, deadline: Instant) -> Result<Option<Vec<u8>>, RedisError> {
+        self.run(redis::cmd("GET").arg(key), deadline).await
+    }
+
+    /// `SET key value`.
+    pub async fn set(&self, key: &str, value: &[u8], deadline: Instant) -> Result<(), RedisError> {
+        self.run(redis::cmd("SET").arg(key).arg(value), deadline)
+            .await
+    }
+
+    /// `INCR key`.
+    pub async fn incr(&self, key: &str, deadline: Instant) -> Result<i64, RedisError> {
+        self.run(redis::cmd("INCR").arg(key), deadline).await
+    }
+
+    /// `DEL keys...`.
+    pub async fn del(&self, keys: &[String], deadline: Instant) -> Result<u32, RedisError> {
+        self.run(redis::cmd("DEL").arg(keys), deadline).await
+    }
+
+    /// `SADD key values...`.
+    pub async fn sadd(
+        &self,
+        key: &str,
+        values: &[String],
+        deadline: Instant,
+    ) -> Result<u32, RedisError> {
+        self.run(redis::cmd("SADD").arg(key).arg(values), deadline)
+            .await
+    }
+
+    /// `SMEMBERS key`.
+    pub async fn smembers(&self, key: &str, deadline: Instant) -> Result<Vec<String>, RedisError> {
+        self.run(redis::cmd("SMEMBERS").arg(key), deadline).await
+    }
+
+    /// `SREM key values...`.
+    pub async fn srem(
+        &self,
+        key: &str,
+        values: &[String],
+        deadline: Instant,
+    ) -> Result<u32, RedisError> {
+        self.run(redis::cmd("SREM").arg(key).arg(values), deadline)
+            .await
+    }
+
+    /// Any command with `arguments`; its reply flattened (an array's
+    /// elements in order, nested ones too), as Spin's `execute` answers.
+    pub async fn execute(
+        &self,
+        command: &str,
+        arguments: &[Parameter],
+        deadline: Instant,
+    ) -> Result<Vec<Reply>, RedisError> {
+        let mut cmd = redis::cmd(command);
+        for argument in arguments {
+            match argument {
+                Parameter::Int64(i) => cmd.arg(*i),
+                Parameter::Binary(bytes) => cmd.arg(bytes.as_slice()),
+            };
+        }
+        let value: redis::Value = self.run(&cmd, deadline).await?;
+        let mut replies = Vec::new();
+        flatten(value, &mut replies)?;
+        Ok(replies)
+    }
+}
+
+/// `value` as replies, arrays flattened; a server error is an error.
+fn flatten(value: redis::Value, out: &mut Vec<Reply>) -> Result<(), RedisError> {
+    use redis::Value;
+    match value {
+        Value::Nil => out.push(Reply::Nil),
+        Value::Okay => out.push(Reply::Status("OK".to_owned())),
+        Value::SimpleString(status) => out.push(Reply::Status(status)),
+        Value::Int(i) => out.push(Reply::Int64(i)),
+        Value::BulkString(bytes) => out.push(Reply::Binary(bytes)),
+        Value::Array(values) | Value::Set(values) => {
+            for value in values {
+                flatten(value, out)?;
+            }
+        }
+        Value::ServerError(error) => {
+            return Err(RedisError::Redis(
+                redis::RedisError::from(error).to_string(),
+            ));
+        }
+        Value::Boolean(b) => out.push(Reply::Int64(i64::from(b))),
+        Value::Double(d) => out.push(Reply::Binary(d.to_string().into_bytes())),
+        Value::BigNumber(n) => out.push(Reply::Binary(n)),
+        Value::VerbatimString { text, .. } => out.push(Reply::Binary(text.into_bytes())),
+        Value::Map(pairs) => {
+            for (key, value) in pairs {
+                flatten(key, out)?;
+                flatten(value, out)?;
+            }
+        }
+        Value::Attribute { data, .. } => flatten(*data, out)?,
+        Value::Push { data, .. } => {
+            for value in data {
+                flatten(value, out)?;
+            }
+        }
+        other => {
+            return Err(RedisError::TypeError(format!(
+                "a reply Luge cannot pass on: {other:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A stream whose reads stop at a byte budget: a reply larger than the
+/// budget ends the connection instead of growing the host's memory.
+struct Budgeted {
+    stream: TcpStream,
+    budget: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for Budgeted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.stream).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        if read > 0
+            && self
+                .budget
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                    left.checked_sub(read)
+                })
+                .is_err()
+        {
+            return Poll::Ready(Err(std::io::Error::other(
+                "the reply is larger than the function's memory limit",
+            )));
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for Budgeted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use luge_core::capabilities::Variables;
+    use luge_testkit::redis::RedisServer;
+
+    use super::*;
+
+    fn grants(hosts: &[&str]) -> AllowedHosts {
+        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+        AllowedHosts::parse(&hosts, &Variables::default()).unwrap()
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    #[tokio::test]
+    async fn commands_reach_a_granted_server() {
+        let server = RedisServer::start().unwrap();
+        let address = format!("redis://127.0.0.1:{}", server.port);
+        let granted = grants(&[&address]);
+        let c = open("f1", &granted, &address, later(), 1 << 20)
+            .await
+            .unwrap();
+        c.set("k", b"v", later()).await.unwrap();
+        assert_eq!(c.get("k", later()).await.unwrap(), Some(b"v".to_vec()));
+        assert_eq!(c.get("nope", later()).await.unwrap(), None);
+        assert_eq!(c.incr("n", later()).await.unwrap(), 1);
+        let members = ["a".to_owned(), "b".to_owned()];
+        assert_eq!(c.sadd("s", &members, later()).await.unwrap(), 2);
+        let mut got = c.smembers("s", later()).await.unwrap();
+        got.sort();
+        assert_eq!(got, members);
+        assert_eq!(c.srem("s", &members[..1], later()).await.unwrap(), 1);
+        assert_eq!(
+            c.del(&["k".to_owned(), "n".to_owned()], later())
+                .await
+                .unwrap(),
+            2
+        );
+        c.publish("ch", b"hi", later()).await.unwrap();
+        let replies = c
+            .execute(
+                "MSET",
+                &[Parameter::Binary(b"x".to_vec()), Parameter::Int64(7)],
+                later(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(replies, vec![Reply::Status("OK".into())]);
+        let replies = c
+            .execute(
+                "MGET",
+                &[
+                    Parameter::Binary(b"x".to_vec()),
+                    Parameter::Binary(b"none".to_vec()),
+                ],
+                later(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(replies, vec![Reply::Binary(b"7".to_vec()), Reply::Nil]);
+        // A type the call does not return.
+        assert!(matches!(
+            c.incr("s", later()).await,
+            Err(RedisError::Redis(_))
+        ));
+        assert!(matches!(
+            c.smembers("x", later()).await,
+            Err(RedisError::Redis(_) | RedisError::TypeError(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn ungranted_and_malformed_addresses_are_refused() {
+        let server = RedisServer::start().unwrap();
+        let address = format!("redis://127.0.0.1:{}", server.port);
+        let other = grants(&["redis://127.0.0.1:1"]);
+        assert!(matches!(
+            open("f2", &other, &address, later(), 1 << 20).await,
+            Err(RedisError::Connect(luge_outbound::SendError::Denied(_)))
+        ));
+        let http = grants(&[&format!("http://127.0.0.1:{}", server.port)]);
+        assert!(matches!(
+            open("f2", &http, &address, later(), 1 << 20).await,
+            Err(RedisError::Connect(luge_outbound::SendError::Denied(_)))
+        ));
+        let granted = grants(&[&address]);
+        for bad in [
+            "127.0.0.1:6379",
+            "rediss://127.0.0.1:6379",
+            "redis+unix:///tmp/x.sock",
+            "redis://:secret@",
+        ] {
+            let error = open("f2", &granted, bad, later(), 1 << 20)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(error, RedisError::InvalidAddress),
+                "{bad}: {error}"
+            );
+            assert!(!error.to_string().contains("secret"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_huge_reply_ends_the_connection_not_the_host() {
+        let server = RedisServer::start().unwrap();
+        let address = format!("redis://127.0.0.1:{}", server.port);
+        let granted = grants(&[&address]);
+        let c = open("f3", &granted, &address, later(), 1 << 20)
+            .await
+            .unwrap();
+        c.set("big", &vec![b'x'; 2 << 20], later()).await.unwrap();
+        let error = c.get("big", later()).await.unwrap_err();
+        assert!(error.to_string().contains("larger than"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn connections_per_function_are_bounded() {
+        let server = RedisServer::start().unwrap();
+        let address = format!("redis://127.0.0.1:{}", server.port);
+        let granted = grants(&[&address]);
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
+            held.push(
+                open("f4", &granted, &address, later(), 1 << 20)
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert!(matches!(
+            open("f4", &granted, &address, later(), 1 << 20).await,
+            Err(RedisError::TooManyConnections)
+        ));
+        open("f5", &granted, &address, later(), 1 << 20)
+            .await
+            .unwrap();
+        held.pop();
+        open("f4", &granted, &address, later(), 1 << 20)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_costs_the_deadline_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = format!(
+            "redis://127.0.0.1:{}",
+            listener.local_addr().unwrap().port()
+        );
+        let granted = grants(&[&address]);
+        let started = Instant::now();
+        let result = open(
+            "f6",
+            &granted,
+            &address,
+            started + Duration::from_millis(300),
+            1 << 20,
+        )
+        .await;
+        // The connection is accepted by the kernel; the server never answers.
+        if let Ok(c) = result {
+            let error = c
+                .get("k", started + Duration::from_millis(300))
+                .await
+                .unwrap_err();
+            assert!(matches!(error, RedisError::Deadline), "{error}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(3));
+        drop(listener);
+    }
+}

@@ -1,0 +1,229 @@
+//! `spin:redis@3.0.0` outbound for components, bound to
+//! `luge-outbound-redis`: this file only adapts the generated bindings
+//! (the connection resource in the store's table, values, errors) to it.
+//! Where a connection may go is the function's `redis://` grants; every
+//! command ends by the invocation's deadline and every reply is bounded
+//! by [`max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
+//! (wit/spin/deps/redis, Apache-2.0 WITH LLVM-exception).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use luge_core::Action;
+use luge_outbound_redis::{Parameter, RedisError, Reply};
+use wasmtime::component::{Accessor, HasData, Resource, ResourceTable};
+
+use crate::limits::max_answer_bytes;
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "wit/spin",
+        world: "luge:spin/redis",
+        imports: { default: trappable },
+        with: {
+            "spin:redis/redis.connection": super::RedisConnection,
+        },
+    });
+}
+
+use generated::spin::redis::redis;
+
+/// An open connection, as the guest's `connection` resource holds it
+/// (shared with a command still running when the guest drops it).
+pub struct RedisConnection(Arc<luge_outbound_redis::Connection>);
+
+/// What the bindings work on: the store's resource table, the action
+/// (its name, grants and limits) and the invocation's deadline.
+pub struct RedisView<'a> {
+    pub(crate) table: &'a mut ResourceTable,
+    pub(crate) action: &'a Arc<Action>,
+    pub(crate) deadline: Instant,
+}
+
+/// The bindings' host state.
+pub(crate) struct HasRedis;
+
+impl HasData for HasRedis {
+    type Data<'a> = RedisView<'a>;
+}
+
+fn error(error: RedisError) -> redis::Error {
+    match error {
+        RedisError::InvalidAddress => redis::Error::InvalidAddress,
+        RedisError::TooManyConnections => redis::Error::TooManyConnections,
+        RedisError::TypeError(_) => redis::Error::TypeError,
+        other => redis::Error::Other(other.to_string()),
+    }
+}
+
+/// The connection `connection` names and the invocation's deadline.
+fn held<T>(
+    accessor: &Accessor<T, HasRedis>,
+    connection: &Resource<RedisConnection>,
+) -> wasmtime::Result<(Arc<luge_outbound_redis::Connection>, Instant)> {
+    accessor.with(|mut access| {
+        let view = access.get();
+        Ok((Arc::clone(&view.table.get(connection)?.0), view.deadline))
+    })
+}
+
+impl redis::Host for RedisView<'_> {}
+
+impl redis::HostConnection for RedisView<'_> {
+    fn drop(&mut self, connection: Resource<RedisConnection>) -> wasmtime::Result<()> {
+        self.table.delete(connection)?;
+        Ok(())
+    }
+}
+
+/// `result` for the guest: its value, or the error it can tell apart.
+fn answer<R>(result: Result<R, RedisError>) -> wasmtime::Result<Result<R, redis::Error>> {
+    Ok(result.map_err(error))
+}
+
+impl<T> redis::HostConnectionWithStore<T> for HasRedis {
+    async fn open(
+        accessor: &Accessor<T, Self>,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<RedisConnection>, redis::Error>> {
+        let (action, deadline) = accessor.with(|mut access| {
+            let view = access.get();
+            (Arc::clone(view.action), view.deadline)
+        });
+        let opened = luge_outbound_redis::open(
+            &action.name,
+            &action.capabilities.outbound,
+            &address,
+            deadline,
+            max_answer_bytes(&action),
+        )
+        .await;
+        match opened {
+            Ok(connection) => accessor.with(|mut access| {
+                Ok(Ok(access
+                    .get()
+                    .table
+                    .push(RedisConnection(Arc::new(connection)))?))
+            }),
+            Err(e) => {
+                tracing::debug!(function = %action.name, error = %e, "outbound redis refused");
+                Ok(Err(error(e)))
+            }
+        }
+    }
+
+    async fn publish(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        channel: String,
+        payload: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.publish(&channel, &payload, deadline).await)
+    }
+
+    async fn get(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        key: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.get(&key, deadline).await)
+    }
+
+    async fn set(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        key: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.set(&key, &value, deadline).await)
+    }
+
+    async fn incr(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        key: String,
+    ) -> wasmtime::Result<Result<i64, redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.incr(&key, deadline).await)
+    }
+
+    async fn del(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        keys: Vec<String>,
+    ) -> wasmtime::Result<Result<u32, redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.del(&keys, deadline).await)
+    }
+
+    async fn sadd(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        key: String,
+        values: Vec<String>,
+    ) -> wasmtime::Result<Result<u32, redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.sadd(&key, &values, deadline).await)
+    }
+
+    async fn smembers(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        key: String,
+    ) -> wasmtime::Result<Result<Vec<String>, redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.smembers(&key, deadline).await)
+    }
+
+    async fn srem(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        key: String,
+        values: Vec<String>,
+    ) -> wasmtime::Result<Result<u32, redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        answer(c.srem(&key, &values, deadline).await)
+    }
+
+    async fn execute(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<RedisConnection>,
+        command: String,
+        arguments: Vec<redis::RedisParameter>,
+    ) -> wasmtime::Result<Result<Vec<redis::RedisResult>, redis::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        let arguments: Vec<Parameter> = arguments
+            .into_iter()
+            .map(|argument| match argument {
+                redis::RedisParameter::Int64(i) => Parameter::Int64(i),
+                redis::RedisParameter::Binary(b) => Parameter::Binary(b),
+            })
+            .collect();
+        answer(
+            c.execute(&command, &arguments, deadline)
+                .await
+                .map(|replies| {
+                    replies
+                        .into_iter()
+                        .map(|reply| match reply {
+                            Reply::Nil => redis::RedisResult::Nil,
+                            Reply::Status(s) => redis::RedisResult::Status(s),
+                            Reply::Int64(i) => redis::RedisResult::Int64(i),
+                            Reply::Binary(b) => redis::RedisResult::Binary(b),
+                        })
+                        .collect()
+                }),
+        )
+    }
+}
+
+/// Adds `spin:redis@3.0.0` to `linker`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> RedisView<'_>,
+) -> wasmtime::Result<()> {
+    redis::add_to_linker::<_, HasRedis>(linker, view)
+}
