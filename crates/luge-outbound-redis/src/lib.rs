@@ -25,19 +25,14 @@
 
 #![deny(missing_docs)]
 
-use std::collections::HashMap;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use luge_core::capabilities::AllowedHosts;
+use luge_outbound::{Budget, Budgeted, Slots};
 use redis::aio::MultiplexedConnection;
 use redis::{ConnectionAddr, IntoConnectionInfo};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::timeout_at;
 
 /// Redis connections one function may hold open at once, across its
@@ -102,25 +97,14 @@ pub enum Reply {
     Binary(Vec<u8>),
 }
 
-/// The connection slots of each function, by name.
-fn slots(function: &str) -> Arc<Semaphore> {
-    static SLOTS: OnceLock<Mutex<HashMap<String, Arc<Semaphore>>>> = OnceLock::new();
-    let mut slots = SLOTS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    Arc::clone(
-        slots
-            .entry(function.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(MAX_CONNECTIONS_PER_FUNCTION))),
-    )
-}
+/// The connection slots of each function.
+static SLOTS: LazyLock<Slots> = LazyLock::new(|| Slots::new(MAX_CONNECTIONS_PER_FUNCTION));
 
 /// An open connection to a Redis server.
 pub struct Connection {
     connection: MultiplexedConnection,
-    /// Bytes the current reply may still take.
-    budget: Arc<AtomicUsize>,
+    /// What the current reply may still take.
+    budget: Budget,
     max_reply_bytes: usize,
     /// The task that drives the connection, ended with it.
     driver: tokio::task::AbortHandle,
@@ -159,15 +143,11 @@ pub async fn open(
     let ConnectionAddr::Tcp(host, port) = info.addr() else {
         return Err(RedisError::InvalidAddress);
     };
-    let slot = slots(function)
-        .try_acquire_owned()
-        .map_err(|_| RedisError::TooManyConnections)?;
+    let slot = SLOTS
+        .try_take(function)
+        .ok_or(RedisError::TooManyConnections)?;
     let stream = luge_outbound::connect(grants, "redis", host, *port, deadline).await?;
-    let budget = Arc::new(AtomicUsize::new(max_reply_bytes));
-    let stream = Budgeted {
-        stream,
-        budget: Arc::clone(&budget),
-    };
+    let (stream, budget) = Budgeted::new(stream, max_reply_bytes);
     let (connection, driver) = timeout_at(
         deadline.into(),
         MultiplexedConnection::new_with_config(
@@ -197,7 +177,7 @@ impl Connection {
         command: &redis::Cmd,
         deadline: Instant,
     ) -> Result<T, RedisError> {
-        self.budget.store(self.max_reply_bytes, Ordering::Relaxed);
+        self.budget.reset(self.max_reply_bytes);
         let mut connection = self.connection.clone();
         Ok(
             timeout_at(deadline.into(), command.query_async(&mut connection))
@@ -331,56 +311,6 @@ fn flatten(value: redis::Value, out: &mut Vec<Reply>) -> Result<(), RedisError> 
         }
     }
     Ok(())
-}
-
-/// A stream whose reads stop at a byte budget: a reply larger than the
-/// budget ends the connection instead of growing the host's memory.
-struct Budgeted {
-    stream: TcpStream,
-    budget: Arc<AtomicUsize>,
-}
-
-impl AsyncRead for Budgeted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut self.stream).poll_read(cx, buf);
-        let read = buf.filled().len() - before;
-        if read > 0
-            && self
-                .budget
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-                    left.checked_sub(read)
-                })
-                .is_err()
-        {
-            return Poll::Ready(Err(std::io::Error::other(
-                "the reply is larger than the function's memory limit",
-            )));
-        }
-        poll
-    }
-}
-
-impl AsyncWrite for Budgeted {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -112,7 +112,12 @@ pub enum SendError {
     Uri,
 }
 
+mod budget;
 mod config;
+mod slots;
+
+pub use budget::{Budget, Budgeted};
+pub use slots::Slots;
 
 pub use config::{ClientTlsToml, Config, ConfigError, OutboundNetworkingToml};
 
