@@ -2,8 +2,8 @@
 # Installs what building and testing Luge needs on a fresh Debian machine:
 # the wasm32-wasip1 and wasm32-wasip2 Rust targets, clang + wasi-libc for the C actions, and
 # cmake + libclang for building WAMR (the `wamr` engine feature), a C++
-# compiler for libFuzzer (scripts/fuzz.sh), and redis-server for the state
-# tests.
+# compiler for libFuzzer (scripts/fuzz.sh), redis-server for the state and
+# outbound Redis tests, and PostgreSQL for the outbound PostgreSQL tests.
 set -euo pipefail
 for target in wasm32-wasip1 wasm32-wasip2; do
     if ! rustup target list --installed | grep -qx "$target"; then
@@ -25,6 +25,9 @@ ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || 
 # The state API's global tier is tested against a real Redis, started by
 # the test harness on a free loopback port.
 command -v redis-server >/dev/null || need+=(redis-server)
+# Outbound PostgreSQL (spin:postgres) is tested against a real server: a
+# fresh cluster the test harness makes on a free loopback port.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

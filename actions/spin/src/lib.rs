@@ -35,13 +35,18 @@
 //!   line), `POST execute/COMMAND` (the body's words as arguments, a
 //!   number as an integer; the replies one per line), `POST flood/N`:
 //!   opens up to N connections at once and answers how many opened
-//!   before the first error, and that error.
+//!   before the first error, and that error;
+//! - `POST /pg/query` and `POST /pg/execute` (`spin:postgres`, to the
+//!   `pg_address` variable): the body as one statement; a query answers
+//!   its columns (`name:type`) on the first line and each row's values
+//!   after, `|`-joined, an execute the rows it changed; `POST
+//!   /pg/insert/TEXT` inserts TEXT as a parameter into `notes`.
 
 use http_body_util::BodyExt;
 use spin_sdk::experimental::wasi::config::store as config;
 use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
 use spin_sdk::http::{EmptyBody, IntoResponse, Method, Request, StatusCode};
-use spin_sdk::{http_service, key_value, redis, sqlite, variables};
+use spin_sdk::{http_service, key_value, pg, redis, sqlite, variables};
 
 /// The route of this request below the component's (`spin-path-info`).
 fn path_info(request: &Request) -> String {
@@ -123,6 +128,15 @@ async fn handle(request: Request) -> impl IntoResponse {
                 Ok(body) => {
                     let body = body.to_bytes().to_vec();
                     redis_op(method, &op, &arg, body).await
+                }
+                Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+            }
+        }
+        (Method::POST, ["pg", rest]) => {
+            let rest = rest.to_owned();
+            match request.into_body().collect().await {
+                Ok(body) => {
+                    postgres(&rest, &String::from_utf8_lossy(&body.to_bytes())).await
                 }
                 Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
             }
@@ -370,5 +384,59 @@ async fn redis_op(method: Method, op: &str, arg: &str, body: Vec<u8>) -> (Status
         Ok(text) if text.starts_with("no redis operation") => answer(StatusCode::NOT_FOUND, text),
         Ok(text) => answer(StatusCode::OK, text),
         Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    }
+}
+
+/// One `spin:postgres` call on the server at the `pg_address` variable.
+async fn postgres(op: &str, body: &str) -> (StatusCode, String) {
+    let run = async {
+        let address = variables::get("pg_address")
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let connection = pg::Connection::open(address)
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        if let Some(text) = op.strip_prefix("insert/") {
+            return connection
+                .execute(
+                    "INSERT INTO notes (text) VALUES ($1)",
+                    [pg::ParameterValue::Str(text.to_owned())],
+                )
+                .await
+                .map(|n| n.to_string())
+                .map_err(|e| format!("{e:?}"));
+        }
+        match op {
+            "execute" => connection
+                .execute(body, [])
+                .await
+                .map(|n| n.to_string())
+                .map_err(|e| format!("{e:?}")),
+            "query" => {
+                let result = connection.query(body, []).await.map_err(|e| format!("{e:?}"))?;
+                let (columns, rows, ended) = result.into_inner();
+                let rows: Vec<Vec<pg::DbValue>> = rows.collect().await;
+                ended.await.map_err(|e| format!("{e:?}"))?;
+                let mut lines = vec![columns
+                    .iter()
+                    .map(|c| format!("{}:{:?}", c.name, c.data_type))
+                    .collect::<Vec<_>>()
+                    .join("|")];
+                for row in rows {
+                    lines.push(
+                        row.iter()
+                            .map(|v| format!("{v:?}"))
+                            .collect::<Vec<_>>()
+                            .join("|"),
+                    );
+                }
+                Ok(lines.join("\n"))
+            }
+            other => Err(format!("no pg operation {other}")),
+        }
+    };
+    match run.await {
+        Ok(text) => answer(StatusCode::OK, text),
+        Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }

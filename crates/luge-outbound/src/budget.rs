@@ -3,7 +3,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -14,30 +14,47 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// [`Budget`] handle.
 pub struct Budgeted<S> {
     stream: S,
-    left: Arc<AtomicUsize>,
+    state: Arc<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Bytes the stream may still read.
+    left: AtomicUsize,
+    /// Whether a read went past the budget (the stream failed).
+    spent: AtomicBool,
 }
 
 /// The handle that sets a [`Budgeted`] stream's budget.
 #[derive(Debug, Clone)]
-pub struct Budget(Arc<AtomicUsize>);
+pub struct Budget(Arc<State>);
 
 impl Budget {
     /// Lets the stream read `bytes` more, whatever was left.
     pub fn reset(&self, bytes: usize) {
-        self.0.store(bytes, Ordering::Relaxed);
+        self.0.left.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether a read went past the budget, so the stream failed (what a
+    /// client library reports then is only "connection closed").
+    pub fn spent(&self) -> bool {
+        self.0.spent.load(Ordering::Relaxed)
     }
 }
 
 impl<S> Budgeted<S> {
     /// `stream`, allowed `bytes` of reads until its budget is reset.
     pub fn new(stream: S, bytes: usize) -> (Self, Budget) {
-        let left = Arc::new(AtomicUsize::new(bytes));
+        let state = Arc::new(State {
+            left: AtomicUsize::new(bytes),
+            spent: AtomicBool::new(false),
+        });
         (
             Self {
                 stream,
-                left: Arc::clone(&left),
+                state: Arc::clone(&state),
             },
-            Budget(left),
+            Budget(state),
         )
     }
 }
@@ -53,12 +70,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for Budgeted<S> {
         let read = buf.filled().len() - before;
         if read > 0
             && self
+                .state
                 .left
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
                     left.checked_sub(read)
                 })
                 .is_err()
         {
+            self.state.spent.store(true, Ordering::Relaxed);
             return Poll::Ready(Err(std::io::Error::other(
                 "the answer is larger than the function may receive",
             )));
@@ -100,6 +119,7 @@ mod tests {
         assert_eq!(stream.read(&mut buf).await.unwrap(), 8);
         server.write_all(&[0; 8]).await.unwrap();
         assert!(stream.read(&mut buf).await.is_err());
+        assert!(budget.spent());
         budget.reset(100);
         server.write_all(&[0; 8]).await.unwrap();
         assert_eq!(stream.read(&mut buf).await.unwrap(), 8);

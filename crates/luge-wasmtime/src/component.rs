@@ -130,6 +130,15 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
                 }
             })
         })
+        .and_then(|()| {
+            crate::postgres::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::postgres::PostgresView {
+                    table: &mut state.table,
+                    action: &state.action,
+                    deadline: state.hooks.deadline,
+                }
+            })
+        })
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }
@@ -177,6 +186,7 @@ const SERVED: &[&str] = &[
     "spin:variables/",
     "spin:sqlite/",
     "spin:redis/redis@",
+    "spin:postgres/postgres@4.",
 ];
 
 /// Imports of `component` from packages Luge does not serve (a Spin app's

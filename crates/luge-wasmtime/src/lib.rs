@@ -28,6 +28,7 @@ mod keyvalue;
 mod keyvalue_draft2;
 pub mod limits;
 mod p3;
+mod postgres;
 mod redis;
 mod reuse;
 

@@ -89,7 +89,11 @@ fn a_spin_app_runs_unchanged() {
     assert_get(&luge, "/config/upstream", &upstream);
     assert_get(&luge, "/config/greeting", "Hello");
     assert_eq!(text(&luge, "GET", "/config/nope", b"").0, 404);
-    assert_get(&luge, "/config", "greeting\nredis_address\nupstream");
+    assert_get(
+        &luge,
+        "/config",
+        "greeting\npg_address\nredis_address\nupstream",
+    );
 
     // spin:key-value.
     assert_eq!(text(&luge, "PUT", "/kv/colour", b"blue").0, 200);
@@ -196,7 +200,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     let text_of = std::fs::read_to_string(&manifest).unwrap();
     let ungranted = text_of
         .replace(
-            "allowed_outbound_hosts = [\"{{ upstream }}\", \"http://backend.spin.internal\", \"redis://{{ redis_host }}\"]",
+            "allowed_outbound_hosts = [\"{{ upstream }}\", \"http://backend.spin.internal\", \"redis://{{ redis_host }}\", \"postgres://{{ pg_host }}\"]",
             "allowed_outbound_hosts = []",
         )
         .replace(

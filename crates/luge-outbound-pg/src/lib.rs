@@ -1,0 +1,813 @@
+//! Outbound PostgreSQL for functions (`spin:postgres@4.2.0`): the host
+//! side of the outbound PostgreSQL slice, whose grants are `postgres://`
+//! entries of `allowed_outbound_hosts`
+//! ([`luge_core::capabilities::outbound`]).
+//!
+//! This crate narrows `tokio-postgres` to what a sandbox may do:
+//!
+//! - **Where.** The address is a connection string (`postgres://user:pw@host:port/db`
+//!   or `host=... port=... user=...`); its first host and port must be
+//!   granted for `postgres`, and the socket is opened by
+//!   [`luge_outbound::connect`], so every DNS answer is checked as for
+//!   HTTP and the operator's blocked networks hold. A Unix socket is
+//!   refused. TLS to the server is not served yet (`sslmode=require`
+//!   fails to connect; the default `prefer` talks plain TCP).
+//! - **How much.** A result set is read into at most `max_bytes` (the
+//!   function's memory limit, bounded by the engine), both as the rows
+//!   converted and as the bytes read off the socket, so a server that
+//!   answers a gigabyte costs the host no more than that.
+//! - **How long.** The connection, its handshake and every query end by
+//!   the invocation's deadline.
+//! - **How many.** At most [`MAX_CONNECTIONS_PER_FUNCTION`] connections
+//!   per function at once across its invocations; one more fails at
+//!   once.
+//! - **Secrets.** The connection string may hold a password (from a
+//!   variable): it is never logged, and no error repeats the string.
+//!
+//! Values cross as `spin:postgres` types: booleans, integers, floats,
+//! text, bytes, dates, times, timestamps, UUIDs, JSON, NUMERIC (28
+//! significant digits), and arrays of integers, NUMERIC and text. A
+//! parameter of a range or interval type is refused; a column of any
+//! other type comes back as its raw bytes (`unsupported`).
+
+#![deny(missing_docs)]
+
+use std::pin::pin;
+use std::str::FromStr;
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use chrono::{Datelike, Timelike};
+use futures_util::StreamExt;
+use luge_core::capabilities::AllowedHosts;
+use luge_outbound::{Budget, Budgeted, Slots};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::timeout_at;
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
+use tokio_postgres::{Client, NoTls, Row};
+
+/// PostgreSQL connections one function may hold open at once, across
+/// its invocations (Spin 4.1 bounds connections per app alike): 16,
+/// since each is a server process.
+pub const MAX_CONNECTIONS_PER_FUNCTION: usize = 16;
+
+/// Why a PostgreSQL call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// Not a connection string Luge can connect with.
+    #[error(
+        "not a PostgreSQL connection string Luge can use (postgres://host[:port]/db, no Unix socket)"
+    )]
+    InvalidAddress,
+    /// The function holds [`MAX_CONNECTIONS_PER_FUNCTION`] connections.
+    #[error("the function holds {MAX_CONNECTIONS_PER_FUNCTION} PostgreSQL connections already")]
+    TooManyConnections,
+    /// The address is not granted, or cannot be reached.
+    #[error(transparent)]
+    Connect(#[from] luge_outbound::SendError),
+    /// The server refused the session (authentication, database).
+    #[error("connection failed: {0}")]
+    ConnectionFailed(String),
+    /// TLS was asked for.
+    #[error("TLS to PostgreSQL is not served by Luge yet")]
+    Tls,
+    /// A parameter Luge cannot send.
+    #[error("bad parameter: {0}")]
+    BadParameter(String),
+    /// The query failed in the server.
+    #[error("{}", .0.as_text)]
+    Db(Box<DbError>),
+    /// The query failed on the way (the connection, a type mismatch).
+    #[error("query failed: {0}")]
+    Query(String),
+    /// A value could not be read as its column's type.
+    #[error("value conversion failed: {0}")]
+    ValueConversion(String),
+    /// The deadline passed.
+    #[error("the invocation's deadline passed")]
+    Deadline,
+    /// The result set outgrew the function's bound.
+    #[error("the result set is larger than {0} bytes")]
+    TooLarge(usize),
+    /// No async runtime drives connections here.
+    #[error("no async runtime drives connections here")]
+    NoRuntime,
+}
+
+/// The server's error, as `spin:postgres`'s `db-error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbError {
+    /// The whole error as text.
+    pub as_text: String,
+    /// `ERROR`, `FATAL`...
+    pub severity: String,
+    /// The SQLSTATE code.
+    pub code: String,
+    /// The message.
+    pub message: String,
+    /// The detail, if any.
+    pub detail: Option<String>,
+    /// Other fields (hint, table, column, constraint...).
+    pub extras: Vec<(String, String)>,
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        match error.as_db_error() {
+            Some(db) => {
+                let mut extras = Vec::new();
+                for (name, value) in [
+                    ("hint", db.hint()),
+                    ("schema", db.schema()),
+                    ("table", db.table()),
+                    ("column", db.column()),
+                    ("constraint", db.constraint()),
+                ] {
+                    if let Some(value) = value {
+                        extras.push((name.to_owned(), value.to_owned()));
+                    }
+                }
+                PgError::Db(Box::new(DbError {
+                    as_text: db.to_string(),
+                    severity: db.severity().to_owned(),
+                    code: db.code().code().to_owned(),
+                    message: db.message().to_owned(),
+                    detail: db.detail().map(str::to_owned),
+                    extras,
+                }))
+            }
+            None => PgError::Query(error.to_string()),
+        }
+    }
+}
+
+/// Whether a bound is inclusive or exclusive (ranges are not served;
+/// the type is the guest's).
+pub type Date = (i32, u8, u8);
+/// (hour, minute, second, nanosecond).
+pub type Time = (u8, u8, u8, u32);
+/// (year, month, day, hour, minute, second, nanosecond).
+pub type DateTime = (i32, u8, u8, u8, u8, u8, u32);
+
+/// A query parameter, as `spin:postgres`'s `parameter-value`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    /// `boolean`.
+    Boolean(bool),
+    /// `"char"`.
+    Int8(i8),
+    /// `smallint`.
+    Int16(i16),
+    /// `integer`.
+    Int32(i32),
+    /// `bigint`.
+    Int64(i64),
+    /// `real`.
+    Floating32(f32),
+    /// `double precision`.
+    Floating64(f64),
+    /// `text`, `varchar`...
+    Str(String),
+    /// `bytea`.
+    Binary(Vec<u8>),
+    /// `date`.
+    Date(Date),
+    /// `time`.
+    Time(Time),
+    /// `timestamp`.
+    Datetime(DateTime),
+    /// `timestamptz`, Unix seconds.
+    Timestamp(i64),
+    /// `uuid`, as text.
+    Uuid(String),
+    /// `jsonb` or `json`, as its text.
+    Jsonb(Vec<u8>),
+    /// `numeric`, base 10.
+    Decimal(String),
+    /// `integer[]`.
+    ArrayInt32(Vec<Option<i32>>),
+    /// `bigint[]`.
+    ArrayInt64(Vec<Option<i64>>),
+    /// `numeric[]`.
+    ArrayDecimal(Vec<Option<String>>),
+    /// `text[]`.
+    ArrayStr(Vec<Option<String>>),
+    /// NULL, of any type.
+    Null,
+    /// A type Luge does not send, named.
+    Unsupported(&'static str),
+}
+
+/// A column's value, as `spin:postgres`'s `db-value`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `boolean`.
+    Boolean(bool),
+    /// `"char"`.
+    Int8(i8),
+    /// `smallint`.
+    Int16(i16),
+    /// `integer`.
+    Int32(i32),
+    /// `bigint`.
+    Int64(i64),
+    /// `real`.
+    Floating32(f32),
+    /// `double precision`.
+    Floating64(f64),
+    /// Text.
+    Str(String),
+    /// `bytea`.
+    Binary(Vec<u8>),
+    /// `date`.
+    Date(Date),
+    /// `time`.
+    Time(Time),
+    /// `timestamp`.
+    Datetime(DateTime),
+    /// `timestamptz`, Unix seconds.
+    Timestamp(i64),
+    /// `uuid`.
+    Uuid(String),
+    /// `json` or `jsonb`, as text.
+    Jsonb(Vec<u8>),
+    /// `numeric`.
+    Decimal(String),
+    /// `integer[]`.
+    ArrayInt32(Vec<Option<i32>>),
+    /// `bigint[]`.
+    ArrayInt64(Vec<Option<i64>>),
+    /// `numeric[]`.
+    ArrayDecimal(Vec<Option<String>>),
+    /// `text[]`.
+    ArrayStr(Vec<Option<String>>),
+    /// NULL.
+    Null,
+    /// Any other type, its raw binary form.
+    Unsupported(Vec<u8>),
+}
+
+/// A column's type, as `spin:postgres`'s `db-data-type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataType {
+    /// `boolean`.
+    Boolean,
+    /// `"char"`.
+    Int8,
+    /// `smallint`.
+    Int16,
+    /// `integer`.
+    Int32,
+    /// `bigint`.
+    Int64,
+    /// `real`.
+    Floating32,
+    /// `double precision`.
+    Floating64,
+    /// Text.
+    Str,
+    /// `bytea`.
+    Binary,
+    /// `date`.
+    Date,
+    /// `time`.
+    Time,
+    /// `timestamp`.
+    Datetime,
+    /// `timestamptz`.
+    Timestamp,
+    /// `uuid`.
+    Uuid,
+    /// `json`, `jsonb`.
+    Jsonb,
+    /// `numeric`.
+    Decimal,
+    /// `integer[]`.
+    ArrayInt32,
+    /// `bigint[]`.
+    ArrayInt64,
+    /// `numeric[]`.
+    ArrayDecimal,
+    /// `text[]`.
+    ArrayStr,
+    /// Another type, by its name.
+    Other(String),
+}
+
+/// A result column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub data_type: DataType,
+}
+
+/// A query's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowSet {
+    /// The columns.
+    pub columns: Vec<Column>,
+    /// The rows, a value per column.
+    pub rows: Vec<Vec<Value>>,
+}
+
+static SLOTS: LazyLock<Slots> = LazyLock::new(|| Slots::new(MAX_CONNECTIONS_PER_FUNCTION));
+
+/// An open connection to a PostgreSQL server.
+pub struct Connection {
+    client: Client,
+    budget: Budget,
+    max_bytes: usize,
+    driver: tokio::task::AbortHandle,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// Opens a connection for `function` with the connection string
+/// `address`, whose host `grants` must reach, by `deadline`; each result
+/// set then takes at most `max_bytes`.
+pub async fn open(
+    function: &str,
+    grants: &AllowedHosts,
+    address: &str,
+    deadline: Instant,
+    max_bytes: usize,
+) -> Result<Connection, PgError> {
+    // The string may hold a password: a parse error is never repeated.
+    let config = tokio_postgres::Config::from_str(address).map_err(|_| PgError::InvalidAddress)?;
+    let host = match config.get_hosts() {
+        [tokio_postgres::config::Host::Tcp(host), ..] => host.clone(),
+        _ => return Err(PgError::InvalidAddress),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        return Err(PgError::Tls);
+    }
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| PgError::NoRuntime)?;
+    let slot = SLOTS
+        .try_take(function)
+        .ok_or(PgError::TooManyConnections)?;
+    let stream = luge_outbound::connect(grants, "postgres", &host, port, deadline).await?;
+    let (stream, budget) = Budgeted::new(stream, max_bytes);
+    let (client, connection) = timeout_at(deadline.into(), config.connect_raw(stream, NoTls))
+        .await
+        .map_err(|_| PgError::Deadline)?
+        .map_err(|e| match PgError::from(e) {
+            PgError::Db(db) => PgError::ConnectionFailed(db.as_text),
+            PgError::Query(text) => PgError::ConnectionFailed(text),
+            other => other,
+        })?;
+    let driver = runtime
+        .spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "outbound postgres connection ended");
+            }
+        })
+        .abort_handle();
+    Ok(Connection {
+        client,
+        budget,
+        max_bytes,
+        driver,
+        _slot: slot,
+    })
+}
+
+impl Connection {
+    /// Runs `statement` with `params` by `deadline`: its rows.
+    pub async fn query(
+        &self,
+        statement: &str,
+        params: Vec<Param>,
+        deadline: Instant,
+    ) -> Result<RowSet, PgError> {
+        let params = params
+            .into_iter()
+            .map(boxed)
+            .collect::<Result<Vec<_>, _>>()?;
+        self.budget.reset(self.max_bytes);
+        let max_bytes = self.max_bytes;
+        let run = async {
+            let rows = self
+                .client
+                .query_raw(
+                    statement,
+                    params.iter().map(|p| &**p as &(dyn ToSql + Sync)),
+                )
+                .await?;
+            let mut rows = pin!(rows);
+            let mut set = RowSet::default();
+            let mut used = 0usize;
+            while let Some(row) = rows.next().await {
+                let row = row?;
+                if set.columns.is_empty() {
+                    set.columns = row
+                        .columns()
+                        .iter()
+                        .map(|c| Column {
+                            name: c.name().to_owned(),
+                            data_type: data_type(c.type_()),
+                        })
+                        .collect();
+                }
+                let mut values = Vec::with_capacity(row.len());
+                for index in 0..row.len() {
+                    let value = value(&row, index)?;
+                    used = used.saturating_add(cost(&value));
+                    if used > max_bytes {
+                        return Err(PgError::TooLarge(max_bytes));
+                    }
+                    values.push(value);
+                }
+                set.rows.push(values);
+            }
+            Ok(set)
+        };
+        match timeout_at(deadline.into(), run).await {
+            Err(_) => Err(PgError::Deadline),
+            Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(max_bytes)),
+            Ok(result) => result,
+        }
+    }
+
+    /// Runs `statement` with `params` by `deadline`: the rows it changed.
+    pub async fn execute(
+        &self,
+        statement: &str,
+        params: Vec<Param>,
+        deadline: Instant,
+    ) -> Result<u64, PgError> {
+        let params = params
+            .into_iter()
+            .map(boxed)
+            .collect::<Result<Vec<_>, _>>()?;
+        self.budget.reset(self.max_bytes);
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
+        match timeout_at(deadline.into(), self.client.execute(statement, &refs)).await {
+            Err(_) => Err(PgError::Deadline),
+            Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(self.max_bytes)),
+            Ok(result) => result.map_err(PgError::from),
+        }
+    }
+}
+
+/// What a value costs against the result bound: its payload and 16
+/// bytes.
+fn cost(value: &Value) -> usize {
+    16 + match value {
+        Value::Str(s) | Value::Uuid(s) | Value::Decimal(s) => s.len(),
+        Value::Binary(b) | Value::Jsonb(b) | Value::Unsupported(b) => b.len(),
+        Value::ArrayInt32(a) => a.len() * 8,
+        Value::ArrayInt64(a) => a.len() * 16,
+        Value::ArrayDecimal(a) | Value::ArrayStr(a) => a
+            .iter()
+            .map(|s| 24 + s.as_ref().map_or(0, String::len))
+            .sum(),
+        _ => 8,
+    }
+}
+
+/// NULL of whatever type the server expects.
+#[derive(Debug)]
+struct Null;
+
+impl ToSql for Null {
+    fn to_sql(
+        &self,
+        _: &Type,
+        _: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(IsNull::Yes)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+/// Any column's raw binary form.
+struct Raw(Vec<u8>);
+
+impl<'a> FromSql<'a> for Raw {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(raw.to_vec()))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+fn bad(what: &str) -> PgError {
+    PgError::BadParameter(what.to_owned())
+}
+
+fn date((year, month, day): Date) -> Result<chrono::NaiveDate, PgError> {
+    chrono::NaiveDate::from_ymd_opt(year, month.into(), day.into()).ok_or_else(|| bad("not a date"))
+}
+
+fn time((hour, minute, second, nanos): Time) -> Result<chrono::NaiveTime, PgError> {
+    chrono::NaiveTime::from_hms_nano_opt(hour.into(), minute.into(), second.into(), nanos)
+        .ok_or_else(|| bad("not a time"))
+}
+
+fn decimal(text: &str) -> Result<rust_decimal::Decimal, PgError> {
+    rust_decimal::Decimal::from_str(text).map_err(|_| bad("not a decimal number"))
+}
+
+/// A parameter as what tokio-postgres sends.
+fn boxed(param: Param) -> Result<Box<dyn ToSql + Sync + Send>, PgError> {
+    Ok(match param {
+        Param::Boolean(b) => Box::new(b),
+        Param::Int8(i) => Box::new(i),
+        Param::Int16(i) => Box::new(i),
+        Param::Int32(i) => Box::new(i),
+        Param::Int64(i) => Box::new(i),
+        Param::Floating32(f) => Box::new(f),
+        Param::Floating64(f) => Box::new(f),
+        Param::Str(s) => Box::new(s),
+        Param::Binary(b) => Box::new(b),
+        Param::Date(d) => Box::new(date(d)?),
+        Param::Time(t) => Box::new(time(t)?),
+        Param::Datetime((y, mo, d, h, mi, s, n)) => Box::new(chrono::NaiveDateTime::new(
+            date((y, mo, d))?,
+            time((h, mi, s, n))?,
+        )),
+        Param::Timestamp(seconds) => Box::new(
+            chrono::DateTime::<chrono::Utc>::from_timestamp(seconds, 0)
+                .ok_or_else(|| bad("timestamp out of range"))?,
+        ),
+        Param::Uuid(text) => Box::new(uuid::Uuid::parse_str(&text).map_err(|_| bad("not a UUID"))?),
+        Param::Jsonb(bytes) => Box::new(
+            serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|_| bad("not JSON"))?,
+        ),
+        Param::Decimal(text) => Box::new(decimal(&text)?),
+        Param::ArrayInt32(a) => Box::new(a),
+        Param::ArrayInt64(a) => Box::new(a),
+        Param::ArrayDecimal(a) => Box::new(
+            a.iter()
+                .map(|d| d.as_deref().map(decimal).transpose())
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Param::ArrayStr(a) => Box::new(a),
+        Param::Null => Box::new(Null),
+        Param::Unsupported(what) => {
+            return Err(PgError::BadParameter(format!(
+                "{what} parameters are not served by Luge"
+            )));
+        }
+    })
+}
+
+fn data_type(ty: &Type) -> DataType {
+    match *ty {
+        Type::BOOL => DataType::Boolean,
+        Type::CHAR => DataType::Int8,
+        Type::INT2 => DataType::Int16,
+        Type::INT4 => DataType::Int32,
+        Type::INT8 => DataType::Int64,
+        Type::FLOAT4 => DataType::Floating32,
+        Type::FLOAT8 => DataType::Floating64,
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => DataType::Str,
+        Type::BYTEA => DataType::Binary,
+        Type::DATE => DataType::Date,
+        Type::TIME => DataType::Time,
+        Type::TIMESTAMP => DataType::Datetime,
+        Type::TIMESTAMPTZ => DataType::Timestamp,
+        Type::UUID => DataType::Uuid,
+        Type::JSON | Type::JSONB => DataType::Jsonb,
+        Type::NUMERIC => DataType::Decimal,
+        Type::INT4_ARRAY => DataType::ArrayInt32,
+        Type::INT8_ARRAY => DataType::ArrayInt64,
+        Type::NUMERIC_ARRAY => DataType::ArrayDecimal,
+        Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => DataType::ArrayStr,
+        _ => DataType::Other(ty.name().to_owned()),
+    }
+}
+
+/// Column `index` of `row` as a value of its type (NULL as [`Value::Null`]).
+fn value(row: &Row, index: usize) -> Result<Value, PgError> {
+    fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> Result<Option<T>, PgError> {
+        row.try_get::<_, Option<T>>(index)
+            .map_err(|e| PgError::ValueConversion(e.to_string()))
+    }
+    let ty = row.columns()[index].type_().clone();
+    let value = match ty {
+        Type::BOOL => get(row, index)?.map(Value::Boolean),
+        Type::CHAR => get(row, index)?.map(Value::Int8),
+        Type::INT2 => get(row, index)?.map(Value::Int16),
+        Type::INT4 => get(row, index)?.map(Value::Int32),
+        Type::INT8 => get(row, index)?.map(Value::Int64),
+        Type::FLOAT4 => get(row, index)?.map(Value::Floating32),
+        Type::FLOAT8 => get(row, index)?.map(Value::Floating64),
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => get(row, index)?.map(Value::Str),
+        Type::BYTEA => get(row, index)?.map(Value::Binary),
+        Type::DATE => get::<chrono::NaiveDate>(row, index)?.map(|d| Value::Date(ymd(&d))),
+        Type::TIME => get::<chrono::NaiveTime>(row, index)?.map(|t| Value::Time(hms(&t))),
+        Type::TIMESTAMP => get::<chrono::NaiveDateTime>(row, index)?.map(|dt| {
+            let (y, mo, d) = ymd(&dt.date());
+            let (h, mi, s, n) = hms(&dt.time());
+            Value::Datetime((y, mo, d, h, mi, s, n))
+        }),
+        Type::TIMESTAMPTZ => get::<chrono::DateTime<chrono::Utc>>(row, index)?
+            .map(|t| Value::Timestamp(t.timestamp())),
+        Type::UUID => get::<uuid::Uuid>(row, index)?.map(|u| Value::Uuid(u.to_string())),
+        Type::JSON | Type::JSONB => {
+            get::<serde_json::Value>(row, index)?.map(|j| Value::Jsonb(j.to_string().into_bytes()))
+        }
+        Type::NUMERIC => {
+            get::<rust_decimal::Decimal>(row, index)?.map(|d| Value::Decimal(d.to_string()))
+        }
+        Type::INT4_ARRAY => get(row, index)?.map(Value::ArrayInt32),
+        Type::INT8_ARRAY => get(row, index)?.map(Value::ArrayInt64),
+        Type::NUMERIC_ARRAY => get::<Vec<Option<rust_decimal::Decimal>>>(row, index)?.map(|a| {
+            Value::ArrayDecimal(a.into_iter().map(|d| d.map(|d| d.to_string())).collect())
+        }),
+        Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => get(row, index)?.map(Value::ArrayStr),
+        _ => get::<Raw>(row, index)?.map(|raw| Value::Unsupported(raw.0)),
+    };
+    Ok(value.unwrap_or(Value::Null))
+}
+
+fn ymd(date: &chrono::NaiveDate) -> Date {
+    // Months and days are 1-31: they fit.
+    (date.year(), date.month() as u8, date.day() as u8)
+}
+
+fn hms(time: &chrono::NaiveTime) -> Time {
+    // Hours, minutes and seconds are below 60: they fit.
+    (
+        time.hour() as u8,
+        time.minute() as u8,
+        time.second() as u8,
+        time.nanosecond(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use luge_core::capabilities::Variables;
+    use luge_testkit::postgres::PostgresServer;
+
+    use super::*;
+
+    fn grants(hosts: &[&str]) -> AllowedHosts {
+        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+        AllowedHosts::parse(&hosts, &Variables::default()).unwrap()
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(20)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queries_reach_a_granted_server_and_are_bounded() {
+        let server = PostgresServer::start().unwrap();
+        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
+        let c = open("f1", &granted, &server.url(), later(), 1 << 20)
+            .await
+            .unwrap();
+        c.execute(
+            "CREATE TABLE t (id serial PRIMARY KEY, name text, data bytea, n numeric, \
+             at timestamp, j jsonb, u uuid, tags text[], d date, ok boolean, r int4range)",
+            vec![],
+            later(),
+        )
+        .await
+        .unwrap();
+        let changed = c
+            .execute(
+                "INSERT INTO t (name, data, n, at, j, u, tags, d, ok, r) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '[1,5)')",
+                vec![
+                    Param::Str("a'b".into()),
+                    Param::Binary(vec![0, 1]),
+                    Param::Decimal("12.50".into()),
+                    Param::Datetime((2026, 11, 27, 19, 30, 5, 0)),
+                    Param::Jsonb(br#"{"k": [1, 2]}"#.to_vec()),
+                    Param::Uuid("67e55044-10b1-426f-9247-bb680e5fe0c8".into()),
+                    Param::ArrayStr(vec![Some("x".into()), None]),
+                    Param::Date((2026, 1, 2)),
+                    Param::Null,
+                ],
+                later(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(changed, 1);
+        let set = c
+            .query(
+                "SELECT id, name, data, n, at, j, u, tags, d, ok, r FROM t WHERE name = $1",
+                vec![Param::Str("a'b".into())],
+                later(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(set.columns[0].data_type, DataType::Int32);
+        assert_eq!(
+            set.columns[10].data_type,
+            DataType::Other("int4range".into())
+        );
+        let row = &set.rows[0];
+        assert_eq!(row[0], Value::Int32(1));
+        assert_eq!(row[1], Value::Str("a'b".into()));
+        assert_eq!(row[2], Value::Binary(vec![0, 1]));
+        assert_eq!(row[3], Value::Decimal("12.50".into()));
+        assert_eq!(row[4], Value::Datetime((2026, 11, 27, 19, 30, 5, 0)));
+        assert_eq!(row[5], Value::Jsonb(br#"{"k":[1,2]}"#.to_vec()));
+        assert_eq!(
+            row[6],
+            Value::Uuid("67e55044-10b1-426f-9247-bb680e5fe0c8".into())
+        );
+        assert_eq!(row[7], Value::ArrayStr(vec![Some("x".into()), None]));
+        assert_eq!(row[8], Value::Date((2026, 1, 2)));
+        assert_eq!(row[9], Value::Null);
+        assert!(matches!(row[10], Value::Unsupported(_)));
+
+        // The server's errors, typed.
+        let Err(PgError::Db(db)) = c.query("SELECT * FROM missing", vec![], later()).await else {
+            panic!("not a server error");
+        };
+        assert_eq!(db.code, "42P01");
+        assert!(matches!(
+            c.query(
+                "SELECT $1::int",
+                vec![Param::Unsupported("interval")],
+                later()
+            )
+            .await,
+            Err(PgError::BadParameter(_))
+        ));
+
+        // A result set larger than the bound, and a query past its deadline.
+        let huge = "SELECT repeat('x', 1000) FROM generate_series(1, 100000)";
+        // Either the rows or the bytes off the socket reach the bound first.
+        assert!(matches!(
+            c.query(huge, vec![], later()).await,
+            Err(PgError::TooLarge(_))
+        ));
+        let c = open("f1", &granted, &server.url(), later(), 1 << 20)
+            .await
+            .unwrap();
+        let soon = Instant::now() + Duration::from_millis(300);
+        assert!(matches!(
+            c.query("SELECT pg_sleep(10)", vec![], soon).await,
+            Err(PgError::Deadline)
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_is_not_granted_or_right_is_refused() {
+        let server = PostgresServer::start().unwrap();
+        let other = grants(&["postgres://127.0.0.1:1"]);
+        assert!(matches!(
+            open("f2", &other, &server.url(), later(), 1 << 20).await,
+            Err(PgError::Connect(luge_outbound::SendError::Denied(_)))
+        ));
+        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
+        let wrong = server.url().replace(server.password, "wrong-secret");
+        let error = open("f2", &granted, &wrong, later(), 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, PgError::ConnectionFailed(_)), "{error}");
+        assert!(!error.to_string().contains("wrong-secret"), "{error}");
+        for bad in ["postgres://", "host=/tmp user=x", "nonsense = = ="] {
+            assert!(
+                matches!(
+                    open("f2", &granted, bad, later(), 1 << 20).await,
+                    Err(PgError::InvalidAddress)
+                ),
+                "{bad}"
+            );
+        }
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
+            held.push(
+                open("f3", &granted, &server.url(), later(), 1 << 20)
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert!(matches!(
+            open("f3", &granted, &server.url(), later(), 1 << 20).await,
+            Err(PgError::TooManyConnections)
+        ));
+    }
+}

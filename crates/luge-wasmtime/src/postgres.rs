@@ -1,0 +1,379 @@
+//! `spin:postgres@4.2.0` outbound for components, bound to
+//! `luge-outbound-pg`: this file only adapts the generated bindings (the
+//! connection and builder resources in the store's table, values,
+//! errors) to it. Where a connection may go is the function's
+//! `postgres://` grants; every query ends by the invocation's deadline and
+//! every result set is bounded by [`max_answer_bytes`]. The WIT is
+//! `spin-sdk` 7.0.0's (wit/spin/deps/postgres, Apache-2.0 WITH
+//! LLVM-exception).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use luge_core::Action;
+use luge_outbound_pg::{self as pg, PgError};
+use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTable, StreamReader};
+
+use crate::limits::max_answer_bytes;
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "wit/spin",
+        world: "luge:spin/postgres",
+        // Queries wait on the network: every function is async.
+        imports: { default: async | trappable },
+        with: {
+            "spin:postgres/postgres.connection": super::PgConnection,
+            "spin:postgres/postgres.connection-builder": super::PgConnectionBuilder,
+        },
+    });
+}
+
+use generated::spin::postgres::postgres as wit;
+
+/// An open connection, as the guest's `connection` resource holds it.
+pub struct PgConnection(Arc<pg::Connection>);
+
+/// A connection not yet made: its address.
+pub struct PgConnectionBuilder(String);
+
+/// What the bindings work on: the store's resource table, the action
+/// (its name, grants and limits) and the invocation's deadline.
+pub struct PostgresView<'a> {
+    pub(crate) table: &'a mut ResourceTable,
+    pub(crate) action: &'a Arc<Action>,
+    pub(crate) deadline: Instant,
+}
+
+/// The bindings' host state.
+pub(crate) struct HasPostgres;
+
+impl HasData for HasPostgres {
+    type Data<'a> = PostgresView<'a>;
+}
+
+fn error(error: PgError) -> wit::Error {
+    match error {
+        PgError::Connect(_)
+        | PgError::ConnectionFailed(_)
+        | PgError::InvalidAddress
+        | PgError::Tls
+        | PgError::TooManyConnections => wit::Error::ConnectionFailed(error.to_string()),
+        PgError::BadParameter(text) => wit::Error::BadParameter(text),
+        PgError::Db(db) => {
+            let db = *db;
+            wit::Error::QueryFailed(wit::QueryError::DbError(wit::DbError {
+                as_text: db.as_text,
+                severity: db.severity,
+                code: db.code,
+                message: db.message,
+                detail: db.detail,
+                extras: db.extras,
+            }))
+        }
+        PgError::Query(text) => wit::Error::QueryFailed(wit::QueryError::Text(text)),
+        PgError::ValueConversion(text) => wit::Error::ValueConversionFailed(text),
+        other => wit::Error::Other(other.to_string()),
+    }
+}
+
+fn param(value: wit::ParameterValue) -> pg::Param {
+    use wit::ParameterValue as P;
+    match value {
+        P::Boolean(b) => pg::Param::Boolean(b),
+        P::Int8(i) => pg::Param::Int8(i),
+        P::Int16(i) => pg::Param::Int16(i),
+        P::Int32(i) => pg::Param::Int32(i),
+        P::Int64(i) => pg::Param::Int64(i),
+        P::Floating32(f) => pg::Param::Floating32(f),
+        P::Floating64(f) => pg::Param::Floating64(f),
+        P::Str(s) => pg::Param::Str(s),
+        P::Binary(b) => pg::Param::Binary(b),
+        P::Date(d) => pg::Param::Date(d),
+        P::Time(t) => pg::Param::Time(t),
+        P::Datetime(dt) => pg::Param::Datetime(dt),
+        P::Timestamp(t) => pg::Param::Timestamp(t),
+        P::Uuid(u) => pg::Param::Uuid(u),
+        P::Jsonb(j) => pg::Param::Jsonb(j),
+        P::Decimal(d) => pg::Param::Decimal(d),
+        P::ArrayInt32(a) => pg::Param::ArrayInt32(a),
+        P::ArrayInt64(a) => pg::Param::ArrayInt64(a),
+        P::ArrayDecimal(a) => pg::Param::ArrayDecimal(a),
+        P::ArrayStr(a) => pg::Param::ArrayStr(a),
+        P::DbNull => pg::Param::Null,
+        P::RangeInt32(_) | P::RangeInt64(_) | P::RangeDecimal(_) => pg::Param::Unsupported("range"),
+        P::Interval(_) => pg::Param::Unsupported("interval"),
+    }
+}
+
+fn value(value: pg::Value) -> wit::DbValue {
+    use wit::DbValue as V;
+    match value {
+        pg::Value::Boolean(b) => V::Boolean(b),
+        pg::Value::Int8(i) => V::Int8(i),
+        pg::Value::Int16(i) => V::Int16(i),
+        pg::Value::Int32(i) => V::Int32(i),
+        pg::Value::Int64(i) => V::Int64(i),
+        pg::Value::Floating32(f) => V::Floating32(f),
+        pg::Value::Floating64(f) => V::Floating64(f),
+        pg::Value::Str(s) => V::Str(s),
+        pg::Value::Binary(b) => V::Binary(b),
+        pg::Value::Date(d) => V::Date(d),
+        pg::Value::Time(t) => V::Time(t),
+        pg::Value::Datetime(dt) => V::Datetime(dt),
+        pg::Value::Timestamp(t) => V::Timestamp(t),
+        pg::Value::Uuid(u) => V::Uuid(u),
+        pg::Value::Jsonb(j) => V::Jsonb(j),
+        pg::Value::Decimal(d) => V::Decimal(d),
+        pg::Value::ArrayInt32(a) => V::ArrayInt32(a),
+        pg::Value::ArrayInt64(a) => V::ArrayInt64(a),
+        pg::Value::ArrayDecimal(a) => V::ArrayDecimal(a),
+        pg::Value::ArrayStr(a) => V::ArrayStr(a),
+        pg::Value::Null => V::DbNull,
+        pg::Value::Unsupported(raw) => V::Unsupported(raw),
+    }
+}
+
+fn column(column: pg::Column) -> wit::Column {
+    use wit::DbDataType as T;
+    wit::Column {
+        name: column.name,
+        data_type: match column.data_type {
+            pg::DataType::Boolean => T::Boolean,
+            pg::DataType::Int8 => T::Int8,
+            pg::DataType::Int16 => T::Int16,
+            pg::DataType::Int32 => T::Int32,
+            pg::DataType::Int64 => T::Int64,
+            pg::DataType::Floating32 => T::Floating32,
+            pg::DataType::Floating64 => T::Floating64,
+            pg::DataType::Str => T::Str,
+            pg::DataType::Binary => T::Binary,
+            pg::DataType::Date => T::Date,
+            pg::DataType::Time => T::Time,
+            pg::DataType::Datetime => T::Datetime,
+            pg::DataType::Timestamp => T::Timestamp,
+            pg::DataType::Uuid => T::Uuid,
+            pg::DataType::Jsonb => T::Jsonb,
+            pg::DataType::Decimal => T::Decimal,
+            pg::DataType::ArrayInt32 => T::ArrayInt32,
+            pg::DataType::ArrayInt64 => T::ArrayInt64,
+            pg::DataType::ArrayDecimal => T::ArrayDecimal,
+            pg::DataType::ArrayStr => T::ArrayStr,
+            pg::DataType::Other(name) => T::Other(name),
+        },
+    }
+}
+
+/// What opening a connection needs from the store, taken before awaiting.
+type Opening = (Arc<Action>, Instant);
+
+impl PostgresView<'_> {
+    fn opening(&self) -> Opening {
+        (Arc::clone(self.action), self.deadline)
+    }
+
+    fn held(
+        &self,
+        connection: &Resource<PgConnection>,
+    ) -> wasmtime::Result<(Arc<pg::Connection>, Instant)> {
+        Ok((Arc::clone(&self.table.get(connection)?.0), self.deadline))
+    }
+
+    fn keep(
+        &mut self,
+        opened: Result<pg::Connection, PgError>,
+    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
+        match opened {
+            Ok(connection) => Ok(Ok(self.table.push(PgConnection(Arc::new(connection)))?)),
+            Err(e) => Ok(Err(error(e))),
+        }
+    }
+}
+
+async fn open((action, deadline): Opening, address: &str) -> Result<pg::Connection, PgError> {
+    let opened = pg::open(
+        &action.name,
+        &action.capabilities.outbound,
+        address,
+        deadline,
+        max_answer_bytes(&action),
+    )
+    .await;
+    if let Err(e) = &opened {
+        tracing::debug!(function = %action.name, error = %e, "outbound postgres refused");
+    }
+    opened
+}
+
+async fn query(
+    (connection, deadline): (Arc<pg::Connection>, Instant),
+    statement: String,
+    params: Vec<wit::ParameterValue>,
+) -> Result<(Vec<wit::Column>, Vec<Vec<wit::DbValue>>), wit::Error> {
+    let params = params.into_iter().map(param).collect();
+    let set = connection
+        .query(&statement, params, deadline)
+        .await
+        .map_err(error)?;
+    Ok((
+        set.columns.into_iter().map(column).collect(),
+        set.rows
+            .into_iter()
+            .map(|row| row.into_iter().map(value).collect())
+            .collect(),
+    ))
+}
+
+async fn execute(
+    (connection, deadline): (Arc<pg::Connection>, Instant),
+    statement: String,
+    params: Vec<wit::ParameterValue>,
+) -> Result<u64, wit::Error> {
+    let params = params.into_iter().map(param).collect();
+    connection
+        .execute(&statement, params, deadline)
+        .await
+        .map_err(error)
+}
+
+impl wit::Host for PostgresView<'_> {}
+
+impl wit::HostConnection for PostgresView<'_> {
+    async fn open(
+        &mut self,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
+        let opened = open(self.opening(), &address).await;
+        self.keep(opened)
+    }
+
+    async fn query(
+        &mut self,
+        connection: Resource<PgConnection>,
+        statement: String,
+        params: Vec<wit::ParameterValue>,
+    ) -> wasmtime::Result<Result<wit::RowSet, wit::Error>> {
+        let held = self.held(&connection)?;
+        Ok(query(held, statement, params)
+            .await
+            .map(|(columns, rows)| wit::RowSet { columns, rows }))
+    }
+
+    async fn execute(
+        &mut self,
+        connection: Resource<PgConnection>,
+        statement: String,
+        params: Vec<wit::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, wit::Error>> {
+        let held = self.held(&connection)?;
+        Ok(execute(held, statement, params).await)
+    }
+
+    async fn drop(&mut self, connection: Resource<PgConnection>) -> wasmtime::Result<()> {
+        self.table.delete(connection)?;
+        Ok(())
+    }
+}
+
+impl wit::HostConnectionBuilder for PostgresView<'_> {
+    async fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgConnectionBuilder>> {
+        Ok(self.table.push(PgConnectionBuilder(address))?)
+    }
+
+    async fn set_ca_root(
+        &mut self,
+        _builder: Resource<PgConnectionBuilder>,
+        _certificate: String,
+    ) -> wasmtime::Result<Result<(), wit::Error>> {
+        Ok(Err(error(PgError::Tls)))
+    }
+
+    async fn build(
+        &mut self,
+        builder: Resource<PgConnectionBuilder>,
+    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
+        let address = self.table.get(&builder)?.0.clone();
+        let opened = open(self.opening(), &address).await;
+        self.keep(opened)
+    }
+
+    async fn drop(&mut self, builder: Resource<PgConnectionBuilder>) -> wasmtime::Result<()> {
+        self.table.delete(builder)?;
+        Ok(())
+    }
+}
+
+impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
+    async fn open_async(
+        accessor: &Accessor<T, Self>,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
+        let opening = accessor.with(|mut access| access.get().opening());
+        let opened = open(opening, &address).await;
+        accessor.with(|mut access| access.get().keep(opened))
+    }
+
+    async fn query_async(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<PgConnection>,
+        statement: String,
+        params: Vec<wit::ParameterValue>,
+    ) -> wasmtime::Result<
+        Result<
+            (
+                Vec<wit::Column>,
+                StreamReader<Vec<wit::DbValue>>,
+                FutureReader<Result<(), wit::Error>>,
+            ),
+            wit::Error,
+        >,
+    > {
+        let held = accessor.with(|mut access| access.get().held(&connection))?;
+        let (columns, rows) = match query(held, statement, params).await {
+            Ok(answer) => answer,
+            Err(e) => return Ok(Err(e)),
+        };
+        // Every row was read (within the bound) before the answer.
+        accessor.with(|mut access| {
+            let rows = StreamReader::new(&mut access, rows)?;
+            let ended = FutureReader::new(
+                &mut access,
+                std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
+            )?;
+            Ok(Ok((columns, rows, ended)))
+        })
+    }
+
+    async fn execute_async(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<PgConnection>,
+        statement: String,
+        params: Vec<wit::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, wit::Error>> {
+        let held = accessor.with(|mut access| access.get().held(&connection))?;
+        Ok(execute(held, statement, params).await)
+    }
+}
+
+impl<T> wit::HostConnectionBuilderWithStore<T> for HasPostgres {
+    async fn build_async(
+        accessor: &Accessor<T, Self>,
+        builder: Resource<PgConnectionBuilder>,
+    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
+        let (opening, address) = accessor.with(|mut access| {
+            let view = access.get();
+            let address = view.table.get(&builder)?.0.clone();
+            Ok::<_, wasmtime::Error>((view.opening(), address))
+        })?;
+        let opened = open(opening, &address).await;
+        accessor.with(|mut access| access.get().keep(opened))
+    }
+}
+
+/// Adds `spin:postgres@4.2.0` to `linker`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> PostgresView<'_>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<_, HasPostgres>(linker, view)
+}

@@ -1,0 +1,128 @@
+//! Outbound PostgreSQL end to end: `spin:postgres@4.2.0` from the Spin
+//! app (actions/spin, `spin-sdk` 7's `pg` module) against a real
+//! PostgreSQL (a fresh cluster on a free loopback port, a SCRAM
+//! password), under `luge serve --spin` and on a luge.toml route; and
+//! what a hostile function tries (an ungranted server, a huge result set,
+//! a query past its deadline, a wrong password), the password printed
+//! nowhere.
+
+use std::time::{Duration, Instant};
+
+use luge_testkit::postgres::PostgresServer;
+
+use crate::common::*;
+use crate::spin::{manifest, text, upstream};
+
+fn on_wasmtime() -> bool {
+    engine() == "wasmtime"
+}
+
+#[test]
+fn a_spin_app_queries_its_granted_postgres() {
+    if !on_wasmtime() {
+        return;
+    }
+    let pg = PostgresServer::start().unwrap();
+    let host = format!("127.0.0.1:{}", pg.port);
+    let address = pg.url();
+    let upstream = upstream();
+    let state_dir = tempfile::tempdir().unwrap();
+    let manifest = manifest();
+    let luge = Luge::start_with_env(
+        "serve",
+        &[
+            "--spin",
+            path_str(&manifest),
+            "--state-dir",
+            path_str(state_dir.path()),
+        ],
+        &[
+            ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
+            ("SPIN_VARIABLE_PG_HOST", host.as_str()),
+            ("SPIN_VARIABLE_PG_ADDRESS", address.as_str()),
+        ],
+    );
+    let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
+    assert_eq!(
+        post(
+            "/pg/execute",
+            "CREATE TABLE notes (id serial PRIMARY KEY, text text NOT NULL, at date DEFAULT '2026-11-27')"
+        ),
+        (200, "0".into())
+    );
+    assert_eq!(post("/pg/insert/hello", ""), (200, "1".into()));
+    assert_eq!(post("/pg/insert/it's", ""), (200, "1".into()));
+    let (status, body) = post(
+        "/pg/query",
+        "SELECT id, text, at, NULL::int AS z FROM notes ORDER BY id",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        "id:DbDataType::Int32|text:DbDataType::Str|at:DbDataType::Date|z:DbDataType::Int32\n\
+         DbValue::Int32(1)|DbValue::Str(\"hello\")|DbValue::Date((2026, 11, 27))|DbValue::DbNull\n\
+         DbValue::Int32(2)|DbValue::Str(\"it's\")|DbValue::Date((2026, 11, 27))|DbValue::DbNull"
+    );
+    // The server's own error, typed.
+    let (status, body) = post("/pg/query", "SELECT * FROM missing");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("DbError") && body.contains("42P01"), "{body}");
+    // A gigabyte selected: an error, not the host's memory.
+    let (status, body) = post(
+        "/pg/query",
+        "SELECT repeat('x', 10000) FROM generate_series(1, 100000)",
+    );
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("larger than"), "{body}");
+    // The backend component has no postgres:// grant.
+    let (status, body) = post("/backend/pg/query", "SELECT 1");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("not granted"), "{body}");
+    let log = format!("{}{}", luge.stderr(), luge.stdout());
+    assert!(!log.contains(pg.password), "{log}");
+}
+
+#[test]
+fn a_luge_toml_route_queries_postgres_within_its_deadline() {
+    if !on_wasmtime() {
+        return;
+    }
+    let pg = PostgresServer::start().unwrap();
+    let port = pg.port;
+    let wrong = pg.url().replace(pg.password, "not-the-password");
+    let routes = format!(
+        "[[routes]]\npath = \"/p/...\"\nmodule = \"spin-app.wasm\"\n\
+         allowed_outbound_hosts = [\"postgres://127.0.0.1:{port}\"]\n\
+         variables = {{ pg_address = \"{}\" }}\n\
+         limits = {{ timeout_ms = 1500 }}\n\
+         [[routes]]\npath = \"/wrong/...\"\nmodule = \"spin-app.wasm\"\n\
+         allowed_outbound_hosts = [\"postgres://127.0.0.1:{port}\"]\n\
+         variables = {{ pg_address = \"{wrong}\" }}\n",
+        pg.url()
+    );
+    let site = Site::new(&["spin-app"], &routes);
+    let luge = site.start(&[]);
+    let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
+    assert_eq!(
+        post("/p/pg/query", "SELECT 41 + 1 AS answer"),
+        (200, "answer:DbDataType::Int32\nDbValue::Int32(42)".into())
+    );
+    // A query that outlives the route's time: it ends with the request.
+    let started = Instant::now();
+    let (status, body) = post("/p/pg/query", "SELECT pg_sleep(30)");
+    assert_ne!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // A wrong password: refused, and not repeated.
+    let (status, body) = post("/wrong/pg/query", "SELECT 1");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("ConnectionFailed"), "{body}");
+    assert!(!body.contains("not-the-password"), "{body}");
+    assert_eq!(
+        post("/p/pg/query", "SELECT 'still' AS here"),
+        (200, "here:DbDataType::Str\nDbValue::Str(\"still\")".into())
+    );
+}
