@@ -40,13 +40,16 @@
 //!   `pg_address` variable): the body as one statement; a query answers
 //!   its columns (`name:type`) on the first line and each row's values
 //!   after, `|`-joined, an execute the rows it changed; `POST
-//!   /pg/insert/TEXT` inserts TEXT as a parameter into `notes`.
+//!   /pg/insert/TEXT` inserts TEXT as a parameter into `notes`;
+//! - `POST /mysql/query`, `POST /mysql/execute` and `POST
+//!   /mysql/insert/TEXT`: the same with `spin:mysql` (to the
+//!   `mysql_address` variable; an execute answers nothing).
 
 use http_body_util::BodyExt;
 use spin_sdk::experimental::wasi::config::store as config;
 use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
 use spin_sdk::http::{EmptyBody, IntoResponse, Method, Request, StatusCode};
-use spin_sdk::{http_service, key_value, pg, redis, sqlite, variables};
+use spin_sdk::{http_service, key_value, mysql, pg, redis, sqlite, variables};
 
 /// The route of this request below the component's (`spin-path-info`).
 fn path_info(request: &Request) -> String {
@@ -138,6 +141,13 @@ async fn handle(request: Request) -> impl IntoResponse {
                 Ok(body) => {
                     postgres(&rest, &String::from_utf8_lossy(&body.to_bytes())).await
                 }
+                Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+            }
+        }
+        (Method::POST, ["mysql", rest]) => {
+            let rest = rest.to_owned();
+            match request.into_body().collect().await {
+                Ok(body) => mysql_op(&rest, &String::from_utf8_lossy(&body.to_bytes())).await,
                 Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
             }
         }
@@ -433,6 +443,60 @@ async fn postgres(op: &str, body: &str) -> (StatusCode, String) {
                 Ok(lines.join("\n"))
             }
             other => Err(format!("no pg operation {other}")),
+        }
+    };
+    match run.await {
+        Ok(text) => answer(StatusCode::OK, text),
+        Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// One `spin:mysql` call on the server at the `mysql_address` variable.
+async fn mysql_op(op: &str, body: &str) -> (StatusCode, String) {
+    let run = async {
+        let address = variables::get("mysql_address")
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let connection = mysql::Connection::open(address)
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        if let Some(text) = op.strip_prefix("insert/") {
+            return connection
+                .execute(
+                    "INSERT INTO notes (text) VALUES (?)",
+                    [mysql::ParameterValue::Str(text.to_owned())],
+                )
+                .await
+                .map(|()| String::new())
+                .map_err(|e| format!("{e:?}"));
+        }
+        match op {
+            "execute" => connection
+                .execute(body, [])
+                .await
+                .map(|()| String::new())
+                .map_err(|e| format!("{e:?}")),
+            "query" => {
+                let result = connection.query(body, []).await.map_err(|e| format!("{e:?}"))?;
+                let (columns, rows, ended) = result.into_inner();
+                let rows: Vec<Vec<mysql::DbValue>> = rows.collect().await;
+                ended.await.map_err(|e| format!("{e:?}"))?;
+                let mut lines = vec![columns
+                    .iter()
+                    .map(|c| format!("{}:{:?}", c.name, c.data_type))
+                    .collect::<Vec<_>>()
+                    .join("|")];
+                for row in rows {
+                    lines.push(
+                        row.iter()
+                            .map(|v| format!("{v:?}"))
+                            .collect::<Vec<_>>()
+                            .join("|"),
+                    );
+                }
+                Ok(lines.join("\n"))
+            }
+            other => Err(format!("no mysql operation {other}")),
         }
     };
     match run.await {

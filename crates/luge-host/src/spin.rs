@@ -30,7 +30,7 @@
 //!   and single files are refused by name (a grant is a directory).
 //!
 //! Everything else a component may import and Luge does not serve
-//! (MySQL, PostgreSQL, MQTT, LLM) is refused when the component is
+//! (MQTT, LLM, Spin 2's `fermyon:spin` interfaces) is refused when the component is
 //! loaded, naming the import, never at request time. Triggers other than
 //! HTTP are refused by name.
 

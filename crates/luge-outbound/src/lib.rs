@@ -215,17 +215,19 @@ fn bare(host: &str) -> &str {
         .unwrap_or(host)
 }
 
-/// Opens a TCP connection for `scheme://host:port` to an address `grants`
-/// permit, by `deadline`: the grant checked before the lookup, each
-/// answer after it (at most [`MAX_ADDRESSES`] tried, in the resolver's
-/// order).
-pub async fn connect(
+/// The addresses of `scheme://host:port` that `grants` permit (and the
+/// operator does not block), looked up by `deadline`: the grant checked
+/// before the lookup, each answer after it (at most [`MAX_ADDRESSES`],
+/// in the resolver's order). A client that connects by itself (a
+/// database driver) is given one of these, never the name, so an answer
+/// that changes between check and connect changes nothing.
+pub async fn permitted_addresses(
     grants: &AllowedHosts,
     scheme: &str,
     host: &str,
     port: u16,
     deadline: Instant,
-) -> Result<TcpStream, SendError> {
+) -> Result<Vec<SocketAddr>, SendError> {
     let deadline = tokio::time::Instant::from_std(deadline);
     if !grants.allows(scheme, host, port) {
         return Err(SendError::Denied(format!("{scheme}://{host}:{port}")));
@@ -257,6 +259,21 @@ pub async fn connect(
             SendError::AddressProhibited(name.to_owned())
         });
     }
+    Ok(permitted)
+}
+
+/// Opens a TCP connection for `scheme://host:port` to an address `grants`
+/// permit ([`permitted_addresses`]), by `deadline`.
+pub async fn connect(
+    grants: &AllowedHosts,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<TcpStream, SendError> {
+    let permitted = permitted_addresses(grants, scheme, host, port, deadline).await?;
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let name = bare(host);
     let mut last = None;
     for addr in permitted {
         match timeout_at(deadline, TcpStream::connect(addr)).await {

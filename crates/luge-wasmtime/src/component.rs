@@ -139,6 +139,15 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
                 }
             })
         })
+        .and_then(|()| {
+            crate::mysql::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::mysql::MysqlView {
+                    table: &mut state.table,
+                    action: &state.action,
+                    deadline: state.hooks.deadline,
+                }
+            })
+        })
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }
@@ -187,6 +196,7 @@ const SERVED: &[&str] = &[
     "spin:sqlite/",
     "spin:redis/redis@",
     "spin:postgres/postgres@4.",
+    "spin:mysql/mysql@3.",
 ];
 
 /// Imports of `component` from packages Luge does not serve (a Spin app's

@@ -27,6 +27,7 @@ mod image;
 mod keyvalue;
 mod keyvalue_draft2;
 pub mod limits;
+mod mysql;
 mod p3;
 mod postgres;
 mod redis;

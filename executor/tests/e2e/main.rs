@@ -24,6 +24,7 @@ mod limits;
 mod metrics;
 mod openwhisk_runner;
 mod outbound;
+mod outbound_mysql;
 mod outbound_pg;
 mod outbound_redis;
 mod run;

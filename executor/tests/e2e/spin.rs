@@ -92,7 +92,7 @@ fn a_spin_app_runs_unchanged() {
     assert_get(
         &luge,
         "/config",
-        "greeting\npg_address\nredis_address\nupstream",
+        "greeting\nmysql_address\npg_address\nredis_address\nupstream",
     );
 
     // spin:key-value.
@@ -200,7 +200,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     let text_of = std::fs::read_to_string(&manifest).unwrap();
     let ungranted = text_of
         .replace(
-            "allowed_outbound_hosts = [\"{{ upstream }}\", \"http://backend.spin.internal\", \"redis://{{ redis_host }}\", \"postgres://{{ pg_host }}\"]",
+            "allowed_outbound_hosts = [\"{{ upstream }}\", \"http://backend.spin.internal\", \"redis://{{ redis_host }}\", \"postgres://{{ pg_host }}\", \"mysql://{{ mysql_host }}\"]",
             "allowed_outbound_hosts = []",
         )
         .replace(

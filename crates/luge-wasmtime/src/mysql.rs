@@ -1,0 +1,229 @@
+//! `spin:mysql@3.0.0` outbound for components, bound to
+//! `luge-outbound-mysql`: this file only adapts the generated bindings
+//! (the connection resource in the store's table, values, errors) to it.
+//! Where a connection may go is the function's `mysql://` grants; every
+//! statement ends by the invocation's deadline and every result set is
+//! bounded by [`max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
+//! (wit/spin/deps/mysql, Apache-2.0 WITH LLVM-exception).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use luge_core::Action;
+use luge_outbound_mysql::{self as mysql, MysqlError};
+use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTable, StreamReader};
+
+use crate::limits::max_answer_bytes;
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "wit/spin",
+        world: "luge:spin/mysql",
+        imports: { default: trappable },
+        with: {
+            "spin:mysql/mysql.connection": super::MysqlConnection,
+        },
+    });
+}
+
+use generated::spin::mysql::mysql as wit;
+
+/// An open connection, as the guest's `connection` resource holds it.
+pub struct MysqlConnection(Arc<mysql::Connection>);
+
+/// What the bindings work on: the store's resource table, the action
+/// (its name, grants and limits) and the invocation's deadline.
+pub struct MysqlView<'a> {
+    pub(crate) table: &'a mut ResourceTable,
+    pub(crate) action: &'a Arc<Action>,
+    pub(crate) deadline: Instant,
+}
+
+/// The bindings' host state.
+pub(crate) struct HasMysql;
+
+impl HasData for HasMysql {
+    type Data<'a> = MysqlView<'a>;
+}
+
+fn error(error: MysqlError) -> wit::Error {
+    match error {
+        MysqlError::Connect(_)
+        | MysqlError::ConnectionFailed(_)
+        | MysqlError::InvalidAddress
+        | MysqlError::TooManyConnections => wit::Error::ConnectionFailed(error.to_string()),
+        MysqlError::Query(text) => wit::Error::QueryFailed(text),
+        other => wit::Error::Other(other.to_string()),
+    }
+}
+
+fn param(value: wit::ParameterValue) -> mysql::Param {
+    use wit::ParameterValue as P;
+    match value {
+        P::Boolean(b) => mysql::Param::Boolean(b),
+        P::Int8(i) => mysql::Param::Int(i.into()),
+        P::Int16(i) => mysql::Param::Int(i.into()),
+        P::Int32(i) => mysql::Param::Int(i.into()),
+        P::Int64(i) => mysql::Param::Int(i),
+        P::Uint8(u) => mysql::Param::UInt(u.into()),
+        P::Uint16(u) => mysql::Param::UInt(u.into()),
+        P::Uint32(u) => mysql::Param::UInt(u.into()),
+        P::Uint64(u) => mysql::Param::UInt(u),
+        P::Floating32(f) => mysql::Param::Floating32(f),
+        P::Floating64(f) => mysql::Param::Floating64(f),
+        P::Str(s) => mysql::Param::Str(s),
+        P::Binary(b) => mysql::Param::Binary(b),
+        P::DbNull => mysql::Param::Null,
+    }
+}
+
+fn value(value: mysql::Value) -> wit::DbValue {
+    use wit::DbValue as V;
+    match value {
+        mysql::Value::Int8(i) => V::Int8(i),
+        mysql::Value::Int16(i) => V::Int16(i),
+        mysql::Value::Int32(i) => V::Int32(i),
+        mysql::Value::Int64(i) => V::Int64(i),
+        mysql::Value::Uint8(u) => V::Uint8(u),
+        mysql::Value::Uint16(u) => V::Uint16(u),
+        mysql::Value::Uint32(u) => V::Uint32(u),
+        mysql::Value::Uint64(u) => V::Uint64(u),
+        mysql::Value::Floating32(f) => V::Floating32(f),
+        mysql::Value::Floating64(f) => V::Floating64(f),
+        mysql::Value::Str(s) => V::Str(s),
+        mysql::Value::Binary(b) => V::Binary(b),
+        mysql::Value::Null => V::DbNull,
+        mysql::Value::Unsupported => V::Unsupported,
+    }
+}
+
+fn column(column: mysql::Column) -> wit::Column {
+    use wit::DbDataType as T;
+    wit::Column {
+        name: column.name,
+        data_type: match column.data_type {
+            mysql::DataType::Int8 => T::Int8,
+            mysql::DataType::Int16 => T::Int16,
+            mysql::DataType::Int32 => T::Int32,
+            mysql::DataType::Int64 => T::Int64,
+            mysql::DataType::Uint8 => T::Uint8,
+            mysql::DataType::Uint16 => T::Uint16,
+            mysql::DataType::Uint32 => T::Uint32,
+            mysql::DataType::Uint64 => T::Uint64,
+            mysql::DataType::Floating32 => T::Floating32,
+            mysql::DataType::Floating64 => T::Floating64,
+            mysql::DataType::Str => T::Str,
+            mysql::DataType::Binary => T::Binary,
+            mysql::DataType::Other => T::Other,
+        },
+    }
+}
+
+/// The connection `connection` names and the invocation's deadline.
+fn held<T>(
+    accessor: &Accessor<T, HasMysql>,
+    connection: &Resource<MysqlConnection>,
+) -> wasmtime::Result<(Arc<mysql::Connection>, Instant)> {
+    accessor.with(|mut access| {
+        let view = access.get();
+        Ok((Arc::clone(&view.table.get(connection)?.0), view.deadline))
+    })
+}
+
+impl wit::Host for MysqlView<'_> {}
+
+impl wit::HostConnection for MysqlView<'_> {
+    fn drop(&mut self, connection: Resource<MysqlConnection>) -> wasmtime::Result<()> {
+        self.table.delete(connection)?;
+        Ok(())
+    }
+}
+
+impl<T> wit::HostConnectionWithStore<T> for HasMysql {
+    async fn open(
+        accessor: &Accessor<T, Self>,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<MysqlConnection>, wit::Error>> {
+        let (action, deadline) = accessor.with(|mut access| {
+            let view = access.get();
+            (Arc::clone(view.action), view.deadline)
+        });
+        let opened = mysql::open(
+            &action.name,
+            &action.capabilities.outbound,
+            &address,
+            deadline,
+            max_answer_bytes(&action),
+        )
+        .await;
+        match opened {
+            Ok(connection) => accessor.with(|mut access| {
+                Ok(Ok(access
+                    .get()
+                    .table
+                    .push(MysqlConnection(Arc::new(connection)))?))
+            }),
+            Err(e) => {
+                tracing::debug!(function = %action.name, error = %e, "outbound mysql refused");
+                Ok(Err(error(e)))
+            }
+        }
+    }
+
+    async fn query(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<MysqlConnection>,
+        statement: String,
+        params: Vec<wit::ParameterValue>,
+    ) -> wasmtime::Result<
+        Result<
+            (
+                Vec<wit::Column>,
+                StreamReader<Vec<wit::DbValue>>,
+                FutureReader<Result<(), wit::Error>>,
+            ),
+            wit::Error,
+        >,
+    > {
+        let (c, deadline) = held(accessor, &connection)?;
+        let params = params.into_iter().map(param).collect();
+        let set = match c.query(&statement, params, deadline).await {
+            Ok(set) => set,
+            Err(e) => return Ok(Err(error(e))),
+        };
+        let columns = set.columns.into_iter().map(column).collect();
+        let rows: Vec<Vec<wit::DbValue>> = set
+            .rows
+            .into_iter()
+            .map(|row| row.into_iter().map(value).collect())
+            .collect();
+        // Every row was read (within the bound) before the answer.
+        accessor.with(|mut access| {
+            let rows = StreamReader::new(&mut access, rows)?;
+            let ended = FutureReader::new(
+                &mut access,
+                std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
+            )?;
+            Ok(Ok((columns, rows, ended)))
+        })
+    }
+
+    async fn execute(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<MysqlConnection>,
+        statement: String,
+        params: Vec<wit::ParameterValue>,
+    ) -> wasmtime::Result<Result<(), wit::Error>> {
+        let (c, deadline) = held(accessor, &connection)?;
+        let params = params.into_iter().map(param).collect();
+        Ok(c.execute(&statement, params, deadline).await.map_err(error))
+    }
+}
+
+/// Adds `spin:mysql@3.0.0` to `linker`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> MysqlView<'_>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<_, HasMysql>(linker, view)
+}
