@@ -114,10 +114,21 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
             }
             let mut spin_routes = Vec::new();
             if let Some(manifest) = &host.spin {
+                // Spin's environment provider first, then the runtime
+                // config's providers in order.
+                let providers = crate::runtime_config::VariableProviders::load(
+                    common.runtime_config_file.as_deref(),
+                )?;
+                let env = |key: &str| std::env::var(key).ok();
                 let routes = luge_host::spin::load(
                     manifest,
                     settings.init.policy.fs_root.as_deref(),
-                    &|name| std::env::var(name).ok(),
+                    &|key| {
+                        env(key).or_else(|| {
+                            let name = key.strip_prefix("SPIN_VARIABLE_")?;
+                            providers.get(&name.to_ascii_lowercase(), &env)
+                        })
+                    },
                 )?;
                 function_host.add_configured(&routes).map_err(|(path, e)| {
                     anyhow::Error::new(e).context(format!("{}: route {path:?}", manifest.display()))

@@ -1,21 +1,18 @@
 //! Spin's runtime config file (`--runtime-config-file`, Spin's flag): the
 //! operator's settings that a Spin app's manifest leaves to the host.
 //! Luge serves `[[client_tls]]` and `[outbound_networking]` (see
-//! `luge_outbound::Config`) and `[sqlite_database.NAME]` (see
-//! `luge_sqlite::Databases`); every other section is refused by name, so
-//! a setting Luge would ignore never looks applied.
+//! `luge_outbound::Config`), `[sqlite_database.NAME]` (see
+//! `luge_sqlite::Databases`) and `[[variables_provider]]` (Spin 1's
+//! `[[config_provider]]` too: [`VariableProviders`]); every other section
+//! is refused by name, so a setting Luge would ignore never looks
+//! applied.
 
 use std::path::Path;
 
 use anyhow::{Context, bail};
 
 /// Spin sections Luge does not serve yet, named in the refusal.
-const NOT_SERVED: &[&str] = &[
-    "key_value_store",
-    "llm_compute",
-    "variables_provider",
-    "config_provider",
-];
+const NOT_SERVED: &[&str] = &["key_value_store", "llm_compute"];
 
 /// The outbound settings of `ca_file` (the operator's CA bundle) and
 /// `runtime_config` (Spin's runtime config file), each named in its
@@ -54,8 +51,8 @@ pub fn outbound(
                     .with_context(|| format!("{}: [outbound_networking]", at()))?;
                 config.outbound_networking(&table).with_context(at)?
             }
-            // Read by `sqlite`.
-            "sqlite_database" => config,
+            // Read by `sqlite` and `VariableProviders::load`.
+            "sqlite_database" | "variables_provider" | "config_provider" => config,
             name if NOT_SERVED.contains(&name) => {
                 bail!("{}: [{name}] is not served by Luge yet", at())
             }
@@ -125,6 +122,128 @@ pub fn sqlite(
         }
     }
     Ok(databases)
+}
+
+/// Where a Spin app's variables come from besides their defaults: Spin's
+/// environment provider first (`SPIN_VARIABLE_NAME` in Luge's
+/// environment, always, with the highest priority, as on Spin), then each
+/// `[[variables_provider]]` of the runtime config in its order: `env`
+/// (its `prefix`, default `SPIN_VARIABLE`, and a `dotenv_path` file read
+/// once at start) and `static` (its `values`). Vault and Azure Key Vault
+/// are refused by name: each needs a network client with credentials of
+/// its own that this host does not hold, and a secret fetched at start
+/// would be one more copy of it in memory than `SPIN_VARIABLE_*` already
+/// gives.
+#[derive(Default)]
+pub struct VariableProviders {
+    providers: Vec<Provider>,
+}
+
+/// One provider, in the order the runtime config lists them.
+enum Provider {
+    /// Names as `PREFIX_NAME`, from Luge's environment, then the dotenv
+    /// file's.
+    Env {
+        prefix: String,
+        dotenv: std::collections::BTreeMap<String, String>,
+    },
+    /// Names as they are.
+    Static(std::collections::BTreeMap<String, String>),
+}
+
+/// A `[[variables_provider]]` entry.
+#[derive(serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum ProviderToml {
+    Env {
+        #[serde(default)]
+        prefix: Option<String>,
+        #[serde(default)]
+        dotenv_path: Option<std::path::PathBuf>,
+    },
+    Static {
+        values: std::collections::BTreeMap<String, String>,
+    },
+    /// Read only to refuse it by name.
+    Vault(#[allow(dead_code)] toml::Table),
+    /// Read only to refuse it by name.
+    AzureKeyVault(#[allow(dead_code)] toml::Table),
+}
+
+impl VariableProviders {
+    /// The providers of `runtime_config` (none without one).
+    pub fn load(runtime_config: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(file) = runtime_config else {
+            return Ok(Self::default());
+        };
+        let at = || format!("--runtime-config-file {}", file.display());
+        let text = std::fs::read_to_string(file).with_context(at)?;
+        let table: toml::Table = toml::from_str(&text).with_context(at)?;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let mut providers = Vec::new();
+        for key in ["variables_provider", "config_provider"] {
+            let Some(entries) = table.get(key) else {
+                continue;
+            };
+            let entries: Vec<toml::Value> = entries
+                .clone()
+                .try_into()
+                .with_context(|| format!("{}: [[{key}]] is a list of tables", at()))?;
+            for (index, entry) in entries.into_iter().enumerate() {
+                let here = || format!("{}: [[{key}]] #{}", at(), index + 1);
+                // Only the type is named in an error: values may be secrets.
+                let entry: ProviderToml = entry.try_into().map_err(|e: toml::de::Error| {
+                    anyhow::anyhow!("{}: {}", here(), e.message().trim())
+                })?;
+                providers.push(match entry {
+                    ProviderToml::Env {
+                        prefix,
+                        dotenv_path,
+                    } => {
+                        let mut dotenv = std::collections::BTreeMap::new();
+                        if let Some(path) = dotenv_path {
+                            let path = dir.join(path);
+                            for item in dotenvy::from_path_iter(&path).with_context(|| {
+                                format!("{}: dotenv_path {}", here(), path.display())
+                            })? {
+                                let (name, value) = item.with_context(|| {
+                                    format!("{}: dotenv_path {}", here(), path.display())
+                                })?;
+                                dotenv.insert(name, value);
+                            }
+                        }
+                        Provider::Env {
+                            prefix: prefix.unwrap_or_else(|| "SPIN_VARIABLE".to_owned()),
+                            dotenv,
+                        }
+                    }
+                    ProviderToml::Static { values } => Provider::Static(values),
+                    ProviderToml::Vault(_) | ProviderToml::AzureKeyVault(_) => bail!(
+                        "{}: this provider is not served by Luge (env and static are)",
+                        here()
+                    ),
+                });
+            }
+        }
+        Ok(Self { providers })
+    }
+
+    /// The value of the app variable `name` (lowercase) from the runtime
+    /// config's providers, the first that has it; `env` reads Luge's
+    /// environment.
+    pub fn get(&self, name: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        self.providers.iter().find_map(|provider| match provider {
+            Provider::Env { prefix, dotenv } => {
+                let key = if prefix.is_empty() {
+                    name.to_ascii_uppercase()
+                } else {
+                    format!("{prefix}_{}", name.to_ascii_uppercase())
+                };
+                env(&key).or_else(|| dotenv.get(&key).cloned())
+            }
+            Provider::Static(values) => values.get(name).cloned(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -202,5 +321,44 @@ mod tests {
         );
         // The outbound reader passes the section by.
         outbound(None, Some(&file)).unwrap();
+    }
+
+    #[test]
+    fn variable_providers_answer_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rc.toml");
+        std::fs::write(
+            dir.path().join("app.env"),
+            "MY_TOKEN=from-dotenv\nMY_BOTH=dotenv\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &file,
+            "[[variables_provider]]\ntype = \"env\"\nprefix = \"MY\"\ndotenv_path = \"app.env\"\n\
+             [[variables_provider]]\ntype = \"static\"\nvalues = { token = \"static\", other = \"static-other\" }\n",
+        )
+        .unwrap();
+        let providers = VariableProviders::load(Some(&file)).unwrap();
+        let env = |key: &str| (key == "MY_BOTH").then(|| "process".to_owned());
+        assert_eq!(providers.get("token", &env).as_deref(), Some("from-dotenv"));
+        assert_eq!(providers.get("both", &env).as_deref(), Some("process"));
+        assert_eq!(
+            providers.get("other", &env).as_deref(),
+            Some("static-other")
+        );
+        assert_eq!(providers.get("none", &env), None);
+        // The outbound reader passes the section by.
+        outbound(None, Some(&file)).unwrap();
+        for refused in [
+            "[[variables_provider]]\ntype = \"vault\"\nurl = \"http://x\"\ntoken = \"secret-token\"\nmount = \"m\"\n",
+            "[[config_provider]]\ntype = \"azure_key_vault\"\nvault_url = \"https://x\"\n",
+        ] {
+            std::fs::write(&file, refused).unwrap();
+            let error = format!("{:#}", VariableProviders::load(Some(&file)).err().unwrap());
+            assert!(error.contains("not served"), "{error}");
+            assert!(!error.contains("secret-token"), "{error}");
+        }
+        std::fs::write(&file, "[[variables_provider]]\ntype = \"nope\"\n").unwrap();
+        assert!(VariableProviders::load(Some(&file)).is_err());
     }
 }

@@ -31,6 +31,7 @@ mod run;
 mod serve_containers;
 mod snapshots;
 mod spin;
+mod spin_world;
 mod sqlite;
 mod standalone;
 mod state;
