@@ -60,7 +60,17 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 .store
                 .clone()
                 .or_else(|| token.is_some().then(luge_host::store::default_store_dir));
-            let state = state_config(&host, config.as_ref());
+            let mut state = state_config(&host, config.as_ref());
+            // Spin's key-value stores on Redis: the state's Redis tier.
+            let stores =
+                crate::runtime_config::KeyValueStores::load(common.runtime_config_file.as_deref())?;
+            match (&state.redis_url, &stores.redis_url) {
+                (None, Some(url)) => state.redis_url = Some(url.clone()),
+                (Some(tier), Some(url)) if tier != url => bail!(
+                    "the runtime config's Redis key-value stores name another Redis than --state-url (or [state] url): Luge keeps one Redis tier"
+                ),
+                _ => {}
+            }
             let secrets: Vec<(&str, &std::path::Path)> = [
                 ("the operator token", token_file),
                 ("the function store", store_dir.as_deref()),
@@ -120,7 +130,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                     common.runtime_config_file.as_deref(),
                 )?;
                 let env = |key: &str| std::env::var(key).ok();
-                let routes = luge_host::spin::load(
+                let mut routes = luge_host::spin::load(
                     manifest,
                     settings.init.policy.fs_root.as_deref(),
                     &|key| {
@@ -130,6 +140,21 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                         })
                     },
                 )?;
+                // The stores the runtime config puts on the Redis tier, by
+                // their plain label, for the components that list them.
+                for route in &mut routes {
+                    let spec = &mut route.spec;
+                    spec.global_stores = stores
+                        .global
+                        .iter()
+                        .filter(|label| {
+                            spec.state.contains(label)
+                                || (label.as_str() == luge_core::keyvalue::DEFAULT_BUCKET
+                                    && spec.private_store.is_some())
+                        })
+                        .cloned()
+                        .collect();
+                }
                 function_host.add_configured(&routes).map_err(|(path, e)| {
                     anyhow::Error::new(e).context(format!("{}: route {path:?}", manifest.display()))
                 })?;

@@ -12,7 +12,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 
 /// Spin sections Luge does not serve yet, named in the refusal.
-const NOT_SERVED: &[&str] = &["key_value_store", "llm_compute"];
+const NOT_SERVED: &[&str] = &["llm_compute"];
 
 /// The outbound settings of `ca_file` (the operator's CA bundle) and
 /// `runtime_config` (Spin's runtime config file), each named in its
@@ -52,7 +52,9 @@ pub fn outbound(
                 config.outbound_networking(&table).with_context(at)?
             }
             // Read by `sqlite` and `VariableProviders::load`.
-            "sqlite_database" | "variables_provider" | "config_provider" => config,
+            "sqlite_database" | "variables_provider" | "config_provider" | "key_value_store" => {
+                config
+            }
             name if NOT_SERVED.contains(&name) => {
                 bail!("{}: [{name}] is not served by Luge yet", at())
             }
@@ -122,6 +124,94 @@ pub fn sqlite(
         }
     }
     Ok(databases)
+}
+
+/// Spin's key-value stores as Luge's state tiers: a `[key_value_store.NAME]`
+/// of `type = "redis"` is the store NAME on Luge's Redis tier (its `url`
+/// becomes the tier's, or must be the tier's when `--state-url` or `[state]
+/// url` names one: Luge keeps one Redis tier, with its quotas); one of
+/// `type = "spin"` without a `path` is the local tier, where every store
+/// is by default (Luge keeps local stores in its state directory, so a
+/// `path` is refused, as are Azure Cosmos DB and DynamoDB).
+#[derive(Debug, Default)]
+pub struct KeyValueStores {
+    /// The Redis tier's URL the runtime config gives (it may hold a
+    /// password: never shown).
+    pub redis_url: Option<String>,
+    /// The labels on the Redis tier.
+    pub global: std::collections::BTreeSet<String>,
+}
+
+/// A `[key_value_store.NAME]` section.
+#[derive(serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum KeyValueToml {
+    Redis {
+        url: String,
+    },
+    Spin {
+        #[serde(default)]
+        path: Option<std::path::PathBuf>,
+    },
+    /// Read only to refuse it by name.
+    AzureCosmos(#[allow(dead_code)] toml::Table),
+    /// Read only to refuse it by name.
+    AwsDynamo(#[allow(dead_code)] toml::Table),
+}
+
+impl KeyValueStores {
+    /// The `[key_value_store.NAME]` sections of `runtime_config`.
+    pub fn load(runtime_config: Option<&Path>) -> anyhow::Result<Self> {
+        let mut stores = Self::default();
+        let Some(file) = runtime_config else {
+            return Ok(stores);
+        };
+        let at = || format!("--runtime-config-file {}", file.display());
+        let text = std::fs::read_to_string(file).with_context(at)?;
+        let mut table: toml::Table = toml::from_str(&text).with_context(at)?;
+        let Some(sections) = table.remove("key_value_store") else {
+            return Ok(stores);
+        };
+        let toml::Value::Table(sections) = sections else {
+            bail!("{}: [key_value_store] holds one table per store", at());
+        };
+        for (label, section) in sections {
+            let here = || format!("{}: [key_value_store.{label}]", at());
+            if label != luge_core::keyvalue::DEFAULT_BUCKET
+                && !luge_core::state::valid_namespace(&label)
+            {
+                bail!("{}: not a store label Luge can grant", here());
+            }
+            // Only the type is named in an error: a URL may hold a password.
+            let section: KeyValueToml = section.try_into().map_err(|e: toml::de::Error| {
+                anyhow::anyhow!("{}: {}", here(), e.message().trim())
+            })?;
+            match section {
+                KeyValueToml::Redis { url } => {
+                    if stores.redis_url.as_ref().is_some_and(|u| *u != url) {
+                        bail!(
+                            "{}: Luge keeps one Redis tier, and another store names another URL",
+                            here()
+                        );
+                    }
+                    stores.redis_url = Some(url);
+                    stores.global.insert(label);
+                }
+                KeyValueToml::Spin { path: None } => {}
+                KeyValueToml::Spin { path: Some(_) } => bail!(
+                    "{}: Luge keeps local stores in its state directory (--state-dir); a path is not served",
+                    here()
+                ),
+                KeyValueToml::AzureCosmos(_) | KeyValueToml::AwsDynamo(_) => {
+                    bail!(
+                        "{}: this store type is not served by Luge (redis and spin are)",
+                        here()
+                    )
+                }
+            }
+        }
+        Ok(stores)
+    }
 }
 
 /// Where a Spin app's variables come from besides their defaults: Spin's
@@ -259,8 +349,7 @@ mod tests {
             format!("{:#}", outbound(None, Some(&file)).unwrap_err())
         };
         assert!(
-            refused("[key_value_store.default]\ntype = \"spin\"\n")
-                .contains("[key_value_store] is not served")
+            refused("[llm_compute]\ntype = \"spin\"\n").contains("[llm_compute] is not served")
         );
         assert!(refused("[nonsense]\n").contains("unknown section [nonsense]"));
         assert!(
@@ -360,5 +449,49 @@ mod tests {
         }
         std::fs::write(&file, "[[variables_provider]]\ntype = \"nope\"\n").unwrap();
         assert!(VariableProviders::load(Some(&file)).is_err());
+    }
+
+    #[test]
+    fn key_value_stores_map_to_tiers_or_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rc.toml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            KeyValueStores::load(Some(&file))
+        };
+        let stores = load(
+            "[key_value_store.default]\ntype = \"redis\"\nurl = \"redis://:pw@127.0.0.1:1\"\n\
+             [key_value_store.cart]\ntype = \"redis\"\nurl = \"redis://:pw@127.0.0.1:1\"\n\
+             [key_value_store.local]\ntype = \"spin\"\n",
+        )
+        .unwrap();
+        assert_eq!(stores.redis_url.as_deref(), Some("redis://:pw@127.0.0.1:1"));
+        assert_eq!(
+            stores.global.iter().collect::<Vec<_>>(),
+            ["cart", "default"]
+        );
+        outbound(None, Some(&file)).unwrap();
+        for (text, expected) in [
+            (
+                "[key_value_store.a]\ntype = \"spin\"\npath = \"x.db\"\n",
+                "a path is not served",
+            ),
+            (
+                "[key_value_store.a]\ntype = \"azure_cosmos\"\nkey = \"secret\"\n",
+                "not served",
+            ),
+            (
+                "[key_value_store.a]\ntype = \"redis\"\nurl = \"redis://:secret@a\"\n[key_value_store.b]\ntype = \"redis\"\nurl = \"redis://b\"\n",
+                "one Redis tier",
+            ),
+            (
+                "[key_value_store.\"a/b\"]\ntype = \"spin\"\n",
+                "not a store label",
+            ),
+        ] {
+            let error = format!("{:#}", load(text).unwrap_err());
+            assert!(error.contains(expected), "{text}: {error}");
+            assert!(!error.contains("secret"), "{error}");
+        }
     }
 }

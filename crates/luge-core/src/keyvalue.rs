@@ -8,7 +8,9 @@
 //! private namespace, `open("NAME")` the namespace NAME, which the
 //! function must be granted (`state = ["NAME"]`). Both live in the local
 //! tier (persisted on the host); `open("global:NAME")` and
-//! `open("global:default")` address the global tier (Redis) instead.
+//! `open("global:default")` address the global tier (Redis) instead, as
+//! does `open("NAME")` for a store the function's grant puts there (a
+//! Spin runtime config's `[key_value_store.NAME] type = "redis"`).
 
 use std::sync::Arc;
 
@@ -94,11 +96,23 @@ pub struct Bucket {
     tier: Tier,
 }
 
-/// Opens the bucket `identifier` (see the module docs).
-pub fn open(identifier: &str) -> Result<Bucket, KvError> {
+/// Opens the bucket `identifier` (see the module docs); `global` names
+/// the stores that live on the global tier without the prefix.
+pub fn open(identifier: &str, global: &[String]) -> Result<Bucket, KvError> {
     let (tier, name) = match identifier.strip_prefix("global:") {
         Some(name) => (Tier::Global, name),
-        None => (Tier::Local, identifier),
+        None => {
+            let label = if identifier.is_empty() {
+                DEFAULT_BUCKET
+            } else {
+                identifier
+            };
+            if global.iter().any(|g| g == label) {
+                (Tier::Global, identifier)
+            } else {
+                (Tier::Local, identifier)
+            }
+        }
     };
     let prefix = match name {
         "" | DEFAULT_BUCKET => crate::state::PRIVATE_PREFIX.to_owned(),
@@ -322,6 +336,7 @@ mod tests {
 
     #[test]
     fn identifiers_name_namespaces_and_tiers() {
+        let open = |identifier: &str| super::open(identifier, &[]);
         assert_eq!(open("").unwrap(), open("default").unwrap());
         assert_eq!(open("default").unwrap().prefix, "~/");
         assert_eq!(open("cart").unwrap().prefix, "cart/");
@@ -330,5 +345,12 @@ mod tests {
         for bad in ["a/b", "~x", "global:a/b", "x".repeat(65).as_str()] {
             assert_eq!(open(bad), Err(KvError::NoSuchStore), "{bad}");
         }
+        // Stores a grant puts on the global tier, by their plain label.
+        let global = ["cart".to_owned(), "default".to_owned()];
+        assert_eq!(super::open("cart", &global).unwrap().tier, Tier::Global);
+        assert_eq!(super::open("cart", &global).unwrap().prefix, "cart/");
+        assert_eq!(super::open("", &global).unwrap().tier, Tier::Global);
+        assert_eq!(super::open("default", &global).unwrap().prefix, "~/");
+        assert_eq!(super::open("other", &global).unwrap().tier, Tier::Local);
     }
 }

@@ -87,6 +87,12 @@ pub struct FunctionSpec {
     /// as on `spin up`; `None`: its own. Set by the Spin loader only.
     #[serde(skip)]
     pub app: Option<String>,
+    /// The stores (`default` or a namespace of `state`) it reaches on the
+    /// Redis tier by their plain label: a Spin runtime config's
+    /// `[key_value_store.NAME] type = "redis"`. Set by the host that reads
+    /// the runtime config only.
+    #[serde(skip)]
+    pub global_stores: Vec<String>,
     /// The export a snapshot's initialisation runs (`wizer.initialize` by
     /// default); it runs once, at upload or start, under this function's
     /// limits and grants.
@@ -343,6 +349,7 @@ impl FunctionSpec {
             },
             net_access: false,
             state: self.state.clone(),
+            global_stores: self.global_stores.clone(),
             outbound_http: self.allowed_outbound_hosts.clone(),
             sqlite: self.sqlite_databases.clone(),
             init_function: self.init_function.clone(),

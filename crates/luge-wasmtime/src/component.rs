@@ -58,6 +58,7 @@ impl ComponentState {
             table: &mut self.table,
             state: self.state.as_ref(),
             open: &mut self.buckets,
+            global: &self.action.capabilities.global_stores,
         }
     }
 }
@@ -107,6 +108,7 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
                         table: &mut state.table,
                         state: state.state.as_ref(),
                         open: &mut state.buckets,
+                        global: &state.action.capabilities.global_stores,
                     },
                     variables: &state.action.variables.0,
                 }

@@ -48,6 +48,9 @@ pub struct WasiKeyValue<'a> {
     pub(crate) state: Option<&'a Arc<dyn State>>,
     /// Buckets open now (bounded by `kv::MAX_OPEN_BUCKETS`).
     pub(crate) open: &'a mut usize,
+    /// The stores the function reaches on the global tier by their plain
+    /// label.
+    pub(crate) global: &'a [String],
 }
 
 impl WasiKeyValue<'_> {
@@ -62,7 +65,7 @@ impl WasiKeyValue<'_> {
     pub(crate) fn open_bucket(&mut self, identifier: &str) -> Result<Resource<kv::Bucket>, Error> {
         self.state()?;
         kv::check_open(*self.open)?;
-        let bucket = self.table.push(kv::open(identifier)?)?;
+        let bucket = self.table.push(kv::open(identifier, self.global)?)?;
         *self.open += 1;
         Ok(bucket)
     }

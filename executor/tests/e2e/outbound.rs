@@ -240,15 +240,12 @@ fn spins_client_tls_and_blocked_networks_shape_outgoing_connections() {
     assert!(body.contains("HttpRequestDenied"), "{body}");
 
     // Sections Luge does not serve stop the start, by name.
-    std::fs::write(&rc, "[key_value_store.default]\ntype = \"redis\"\n").unwrap();
+    std::fs::write(&rc, "[llm_compute]\ntype = \"spin\"\n").unwrap();
     let refused = Site::new(&[], "")
         .try_start(&["--runtime-config-file", path_str(&rc)])
         .err()
         .unwrap();
-    assert!(
-        refused.contains("[key_value_store] is not served"),
-        "{refused}"
-    );
+    assert!(refused.contains("[llm_compute] is not served"), "{refused}");
 }
 
 /// `wasi:sockets` under grants, from a WASI 0.2 command (Rust's std

@@ -1,9 +1,10 @@
 //! The Spin app reaching the world at once, configured as on Spin: `luge
 //! serve --spin spin.toml --runtime-config-file rc.toml`, the runtime
 //! config giving an HTTPS upstream's private CA (`[[client_tls]]`), a
-//! named SQLite database (`[sqlite_database.NAME]`) and the servers'
-//! addresses and passwords (`[[variables_provider]]`, `static`), with
-//! PostgreSQL, MariaDB and Redis on loopback.
+//! named SQLite database (`[sqlite_database.NAME]`), the app's key-value
+//! store on Redis (`[key_value_store.default]`) and the servers' addresses
+//! and passwords (`[[variables_provider]]`, `static`), with PostgreSQL,
+//! MariaDB and Redis on loopback.
 
 use luge_testkit::mariadb::MariaDbServer;
 use luge_testkit::postgres::PostgresServer;
@@ -35,6 +36,8 @@ fn a_spin_app_reaches_https_sqlite_postgres_mysql_and_redis_under_its_runtime_co
             "[[client_tls]]\ncomponent_ids = [\"app\"]\nhosts = [\"localhost:{https}\"]\n\
              ca_roots_file = \"ca.pem\"\n\
              [sqlite_database.archive]\ntype = \"spin\"\npath = \"archive.db\"\n\
+             [key_value_store.default]\ntype = \"redis\"\n\
+             url = \"redis://:rc-redis-secret@127.0.0.1:{redis_port}\"\n\
              [[variables_provider]]\ntype = \"static\"\n\
              [variables_provider.values]\n\
              upstream = \"https://localhost:{https}\"\n\
@@ -67,18 +70,22 @@ fn a_spin_app_reaches_https_sqlite_postgres_mysql_and_redis_under_its_runtime_co
         );
     let copy = dir.path().join("spin.toml");
     std::fs::write(&copy, manifest_text).unwrap();
-    let state_dir = tempfile::tempdir().unwrap();
-    let luge = Luge::start(
-        "serve",
-        &[
-            "--spin",
-            path_str(&copy),
-            "--runtime-config-file",
-            path_str(&rc),
-            "--state-dir",
-            path_str(state_dir.path()),
-        ],
-    );
+    let start = || {
+        let state_dir = tempfile::tempdir().unwrap();
+        let luge = Luge::start(
+            "serve",
+            &[
+                "--spin",
+                path_str(&copy),
+                "--runtime-config-file",
+                path_str(&rc),
+                "--state-dir",
+                path_str(state_dir.path()),
+            ],
+        );
+        (luge, state_dir)
+    };
+    let (luge, _state) = start();
     let call = |method: &str, path: &str, body: &str| text(&luge, method, path, body.as_bytes());
 
     // HTTPS to a server whose CA only the runtime config names.
@@ -104,8 +111,17 @@ fn a_spin_app_reaches_https_sqlite_postgres_mysql_and_redis_under_its_runtime_co
         (200, "who:DbDataType::Str\nDbValue::Str(\"my\")".into())
     );
     assert_eq!(call("POST", "/redis/incr/n", ""), (200, "1".into()));
+    // The app's `default` store lives in Redis: another Luge, with a state
+    // directory of its own, reads what this one wrote.
+    assert_eq!(call("PUT", "/kv/shared", "on redis"), (200, String::new()));
     let log = format!("{}{}", luge.stderr(), luge.stdout());
     for secret in [pg.password, db.password, "rc-redis-secret"] {
         assert!(!log.contains(secret), "{secret} in {log}");
     }
+    drop(luge);
+    let (other, _other_state) = start();
+    assert_eq!(
+        text(&other, "GET", "/kv/shared", b""),
+        (200, "on redis".into())
+    );
 }

@@ -62,6 +62,9 @@ pub struct Capabilities {
     pub args: Vec<String>,
     /// Shared-state namespaces it may use besides its private one.
     pub state: Vec<String>,
+    /// Stores (`default` or a namespace) it reaches on the global tier by
+    /// their plain label.
+    pub global_stores: Vec<String>,
     /// Where outgoing requests and connections may go; nowhere by default.
     pub outbound: AllowedHosts,
     /// The SQLite databases it may open; none by default.
@@ -86,6 +89,9 @@ pub struct Annotations {
     pub net_access: bool,
     /// `state.namespaces`: shared-state namespaces besides the private one.
     pub state: Vec<String>,
+    /// `state.global_stores`: stores reached on the global tier by their
+    /// plain label.
+    pub global_stores: Vec<String>,
     /// `http.allowed_outbound_hosts`, as written (templates expand from
     /// [`Annotations::variables`] when granted).
     pub outbound_http: Vec<String>,
@@ -153,7 +159,7 @@ impl Annotations {
         let taken = dirs::annotate(&mut self.dirs, key, value)?
             || variables::annotate(&mut self.variables, key, value)?
             || outbound::annotate(&mut self.outbound_http, key, value)?
-            || namespaces::annotate(&mut self.state, key, value)?
+            || self.annotate_state(key, value)?
             || sqlite::annotate(&mut self.sqlite, key, value)?
             || annotate_process(self, key, value)?;
         if taken {
@@ -221,6 +227,20 @@ fn annotate_process(out: &mut Annotations, key: &str, value: &Value) -> Result<b
     Ok(true)
 }
 
+impl Annotations {
+    /// The shared-state slice's keys, into its two fields.
+    fn annotate_state(&mut self, key: &str, value: &Value) -> Result<bool, GrantError> {
+        let mut requested = namespaces::Requested {
+            namespaces: std::mem::take(&mut self.state),
+            global_stores: std::mem::take(&mut self.global_stores),
+        };
+        let taken = namespaces::annotate(&mut requested, key, value);
+        self.state = requested.namespaces;
+        self.global_stores = requested.global_stores;
+        taken
+    }
+}
+
 impl Capabilities {
     /// Resolves requested grants: directories beneath `fs_root`, each
     /// slice's checks and bounds.
@@ -229,6 +249,7 @@ impl Capabilities {
             dirs: dirs::grant(&annotations.dirs, fs_root)?,
             args: annotations.args.clone(),
             state: namespaces::grant(&annotations.state)?,
+            global_stores: namespaces::grant_global(&annotations.global_stores)?,
             outbound: AllowedHosts::parse(&annotations.outbound_http, &annotations.variables)?,
             sqlite: sqlite::grant(&annotations.sqlite)?,
         })
