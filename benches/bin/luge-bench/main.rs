@@ -15,6 +15,8 @@
 //!
 //! - `http-proxy`: one wasi:http component on Luge and on `wasmtime serve`,
 //!   each a process of its own: req/s, p50/p99, server CPU per request.
+//! - `sqlite`: a SQLite insert and select from a function (spin:sqlite)
+//!   beside the same statements natively;
 //! - `outbound`: one outgoing HTTP or HTTPS request from that component,
 //!   on Luge and on `wasmtime serve -S http`: p50, server CPU per request.
 //!
@@ -38,6 +40,7 @@ mod python;
 mod report;
 mod scaling;
 mod snapshots;
+mod sqlite;
 mod state;
 mod state_counter;
 mod state_shared;
@@ -86,6 +89,7 @@ enum Experiment {
     Python,
     HttpProxy,
     Outbound,
+    Sqlite,
     Scaling,
     Fairness,
     WasiP3,
@@ -175,6 +179,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Python,
             Experiment::HttpProxy,
             Experiment::Outbound,
+            Experiment::Sqlite,
             Experiment::Scaling,
             Experiment::Fairness,
             Experiment::WasiP3,
@@ -198,6 +203,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Python => python(&setup, cli.rounds.max(1)),
             Experiment::HttpProxy => http_proxy(&setup, window),
             Experiment::Outbound => outbound::outbound(&setup, window),
+            Experiment::Sqlite => sqlite::sqlite(&setup, window),
             Experiment::Scaling => scaling(
                 &setup,
                 window,

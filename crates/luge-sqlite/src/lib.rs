@@ -67,6 +67,12 @@ pub const MAX_STATEMENT_BYTES: usize = 1 << 20;
 /// the host's disk, and one tenant must not fill it.
 pub const MAX_DATABASE_BYTES: u64 = 1 << 30;
 
+/// Idle connections kept per database for the next invocation (opening
+/// one, with its hardening, costs about 100 µs): 4, as idle HTTP
+/// connections per origin. One whose last statement left a transaction
+/// open is closed instead (SQLite rolls it back).
+pub const MAX_IDLE_PER_DATABASE: usize = 4;
+
 /// The page size Luge creates databases with (SQLite's default); the
 /// size bound is kept as a page count.
 const PAGE_SIZE: u64 = 4096;
@@ -219,8 +225,8 @@ pub struct Databases {
     /// The runtime config's databases, by label (a `default` here is the
     /// one database every function granted `default` opens).
     named: BTreeMap<String, PathBuf>,
-    /// One semaphore per database file, bounding its open connections.
-    open: Mutex<HashMap<PathBuf, Arc<Semaphore>>>,
+    /// Each database file's connection slots and idle connections.
+    open: Mutex<HashMap<PathBuf, Arc<Slot>>>,
 }
 
 static DATABASES: OnceLock<Databases> = OnceLock::new();
@@ -289,13 +295,16 @@ impl Databases {
         deadline: Instant,
     ) -> Result<Connection, SqliteError> {
         let path = self.path(label, granted, owner)?;
-        let semaphore = {
+        let slot = {
             let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-            Arc::clone(
-                open.entry(path.clone())
-                    .or_insert_with(|| Arc::new(Semaphore::new(MAX_CONNECTIONS_PER_DATABASE))),
-            )
+            Arc::clone(open.entry(path.clone()).or_insert_with(|| {
+                Arc::new(Slot {
+                    semaphore: Arc::new(Semaphore::new(MAX_CONNECTIONS_PER_DATABASE)),
+                    idle: Mutex::new(Vec::new()),
+                })
+            }))
         };
+        let semaphore = Arc::clone(&slot.semaphore);
         let permit = match semaphore.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) if tokio::runtime::Handle::try_current().is_ok() => {
@@ -306,10 +315,15 @@ impl Databases {
             }
             Err(_) => return Err(SqliteError::ConnectionLimitReached),
         };
-        let connection = blocking(move || open_file(&path, deadline)).await??;
+        let idle = slot.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let connection = match idle {
+            Some(open) => open,
+            None => blocking(move || open_file(&path, deadline)).await??,
+        };
         Ok(Connection {
             inner: Arc::new(Inner {
-                connection: Mutex::new(connection),
+                connection: Mutex::new(Some(connection)),
+                slot,
                 _permit: permit,
             }),
             last_insert_rowid: AtomicI64::new(0),
@@ -353,12 +367,45 @@ struct Open {
     deadline: Arc<Mutex<Instant>>,
 }
 
+/// One database's connection slots and idle connections.
+struct Slot {
+    semaphore: Arc<Semaphore>,
+    /// At most [`MAX_IDLE_PER_DATABASE`].
+    idle: Mutex<Vec<Open>>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").finish_non_exhaustive()
+    }
+}
+
 /// What outlives a closed connection while a statement still runs.
 struct Inner {
-    connection: Mutex<Open>,
+    /// Taken back into the slot's idle connections when the last holder
+    /// lets go.
+    connection: Mutex<Option<Open>>,
+    slot: Arc<Slot>,
     /// The database's connection slot, given back when the last holder
     /// (the guest's handle or a running statement) lets go.
     _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let open = self
+            .connection
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        // Kept only outside a transaction, and only a few.
+        if let Some(open) = open.filter(|open| open.connection.is_autocommit()) {
+            let mut idle = self.slot.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < MAX_IDLE_PER_DATABASE {
+                idle.push(open);
+            }
+        }
+    }
 }
 
 /// An open connection to one database.
@@ -455,9 +502,16 @@ impl Connection {
         max_bytes: usize,
     ) -> Result<Rows, SqliteError> {
         let inner = Arc::clone(&self.inner);
-        let (rows, rowid, changes) = blocking(move || {
-            let open = inner.connection.lock().unwrap_or_else(|e| e.into_inner());
+        let (rows, changed) = blocking(move || {
+            let guard = inner.connection.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(open) = guard.as_ref() else {
+                return (Err(SqliteError::InvalidConnection), None);
+            };
             *open.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+            if let Err(e) = open.connection.busy_timeout(remaining(deadline)) {
+                return (Err(e.into()), None);
+            }
+            let before = open.connection.total_changes();
             let rows = run(&open.connection, &statement, &parameters, max_bytes).map_err(|error| {
                 match error {
                     SqliteError::Sqlite(rusqlite::Error::SqliteFailure(e, _))
@@ -475,15 +529,22 @@ impl Connection {
                     other => other,
                 }
             });
-            (
-                rows,
-                open.connection.last_insert_rowid(),
-                open.connection.changes(),
-            )
+            // What this statement changed, if anything: a kept connection
+            // remembers an earlier invocation's, which this one must not
+            // see.
+            let changed = (open.connection.total_changes() != before).then(|| {
+                (
+                    open.connection.last_insert_rowid(),
+                    open.connection.changes(),
+                )
+            });
+            (rows, changed)
         })
         .await?;
-        self.last_insert_rowid.store(rowid, Ordering::Relaxed);
-        self.changes.store(changes, Ordering::Relaxed);
+        if let Some((rowid, changes)) = changed {
+            self.last_insert_rowid.store(rowid, Ordering::Relaxed);
+            self.changes.store(changes, Ordering::Relaxed);
+        }
         rows
     }
 
@@ -649,6 +710,50 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn connections_are_kept_for_the_next_open_without_its_past() {
+        let dir = tempfile::tempdir().unwrap();
+        let databases = Databases::new(Some(dir.path().to_owned()));
+        let grant = granted(&["default"]);
+        let c = databases
+            .open("default", &grant, "fn", later())
+            .await
+            .unwrap();
+        c.execute("CREATE TABLE t (x)".into(), vec![], later(), 1 << 20)
+            .await
+            .unwrap();
+        c.execute("INSERT INTO t VALUES (1)".into(), vec![], later(), 1 << 20)
+            .await
+            .unwrap();
+        drop(c);
+        // The kept connection: no rowid of the earlier one's insert.
+        let c = databases
+            .open("default", &grant, "fn", later())
+            .await
+            .unwrap();
+        c.execute("SELECT * FROM t".into(), vec![], later(), 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!((c.last_insert_rowid(), c.changes()), (0, 0));
+        // A transaction left open is not kept: it is rolled back.
+        c.execute("BEGIN".into(), vec![], later(), 1 << 20)
+            .await
+            .unwrap();
+        c.execute("INSERT INTO t VALUES (2)".into(), vec![], later(), 1 << 20)
+            .await
+            .unwrap();
+        drop(c);
+        let c = databases
+            .open("default", &grant, "fn", later())
+            .await
+            .unwrap();
+        let rows = c
+            .execute("SELECT count(*) FROM t".into(), vec![], later(), 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(rows.rows, vec![vec![Value::Integer(1)]]);
+    }
+
+    #[tokio::test]
     async fn nothing_beyond_the_database_is_reachable() {
         let dir = tempfile::tempdir().unwrap();
         let connection = open(dir.path()).await;
@@ -749,7 +854,8 @@ mod tests {
         let connection = open(dir.path()).await;
         // Shrink the bound (as the host only may) to see it hit.
         {
-            let mut open = connection.inner.connection.lock().unwrap();
+            let mut guard = connection.inner.connection.lock().unwrap();
+            let open = guard.as_mut().unwrap();
             open.connection
                 .authorizer(None::<fn(AuthContext<'_>) -> Authorization>)
                 .unwrap();
