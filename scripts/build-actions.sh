@@ -38,21 +38,22 @@ cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_app.wasm" "$out/sp
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world
-# each is written for (actions/wit, shared with JavaScript).
+# each is written for (wit/, Luge's one WIT root, shared with JavaScript and
+# luge-wasmtime).
 cpy="$root/target/tools/componentize-py"
 for app in hello:command web:handler config:config-command kv:keyvalue-command; do
     name=${app%%:*}
     (cd "$root/actions/python/$name" && PYTHONPATH="$cpy" "$cpy/bin/componentize-py" \
-        -d "$root/actions/wit" -w "${app#*:}" componentize app -o "$out/py-$name.wasm" >/dev/null)
+        -d "$root/wit" -w "${app#*:}" componentize app -o "$out/py-$name.wasm" >/dev/null)
 done
 
 # JavaScript functions with componentize-js (./scripts/setup.sh installs
 # it under target/tools): js-hello.wasm, a wasi:cli/command component, and
 # js-web.wasm, a wasi:http/proxy handler (StarlingMonkey's fetch event).
 cjs="$root/target/tools/componentize-js/node_modules/.bin/componentize-js"
-(cd "$root/actions/js/hello" && "$cjs" app.js --wit ../../wit -n js-command \
+(cd "$root/actions/js/hello" && "$cjs" app.js --wit "$root/wit" -n js-command \
     -d http -d fetch-event -o "$out/js-hello.wasm" >/dev/null)
-(cd "$root/actions/js/web" && "$cjs" app.js --wit ../../wit -n handler -o "$out/js-web.wasm" >/dev/null)
+(cd "$root/actions/js/web" && "$cjs" app.js --wit "$root/wit" -n handler -o "$out/js-web.wasm" >/dev/null)
 
 # The C functions are also built natively (target/native/): the
 # process-per-request baseline of the benchmarks runs the same source.

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 # The vendored Wasmtime is the published crate plus vendor/patches only.
 ./scripts/vendor-wasmtime.sh --check
+# Luge's one WIT root (wit/) matches the crates its packages come from.
+./scripts/vendor-wit.sh --check
 # fuzz/ is a workspace of its own with its own lock file: a dependency
 # change in the main workspace must be carried into it (fail in seconds,
 # not after the whole build).

@@ -1,7 +1,7 @@
 //! `wasi:keyvalue` (0.2.0-draft: store, atomics, batch) for components,
 //! bound to [`luge_core::keyvalue`]: this file only adapts the generated
 //! bindings (resources in the store's table, errors) to it. The WIT is
-//! wasmtime-wasi-keyvalue 48.0.8's (wit/keyvalue, Apache-2.0 WITH
+//! wasmtime-wasi-keyvalue 48.0.8's (Luge's WIT root wit/, deps/keyvalue-draft; Apache-2.0 WITH
 //! LLVM-exception).
 
 use std::sync::Arc;
@@ -12,19 +12,19 @@ use wasmtime::component::{HasData, Resource, ResourceTable, ResourceTableError};
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/keyvalue",
-        world: "wasi:keyvalue/imports",
+        path: "../../wit",
+        world: "luge:worlds/host-keyvalue-draft",
         imports: { default: trappable },
         with: {
-            "wasi:keyvalue/store.bucket": luge_core::keyvalue::Bucket,
+            "wasi:keyvalue/store@0.2.0-draft.bucket": luge_core::keyvalue::Bucket,
         },
         trappable_error_type: {
-            "wasi:keyvalue/store.error" => super::Error,
+            "wasi:keyvalue/store@0.2.0-draft.error" => super::Error,
         },
     });
 }
 
-use generated::wasi::keyvalue;
+use generated::wasi::keyvalue0_2_0_draft as keyvalue;
 
 /// A key-value error on its way to the guest.
 pub struct Error(pub(crate) KvError);

@@ -4,7 +4,7 @@
 //! (same buckets, grants, bounds and open-bucket count); this file adapts
 //! only what draft2 changed: signed counters, the `cas` resource, and
 //! batches that answer every key. The WIT is `spin-sdk` 7.0.0's
-//! (wit/keyvalue-draft2, Apache-2.0 WITH LLVM-exception).
+//! (Luge's WIT root wit/, deps/keyvalue-draft2; Apache-2.0 WITH LLVM-exception).
 
 use luge_core::keyvalue::{self as kv, KvError};
 use wasmtime::component::Resource;
@@ -13,20 +13,20 @@ use crate::keyvalue::{Error, HasWasiKeyValue, WasiKeyValue};
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/keyvalue-draft2",
-        world: "luge:keyvalue-draft2/bindings",
+        path: "../../wit",
+        world: "luge:worlds/host-keyvalue-draft2",
         imports: { default: trappable },
         with: {
-            "wasi:keyvalue/store.bucket": luge_core::keyvalue::Bucket,
-            "wasi:keyvalue/atomics.cas": luge_core::keyvalue::Cas,
+            "wasi:keyvalue/store@0.2.0-draft2.bucket": luge_core::keyvalue::Bucket,
+            "wasi:keyvalue/atomics@0.2.0-draft2.cas": luge_core::keyvalue::Cas,
         },
         trappable_error_type: {
-            "wasi:keyvalue/store.error" => crate::keyvalue::Error,
+            "wasi:keyvalue/store@0.2.0-draft2.error" => crate::keyvalue::Error,
         },
     });
 }
 
-use generated::wasi::keyvalue::{atomics, batch, store};
+use generated::wasi::keyvalue0_2_0_draft2::{atomics, batch, store};
 
 fn store_error(error: KvError) -> store::Error {
     match error {

@@ -4,7 +4,7 @@
 //! Where a connection may go is the function's `mysql://` grants; every
 //! statement ends by the invocation's deadline and every result set is
 //! bounded by [`max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
-//! (wit/spin/deps/mysql, Apache-2.0 WITH LLVM-exception).
+//! (Luge's WIT root wit/, deps/spin-mysql; Apache-2.0 WITH LLVM-exception).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,8 +17,8 @@ use crate::limits::max_answer_bytes;
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/spin",
-        world: "luge:spin/mysql",
+        path: "../../wit",
+        world: "luge:worlds/host-mysql",
         imports: { default: trappable },
         with: {
             "spin:mysql/mysql.connection": super::MysqlConnection,

@@ -4,7 +4,7 @@
 //! errors) to it. Where a connection may go is the function's
 //! `postgres://` grants; every query ends by the invocation's deadline and
 //! every result set is bounded by [`max_answer_bytes`]. The WIT is
-//! `spin-sdk` 7.0.0's (wit/spin/deps/postgres, Apache-2.0 WITH
+//! `spin-sdk` 7.0.0's (Luge's WIT root wit/, deps/spin-postgres; Apache-2.0 WITH
 //! LLVM-exception).
 
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use crate::limits::max_answer_bytes;
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/spin",
-        world: "luge:spin/postgres",
+        path: "../../wit",
+        world: "luge:worlds/host-postgres",
         // Queries wait on the network: every function is async.
         imports: { default: async | trappable },
         with: {

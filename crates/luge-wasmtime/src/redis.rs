@@ -4,7 +4,7 @@
 //! Where a connection may go is the function's `redis://` grants; every
 //! command ends by the invocation's deadline and every reply is bounded
 //! by [`max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
-//! (wit/spin/deps/redis, Apache-2.0 WITH LLVM-exception).
+//! (Luge's WIT root wit/, deps/spin-redis; Apache-2.0 WITH LLVM-exception).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,8 +17,8 @@ use crate::limits::max_answer_bytes;
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/spin",
-        world: "luge:spin/redis",
+        path: "../../wit",
+        world: "luge:worlds/host-redis",
         imports: { default: trappable },
         with: {
             "spin:redis/redis.connection": super::RedisConnection,

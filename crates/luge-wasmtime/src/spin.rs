@@ -5,7 +5,7 @@
 //! variables (those `wasi:config/store` serves). Both are WASI 0.3-style
 //! `async` functions; they complete at once (the tiers answer
 //! synchronously, as every state call does). The WIT is `spin-sdk`
-//! 7.0.0's (wit/spin, Apache-2.0 WITH LLVM-exception).
+//! 7.0.0's (Luge's WIT root wit/; Apache-2.0 WITH LLVM-exception).
 
 use luge_core::capabilities::check_variable;
 use luge_core::keyvalue::{self as kv, KvError};
@@ -16,8 +16,8 @@ use crate::keyvalue::WasiKeyValue;
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/spin",
-        world: "luge:spin/bindings",
+        path: "../../wit",
+        world: "luge:worlds/host-spin",
         imports: { default: trappable },
         with: {
             "spin:key-value/key-value.store": luge_core::keyvalue::Bucket,

@@ -4,7 +4,7 @@
 //! labels a function may open is its [`SqliteGrant`]; every statement runs
 //! under the invocation's deadline and returns at most
 //! [`max_answer_bytes`] of rows. The WIT is `spin-sdk` 7.0.0's
-//! (wit/spin/deps/sqlite, Apache-2.0 WITH LLVM-exception).
+//! (Luge's WIT root wit/, deps/spin-sqlite; Apache-2.0 WITH LLVM-exception).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,8 +18,8 @@ use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTab
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/spin",
-        world: "luge:spin/sqlite",
+        path: "../../wit",
+        world: "luge:worlds/host-sqlite",
         // SQLite blocks: every function awaits the blocking pool.
         imports: { default: async | trappable },
         with: {

@@ -4,15 +4,15 @@
 //! Spin 4). The two interfaces are the same; one lookup serves both, over
 //! the action's variables as they are (nothing is copied per invocation).
 //! A variable's value is handed to the function that was given it and to
-//! no log. The WIT is theirs (wit/config/deps, Apache-2.0 WITH
+//! no log. The WIT is theirs (Luge's WIT root wit/, deps/config-rc1 and deps/config-draft; Apache-2.0 WITH
 //! LLVM-exception).
 
 use wasmtime::component::HasData;
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "wit/config",
-        world: "luge:config/bindings",
+        path: "../../wit",
+        world: "luge:worlds/host-config",
         imports: { default: trappable },
     });
 }

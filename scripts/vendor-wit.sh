@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Luge's one WIT root, wit/: refreshes wit/deps from the crates that define
+# each package (as Wasmtime's ci/vendor-wit.sh does from its sources), or,
+# with --check, fails when a vendored file differs from its source (CI runs
+# the check from scripts/test.sh). The sources are fetched by cargo into
+# its registry cache, at the versions pinned here:
+#
+# - wasmtime-wasi-http 48.0.8: the WASI 0.2 packages, relabelled 0.2.10
+#   (see wit/worlds.wit);
+# - wasmtime-wasi-keyvalue 48.0.8 and wasmtime-wasi-config 48.0.8:
+#   wasi:keyvalue 0.2.0-draft, wasi:config 0.2.0-rc.1;
+# - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
+#   0.2.0-draft-2024-09-27 and Spin's interfaces.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+mode="${1:-refresh}"
+case "$mode" in refresh | --check) ;; *) echo "usage: $0 [--check]" >&2; exit 2 ;; esac
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/sources/src" "$work/deps"
+touch "$work/sources/src/lib.rs"
+cat > "$work/sources/Cargo.toml" <<'TOML'
+[package]
+name = "luge-wit-sources"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+wasmtime-wasi-http = "=48.0.8"
+wasmtime-wasi-keyvalue = "=48.0.8"
+wasmtime-wasi-config = "=48.0.8"
+spin-sdk = { version = "=7.0.0", default-features = false }
+TOML
+cargo fetch --quiet --manifest-path "$work/sources/Cargo.toml"
+# Each source crate's directory in the registry cache.
+src() {
+    cargo metadata --format-version 1 --manifest-path "$work/sources/Cargo.toml" |
+        python3 -c 'import json, sys, os
+name = sys.argv[1]
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == name:
+        print(os.path.dirname(p["manifest_path"]))' "$1"
+}
+http="$(src wasmtime-wasi-http)"
+keyvalue="$(src wasmtime-wasi-keyvalue)"
+config="$(src wasmtime-wasi-config)"
+spin="$(src spin-sdk)"
+
+for package in cli clocks filesystem http io random sockets; do
+    sed -E 's/@0\.2\.[0-9]+/@0.2.10/g; s/version = 0\.2\.(1[1-9]|[2-9][0-9])/version = 0.2.10/g' \
+        "$http/wit/deps/$package.wit" > "$work/deps/$package.wit"
+done
+cp -r "$keyvalue/wit/deps/keyvalue" "$work/deps/keyvalue-draft"
+cp -r "$spin/wit/deps/wasi-keyvalue-2024-10-17" "$work/deps/keyvalue-draft2"
+cp -r "$config/wit/deps/config" "$work/deps/config-rc1"
+cp -r "$spin/wit/deps/wasi-runtime-config-2024-09-27" "$work/deps/config-draft"
+for package in key-value@3.0.0 variables@3.0.0 sqlite@3.1.0 redis@3.0.0 postgres@4.2.0 mysql@3.0.0; do
+    cp -r "$spin/wit/deps/spin-$package" "$work/deps/spin-${package%@*}"
+done
+
+if [ "$mode" = --check ]; then
+    if ! diff -r "$work/deps" "$root/wit/deps" >"$work/diff"; then
+        cat "$work/diff" >&2
+        echo "wit/deps differs from its sources: run scripts/vendor-wit.sh" >&2
+        exit 1
+    fi
+    echo "wit/deps matches its sources"
+else
+    rm -rf "$root/wit/deps"
+    cp -r "$work/deps" "$root/wit/deps"
+    echo "wit/deps refreshed"
+fi
