@@ -63,6 +63,18 @@ impl ComponentState {
     }
 }
 
+impl ComponentState {
+    /// What Spin's connection interfaces work on (`spin:sqlite`,
+    /// `spin:redis`, `spin:postgres`, `spin:mysql`).
+    fn connections(&mut self) -> crate::connections::ConnectionsView<'_> {
+        crate::connections::ConnectionsView {
+            table: &mut self.table,
+            action: &self.action,
+            deadline: self.hooks.deadline,
+        }
+    }
+}
+
 impl WasiView for ComponentState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -114,42 +126,10 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
                 }
             })
         })
-        .and_then(|()| {
-            crate::sqlite::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::sqlite::SqliteView {
-                    table: &mut state.table,
-                    action: &state.action,
-                    deadline: state.hooks.deadline,
-                }
-            })
-        })
-        .and_then(|()| {
-            crate::redis::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::redis::RedisView {
-                    table: &mut state.table,
-                    action: &state.action,
-                    deadline: state.hooks.deadline,
-                }
-            })
-        })
-        .and_then(|()| {
-            crate::postgres::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::postgres::PostgresView {
-                    table: &mut state.table,
-                    action: &state.action,
-                    deadline: state.hooks.deadline,
-                }
-            })
-        })
-        .and_then(|()| {
-            crate::mysql::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::mysql::MysqlView {
-                    table: &mut state.table,
-                    action: &state.action,
-                    deadline: state.hooks.deadline,
-                }
-            })
-        })
+        .and_then(|()| crate::sqlite::add_to_linker(&mut linker, ComponentState::connections))
+        .and_then(|()| crate::redis::add_to_linker(&mut linker, ComponentState::connections))
+        .and_then(|()| crate::postgres::add_to_linker(&mut linker, ComponentState::connections))
+        .and_then(|()| crate::mysql::add_to_linker(&mut linker, ComponentState::connections))
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }

@@ -21,6 +21,7 @@
 
 pub mod component;
 pub mod config;
+mod connections;
 pub mod epoch;
 mod hostapi;
 mod image;

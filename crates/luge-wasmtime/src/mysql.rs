@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_core::Action;
 use luge_outbound_mysql::{self as mysql, MysqlError};
-use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTable, StreamReader};
+use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
+use crate::connections::{ConnectionsView, Handle};
 use crate::limits::max_answer_bytes;
 
 mod generated {
@@ -29,21 +29,13 @@ mod generated {
 use generated::spin::mysql::mysql as wit;
 
 /// An open connection, as the guest's `connection` resource holds it.
-pub struct MysqlConnection(Arc<mysql::Connection>);
-
-/// What the bindings work on: the store's resource table, the action
-/// (its name, grants and limits) and the invocation's deadline.
-pub struct MysqlView<'a> {
-    pub(crate) table: &'a mut ResourceTable,
-    pub(crate) action: &'a Arc<Action>,
-    pub(crate) deadline: Instant,
-}
+pub type MysqlConnection = Handle<mysql::Connection>;
 
 /// The bindings' host state.
 pub(crate) struct HasMysql;
 
 impl HasData for HasMysql {
-    type Data<'a> = MysqlView<'a>;
+    type Data<'a> = ConnectionsView<'a>;
 }
 
 fn error(error: MysqlError) -> wit::Error {
@@ -124,18 +116,14 @@ fn held<T>(
     accessor: &Accessor<T, HasMysql>,
     connection: &Resource<MysqlConnection>,
 ) -> wasmtime::Result<(Arc<mysql::Connection>, Instant)> {
-    accessor.with(|mut access| {
-        let view = access.get();
-        Ok((Arc::clone(&view.table.get(connection)?.0), view.deadline))
-    })
+    accessor.with(|mut access| access.get().held(connection))
 }
 
-impl wit::Host for MysqlView<'_> {}
+impl wit::Host for ConnectionsView<'_> {}
 
-impl wit::HostConnection for MysqlView<'_> {
+impl wit::HostConnection for ConnectionsView<'_> {
     fn drop(&mut self, connection: Resource<MysqlConnection>) -> wasmtime::Result<()> {
-        self.table.delete(connection)?;
-        Ok(())
+        self.close(connection)
     }
 }
 
@@ -144,10 +132,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
         accessor: &Accessor<T, Self>,
         address: String,
     ) -> wasmtime::Result<Result<Resource<MysqlConnection>, wit::Error>> {
-        let (action, deadline) = accessor.with(|mut access| {
-            let view = access.get();
-            (Arc::clone(view.action), view.deadline)
-        });
+        let (action, deadline) = accessor.with(|mut access| access.get().opening());
         let opened = mysql::open(
             &action.name,
             &action.capabilities.outbound,
@@ -156,18 +141,10 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
             max_answer_bytes(&action),
         )
         .await;
-        match opened {
-            Ok(connection) => accessor.with(|mut access| {
-                Ok(Ok(access
-                    .get()
-                    .table
-                    .push(MysqlConnection(Arc::new(connection)))?))
-            }),
-            Err(e) => {
-                tracing::debug!(function = %action.name, error = %e, "outbound mysql refused");
-                Ok(Err(error(e)))
-            }
+        if let Err(e) = &opened {
+            tracing::debug!(function = %action.name, error = %e, "outbound mysql refused");
         }
+        accessor.with(|mut access| access.get().keep(opened, error))
     }
 
     async fn query(
@@ -223,7 +200,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
 /// Adds `spin:mysql@3.0.0` to `linker`.
 pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> MysqlView<'_>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {
     wit::add_to_linker::<_, HasMysql>(linker, view)
 }

@@ -12,8 +12,9 @@ use std::time::Instant;
 
 use luge_core::Action;
 use luge_outbound_pg::{self as pg, PgError};
-use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTable, StreamReader};
+use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
+use crate::connections::{ConnectionsView, Handle};
 use crate::limits::max_answer_bytes;
 
 mod generated {
@@ -32,24 +33,16 @@ mod generated {
 use generated::spin::postgres::postgres as wit;
 
 /// An open connection, as the guest's `connection` resource holds it.
-pub struct PgConnection(Arc<pg::Connection>);
+pub type PgConnection = Handle<pg::Connection>;
 
 /// A connection not yet made: its address.
 pub struct PgConnectionBuilder(String);
-
-/// What the bindings work on: the store's resource table, the action
-/// (its name, grants and limits) and the invocation's deadline.
-pub struct PostgresView<'a> {
-    pub(crate) table: &'a mut ResourceTable,
-    pub(crate) action: &'a Arc<Action>,
-    pub(crate) deadline: Instant,
-}
 
 /// The bindings' host state.
 pub(crate) struct HasPostgres;
 
 impl HasData for HasPostgres {
-    type Data<'a> = PostgresView<'a>;
+    type Data<'a> = ConnectionsView<'a>;
 }
 
 fn error(error: PgError) -> wit::Error {
@@ -167,29 +160,6 @@ fn column(column: pg::Column) -> wit::Column {
 /// What opening a connection needs from the store, taken before awaiting.
 type Opening = (Arc<Action>, Instant);
 
-impl PostgresView<'_> {
-    fn opening(&self) -> Opening {
-        (Arc::clone(self.action), self.deadline)
-    }
-
-    fn held(
-        &self,
-        connection: &Resource<PgConnection>,
-    ) -> wasmtime::Result<(Arc<pg::Connection>, Instant)> {
-        Ok((Arc::clone(&self.table.get(connection)?.0), self.deadline))
-    }
-
-    fn keep(
-        &mut self,
-        opened: Result<pg::Connection, PgError>,
-    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
-        match opened {
-            Ok(connection) => Ok(Ok(self.table.push(PgConnection(Arc::new(connection)))?)),
-            Err(e) => Ok(Err(error(e))),
-        }
-    }
-}
-
 async fn open((action, deadline): Opening, address: &str) -> Result<pg::Connection, PgError> {
     let opened = pg::open(
         &action.name,
@@ -236,15 +206,15 @@ async fn execute(
         .map_err(error)
 }
 
-impl wit::Host for PostgresView<'_> {}
+impl wit::Host for ConnectionsView<'_> {}
 
-impl wit::HostConnection for PostgresView<'_> {
+impl wit::HostConnection for ConnectionsView<'_> {
     async fn open(
         &mut self,
         address: String,
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
         let opened = open(self.opening(), &address).await;
-        self.keep(opened)
+        self.keep(opened, error)
     }
 
     async fn query(
@@ -270,12 +240,11 @@ impl wit::HostConnection for PostgresView<'_> {
     }
 
     async fn drop(&mut self, connection: Resource<PgConnection>) -> wasmtime::Result<()> {
-        self.table.delete(connection)?;
-        Ok(())
+        self.close(connection)
     }
 }
 
-impl wit::HostConnectionBuilder for PostgresView<'_> {
+impl wit::HostConnectionBuilder for ConnectionsView<'_> {
     async fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgConnectionBuilder>> {
         Ok(self.table.push(PgConnectionBuilder(address))?)
     }
@@ -294,7 +263,7 @@ impl wit::HostConnectionBuilder for PostgresView<'_> {
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
         let address = self.table.get(&builder)?.0.clone();
         let opened = open(self.opening(), &address).await;
-        self.keep(opened)
+        self.keep(opened, error)
     }
 
     async fn drop(&mut self, builder: Resource<PgConnectionBuilder>) -> wasmtime::Result<()> {
@@ -310,7 +279,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
         let opening = accessor.with(|mut access| access.get().opening());
         let opened = open(opening, &address).await;
-        accessor.with(|mut access| access.get().keep(opened))
+        accessor.with(|mut access| access.get().keep(opened, error))
     }
 
     async fn query_async(
@@ -366,14 +335,14 @@ impl<T> wit::HostConnectionBuilderWithStore<T> for HasPostgres {
             Ok::<_, wasmtime::Error>((view.opening(), address))
         })?;
         let opened = open(opening, &address).await;
-        accessor.with(|mut access| access.get().keep(opened))
+        accessor.with(|mut access| access.get().keep(opened, error))
     }
 }
 
 /// Adds `spin:postgres@4.2.0` to `linker`.
 pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> PostgresView<'_>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {
     wit::add_to_linker::<_, HasPostgres>(linker, view)
 }

@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_core::Action;
 use luge_outbound_redis::{Parameter, RedisError, Reply};
-use wasmtime::component::{Accessor, HasData, Resource, ResourceTable};
+use wasmtime::component::{Accessor, HasData, Resource};
 
+use crate::connections::{ConnectionsView, Handle};
 use crate::limits::max_answer_bytes;
 
 mod generated {
@@ -28,23 +28,14 @@ mod generated {
 
 use generated::spin::redis::redis;
 
-/// An open connection, as the guest's `connection` resource holds it
-/// (shared with a command still running when the guest drops it).
-pub struct RedisConnection(Arc<luge_outbound_redis::Connection>);
-
-/// What the bindings work on: the store's resource table, the action
-/// (its name, grants and limits) and the invocation's deadline.
-pub struct RedisView<'a> {
-    pub(crate) table: &'a mut ResourceTable,
-    pub(crate) action: &'a Arc<Action>,
-    pub(crate) deadline: Instant,
-}
+/// An open connection, as the guest's `connection` resource holds it.
+pub type RedisConnection = Handle<luge_outbound_redis::Connection>;
 
 /// The bindings' host state.
 pub(crate) struct HasRedis;
 
 impl HasData for HasRedis {
-    type Data<'a> = RedisView<'a>;
+    type Data<'a> = ConnectionsView<'a>;
 }
 
 fn error(error: RedisError) -> redis::Error {
@@ -61,18 +52,14 @@ fn held<T>(
     accessor: &Accessor<T, HasRedis>,
     connection: &Resource<RedisConnection>,
 ) -> wasmtime::Result<(Arc<luge_outbound_redis::Connection>, Instant)> {
-    accessor.with(|mut access| {
-        let view = access.get();
-        Ok((Arc::clone(&view.table.get(connection)?.0), view.deadline))
-    })
+    accessor.with(|mut access| access.get().held(connection))
 }
 
-impl redis::Host for RedisView<'_> {}
+impl redis::Host for ConnectionsView<'_> {}
 
-impl redis::HostConnection for RedisView<'_> {
+impl redis::HostConnection for ConnectionsView<'_> {
     fn drop(&mut self, connection: Resource<RedisConnection>) -> wasmtime::Result<()> {
-        self.table.delete(connection)?;
-        Ok(())
+        self.close(connection)
     }
 }
 
@@ -98,18 +85,10 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
             max_answer_bytes(&action),
         )
         .await;
-        match opened {
-            Ok(connection) => accessor.with(|mut access| {
-                Ok(Ok(access
-                    .get()
-                    .table
-                    .push(RedisConnection(Arc::new(connection)))?))
-            }),
-            Err(e) => {
-                tracing::debug!(function = %action.name, error = %e, "outbound redis refused");
-                Ok(Err(error(e)))
-            }
+        if let Err(e) = &opened {
+            tracing::debug!(function = %action.name, error = %e, "outbound redis refused");
         }
+        accessor.with(|mut access| access.get().keep(opened, error))
     }
 
     async fn publish(
@@ -223,7 +202,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
 /// Adds `spin:redis@3.0.0` to `linker`.
 pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> RedisView<'_>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {
     redis::add_to_linker::<_, HasRedis>(linker, view)
 }

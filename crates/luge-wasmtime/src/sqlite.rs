@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use luge_core::Action;
-use luge_core::capabilities::SqliteGrant;
 use luge_sqlite::SqliteError;
+use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
+use crate::connections::{ConnectionsView, Handle};
 use crate::limits::max_answer_bytes;
-use wasmtime::component::{Accessor, FutureReader, HasData, Resource, ResourceTable, StreamReader};
 
 mod generated {
     wasmtime::component::bindgen!({
@@ -30,23 +30,14 @@ mod generated {
 
 use generated::spin::sqlite::sqlite;
 
-/// An open connection, as the guest's `connection` resource holds it
-/// (shared with a statement still running when the guest drops it).
-pub struct SqliteConnection(Arc<luge_sqlite::Connection>);
-
-/// What the bindings work on: the store's resource table, the action
-/// (its grant and limits) and the invocation's deadline.
-pub struct SqliteView<'a> {
-    pub(crate) table: &'a mut ResourceTable,
-    pub(crate) action: &'a Arc<Action>,
-    pub(crate) deadline: Instant,
-}
+/// An open connection, as the guest's `connection` resource holds it.
+pub type SqliteConnection = Handle<luge_sqlite::Connection>;
 
 /// The bindings' host state.
 pub(crate) struct HasSqlite;
 
 impl HasData for HasSqlite {
-    type Data<'a> = SqliteView<'a>;
+    type Data<'a> = ConnectionsView<'a>;
 }
 
 fn error(error: SqliteError) -> sqlite::Error {
@@ -84,59 +75,32 @@ fn row_out(values: Vec<luge_sqlite::Value>) -> sqlite::RowResult {
     }
 }
 
-/// What opening a database needs from the store, taken before awaiting.
-struct Opening {
-    grant: SqliteGrant,
-    deadline: Instant,
-}
-
-impl SqliteView<'_> {
-    fn opening(&self) -> Opening {
-        Opening {
-            grant: self.action.capabilities.sqlite.clone(),
-            deadline: self.deadline,
-        }
-    }
-
-    fn connection(
-        &self,
-        connection: &Resource<SqliteConnection>,
-    ) -> wasmtime::Result<(Arc<luge_sqlite::Connection>, Instant, usize)> {
-        let open = self.table.get(connection)?;
-        Ok((
-            Arc::clone(&open.0),
-            self.deadline,
-            max_answer_bytes(self.action),
-        ))
-    }
-}
-
-/// Opens `label` for the grant: no `default` without an owner.
-async fn open(opening: Opening, label: &str) -> Result<luge_sqlite::Connection, SqliteError> {
-    let Some(owner) = &opening.grant.owner else {
-        return Err(if opening.grant.databases.iter().any(|l| l == label) {
+/// Opens `label` for the action's grant: no `default` without an owner.
+async fn open(
+    (action, deadline): (Arc<Action>, Instant),
+    label: &str,
+) -> Result<luge_sqlite::Connection, SqliteError> {
+    let grant = &action.capabilities.sqlite;
+    let Some(owner) = &grant.owner else {
+        return Err(if grant.databases.iter().any(|l| l == label) {
             SqliteError::NoSuchDatabase
         } else {
             SqliteError::AccessDenied
         });
     };
     luge_sqlite::databases()
-        .open(label, &opening.grant.databases, owner, opening.deadline)
+        .open(label, &grant.databases, owner, deadline)
         .await
 }
 
-impl SqliteView<'_> {
-    fn keep(
-        &mut self,
-        opened: Result<luge_sqlite::Connection, SqliteError>,
-    ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
-        match opened {
-            Ok(connection) => Ok(Ok(self
-                .table
-                .push(SqliteConnection(Arc::new(connection)))?)),
-            Err(e) => Ok(Err(error(e))),
-        }
-    }
+/// The connection `connection` names, the deadline and the bound on its
+/// rows.
+fn held(
+    view: &ConnectionsView<'_>,
+    connection: &Resource<SqliteConnection>,
+) -> wasmtime::Result<(Arc<luge_sqlite::Connection>, Instant, usize)> {
+    let (connection, deadline) = view.held(connection)?;
+    Ok((connection, deadline, max_answer_bytes(view.action)))
 }
 
 async fn execute(
@@ -151,15 +115,15 @@ async fn execute(
         .map_err(error)
 }
 
-impl sqlite::Host for SqliteView<'_> {}
+impl sqlite::Host for ConnectionsView<'_> {}
 
-impl sqlite::HostConnection for SqliteView<'_> {
+impl sqlite::HostConnection for ConnectionsView<'_> {
     async fn open(
         &mut self,
         database: String,
     ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
         let opened = open(self.opening(), &database).await;
-        self.keep(opened)
+        self.keep(opened, error)
     }
 
     async fn execute(
@@ -168,7 +132,7 @@ impl sqlite::HostConnection for SqliteView<'_> {
         statement: String,
         parameters: Vec<sqlite::Value>,
     ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
-        let held = self.connection(&connection)?;
+        let held = held(self, &connection)?;
         Ok(execute(held, statement, parameters)
             .await
             .map(|rows| sqlite::QueryResult {
@@ -189,8 +153,7 @@ impl sqlite::HostConnection for SqliteView<'_> {
     }
 
     async fn drop(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<()> {
-        self.table.delete(connection)?;
-        Ok(())
+        self.close(connection)
     }
 }
 
@@ -201,7 +164,7 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
     ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
         let opening = accessor.with(|mut access| access.get().opening());
         let opened = open(opening, &database).await;
-        accessor.with(|mut access| access.get().keep(opened))
+        accessor.with(|mut access| access.get().keep(opened, error))
     }
 
     async fn execute_async(
@@ -219,7 +182,7 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
             sqlite::Error,
         >,
     > {
-        let held = accessor.with(|mut access| access.get().connection(&connection))?;
+        let held = accessor.with(|mut access| held(&access.get(), &connection))?;
         let rows = match execute(held, statement, parameters).await {
             Ok(rows) => rows,
             Err(e) => return Ok(Err(e)),
@@ -257,7 +220,7 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
 /// Adds `spin:sqlite@3.1.0` to `linker`.
 pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> SqliteView<'_>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {
     sqlite::add_to_linker::<_, HasSqlite>(linker, view)
 }
