@@ -14,6 +14,13 @@ use anyhow::{Context, bail};
 /// Spin sections Luge does not serve yet, named in the refusal.
 const NOT_SERVED: &[&str] = &["llm_compute"];
 
+/// The runtime config file `file`, parsed; errors name it.
+fn read(file: &Path) -> anyhow::Result<toml::Table> {
+    let at = || format!("--runtime-config-file {}", file.display());
+    let text = std::fs::read_to_string(file).with_context(at)?;
+    toml::from_str(&text).with_context(at)
+}
+
 /// The outbound settings of `ca_file` (the operator's CA bundle) and
 /// `runtime_config` (Spin's runtime config file), each named in its
 /// errors.
@@ -34,8 +41,7 @@ pub fn outbound(
         return Ok(config);
     };
     let at = || format!("--runtime-config-file {}", file.display());
-    let text = std::fs::read_to_string(file).with_context(at)?;
-    let table: toml::Table = toml::from_str(&text).with_context(at)?;
+    let table = read(file)?;
     let dir = file.parent().unwrap_or(Path::new("."));
     for (section, value) in table {
         config = match section.as_str() {
@@ -93,8 +99,7 @@ pub fn sqlite(
         return Ok(databases);
     };
     let at = || format!("--runtime-config-file {}", file.display());
-    let text = std::fs::read_to_string(file).with_context(at)?;
-    let mut table: toml::Table = toml::from_str(&text).with_context(at)?;
+    let mut table = read(file)?;
     let Some(sections) = table.remove("sqlite_database") else {
         return Ok(databases);
     };
@@ -167,8 +172,7 @@ impl KeyValueStores {
             return Ok(stores);
         };
         let at = || format!("--runtime-config-file {}", file.display());
-        let text = std::fs::read_to_string(file).with_context(at)?;
-        let mut table: toml::Table = toml::from_str(&text).with_context(at)?;
+        let mut table = read(file)?;
         let Some(sections) = table.remove("key_value_store") else {
             return Ok(stores);
         };
@@ -267,8 +271,7 @@ impl VariableProviders {
             return Ok(Self::default());
         };
         let at = || format!("--runtime-config-file {}", file.display());
-        let text = std::fs::read_to_string(file).with_context(at)?;
-        let table: toml::Table = toml::from_str(&text).with_context(at)?;
+        let table = read(file)?;
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut providers = Vec::new();
         for key in ["variables_provider", "config_provider"] {

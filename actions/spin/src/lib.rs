@@ -138,9 +138,7 @@ async fn handle(request: Request) -> impl IntoResponse {
         (Method::POST, ["pg", rest]) => {
             let rest = rest.to_owned();
             match request.into_body().collect().await {
-                Ok(body) => {
-                    postgres(&rest, &String::from_utf8_lossy(&body.to_bytes())).await
-                }
+                Ok(body) => postgres(&rest, &String::from_utf8_lossy(&body.to_bytes())).await,
                 Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
             }
         }
@@ -423,24 +421,17 @@ async fn postgres(op: &str, body: &str) -> (StatusCode, String) {
                 .map(|n| n.to_string())
                 .map_err(|e| format!("{e:?}")),
             "query" => {
-                let result = connection.query(body, []).await.map_err(|e| format!("{e:?}"))?;
+                let result = connection
+                    .query(body, [])
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
                 let (columns, rows, ended) = result.into_inner();
                 let rows: Vec<Vec<pg::DbValue>> = rows.collect().await;
                 ended.await.map_err(|e| format!("{e:?}"))?;
-                let mut lines = vec![columns
+                let header = columns
                     .iter()
-                    .map(|c| format!("{}:{:?}", c.name, c.data_type))
-                    .collect::<Vec<_>>()
-                    .join("|")];
-                for row in rows {
-                    lines.push(
-                        row.iter()
-                            .map(|v| format!("{v:?}"))
-                            .collect::<Vec<_>>()
-                            .join("|"),
-                    );
-                }
-                Ok(lines.join("\n"))
+                    .map(|c| format!("{}:{:?}", c.name, c.data_type));
+                Ok(table(header, &rows))
             }
             other => Err(format!("no pg operation {other}")),
         }
@@ -477,24 +468,17 @@ async fn mysql_op(op: &str, body: &str) -> (StatusCode, String) {
                 .map(|()| String::new())
                 .map_err(|e| format!("{e:?}")),
             "query" => {
-                let result = connection.query(body, []).await.map_err(|e| format!("{e:?}"))?;
+                let result = connection
+                    .query(body, [])
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
                 let (columns, rows, ended) = result.into_inner();
                 let rows: Vec<Vec<mysql::DbValue>> = rows.collect().await;
                 ended.await.map_err(|e| format!("{e:?}"))?;
-                let mut lines = vec![columns
+                let header = columns
                     .iter()
-                    .map(|c| format!("{}:{:?}", c.name, c.data_type))
-                    .collect::<Vec<_>>()
-                    .join("|")];
-                for row in rows {
-                    lines.push(
-                        row.iter()
-                            .map(|v| format!("{v:?}"))
-                            .collect::<Vec<_>>()
-                            .join("|"),
-                    );
-                }
-                Ok(lines.join("\n"))
+                    .map(|c| format!("{}:{:?}", c.name, c.data_type));
+                Ok(table(header, &rows))
             }
             other => Err(format!("no mysql operation {other}")),
         }
@@ -503,4 +487,19 @@ async fn mysql_op(op: &str, body: &str) -> (StatusCode, String) {
         Ok(text) => answer(StatusCode::OK, text),
         Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
+}
+
+/// A query's answer as text: `header` on the first line, then each row's
+/// values (`Debug`), `|`-joined.
+fn table<V: std::fmt::Debug>(header: impl Iterator<Item = String>, rows: &[Vec<V>]) -> String {
+    let mut lines = vec![header.collect::<Vec<_>>().join("|")];
+    for row in rows {
+        lines.push(
+            row.iter()
+                .map(|v| format!("{v:?}"))
+                .collect::<Vec<_>>()
+                .join("|"),
+        );
+    }
+    lines.join("\n")
 }

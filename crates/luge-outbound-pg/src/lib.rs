@@ -663,15 +663,10 @@ fn hms(time: &chrono::NaiveTime) -> Time {
 mod tests {
     use std::time::Duration;
 
-    use luge_core::capabilities::Variables;
+    use luge_testkit::grants;
     use luge_testkit::postgres::PostgresServer;
 
     use super::*;
-
-    fn grants(hosts: &[&str]) -> AllowedHosts {
-        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
-        AllowedHosts::parse(&hosts, &Variables::default()).unwrap()
-    }
 
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(20)

@@ -317,15 +317,10 @@ fn flatten(value: redis::Value, out: &mut Vec<Reply>) -> Result<(), RedisError> 
 mod tests {
     use std::time::Duration;
 
-    use luge_core::capabilities::Variables;
+    use luge_testkit::grants;
     use luge_testkit::redis::RedisServer;
 
     use super::*;
-
-    fn grants(hosts: &[&str]) -> AllowedHosts {
-        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
-        AllowedHosts::parse(&hosts, &Variables::default()).unwrap()
-    }
 
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(10)

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use luge_core::Action;
-use wasmtime::component::{Resource, ResourceTable};
+use wasmtime::AsContextMut;
+use wasmtime::component::{FutureReader, Resource, ResourceTable, StreamReader};
 
 /// A connection as the guest's resource holds it, shared with a call
 /// still running when the guest drops it.
@@ -57,4 +58,26 @@ impl ConnectionsView<'_> {
         self.table.delete(resource)?;
         Ok(())
     }
+}
+
+/// A WASI 0.3 answer of rows: the stream of them, and how it ended.
+pub(crate) type RowsAnswer<R, E> = (StreamReader<R>, FutureReader<Result<(), E>>);
+
+/// Rows read whole (within their bound) before the answer, as a WASI 0.3
+/// call answers them: a stream that only hands them over, and a future
+/// that says the statement ended well.
+pub(crate) fn rows_answer<S: AsContextMut, R, E>(
+    mut store: S,
+    rows: Vec<R>,
+) -> wasmtime::Result<RowsAnswer<R, E>>
+where
+    R: wasmtime::component::Lower + wasmtime::component::Lift + Send + Sync + Unpin + 'static,
+    Result<(), E>: wasmtime::component::Lower + wasmtime::component::Lift + Send + Sync + 'static,
+{
+    let rows = StreamReader::new(&mut store, rows)?;
+    let ended = FutureReader::new(
+        &mut store,
+        std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
+    )?;
+    Ok((rows, ended))
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use luge_outbound_mysql::{self as mysql, MysqlError};
 use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
-use crate::connections::{ConnectionsView, Handle};
+use crate::connections::{ConnectionsView, Handle, rows_answer};
 use crate::limits::max_answer_bytes;
 
 mod generated {
@@ -174,13 +174,8 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
             .into_iter()
             .map(|row| row.into_iter().map(value).collect())
             .collect();
-        // Every row was read (within the bound) before the answer.
         accessor.with(|mut access| {
-            let rows = StreamReader::new(&mut access, rows)?;
-            let ended = FutureReader::new(
-                &mut access,
-                std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
-            )?;
+            let (rows, ended) = rows_answer(&mut access, rows)?;
             Ok(Ok((columns, rows, ended)))
         })
     }

@@ -14,7 +14,7 @@ use luge_core::Action;
 use luge_outbound_pg::{self as pg, PgError};
 use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
-use crate::connections::{ConnectionsView, Handle};
+use crate::connections::{ConnectionsView, Handle, rows_answer};
 use crate::limits::max_answer_bytes;
 
 mod generated {
@@ -302,13 +302,8 @@ impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
             Ok(answer) => answer,
             Err(e) => return Ok(Err(e)),
         };
-        // Every row was read (within the bound) before the answer.
         accessor.with(|mut access| {
-            let rows = StreamReader::new(&mut access, rows)?;
-            let ended = FutureReader::new(
-                &mut access,
-                std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
-            )?;
+            let (rows, ended) = rows_answer(&mut access, rows)?;
             Ok(Ok((columns, rows, ended)))
         })
     }

@@ -13,7 +13,7 @@ use luge_core::Action;
 use luge_sqlite::SqliteError;
 use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
-use crate::connections::{ConnectionsView, Handle};
+use crate::connections::{ConnectionsView, Handle, rows_answer};
 use crate::limits::max_answer_bytes;
 
 mod generated {
@@ -187,17 +187,9 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
             Ok(rows) => rows,
             Err(e) => return Ok(Err(e)),
         };
-        // Every row was read (within the bound) before the answer: the
-        // stream only hands them over, and the statement ended well.
         accessor.with(|mut access| {
-            let stream = StreamReader::new(
-                &mut access,
-                rows.rows.into_iter().map(row_out).collect::<Vec<_>>(),
-            )?;
-            let ended = FutureReader::new(
-                &mut access,
-                std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
-            )?;
+            let rows_out = rows.rows.into_iter().map(row_out).collect::<Vec<_>>();
+            let (stream, ended) = rows_answer(&mut access, rows_out)?;
             Ok(Ok((rows.columns, stream, ended)))
         })
     }
