@@ -10,7 +10,9 @@
 # - wasmtime-wasi-keyvalue 48.0.8 and wasmtime-wasi-config 48.0.8:
 #   wasi:keyvalue 0.2.0-draft, wasi:config 0.2.0-rc.1;
 # - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
-#   0.2.0-draft-2024-09-27 and Spin's interfaces.
+#   0.2.0-draft-2024-09-27 and Spin's interfaces;
+# - by hand, as no crate ships them: deps/spin-cron, the cron.wit of
+#   fermyon/spin-trigger-cron at 328d368 (kept as it is here).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-refresh}"
@@ -58,6 +60,11 @@ cp -r "$config/wit/deps/config" "$work/deps/config-rc1"
 cp -r "$spin/wit/deps/wasi-runtime-config-2024-09-27" "$work/deps/config-draft"
 for package in key-value@3.0.0 variables@3.0.0 sqlite@3.1.0 redis@3.0.0 postgres@4.2.0 mysql@3.0.0; do
     cp -r "$spin/wit/deps/spin-$package" "$work/deps/spin-${package%@*}"
+done
+
+# Vendored by hand (see above): kept as they are.
+for package in spin-cron; do
+    cp -r "$root/wit/deps/$package" "$work/deps/$package"
 done
 
 if [ "$mode" = --check ]; then

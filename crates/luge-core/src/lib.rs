@@ -36,6 +36,7 @@ pub mod action;
 pub mod calls;
 pub mod capabilities;
 pub mod error;
+pub mod event;
 pub mod handler;
 pub mod hints;
 pub mod hostapi;

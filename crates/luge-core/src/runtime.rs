@@ -398,6 +398,30 @@ pub trait LoadedModule: Send + Sync + 'static {
         false
     }
 
+    /// The export this module has for events, if it is a component made
+    /// to be woken by them ([`crate::event`]); such a module is run by
+    /// [`LoadedModule::start_event`], not by `run`/`start`.
+    fn event_export(&self) -> Option<crate::event::EventExport> {
+        None
+    }
+
+    /// Starts one event in a fresh sandbox, as a future like
+    /// [`LoadedModule::start`], calling the module's
+    /// [`LoadedModule::event_export`]; the handler's error result ends it
+    /// as exit status 1, its message on stderr. The default, for modules
+    /// with no such export, fails.
+    fn start_event(
+        self: Arc<Self>,
+        invocation: Invocation,
+        event: crate::event::Event,
+        preemption: Preemption,
+    ) -> SandboxFuture {
+        let _ = (invocation, event, preemption);
+        Box::pin(std::future::ready(Outcome::failed(
+            crate::event::NOT_AN_EVENT_HANDLER,
+        )))
+    }
+
     /// Starts one HTTP request in a fresh sandbox, as a future like
     /// [`LoadedModule::start`]: the response goes to `respond` as soon as
     /// the handler sets it, and the future ends when the handler has

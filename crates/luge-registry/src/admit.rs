@@ -64,6 +64,9 @@ pub enum Wanted<'a> {
     Command(&'a str),
     /// A command (at [`COMMAND_ENTRY`]) or an HTTP handler.
     CommandOrHandler,
+    /// What a trigger wakes: a component with an export for events
+    /// (`luge_core::event`), a command or an HTTP handler.
+    Triggered,
 }
 
 /// Why code or its annotations were not admitted.
@@ -86,6 +89,12 @@ pub enum AdmitError {
         "The code is an HTTP handler (a wasi:http/proxy component): it serves HTTP routes of the standalone host, and cannot run on stdin and stdout (OpenWhisk actions, chains, calls)."
     )]
     Handler,
+    /// A component made to be woken by events, on an HTTP route or as a
+    /// command.
+    #[error(
+        "The code is an event handler (it exports {0}): it runs on its triggers, not on HTTP routes or stdin and stdout."
+    )]
+    EventHandler(&'static str),
     /// The named entry is not an export.
     #[error("The entry point '{0}' is not a function exported by the module.")]
     NoEntry(String),
@@ -109,7 +118,7 @@ impl AdmitError {
             ) => BAD,
             Self::Grant(_) | Self::Engine(_) | Self::Limits(_) => REFUSED,
             Self::Load(e) => load_status(e),
-            Self::Handler | Self::NoEntry(_) | Self::NotACommand => BAD,
+            Self::Handler | Self::EventHandler(_) | Self::NoEntry(_) | Self::NotACommand => BAD,
         }
     }
 }
@@ -179,9 +188,17 @@ pub fn load(
 
 /// Step 6: the export `module` runs, as `wanted`.
 pub fn entry(module: &dyn LoadedModule, wanted: Wanted<'_>) -> Result<String, AdmitError> {
+    if let Some(export) = module.event_export() {
+        return match wanted {
+            Wanted::Triggered => Ok(COMMAND_ENTRY.to_owned()),
+            _ => Err(AdmitError::EventHandler(export.name())),
+        };
+    }
     match wanted {
-        Wanted::CommandOrHandler if module.serves_http() => Ok(COMMAND_ENTRY.to_owned()),
-        Wanted::CommandOrHandler | Wanted::Command("" | "main") => {
+        Wanted::CommandOrHandler | Wanted::Triggered if module.serves_http() => {
+            Ok(COMMAND_ENTRY.to_owned())
+        }
+        Wanted::CommandOrHandler | Wanted::Triggered | Wanted::Command("" | "main") => {
             if module.serves_http() {
                 Err(AdmitError::Handler)
             } else if module.has_export(COMMAND_ENTRY) {

@@ -23,6 +23,7 @@ pub mod component;
 pub mod config;
 mod connections;
 pub mod epoch;
+pub mod events;
 mod hostapi;
 mod image;
 mod keyvalue;
@@ -375,8 +376,9 @@ impl WasmtimeRuntime {
                 self.fuel,
             )?;
             shared.image = lease.map(Arc::new);
-            // A WASI 0.3 world first, then 0.2's: a component exports one.
-            return match p3::load(pre, shared) {
+            // A WASI 0.3 world first, then an event handler's, then
+            // 0.2's: a component exports one.
+            return match p3::load(pre, shared).or_else(|(pre, shared)| events::load(pre, shared)) {
                 Ok(loaded) => Ok(loaded),
                 Err((pre, shared)) => component::load(pre, shared),
             };

@@ -1,0 +1,151 @@
+//! Functions woken by events (a Redis message, an MQTT message, a cron
+//! tick) instead of HTTP requests.
+//!
+//! Only the types are here: the event sources live in `luge-trigger`, the
+//! executor admits and schedules each event like a request, and the engine
+//! calls the export a component has for its kind of event. A function with
+//! no such export (a core module, a `wasi:cli` command) gets the payload on
+//! stdin instead, and the event's metadata in its environment.
+
+/// What woke a function, with the metadata each kind carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    /// A message published on a Redis channel (`PUBLISH`).
+    Redis {
+        /// The channel it was published on.
+        channel: String,
+    },
+    /// A message on an MQTT topic.
+    Mqtt {
+        /// The topic it was published on.
+        topic: String,
+    },
+    /// A tick of a cron schedule.
+    Cron {
+        /// When the tick was due, seconds since the Unix epoch.
+        timestamp: u64,
+    },
+}
+
+impl EventKind {
+    /// The trigger type as Spin's manifest names it (`redis`, `mqtt`,
+    /// `cron`).
+    pub fn trigger(&self) -> &'static str {
+        match self {
+            Self::Redis { .. } => "redis",
+            Self::Mqtt { .. } => "mqtt",
+            Self::Cron { .. } => "cron",
+        }
+    }
+
+    /// The channel or topic, empty for a tick.
+    pub fn subject(&self) -> &str {
+        match self {
+            Self::Redis { channel } => channel,
+            Self::Mqtt { topic } => topic,
+            Self::Cron { .. } => "",
+        }
+    }
+}
+
+/// One event for one function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// What woke the function.
+    pub kind: EventKind,
+    /// The message's bytes (empty for a tick).
+    pub payload: Vec<u8>,
+}
+
+/// The export a component has for events, which the engine calls with the
+/// event ([`crate::LoadedModule::start_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventExport {
+    /// `spin:redis/inbound-redis@3.0.0`'s `handle-message` (spin-sdk 7's
+    /// `#[redis_subscriber]`).
+    InboundRedis,
+    /// `handle-message` of `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's
+    /// `#[mqtt_component]`).
+    Mqtt,
+    /// `handle-cron-event` of `fermyon:spin-cron@2.0.0`
+    /// (spin-trigger-cron's `#[cron_component]`).
+    Cron,
+}
+
+impl EventExport {
+    /// Whether the export takes events of `kind`.
+    pub fn takes(self, kind: &EventKind) -> bool {
+        matches!(
+            (self, kind),
+            (Self::InboundRedis, EventKind::Redis { .. })
+                | (Self::Mqtt, EventKind::Mqtt { .. })
+                | (Self::Cron, EventKind::Cron { .. })
+        )
+    }
+
+    /// The export, as the component's world names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::InboundRedis => "spin:redis/inbound-redis@3.0.0#handle-message",
+            Self::Mqtt => "spin:mqtt-trigger@3.0.0 handle-message",
+            Self::Cron => "fermyon:spin-cron@2.0.0 handle-cron-event",
+        }
+    }
+}
+
+/// What a module that has no export for events says when asked to take one.
+pub const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event (spin:redis/inbound-redis, spin:mqtt-trigger or fermyon:spin-cron)";
+
+/// The environment a function that takes the event on stdin gets:
+/// `LUGE_TRIGGER` (`redis`, `mqtt`, `cron`), `LUGE_EVENT_ID` (`id`, unique
+/// per trigger), and `LUGE_EVENT_SUBJECT` (the channel or topic) or
+/// `LUGE_EVENT_TIME` (a tick's Unix time).
+pub fn environment(event: &Event, id: u64) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("LUGE_TRIGGER".to_owned(), event.kind.trigger().to_owned()),
+        ("LUGE_EVENT_ID".to_owned(), id.to_string()),
+    ];
+    match &event.kind {
+        EventKind::Cron { timestamp } => {
+            env.push(("LUGE_EVENT_TIME".to_owned(), timestamp.to_string()));
+        }
+        kind => env.push(("LUGE_EVENT_SUBJECT".to_owned(), kind.subject().to_owned())),
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_export_takes_only_its_own_kind_of_event() {
+        let redis = EventKind::Redis {
+            channel: "c".into(),
+        };
+        let tick = EventKind::Cron { timestamp: 7 };
+        assert!(EventExport::InboundRedis.takes(&redis));
+        assert!(!EventExport::InboundRedis.takes(&tick));
+        assert!(EventExport::Cron.takes(&tick));
+        assert!(!EventExport::Mqtt.takes(&redis));
+    }
+
+    #[test]
+    fn the_environment_names_the_trigger_and_the_subject_or_time() {
+        let event = Event {
+            kind: EventKind::Mqtt {
+                topic: "t/1".into(),
+            },
+            payload: b"x".to_vec(),
+        };
+        let env = environment(&event, 9);
+        assert!(env.contains(&("LUGE_TRIGGER".into(), "mqtt".into())));
+        assert!(env.contains(&("LUGE_EVENT_ID".into(), "9".into())));
+        assert!(env.contains(&("LUGE_EVENT_SUBJECT".into(), "t/1".into())));
+        let tick = Event {
+            kind: EventKind::Cron { timestamp: 5 },
+            payload: Vec::new(),
+        };
+        assert!(environment(&tick, 1).contains(&("LUGE_EVENT_TIME".into(), "5".into())));
+    }
+}

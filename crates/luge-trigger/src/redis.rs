@@ -1,0 +1,163 @@
+//! Redis pub/sub, as Spin's Redis trigger takes it: `PUBLISH` on a
+//! channel wakes each trigger subscribed to it with the message.
+//!
+//! One connection per address carries every channel its triggers name,
+//! each subscribed once however many triggers share it. When the
+//! connection is lost (the server restarted, the network failed) the
+//! source reconnects and resubscribes with exponential backoff, from
+//! [`FIRST_BACKOFF`] to [`MAX_BACKOFF`]; what is published meanwhile
+//! reaches no subscriber, as pub/sub defines. Pub/sub has no redelivery,
+//! so an event its trigger has no room for is dropped and counted.
+//!
+//! The address is the operator's (a manifest or config Luge was started
+//! with), never a function's; its password is never logged.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use luge_core::event::{Event, EventKind};
+
+use crate::{EventSource, Sink, SourceError};
+
+/// The first wait before reconnecting; doubled at each failure.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The longest wait before reconnecting.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How long connecting and subscribing may take before it counts as a
+/// failure (a server that accepts and then stalls).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest channel name a trigger may subscribe to (Redis allows
+/// 512 MiB; names are config).
+pub const MAX_CHANNEL_BYTES: usize = 1024;
+
+/// Checks a trigger's `address` and `channel`.
+pub fn check(address: &str, channel: &str) -> Result<(), SourceError> {
+    let parsed =
+        ::redis::Client::open(address).map_err(|_| SourceError::RedisAddress(redacted(address)))?;
+    if !matches!(
+        parsed.get_connection_info().addr(),
+        ::redis::ConnectionAddr::Tcp(..)
+    ) || !address.starts_with("redis://")
+    {
+        return Err(SourceError::RedisAddress(redacted(address)));
+    }
+    if channel.is_empty() || channel.len() > MAX_CHANNEL_BYTES {
+        return Err(SourceError::Channel);
+    }
+    Ok(())
+}
+
+/// `address` without its user and password (what is before the last `@`,
+/// after the scheme's `://` if any).
+pub fn redacted(address: &str) -> String {
+    let Some(at) = address.rfind('@') else {
+        return address.to_owned();
+    };
+    let start = address.find("://").map_or(0, |scheme| scheme + 3).min(at);
+    format!("{}***{}", &address[..start], &address[at..])
+}
+
+/// One Redis server's subscriptions.
+pub struct RedisSource {
+    address: String,
+    /// Each channel and the triggers on it.
+    channels: BTreeMap<String, Vec<Arc<dyn Sink>>>,
+}
+
+impl RedisSource {
+    /// The subscriptions to `channels` of the server at `address` (checked
+    /// by [`check`]).
+    pub fn new(address: String, channels: BTreeMap<String, Vec<Arc<dyn Sink>>>) -> Self {
+        Self { address, channels }
+    }
+
+    /// Connects and subscribes to every channel.
+    async fn subscribe(&self) -> ::redis::RedisResult<::redis::aio::PubSub> {
+        let client = ::redis::Client::open(self.address.as_str())?;
+        let mut pubsub = client.get_async_pubsub().await?;
+        for channel in self.channels.keys() {
+            pubsub.subscribe(channel).await?;
+        }
+        Ok(pubsub)
+    }
+
+    /// Hands `message` to the triggers on its channel.
+    fn dispatch(&self, message: &::redis::Msg) {
+        let channel = message.get_channel_name();
+        let Some(sinks) = self.channels.get(channel) else {
+            return;
+        };
+        for sink in sinks {
+            let event = Event {
+                kind: EventKind::Redis {
+                    channel: channel.to_owned(),
+                },
+                payload: message.get_payload_bytes().to_vec(),
+            };
+            crate::deliver(sink, event);
+        }
+    }
+}
+
+impl EventSource for RedisSource {
+    fn describe(&self) -> String {
+        let channels: Vec<&str> = self.channels.keys().map(String::as_str).collect();
+        format!("redis {} {channels:?}", redacted(&self.address))
+    }
+
+    fn run(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            let address = redacted(&self.address);
+            let mut backoff = FIRST_BACKOFF;
+            loop {
+                match tokio::time::timeout(CONNECT_TIMEOUT, self.subscribe()).await {
+                    Ok(Ok(mut pubsub)) => {
+                        tracing::info!(%address, channels = self.channels.len(), "subscribed");
+                        backoff = FIRST_BACKOFF;
+                        // The client reads every message off the socket as
+                        // it comes and this loop takes each at once (an
+                        // offer, a spawn), so its queue stays short.
+                        let mut messages = pubsub.on_message();
+                        while let Some(message) = messages.next().await {
+                            self.dispatch(&message);
+                        }
+                        tracing::warn!(%address, "subscription lost; resubscribing");
+                    }
+                    Ok(Err(error)) => {
+                        tracing::warn!(%address, %error, retry_in = ?backoff, "cannot subscribe");
+                    }
+                    Err(_) => {
+                        tracing::warn!(%address, retry_in = ?backoff, "subscribing timed out");
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_redis_urls_and_their_passwords_stay_out_of_logs() {
+        assert!(check("redis://127.0.0.1:6379", "jobs").is_ok());
+        assert!(check("redis://:secret@127.0.0.1:6379/2", "jobs").is_ok());
+        assert!(check("http://127.0.0.1", "jobs").is_err());
+        assert!(check("redis+unix:///tmp/sock", "jobs").is_err());
+        assert_eq!(check("redis://127.0.0.1", ""), Err(SourceError::Channel));
+        assert_eq!(
+            redacted("redis://:secret@127.0.0.1:6379"),
+            "redis://***@127.0.0.1:6379"
+        );
+        let error = check("redis//:secret@x", "c").unwrap_err().to_string();
+        assert!(!error.contains("secret"), "{error}");
+    }
+}

@@ -1,0 +1,178 @@
+//! Components woken by events: the exports Spin's triggers call, bound to
+//! [`luge_core::event`]. A Redis subscriber exports
+//! `spin:redis/inbound-redis@3.0.0` (spin-sdk 7's `#[redis_subscriber]`, a
+//! WASI 0.3 `async func`); a cron component exports `handle-cron-event`
+//! of `fermyon:spin-cron@2.0.0` (spin-trigger-cron's
+//! `#[cron_component]`). Either runs as every component does: a fresh
+//! instance per event from the pre-instantiated component, under the
+//! invocation's limits, schedule and grants ([`crate::component`]), its
+//! call inside the store's event loop (`run_concurrent`), where a 0.3
+//! guest's tasks progress. The handler's `error` result ends the sandbox
+//! as exit status 1 with the error on its stderr. The WIT is Luge's root,
+//! wit/ (worlds `redis-trigger` and `cron-trigger`).
+
+use std::sync::Arc;
+
+use luge_core::event::{Event, EventExport, EventKind, NOT_AN_EVENT_HANDLER};
+use luge_core::{Invocation, LoadedModule, Outcome, Preemption, SandboxFuture};
+use wasmtime::component::{InstancePre, Linker};
+use wasmtime::{Engine, Store};
+
+use crate::component::{ComponentState, Shared};
+
+mod redis {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "luge:worlds/redis-trigger",
+        exports: { default: async | store },
+    });
+}
+
+mod cron {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "luge:worlds/cron-trigger",
+        exports: { default: async | store },
+    });
+}
+
+/// The interfaces of events' worlds that only hold types: a component
+/// imports them, and the linker gives each an empty instance.
+const TYPE_ONLY: &[&str] = &["fermyon:spin-cron/cron-types@2.0.0"];
+
+/// Adds the empty instances of [`TYPE_ONLY`] to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<ComponentState>) -> wasmtime::Result<()> {
+    for name in TYPE_ONLY {
+        linker.instance(name)?;
+    }
+    Ok(())
+}
+
+/// The pre-instance of a component as the world of the export it has.
+enum Pre {
+    Redis(redis::RedisTriggerPre<ComponentState>),
+    Cron(cron::CronTriggerPre<ComponentState>),
+}
+
+/// A loaded component that exports a handler for events.
+pub struct EventComponent {
+    pre: Pre,
+    shared: Shared,
+}
+
+/// Loads a prepared component as an event handler if it exports one;
+/// otherwise gives the pre-instance back.
+#[allow(clippy::result_large_err)]
+pub(crate) fn load(
+    pre: InstancePre<ComponentState>,
+    shared: Shared,
+) -> Result<Arc<dyn LoadedModule>, (InstancePre<ComponentState>, Shared)> {
+    if let Ok(pre) = redis::RedisTriggerPre::new(pre.clone()) {
+        return Ok(Arc::new(EventComponent {
+            pre: Pre::Redis(pre),
+            shared,
+        }));
+    }
+    match cron::CronTriggerPre::new(pre.clone()) {
+        Ok(pre) => Ok(Arc::new(EventComponent {
+            pre: Pre::Cron(pre),
+            shared,
+        })),
+        Err(_) => Err((pre, shared)),
+    }
+}
+
+impl EventComponent {
+    fn engine(&self) -> &Engine {
+        match &self.pre {
+            Pre::Redis(pre) => pre.engine(),
+            Pre::Cron(pre) => pre.engine(),
+        }
+    }
+
+    async fn handle(
+        &self,
+        invocation: Invocation,
+        event: Event,
+        preemption: Preemption,
+    ) -> Outcome {
+        // The handler's own error, told on its stderr.
+        let mut refused: Option<String> = None;
+        let body = async |store: &mut Store<ComponentState>| -> wasmtime::Result<()> {
+            let answer = match (&self.pre, event.kind) {
+                (Pre::Redis(pre), EventKind::Redis { .. }) => {
+                    let guest = pre.instantiate_async(&mut *store).await?;
+                    let payload = event.payload;
+                    store
+                        .run_concurrent(async move |store| {
+                            guest
+                                .spin_redis_inbound_redis()
+                                .call_handle_message(store, payload)
+                                .await
+                        })
+                        .await??
+                        .map_err(|e| format!("{e:?}"))
+                }
+                (Pre::Cron(pre), EventKind::Cron { timestamp }) => {
+                    let guest = pre.instantiate_async(&mut *store).await?;
+                    let metadata = cron::fermyon::spin_cron::cron_types::Metadata { timestamp };
+                    store
+                        .run_concurrent(async move |store| {
+                            guest.call_handle_cron_event(store, metadata).await
+                        })
+                        .await??
+                        .map_err(|e| format!("{e:?}"))
+                }
+                _ => return Err(wasmtime::Error::msg(NOT_AN_EVENT_HANDLER)),
+            };
+            answer.map_err(|message| {
+                refused = Some(message);
+                wasmtime::Error::new(wasmtime_wasi::I32Exit(1))
+            })
+        };
+        let mut outcome = self
+            .shared
+            .invoke(self.engine(), &invocation, Some(preemption), body)
+            .await;
+        if let Some(message) = refused {
+            let line = format!("the handler returned an error: {message}\n");
+            outcome.stderr.extend_from_slice(line.as_bytes());
+        }
+        outcome
+    }
+}
+
+impl LoadedModule for EventComponent {
+    fn has_export(&self, _name: &str) -> bool {
+        // Its entry is the world's, not a name.
+        false
+    }
+
+    fn run(&self, _invocation: Invocation) -> Outcome {
+        Outcome::failed(NOT_AN_EVENT_HANDLER)
+    }
+
+    fn code_size(&self) -> usize {
+        self.shared.code_size
+    }
+
+    fn event_export(&self) -> Option<EventExport> {
+        Some(match self.pre {
+            Pre::Redis(_) => EventExport::InboundRedis,
+            Pre::Cron(_) => EventExport::Cron,
+        })
+    }
+
+    fn start_event(
+        self: Arc<Self>,
+        invocation: Invocation,
+        event: Event,
+        preemption: Preemption,
+    ) -> SandboxFuture {
+        let export = self.event_export();
+        if !export.is_some_and(|export| export.takes(&event.kind)) {
+            return Box::pin(std::future::ready(Outcome::failed(NOT_AN_EVENT_HANDLER)));
+        }
+        Box::pin(async move { self.handle(invocation, event, preemption).await })
+    }
+}
