@@ -83,6 +83,8 @@ pub struct Config<S = toml::Table> {
     pub chains: Vec<ChainSpec>,
     /// `[state]`, its dir resolved against the file's directory.
     pub state: StateSection,
+    /// `[[triggers]]`, each naming a function of `routes`.
+    pub triggers: Vec<crate::trigger::ConfiguredTrigger>,
 }
 
 /// `[state]`: where functions' shared state lives, and its quotas.
@@ -113,6 +115,8 @@ struct RawConfig<S> {
     chains: Vec<ChainSpec>,
     #[serde(default)]
     state: StateSection,
+    #[serde(default)]
+    triggers: Vec<crate::trigger::TriggerTable>,
 }
 
 impl<S: ServerTable> Config<S> {
@@ -193,14 +197,54 @@ impl<S: ServerTable> Config<S> {
                 }
             }
         }
+        if raw.triggers.len() > crate::trigger::MAX_TRIGGERS {
+            return Err(error(
+                "triggers".to_owned(),
+                format!("at most {} triggers", crate::trigger::MAX_TRIGGERS),
+            ));
+        }
+        let mut triggers = Vec::with_capacity(raw.triggers.len());
+        for (index, table) in raw.triggers.iter().enumerate() {
+            let key = |field: &str| format!("triggers[{index}].{field}");
+            // A route's function, by its path or its name.
+            let function = routes
+                .iter()
+                .find(|r| r.path == table.function || route_name(r) == table.function)
+                .map(route_name)
+                .ok_or_else(|| {
+                    error(
+                        key("function"),
+                        format!(
+                            "{:?} is not a route of this file (a trigger names the path or name of a [[routes]] entry)",
+                            table.function
+                        ),
+                    )
+                })?;
+            let trigger = table
+                .checked(format!("triggers[{index}]"), function)
+                .map_err(|(field, message)| error(key(field), message))?;
+            triggers.push(trigger);
+        }
         Ok(Self {
             file: file.to_owned(),
             server,
             routes,
             chains: raw.chains,
             state,
+            triggers,
         })
     }
+}
+
+/// The name a configured route's function has: its `name`, else its path
+/// without the leading `/` (as [`crate::FunctionHost::add_configured`]
+/// names it).
+pub fn route_name(route: &ConfiguredRoute) -> String {
+    route
+        .spec
+        .name
+        .clone()
+        .unwrap_or_else(|| route.path.trim_start_matches('/').to_owned())
 }
 
 /// `line L, column C` (1-based) of byte `offset` in `text`.
@@ -351,5 +395,68 @@ mod tests {
         ))
         .unwrap_err();
         assert!(err.message.contains("unknown field `deadline`"), "{err}");
+    }
+
+    #[test]
+    fn triggers_name_a_routes_function_and_one_source() {
+        let config = parse(
+            r#"
+            [[routes]]
+            path = "/fib"
+            module = "fib.wasm"
+            [[routes]]
+            path = "/resize"
+            name = "resize"
+            module = "resize.wasm"
+            [[triggers]]
+            function = "/fib"
+            cron = "*/10 * * * * *"
+            [[triggers]]
+            function = "resize"
+            redis = { address = "redis://127.0.0.1:6379", channel = "images" }
+            relative_deadline_us = 500000
+            max_in_flight = 4
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.triggers.len(), 2);
+        assert_eq!(config.triggers[0].function, "fib");
+        assert_eq!(config.triggers[0].max_in_flight, 1);
+        assert_eq!(config.triggers[1].function, "resize");
+        assert_eq!(config.triggers[1].max_in_flight, 4);
+        assert_eq!(
+            config.triggers[1].relative_deadline,
+            Some(std::time::Duration::from_millis(500))
+        );
+        for (trigger, expected) in [
+            (
+                "function = \"/nope\"\ncron = \"* * * * * *\"",
+                "not a route",
+            ),
+            ("function = \"/fib\"", "one source"),
+            (
+                "function = \"/fib\"\ncron = \"* * * * * *\"\nredis = { address = \"redis://x\", channel = \"c\" }",
+                "one source",
+            ),
+            (
+                "function = \"/fib\"\ncron = \"* * * * * *\"\nmax_in_flight = 2",
+                "one tick at a time",
+            ),
+            (
+                "function = \"/fib\"\nredis = { address = \"http://x\", channel = \"c\" }",
+                "redis://",
+            ),
+            (
+                "function = \"/fib\"\nredis = { address = \"redis://x\", channel = \"c\" }\nmax_in_flight = 0",
+                "1 to",
+            ),
+        ] {
+            let text = format!(
+                "[[routes]]\npath = \"/fib\"\nmodule = \"f.wasm\"\n[[triggers]]\n{trigger}\n"
+            );
+            let error = parse(&text).unwrap_err();
+            assert!(error.location.starts_with("triggers[0]"), "{error}");
+            assert!(error.to_string().contains(expected), "{trigger}: {error}");
+        }
     }
 }

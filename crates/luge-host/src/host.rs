@@ -298,6 +298,8 @@ pub struct FunctionHost {
     store: Option<FunctionStore>,
     routes: RouteTable,
     uploaded: RwLock<BTreeMap<String, Arc<Function>>>,
+    /// Functions on triggers only, by name; set at start.
+    triggered: RwLock<BTreeMap<String, Arc<Function>>>,
     /// Chains by path; set at start, before uploads are restored.
     chains: RwLock<HashMap<String, Arc<Chain>>>,
     /// Serializes publishing (store write + table swap) of uploads; held
@@ -340,6 +342,7 @@ impl FunctionHost {
             store,
             routes: RouteTable::default(),
             uploaded: RwLock::new(BTreeMap::new()),
+            triggered: RwLock::new(BTreeMap::new()),
             chains: RwLock::new(HashMap::new()),
             publish: Mutex::new(()),
             reserved: None,
@@ -378,9 +381,30 @@ impl FunctionHost {
         name: String,
         origin: Origin,
     ) -> Result<Arc<Function>, HostError> {
-        let action = self.action(&route.spec, &name)?;
-        let bytes = std::fs::read(&route.module).map_err(|source| HostError::ModuleFile {
-            path: route.module.clone(),
+        self.load_file(
+            &route.module,
+            &route.spec,
+            name,
+            vec![route.path.clone()],
+            origin,
+            Wanted::CommandOrHandler,
+        )
+    }
+
+    /// Loads the module at `path` as the function `name`, served on
+    /// `routes`, its code what `wanted` names.
+    fn load_file(
+        &self,
+        path: &std::path::Path,
+        spec: &FunctionSpec,
+        name: String,
+        routes: Vec<String>,
+        origin: Origin,
+        wanted: Wanted<'static>,
+    ) -> Result<Arc<Function>, HostError> {
+        let action = self.action(spec, &name)?;
+        let bytes = std::fs::read(path).map_err(|source| HostError::ModuleFile {
+            path: path.to_owned(),
             source,
         })?;
         let module = admit::load(
@@ -388,16 +412,62 @@ impl FunctionHost {
             &self.policy.admit,
             bytes,
             &action,
-            route.spec.init_function.as_deref(),
+            spec.init_function.as_deref(),
         )?;
         Ok(Arc::new(self.function(
             name,
-            vec![route.path.clone()],
+            routes,
             action,
             module,
-            route.spec.clone(),
+            spec.clone(),
             origin,
+            wanted,
         )?))
+    }
+
+    /// Loads `functions`, served on triggers only. All or nothing: the
+    /// first error is returned with the function's name.
+    pub fn add_triggered(
+        &self,
+        functions: &[crate::trigger::TriggeredFunction],
+    ) -> Result<(), (String, HostError)> {
+        let mut loaded = BTreeMap::new();
+        for function in functions {
+            let name = match &function.spec.name {
+                Some(name) if valid_name(name) => name.clone(),
+                other => {
+                    return Err((other.clone().unwrap_or_default(), HostError::InvalidName));
+                }
+            };
+            let loaded_function = self
+                .load_file(
+                    &function.module,
+                    &function.spec,
+                    name.clone(),
+                    Vec::new(),
+                    Origin::Config,
+                    Wanted::Triggered,
+                )
+                .map_err(|e| (name.clone(), e))?;
+            loaded.insert(name, loaded_function);
+        }
+        self.triggered
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(loaded);
+        Ok(())
+    }
+
+    /// The function a trigger names `name`: one served on triggers only,
+    /// else a configured route's.
+    pub fn triggered(&self, name: &str) -> Option<Arc<Function>> {
+        let only = self
+            .triggered
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned();
+        only.or_else(|| self.routes.by_name(name))
     }
 
     /// The action `spec` describes, with grants the engine can enforce.
@@ -413,8 +483,9 @@ impl FunctionHost {
         module: Arc<dyn LoadedModule>,
         spec: FunctionSpec,
         origin: Origin,
+        wanted: Wanted<'static>,
     ) -> Result<Function, HostError> {
-        admit::entry(&*module, Wanted::CommandOrHandler)?;
+        admit::entry(&*module, wanted)?;
         if action.reuse.is_some() && !module.reuses_instances() {
             return Err(HostError::Spec(SpecError::Refused(
                 "reuse: only WASI 0.3 HTTP services (wasi:http@0.3) on the wasmtime engine can serve several requests from one instance; this function is not one".to_owned(),
@@ -587,6 +658,7 @@ impl FunctionHost {
             module,
             spec,
             Origin::Uploaded { uploaded_at },
+            Wanted::CommandOrHandler,
         )?;
         let (ModuleCode::Artifact(sealed) | ModuleCode::Wasm(sealed)) = sealed;
         Ok((Arc::new(function), sealed))

@@ -17,6 +17,7 @@
 //! - [`host`]: the route table, uploads, replacement and removal.
 //! - [`chain`]: routes that run several functions in turn, stdout to
 //!   stdin, under one deadline.
+//! - [`trigger`]: functions woken by events (Redis messages, cron ticks).
 #![deny(missing_docs)]
 
 pub mod chain;
@@ -27,6 +28,7 @@ pub mod sledge;
 pub mod spec;
 pub mod spin;
 pub mod store;
+pub mod trigger;
 
 pub use chain::{Chain, ChainSpec};
 pub use config::{Config, ConfigError, ConfiguredRoute, ServerTable};
@@ -34,3 +36,4 @@ pub use function::{Function, Origin};
 pub use host::{FunctionHost, HostError, RouteMatch, RouteTable};
 pub use spec::{FunctionSpec, HostPolicy, SpecError, VariableMap};
 pub use store::FunctionStore;
+pub use trigger::ConfiguredTrigger;

@@ -31,16 +31,23 @@
 //!
 //! Everything else a component may import and Luge does not serve
 //! (MQTT, LLM, Spin 2's `fermyon:spin` interfaces) is refused when the component is
-//! loaded, naming the import, never at request time. Triggers other than
-//! HTTP are refused by name.
+//! loaded, naming the import, never at request time.
+//!
+//! `[[trigger.redis]]` (`channel`, `component`, an `address` of its own
+//! or `[application.trigger.redis]`'s, templates of app variables in
+//! either) and `[[trigger.cron]]` (`component`, `cron_expression`, seconds
+//! first) wake their component with each message or tick
+//! ([`crate::trigger`]); a component no HTTP trigger names is a function
+//! on triggers only. Other trigger types are refused by name.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::config::{ConfigError, ConfiguredRoute};
 use crate::spec::{FunctionSpec, VariableMap, check_route_path};
+use crate::trigger::{ConfiguredTrigger, TriggeredFunction};
 
 /// Most components and triggers a manifest may have (each is a loaded
 /// function: bounded like the routes of a config).
@@ -76,6 +83,35 @@ struct HttpTrigger {
     component: String,
 }
 
+/// A `[[trigger.redis]]` or `[[trigger.cron]]`: Spin's keys, and the
+/// `id` any trigger may have.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TriggerEntry {
+    component: String,
+    #[serde(default)]
+    id: Option<String>,
+    /// Redis: the channel, and the server when not the app's.
+    #[serde(default)]
+    channel: Option<String>,
+    #[serde(default)]
+    address: Option<String>,
+    /// Cron: six or seven fields, seconds first.
+    #[serde(default)]
+    cron_expression: Option<String>,
+}
+
+/// What a Spin manifest serves.
+#[derive(Debug, Default)]
+pub struct SpinApp {
+    /// Its HTTP triggers, each a route of its component.
+    pub routes: Vec<ConfiguredRoute>,
+    /// The components its other triggers name, each once.
+    pub triggered: Vec<TriggeredFunction>,
+    /// Its Redis and cron triggers.
+    pub triggers: Vec<ConfiguredTrigger>,
+}
+
 #[derive(Deserialize)]
 struct Component {
     source: toml::Value,
@@ -99,7 +135,7 @@ pub fn load(
     file: &Path,
     fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<ConfiguredRoute>, ConfigError> {
+) -> Result<SpinApp, ConfigError> {
     let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
         file: file.to_owned(),
         location: "file".to_owned(),
@@ -117,7 +153,7 @@ pub fn parse(
     base: &Path,
     fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<ConfiguredRoute>, ConfigError> {
+) -> Result<SpinApp, ConfigError> {
     let error = |location: &str, message: String| ConfigError {
         file: file.to_owned(),
         location: location.to_owned(),
@@ -166,74 +202,157 @@ pub fn parse(
         app.insert(name.clone(), value);
     }
     let app_store = app_store(&manifest);
-    let mut routes: Vec<ConfiguredRoute> = Vec::new();
+    let ids: Vec<&str> = manifest.component.keys().map(String::as_str).collect();
+    // A component's spec and module, once per component however many
+    // triggers name it.
+    let component = |id: &str, location: &str| -> Result<(FunctionSpec, PathBuf), ConfigError> {
+        let component = manifest.component.get(id).ok_or_else(|| {
+            error(
+                &format!("{location}.component"),
+                format!("no [component.{id}]"),
+            )
+        })?;
+        let at = |field: &str| format!("component.{id}.{field}");
+        let spec = component_spec(component, &app, &app_store, &ids, &at, base, fs_root)
+            .map_err(|(l, m)| error(&l, m))?;
+        let module = match &component.source {
+            toml::Value::String(path) => base.join(path),
+            _ => {
+                return Err(error(
+                    &at("source"),
+                    "only a file path (relative to the manifest) is a source here".to_owned(),
+                ));
+            }
+        };
+        Ok((spec, module))
+    };
+    let mut loaded = SpinApp::default();
+    let mut count = 0;
     for (kind, triggers) in &manifest.trigger {
-        if kind != "http" {
+        count += triggers.len();
+        if count > MAX_COMPONENTS {
             return Err(error(
                 &format!("trigger.{kind}"),
-                "Luge serves HTTP triggers only".to_owned(),
-            ));
-        }
-        if triggers.len() > MAX_COMPONENTS {
-            return Err(error(
-                "trigger.http",
                 format!("at most {MAX_COMPONENTS} triggers"),
             ));
         }
+        // `[application.trigger.KIND]`: settings every trigger of the kind
+        // shares (the Redis trigger's `address`).
+        let settings = manifest
+            .application
+            .get("trigger")
+            .and_then(|t| t.get(kind.as_str()))
+            .cloned()
+            .unwrap_or(toml::Value::Table(toml::Table::new()));
         for (index, trigger) in triggers.iter().enumerate() {
-            let location = format!("trigger.http[{index}]");
-            let trigger: HttpTrigger = toml::Value::Table(trigger.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| error(&location, e.message().trim().to_owned()))?;
-            check_route_path(&trigger.route)
-                .map_err(|e| error(&format!("{location}.route"), e.to_string()))?;
-            if routes.iter().any(|r| r.path == trigger.route) {
-                return Err(error(
-                    &format!("{location}.route"),
-                    format!("{:?} is routed twice", trigger.route),
-                ));
-            }
-            // A component on several triggers is one function on each
-            // route, all under the component's name: one code, one private
-            // store, one target of `NAME.spin.internal`.
-            let component = manifest.component.get(&trigger.component).ok_or_else(|| {
-                error(
-                    &format!("{location}.component"),
-                    format!("no [component.{}]", trigger.component),
-                )
-            })?;
-            let at = |field: &str| format!("component.{}.{field}", trigger.component);
-            let ids: Vec<&str> = manifest.component.keys().map(String::as_str).collect();
-            let spec = component_spec(component, &app, &app_store, &ids, &at, base, fs_root)
-                .map_err(|(l, m)| error(&l, m))?;
-            let module = match &component.source {
-                toml::Value::String(path) => base.join(path),
+            let location = format!("trigger.{kind}[{index}]");
+            let parsed = |table: &toml::Table| -> Result<TriggerEntry, ConfigError> {
+                toml::Value::Table(table.clone())
+                    .try_into()
+                    .map_err(|e: toml::de::Error| error(&location, e.message().trim().to_owned()))
+            };
+            match kind.as_str() {
+                "http" => {
+                    let trigger: HttpTrigger =
+                        toml::Value::Table(trigger.clone()).try_into().map_err(
+                            |e: toml::de::Error| error(&location, e.message().trim().to_owned()),
+                        )?;
+                    check_route_path(&trigger.route)
+                        .map_err(|e| error(&format!("{location}.route"), e.to_string()))?;
+                    if loaded.routes.iter().any(|r| r.path == trigger.route) {
+                        return Err(error(
+                            &format!("{location}.route"),
+                            format!("{:?} is routed twice", trigger.route),
+                        ));
+                    }
+                    // A component on several triggers is one function on
+                    // each route, all under the component's name: one
+                    // code, one private store, one target of
+                    // `NAME.spin.internal`.
+                    let (spec, module) = component(&trigger.component, &location)?;
+                    loaded.routes.push(ConfiguredRoute {
+                        path: trigger.route.clone(),
+                        module: module.clone(),
+                        spec: FunctionSpec {
+                            path: Some(trigger.route.clone()),
+                            module: Some(module),
+                            name: Some(trigger.component.clone()),
+                            ..spec
+                        },
+                    });
+                }
+                "redis" | "cron" => {
+                    let entry = parsed(trigger)?;
+                    let source = match kind.as_str() {
+                        "redis" => {
+                            let address = match (&entry.address, settings.get("address")) {
+                                (Some(address), _) => address.clone(),
+                                (None, Some(toml::Value::String(address))) => address.clone(),
+                                _ => {
+                                    return Err(error(
+                                        &format!("{location}.address"),
+                                        "no address: set [application.trigger.redis] address, or address here".to_owned(),
+                                    ));
+                                }
+                            };
+                            let address = expand(&address, &app)
+                                .map_err(|m| error(&format!("{location}.address"), m))?;
+                            let channel = entry.channel.as_deref().ok_or_else(|| {
+                                error(&location, "a Redis trigger names its channel".to_owned())
+                            })?;
+                            let channel = expand(channel, &app)
+                                .map_err(|m| error(&format!("{location}.channel"), m))?;
+                            crate::trigger::redis(&address, &channel)
+                        }
+                        _ => {
+                            let expression = entry.cron_expression.as_deref().ok_or_else(|| {
+                                error(&location, "a cron trigger has a cron_expression".to_owned())
+                            })?;
+                            crate::trigger::cron(expression)
+                        }
+                    }
+                    .map_err(|m| error(&location, m))?;
+                    if !loaded
+                        .triggered
+                        .iter()
+                        .any(|f| f.spec.name.as_deref() == Some(&entry.component))
+                    {
+                        let (spec, module) = component(&entry.component, &location)?;
+                        loaded.triggered.push(TriggeredFunction {
+                            module: module.clone(),
+                            spec: FunctionSpec {
+                                module: Some(module),
+                                name: Some(entry.component.clone()),
+                                ..spec
+                            },
+                        });
+                    }
+                    let max_in_flight = crate::trigger::in_flight(&source, None)
+                        .map_err(|m| error(&location, m))?;
+                    loaded.triggers.push(ConfiguredTrigger {
+                        name: entry.id.clone().unwrap_or(location),
+                        function: entry.component.clone(),
+                        source,
+                        relative_deadline: None,
+                        max_in_flight,
+                    });
+                }
                 _ => {
                     return Err(error(
-                        &at("source"),
-                        "only a file path (relative to the manifest) is a source here".to_owned(),
+                        &format!("trigger.{kind}"),
+                        "Luge serves http, redis and cron triggers".to_owned(),
                     ));
                 }
-            };
-            routes.push(ConfiguredRoute {
-                path: trigger.route.clone(),
-                module: module.clone(),
-                spec: FunctionSpec {
-                    path: Some(trigger.route.clone()),
-                    module: Some(module),
-                    name: Some(trigger.component.clone()),
-                    ..spec
-                },
-            });
+            }
         }
     }
-    if routes.is_empty() {
+    if loaded.routes.is_empty() && loaded.triggers.is_empty() {
         return Err(error(
-            "trigger.http",
-            "the app has no HTTP trigger to serve".to_owned(),
+            "trigger",
+            "the app has no trigger to serve".to_owned(),
         ));
     }
-    Ok(routes)
+    Ok(loaded)
 }
 
 /// The owner of the app's `default` key-value store: `spin.` and the
@@ -430,7 +549,8 @@ command = "cargo build"
             None,
             &env,
         )
-        .unwrap();
+        .unwrap()
+        .routes;
         assert_eq!(routes.len(), 2);
         let route = &routes[0];
         assert_eq!(route.path, "/...");
@@ -448,7 +568,8 @@ command = "cargo build"
             None,
             &env,
         )
-        .unwrap();
+        .unwrap()
+        .routes;
         assert_eq!(
             routes[0].spec.allowed_outbound_hosts,
             [
@@ -470,13 +591,17 @@ command = "cargo build"
             "source = \"other.wasm\"",
             "source = \"other.wasm\"\nkey_value_stores = [\"global:default\"]",
         );
-        let routes = parse(Path::new("spin.toml"), &global, Path::new("/x"), None, &env).unwrap();
+        let routes = parse(Path::new("spin.toml"), &global, Path::new("/x"), None, &env)
+            .unwrap()
+            .routes;
         assert_eq!(routes[1].spec.private_store.as_deref(), Some("spin.app"));
         assert!(routes[1].spec.state.is_empty());
 
         // One component on two triggers: the same function on each route.
         let twice = APP.replace("component = \"other\"", "component = \"app\"");
-        let routes = parse(Path::new("spin.toml"), &twice, Path::new("/x"), None, &env).unwrap();
+        let routes = parse(Path::new("spin.toml"), &twice, Path::new("/x"), None, &env)
+            .unwrap()
+            .routes;
         assert_eq!(
             routes.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
             ["/...", "/exact"]
@@ -506,8 +631,8 @@ command = "cargo build"
             ),
             (
                 "[[trigger.http]]\nroute = \"/exact\"",
-                "[[trigger.redis]]\nroute = \"/exact\"",
-                "HTTP triggers only",
+                "[[trigger.sqs]]\nroute = \"/exact\"",
+                "http, redis and cron triggers",
             ),
             (
                 "key_value_stores = [\"default\", \"cart\"]",
@@ -533,6 +658,111 @@ command = "cargo build"
             let text = APP.replacen(from, to, 1);
             let e = parse(Path::new("spin.toml"), &text, Path::new("."), None, &env).unwrap_err();
             assert!(e.to_string().contains(expect), "{to}: {e}");
+        }
+    }
+
+    #[test]
+    fn redis_and_cron_triggers_wake_components_on_no_route() {
+        let manifest = r#"
+spin_manifest_version = 2
+[application]
+name = "events"
+[application.trigger.redis]
+address = "redis://{{ redis_host }}"
+[variables]
+redis_host = { default = "127.0.0.1:6379" }
+[[trigger.http]]
+route = "/..."
+component = "web"
+[[trigger.redis]]
+channel = "jobs"
+component = "worker"
+[[trigger.redis]]
+id = "audit"
+channel = "audit"
+address = "redis://127.0.0.1:7000"
+component = "worker"
+[[trigger.cron]]
+component = "tick"
+cron_expression = "*/2 * * * * *"
+[component.web]
+source = "web.wasm"
+[component.worker]
+source = "worker.wasm"
+key_value_stores = ["default"]
+[component.tick]
+source = "tick.wasm"
+"#;
+        let app = parse(
+            Path::new("spin.toml"),
+            manifest,
+            Path::new("/a"),
+            None,
+            &env,
+        )
+        .unwrap();
+        assert_eq!(app.routes.len(), 1);
+        let names: Vec<_> = app
+            .triggered
+            .iter()
+            .map(|f| f.spec.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["tick", "worker"]);
+        assert_eq!(app.triggered[1].module, Path::new("/a/worker.wasm"));
+        assert_eq!(
+            app.triggered[1].spec.private_store.as_deref(),
+            Some("spin.events")
+        );
+        let triggers: Vec<_> = app
+            .triggers
+            .iter()
+            .map(|t| (t.name.as_str(), t.function.as_str(), t.max_in_flight))
+            .collect();
+        assert_eq!(
+            triggers,
+            [
+                ("trigger.cron[0]", "tick", 1),
+                (
+                    "trigger.redis[0]",
+                    "worker",
+                    crate::trigger::DEFAULT_MAX_IN_FLIGHT
+                ),
+                ("audit", "worker", crate::trigger::DEFAULT_MAX_IN_FLIGHT),
+            ]
+        );
+        assert_eq!(
+            app.triggers[1].source,
+            luge_trigger::Source::Redis {
+                address: "redis://127.0.0.1:6379".into(),
+                channel: "jobs".into()
+            }
+        );
+
+        for (from, to, expected) in [
+            (
+                "cron_expression = \"*/2 * * * * *\"",
+                "cron_expression = \"* * * * *\"",
+                "seconds first",
+            ),
+            ("address = \"redis://{{ redis_host }}\"\n", "", "no address"),
+            ("channel = \"jobs\"\n", "", "names its channel"),
+            (
+                "component = \"tick\"",
+                "component = \"nobody\"",
+                "no [component.nobody]",
+            ),
+            (
+                "channel = \"jobs\"",
+                "channel = \"jobs\"\nqueue = 1",
+                "unknown field",
+            ),
+        ] {
+            let broken = manifest.replacen(from, to, 1);
+            assert_ne!(broken, manifest, "{from}");
+            let error = parse(Path::new("spin.toml"), &broken, Path::new("/a"), None, &env)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{from}: {error}");
         }
     }
 }

@@ -1,0 +1,160 @@
+//! Triggers: functions woken by events instead of (or besides) HTTP
+//! routes, from `luge.toml`'s `[[triggers]]` and a Spin manifest's
+//! `[[trigger.redis]]` and `[[trigger.cron]]` ([`crate::spin`]).
+//!
+//! ```toml
+//! [[triggers]]
+//! function = "/fib"                  # a [[routes]] entry: its path or name
+//! cron = "*/10 * * * * *"            # seconds first
+//!
+//! [[triggers]]
+//! function = "resize"
+//! redis = { address = "redis://127.0.0.1:6379", channel = "images" }
+//! relative_deadline_us = 500000      # each event's deadline
+//! max_in_flight = 4                  # events of this trigger running at once
+//! ```
+//!
+//! A function with an export for its kind of event (a Spin component) gets
+//! the event there; any other (a core module, a command) gets the
+//! payload on stdin and the metadata in its environment
+//! (`luge_core::event::environment`); an HTTP handler gets a POST.
+
+use std::time::Duration;
+
+use luge_trigger::Source;
+use serde::Deserialize;
+
+/// Events of one trigger running at once when its config says nothing: a
+/// few, so that one slow handler does not hold a channel up, while a
+/// flood on the channel is bounded long before the admission places
+/// (where every tenant's share is kept anyway).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
+
+/// The most `max_in_flight` a trigger may ask for.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// The most triggers one config or manifest may have.
+pub const MAX_TRIGGERS: usize = 256;
+
+/// A trigger, checked, naming the function it wakes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredTrigger {
+    /// Its name in logs and metrics: Spin's `id`, else where it is written
+    /// (`trigger.redis[0]`, `triggers[2]`).
+    pub name: String,
+    /// The function's name.
+    pub function: String,
+    /// Where its events come from.
+    pub source: Source,
+    /// Each event's deadline, from when it arrived (`None`: the
+    /// function's).
+    pub relative_deadline: Option<Duration>,
+    /// Events running at once, at most: for a cron trigger always 1 (a
+    /// tick is skipped while the last one runs).
+    pub max_in_flight: usize,
+}
+
+/// A function served on triggers only (a Spin component no HTTP trigger
+/// names), loaded by [`crate::FunctionHost::add_triggered`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggeredFunction {
+    /// The module file.
+    pub module: std::path::PathBuf,
+    /// Everything else about it; its `name` is set.
+    pub spec: crate::FunctionSpec,
+}
+
+/// A `[[triggers]]` entry of `luge.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TriggerTable {
+    pub(crate) function: String,
+    #[serde(default)]
+    cron: Option<String>,
+    #[serde(default)]
+    redis: Option<RedisTable>,
+    #[serde(default)]
+    relative_deadline_us: Option<u64>,
+    #[serde(default)]
+    max_in_flight: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RedisTable {
+    address: String,
+    channel: String,
+}
+
+impl TriggerTable {
+    /// The trigger `name` for `function` (resolved by the caller); errors
+    /// as (field, message).
+    pub(crate) fn checked(
+        &self,
+        name: String,
+        function: String,
+    ) -> Result<ConfiguredTrigger, (&'static str, String)> {
+        let source = match (&self.cron, &self.redis) {
+            (Some(expression), None) => cron(expression).map_err(|m| ("cron", m))?,
+            (None, Some(redis)) => {
+                self::redis(&redis.address, &redis.channel).map_err(|m| ("redis", m))?
+            }
+            _ => {
+                return Err((
+                    "cron",
+                    "a trigger has one source: cron = \"...\" or redis = { address, channel }"
+                        .to_owned(),
+                ));
+            }
+        };
+        let relative_deadline = match self.relative_deadline_us {
+            Some(0) => {
+                return Err((
+                    "relative_deadline_us",
+                    "a deadline is at least 1 µs".to_owned(),
+                ));
+            }
+            us => us.map(Duration::from_micros),
+        };
+        let max_in_flight =
+            in_flight(&source, self.max_in_flight).map_err(|m| ("max_in_flight", m))?;
+        Ok(ConfiguredTrigger {
+            name,
+            function,
+            source,
+            relative_deadline,
+            max_in_flight,
+        })
+    }
+}
+
+/// A cron source; the error as a message.
+pub(crate) fn cron(expression: &str) -> Result<Source, String> {
+    luge_trigger::cron::Schedule::parse(expression)
+        .map(Source::Cron)
+        .map_err(|e| e.to_string())
+}
+
+/// A Redis source; the error as a message.
+pub(crate) fn redis(address: &str, channel: &str) -> Result<Source, String> {
+    luge_trigger::redis::check(address, channel).map_err(|e| e.to_string())?;
+    Ok(Source::Redis {
+        address: address.to_owned(),
+        channel: channel.to_owned(),
+    })
+}
+
+/// A trigger's bound of events in flight: 1 for a schedule, else `asked`
+/// (1 to [`MAX_IN_FLIGHT`]) or [`DEFAULT_MAX_IN_FLIGHT`].
+pub(crate) fn in_flight(source: &Source, asked: Option<usize>) -> Result<usize, String> {
+    match (source, asked) {
+        (Source::Cron(_), None | Some(1)) => Ok(1),
+        (Source::Cron(_), Some(_)) => Err(
+            "a cron trigger runs one tick at a time (a tick due while the last runs is skipped)"
+                .to_owned(),
+        ),
+        (_, None) => Ok(DEFAULT_MAX_IN_FLIGHT),
+        (_, Some(n)) if (1..=MAX_IN_FLIGHT).contains(&n) => Ok(n),
+        (_, Some(_)) => Err(format!("1 to {MAX_IN_FLIGHT}")),
+    }
+}
