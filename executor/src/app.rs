@@ -32,6 +32,9 @@ pub(crate) enum Mode {
         host: Arc<FunctionHost>,
         /// Functions' shared state.
         state: Arc<luge_state::StateStore>,
+        /// The triggers whose events wake functions of `host`, started
+        /// with the listeners.
+        triggers: Vec<luge_host::ConfiguredTrigger>,
     },
 }
 

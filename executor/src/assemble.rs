@@ -122,7 +122,11 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                             .context(format!("{}: chain {path:?}", config.file.display()))
                     })?;
             }
-            let mut spin_routes = Vec::new();
+            let mut spin_specs: Vec<luge_host::FunctionSpec> = Vec::new();
+            let mut triggers = config
+                .as_ref()
+                .map(|c| c.triggers.clone())
+                .unwrap_or_default();
             if let Some(manifest) = &host.spin {
                 // Spin's environment provider first, then the runtime
                 // config's providers in order.
@@ -130,7 +134,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                     common.runtime_config_file.as_deref(),
                 )?;
                 let env = |key: &str| std::env::var(key).ok();
-                let mut routes = luge_host::spin::load(
+                let mut app = luge_host::spin::load(
                     manifest,
                     settings.init.policy.fs_root.as_deref(),
                     &|key| {
@@ -142,8 +146,12 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 )?;
                 // The stores the runtime config puts on the Redis tier, by
                 // their plain label, for the components that list them.
-                for route in &mut routes {
-                    let spec = &mut route.spec;
+                let specs = app
+                    .routes
+                    .iter_mut()
+                    .map(|route| &mut route.spec)
+                    .chain(app.triggered.iter_mut().map(|function| &mut function.spec));
+                for spec in specs {
                     spec.global_stores = stores
                         .global
                         .iter()
@@ -155,29 +163,47 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                         .cloned()
                         .collect();
                 }
-                function_host.add_configured(&routes).map_err(|(path, e)| {
-                    anyhow::Error::new(e).context(format!("{}: route {path:?}", manifest.display()))
-                })?;
-                spin_routes = routes;
+                function_host
+                    .add_configured(&app.routes)
+                    .map_err(|(path, e)| {
+                        anyhow::Error::new(e)
+                            .context(format!("{}: route {path:?}", manifest.display()))
+                    })?;
+                function_host
+                    .add_triggered(&app.triggered)
+                    .map_err(|(name, e)| {
+                        anyhow::Error::new(e)
+                            .context(format!("{}: component {name:?}", manifest.display()))
+                    })?;
+                spin_specs = app.routes.into_iter().map(|route| route.spec).collect();
+                spin_specs.extend(app.triggered.into_iter().map(|function| function.spec));
+                triggers.extend(app.triggers);
             }
             // As Spin does: a granted database label must name one.
-            let routes = config
+            let specs = config
                 .iter()
-                .flat_map(|c| c.routes.iter())
-                .chain(spin_routes.iter());
-            for route in routes {
-                if let Some(label) = route
-                    .spec
+                .flat_map(|c| {
+                    c.routes
+                        .iter()
+                        .map(|route| (route.path.as_str(), &route.spec))
+                })
+                .chain(
+                    spin_specs
+                        .iter()
+                        .map(|spec| (spec.name.as_deref().unwrap_or(""), spec)),
+                );
+            for (name, spec) in specs {
+                if let Some(label) = spec
                     .sqlite_databases
                     .iter()
                     .find(|label| !databases.knows(label))
                 {
                     bail!(
-                        "route {:?}: sqlite_databases names {label:?}, which no [sqlite_database.{label}] of the runtime config defines",
-                        route.path
+                        "{name:?}: sqlite_databases names {label:?}, which no [sqlite_database.{label}] of the runtime config defines"
                     );
                 }
             }
+            crate::triggers::check(&function_host, &triggers)?;
             // Set once per process; a second `serve` (tests) keeps the first.
             let _ = luge_sqlite::install(databases);
             let restored = function_host.restore()?;
@@ -196,6 +222,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                 ),
                 host: function_host,
                 state: state_store,
+                triggers,
             };
             Ok((
                 listen,

@@ -50,6 +50,7 @@ pub mod run;
 mod runtime_config;
 pub mod serve;
 pub mod standalone;
+mod triggers;
 
 use tracing_subscriber::EnvFilter;
 
@@ -133,6 +134,8 @@ mod layers {
             ("app", "admission"),
             ("calls", "admission"),
             ("metrics", "admission"),
+            ("triggers", "app"),
+            ("triggers", "standalone"),
         ] {
             assert!(below(upper, lower), "{lower} imports {upper}");
         }

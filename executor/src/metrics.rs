@@ -114,6 +114,36 @@ struct FunctionLabels {
     function: String,
 }
 
+/// A trigger (its name in the config or manifest) and what became of one
+/// of its events ([`TRIGGER_RESULTS`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabels {
+    trigger: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerName {
+    trigger: String,
+}
+
+/// What becomes of a trigger's event, as its `result` label: `received`
+/// (every event the source offered), then one of `handled` (the function
+/// succeeded), `failed` (it ran and failed), `refused` (admission had no
+/// place, or it could not start), `dropped` (the trigger had no room: a
+/// Redis message is lost, an MQTT message not acknowledged) or `skipped`
+/// (a cron tick due while the last one ran); and `redelivered` (a broker
+/// sent a message again).
+pub const TRIGGER_RESULTS: [&str; 7] = [
+    "received",
+    "handled",
+    "failed",
+    "refused",
+    "dropped",
+    "skipped",
+    "redelivered",
+];
+
 /// The executor's metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -126,6 +156,8 @@ pub struct Metrics {
     queue_delay: Family<FunctionLabels, ShardedHistogram>,
     calls: Family<CallLabels, Counter>,
     admissions: Family<AdmissionLabels, ShardedCounter>,
+    trigger_events: Family<TriggerLabels, Counter>,
+    trigger_lag: Family<TriggerName, ShardedHistogram>,
 }
 
 /// Buckets from 50 µs to about 1.6 s, doubling: sandboxes take tens of
@@ -203,6 +235,20 @@ impl Metrics {
             "Admission decisions by tenant: admitted, or refused (full, over_share, tree)",
             admissions.clone(),
         );
+        let trigger_events = Family::<TriggerLabels, Counter>::default();
+        registry.register(
+            "trigger_events",
+            "Events of each trigger by what became of them (received, handled, failed, refused, dropped, skipped, redelivered)",
+            trigger_events.clone(),
+        );
+        let trigger_lag = Family::<TriggerName, ShardedHistogram>::new_with_constructor(
+            latency_histogram as fn() -> ShardedHistogram,
+        );
+        registry.register(
+            "trigger_lag_seconds",
+            "Time from an event's arrival (a tick's due time) until its function started: admission and the scheduler's queue",
+            trigger_lag.clone(),
+        );
         registry.register_collector(Box::new(Pulled {
             modules,
             scheduler,
@@ -217,7 +263,32 @@ impl Metrics {
             queue_delay,
             calls,
             admissions,
+            trigger_events,
+            trigger_lag,
         }
+    }
+
+    /// Counts an event of `trigger` as `result` (one of
+    /// [`TRIGGER_RESULTS`]). Events are not the hot path of HTTP routes:
+    /// the family's lock is taken per event.
+    pub fn observe_event(&self, trigger: &str, result: &'static str) {
+        debug_assert!(TRIGGER_RESULTS.contains(&result));
+        self.trigger_events
+            .get_or_create(&TriggerLabels {
+                trigger: trigger.to_owned(),
+                result,
+            })
+            .inc();
+    }
+
+    /// Records how long an event of `trigger` waited before its function
+    /// started.
+    pub fn observe_lag(&self, trigger: &str, lag: Duration) {
+        self.trigger_lag
+            .get_or_create(&TriggerName {
+                trigger: trigger.to_owned(),
+            })
+            .observe(lag.as_secs_f64());
     }
 
     /// Records one invocation of `function` that waited `queue_delay` for a

@@ -62,6 +62,11 @@ async fn serve_sites(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let app = executor.0;
+    // The triggers' sources run while the listeners do.
+    let sources: Vec<_> = crate::triggers::start(&app)
+        .into_iter()
+        .map(tokio::spawn)
+        .collect();
     let limits = app.settings.connections;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let open = http::open_connections(&limits);
@@ -87,6 +92,9 @@ async fn serve_sites(
     }
     for l in loops {
         let _ = l.await;
+    }
+    for source in sources {
+        source.abort();
     }
 }
 

@@ -83,6 +83,15 @@ impl EventExport {
         )
     }
 
+    /// The trigger type whose events it takes.
+    pub fn trigger(self) -> &'static str {
+        match self {
+            Self::InboundRedis => "redis",
+            Self::Mqtt => "mqtt",
+            Self::Cron => "cron",
+        }
+    }
+
     /// The export, as the component's world names it.
     pub fn name(self) -> &'static str {
         match self {

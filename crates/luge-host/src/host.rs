@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use luge_core::{Action, LoadedModule};
+use luge_core::Action;
 use luge_registry::Init;
 use luge_registry::admit::{self, AdmitError, Wanted};
 use luge_registry::{LoadError, ModuleCode, ModuleRegistry};
@@ -414,15 +414,15 @@ impl FunctionHost {
             &action,
             spec.init_function.as_deref(),
         )?;
-        Ok(Arc::new(self.function(
+        let function = Function {
             name,
             routes,
-            action,
+            action: Arc::new(action),
             module,
-            spec.clone(),
+            spec: spec.clone(),
             origin,
-            wanted,
-        )?))
+        };
+        Ok(Arc::new(self.function(function, wanted)?))
     }
 
     /// Loads `functions`, served on triggers only. All or nothing: the
@@ -475,30 +475,16 @@ impl FunctionHost {
         Ok(spec.action(name, &self.policy, &**self.registry.runtime())?)
     }
 
-    fn function(
-        &self,
-        name: String,
-        routes: Vec<String>,
-        action: Action,
-        module: Arc<dyn LoadedModule>,
-        spec: FunctionSpec,
-        origin: Origin,
-        wanted: Wanted<'static>,
-    ) -> Result<Function, HostError> {
-        admit::entry(&*module, wanted)?;
-        if action.reuse.is_some() && !module.reuses_instances() {
+    /// `function`, once its code is what `wanted` names and its grants
+    /// allow what it asks.
+    fn function(&self, function: Function, wanted: Wanted<'static>) -> Result<Function, HostError> {
+        admit::entry(&*function.module, wanted)?;
+        if function.action.reuse.is_some() && !function.module.reuses_instances() {
             return Err(HostError::Spec(SpecError::Refused(
                 "reuse: only WASI 0.3 HTTP services (wasi:http@0.3) on the wasmtime engine can serve several requests from one instance; this function is not one".to_owned(),
             )));
         }
-        Ok(Function {
-            name,
-            routes,
-            action: Arc::new(action),
-            module,
-            spec,
-            origin,
-        })
+        Ok(function)
     }
 
     /// Serves configured `routes` on the main listener. All or nothing: the
@@ -651,15 +637,15 @@ impl FunctionHost {
         };
         let sealed = ModuleCode::Artifact(sealed);
         let module = self.registry.load(&sealed)?;
-        let function = self.function(
-            name.to_owned(),
+        let function = Function {
+            name: name.to_owned(),
             routes,
-            action,
+            action: Arc::new(action),
             module,
             spec,
-            Origin::Uploaded { uploaded_at },
-            Wanted::CommandOrHandler,
-        )?;
+            origin: Origin::Uploaded { uploaded_at },
+        };
+        let function = self.function(function, Wanted::CommandOrHandler)?;
         let (ModuleCode::Artifact(sealed) | ModuleCode::Wasm(sealed)) = sealed;
         Ok((Arc::new(function), sealed))
     }

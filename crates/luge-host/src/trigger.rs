@@ -131,7 +131,7 @@ impl TriggerTable {
 /// A cron source; the error as a message.
 pub(crate) fn cron(expression: &str) -> Result<Source, String> {
     luge_trigger::cron::Schedule::parse(expression)
-        .map(Source::Cron)
+        .map(|schedule| Source::Cron(Box::new(schedule)))
         .map_err(|e| e.to_string())
 }
 

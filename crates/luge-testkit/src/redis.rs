@@ -26,6 +26,7 @@ pub struct RedisServer {
     child: Child,
     /// Its port.
     pub port: u16,
+    password: Option<String>,
 }
 
 impl RedisServer {
@@ -44,7 +45,9 @@ impl RedisServer {
             .and_then(|l| l.local_addr())
             .map_err(RedisError::Port)?
             .port();
-        Self::spawn(port, &["--requirepass", password])
+        let mut server = Self::spawn(port, &["--requirepass", password])?;
+        server.password = Some(password.to_owned());
+        Ok(server)
     }
 
     /// Starts one on `port` (again, after one was stopped there); waits up
@@ -62,7 +65,11 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(RedisError::Spawn)?;
-        let server = Self { child, port };
+        let server = Self {
+            child,
+            port,
+            password: None,
+        };
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if started.elapsed() > Duration::from_secs(10) {
@@ -76,6 +83,42 @@ impl RedisServer {
     /// `redis://127.0.0.1:PORT/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl RedisServer {
+    /// `PUBLISH channel message`: how many subscribers received it.
+    pub fn publish(&self, channel: &str, message: &[u8]) -> std::io::Result<i64> {
+        self.command(&[b"PUBLISH", channel.as_bytes(), message])
+    }
+
+    /// Runs one command whose reply is an integer (after `AUTH` when the
+    /// server asks for a password), over a connection of its own.
+    pub fn command(&self, args: &[&[u8]]) -> std::io::Result<i64> {
+        use std::io::{BufRead, BufReader, Write};
+        let stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut reader = BufReader::new(stream.try_clone()?);
+        let mut send = |args: &[&[u8]]| -> std::io::Result<String> {
+            let mut frame = format!("*{}\r\n", args.len()).into_bytes();
+            for arg in args {
+                frame.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+                frame.extend_from_slice(arg);
+                frame.extend_from_slice(b"\r\n");
+            }
+            (&stream).write_all(&frame)?;
+            let mut line = String::new();
+            reader.read_line(&mut line)?;
+            Ok(line.trim_end().to_owned())
+        };
+        if let Some(password) = &self.password {
+            send(&[b"AUTH", password.as_bytes()])?;
+        }
+        let reply = send(args)?;
+        reply
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("redis answered {reply:?}")))
     }
 }
 

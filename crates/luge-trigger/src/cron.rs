@@ -56,6 +56,14 @@ impl Schedule {
     }
 }
 
+/// `timestamp` (Unix seconds) as RFC 3339 (`2026-01-01T00:00:02Z`), if
+/// it is a time chrono can hold.
+pub fn rfc3339(timestamp: u64) -> Option<String> {
+    let seconds = i64::try_from(timestamp).ok()?;
+    let time = DateTime::<Utc>::from_timestamp(seconds, 0)?;
+    Some(time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
 /// The clock of one cron trigger.
 pub struct CronSource {
     schedule: Schedule,
@@ -116,6 +124,14 @@ mod tests {
         assert_eq!(
             schedule.next_after(&next).unwrap().to_rfc3339(),
             "2026-01-01T00:00:04+00:00"
+        );
+    }
+
+    #[test]
+    fn ticks_are_written_as_rfc3339() {
+        assert_eq!(
+            rfc3339(1_767_225_602).as_deref(),
+            Some("2026-01-01T00:00:02Z")
         );
     }
 

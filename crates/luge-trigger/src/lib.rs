@@ -44,8 +44,8 @@ pub enum Source {
         /// The channel (a name, not a pattern).
         channel: String,
     },
-    /// Ticks of a cron schedule.
-    Cron(cron::Schedule),
+    /// Ticks of a cron schedule (boxed: a parsed schedule is large).
+    Cron(Box<cron::Schedule>),
 }
 
 impl Source {
@@ -129,7 +129,7 @@ pub fn sources(triggers: Vec<(Source, Arc<dyn Sink>)>) -> Vec<Box<dyn EventSourc
                 .entry(channel)
                 .or_default()
                 .push(sink),
-            Source::Cron(schedule) => out.push(Box::new(cron::CronSource::new(schedule, sink))),
+            Source::Cron(schedule) => out.push(Box::new(cron::CronSource::new(*schedule, sink))),
         }
     }
     for (address, channels) in redis {

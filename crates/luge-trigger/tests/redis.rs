@@ -3,6 +3,8 @@
 //! loses (and counts) what it cannot take, and a restarted server is
 //! resubscribed to.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

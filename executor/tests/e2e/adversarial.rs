@@ -235,12 +235,7 @@ fn two_spins_beside_a_ping(luge: &Luge, timeout_ms: u64) -> Vec<std::net::TcpStr
 }
 
 fn metric(luge: &Luge, needle: &str) -> f64 {
-    luge.get_text("/metrics")
-        .lines()
-        .find(|l| l.contains(needle) && !l.starts_with('#'))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    luge.metric(needle)
 }
 
 /// Finding 3: requests sent and abandoned. Their invocations are stopped

@@ -55,12 +55,7 @@ fn host(max_pending: &str) -> (Luge, tempfile::TempDir) {
 }
 
 fn metric(luge: &Luge, needle: &str) -> f64 {
-    luge.get_text("/metrics")
-        .lines()
-        .find(|l| l.contains(needle) && !l.starts_with('#'))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    luge.metric(needle)
 }
 
 /// The victim's requests, one after another until `stop`: how many, how

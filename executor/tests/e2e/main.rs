@@ -35,3 +35,4 @@ mod spin_world;
 mod sqlite;
 mod standalone;
 mod state;
+mod triggers;

@@ -395,7 +395,18 @@ impl Luge {
         (status, parse(&body))
     }
 
-    /// GETs text.
+    /// The value of the first sample of `/metrics` whose line holds
+    /// `needle` (0 when none does).
+    pub fn metric(&self, needle: &str) -> f64 {
+        self.get_text("/metrics")
+            .lines()
+            .find(|l| l.contains(needle) && !l.starts_with('#'))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// GET `path`, the body as text.
     pub fn get_text(&self, path: &str) -> String {
         String::from_utf8(self.request("GET", path, b"").1).unwrap()
     }

@@ -1,0 +1,346 @@
+//! Triggers: the events of luge-trigger's sources (Redis messages, cron
+//! ticks), each an invocation like any other.
+//!
+//! Each trigger is a [`luge_trigger::Sink`] over its function. An event
+//! it is offered is taken only while the trigger has fewer than its
+//! `max_in_flight` events running (else the source loses it: dropped,
+//! or a tick skipped), then admitted under the function's tenant share
+//! exactly as a request is (a flood on one channel holds at most its
+//! bound of places, and over its share only what others leave free),
+//! scheduled under the trigger's deadline (or the function's) with the
+//! function's limits, logged with the trigger's name and event id, and
+//! counted in `/metrics` (`luge_trigger_events_total`,
+//! `luge_trigger_lag_seconds`).
+//!
+//! The function gets the event as its code can take it: a component with
+//! an export for the event's kind (`luge_core::event::EventExport`) there;
+//! an HTTP handler as a `POST /` with the payload as body and the metadata
+//! as CloudEvents' binary-mode headers (`ce-specversion`, `ce-id`,
+//! `ce-source`, `ce-type`, `ce-subject`, `ce-time`), a 2xx answer its
+//! success; a core module or command on stdin, the metadata in its
+//! environment (`luge_core::event::environment`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use hyper::header::{self, HeaderValue};
+use luge_core::event::{Event, EventKind};
+use luge_core::{Invocation, Termination};
+use luge_host::{ConfiguredTrigger, Function, FunctionHost};
+use luge_trigger::{EventSource, Handled, Handling, Sink};
+
+use crate::admission::Tree;
+use crate::app::{App, log_stderr};
+
+/// A trigger's side of its source.
+struct Trigger(Arc<Inner>);
+
+struct Inner {
+    app: Arc<App>,
+    name: String,
+    function: Arc<Function>,
+    relative_deadline: Duration,
+    /// Places for its events in flight.
+    room: Arc<tokio::sync::Semaphore>,
+    next_id: AtomicU64,
+}
+
+/// Why a trigger cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TriggerError {
+    /// No function of that name.
+    #[error("trigger {trigger}: no function {function:?}")]
+    NoFunction {
+        /// The trigger.
+        trigger: String,
+        /// The function it names.
+        function: String,
+    },
+    /// A component whose export takes other events.
+    #[error("trigger {trigger}: {function:?} exports {export}, which takes no {kind} events")]
+    WrongExport {
+        /// The trigger.
+        trigger: String,
+        /// The function it names.
+        function: String,
+        /// What the function exports.
+        export: &'static str,
+        /// The trigger's kind.
+        kind: &'static str,
+    },
+}
+
+/// The sources of `app`'s triggers as futures to spawn (none but in
+/// `luge serve`); the triggers were checked when the app was built
+/// ([`check`]).
+pub(crate) fn start(app: &Arc<App>) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
+    let crate::app::Mode::Serve { host, triggers, .. } = &app.mode else {
+        return Vec::new();
+    };
+    match sources(app, host, triggers) {
+        Ok(sources) => sources
+            .into_iter()
+            .map(|source| {
+                tracing::info!(source = %source.describe(), "event source started");
+                source.run()
+            })
+            .collect(),
+        Err(error) => {
+            tracing::error!(%error, "triggers not started");
+            Vec::new()
+        }
+    }
+}
+
+/// Checks that each of `triggers` names a function on `host` that can take
+/// its events.
+pub(crate) fn check(
+    host: &FunctionHost,
+    triggers: &[ConfiguredTrigger],
+) -> Result<(), TriggerError> {
+    for trigger in triggers {
+        function(host, trigger)?;
+    }
+    Ok(())
+}
+
+/// The function `trigger` wakes.
+fn function(
+    host: &FunctionHost,
+    trigger: &ConfiguredTrigger,
+) -> Result<Arc<Function>, TriggerError> {
+    let function = host
+        .triggered(&trigger.function)
+        .ok_or_else(|| TriggerError::NoFunction {
+            trigger: trigger.name.clone(),
+            function: trigger.function.clone(),
+        })?;
+    if let Some(export) = function.module.event_export() {
+        let kind = trigger.source.kind();
+        if export.trigger() != kind {
+            return Err(TriggerError::WrongExport {
+                trigger: trigger.name.clone(),
+                function: trigger.function.clone(),
+                export: export.name(),
+                kind,
+            });
+        }
+    }
+    Ok(function)
+}
+
+/// The sources of `triggers`, each event going to its function on `host`.
+fn sources(
+    app: &Arc<App>,
+    host: &FunctionHost,
+    triggers: &[ConfiguredTrigger],
+) -> Result<Vec<Box<dyn EventSource>>, TriggerError> {
+    let mut sinks: Vec<(luge_trigger::Source, Arc<dyn Sink>)> = Vec::new();
+    for trigger in triggers {
+        let function = function(host, trigger)?;
+        let relative_deadline = trigger
+            .relative_deadline
+            .unwrap_or_else(|| function.action.sched.relative_deadline_or_default());
+        let sink = Trigger(Arc::new(Inner {
+            app: Arc::clone(app),
+            name: trigger.name.clone(),
+            function,
+            relative_deadline,
+            room: Arc::new(tokio::sync::Semaphore::new(trigger.max_in_flight)),
+            next_id: AtomicU64::new(1),
+        }));
+        sinks.push((trigger.source.clone(), Arc::new(sink)));
+    }
+    Ok(luge_trigger::sources(sinks))
+}
+
+impl Sink for Trigger {
+    fn offer(&self, event: Event) -> Result<Handling, Event> {
+        let inner = &self.0;
+        inner.app.metrics.observe_event(&inner.name, "received");
+        let limit = inner.app.settings.max_body_bytes;
+        if event.payload.len() > limit {
+            tracing::warn!(trigger = %inner.name, bytes = event.payload.len(), limit, "event larger than --max-body-bytes");
+            return Err(event);
+        }
+        let Ok(permit) = Arc::clone(&inner.room).try_acquire_owned() else {
+            return Err(event);
+        };
+        let inner = Arc::clone(inner);
+        Ok(Box::pin(async move {
+            let handled = inner.handle(event).await;
+            drop(permit);
+            handled
+        }))
+    }
+
+    fn lost(&self, event: &Event) {
+        let result = match event.kind {
+            EventKind::Cron { .. } => "skipped",
+            _ => "dropped",
+        };
+        self.0.app.metrics.observe_event(&self.0.name, result);
+        tracing::debug!(trigger = %self.0.name, result, "event lost");
+    }
+}
+
+impl Inner {
+    /// Runs the function on `event`: admitted, scheduled and recorded as
+    /// every invocation is.
+    async fn handle(&self, event: Event) -> Handled {
+        let arrived = Instant::now();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let handled = self.run(&event, id, arrived).await;
+        let result = match handled {
+            Handled::Succeeded => "handled",
+            Handled::Failed => "failed",
+            Handled::Refused => "refused",
+        };
+        self.app.metrics.observe_event(&self.name, result);
+        handled
+    }
+
+    async fn run(&self, event: &Event, id: u64, arrived: Instant) -> Handled {
+        let app = &self.app;
+        let function = &self.function;
+        let tree = Tree::new(&function.name);
+        let place = match app.admit(&tree, &function.name) {
+            Ok(place) => place,
+            Err(refused) => {
+                tracing::warn!(trigger = %self.name, event = id, %refused, "event refused");
+                return Handled::Refused;
+            }
+        };
+        let deadline = arrived + self.relative_deadline;
+        let action = Arc::clone(&function.action);
+        let module = Arc::clone(&function.module);
+        let calls = app.function_host().and_then(|host| {
+            (!function.spec.calls.is_empty()).then(|| {
+                Arc::new(crate::calls::HostCalls {
+                    app: Arc::clone(app),
+                    host: Arc::clone(host),
+                    caller: Arc::clone(function),
+                    depth: 0,
+                    tree: Arc::clone(&tree),
+                    deadline,
+                    request_id: id,
+                    runtime: app.settings.runtime.clone(),
+                }) as Arc<dyn luge_core::calls::Calls>
+            })
+        });
+        let mut env = luge_core::event::environment(event, id);
+        env.push(("LUGE_TRIGGER_NAME".to_owned(), self.name.clone()));
+        let takes_export = module.event_export().is_some();
+        let http = !takes_export && module.serves_http();
+        let invocation = Invocation {
+            env,
+            calls,
+            state: app.state_session(function, arrived),
+            ..Invocation::new(
+                Arc::clone(&action),
+                if takes_export || http {
+                    Vec::new()
+                } else {
+                    event.payload.clone()
+                },
+            )
+        };
+        let cancel = invocation.cancel.clone();
+        let preemption = app.settings.preemption;
+        let (answered, answer) = tokio::sync::oneshot::channel();
+        let sandbox = if takes_export {
+            drop(answered);
+            module.start_event(invocation, event.clone(), preemption)
+        } else if http {
+            let request = self.request(event, id);
+            module.start_http(
+                invocation,
+                request,
+                // Only the status is wanted; the body is dropped unread.
+                Box::new(move |response| {
+                    let _ = answered.send(response.map(|r| r.status()));
+                }),
+                preemption,
+            )
+        } else {
+            drop(answered);
+            module.start(invocation, preemption)
+        };
+        let outcome = app
+            .execute_started(&action, cancel, sandbox, arrived, deadline, place)
+            .await;
+        let lag = arrived.elapsed().saturating_sub(outcome.elapsed);
+        let lag = match event.kind {
+            // A tick's lag counts from when it was due.
+            EventKind::Cron { timestamp } => SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH + Duration::from_secs(timestamp))
+                .unwrap_or_default()
+                .saturating_sub(outcome.elapsed),
+            _ => lag,
+        };
+        app.metrics.observe_lag(&self.name, lag);
+        log_stderr(&function.name, id, &outcome.stderr);
+        let status = answer.await.ok();
+        let succeeded = outcome.termination == Termination::Exited(0)
+            && (!http || matches!(status, Some(Ok(s)) if s.is_success()));
+        if succeeded {
+            tracing::debug!(trigger = %self.name, event = id, function = %function.name, "event handled");
+            Handled::Succeeded
+        } else {
+            let message = match (&outcome.termination, status) {
+                (Termination::Exited(0), Some(Ok(status))) => {
+                    format!("the handler answered {status}")
+                }
+                (Termination::Exited(0), Some(Err(error))) => error.to_string(),
+                (Termination::Exited(0), _) => "the handler answered no response".to_owned(),
+                (termination, _) => crate::standalone::failure_message(termination),
+            };
+            tracing::warn!(trigger = %self.name, event = id, function = %function.name, %message, "event failed");
+            Handled::Failed
+        }
+    }
+
+    /// The `POST /` an HTTP handler gets for `event`: CloudEvents'
+    /// binary mode (its attributes as `ce-` headers, the payload as body).
+    fn request(&self, event: &Event, id: u64) -> luge_core::handler::Request {
+        use http_body_util::BodyExt;
+        let body = http_body_util::Full::new(bytes::Bytes::from(event.payload.clone()))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let mut request = hyper::Request::new(body);
+        *request.method_mut() = hyper::Method::POST;
+        *request.uri_mut() = hyper::Uri::from_static("/");
+        let headers = request.headers_mut();
+        headers.insert(header::HOST, HeaderValue::from_static("localhost"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        headers.insert("ce-specversion", HeaderValue::from_static("1.0"));
+        headers.insert("ce-id", HeaderValue::from(id));
+        let kind = event.kind.trigger();
+        if let Ok(source) = HeaderValue::from_str(&format!("/luge/triggers/{}", self.name)) {
+            headers.insert("ce-source", source);
+        }
+        if let Ok(kind) = HeaderValue::from_str(&format!("dev.luge.{kind}")) {
+            headers.insert("ce-type", kind);
+        }
+        if let Ok(subject) = HeaderValue::from_str(event.kind.subject())
+            && !event.kind.subject().is_empty()
+        {
+            headers.insert("ce-subject", subject);
+        }
+        if let EventKind::Cron { timestamp } = event.kind
+            && let Some(time) = rfc3339(timestamp)
+        {
+            headers.insert("ce-time", time);
+        }
+        request
+    }
+}
+
+/// `timestamp` (Unix seconds) as RFC 3339, for `ce-time`.
+fn rfc3339(timestamp: u64) -> Option<HeaderValue> {
+    HeaderValue::from_str(&luge_trigger::cron::rfc3339(timestamp)?).ok()
+}

@@ -1,0 +1,252 @@
+//! Triggers end to end: a real `redis-server` on a free loopback port,
+//! Luge subscribed to it, and cron ticks at one-second resolution; the
+//! Spin app's events manifest (actions/spin/events.toml: spin-sdk 7's
+//! `#[redis_subscriber]` and a `fermyon:spin-cron` component) and
+//! `luge.toml` triggers on core modules and an HTTP handler.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use luge_testkit::redis::RedisServer;
+
+use crate::common::*;
+
+/// Waits up to 20 s for `test`.
+fn eventually(what: &str, test: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !test() {
+        assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Publishes `message` until a subscriber receives it (Luge has
+/// subscribed); `message` is then handled once or more.
+fn publish_when_subscribed(redis: &RedisServer, channel: &str, message: &[u8]) {
+    eventually("Luge never subscribed", || {
+        redis.publish(channel, message).unwrap_or(0) > 0
+    });
+}
+
+fn events(luge: &Luge, trigger: &str, result: &str) -> f64 {
+    luge.metric(&format!(
+        "luge_trigger_events_total{{trigger=\"{trigger}\",result=\"{result}\"}}"
+    ))
+}
+
+/// The Spin app's events manifest, its sources absolute.
+fn events_manifest(dir: &std::path::Path, edit: impl Fn(String) -> String) -> std::path::PathBuf {
+    let manifest = crate::spin::manifest().with_file_name("events.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "source = \"target/",
+        &format!(
+            "source = \"{}/target/",
+            manifest.parent().unwrap().display()
+        ),
+    );
+    let copy = dir.join("events.toml");
+    std::fs::write(&copy, edit(text)).unwrap();
+    copy
+}
+
+#[test]
+fn a_spin_apps_redis_subscriber_and_cron_component_run_on_their_events() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = events_manifest(dir.path(), |text| text);
+    let state = dir.path().join("state");
+    let host = format!("127.0.0.1:{}", redis.port);
+    let luge = Luge::start_with_env(
+        "serve",
+        &[
+            "--spin",
+            path_str(&manifest),
+            "--state-dir",
+            path_str(&state),
+        ],
+        &[("SPIN_VARIABLE_REDIS_HOST", &host)],
+    );
+
+    // A message reaches the subscriber, which writes the app's store.
+    publish_when_subscribed(&redis, "messages", b"hello");
+    eventually("the subscriber stored the message", || {
+        luge.get_text("/kv/last-message") == "hello"
+    });
+    assert!(luge.stderr_shows("redis message: hello"));
+    assert!(events(&luge, "trigger.redis[0]", "handled") >= 1.0);
+
+    // Its error result is a failed event, its error logged.
+    redis.publish("messages", b"fail").unwrap();
+    eventually("the failure counted", || {
+        events(&luge, "trigger.redis[0]", "failed") == 1.0
+    });
+    assert!(luge.stderr_shows("asked to fail"));
+
+    // Cron fires every second, on time: consecutive ticks one second
+    // apart, each within 10 s of the guest's clock (else it fails).
+    eventually("three ticks handled", || {
+        events(&luge, "trigger.cron[0]", "handled") >= 3.0
+    });
+    assert_eq!(events(&luge, "trigger.cron[0]", "failed"), 0.0);
+    let ticks: BTreeSet<u64> = luge
+        .stderr()
+        .lines()
+        .filter_map(|line| line.split("cron tick ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .collect();
+    let ticks: Vec<u64> = ticks.into_iter().collect();
+    assert!(ticks.len() >= 3, "{ticks:?}");
+    assert!(ticks.windows(2).all(|w| w[1] - w[0] == 1), "{ticks:?}");
+    assert!(luge.metric("luge_trigger_lag_seconds_count{trigger=\"trigger.cron[0]\"}") >= 3.0);
+
+    // Redis restarts: Luge resubscribes, and what is published after
+    // that arrives.
+    let port = redis.port;
+    drop(redis);
+    let redis = RedisServer::on(port).unwrap();
+    publish_when_subscribed(&redis, "messages", b"after the restart");
+    eventually("resubscribed", || {
+        luge.get_text("/kv/last-message") == "after the restart"
+    });
+
+    // A flood beyond the trigger's bound (8 in flight): the rest is
+    // dropped and counted, every message is accounted for, and HTTP is
+    // answered meanwhile.
+    let before: f64 = ["handled", "failed", "refused", "dropped"]
+        .iter()
+        .map(|r| events(&luge, "trigger.redis[0]", r))
+        .sum();
+    let received_before = events(&luge, "trigger.redis[0]", "received");
+    for _ in 0..40 {
+        redis.publish("messages", b"sleep:300").unwrap();
+    }
+    let (status, body) = luge.request("GET", "/hello", b"");
+    assert_eq!((status, body.as_slice()), (200, &b"Hello, Spin app\n"[..]));
+    eventually("all 40 accounted for", || {
+        let after: f64 = ["handled", "failed", "refused", "dropped"]
+            .iter()
+            .map(|r| events(&luge, "trigger.redis[0]", r))
+            .sum();
+        after - before == 40.0
+    });
+    assert_eq!(
+        events(&luge, "trigger.redis[0]", "received") - received_before,
+        40.0
+    );
+    assert!(events(&luge, "trigger.redis[0]", "dropped") >= 1.0);
+}
+
+#[test]
+fn a_component_on_a_trigger_its_export_does_not_take_is_refused_at_start() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = events_manifest(dir.path(), |text| {
+        text.replace("component = \"tick\"", "component = \"subscriber\"")
+    });
+    let Err(error) = Luge::try_start("serve", &["--spin", path_str(&manifest)]) else {
+        panic!("started");
+    };
+    assert!(
+        error.contains(
+            "exports spin:redis/inbound-redis@3.0.0#handle-message, which takes no cron events"
+        ),
+        "{error}"
+    );
+    // And an event handler on an HTTP route.
+    let manifest = events_manifest(dir.path(), |text| {
+        text.replace(
+            "route = \"/...\"\ncomponent = \"app\"",
+            "route = \"/...\"\ncomponent = \"subscriber\"",
+        )
+    });
+    let Err(error) = Luge::try_start("serve", &["--spin", path_str(&manifest)]) else {
+        panic!("started");
+    };
+    assert!(error.contains("is an event handler"), "{error}");
+}
+
+#[test]
+fn luge_toml_triggers_wake_core_modules_and_handlers() {
+    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let handler = engine() == "wasmtime";
+    let mut modules = vec!["c-count", "kv"];
+    let mut toml = format!(
+        r#"
+[[routes]]
+path = "/count"
+module = "c-count.wasm"
+
+[[routes]]
+path = "/kv"
+module = "kv.wasm"
+
+[[triggers]]
+function = "/count"
+cron = "* * * * * *"
+
+[[triggers]]
+function = "kv"
+redis = {{ address = "redis://127.0.0.1:{port}", channel = "ops" }}
+max_in_flight = 2
+relative_deadline_us = 2000000
+"#,
+        port = redis.port
+    );
+    if handler {
+        modules.push("http3");
+        toml.push_str(&format!(
+            r#"
+[[routes]]
+path = "/echo"
+module = "http3.wasm"
+
+[[triggers]]
+function = "/echo"
+redis = {{ address = "redis://127.0.0.1:{port}", channel = "web" }}
+"#,
+            port = redis.port
+        ));
+    }
+    let site = Site::new(&modules, &toml);
+    let state = tempfile::tempdir().unwrap();
+    let luge = site.start(&["--state-dir", path_str(state.path())]);
+
+    // The message is the module's stdin: its state operations run.
+    let set = br#"{"ops":[{"op":"set","key":"from-redis","value":"v1"}]}"#;
+    publish_when_subscribed(&redis, "ops", set);
+    eventually("the kv function ran the message", || {
+        let (status, answer) = luge.post(
+            "/kv",
+            &serde_json::json!({"ops": [{"op": "get", "key": "from-redis"}]}),
+        );
+        status == 200 && answer["results"][0] == "v1"
+    });
+    // A message that makes it trap: a failed event.
+    redis.publish("ops", br#"{"ops":[{"op":"trap"}]}"#).unwrap();
+    eventually("the failure counted", || {
+        events(&luge, "triggers[1]", "failed") >= 1.0
+    });
+
+    // Each tick added one to the counter the route reads.
+    eventually("two ticks", || {
+        events(&luge, "triggers[0]", "handled") >= 2.0
+    });
+    let (status, answer) = luge.post("/count", &serde_json::json!({}));
+    assert_eq!(status, 200);
+    assert!(answer["hits"].as_i64().unwrap() >= 3, "{answer}");
+
+    // An HTTP handler gets a POST with the message as body; its 2xx is
+    // success.
+    if handler {
+        publish_when_subscribed(&redis, "web", b"to the handler");
+        eventually("the handler answered", || {
+            events(&luge, "triggers[2]", "handled") >= 1.0
+        });
+        assert_eq!(events(&luge, "triggers[2]", "failed"), 0.0);
+    }
+}
