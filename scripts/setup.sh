@@ -3,8 +3,8 @@
 # the wasm32-wasip1 and wasm32-wasip2 Rust targets, clang + wasi-libc for the C actions, and
 # cmake + libclang for building WAMR (the `wamr` engine feature), a C++
 # compiler for libFuzzer (scripts/fuzz.sh), redis-server for the state and
-# outbound Redis tests, and PostgreSQL and MariaDB for the outbound
-# database tests.
+# outbound Redis tests, PostgreSQL and MariaDB for the outbound database
+# tests, and mosquitto for the MQTT trigger tests.
 set -euo pipefail
 for target in wasm32-wasip1 wasm32-wasip2; do
     if ! rustup target list --installed | grep -qx "$target"; then
@@ -31,6 +31,10 @@ command -v redis-server >/dev/null || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # Outbound MySQL (spin:mysql) likewise, against a fresh MariaDB.
 command -v mariadbd >/dev/null || need+=(mariadb-server)
+# MQTT triggers are tested against a real broker, messages published with
+# its client.
+command -v mosquitto >/dev/null || need+=(mosquitto)
+command -v mosquitto_pub >/dev/null || need+=(mosquitto-clients)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -12,7 +12,9 @@
 # - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
 #   0.2.0-draft-2024-09-27 and Spin's interfaces;
 # - by hand, as no crate ships them: deps/spin-cron, the cron.wit of
-#   fermyon/spin-trigger-cron at 328d368 (kept as it is here).
+#   fermyon/spin-trigger-cron at 328d368, and deps/spin-mqtt-trigger, the
+#   spin-mqtt.wit of spinframework/spin-trigger-mqtt at 6382318 (kept as
+#   they are here).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-refresh}"
@@ -63,7 +65,7 @@ for package in key-value@3.0.0 variables@3.0.0 sqlite@3.1.0 redis@3.0.0 postgres
 done
 
 # Vendored by hand (see above): kept as they are.
-for package in spin-cron; do
+for package in spin-cron spin-mqtt-trigger; do
     cp -r "$root/wit/deps/$package" "$work/deps/$package"
 done
 

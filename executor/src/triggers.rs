@@ -175,6 +175,32 @@ impl Sink for Trigger {
         }))
     }
 
+    fn queue(&self, event: Event) -> Handling {
+        let inner = Arc::clone(&self.0);
+        inner.app.metrics.observe_event(&inner.name, "received");
+        Box::pin(async move {
+            if event.payload.len() > inner.app.settings.max_body_bytes {
+                tracing::warn!(trigger = %inner.name, bytes = event.payload.len(), "event larger than --max-body-bytes");
+                inner.app.metrics.observe_event(&inner.name, "refused");
+                return Handled::Refused;
+            }
+            // Waits for room: the broker bounds what it has unacknowledged.
+            let Ok(permit) = Arc::clone(&inner.room).acquire_owned().await else {
+                return Handled::Refused;
+            };
+            let handled = inner.handle(event).await;
+            drop(permit);
+            handled
+        })
+    }
+
+    fn redelivered(&self) {
+        self.0
+            .app
+            .metrics
+            .observe_event(&self.0.name, "redelivered");
+    }
+
     fn lost(&self, event: &Event) {
         let result = match event.kind {
             EventKind::Cron { .. } => "skipped",

@@ -35,13 +35,16 @@
 //!
 //! `[[trigger.redis]]` (`channel`, `component`, an `address` of its own
 //! or `[application.trigger.redis]`'s, templates of app variables in
-//! either) and `[[trigger.cron]]` (`component`, `cron_expression`, seconds
-//! first) wake their component with each message or tick
-//! ([`crate::trigger`]); a component no HTTP trigger names is a function
+//! either), `[[trigger.cron]]` (`component`, `cron_expression`, seconds
+//! first) and spin-trigger-mqtt's `[[trigger.mqtt]]` (`topic`, `qos`,
+//! `component`; `[application.trigger.mqtt]`'s `address`, `username`,
+//! `password`, `keep_alive_interval`) wake their component with each
+//! message or tick ([`crate::trigger`]); a component no HTTP trigger names is a function
 //! on triggers only. Other trigger types are refused by name.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -83,7 +86,8 @@ struct HttpTrigger {
     component: String,
 }
 
-/// A `[[trigger.redis]]` or `[[trigger.cron]]`: Spin's keys, and the
+/// A `[[trigger.redis]]`, `[[trigger.mqtt]]` or `[[trigger.cron]]`:
+/// Spin's and its plugins' keys, and the
 /// `id` any trigger may have.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,6 +103,11 @@ struct TriggerEntry {
     /// Cron: six or seven fields, seconds first.
     #[serde(default)]
     cron_expression: Option<String>,
+    /// MQTT: the topic filter and its QoS (`"0"`, `"1"`, `"2"`).
+    #[serde(default)]
+    topic: Option<String>,
+    #[serde(default)]
+    qos: Option<String>,
 }
 
 /// What a Spin manifest serves.
@@ -108,7 +117,7 @@ pub struct SpinApp {
     pub routes: Vec<ConfiguredRoute>,
     /// The components its other triggers name, each once.
     pub triggered: Vec<TriggeredFunction>,
-    /// Its Redis and cron triggers.
+    /// Its Redis, MQTT and cron triggers.
     pub triggers: Vec<ConfiguredTrigger>,
 }
 
@@ -281,7 +290,7 @@ pub fn parse(
                         },
                     });
                 }
-                "redis" | "cron" => {
+                "redis" | "cron" | "mqtt" => {
                     let entry = parsed(trigger)?;
                     let source = match kind.as_str() {
                         "redis" => {
@@ -303,6 +312,56 @@ pub fn parse(
                             let channel = expand(channel, &app)
                                 .map_err(|m| error(&format!("{location}.channel"), m))?;
                             crate::trigger::redis(&address, &channel)
+                        }
+                        "mqtt" => {
+                            // spin-trigger-mqtt's settings, every value a
+                            // string, templates of app variables allowed.
+                            let setting = |key: &str| -> Result<Option<String>, ConfigError> {
+                                match settings.get(key) {
+                                    None => Ok(None),
+                                    Some(toml::Value::String(value)) => expand(value, &app)
+                                        .map(Some)
+                                        .map_err(|m| error(&format!("application.trigger.mqtt.{key}"), m)),
+                                    Some(_) => Err(error(
+                                        &format!("application.trigger.mqtt.{key}"),
+                                        "a string".to_owned(),
+                                    )),
+                                }
+                            };
+                            let address = setting("address")?.ok_or_else(|| {
+                                error(
+                                    "application.trigger.mqtt.address",
+                                    "an MQTT trigger needs the broker's address".to_owned(),
+                                )
+                            })?;
+                            let keep_alive = match setting("keep_alive_interval")? {
+                                Some(seconds) => Some(Duration::from_secs(seconds.trim().parse().map_err(
+                                    |_| {
+                                        error(
+                                            "application.trigger.mqtt.keep_alive_interval",
+                                            "whole seconds".to_owned(),
+                                        )
+                                    },
+                                )?)),
+                                None => None,
+                            };
+                            let topic = entry.topic.as_deref().ok_or_else(|| {
+                                error(&location, "an MQTT trigger names its topic".to_owned())
+                            })?;
+                            let topic = expand(topic, &app)
+                                .map_err(|m| error(&format!("{location}.topic"), m))?;
+                            let (username, password) = (setting("username")?, setting("password")?);
+                            crate::trigger::mqtt(
+                                &crate::trigger::MqttSettings {
+                                    address: &address,
+                                    username: username.as_deref().filter(|u| !u.is_empty()),
+                                    password: password.as_deref().filter(|p| !p.is_empty()),
+                                    keep_alive,
+                                    client_id: None,
+                                },
+                                &topic,
+                                entry.qos.as_deref().unwrap_or("1"),
+                            )
                         }
                         _ => {
                             let expression = entry.cron_expression.as_deref().ok_or_else(|| {
@@ -340,7 +399,7 @@ pub fn parse(
                 _ => {
                     return Err(error(
                         &format!("trigger.{kind}"),
-                        "Luge serves http, redis and cron triggers".to_owned(),
+                        "Luge serves http, redis, mqtt and cron triggers".to_owned(),
                     ));
                 }
             }
@@ -632,7 +691,7 @@ command = "cargo build"
             (
                 "[[trigger.http]]\nroute = \"/exact\"",
                 "[[trigger.sqs]]\nroute = \"/exact\"",
-                "http, redis and cron triggers",
+                "http, redis, mqtt and cron triggers",
             ),
             (
                 "key_value_stores = [\"default\", \"cart\"]",

@@ -12,6 +12,10 @@
 //! redis = { address = "redis://127.0.0.1:6379", channel = "images" }
 //! relative_deadline_us = 500000      # each event's deadline
 //! max_in_flight = 4                  # events of this trigger running at once
+//!
+//! [[triggers]]
+//! function = "ingest"
+//! mqtt = { address = "mqtt://127.0.0.1:1883", topic = "sensors/+/temp", qos = 1 }
 //! ```
 //!
 //! A function with an export for its kind of event (a Spin component) gets
@@ -74,6 +78,8 @@ pub(crate) struct TriggerTable {
     #[serde(default)]
     redis: Option<RedisTable>,
     #[serde(default)]
+    mqtt: Option<MqttTable>,
+    #[serde(default)]
     relative_deadline_us: Option<u64>,
     #[serde(default)]
     max_in_flight: Option<usize>,
@@ -86,6 +92,24 @@ struct RedisTable {
     channel: String,
 }
 
+/// `mqtt = { ... }`: spin-trigger-mqtt's keys, and a client id.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MqttTable {
+    address: String,
+    topic: String,
+    #[serde(default)]
+    qos: Option<u8>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    keep_alive_interval: Option<u64>,
+    #[serde(default)]
+    client_id: Option<String>,
+}
+
 impl TriggerTable {
     /// The trigger `name` for `function` (resolved by the caller); errors
     /// as (field, message).
@@ -94,15 +118,27 @@ impl TriggerTable {
         name: String,
         function: String,
     ) -> Result<ConfiguredTrigger, (&'static str, String)> {
-        let source = match (&self.cron, &self.redis) {
-            (Some(expression), None) => cron(expression).map_err(|m| ("cron", m))?,
-            (None, Some(redis)) => {
+        let source = match (&self.cron, &self.redis, &self.mqtt) {
+            (Some(expression), None, None) => cron(expression).map_err(|m| ("cron", m))?,
+            (None, Some(redis), None) => {
                 self::redis(&redis.address, &redis.channel).map_err(|m| ("redis", m))?
             }
+            (None, None, Some(table)) => mqtt(
+                &MqttSettings {
+                    address: &table.address,
+                    username: table.username.as_deref(),
+                    password: table.password.as_deref(),
+                    keep_alive: table.keep_alive_interval.map(Duration::from_secs),
+                    client_id: table.client_id.as_deref(),
+                },
+                &table.topic,
+                &table.qos.unwrap_or(1).to_string(),
+            )
+            .map_err(|m| ("mqtt", m))?,
             _ => {
                 return Err((
                     "cron",
-                    "a trigger has one source: cron = \"...\" or redis = { address, channel }"
+                    "a trigger has one source: cron = \"...\", redis = { address, channel } or mqtt = { address, topic }"
                         .to_owned(),
                 ));
             }
@@ -142,6 +178,32 @@ pub(crate) fn redis(address: &str, channel: &str) -> Result<Source, String> {
         address: address.to_owned(),
         channel: channel.to_owned(),
     })
+}
+
+/// How a trigger reaches its MQTT broker.
+pub(crate) struct MqttSettings<'a> {
+    pub(crate) address: &'a str,
+    pub(crate) username: Option<&'a str>,
+    pub(crate) password: Option<&'a str>,
+    pub(crate) keep_alive: Option<Duration>,
+    pub(crate) client_id: Option<&'a str>,
+}
+
+/// An MQTT source; the error as a message.
+pub(crate) fn mqtt(settings: &MqttSettings<'_>, topic: &str, qos: &str) -> Result<Source, String> {
+    let broker = luge_trigger::mqtt::Broker::parse(
+        settings.address,
+        settings.username,
+        settings.password,
+        settings.keep_alive,
+        settings.client_id,
+    )
+    .map_err(|e| e.to_string())?;
+    let filter = luge_trigger::mqtt::Filter::new(topic, qos).map_err(|e| e.to_string())?;
+    Ok(Source::Mqtt(Box::new(luge_trigger::mqtt::Subscription {
+        broker,
+        filter,
+    })))
 }
 
 /// A trigger's bound of events in flight: 1 for a schedule, else `asked`

@@ -7,6 +7,7 @@
 pub mod conformance;
 pub mod hostabi;
 pub mod mariadb;
+pub mod mosquitto;
 pub mod postgres;
 pub mod redis;
 pub mod tls;

@@ -16,6 +16,12 @@
 //!   whose previous run is still going is skipped (and counted), never run
 //!   twice at once; ticks missed while Luge was down are not replayed.
 //!
+//! - [`mqtt::MqttSource`]: one MQTT 3.1.1 connection per broker and
+//!   credentials, each topic filter subscribed once at its QoS. A QoS 1
+//!   message is acknowledged only once every trigger on it handled it;
+//!   one that failed is redelivered by the broker (the source resumes its
+//!   session to ask for it), up to [`mqtt::MAX_ATTEMPTS`] times.
+//!
 //! Adding a broker (MQTT, NATS, Kafka) is one module: its [`Source`]
 //! variant, an [`EventSource`] that connects, subscribes and offers each
 //! message to its sinks, and its grouping in [`sources`]; the executor
@@ -25,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod cron;
+pub mod mqtt;
 pub mod redis;
 
 use std::collections::BTreeMap;
@@ -46,6 +53,8 @@ pub enum Source {
     },
     /// Ticks of a cron schedule (boxed: a parsed schedule is large).
     Cron(Box<cron::Schedule>),
+    /// Messages on an MQTT topic filter.
+    Mqtt(Box<mqtt::Subscription>),
 }
 
 impl Source {
@@ -54,6 +63,7 @@ impl Source {
         match self {
             Self::Redis { .. } => "redis",
             Self::Cron(_) => "cron",
+            Self::Mqtt(_) => "mqtt",
         }
     }
 }
@@ -74,6 +84,15 @@ pub enum SourceError {
     /// Not a `redis://` address.
     #[error("{0:?} is not a redis:// address")]
     RedisAddress(String),
+    /// Not an `mqtt://` address.
+    #[error("{0:?} is not an mqtt://host[:port] address (Luge has no MQTT over TLS yet)")]
+    MqttAddress(String),
+    /// Not an MQTT topic filter.
+    #[error("{0:?} is not an MQTT topic filter")]
+    Topic(String),
+    /// Not an MQTT QoS.
+    #[error("QoS {0:?} is not 0, 1 or 2")]
+    Qos(String),
     /// An empty channel name, or one too long.
     #[error("a channel is a name of 1 to {max} bytes", max = redis::MAX_CHANNEL_BYTES)]
     Channel,
@@ -99,9 +118,19 @@ pub trait Sink: Send + Sync + 'static {
     /// returns its handling; gives it back when it has none.
     fn offer(&self, event: Event) -> Result<Handling, Event>;
 
+    /// Takes `event` whatever the room: its handling first waits for the
+    /// trigger to have room, then runs it. For brokers that bound what is
+    /// unacknowledged themselves (MQTT QoS 1: the broker sends no more
+    /// than its in-flight window until earlier messages are acknowledged).
+    fn queue(&self, event: Event) -> Handling;
+
     /// Counts `event`, given back by [`Sink::offer`], as lost: a Redis
-    /// message dropped, a tick skipped.
+    /// message dropped, a tick skipped, an MQTT message left
+    /// unacknowledged.
     fn lost(&self, event: &Event);
+
+    /// Counts a message its broker sent again.
+    fn redelivered(&self);
 }
 
 /// A broker connection or a clock, producing events for its triggers
@@ -121,6 +150,7 @@ pub trait EventSource: Send + 'static {
 pub fn sources(triggers: Vec<(Source, Arc<dyn Sink>)>) -> Vec<Box<dyn EventSource>> {
     let mut out: Vec<Box<dyn EventSource>> = Vec::new();
     let mut redis: BTreeMap<String, BTreeMap<String, Vec<Arc<dyn Sink>>>> = BTreeMap::new();
+    let mut brokers: BTreeMap<mqtt::Broker, Vec<(mqtt::Filter, Arc<dyn Sink>)>> = BTreeMap::new();
     for (source, sink) in triggers {
         match source {
             Source::Redis { address, channel } => redis
@@ -130,10 +160,17 @@ pub fn sources(triggers: Vec<(Source, Arc<dyn Sink>)>) -> Vec<Box<dyn EventSourc
                 .or_default()
                 .push(sink),
             Source::Cron(schedule) => out.push(Box::new(cron::CronSource::new(*schedule, sink))),
+            Source::Mqtt(subscription) => {
+                let mqtt::Subscription { broker, filter } = *subscription;
+                brokers.entry(broker).or_default().push((filter, sink));
+            }
         }
     }
     for (address, channels) in redis {
         out.push(Box::new(redis::RedisSource::new(address, channels)));
+    }
+    for (broker, subscriptions) in brokers {
+        out.push(Box::new(mqtt::MqttSource::new(broker, subscriptions)));
     }
     out
 }

@@ -48,9 +48,16 @@ impl Sink for Collect {
         Ok(Box::pin(async { Handled::Succeeded }))
     }
 
+    fn queue(&self, event: Event) -> Handling {
+        self.got.lock().unwrap().push(event);
+        Box::pin(async { Handled::Succeeded })
+    }
+
     fn lost(&self, _event: &Event) {
         self.lost.fetch_add(1, Ordering::SeqCst);
     }
+
+    fn redelivered(&self) {}
 }
 
 async fn publish(url: &str, channel: &str, message: &str) -> i64 {

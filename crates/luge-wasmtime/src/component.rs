@@ -181,6 +181,7 @@ const SERVED: &[&str] = &[
     "spin:postgres/postgres@4.",
     "spin:mysql/mysql@3.",
     "fermyon:spin-cron/cron-types@2.",
+    "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];
 
 /// Imports of `component` from packages Luge does not serve (a Spin app's

@@ -3,13 +3,15 @@
 //! `spin:redis/inbound-redis@3.0.0` (spin-sdk 7's `#[redis_subscriber]`, a
 //! WASI 0.3 `async func`); a cron component exports `handle-cron-event`
 //! of `fermyon:spin-cron@2.0.0` (spin-trigger-cron's
-//! `#[cron_component]`). Either runs as every component does: a fresh
+//! `#[cron_component]`); an MQTT component exports `handle-message` of
+//! `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's `#[mqtt_component]`, an
+//! `async func`). Each runs as every component does: a fresh
 //! instance per event from the pre-instantiated component, under the
 //! invocation's limits, schedule and grants ([`crate::component`]), its
 //! call inside the store's event loop (`run_concurrent`), where a 0.3
 //! guest's tasks progress. The handler's `error` result ends the sandbox
 //! as exit status 1 with the error on its stderr. The WIT is Luge's root,
-//! wit/ (worlds `redis-trigger` and `cron-trigger`).
+//! wit/ (worlds `redis-trigger`, `mqtt-trigger` and `cron-trigger`).
 
 use std::sync::Arc;
 
@@ -28,6 +30,14 @@ mod redis {
     });
 }
 
+mod mqtt {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "luge:worlds/mqtt-trigger",
+        exports: { default: async | store },
+    });
+}
+
 mod cron {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -38,7 +48,10 @@ mod cron {
 
 /// The interfaces of events' worlds that only hold types: a component
 /// imports them, and the linker gives each an empty instance.
-const TYPE_ONLY: &[&str] = &["fermyon:spin-cron/cron-types@2.0.0"];
+const TYPE_ONLY: &[&str] = &[
+    "fermyon:spin-cron/cron-types@2.0.0",
+    "spin:mqtt-trigger/spin-mqtt-types@3.0.0",
+];
 
 /// Adds the empty instances of [`TYPE_ONLY`] to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<ComponentState>) -> wasmtime::Result<()> {
@@ -51,6 +64,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<ComponentState>) -> wasmtime::Re
 /// The pre-instance of a component as the world of the export it has.
 enum Pre {
     Redis(redis::RedisTriggerPre<ComponentState>),
+    Mqtt(mqtt::MqttTriggerPre<ComponentState>),
     Cron(cron::CronTriggerPre<ComponentState>),
 }
 
@@ -73,6 +87,12 @@ pub(crate) fn load(
             shared,
         }));
     }
+    if let Ok(pre) = mqtt::MqttTriggerPre::new(pre.clone()) {
+        return Ok(Arc::new(EventComponent {
+            pre: Pre::Mqtt(pre),
+            shared,
+        }));
+    }
     match cron::CronTriggerPre::new(pre.clone()) {
         Ok(pre) => Ok(Arc::new(EventComponent {
             pre: Pre::Cron(pre),
@@ -86,6 +106,7 @@ impl EventComponent {
     fn engine(&self) -> &Engine {
         match &self.pre {
             Pre::Redis(pre) => pre.engine(),
+            Pre::Mqtt(pre) => pre.engine(),
             Pre::Cron(pre) => pre.engine(),
         }
     }
@@ -109,6 +130,17 @@ impl EventComponent {
                                 .spin_redis_inbound_redis()
                                 .call_handle_message(store, payload)
                                 .await
+                        })
+                        .await??
+                        .map_err(|e| format!("{e:?}"))
+                }
+                (Pre::Mqtt(pre), EventKind::Mqtt { topic }) => {
+                    let guest = pre.instantiate_async(&mut *store).await?;
+                    let payload = event.payload;
+                    let metadata = mqtt::spin::mqtt_trigger::spin_mqtt_types::Metadata { topic };
+                    store
+                        .run_concurrent(async move |store| {
+                            guest.call_handle_message(store, payload, metadata).await
                         })
                         .await??
                         .map_err(|e| format!("{e:?}"))
@@ -159,6 +191,7 @@ impl LoadedModule for EventComponent {
     fn event_export(&self) -> Option<EventExport> {
         Some(match self.pre {
             Pre::Redis(_) => EventExport::InboundRedis,
+            Pre::Mqtt(_) => EventExport::Mqtt,
             Pre::Cron(_) => EventExport::Cron,
         })
     }

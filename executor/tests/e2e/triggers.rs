@@ -1,12 +1,14 @@
-//! Triggers end to end: a real `redis-server` on a free loopback port,
-//! Luge subscribed to it, and cron ticks at one-second resolution; the
-//! Spin app's events manifest (actions/spin/events.toml: spin-sdk 7's
-//! `#[redis_subscriber]` and a `fermyon:spin-cron` component) and
-//! `luge.toml` triggers on core modules and an HTTP handler.
+//! Triggers end to end: a real `redis-server` and `mosquitto` on free
+//! loopback ports, Luge subscribed to them, and cron ticks at one-second
+//! resolution; the Spin app's events manifest (actions/spin/events.toml:
+//! spin-sdk 7's `#[redis_subscriber]`, a `spin:mqtt-trigger` and a
+//! `fermyon:spin-cron` component) and `luge.toml` triggers on core
+//! modules and an HTTP handler.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use luge_testkit::mosquitto::MosquittoServer;
 use luge_testkit::redis::RedisServer;
 
 use crate::common::*;
@@ -49,26 +51,57 @@ fn events_manifest(dir: &std::path::Path, edit: impl Fn(String) -> String) -> st
     copy
 }
 
+/// `luge serve --spin events.toml` on `redis` and `mqtt`, its state in
+/// `state`.
+fn serve_events(
+    manifest: &std::path::Path,
+    state: &std::path::Path,
+    redis: u16,
+    mqtt: u16,
+) -> Luge {
+    Luge::start_with_env(
+        "serve",
+        &["--spin", path_str(manifest), "--state-dir", path_str(state)],
+        &[
+            ("SPIN_VARIABLE_REDIS_HOST", &format!("127.0.0.1:{redis}")),
+            ("SPIN_VARIABLE_MQTT_HOST", &format!("127.0.0.1:{mqtt}")),
+        ],
+    )
+}
+
+/// Publishes `message` on `topic` (QoS 1) until the app stored it as its
+/// last MQTT message (Luge has subscribed).
+fn mqtt_when_subscribed(luge: &Luge, broker: &MosquittoServer, topic: &str, message: &str) {
+    let stored = format!("{topic} {message}");
+    eventually("never subscribed to MQTT", || {
+        broker.publish(topic, message, 1).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        luge.get_text("/kv/last-mqtt") == stored
+    });
+}
+
 #[test]
-fn a_spin_apps_redis_subscriber_and_cron_component_run_on_their_events() {
+fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     if engine() != "wasmtime" {
         return;
     }
     let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
     let dir = tempfile::tempdir().unwrap();
     let manifest = events_manifest(dir.path(), |text| text);
     let state = dir.path().join("state");
-    let host = format!("127.0.0.1:{}", redis.port);
-    let luge = Luge::start_with_env(
-        "serve",
-        &[
-            "--spin",
-            path_str(&manifest),
-            "--state-dir",
-            path_str(&state),
-        ],
-        &[("SPIN_VARIABLE_REDIS_HOST", &host)],
-    );
+    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+
+    // MQTT: a QoS 1 message reaches the component with its topic.
+    mqtt_when_subscribed(&luge, &broker, "sensors/kitchen", "21.5");
+    assert!(luge.stderr_shows("mqtt message on sensors/kitchen: 21.5"));
+    // One that fails is not acknowledged: the broker sends it again
+    // (marked a redelivery), up to three attempts.
+    broker.publish("sensors/hall", "fail", 1).unwrap();
+    eventually("three attempts", || {
+        events(&luge, "trigger.mqtt[0]", "failed") == 3.0
+    });
+    assert!(events(&luge, "trigger.mqtt[0]", "redelivered") >= 2.0);
 
     // A message reaches the subscriber, which writes the app's store.
     publish_when_subscribed(&redis, "messages", b"hello");
@@ -137,6 +170,44 @@ fn a_spin_apps_redis_subscriber_and_cron_component_run_on_their_events() {
         40.0
     );
     assert!(events(&luge, "trigger.redis[0]", "dropped") >= 1.0);
+}
+
+/// `kill -9` with QoS 1 messages in flight: after the restart, the broker
+/// sends what was not acknowledged again, and every message is handled.
+#[test]
+fn qos1_messages_in_flight_when_luge_is_killed_are_handled_after_its_restart() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = events_manifest(dir.path(), |text| text);
+    let state = dir.path().join("state");
+    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    mqtt_when_subscribed(&luge, &broker, "sensors/a", "ready");
+    // Twelve slow messages: eight in flight (the trigger's bound), the
+    // rest waiting, none acknowledged when Luge dies.
+    let messages: Vec<String> = (0..12).map(|i| format!("sleep:1500:k{i}")).collect();
+    let lines: Vec<&str> = messages.iter().map(String::as_str).collect();
+    broker.publish_lines("sensors/slow", &lines, 1).unwrap();
+    eventually("messages in flight", || {
+        events(&luge, "trigger.mqtt[0]", "received") >= 9.0
+    });
+    let status = std::process::Command::new("kill")
+        .args(["-9", &luge.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    drop(luge);
+
+    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    for i in 0..12 {
+        eventually(&format!("k{i} handled after the restart"), || {
+            luge.get_text(&format!("/kv/k{i}")) == "done"
+        });
+    }
+    assert!(events(&luge, "trigger.mqtt[0]", "redelivered") >= 1.0);
 }
 
 #[test]

@@ -1,0 +1,128 @@
+//! A real `mosquitto` MQTT broker for tests and benchmarks of MQTT
+//! triggers: started on a free loopback port, without persistence (its
+//! sessions live as long as it does), killed when dropped; messages are
+//! published with `mosquitto_pub`. `./scripts/setup.sh` installs both
+//! (Debian's `mosquitto` and `mosquitto-clients`).
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why a broker could not be started or a message published.
+#[derive(Debug, thiserror::Error)]
+pub enum MosquittoError {
+    /// No free loopback port, or its config could not be written.
+    #[error("cannot prepare the broker")]
+    Io(#[from] std::io::Error),
+    /// The binary could not be run.
+    #[error("mosquitto could not be run (./scripts/setup.sh installs it)")]
+    Spawn(#[source] std::io::Error),
+    /// It did not accept connections in time.
+    #[error("mosquitto did not start on port {0}")]
+    NotListening(u16),
+    /// `mosquitto_pub` failed.
+    #[error("mosquitto_pub failed: {0}")]
+    Publish(String),
+}
+
+/// A running `mosquitto` on 127.0.0.1.
+#[derive(Debug)]
+pub struct MosquittoServer {
+    child: Child,
+    _dir: tempfile::TempDir,
+    /// Its port.
+    pub port: u16,
+}
+
+impl MosquittoServer {
+    /// Starts one on a free port.
+    pub fn start() -> Result<Self, MosquittoError> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        Self::on(port)
+    }
+
+    /// Starts one on `port` (again, after one was stopped there); waits up
+    /// to 10 s for it to accept connections. Anonymous clients may
+    /// connect; at most 20 QoS 1 messages are in flight to each client
+    /// (mosquitto's default).
+    pub fn on(port: u16) -> Result<Self, MosquittoError> {
+        let dir = tempfile::tempdir()?;
+        let config = dir.path().join("mosquitto.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
+                 max_inflight_messages 20\nmax_queued_messages 200000\nlog_dest none\n"
+            ),
+        )?;
+        let child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(MosquittoError::Spawn)?;
+        let server = Self {
+            child,
+            _dir: dir,
+            port,
+        };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > Duration::from_secs(10) {
+                return Err(MosquittoError::NotListening(port));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(server)
+    }
+
+    /// `mqtt://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
+    }
+
+    /// Publishes `message` on `topic` at `qos`.
+    pub fn publish(&self, topic: &str, message: &str, qos: u8) -> Result<(), MosquittoError> {
+        self.publish_lines(topic, &[message], qos)
+    }
+
+    /// Publishes each of `messages` (one per line, none holding a newline)
+    /// on `topic` at `qos`, in order, over one connection.
+    pub fn publish_lines(
+        &self,
+        topic: &str,
+        messages: &[&str],
+        qos: u8,
+    ) -> Result<(), MosquittoError> {
+        let mut child = Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-t", topic, "-q", &qos.to_string(), "-l"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(MosquittoError::Spawn)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            for message in messages {
+                writeln!(stdin, "{message}")?;
+            }
+        }
+        let output = child.wait_with_output()?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(MosquittoError::Publish(
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            ))
+        }
+    }
+}
+
+impl Drop for MosquittoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
