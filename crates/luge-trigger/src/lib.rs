@@ -150,7 +150,7 @@ pub trait EventSource: Send + 'static {
 pub fn sources(triggers: Vec<(Source, Arc<dyn Sink>)>) -> Vec<Box<dyn EventSource>> {
     let mut out: Vec<Box<dyn EventSource>> = Vec::new();
     let mut redis: BTreeMap<String, BTreeMap<String, Vec<Arc<dyn Sink>>>> = BTreeMap::new();
-    let mut brokers: BTreeMap<mqtt::Broker, Vec<(mqtt::Filter, Arc<dyn Sink>)>> = BTreeMap::new();
+    let mut brokers: BTreeMap<mqtt::Broker, Vec<mqtt::Subscribed>> = BTreeMap::new();
     for (source, sink) in triggers {
         match source {
             Source::Redis { address, channel } => redis

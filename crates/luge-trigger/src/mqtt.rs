@@ -197,15 +197,18 @@ pub struct Subscription {
     pub filter: Filter,
 }
 
+/// A filter and the trigger its messages go to.
+pub type Subscribed = (Filter, Arc<dyn Sink>);
+
 /// One broker's subscriptions.
 pub struct MqttSource {
     broker: Broker,
-    subscriptions: Vec<(Filter, Arc<dyn Sink>)>,
+    subscriptions: Vec<Subscribed>,
 }
 
 impl MqttSource {
     /// The subscriptions of `broker`'s triggers.
-    pub fn new(broker: Broker, subscriptions: Vec<(Filter, Arc<dyn Sink>)>) -> Self {
+    pub fn new(broker: Broker, subscriptions: Vec<Subscribed>) -> Self {
         Self {
             broker,
             subscriptions,
