@@ -60,7 +60,7 @@ cp -r "$keyvalue/wit/deps/keyvalue" "$work/deps/keyvalue-draft"
 cp -r "$spin/wit/deps/wasi-keyvalue-2024-10-17" "$work/deps/keyvalue-draft2"
 cp -r "$config/wit/deps/config" "$work/deps/config-rc1"
 cp -r "$spin/wit/deps/wasi-runtime-config-2024-09-27" "$work/deps/config-draft"
-for package in key-value@3.0.0 variables@3.0.0 sqlite@3.1.0 redis@3.0.0 postgres@4.2.0 mysql@3.0.0; do
+for package in key-value@3.0.0 variables@3.0.0 sqlite@3.1.0 redis@3.0.0 postgres@4.2.0 mysql@3.0.0 mqtt@3.0.0; do
     cp -r "$spin/wit/deps/spin-$package" "$work/deps/spin-${package%@*}"
 done
 

@@ -41,6 +41,8 @@
 //!   its columns (`name:type`) on the first line and each row's values
 //!   after, `|`-joined, an execute the rows it changed; `POST
 //!   /pg/insert/TEXT` inserts TEXT as a parameter into `notes`;
+//! - `POST /mqtt/publish/TOPIC`: the body published on TOPIC at QoS 1
+//!   (`spin:mqtt`, to the `mqtt_address` variable);
 //! - `POST /mysql/query`, `POST /mysql/execute` and `POST
 //!   /mysql/insert/TEXT`: the same with `spin:mysql` (to the
 //!   `mysql_address` variable; an execute answers nothing).
@@ -49,7 +51,7 @@ use http_body_util::BodyExt;
 use spin_sdk::experimental::wasi::config::store as config;
 use spin_sdk::experimental::wasi::keyvalue::{atomics, store};
 use spin_sdk::http::{EmptyBody, IntoResponse, Method, Request, StatusCode};
-use spin_sdk::{http_service, key_value, mysql, pg, redis, sqlite, variables};
+use spin_sdk::{http_service, key_value, mqtt, mysql, pg, redis, sqlite, variables};
 
 /// The route of this request below the component's (`spin-path-info`).
 fn path_info(request: &Request) -> String {
@@ -124,6 +126,16 @@ async fn handle(request: Request) -> impl IntoResponse {
                 Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
             }
         }
+        (Method::POST, ["mqtt", rest]) => match rest.strip_prefix("publish/") {
+            Some(topic) => {
+                let topic = topic.to_owned();
+                match request.into_body().collect().await {
+                    Ok(body) => mqtt_publish(&topic, body.to_bytes().to_vec()).await,
+                    Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+                }
+            }
+            None => answer(StatusCode::NOT_FOUND, format!("no route for {path}\n")),
+        },
         (method, ["redis", rest]) => {
             let (op, arg) = rest.split_once('/').unwrap_or((rest, ""));
             let (op, arg) = (op.to_owned(), arg.to_owned());
@@ -319,6 +331,24 @@ async fn insert(text: &str) -> (StatusCode, String) {
     match run.await {
         Ok(text) => answer(StatusCode::OK, text),
         Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+    }
+}
+
+/// Publishes `payload` on `topic` (QoS 1, `spin:mqtt`) to the broker at
+/// the `mqtt_address` variable.
+async fn mqtt_publish(topic: &str, payload: Vec<u8>) -> (StatusCode, String) {
+    let run = async {
+        let address = variables::get("mqtt_address")
+            .await
+            .map_err(|e| mqtt::Error::Other(format!("{e:?}")))?;
+        let connection = mqtt::Connection::open(address, "", "", 30).await?;
+        connection
+            .publish(topic, payload, mqtt::Qos::AtLeastOnce)
+            .await
+    };
+    match run.await {
+        Ok(()) => answer(StatusCode::OK, "published\n"),
+        Err(e) => answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
     }
 }
 

@@ -30,7 +30,7 @@
 //!   and single files are refused by name (a grant is a directory).
 //!
 //! Everything else a component may import and Luge does not serve
-//! (MQTT, LLM, Spin 2's `fermyon:spin` interfaces) is refused when the component is
+//! (LLM, Spin 2's `fermyon:spin` interfaces) is refused when the component is
 //! loaded, naming the import, never at request time.
 //!
 //! `[[trigger.redis]]` (`channel`, `component`, an `address` of its own

@@ -120,6 +120,42 @@ impl MosquittoServer {
     }
 }
 
+impl MosquittoServer {
+    /// Subscribes to `topic` (QoS 1) with `mosquitto_sub` until `count`
+    /// messages arrived or 20 s passed; [`Subscriber::messages`] reads
+    /// them.
+    pub fn subscribe(&self, topic: &str, count: usize) -> Result<Subscriber, MosquittoError> {
+        let child = Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-t", topic, "-q", "1", "-C", &count.to_string(), "-W", "20"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(MosquittoError::Spawn)?;
+        Ok(Subscriber(child))
+    }
+}
+
+/// A running `mosquitto_sub`.
+#[derive(Debug)]
+pub struct Subscriber(Child);
+
+impl Subscriber {
+    /// Whether it has received its count (or given up).
+    pub fn done(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(Some(_)))
+    }
+
+    /// The messages it received, one per line, once it ended.
+    pub fn messages(self) -> Result<Vec<String>, MosquittoError> {
+        let output = self.0.wait_with_output()?;
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect())
+    }
+}
+
 impl Drop for MosquittoServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

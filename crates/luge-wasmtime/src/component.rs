@@ -130,6 +130,7 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
         .and_then(|()| crate::redis::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::postgres::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::mysql::add_to_linker(&mut linker, ComponentState::connections))
+        .and_then(|()| crate::mqtt::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::events::add_to_linker(&mut linker))
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
@@ -180,6 +181,7 @@ const SERVED: &[&str] = &[
     "spin:redis/redis@",
     "spin:postgres/postgres@4.",
     "spin:mysql/mysql@3.",
+    "spin:mqtt/mqtt@3.",
     "fermyon:spin-cron/cron-types@2.",
     "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];

@@ -29,6 +29,7 @@ mod image;
 mod keyvalue;
 mod keyvalue_draft2;
 pub mod limits;
+mod mqtt;
 mod mysql;
 mod p3;
 mod postgres;

@@ -102,6 +102,13 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
         events(&luge, "trigger.mqtt[0]", "failed") == 3.0
     });
     assert!(events(&luge, "trigger.mqtt[0]", "redelivered") >= 2.0);
+    // The app's HTTP component publishes (spin:mqtt, under its mqtt://
+    // grant) to the broker, and the MQTT component receives it.
+    let (status, body) = luge.request("POST", "/mqtt/publish/sensors/outbound", b"from the app");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    eventually("the published message came back", || {
+        luge.get_text("/kv/last-mqtt") == "sensors/outbound from the app"
+    });
 
     // A message reaches the subscriber, which writes the app's store.
     publish_when_subscribed(&redis, "messages", b"hello");
@@ -244,6 +251,7 @@ fn a_component_on_a_trigger_its_export_does_not_take_is_refused_at_start() {
 #[test]
 fn luge_toml_triggers_wake_core_modules_and_handlers() {
     let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
     let handler = engine() == "wasmtime";
     let mut modules = vec!["c-count", "kv"];
     let mut toml = format!(
@@ -265,8 +273,13 @@ function = "kv"
 redis = {{ address = "redis://127.0.0.1:{port}", channel = "ops" }}
 max_in_flight = 2
 relative_deadline_us = 2000000
+
+[[triggers]]
+function = "kv"
+mqtt = {{ address = "mqtt://127.0.0.1:{mqtt}", topic = "ops/#", qos = 1 }}
 "#,
-        port = redis.port
+        port = redis.port,
+        mqtt = broker.port,
     );
     if handler {
         modules.push("http3");
@@ -297,6 +310,18 @@ redis = {{ address = "redis://127.0.0.1:{port}", channel = "web" }}
         );
         status == 200 && answer["results"][0] == "v1"
     });
+    // The same from MQTT (QoS 1, a wildcard filter).
+    let set = r#"{"ops":[{"op":"set","key":"from-mqtt","value":"v2"}]}"#;
+    eventually("the kv function ran the MQTT message", || {
+        broker.publish("ops/a", set, 1).unwrap();
+        let (status, answer) = luge.post(
+            "/kv",
+            &serde_json::json!({"ops": [{"op": "get", "key": "from-mqtt"}]}),
+        );
+        status == 200 && answer["results"][0] == "v2"
+    });
+    assert!(events(&luge, "triggers[2]", "handled") >= 1.0);
+
     // A message that makes it trap: a failed event.
     redis.publish("ops", br#"{"ops":[{"op":"trap"}]}"#).unwrap();
     eventually("the failure counted", || {
@@ -316,8 +341,8 @@ redis = {{ address = "redis://127.0.0.1:{port}", channel = "web" }}
     if handler {
         publish_when_subscribed(&redis, "web", b"to the handler");
         eventually("the handler answered", || {
-            events(&luge, "triggers[2]", "handled") >= 1.0
+            events(&luge, "triggers[3]", "handled") >= 1.0
         });
-        assert_eq!(events(&luge, "triggers[2]", "failed"), 0.0);
+        assert_eq!(events(&luge, "triggers[3]", "failed"), 0.0);
     }
 }

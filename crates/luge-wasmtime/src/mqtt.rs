@@ -1,0 +1,109 @@
+//! `spin:mqtt@3.0.0` outbound for components, bound to
+//! `luge-outbound-mqtt`: this file only adapts the generated bindings
+//! (the connection resource in the store's table, errors) to it. Where a
+//! connection may go is the function's `mqtt://` grants; connecting and
+//! every publish end by the invocation's deadline. The WIT is `spin-sdk`
+//! 7.0.0's (Luge's WIT root wit/, deps/spin-mqtt; Apache-2.0 WITH
+//! LLVM-exception).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use luge_outbound_mqtt::MqttError;
+use wasmtime::component::{Accessor, HasData, Resource};
+
+use crate::connections::{ConnectionsView, Handle};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "luge:worlds/host-mqtt",
+        imports: { default: trappable },
+        with: {
+            "spin:mqtt/mqtt.connection": super::MqttConnection,
+        },
+    });
+}
+
+use generated::spin::mqtt::mqtt;
+
+/// An open connection, as the guest's `connection` resource holds it.
+pub type MqttConnection = Handle<luge_outbound_mqtt::Connection>;
+
+/// The bindings' host state.
+pub(crate) struct HasMqtt;
+
+impl HasData for HasMqtt {
+    type Data<'a> = ConnectionsView<'a>;
+}
+
+fn error(error: MqttError) -> mqtt::Error {
+    match error {
+        MqttError::InvalidAddress => mqtt::Error::InvalidAddress,
+        MqttError::TooManyConnections => mqtt::Error::TooManyConnections,
+        MqttError::Connect(e) => mqtt::Error::ConnectionFailed(e.to_string()),
+        MqttError::ConnectionFailed(e) => mqtt::Error::ConnectionFailed(e),
+        other => mqtt::Error::Other(other.to_string()),
+    }
+}
+
+impl mqtt::Host for ConnectionsView<'_> {}
+
+impl mqtt::HostConnection for ConnectionsView<'_> {
+    fn drop(&mut self, connection: Resource<MqttConnection>) -> wasmtime::Result<()> {
+        self.close(connection)
+    }
+}
+
+impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
+    async fn open(
+        accessor: &Accessor<T, Self>,
+        address: String,
+        username: String,
+        password: String,
+        keep_alive_interval_in_secs: u64,
+    ) -> wasmtime::Result<Result<Resource<MqttConnection>, mqtt::Error>> {
+        let (action, deadline) = accessor.with(|mut access| access.get().opening());
+        let opened = luge_outbound_mqtt::open(
+            &action.name,
+            &action.capabilities.outbound,
+            &address,
+            &username,
+            &password,
+            Duration::from_secs(keep_alive_interval_in_secs),
+            deadline,
+        )
+        .await;
+        if let Err(e) = &opened {
+            tracing::debug!(function = %action.name, error = %e, "outbound mqtt refused");
+        }
+        accessor.with(|mut access| access.get().keep(opened, error))
+    }
+
+    async fn publish(
+        accessor: &Accessor<T, Self>,
+        connection: Resource<MqttConnection>,
+        topic: String,
+        payload: Vec<u8>,
+        qos: mqtt::Qos,
+    ) -> wasmtime::Result<Result<(), mqtt::Error>> {
+        let (c, deadline) = accessor.with(|mut access| access.get().held(&connection))?;
+        let qos = match qos {
+            mqtt::Qos::AtMostOnce => 0,
+            mqtt::Qos::AtLeastOnce => 1,
+            mqtt::Qos::ExactlyOnce => 2,
+        };
+        let c: Arc<luge_outbound_mqtt::Connection> = c;
+        Ok(c.publish(&topic, payload, qos, deadline)
+            .await
+            .map_err(error))
+    }
+}
+
+/// Adds `spin:mqtt@3.0.0` to `linker`, over `view`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
+) -> wasmtime::Result<()> {
+    mqtt::add_to_linker::<_, HasMqtt>(linker, view)
+}
