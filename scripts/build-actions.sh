@@ -35,6 +35,10 @@ cargo build --quiet --manifest-path "$root/actions/spin/Cargo.toml" --target was
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_http3_examples.wasm" "$out/http3.wasm"
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_cli3_examples.wasm" "$out/cli3.wasm"
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_app.wasm" "$out/spin-app.wasm"
+# Its event components, for luge.toml functions on triggers (luge-bench).
+for component in subscriber mqtt cron; do
+    cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_$component.wasm" "$out/spin-$component.wasm"
+done
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world

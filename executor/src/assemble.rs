@@ -121,6 +121,12 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
                         anyhow::Error::new(e)
                             .context(format!("{}: chain {path:?}", config.file.display()))
                     })?;
+                function_host
+                    .add_triggered(&config.functions)
+                    .map_err(|(name, e)| {
+                        anyhow::Error::new(e)
+                            .context(format!("{}: function {name:?}", config.file.display()))
+                    })?;
             }
             let mut spin_specs: Vec<luge_host::FunctionSpec> = Vec::new();
             let mut triggers = config

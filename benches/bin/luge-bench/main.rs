@@ -44,6 +44,7 @@ mod sqlite;
 mod state;
 mod state_counter;
 mod state_shared;
+mod triggers;
 mod wasi_p3;
 
 use std::path::{Path, PathBuf};
@@ -90,6 +91,8 @@ enum Experiment {
     HttpProxy,
     Outbound,
     Sqlite,
+    Triggers,
+    TriggerFlood,
     Scaling,
     Fairness,
     WasiP3,
@@ -180,6 +183,8 @@ fn main() -> anyhow::Result<()> {
             Experiment::HttpProxy,
             Experiment::Outbound,
             Experiment::Sqlite,
+            Experiment::Triggers,
+            Experiment::TriggerFlood,
             Experiment::Scaling,
             Experiment::Fairness,
             Experiment::WasiP3,
@@ -204,6 +209,8 @@ fn main() -> anyhow::Result<()> {
             Experiment::HttpProxy => http_proxy(&setup, window),
             Experiment::Outbound => outbound::outbound(&setup, window),
             Experiment::Sqlite => sqlite::sqlite(&setup, window),
+            Experiment::Triggers => triggers::triggers(&setup, window),
+            Experiment::TriggerFlood => triggers::trigger_flood(&setup),
             Experiment::Scaling => scaling(
                 &setup,
                 window,

@@ -19,6 +19,14 @@
 //! path = "/pipeline"
 //! stages = ["/fib", "/fib"]  # paths of the routes above
 //! relative_deadline_us = 40000
+//!
+//! [[functions]]              # on no route: for triggers (crate::trigger)
+//! name = "ingest"
+//! module = "ingest.wasm"
+//!
+//! [[triggers]]
+//! function = "ingest"
+//! mqtt = { address = "mqtt://127.0.0.1:1883", topic = "sensors/#" }
 //! ```
 //!
 //! Every error names the file and the key (or line) and says what is wrong;
@@ -83,7 +91,9 @@ pub struct Config<S = toml::Table> {
     pub chains: Vec<ChainSpec>,
     /// `[state]`, its dir resolved against the file's directory.
     pub state: StateSection,
-    /// `[[triggers]]`, each naming a function of `routes`.
+    /// `[[functions]]`: functions on no route, for triggers to name.
+    pub functions: Vec<crate::trigger::TriggeredFunction>,
+    /// `[[triggers]]`, each naming a function of `routes` or `functions`.
     pub triggers: Vec<crate::trigger::ConfiguredTrigger>,
 }
 
@@ -115,6 +125,8 @@ struct RawConfig<S> {
     chains: Vec<ChainSpec>,
     #[serde(default)]
     state: StateSection,
+    #[serde(default)]
+    functions: Vec<FunctionSpec>,
     #[serde(default)]
     triggers: Vec<crate::trigger::TriggerTable>,
 }
@@ -197,6 +209,35 @@ impl<S: ServerTable> Config<S> {
                 }
             }
         }
+        let mut functions = Vec::with_capacity(raw.functions.len());
+        for (index, spec) in raw.functions.into_iter().enumerate() {
+            let key = |field: &str| format!("functions[{index}].{field}");
+            if spec.path.is_some() {
+                return Err(error(
+                    key("path"),
+                    "a [[functions]] entry has no route (a function on a path is a [[routes]] entry)"
+                        .to_owned(),
+                ));
+            }
+            let name = spec
+                .name
+                .clone()
+                .ok_or_else(|| error(key("name"), "every function needs a name".to_owned()))?;
+            if routes.iter().any(|r| route_name(r) == name)
+                || functions
+                    .iter()
+                    .any(|f: &crate::trigger::TriggeredFunction| {
+                        f.spec.name.as_deref() == Some(&name)
+                    })
+            {
+                return Err(error(key("name"), format!("{name:?} is configured twice")));
+            }
+            let module =
+                spec.module.as_ref().map(|m| base.join(m)).ok_or_else(|| {
+                    error(key("module"), "every function needs a module".to_owned())
+                })?;
+            functions.push(crate::trigger::TriggeredFunction { module, spec });
+        }
         if raw.triggers.len() > crate::trigger::MAX_TRIGGERS {
             return Err(error(
                 "triggers".to_owned(),
@@ -206,16 +247,22 @@ impl<S: ServerTable> Config<S> {
         let mut triggers = Vec::with_capacity(raw.triggers.len());
         for (index, table) in raw.triggers.iter().enumerate() {
             let key = |field: &str| format!("triggers[{index}].{field}");
-            // A route's function, by its path or its name.
+            // A route's function, by its path or its name, or a function's.
             let function = routes
                 .iter()
                 .find(|r| r.path == table.function || route_name(r) == table.function)
                 .map(route_name)
+                .or_else(|| {
+                    functions
+                        .iter()
+                        .find(|f| f.spec.name.as_deref() == Some(&table.function))
+                        .map(|_| table.function.clone())
+                })
                 .ok_or_else(|| {
                     error(
                         key("function"),
                         format!(
-                            "{:?} is not a route of this file (a trigger names the path or name of a [[routes]] entry)",
+                            "{:?} is not a function of this file (a trigger names the path or name of a [[routes]] entry, or the name of a [[functions]] entry)",
                             table.function
                         ),
                     )
@@ -231,6 +278,7 @@ impl<S: ServerTable> Config<S> {
             routes,
             chains: raw.chains,
             state,
+            functions,
             triggers,
         })
     }
@@ -431,7 +479,7 @@ mod tests {
         for (trigger, expected) in [
             (
                 "function = \"/nope\"\ncron = \"* * * * * *\"",
-                "not a route",
+                "not a function of this file",
             ),
             ("function = \"/fib\"", "one source"),
             (
@@ -457,6 +505,43 @@ mod tests {
             let error = parse(&text).unwrap_err();
             assert!(error.location.starts_with("triggers[0]"), "{error}");
             assert!(error.to_string().contains(expected), "{trigger}: {error}");
+        }
+    }
+
+    #[test]
+    fn functions_on_no_route_are_named_and_triggered() {
+        let config = parse(
+            r#"
+            [[functions]]
+            name = "ingest"
+            module = "ingest.wasm"
+            limits = { timeout_ms = 500 }
+            [[triggers]]
+            function = "ingest"
+            cron = "0 * * * * *"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.functions.len(), 1);
+        assert_eq!(
+            config.functions[0].module,
+            Path::new("/etc/luge/ingest.wasm")
+        );
+        assert_eq!(config.triggers[0].function, "ingest");
+        for (text, expected) in [
+            ("[[functions]]\nmodule = \"a.wasm\"", "needs a name"),
+            ("[[functions]]\nname = \"a\"", "needs a module"),
+            (
+                "[[functions]]\nname = \"a\"\npath = \"/a\"\nmodule = \"a.wasm\"",
+                "has no route",
+            ),
+            (
+                "[[routes]]\npath = \"/a\"\nmodule = \"a.wasm\"\n[[functions]]\nname = \"a\"\nmodule = \"a.wasm\"",
+                "configured twice",
+            ),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.to_string().contains(expected), "{text}: {error}");
         }
     }
 }

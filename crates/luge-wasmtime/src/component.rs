@@ -131,7 +131,7 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
         .and_then(|()| crate::postgres::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::mysql::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::mqtt::add_to_linker(&mut linker, ComponentState::connections))
-        .and_then(|()| crate::events::add_to_linker(&mut linker))
+        .and_then(|()| crate::event_types::add_to_linker(&mut linker))
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use luge_core::event::{Event, EventExport, EventKind, NOT_AN_EVENT_HANDLER};
 use luge_core::{Invocation, LoadedModule, Outcome, Preemption, SandboxFuture};
-use wasmtime::component::{InstancePre, Linker};
+use wasmtime::component::InstancePre;
 use wasmtime::{Engine, Store};
 
 use crate::component::{ComponentState, Shared};
@@ -44,21 +44,6 @@ mod cron {
         world: "luge:worlds/cron-trigger",
         exports: { default: async | store },
     });
-}
-
-/// The interfaces of events' worlds that only hold types: a component
-/// imports them, and the linker gives each an empty instance.
-const TYPE_ONLY: &[&str] = &[
-    "fermyon:spin-cron/cron-types@2.0.0",
-    "spin:mqtt-trigger/spin-mqtt-types@3.0.0",
-];
-
-/// Adds the empty instances of [`TYPE_ONLY`] to `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<ComponentState>) -> wasmtime::Result<()> {
-    for name in TYPE_ONLY {
-        linker.instance(name)?;
-    }
-    Ok(())
 }
 
 /// The pre-instance of a component as the world of the export it has.

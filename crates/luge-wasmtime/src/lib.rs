@@ -23,6 +23,7 @@ pub mod component;
 pub mod config;
 mod connections;
 pub mod epoch;
+mod event_types;
 pub mod events;
 mod hostapi;
 mod image;

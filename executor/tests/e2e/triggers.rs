@@ -346,3 +346,64 @@ redis = {{ address = "redis://127.0.0.1:{port}", channel = "web" }}
         assert_eq!(events(&luge, "triggers[3]", "failed"), 0.0);
     }
 }
+
+/// 100,000 messages on one channel beside an HTTP route: every message is
+/// accounted for (handled, or dropped past the trigger's room), and the
+/// route answers at least 99 % of its requests meanwhile.
+#[test]
+fn a_flood_on_one_channel_leaves_http_routes_answered() {
+    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let site = Site::new(
+        &["c-count", "c-hello"],
+        &format!(
+            r#"
+[[routes]]
+path = "/hello"
+module = "c-hello.wasm"
+
+[[functions]]
+name = "counter"
+module = "c-count.wasm"
+
+[[triggers]]
+function = "counter"
+redis = {{ address = "redis://127.0.0.1:{port}", channel = "flood" }}
+max_in_flight = 16
+"#,
+            port = redis.port
+        ),
+    );
+    let state = tempfile::tempdir().unwrap();
+    let luge = site.start(&["--state-dir", path_str(state.path())]);
+    eventually("subscribed", || {
+        redis.publish("flood", b"x").unwrap_or(0) > 0
+    });
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (sent, ok) = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            let (mut sent, mut ok) = (0, 0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (status, _) = luge.request("GET", "/hello", b"");
+                sent += 1;
+                ok += u32::from(status == 200);
+            }
+            (sent, ok)
+        });
+        assert_eq!(redis.publish_many("flood", b"x", 100_000).unwrap(), 100_000);
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        client.join().unwrap()
+    });
+    assert!(
+        sent > 0 && f64::from(ok) >= 0.99 * f64::from(sent),
+        "{ok} of {sent}"
+    );
+    eventually("every message accounted for", || {
+        let done: f64 = ["handled", "failed", "refused", "dropped"]
+            .iter()
+            .map(|r| events(&luge, "triggers[0]", r))
+            .sum();
+        done == events(&luge, "triggers[0]", "received") && done >= 100_001.0
+    });
+    assert!(events(&luge, "triggers[0]", "handled") >= 1.0);
+}

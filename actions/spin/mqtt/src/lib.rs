@@ -4,6 +4,9 @@
 //! from its WIT, in Luge's WIT root). Each message:
 //!
 //! - `fail`: returns an error;
+//! - `echo:TEXT`: publishes TEXT on the topic `acks` (QoS 0) of the
+//!   broker at the `mqtt_address` variable (`spin:mqtt`, under an
+//!   `mqtt://` grant): luge-bench's publish-to-handler round trip;
 //! - `sleep:MS:KEY`: waits MS milliseconds, then sets KEY to `done` in the
 //!   app's `default` key-value store (a message in flight for a while);
 //! - anything else: stored as `last-mqtt` (`TOPIC MESSAGE`) in that store,
@@ -19,7 +22,7 @@ mod bindings {
 }
 
 use bindings::spin::mqtt_trigger::spin_mqtt_types::{Error, Metadata};
-use spin_sdk::key_value;
+use spin_sdk::{key_value, mqtt, variables};
 
 struct Mqtt;
 
@@ -38,6 +41,19 @@ impl bindings::Guest for Mqtt {
         let text = String::from_utf8_lossy(&message).into_owned();
         if text == "fail" {
             return Err(Error::Other("asked to fail".to_owned()));
+        }
+        if let Some(rest) = text.strip_prefix("echo:") {
+            let other = |e: String| Error::Other(e);
+            let address = variables::get("mqtt_address")
+                .await
+                .map_err(|e| other(format!("{e:?}")))?;
+            let connection = mqtt::Connection::open(address, "", "", 30)
+                .await
+                .map_err(|e| other(format!("{e:?}")))?;
+            return connection
+                .publish("acks", rest.as_bytes().to_vec(), mqtt::Qos::AtMostOnce)
+                .await
+                .map_err(|e| other(format!("{e:?}")));
         }
         if let Some(rest) = text.strip_prefix("sleep:") {
             let (ms, key) = rest.split_once(':').unwrap_or((rest, "slept"));
