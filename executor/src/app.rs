@@ -56,6 +56,13 @@ pub(crate) struct App {
     pub(crate) api: Api,
     pub(crate) tenants: Vec<TenantSite>,
     pub(crate) next_request: AtomicU64,
+    /// Told the name of an uploaded function that was uploaded, replaced
+    /// or deleted (set by the layer that runs triggers, which this one
+    /// does not know).
+    pub(crate) uploads_changed: std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>>,
+    /// The tasks of each uploaded function's triggers.
+    pub(crate) uploaded_triggers:
+        std::sync::Mutex<std::collections::HashMap<String, Vec<tokio::task::AbortHandle>>>,
 }
 
 /// A configured executor, ready to serve.
@@ -99,6 +106,26 @@ impl App {
             api,
             tenants,
             next_request: AtomicU64::new(1),
+            uploads_changed: std::sync::OnceLock::new(),
+            uploaded_triggers: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Tells whoever follows uploads that `name` changed.
+    pub(crate) fn upload_changed(&self, name: &str) {
+        if let Some(changed) = self.uploads_changed.get() {
+            changed(name);
+        }
+    }
+
+    /// Stops every uploaded function's triggers (at shutdown).
+    pub(crate) fn stop_uploaded_triggers(&self) {
+        let mut running = self
+            .uploaded_triggers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for task in running.drain().flat_map(|(_, tasks)| tasks) {
+            task.abort();
         }
     }
 

@@ -96,6 +96,7 @@ async fn serve_sites(
     for source in sources {
         source.abort();
     }
+    app.stop_uploaded_triggers();
 }
 
 /// How long a new connection may wait for a worker to accept it before

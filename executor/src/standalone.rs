@@ -243,6 +243,7 @@ impl Handler for Management {
                 let owned = name.to_owned();
                 match dispatch::blocking(&app.settings.runtime, move || host.remove(&owned)).await {
                     Ok(Ok(())) => {
+                        app.upload_changed(name);
                         http::json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
                     }
                     Ok(Err(e)) => host_error(&e),
@@ -263,6 +264,7 @@ impl Handler for Management {
                 {
                     Ok(Ok((function, replaced))) => {
                         tracing::info!(function = %function.name, replaced, "function uploaded");
+                        app.upload_changed(&function.name);
                         let status = if replaced {
                             StatusCode::OK
                         } else {

@@ -71,13 +71,23 @@ pub(crate) enum TriggerError {
     },
 }
 
-/// The sources of `app`'s triggers as futures to spawn (none but in
-/// `luge serve`); the triggers were checked when the app was built
-/// ([`check`]).
+/// The sources of `app`'s configured triggers as futures to spawn (none
+/// but in `luge serve`); the triggers were checked when the app was built
+/// ([`check`]). Uploaded functions' triggers start too, on tasks of
+/// their own ([`restart_uploaded`]), and follow their uploads from now on.
 pub(crate) fn start(app: &Arc<App>) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
     let crate::app::Mode::Serve { host, triggers, .. } = &app.mode else {
         return Vec::new();
     };
+    let weak = Arc::downgrade(app);
+    let _ = app.uploads_changed.set(Box::new(move |name: &str| {
+        if let Some(app) = weak.upgrade() {
+            restart_uploaded(&app, name);
+        }
+    }));
+    for function in host.list_uploaded() {
+        restart_uploaded(app, &function.name);
+    }
     match sources(app, host, triggers) {
         Ok(sources) => sources
             .into_iter()
@@ -139,20 +149,106 @@ fn sources(
     let mut sinks: Vec<(luge_trigger::Source, Arc<dyn Sink>)> = Vec::new();
     for trigger in triggers {
         let function = function(host, trigger)?;
-        let relative_deadline = trigger
-            .relative_deadline
-            .unwrap_or_else(|| function.action.sched.relative_deadline_or_default());
-        let sink = Trigger(Arc::new(Inner {
-            app: Arc::clone(app),
-            name: trigger.name.clone(),
-            function,
-            relative_deadline,
-            room: Arc::new(tokio::sync::Semaphore::new(trigger.max_in_flight)),
-            next_id: AtomicU64::new(1),
-        }));
-        sinks.push((trigger.source.clone(), Arc::new(sink)));
+        sinks.push((trigger.source.clone(), sink(app, trigger, function)));
     }
     Ok(luge_trigger::sources(sinks))
+}
+
+/// `trigger`'s side of its source, waking `function`.
+fn sink(app: &Arc<App>, trigger: &ConfiguredTrigger, function: Arc<Function>) -> Arc<dyn Sink> {
+    let relative_deadline = trigger
+        .relative_deadline
+        .unwrap_or_else(|| function.action.sched.relative_deadline_or_default());
+    Arc::new(Trigger(Arc::new(Inner {
+        app: Arc::clone(app),
+        name: trigger.name.clone(),
+        function,
+        relative_deadline,
+        room: Arc::new(tokio::sync::Semaphore::new(trigger.max_in_flight)),
+        next_id: AtomicU64::new(1),
+    })))
+}
+
+/// How long resolving and checking an uploaded trigger's server may take,
+/// and the longest wait before trying again.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_CHECK_BACKOFF: Duration = Duration::from_secs(30);
+
+/// (Re)starts the triggers of the uploaded function `name` after it was
+/// uploaded, replaced or deleted (or restored at start): the old ones
+/// stop, the new ones start. An upload's broker is the tenant's, not the
+/// operator's: its name is resolved and every answer checked as the
+/// function's own connections are (`luge_outbound::permitted_addresses`:
+/// the grant, the address rule, blocked networks), and the source
+/// connects to a checked address; an MQTT session of its own.
+pub(crate) fn restart_uploaded(app: &Arc<App>, name: &str) {
+    let mut running = app
+        .uploaded_triggers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    for task in running.remove(name).unwrap_or_default() {
+        task.abort();
+    }
+    let Some(function) = app.function_host().and_then(|host| host.uploaded(name)) else {
+        return;
+    };
+    let triggers = match luge_host::trigger::uploaded(&function) {
+        Ok(triggers) => triggers,
+        Err(error) => {
+            tracing::warn!(function = %name, %error, "triggers not started");
+            return;
+        }
+    };
+    let mut tasks = Vec::with_capacity(triggers.len());
+    for trigger in triggers {
+        let sink = sink(app, &trigger, Arc::clone(&function));
+        let function = Arc::clone(&function);
+        let task = tokio::spawn(async move {
+            let mut backoff = Duration::from_secs(1);
+            let source = loop {
+                match checked(&trigger, &function).await {
+                    Ok(source) => break source,
+                    Err(error) => {
+                        tracing::warn!(trigger = %trigger.name, %error, retry_in = ?backoff, "trigger's server refused");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(MAX_CHECK_BACKOFF);
+                    }
+                }
+            };
+            for source in luge_trigger::sources(vec![(source, sink)]) {
+                tracing::info!(trigger = %trigger.name, source = %source.describe(), "event source started");
+                source.run().await;
+            }
+        });
+        tasks.push(task.abort_handle());
+    }
+    running.insert(name.to_owned(), tasks);
+}
+
+/// `trigger`'s source, its server's name resolved and checked under
+/// `function`'s grants.
+async fn checked(
+    trigger: &ConfiguredTrigger,
+    function: &Function,
+) -> Result<luge_trigger::Source, luge_outbound::SendError> {
+    let Some((scheme, host, port)) = trigger.source.endpoint() else {
+        return Ok(trigger.source.clone());
+    };
+    let grants = &function.action.capabilities.outbound;
+    let addresses = luge_outbound::permitted_addresses(
+        grants,
+        scheme,
+        &host,
+        port,
+        Instant::now() + CHECK_TIMEOUT,
+    )
+    .await?;
+    match addresses.first() {
+        Some(address) => Ok(trigger.source.at(address.ip(), &function.name)),
+        None => Err(luge_outbound::SendError::Denied(format!(
+            "{scheme}://{host}:{port}"
+        ))),
+    }
 }
 
 impl Sink for Trigger {

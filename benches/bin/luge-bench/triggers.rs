@@ -435,6 +435,6 @@ pub(crate) fn trigger_flood(setup: &Setup) -> anyhow::Result<Report> {
         x_desc: "",
         y_desc: "",
         series: Vec::new(),
-        notes: "`luge serve` (this build, its own process) with redis-server on loopback: 100,000 `PUBLISH flood x` in pipelines of 1,000, as fast as one connection sends them, on a channel whose trigger runs `c-count` (a core module adding one to a state counter) with `max_in_flight = 16`, while one keep-alive client sends `GET /hello` (`c-hello`) in a closed loop, until half a second after the last publish. The row `alone` is the same client for 3 s with no messages. Handled and dropped are the trigger's counts from /metrics (cumulative). Pub/sub has no redelivery: what finds the trigger full is dropped and counted.".into(),
+        notes: "`luge serve` (this build, its own process) with redis-server on loopback: 100,000 `PUBLISH flood x` in pipelines of 1,000, as fast as one connection sends them, on a channel whose trigger runs `c-count` (a core module adding one to a state counter) with `max_in_flight = 16`, while one keep-alive client sends `GET /hello` (`c-hello`) in a closed loop, until half a second after Luge has taken the last message off its subscription (its trigger's `received` count). The row `alone` is the same client for 3 s with no messages. Handled and dropped are the trigger's counts from /metrics (cumulative). Pub/sub has no redelivery: what finds the trigger full is dropped and counted.".into(),
     })
 }

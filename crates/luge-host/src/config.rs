@@ -128,7 +128,7 @@ struct RawConfig<S> {
     #[serde(default)]
     functions: Vec<FunctionSpec>,
     #[serde(default)]
-    triggers: Vec<crate::trigger::TriggerTable>,
+    triggers: Vec<toml::Table>,
 }
 
 impl<S: ServerTable> Config<S> {
@@ -181,6 +181,12 @@ impl<S: ServerTable> Config<S> {
                 .as_ref()
                 .map(|m| base.join(m))
                 .ok_or_else(|| error(key("module"), "every route needs a module".to_owned()))?;
+            if !spec.triggers.is_empty() {
+                return Err(error(
+                    key("triggers"),
+                    "a route's triggers are [[triggers]] entries naming it".to_owned(),
+                ));
+            }
             routes.push(ConfiguredRoute { path, module, spec });
         }
         for (index, chain) in raw.chains.iter().enumerate() {
@@ -219,6 +225,12 @@ impl<S: ServerTable> Config<S> {
                         .to_owned(),
                 ));
             }
+            if !spec.triggers.is_empty() {
+                return Err(error(
+                    key("triggers"),
+                    "a function's triggers are [[triggers]] entries naming it".to_owned(),
+                ));
+            }
             let name = spec
                 .name
                 .clone()
@@ -245,29 +257,36 @@ impl<S: ServerTable> Config<S> {
             ));
         }
         let mut triggers = Vec::with_capacity(raw.triggers.len());
-        for (index, table) in raw.triggers.iter().enumerate() {
-            let key = |field: &str| format!("triggers[{index}].{field}");
+        for (index, table) in raw.triggers.into_iter().enumerate() {
+            let key = |field: &str| {
+                if field.is_empty() {
+                    format!("triggers[{index}]")
+                } else {
+                    format!("triggers[{index}].{field}")
+                }
+            };
+            let (function, spec) = crate::trigger::table(table)
+                .map_err(|(field, message)| error(key(field), message))?;
             // A route's function, by its path or its name, or a function's.
             let function = routes
                 .iter()
-                .find(|r| r.path == table.function || route_name(r) == table.function)
+                .find(|r| r.path == function || route_name(r) == function)
                 .map(route_name)
                 .or_else(|| {
                     functions
                         .iter()
-                        .find(|f| f.spec.name.as_deref() == Some(&table.function))
-                        .map(|_| table.function.clone())
+                        .find(|f| f.spec.name.as_deref() == Some(&function))
+                        .map(|_| function.clone())
                 })
                 .ok_or_else(|| {
                     error(
                         key("function"),
                         format!(
-                            "{:?} is not a function of this file (a trigger names the path or name of a [[routes]] entry, or the name of a [[functions]] entry)",
-                            table.function
+                            "{function:?} is not a function of this file (a trigger names the path or name of a [[routes]] entry, or the name of a [[functions]] entry)"
                         ),
                     )
                 })?;
-            let trigger = table
+            let trigger = spec
                 .checked(format!("triggers[{index}]"), function)
                 .map_err(|(field, message)| error(key(field), message))?;
             triggers.push(trigger);
@@ -482,6 +501,10 @@ mod tests {
                 "not a function of this file",
             ),
             ("function = \"/fib\"", "one source"),
+            (
+                "function = \"/fib\"\ncron = \"* * * * * *\"\nqueue = 1",
+                "unknown field",
+            ),
             (
                 "function = \"/fib\"\ncron = \"* * * * * *\"\nredis = { address = \"redis://x\", channel = \"c\" }",
                 "one source",

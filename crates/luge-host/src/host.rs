@@ -719,6 +719,7 @@ impl FunctionHost {
         let code =
             ModuleCode::detect(code, self.policy.admit.max_code_bytes).map_err(LoadError::from)?;
         let (function, artifact) = self.prepare(name, spec, code, now_secs())?;
+        crate::trigger::uploaded(&function)?;
         let replaced = self.publish_uploaded(name, Arc::clone(&function), Some(&artifact))?;
         Ok((function, replaced))
     }

@@ -114,6 +114,12 @@ pub struct FunctionSpec {
     /// after another; `wasmtime serve`'s `max-instance-concurrent-reuse-count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reuse_concurrent: Option<u32>,
+    /// An upload's own triggers ([`crate::trigger`]): a Redis or MQTT
+    /// trigger's server must be granted by `allowed_outbound_hosts` with
+    /// its scheme, as the function's own connections would. In luge.toml,
+    /// `[[triggers]]` entries name their function instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<crate::trigger::TriggerSpec>,
 }
 
 /// A spec's `variables`, by name. `Debug` shows the names only: values

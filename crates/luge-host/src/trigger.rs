@@ -26,7 +26,7 @@
 use std::time::Duration;
 
 use luge_trigger::Source;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Events of one trigger running at once when its config says nothing: a
 /// few, so that one slow handler does not hold a channel up, while a
@@ -68,24 +68,76 @@ pub struct TriggeredFunction {
     pub spec: crate::FunctionSpec,
 }
 
-/// A `[[triggers]]` entry of `luge.toml`.
-#[derive(Debug, Clone, Deserialize)]
+/// The most triggers one upload may carry.
+pub const MAX_UPLOAD_TRIGGERS: usize = 16;
+
+/// The triggers an uploaded `function` carries (its spec's `triggers`),
+/// each named `NAME.triggers[I]`: checked, and a broker's server granted
+/// by the function's `allowed_outbound_hosts` with its scheme.
+pub fn uploaded(function: &crate::Function) -> Result<Vec<ConfiguredTrigger>, crate::SpecError> {
+    let triggers = &function.spec.triggers;
+    if triggers.len() > MAX_UPLOAD_TRIGGERS {
+        return Err(crate::SpecError::Refused(format!(
+            "triggers: at most {MAX_UPLOAD_TRIGGERS}"
+        )));
+    }
+    let grants = &function.action.capabilities.outbound;
+    let mut checked = Vec::with_capacity(triggers.len());
+    for (index, spec) in triggers.iter().enumerate() {
+        let name = format!("{}.triggers[{index}]", function.name);
+        let trigger =
+            spec.checked(name.clone(), function.name.clone())
+                .map_err(|(field, message)| {
+                    crate::SpecError::Refused(format!("triggers[{index}].{field}: {message}"))
+                })?;
+        if let Some((scheme, host, port)) = trigger.source.endpoint()
+            && !grants.allows(scheme, &host, port)
+        {
+            return Err(crate::SpecError::Refused(format!(
+                "triggers[{index}]: {scheme}://{host}:{port} is not granted (allowed_outbound_hosts)"
+            )));
+        }
+        checked.push(trigger);
+    }
+    Ok(checked)
+}
+
+/// A `[[triggers]]` entry of `luge.toml` as the function it names and
+/// the trigger; errors as (field, message). (Not serde's `flatten`,
+/// which would let unknown keys through.)
+pub(crate) fn table(
+    mut table: toml::Table,
+) -> Result<(String, TriggerSpec), (&'static str, String)> {
+    let function = match table.remove("function") {
+        Some(toml::Value::String(function)) => function,
+        Some(_) => return Err(("function", "a function's path or name".to_owned())),
+        None => return Err(("function", "every trigger names its function".to_owned())),
+    };
+    let spec = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| ("", e.message().trim().to_owned()))?;
+    Ok((function, spec))
+}
+
+/// A trigger as written: its one source and its bounds. `luge.toml`'s
+/// `[[triggers]]` entries name their function; an upload's metadata
+/// carries its own as `triggers` ([`crate::FunctionSpec::triggers`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct TriggerTable {
-    pub(crate) function: String,
-    #[serde(default)]
+pub struct TriggerSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     cron: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     redis: Option<RedisTable>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     mqtt: Option<MqttTable>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     relative_deadline_us: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     max_in_flight: Option<usize>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RedisTable {
     address: String,
@@ -93,24 +145,24 @@ struct RedisTable {
 }
 
 /// `mqtt = { ... }`: spin-trigger-mqtt's keys, and a client id.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MqttTable {
     address: String,
     topic: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     qos: Option<u8>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     username: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     password: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_alive_interval: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     client_id: Option<String>,
 }
 
-impl TriggerTable {
+impl TriggerSpec {
     /// The trigger `name` for `function` (resolved by the caller); errors
     /// as (field, message).
     pub(crate) fn checked(

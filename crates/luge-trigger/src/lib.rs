@@ -68,6 +68,46 @@ impl Source {
     }
 }
 
+impl Source {
+    /// The server a broker's source connects to, as a grant names it
+    /// (`redis` or `mqtt`, host, port); `None` for a schedule.
+    pub fn endpoint(&self) -> Option<(&'static str, String, u16)> {
+        match self {
+            Self::Redis { address, .. } => {
+                let info = ::redis::Client::open(address.as_str()).ok()?;
+                match info.get_connection_info().addr() {
+                    ::redis::ConnectionAddr::Tcp(host, port) => {
+                        Some(("redis", host.clone(), *port))
+                    }
+                    _ => None,
+                }
+            }
+            Self::Mqtt(subscription) => Some((
+                "mqtt",
+                subscription.broker.host().to_owned(),
+                subscription.broker.port(),
+            )),
+            Self::Cron(_) => None,
+        }
+    }
+
+    /// The same source connecting to `ip` instead of its host's name (an
+    /// address the caller checked), its MQTT session owned by `owner`.
+    pub fn at(&self, ip: std::net::IpAddr, owner: &str) -> Self {
+        match self {
+            Self::Redis { address, channel } => Self::Redis {
+                address: redis::with_host(address, ip),
+                channel: channel.clone(),
+            },
+            Self::Mqtt(subscription) => Self::Mqtt(Box::new(mqtt::Subscription {
+                broker: subscription.broker.clone().at(ip).owned_by(owner),
+                filter: subscription.filter.clone(),
+            })),
+            Self::Cron(schedule) => Self::Cron(schedule.clone()),
+        }
+    }
+}
+
 /// A source that could not be configured.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {

@@ -73,6 +73,9 @@ pub struct Broker {
     password: Option<String>,
     keep_alive: Duration,
     client_id: Option<String>,
+    /// Whose session this is (an uploaded function's name), mixed into
+    /// the derived client id.
+    owner: Option<String>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -132,7 +135,31 @@ impl Broker {
             password: password.or(pass).map(str::to_owned),
             keep_alive,
             client_id: client_id.map(str::to_owned),
+            owner: None,
         })
+    }
+
+    /// The broker's host.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The broker's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The same broker at `ip` (an address the caller checked).
+    pub fn at(mut self, ip: std::net::IpAddr) -> Self {
+        self.host = ip.to_string();
+        self
+    }
+
+    /// The same broker, its derived client id also telling `owner`'s
+    /// session apart from others on the same filters.
+    pub fn owned_by(mut self, owner: &str) -> Self {
+        self.owner = Some(owner.to_owned());
+        self
     }
 
     /// The client id: the one configured, else `luge-` and a hash of the
@@ -146,6 +173,8 @@ impl Broker {
         hasher.update(self.host.as_bytes());
         hasher.update(&self.port.to_le_bytes());
         hasher.update(self.username.as_deref().unwrap_or("").as_bytes());
+        hasher.update(&[0]);
+        hasher.update(self.owner.as_deref().unwrap_or("").as_bytes());
         let mut topics: Vec<&str> = filters.iter().map(|f| f.topic.as_str()).collect();
         topics.sort_unstable();
         for topic in topics {

@@ -62,6 +62,31 @@ pub fn redacted(address: &str) -> String {
     format!("{}***{}", &address[..start], &address[at..])
 }
 
+/// `address` with its host replaced by `ip` (its user, password, port
+/// and database kept).
+pub fn with_host(address: &str, ip: std::net::IpAddr) -> String {
+    let Some(rest) = address.strip_prefix("redis://") else {
+        return address.to_owned();
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(slash) => rest.split_at(slash),
+        None => (rest, ""),
+    };
+    let (userinfo, hostport) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    let port = match hostport.rfind(':') {
+        Some(colon) if !hostport[colon..].contains(']') => &hostport[colon..],
+        _ => "",
+    };
+    let host = match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+    };
+    format!("redis://{userinfo}{host}{port}{path}")
+}
+
 /// One Redis server's subscriptions.
 pub struct RedisSource {
     address: String,
@@ -159,5 +184,11 @@ mod tests {
         );
         let error = check("redis//:secret@x", "c").unwrap_err().to_string();
         assert!(!error.contains("secret"), "{error}");
+        let ip = std::net::IpAddr::from([10, 0, 0, 7]);
+        assert_eq!(
+            with_host("redis://:pw@cache.example:6380/2", ip),
+            "redis://:pw@10.0.0.7:6380/2"
+        );
+        assert_eq!(with_host("redis://cache", ip), "redis://10.0.0.7");
     }
 }

@@ -407,3 +407,100 @@ max_in_flight = 16
     });
     assert!(events(&luge, "triggers[0]", "handled") >= 1.0);
 }
+
+/// Uploads carry triggers under the same grants as their own connections:
+/// a Redis trigger's server must be granted; the trigger follows the
+/// upload (replaced: the new one runs; deleted: it stops).
+#[test]
+fn uploads_carry_triggers_under_their_grants() {
+    use base64::Engine as _;
+    const TOKEN: &str = "operator-token-for-trigger-tests-0123";
+    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let store = dir.path().join("store");
+    let state = dir.path().join("state");
+    let args = [
+        "--token-file",
+        path_str(&token),
+        "--store",
+        path_str(&store),
+        "--state-dir",
+        path_str(&state),
+    ];
+    let luge = Luge::start("serve", &args);
+    let auth = format!("Bearer {TOKEN}");
+    let upload = |luge: &Luge, metadata: serde_json::Value| {
+        let body = serde_json::json!({
+            "code": base64::engine::general_purpose::STANDARD.encode(wasm("c-count")),
+            "metadata": metadata,
+        });
+        luge.send(
+            "PUT",
+            "/v1/functions/counter",
+            &[("authorization", &auth)],
+            body.to_string().as_bytes(),
+        )
+    };
+    let address = format!("redis://127.0.0.1:{}", redis.port);
+    let trigger = serde_json::json!([{"redis": {"address": address, "channel": "up"}}]);
+
+    // Not granted: refused, naming the server.
+    let refused = upload(&luge, serde_json::json!({"triggers": trigger}));
+    assert_eq!(
+        refused.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.body).contains("is not granted"),
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+
+    // Granted: its messages run it.
+    let granted = serde_json::json!({
+        "allowed_outbound_hosts": [address],
+        "triggers": trigger,
+    });
+    assert_eq!(upload(&luge, granted.clone()).status, 201);
+    let name = "counter.triggers[0]";
+    eventually("subscribed", || redis.publish("up", b"x").unwrap_or(0) > 0);
+    eventually("handled", || events(&luge, name, "handled") >= 1.0);
+
+    // Restored with the store after a restart, triggers and all.
+    drop(luge);
+    let luge = Luge::start("serve", &args);
+    eventually("subscribed again", || {
+        redis.publish("up", b"x").unwrap_or(0) > 0
+    });
+    eventually("handled again", || events(&luge, name, "handled") >= 1.0);
+
+    // Replaced by a version with a cron trigger: the Redis one stops.
+    let cron = serde_json::json!({"triggers": [{"cron": "* * * * * *"}]});
+    assert_eq!(upload(&luge, cron).status, 200);
+    eventually("unsubscribed", || {
+        redis.publish("up", b"x").unwrap_or(1) == 0
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let before = events(&luge, name, "handled");
+    eventually("two ticks", || {
+        events(&luge, name, "handled") >= before + 2.0
+    });
+
+    // Deleted: nothing runs it any more.
+    let deleted = luge.send(
+        "DELETE",
+        "/v1/functions/counter",
+        &[("authorization", &auth)],
+        b"",
+    );
+    assert_eq!(deleted.status, 200);
+    std::thread::sleep(Duration::from_millis(1500));
+    let handled = events(&luge, name, "handled");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(events(&luge, name, "handled"), handled);
+}
