@@ -59,11 +59,16 @@ pub(crate) struct App {
     /// Told the name of an uploaded function that was uploaded, replaced
     /// or deleted (set by the layer that runs triggers, which this one
     /// does not know).
-    pub(crate) uploads_changed: std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>>,
+    pub(crate) uploads_changed: std::sync::OnceLock<UploadsChanged>,
     /// The tasks of each uploaded function's triggers.
-    pub(crate) uploaded_triggers:
-        std::sync::Mutex<std::collections::HashMap<String, Vec<tokio::task::AbortHandle>>>,
+    pub(crate) uploaded_triggers: std::sync::Mutex<std::collections::HashMap<String, Tasks>>,
 }
+
+/// What is told an uploaded function's name when it changed.
+pub(crate) type UploadsChanged = Box<dyn Fn(&str) + Send + Sync>;
+
+/// Tasks to abort together.
+pub(crate) type Tasks = Vec<tokio::task::AbortHandle>;
 
 /// A configured executor, ready to serve.
 pub struct Executor(pub(crate) Arc<App>);
