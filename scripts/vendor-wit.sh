@@ -9,6 +9,8 @@
 #   (see wit/worlds.wit);
 # - wasmtime-wasi-keyvalue 48.0.8 and wasmtime-wasi-config 48.0.8:
 #   wasi:keyvalue 0.2.0-draft, wasi:config 0.2.0-rc.1;
+# - spin-sdk 3.1.1: Spin 2's unversioned fermyon:spin, only its Redis
+#   types and inbound-redis (a Redis trigger's older export);
 # - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
 #   0.2.0-draft-2024-09-27 and Spin's interfaces;
 # - by hand, as no crate ships them: deps/spin-cron, the cron.wit of
@@ -37,7 +39,23 @@ wasmtime-wasi-keyvalue = "=48.0.8"
 wasmtime-wasi-config = "=48.0.8"
 spin-sdk = { version = "=7.0.0", default-features = false }
 TOML
+# Spin 2's unversioned fermyon:spin (its Redis trigger's export), from the
+# last spin-sdk that ships it, fetched apart (one crate of a name per
+# manifest).
+mkdir -p "$work/spin2/src"
+touch "$work/spin2/src/lib.rs"
+cat > "$work/spin2/Cargo.toml" <<'TOML'
+[package]
+name = "luge-wit-spin2"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+spin-sdk = { version = "=3.1.1", default-features = false }
+TOML
 cargo fetch --quiet --manifest-path "$work/sources/Cargo.toml"
+cargo fetch --quiet --manifest-path "$work/spin2/Cargo.toml"
 # Each source crate's directory in the registry cache.
 src() {
     cargo metadata --format-version 1 --manifest-path "$work/sources/Cargo.toml" |
@@ -51,6 +69,11 @@ http="$(src wasmtime-wasi-http)"
 keyvalue="$(src wasmtime-wasi-keyvalue)"
 config="$(src wasmtime-wasi-config)"
 spin="$(src spin-sdk)"
+spin2="$(cargo metadata --format-version 1 --manifest-path "$work/spin2/Cargo.toml" |
+    python3 -c 'import json, sys, os
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == "spin-sdk":
+        print(os.path.dirname(p["manifest_path"]))')"
 
 for package in cli clocks filesystem http io random sockets; do
     sed -E 's/@0\.2\.[0-9]+/@0.2.10/g; s/version = 0\.2\.(1[1-9]|[2-9][0-9])/version = 0.2.10/g' \
@@ -63,6 +86,11 @@ cp -r "$spin/wit/deps/wasi-runtime-config-2024-09-27" "$work/deps/config-draft"
 for package in key-value@3.0.0 variables@3.0.0 sqlite@3.1.0 redis@3.0.0 postgres@4.2.0 mysql@3.0.0 mqtt@3.0.0; do
     cp -r "$spin/wit/deps/spin-$package" "$work/deps/spin-${package%@*}"
 done
+
+mkdir -p "$work/deps/fermyon-spin"
+{ echo "package fermyon:spin;"; echo; cat "$spin2/wit/deps/spin@unversioned/redis-types.wit"; } \
+    > "$work/deps/fermyon-spin/redis-types.wit"
+cp "$spin2/wit/deps/spin@unversioned/inbound-redis.wit" "$work/deps/fermyon-spin/inbound-redis.wit"
 
 # Vendored by hand (see above): kept as they are.
 for package in spin-cron spin-mqtt-trigger; do

@@ -402,7 +402,9 @@ impl Inner {
             _ => lag,
         };
         app.metrics.observe_lag(&self.name, lag);
-        log_stderr(&function.name, id, &outcome.stderr);
+        // Its log lines name the trigger and the event.
+        tracing::info_span!("event", trigger = %self.name, event = id)
+            .in_scope(|| log_stderr(&function.name, id, &outcome.stderr));
         let status = answer.await.ok();
         let succeeded = outcome.termination == Termination::Exited(0)
             && (!http || matches!(status, Some(Ok(s)) if s.is_success()));

@@ -64,6 +64,9 @@ pub enum EventExport {
     /// `spin:redis/inbound-redis@3.0.0`'s `handle-message` (spin-sdk 7's
     /// `#[redis_subscriber]`).
     InboundRedis,
+    /// Spin 2's unversioned `fermyon:spin/inbound-redis` (spin-sdk 2 and
+    /// 3's `#[redis_component]`).
+    InboundRedisSpin2,
     /// `handle-message` of `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's
     /// `#[mqtt_component]`).
     Mqtt,
@@ -77,8 +80,10 @@ impl EventExport {
     pub fn takes(self, kind: &EventKind) -> bool {
         matches!(
             (self, kind),
-            (Self::InboundRedis, EventKind::Redis { .. })
-                | (Self::Mqtt, EventKind::Mqtt { .. })
+            (
+                Self::InboundRedis | Self::InboundRedisSpin2,
+                EventKind::Redis { .. }
+            ) | (Self::Mqtt, EventKind::Mqtt { .. })
                 | (Self::Cron, EventKind::Cron { .. })
         )
     }
@@ -86,7 +91,7 @@ impl EventExport {
     /// The trigger type whose events it takes.
     pub fn trigger(self) -> &'static str {
         match self {
-            Self::InboundRedis => "redis",
+            Self::InboundRedis | Self::InboundRedisSpin2 => "redis",
             Self::Mqtt => "mqtt",
             Self::Cron => "cron",
         }
@@ -96,6 +101,7 @@ impl EventExport {
     pub fn name(self) -> &'static str {
         match self {
             Self::InboundRedis => "spin:redis/inbound-redis@3.0.0#handle-message",
+            Self::InboundRedisSpin2 => "fermyon:spin/inbound-redis#handle-message",
             Self::Mqtt => "spin:mqtt-trigger@3.0.0 handle-message",
             Self::Cron => "fermyon:spin-cron@2.0.0 handle-cron-event",
         }

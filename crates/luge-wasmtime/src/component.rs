@@ -183,6 +183,7 @@ const SERVED: &[&str] = &[
     "spin:mysql/mysql@3.",
     "spin:mqtt/mqtt@3.",
     "fermyon:spin-cron/cron-types@2.",
+    "fermyon:spin/redis-types",
     "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];
 

@@ -4,8 +4,9 @@
 
 use wasmtime::component::Linker;
 
-/// `fermyon:spin-cron`'s and `spin:mqtt-trigger`'s types.
+/// `fermyon:spin-cron`'s, `spin:mqtt-trigger`'s and Spin 2's Redis types.
 const TYPE_ONLY: &[&str] = &[
+    "fermyon:spin/redis-types",
     "fermyon:spin-cron/cron-types@2.0.0",
     "spin:mqtt-trigger/spin-mqtt-types@3.0.0",
 ];

@@ -1,7 +1,8 @@
 //! Components woken by events: the exports Spin's triggers call, bound to
 //! [`luge_core::event`]. A Redis subscriber exports
 //! `spin:redis/inbound-redis@3.0.0` (spin-sdk 7's `#[redis_subscriber]`, a
-//! WASI 0.3 `async func`); a cron component exports `handle-cron-event`
+//! WASI 0.3 `async func`), or Spin 2's unversioned
+//! `fermyon:spin/inbound-redis` (spin-sdk 2 and 3); a cron component exports `handle-cron-event`
 //! of `fermyon:spin-cron@2.0.0` (spin-trigger-cron's
 //! `#[cron_component]`); an MQTT component exports `handle-message` of
 //! `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's `#[mqtt_component]`, an
@@ -30,6 +31,14 @@ mod redis {
     });
 }
 
+mod redis2 {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "luge:worlds/redis-trigger-spin2",
+        exports: { default: async | store },
+    });
+}
+
 mod mqtt {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -49,6 +58,7 @@ mod cron {
 /// The pre-instance of a component as the world of the export it has.
 enum Pre {
     Redis(redis::RedisTriggerPre<ComponentState>),
+    Redis2(redis2::RedisTriggerSpin2Pre<ComponentState>),
     Mqtt(mqtt::MqttTriggerPre<ComponentState>),
     Cron(cron::CronTriggerPre<ComponentState>),
 }
@@ -72,6 +82,12 @@ pub(crate) fn load(
             shared,
         }));
     }
+    if let Ok(pre) = redis2::RedisTriggerSpin2Pre::new(pre.clone()) {
+        return Ok(Arc::new(EventComponent {
+            pre: Pre::Redis2(pre),
+            shared,
+        }));
+    }
     if let Ok(pre) = mqtt::MqttTriggerPre::new(pre.clone()) {
         return Ok(Arc::new(EventComponent {
             pre: Pre::Mqtt(pre),
@@ -91,6 +107,7 @@ impl EventComponent {
     fn engine(&self) -> &Engine {
         match &self.pre {
             Pre::Redis(pre) => pre.engine(),
+            Pre::Redis2(pre) => pre.engine(),
             Pre::Mqtt(pre) => pre.engine(),
             Pre::Cron(pre) => pre.engine(),
         }
@@ -113,6 +130,19 @@ impl EventComponent {
                         .run_concurrent(async move |store| {
                             guest
                                 .spin_redis_inbound_redis()
+                                .call_handle_message(store, payload)
+                                .await
+                        })
+                        .await??
+                        .map_err(|e| format!("{e:?}"))
+                }
+                (Pre::Redis2(pre), EventKind::Redis { .. }) => {
+                    let guest = pre.instantiate_async(&mut *store).await?;
+                    let payload = event.payload;
+                    store
+                        .run_concurrent(async move |store| {
+                            guest
+                                .fermyon_spin_inbound_redis()
                                 .call_handle_message(store, payload)
                                 .await
                         })
@@ -176,6 +206,7 @@ impl LoadedModule for EventComponent {
     fn event_export(&self) -> Option<EventExport> {
         Some(match self.pre {
             Pre::Redis(_) => EventExport::InboundRedis,
+            Pre::Redis2(_) => EventExport::InboundRedisSpin2,
             Pre::Mqtt(_) => EventExport::Mqtt,
             Pre::Cron(_) => EventExport::Cron,
         })

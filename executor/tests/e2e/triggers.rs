@@ -117,6 +117,13 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     });
     assert!(luge.stderr_shows("redis message: hello"));
     assert!(events(&luge, "trigger.redis[0]", "handled") >= 1.0);
+    // A subscriber in Spin 2's shape (fermyon:spin/inbound-redis).
+    publish_when_subscribed(&redis, "legacy", b"from an older SDK");
+    assert!(luge.stderr_shows("spin 2 redis message: from an older SDK"));
+    redis.publish("legacy", b"fail").unwrap();
+    eventually("its failure counted", || {
+        events(&luge, "trigger.redis[1]", "failed") == 1.0
+    });
 
     // Its error result is a failed event, its error logged.
     redis.publish("messages", b"fail").unwrap();
