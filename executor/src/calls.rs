@@ -52,6 +52,29 @@ impl Calls for HostCalls {
 }
 
 impl HostCalls {
+    /// The calls of an invocation at the root of a call tree (a client's
+    /// request, an event): `caller` calling, under `deadline`, charged to
+    /// `tree`; `None` where the app hosts no functions to call.
+    pub(crate) fn root(
+        app: &Arc<App>,
+        caller: &Arc<Function>,
+        tree: &Arc<Tree>,
+        deadline: Instant,
+        request_id: u64,
+    ) -> Option<Arc<dyn Calls>> {
+        let host = app.function_host()?;
+        Some(Arc::new(Self {
+            app: Arc::clone(app),
+            host: Arc::clone(host),
+            caller: Arc::clone(caller),
+            depth: 0,
+            tree: Arc::clone(tree),
+            deadline,
+            request_id,
+            runtime: app.settings.runtime.clone(),
+        }))
+    }
+
     /// Whether the caller may call `name`: listed in its `calls`, or (a
     /// chained request) its internal origin in `allowed_outbound_hosts`.
     fn granted(&self, name: &str, chained: bool) -> bool {
@@ -154,13 +177,10 @@ impl HostCalls {
             &mut request,
             &luge_host::RouteMatch::by_name(Arc::clone(&callee), &path),
         );
-        let (head, answered) = tokio::sync::oneshot::channel();
-        let sandbox = Arc::clone(&callee.module).start_http(
+        let (sandbox, answered) = crate::invocation::start_http(
+            &callee.module,
             invocation,
             request,
-            Box::new(move |response| {
-                let _ = head.send(response);
-            }),
             self.app.settings.preemption,
         );
         let app = Arc::clone(&self.app);

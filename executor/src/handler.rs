@@ -17,8 +17,8 @@ use crate::admission::Tree;
 use crate::app::{App, log_stderr};
 use crate::dispatch::UnlessDisarmed;
 use crate::http::{self, Request, Response};
+use crate::invocation::{failure_message, failure_status, relative_deadline};
 use crate::protocol::Handler;
-use crate::standalone::{failure_message, failure_status, relative_deadline};
 
 /// A function that is an HTTP handler, on the route a request matched.
 pub(crate) struct HttpHandler(pub(crate) RouteMatch);
@@ -53,18 +53,8 @@ impl Handler for HttpHandler {
         };
         // Its outgoing requests to other functions (service chaining) are
         // calls of this request's tree.
-        let calls = app.function_host().map(|host| {
-            Arc::new(crate::calls::HostCalls {
-                app: Arc::clone(app),
-                host: Arc::clone(host),
-                caller: Arc::clone(&function),
-                depth: 0,
-                tree: Arc::clone(&tree),
-                deadline: arrived + relative,
-                request_id,
-                runtime: app.settings.runtime.clone(),
-            }) as Arc<dyn luge_core::calls::Calls>
-        });
+        let calls =
+            crate::calls::HostCalls::root(app, &function, &tree, arrived + relative, request_id);
         let invocation = Invocation {
             env: vec![("LUGE_REQUEST_ID".to_owned(), request_id.to_string())],
             state: app.state_session(&function, arrived),
@@ -75,14 +65,10 @@ impl Handler for HttpHandler {
         // The body streams to the handler, cut off past the bound (the
         // handler reads an error there).
         let request = request.map(|body| Limited::new(body, limit).boxed_unsync());
-        let (head, answered) = tokio::sync::oneshot::channel();
-        let sandbox = Arc::clone(&function.module).start_http(
+        let (sandbox, answered) = crate::invocation::start_http(
+            &function.module,
             invocation,
             request,
-            Box::new(move |response| {
-                // The client may have gone; nothing to answer then.
-                let _ = head.send(response);
-            }),
             app.settings.preemption,
         );
         let app = Arc::clone(app);

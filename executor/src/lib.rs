@@ -39,6 +39,7 @@ pub mod dispatch;
 pub mod frontend;
 mod handler;
 pub mod http;
+mod invocation;
 pub mod metrics;
 mod openwhisk;
 pub mod options;
@@ -135,7 +136,11 @@ mod layers {
             ("calls", "admission"),
             ("metrics", "admission"),
             ("triggers", "app"),
-            ("triggers", "standalone"),
+            ("standalone", "invocation"),
+            ("handler", "invocation"),
+            ("calls", "invocation"),
+            ("triggers", "invocation"),
+            ("invocation", "app"),
         ] {
             assert!(below(upper, lower), "{lower} imports {upper}");
         }

@@ -17,10 +17,10 @@ use crate::admission::Tree;
 use crate::app::{App, log_stderr};
 use crate::dispatch;
 use crate::http::{self, Request, Response};
+use crate::invocation::{failure_message, failure_status, relative_deadline};
 use crate::protocol::Handler;
 
-/// Header with a per-request deadline in ms, capped by the route's own.
-pub const DEADLINE_HEADER: &str = "x-luge-deadline-ms";
+pub use crate::invocation::DEADLINE_HEADER;
 
 /// Header of a failed chain's response: the number (from 1) of the stage
 /// that failed.
@@ -99,19 +99,17 @@ impl Handler for FunctionRoute {
         // The request and everything it causes, charged to this function.
         let tree = Tree::new(&function.name);
         // A function that may call others gets the host's calls.
-        let calls = match (&app.function_host(), function.spec.calls.is_empty()) {
-            (Some(host), false) => Some(Arc::new(crate::calls::HostCalls {
-                app: Arc::clone(app),
-                host: Arc::clone(host),
-                caller: Arc::clone(&function),
-                depth: 0,
-                tree: Arc::clone(&tree),
-                deadline: arrived + relative,
-                request_id: input.request_id,
-                runtime: app.settings.runtime.clone(),
-            }) as Arc<dyn luge_core::calls::Calls>),
-            _ => None,
-        };
+        let calls = (!function.spec.calls.is_empty())
+            .then(|| {
+                crate::calls::HostCalls::root(
+                    app,
+                    &function,
+                    &tree,
+                    arrived + relative,
+                    input.request_id,
+                )
+            })
+            .flatten();
         let invocation = Invocation {
             env: request_env(&input, Some(&matched), None),
             calls,
@@ -369,27 +367,6 @@ fn request_input(
     Ok((stdin, relative_deadline(&input.headers, relative)?))
 }
 
-/// `relative`, tightened by the request's `X-Luge-Deadline-Ms`.
-pub(crate) fn relative_deadline(
-    headers: &HeaderMap,
-    relative: Duration,
-) -> Result<Duration, (StatusCode, &'static str)> {
-    let Some(value) = headers.get(DEADLINE_HEADER) else {
-        return Ok(relative);
-    };
-    match value
-        .to_str()
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    {
-        Some(ms) => Ok(relative.min(Duration::from_millis(ms))),
-        None => Err((
-            StatusCode::BAD_REQUEST,
-            "X-Luge-Deadline-Ms must be a whole number of milliseconds.",
-        )),
-    }
-}
-
 /// The CGI-like environment of an invocation: on a route, `SCRIPT_NAME`
 /// is the route's base (the path itself for an exact route, `/api` for
 /// `/api/...`) and `PATH_INFO` the rest of the request path (empty for an
@@ -427,39 +404,4 @@ fn success(body: Vec<u8>, content_type: &str) -> Response {
         .headers_mut()
         .insert(header::CONTENT_TYPE, content_type);
     response
-}
-
-/// The status of a failed run: 504 past its time limit, 503 when it could
-/// not start, 500 for what the function did (trap, exit, limits).
-pub(crate) fn failure_status(termination: &Termination) -> StatusCode {
-    match termination {
-        Termination::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
-        Termination::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-/// What a client of a standalone route is told about a failed run.
-pub(crate) fn failure_message(termination: &Termination) -> String {
-    match termination {
-        Termination::Exited(0) => "The function succeeded.".to_owned(),
-        Termination::Exited(code) => format!("The function exited with status {code}."),
-        Termination::Trapped(reason) => {
-            let first = reason.lines().next().unwrap_or(reason);
-            format!("The function trapped: {first}")
-        }
-        Termination::TimedOut(limit) => format!(
-            "The function exceeded its time limit of {} ms.",
-            limit.as_millis()
-        ),
-        Termination::OutOfMemory { limit_bytes } => format!(
-            "The function exceeded its memory limit of {} MiB.",
-            limit_bytes >> 20
-        ),
-        Termination::OutOfFuel => "The function exceeded its fuel limit.".to_owned(),
-        Termination::OutputTooLarge { limit_bytes } => {
-            format!("The function's output exceeds its limit of {limit_bytes} bytes.")
-        }
-        Termination::Failed(reason) => format!("The function could not be started: {reason}"),
-    }
 }

@@ -337,20 +337,8 @@ impl Inner {
         let deadline = arrived + self.relative_deadline;
         let action = Arc::clone(&function.action);
         let module = Arc::clone(&function.module);
-        let calls = app.function_host().and_then(|host| {
-            (!function.spec.calls.is_empty()).then(|| {
-                Arc::new(crate::calls::HostCalls {
-                    app: Arc::clone(app),
-                    host: Arc::clone(host),
-                    caller: Arc::clone(function),
-                    depth: 0,
-                    tree: Arc::clone(&tree),
-                    deadline,
-                    request_id: id,
-                    runtime: app.settings.runtime.clone(),
-                }) as Arc<dyn luge_core::calls::Calls>
-            })
-        });
+        // As on a route: calls (and a handler's service chaining).
+        let calls = crate::calls::HostCalls::root(app, function, &tree, deadline, id);
         let mut env = luge_core::event::environment(event, id);
         env.push(("LUGE_TRIGGER_NAME".to_owned(), self.name.clone()));
         let takes_export = module.event_export().is_some();
@@ -370,24 +358,23 @@ impl Inner {
         };
         let cancel = invocation.cancel.clone();
         let preemption = app.settings.preemption;
-        let (answered, answer) = tokio::sync::oneshot::channel();
-        let sandbox = if takes_export {
-            drop(answered);
-            module.start_event(invocation, event.clone(), preemption)
+        let (sandbox, answer) = if takes_export {
+            (
+                module.start_event(invocation, event.clone(), preemption),
+                None,
+            )
         } else if http {
             let request = self.request(event, id);
-            module.start_http(
-                invocation,
-                request,
-                // Only the status is wanted; the body is dropped unread.
-                Box::new(move |response| {
-                    let _ = answered.send(response.map(|r| r.status()));
-                }),
-                preemption,
-            )
+            let (sandbox, head) =
+                crate::invocation::start_http(&module, invocation, request, preemption);
+            // Only the status is wanted: the response is dropped as it
+            // comes, its body unread (a handler streaming a body would
+            // otherwise wait for a reader).
+            let status =
+                tokio::spawn(async move { head.await.ok().map(|head| head.map(|r| r.status())) });
+            (sandbox, Some(status))
         } else {
-            drop(answered);
-            module.start(invocation, preemption)
+            (module.start(invocation, preemption), None)
         };
         let outcome = app
             .execute_started(&action, cancel, sandbox, arrived, deadline, place)
@@ -405,7 +392,10 @@ impl Inner {
         // Its log lines name the trigger and the event.
         tracing::info_span!("event", trigger = %self.name, event = id)
             .in_scope(|| log_stderr(&function.name, id, &outcome.stderr));
-        let status = answer.await.ok();
+        let status = match answer {
+            Some(status) => status.await.ok().flatten(),
+            None => None,
+        };
         let succeeded = outcome.termination == Termination::Exited(0)
             && (!http || matches!(status, Some(Ok(s)) if s.is_success()));
         if succeeded {
@@ -418,7 +408,7 @@ impl Inner {
                 }
                 (Termination::Exited(0), Some(Err(error))) => error.to_string(),
                 (Termination::Exited(0), _) => "the handler answered no response".to_owned(),
-                (termination, _) => crate::standalone::failure_message(termination),
+                (termination, _) => crate::invocation::failure_message(termination),
             };
             tracing::warn!(trigger = %self.name, event = id, function = %function.name, %message, "event failed");
             Handled::Failed
