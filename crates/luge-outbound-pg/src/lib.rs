@@ -10,8 +10,13 @@
 //!   granted for `postgres`, and the socket is opened by
 //!   [`luge_outbound::connect`], so every DNS answer is checked as for
 //!   HTTP and the operator's blocked networks hold. A Unix socket is
-//!   refused. TLS to the server is not served yet (`sslmode=require`
-//!   fails to connect; the default `prefer` talks plain TCP).
+//!   refused.
+//! - **TLS.** `sslmode=require` speaks TLS to the server and verifies
+//!   its chain and name, always (libpq's `verify-full`), against the
+//!   operator's roots (`--ca-file`, Spin's `[[client_tls]]`) or, for a
+//!   connection whose function set one (`set-ca-root`), that CA alone;
+//!   the default `prefer`, and `disable`, talk plain TCP (a server that
+//!   asks for TLS then refuses the session).
 //! - **How much.** A result set is read into at most `max_bytes` (the
 //!   function's memory limit, bounded by the engine), both as the rows
 //!   converted and as the bytes read off the socket, so a server that
@@ -31,6 +36,8 @@
 //! other type comes back as its raw bytes (`unsupported`).
 
 #![deny(missing_docs)]
+
+mod tls;
 
 use std::pin::pin;
 use std::str::FromStr;
@@ -68,9 +75,10 @@ pub enum PgError {
     /// The server refused the session (authentication, database).
     #[error("connection failed: {0}")]
     ConnectionFailed(String),
-    /// TLS was asked for.
-    #[error("TLS to PostgreSQL is not served by Luge yet")]
-    Tls,
+    /// The TLS settings could not be used (a CA root that is not PEM,
+    /// a host that is no server name).
+    #[error("TLS: {0}")]
+    Tls(String),
     /// A parameter Luge cannot send.
     #[error("bad parameter: {0}")]
     BadParameter(String),
@@ -136,7 +144,7 @@ impl From<tokio_postgres::Error> for PgError {
                     extras,
                 }))
             }
-            None => PgError::Query(error.to_string()),
+            None => PgError::Query(luge_core::error_line(&error)),
         }
     }
 }
@@ -337,11 +345,14 @@ impl Drop for Connection {
 
 /// Opens a connection for `function` with the connection string
 /// `address`, whose host `grants` must reach, by `deadline`; each result
-/// set then takes at most `max_bytes`.
+/// set then takes at most `max_bytes`. With `sslmode=require`, TLS
+/// verified against `ca_root` alone when given (PEM), else the
+/// operator's roots.
 pub async fn open(
     function: &str,
     grants: &AllowedHosts,
     address: &str,
+    ca_root: Option<&[u8]>,
     deadline: Instant,
     max_bytes: usize,
 ) -> Result<Connection, PgError> {
@@ -352,30 +363,45 @@ pub async fn open(
         _ => return Err(PgError::InvalidAddress),
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
-    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err(PgError::Tls);
-    }
+    let tls = match config.get_ssl_mode() {
+        tokio_postgres::config::SslMode::Require => Some(tls::Rustls {
+            config: match ca_root {
+                Some(pem) => luge_outbound::tls_client_trusting(pem),
+                None => luge_outbound::tls_client(function, &host, port),
+            }
+            .map_err(|e| PgError::Tls(e.to_string()))?,
+            name: luge_outbound::server_name(&host).map_err(|e| PgError::Tls(e.to_string()))?,
+        }),
+        _ => None,
+    };
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| PgError::NoRuntime)?;
     let slot = SLOTS
         .try_take(function)
         .ok_or(PgError::TooManyConnections)?;
     let stream = luge_outbound::connect(grants, "postgres", &host, port, deadline).await?;
     let (stream, budget) = Budgeted::new(stream, max_bytes);
-    let (client, connection) = timeout_at(deadline.into(), config.connect_raw(stream, NoTls))
-        .await
-        .map_err(|_| PgError::Deadline)?
-        .map_err(|e| match PgError::from(e) {
-            PgError::Db(db) => PgError::ConnectionFailed(db.as_text),
-            PgError::Query(text) => PgError::ConnectionFailed(text),
-            other => other,
-        })?;
-    let driver = runtime
-        .spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "outbound postgres connection ended");
-            }
-        })
-        .abort_handle();
+    let session_failed = |e: tokio_postgres::Error| match PgError::from(e) {
+        PgError::Db(db) => PgError::ConnectionFailed(db.as_text),
+        PgError::Query(text) => PgError::ConnectionFailed(text),
+        other => other,
+    };
+    let (client, driver) = match tls {
+        Some(tls) => {
+            let (client, connection) = timeout_at(deadline.into(), config.connect_raw(stream, tls))
+                .await
+                .map_err(|_| PgError::Deadline)?
+                .map_err(session_failed)?;
+            (client, drive(&runtime, connection))
+        }
+        None => {
+            let (client, connection) =
+                timeout_at(deadline.into(), config.connect_raw(stream, NoTls))
+                    .await
+                    .map_err(|_| PgError::Deadline)?
+                    .map_err(session_failed)?;
+            (client, drive(&runtime, connection))
+        }
+    };
     Ok(Connection {
         client,
         budget,
@@ -383,6 +409,24 @@ pub async fn open(
         driver,
         _slot: slot,
     })
+}
+
+/// Runs a session's I/O on `runtime` until it ends: its task, to abort.
+fn drive<S, T>(
+    runtime: &tokio::runtime::Handle,
+    connection: tokio_postgres::Connection<S, T>,
+) -> tokio::task::AbortHandle
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    runtime
+        .spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "outbound postgres connection ended");
+            }
+        })
+        .abort_handle()
 }
 
 impl Connection {
@@ -676,7 +720,7 @@ mod tests {
     async fn queries_reach_a_granted_server_and_are_bounded() {
         let server = PostgresServer::start().unwrap();
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let c = open("f1", &granted, &server.url(), later(), 1 << 20)
+        let c = open("f1", &granted, &server.url(), None, later(), 1 << 20)
             .await
             .unwrap();
         c.execute(
@@ -758,7 +802,7 @@ mod tests {
             c.query(huge, vec![], later()).await,
             Err(PgError::TooLarge(_))
         ));
-        let c = open("f1", &granted, &server.url(), later(), 1 << 20)
+        let c = open("f1", &granted, &server.url(), None, later(), 1 << 20)
             .await
             .unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
@@ -773,12 +817,12 @@ mod tests {
         let server = PostgresServer::start().unwrap();
         let other = grants(&["postgres://127.0.0.1:1"]);
         assert!(matches!(
-            open("f2", &other, &server.url(), later(), 1 << 20).await,
+            open("f2", &other, &server.url(), None, later(), 1 << 20).await,
             Err(PgError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open("f2", &granted, &wrong, later(), 1 << 20)
+        let error = open("f2", &granted, &wrong, None, later(), 1 << 20)
             .await
             .unwrap_err();
         assert!(matches!(error, PgError::ConnectionFailed(_)), "{error}");
@@ -786,7 +830,7 @@ mod tests {
         for bad in ["postgres://", "host=/tmp user=x", "nonsense = = ="] {
             assert!(
                 matches!(
-                    open("f2", &granted, bad, later(), 1 << 20).await,
+                    open("f2", &granted, bad, None, later(), 1 << 20).await,
                     Err(PgError::InvalidAddress)
                 ),
                 "{bad}"
@@ -795,14 +839,92 @@ mod tests {
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open("f3", &granted, &server.url(), later(), 1 << 20)
+                open("f3", &granted, &server.url(), None, later(), 1 << 20)
                     .await
                     .unwrap(),
             );
         }
         assert!(matches!(
-            open("f3", &granted, &server.url(), later(), 1 << 20).await,
+            open("f3", &granted, &server.url(), None, later(), 1 << 20).await,
             Err(PgError::TooManyConnections)
         ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sslmode_require_speaks_tls_verified_by_chain_and_name() {
+        let ca = luge_testkit::tls::PrivateCa::new();
+        let (cert, key) = ca.server_pem("localhost");
+        let server = PostgresServer::start_tls(&cert, &key).unwrap();
+        let port = server.port;
+        let granted = grants(&[
+            &format!("postgres://localhost:{port}"),
+            &format!("postgres://127.0.0.1:{port}"),
+        ]);
+        let url = |host: &str, mode: &str| {
+            format!("postgres://luge:luge-pw@{host}:{port}/luge?sslmode={mode}")
+        };
+        let pem = Some(ca.pem.as_bytes());
+        // Trusting the server's CA: a TLS session, verified.
+        let c = open(
+            "t1",
+            &granted,
+            &url("localhost", "require"),
+            pem,
+            later(),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        let set = c
+            .query(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                vec![],
+                later(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(set.rows, vec![vec![Value::Boolean(true)]]);
+        // The default (`prefer`) talks plain TCP, as before.
+        let plain = open(
+            "t1",
+            &granted,
+            &url("localhost", "prefer"),
+            pem,
+            later(),
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        let set = plain
+            .query(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                vec![],
+                later(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(set.rows, vec![vec![Value::Boolean(false)]]);
+        // A CA the client does not trust, or a name the certificate does
+        // not hold: refused, naming the certificate.
+        for (host, pem) in [("localhost", None), ("127.0.0.1", pem)] {
+            let error = open("t1", &granted, &url(host, "require"), pem, later(), 1 << 20)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("certificate"), "{host}: {error}");
+            assert!(!error.contains("luge-pw"), "{error}");
+        }
+        // Not PEM: a TLS error before any socket.
+        let error = open(
+            "t1",
+            &granted,
+            &url("localhost", "require"),
+            Some(b"not a certificate"),
+            later(),
+            1 << 20,
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(error, PgError::Tls(_)), "{error}");
     }
 }

@@ -169,6 +169,20 @@ fn client(
     Ok(Arc::new(config))
 }
 
+/// A client trusting only the certificates of `pem`, without ALPN.
+pub(crate) fn trusting(pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certificates("the CA root", pem)? {
+        roots.add(cert).map_err(|source| ConfigError::Rustls {
+            file: "the CA root".to_owned(),
+            source,
+        })?;
+    }
+    let mut config = (*client(roots, None)?).clone();
+    config.alpn_protocols.clear();
+    Ok(Arc::new(config))
+}
+
 impl Config {
     /// Trusts the platform's roots (as `rustls-native-certs` finds them;
     /// none is fine, on a scratch image) and every certificate in

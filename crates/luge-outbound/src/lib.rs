@@ -131,6 +131,31 @@ pub fn install(config: Config) -> Result<(), Config> {
     CONFIG.set(config)
 }
 
+/// The TLS client `component` uses for `host:port` (the platform's roots,
+/// the operator's `--ca-file`, Spin's `[[client_tls]]` rules), for a
+/// protocol other than HTTP (a database's): without HTTP's ALPN.
+pub fn tls_client(
+    component: &str,
+    host: &str,
+    port: u16,
+) -> Result<Arc<rustls::ClientConfig>, SendError> {
+    let client = config()?.client_for(component, bare(host), port);
+    let mut plain = (**client).clone();
+    plain.alpn_protocols.clear();
+    Ok(Arc::new(plain))
+}
+
+/// A TLS client that trusts only `ca_pem`'s certificates, without ALPN
+/// (a function's own CA root for one connection: Spin's `set-ca-root`).
+pub fn tls_client_trusting(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, SendError> {
+    config::trusting(ca_pem).map_err(SendError::TlsSetup)
+}
+
+/// `host` as the name a TLS server's certificate must hold.
+pub fn server_name(host: &str) -> Result<ServerName<'static>, SendError> {
+    ServerName::try_from(bare(host).to_owned()).map_err(|_| SendError::ServerName(host.to_owned()))
+}
+
 fn config() -> Result<&'static Config, SendError> {
     if let Some(config) = CONFIG.get() {
         return Ok(config);

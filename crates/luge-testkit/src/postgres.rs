@@ -65,6 +65,17 @@ impl PostgresServer {
     /// Starts one on a free port, with the user `luge` (password
     /// `luge-pw`, SCRAM) owning the database `luge`.
     pub fn start() -> Result<Self, PostgresError> {
+        Self::start_with(None)
+    }
+
+    /// [`PostgresServer::start`], offering TLS with the certificate and
+    /// key `cert_pem` and `key_pem` (`ssl = on`; plain sessions still
+    /// allowed).
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Self, PostgresError> {
+        Self::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> Result<Self, PostgresError> {
         let bin = bin_dir().ok_or(PostgresError::NotInstalled)?;
         let step =
             |what: &str, e: &dyn std::fmt::Display| PostgresError::Step(format!("{what}: {e}"));
@@ -108,9 +119,41 @@ impl PostgresServer {
             .and_then(|l| l.local_addr())
             .map_err(|e| step("port", &e))?
             .port();
+        let mut ssl = Vec::new();
+        if let Some((cert, key)) = tls {
+            // The server reads them as its own user; the key private.
+            let (cert_file, key_file) = (data.join("server.crt"), data.join("server.key"));
+            std::fs::write(&cert_file, cert).map_err(|e| step("certificate", &e))?;
+            std::fs::write(&key_file, key).map_err(|e| step("key", &e))?;
+            std::fs::set_permissions(
+                &key_file,
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            )
+            .map_err(|e| step("key mode", &e))?;
+            if root {
+                let status = Command::new("chown")
+                    .arg("nobody:nogroup")
+                    .arg(&cert_file)
+                    .arg(&key_file)
+                    .status()
+                    .map_err(|e| step("chown", &e))?;
+                if !status.success() {
+                    return Err(PostgresError::Step("chown failed".into()));
+                }
+            }
+            ssl = vec![
+                "-c".to_owned(),
+                "ssl=on".to_owned(),
+                "-c".to_owned(),
+                format!("ssl_cert_file={}", cert_file.display()),
+                "-c".to_owned(),
+                format!("ssl_key_file={}", key_file.display()),
+            ];
+        }
         let child = command(&bin.join("postgres"), root)
             .arg("-D")
             .arg(&data)
+            .args(&ssl)
             .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-F"])
             .arg("-k")
             .arg(dir.path())

@@ -62,6 +62,13 @@ impl PrivateCa {
         (cert.pem(), key.serialize_pem())
     }
 
+    /// A server certificate for `name` and its key, PEM (for servers that
+    /// read files: PostgreSQL's `ssl_cert_file` and `ssl_key_file`).
+    pub fn server_pem(&self, name: &str) -> (String, String) {
+        let (cert, key) = self.signed(name, false);
+        (cert.pem(), key.serialize_pem())
+    }
+
     /// A server config for `name` (expired or not) offering `alpn`,
     /// requiring a client certificate this CA signed when `mutual`.
     pub fn server(

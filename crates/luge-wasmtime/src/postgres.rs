@@ -35,8 +35,9 @@ use generated::spin::postgres::postgres as wit;
 /// An open connection, as the guest's `connection` resource holds it.
 pub type PgConnection = Handle<pg::Connection>;
 
-/// A connection not yet made: its address.
-pub struct PgConnectionBuilder(String);
+/// A connection not yet made: its address, and the CA root it trusts
+/// alone when set (PEM).
+pub struct PgConnectionBuilder(String, Option<String>);
 
 /// The bindings' host state.
 pub(crate) struct HasPostgres;
@@ -50,7 +51,7 @@ fn error(error: PgError) -> wit::Error {
         PgError::Connect(_)
         | PgError::ConnectionFailed(_)
         | PgError::InvalidAddress
-        | PgError::Tls
+        | PgError::Tls(_)
         | PgError::TooManyConnections => wit::Error::ConnectionFailed(error.to_string()),
         PgError::BadParameter(text) => wit::Error::BadParameter(text),
         PgError::Db(db) => {
@@ -160,11 +161,16 @@ fn column(column: pg::Column) -> wit::Column {
 /// What opening a connection needs from the store, taken before awaiting.
 type Opening = (Arc<Action>, Instant);
 
-async fn open((action, deadline): Opening, address: &str) -> Result<pg::Connection, PgError> {
+async fn open(
+    (action, deadline): Opening,
+    address: &str,
+    ca_root: Option<&str>,
+) -> Result<pg::Connection, PgError> {
     let opened = pg::open(
         &action.name,
         &action.capabilities.outbound,
         address,
+        ca_root.map(str::as_bytes),
         deadline,
         max_answer_bytes(&action),
     )
@@ -213,7 +219,7 @@ impl wit::HostConnection for ConnectionsView<'_> {
         &mut self,
         address: String,
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
-        let opened = open(self.opening(), &address).await;
+        let opened = open(self.opening(), &address, None).await;
         self.keep(opened, error)
     }
 
@@ -246,23 +252,32 @@ impl wit::HostConnection for ConnectionsView<'_> {
 
 impl wit::HostConnectionBuilder for ConnectionsView<'_> {
     async fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgConnectionBuilder>> {
-        Ok(self.table.push(PgConnectionBuilder(address))?)
+        Ok(self.table.push(PgConnectionBuilder(address, None))?)
     }
 
     async fn set_ca_root(
         &mut self,
-        _builder: Resource<PgConnectionBuilder>,
-        _certificate: String,
+        builder: Resource<PgConnectionBuilder>,
+        certificate: String,
     ) -> wasmtime::Result<Result<(), wit::Error>> {
-        Ok(Err(error(PgError::Tls)))
+        // Bounded as any value a guest hands the host (a CA bundle is a
+        // few KiB).
+        if certificate.len() > 1 << 20 {
+            return Ok(Err(error(PgError::Tls(
+                "a CA root of over 1 MiB".to_owned(),
+            ))));
+        }
+        self.table.get_mut(&builder)?.1 = Some(certificate);
+        Ok(Ok(()))
     }
 
     async fn build(
         &mut self,
         builder: Resource<PgConnectionBuilder>,
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
-        let address = self.table.get(&builder)?.0.clone();
-        let opened = open(self.opening(), &address).await;
+        let PgConnectionBuilder(address, ca_root) = self.table.get(&builder)?;
+        let (address, ca_root) = (address.clone(), ca_root.clone());
+        let opened = open(self.opening(), &address, ca_root.as_deref()).await;
         self.keep(opened, error)
     }
 
@@ -278,7 +293,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
         address: String,
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
         let opening = accessor.with(|mut access| access.get().opening());
-        let opened = open(opening, &address).await;
+        let opened = open(opening, &address, None).await;
         accessor.with(|mut access| access.get().keep(opened, error))
     }
 
@@ -329,7 +344,7 @@ impl<T> wit::HostConnectionBuilderWithStore<T> for HasPostgres {
             let address = view.table.get(&builder)?.0.clone();
             Ok::<_, wasmtime::Error>((view.opening(), address))
         })?;
-        let opened = open(opening, &address).await;
+        let opened = open(opening, &address, None).await;
         accessor.with(|mut access| access.get().keep(opened, error))
     }
 }

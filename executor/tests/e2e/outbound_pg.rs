@@ -126,3 +126,56 @@ fn a_luge_toml_route_queries_postgres_within_its_deadline() {
         (200, "here:DbDataType::Str\nDbValue::Str(\"still\")".into())
     );
 }
+
+/// `sslmode=require` from the Spin app: TLS to a PostgreSQL that offers
+/// it, trusted through the operator's `--ca-file`; without that CA, the
+/// certificate is refused.
+#[test]
+fn sslmode_require_is_tls_trusted_through_the_operators_ca() {
+    if !on_wasmtime() {
+        return;
+    }
+    let ca = luge_testkit::tls::PrivateCa::new();
+    let (cert, key) = ca.server_pem("localhost");
+    let pg = PostgresServer::start_tls(&cert, &key).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let host = format!("localhost:{}", pg.port);
+    let address = format!(
+        "postgres://{}:{}@localhost:{}/{}?sslmode=require",
+        pg.user, pg.password, pg.port, pg.user
+    );
+    let upstream = upstream();
+    let manifest = manifest();
+    let start = |extra: &[&str]| {
+        let mut args = vec![
+            "--spin",
+            path_str(&manifest),
+            "--state-dir",
+            path_str(dir.path()),
+        ];
+        args.extend_from_slice(extra);
+        Luge::start_with_env(
+            "serve",
+            &args,
+            &[
+                ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
+                ("SPIN_VARIABLE_PG_HOST", host.as_str()),
+                ("SPIN_VARIABLE_PG_ADDRESS", address.as_str()),
+            ],
+        )
+    };
+    let query = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
+    let luge = start(&["--ca-file", path_str(&ca_file)]);
+    let (status, body) = text(&luge, "POST", "/pg/query", query.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.ends_with("DbValue::Boolean(true)"), "{body}");
+    drop(luge);
+    let luge = start(&[]);
+    let (status, body) = text(&luge, "POST", "/pg/query", query.as_bytes());
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("certificate"), "{body}");
+    let log = format!("{}{}", luge.stderr(), luge.stdout());
+    assert!(!log.contains(pg.password), "{log}");
+}
