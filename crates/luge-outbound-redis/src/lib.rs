@@ -9,8 +9,11 @@
 //! - **Where.** The address is a `redis://[user[:password]@]host[:port][/db]`
 //!   URL; the host and port must be granted for `redis`, and the socket
 //!   is opened by [`luge_outbound::connect`], so every DNS answer is
-//!   checked as for HTTP and the operator's blocked networks hold. Other
-//!   forms (`rediss://`, Unix sockets) are `invalid-address`.
+//!   checked as for HTTP and the operator's blocked networks hold.
+//!   `rediss://` is TLS, granted as `rediss://host:port`, the server's
+//!   chain and name always verified against the operator's roots
+//!   (`--ca-file`, Spin's `[[client_tls]]`; `#insecure` is refused);
+//!   other forms (Unix sockets) are `invalid-address`.
 //! - **How much.** A reply is read into at most `max_reply_bytes` (the
 //!   function's memory limit, bounded by the engine): a server that
 //!   answers a gigabyte costs the host no more than that, and the
@@ -125,7 +128,8 @@ impl Drop for Connection {
 
 /// Opens a connection for `function` to the Redis server at `address`,
 /// which `grants` must reach, by `deadline`; each reply then takes at
-/// most `max_reply_bytes`.
+/// most `max_reply_bytes`. `rediss://` is TLS (granted as `rediss://`),
+/// verified by chain and name against the operator's roots.
 pub async fn open(
     function: &str,
     grants: &AllowedHosts,
@@ -134,33 +138,53 @@ pub async fn open(
     max_reply_bytes: usize,
 ) -> Result<Connection, RedisError> {
     // The URL may hold a password: a parse error is never repeated.
-    if !address.starts_with("redis://") {
-        return Err(RedisError::InvalidAddress);
-    }
-    let info = address
+    let (scheme, plain) = match address.strip_prefix("rediss://") {
+        // `#insecure` (no verification) is refused with the rest.
+        Some(rest) if !rest.contains('#') => ("rediss", format!("redis://{rest}")),
+        Some(_) => return Err(RedisError::InvalidAddress),
+        None if address.starts_with("redis://") => ("redis", address.to_owned()),
+        None => return Err(RedisError::InvalidAddress),
+    };
+    let info = plain
+        .as_str()
         .into_connection_info()
         .map_err(|_| RedisError::InvalidAddress)?;
     let ConnectionAddr::Tcp(host, port) = info.addr() else {
         return Err(RedisError::InvalidAddress);
     };
+    let tls = match scheme {
+        "rediss" => Some((
+            luge_outbound::tls_client(function, host, *port)?,
+            luge_outbound::server_name(host)?,
+        )),
+        _ => None,
+    };
     let slot = SLOTS
         .try_take(function)
         .ok_or(RedisError::TooManyConnections)?;
-    let stream = luge_outbound::connect(grants, "redis", host, *port, deadline).await?;
-    let (stream, budget) = Budgeted::new(stream, max_reply_bytes);
-    let (connection, driver) = timeout_at(
-        deadline.into(),
-        MultiplexedConnection::new_with_config(
-            info.redis_settings(),
-            stream,
-            redis::AsyncConnectionConfig::new(),
-        ),
-    )
-    .await
-    .map_err(|_| RedisError::Deadline)??;
+    let stream = luge_outbound::connect(grants, scheme, host, *port, deadline).await?;
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| RedisError::Redis("no async runtime drives connections here".to_owned()))?;
-    let driver = runtime.spawn(driver).abort_handle();
+    let settings = info.redis_settings();
+    let (connection, budget, driver) = match tls {
+        Some((client, name)) => {
+            let stream = timeout_at(
+                deadline.into(),
+                tokio_rustls::TlsConnector::from(client).connect(name, stream),
+            )
+            .await
+            .map_err(|_| RedisError::Deadline)?
+            .map_err(|e| RedisError::Redis(format!("TLS: {}", luge_core::error_line(&e))))?;
+            let (stream, budget) = Budgeted::new(stream, max_reply_bytes);
+            let (connection, driver) = handshake(settings, stream, deadline, &runtime).await?;
+            (connection, budget, driver)
+        }
+        None => {
+            let (stream, budget) = Budgeted::new(stream, max_reply_bytes);
+            let (connection, driver) = handshake(settings, stream, deadline, &runtime).await?;
+            (connection, budget, driver)
+        }
+    };
     Ok(Connection {
         connection,
         budget,
@@ -168,6 +192,30 @@ pub async fn open(
         driver,
         _slot: slot,
     })
+}
+
+/// Redis's handshake (`AUTH`, `SELECT`) over `stream` by `deadline`: the
+/// connection, and the task on `runtime` that drives it.
+async fn handshake<S>(
+    settings: &redis::RedisConnectionInfo,
+    stream: S,
+    deadline: Instant,
+    runtime: &tokio::runtime::Handle,
+) -> Result<(MultiplexedConnection, tokio::task::AbortHandle), RedisError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (connection, driver) = timeout_at(
+        deadline.into(),
+        MultiplexedConnection::new_with_config(
+            settings,
+            stream,
+            redis::AsyncConnectionConfig::new(),
+        ),
+    )
+    .await
+    .map_err(|_| RedisError::Deadline)??;
+    Ok((connection, runtime.spawn(driver).abort_handle()))
 }
 
 impl Connection {
@@ -326,8 +374,20 @@ mod tests {
         Instant::now() + Duration::from_secs(10)
     }
 
+    /// The CA of this binary's TLS server.
+    static CA: std::sync::LazyLock<luge_testkit::tls::PrivateCa> =
+        std::sync::LazyLock::new(luge_testkit::tls::PrivateCa::new);
+
+    /// This process's outbound settings trust [`CA`]: set by whichever
+    /// test connects first (they are set once per process).
+    fn trust_ca() {
+        let config = luge_outbound::Config::new(Some(CA.pem.as_bytes())).unwrap();
+        let _ = luge_outbound::install(config);
+    }
+
     #[tokio::test]
     async fn commands_reach_a_granted_server() {
+        trust_ca();
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let granted = grants(&[&address]);
@@ -385,6 +445,7 @@ mod tests {
 
     #[tokio::test]
     async fn ungranted_and_malformed_addresses_are_refused() {
+        trust_ca();
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let other = grants(&["redis://127.0.0.1:1"]);
@@ -400,7 +461,7 @@ mod tests {
         let granted = grants(&[&address]);
         for bad in [
             "127.0.0.1:6379",
-            "rediss://127.0.0.1:6379",
+            "rediss://127.0.0.1:6379/#insecure",
             "redis+unix:///tmp/x.sock",
             "redis://:secret@",
         ] {
@@ -417,6 +478,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_huge_reply_ends_the_connection_not_the_host() {
+        trust_ca();
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let granted = grants(&[&address]);
@@ -430,6 +492,7 @@ mod tests {
 
     #[tokio::test]
     async fn connections_per_function_are_bounded() {
+        trust_ca();
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let granted = grants(&[&address]);
@@ -456,6 +519,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_silent_server_costs_the_deadline_only() {
+        trust_ca();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = format!(
             "redis://127.0.0.1:{}",
@@ -481,5 +545,38 @@ mod tests {
         }
         assert!(started.elapsed() < Duration::from_secs(3));
         drop(listener);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rediss_is_tls_verified_by_chain_and_name() {
+        trust_ca();
+        let (cert, key) = CA.server_pem("localhost");
+        let server = RedisServer::start_tls(&cert, &key).unwrap();
+        let address = format!("rediss://localhost:{}", server.port);
+        let granted = grants(&[&address]);
+        let c = open("tls1", &granted, &address, later(), 1 << 20)
+            .await
+            .unwrap();
+        c.set("k", b"over TLS", later()).await.unwrap();
+        assert_eq!(c.get("k", later()).await.unwrap(), Some(b"over TLS".to_vec()));
+        // A redis:// grant is not a rediss:// one.
+        let plain = grants(&[&format!("redis://localhost:{}", server.port)]);
+        let error = open("tls1", &plain, &address, later(), 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, RedisError::Connect(_)), "{error}");
+        // A name the certificate does not hold.
+        let by_ip = format!("rediss://127.0.0.1:{}", server.port);
+        let error = open("tls1", &grants(&[&by_ip]), &by_ip, later(), 1 << 20)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("certificate"), "{error}");
+        // No way to turn verification off.
+        let insecure = format!("{address}/#insecure");
+        let error = open("tls1", &granted, &insecure, later(), 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, RedisError::InvalidAddress), "{error}");
     }
 }

@@ -27,6 +27,8 @@ pub struct RedisServer {
     /// Its port.
     pub port: u16,
     password: Option<String>,
+    /// A TLS server's certificate and key files.
+    _files: Option<tempfile::TempDir>,
 }
 
 impl RedisServer {
@@ -50,6 +52,38 @@ impl RedisServer {
         Ok(server)
     }
 
+    /// Starts one on a free port that speaks TLS only (no plain port),
+    /// with the certificate and key `cert_pem` and `key_pem`, asking
+    /// clients for no certificate.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Self, RedisError> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(RedisError::Port)?
+            .port();
+        let files = tempfile::tempdir().map_err(RedisError::Port)?;
+        let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
+        std::fs::write(&cert, cert_pem).map_err(RedisError::Port)?;
+        std::fs::write(&key, key_pem).map_err(RedisError::Port)?;
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let mut server = Self::spawn(
+            port,
+            &[
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--tls-cert-file",
+                &cert,
+                "--tls-key-file",
+                &key,
+                "--tls-auth-clients",
+                "no",
+            ],
+        )?;
+        server._files = Some(files);
+        Ok(server)
+    }
+
     /// Starts one on `port` (again, after one was stopped there); waits up
     /// to 10 s for it to accept connections.
     pub fn on(port: u16) -> Result<Self, RedisError> {
@@ -69,6 +103,7 @@ impl RedisServer {
             child,
             port,
             password: None,
+            _files: None,
         };
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
