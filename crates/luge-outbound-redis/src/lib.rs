@@ -558,7 +558,10 @@ mod tests {
             .await
             .unwrap();
         c.set("k", b"over TLS", later()).await.unwrap();
-        assert_eq!(c.get("k", later()).await.unwrap(), Some(b"over TLS".to_vec()));
+        assert_eq!(
+            c.get("k", later()).await.unwrap(),
+            Some(b"over TLS".to_vec())
+        );
         // A redis:// grant is not a rediss:// one.
         let plain = grants(&[&format!("redis://localhost:{}", server.port)]);
         let error = open("tls1", &plain, &address, later(), 1 << 20)
