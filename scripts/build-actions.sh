@@ -39,6 +39,8 @@ cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_app.wasm" "$out/sp
 for component in subscriber mqtt cron; do
     cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_$component.wasm" "$out/spin-$component.wasm"
 done
+# A command on spin:postgres@3.0.0 (older SDKs' interface).
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-pg3.wasm" "$out/spin-pg3.wasm"
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world

@@ -10,7 +10,8 @@
 # - wasmtime-wasi-keyvalue 48.0.8 and wasmtime-wasi-config 48.0.8:
 #   wasi:keyvalue 0.2.0-draft, wasi:config 0.2.0-rc.1;
 # - spin-sdk 3.1.1: Spin 2's unversioned fermyon:spin, only its Redis
-#   types and inbound-redis (a Redis trigger's older export);
+#   types and inbound-redis (a Redis trigger's older export), and
+#   spin:postgres@3.0.0 (what spin-sdk 3 and 4 import);
 # - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
 #   0.2.0-draft-2024-09-27 and Spin's interfaces;
 # - by hand, as no crate ships them: deps/spin-cron, the cron.wit of
@@ -91,6 +92,10 @@ mkdir -p "$work/deps/fermyon-spin"
 { echo "package fermyon:spin;"; echo; cat "$spin2/wit/deps/spin@unversioned/redis-types.wit"; } \
     > "$work/deps/fermyon-spin/redis-types.wit"
 cp "$spin2/wit/deps/spin@unversioned/inbound-redis.wit" "$work/deps/fermyon-spin/inbound-redis.wit"
+# Written before WIT renamed float32 and float64 (the same types).
+mkdir -p "$work/deps/spin-postgres3"
+sed -E 's/\bfloat32\b/f32/g; s/\bfloat64\b/f64/g' \
+    "$spin2/wit/deps/spin-postgres@3.0.0/postgres.wit" > "$work/deps/spin-postgres3/postgres.wit"
 
 # Vendored by hand (see above): kept as they are.
 for package in spin-cron spin-mqtt-trigger; do

@@ -129,6 +129,7 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
         .and_then(|()| crate::sqlite::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::redis::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::postgres::add_to_linker(&mut linker, ComponentState::connections))
+        .and_then(|()| crate::postgres3::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::mysql::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::mqtt::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::event_types::add_to_linker(&mut linker))
@@ -180,6 +181,7 @@ const SERVED: &[&str] = &[
     "spin:sqlite/",
     "spin:redis/redis@",
     "spin:postgres/postgres@4.",
+    "spin:postgres/postgres@3.0.",
     "spin:mysql/mysql@3.",
     "spin:mqtt/mqtt@3.",
     "fermyon:spin-cron/cron-types@2.",

@@ -34,6 +34,7 @@ mod mqtt;
 mod mysql;
 mod p3;
 mod postgres;
+mod postgres3;
 mod redis;
 mod reuse;
 

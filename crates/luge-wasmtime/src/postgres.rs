@@ -24,13 +24,13 @@ mod generated {
         // Queries wait on the network: every function is async.
         imports: { default: async | trappable },
         with: {
-            "spin:postgres/postgres.connection": super::PgConnection,
-            "spin:postgres/postgres.connection-builder": super::PgConnectionBuilder,
+            "spin:postgres/postgres@4.2.0.connection": super::PgConnection,
+            "spin:postgres/postgres@4.2.0.connection-builder": super::PgConnectionBuilder,
         },
     });
 }
 
-use generated::spin::postgres::postgres as wit;
+use generated::spin::postgres4_2_0::postgres as wit;
 
 /// An open connection, as the guest's `connection` resource holds it.
 pub type PgConnection = Handle<pg::Connection>;

@@ -179,3 +179,53 @@ fn sslmode_require_is_tls_trusted_through_the_operators_ca() {
     let log = format!("{}{}", luge.stderr(), luge.stdout());
     assert!(!log.contains(pg.password), "{log}");
 }
+
+/// `spin:postgres@3.0.0`, what spin-sdk 3 and 4 components import (a
+/// command built on it, on a luge.toml route): queries and executes under
+/// the same grant; a type 3.0 lacks comes back `unsupported`, its column
+/// `other`.
+#[test]
+fn older_sdks_postgres_interface_is_served() {
+    if !on_wasmtime() {
+        return;
+    }
+    let pg = PostgresServer::start().unwrap();
+    let port = pg.port;
+    let routes = format!(
+        "[[routes]]\npath = \"/pg3\"\nmodule = \"spin-pg3.wasm\"\n\
+         allowed_outbound_hosts = [\"postgres://127.0.0.1:{port}\"]\n\
+         env = {{ PG_ADDRESS = \"{url}\" }}\n\
+         [[routes]]\npath = \"/ungranted\"\nmodule = \"spin-pg3.wasm\"\n\
+         env = {{ PG_ADDRESS = \"{url}\" }}\n",
+        url = pg.url()
+    );
+    let site = Site::new(&["spin-pg3"], &routes);
+    let luge = site.start(&[]);
+    let post = |path: &str, body: &str| {
+        let (status, body) = luge.request("POST", path, body.as_bytes());
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    assert_eq!(
+        post("/pg3", "CREATE TABLE t3 (id int, name text, u uuid)"),
+        (200, "0".into())
+    );
+    assert_eq!(
+        post(
+            "/pg3",
+            "INSERT INTO t3 VALUES (1, 'x', '67e55044-10b1-426f-9247-bb680e5fe0c8')"
+        ),
+        (200, "1".into())
+    );
+    assert_eq!(
+        post("/pg3", "SELECT id, name, u FROM t3"),
+        (
+            200,
+            "id:DbDataType::Int32|name:DbDataType::Str|u:DbDataType::Other\n\
+             DbValue::Int32(1)|DbValue::Str(\"x\")|DbValue::Unsupported"
+                .into()
+        )
+    );
+    let (status, body) = post("/ungranted", "SELECT 1");
+    assert_eq!(status, 500, "{body}");
+    assert!(luge.stderr_shows("not granted"), "{}", luge.stderr());
+}
