@@ -172,7 +172,10 @@ impl wit::HostConnection for ConnectionsView<'_> {
     ) -> wasmtime::Result<Result<u64, wit::Error>> {
         let (c, deadline) = self.held(&connection)?;
         let params = params.into_iter().map(param).collect();
-        Ok(c.0.execute(&statement, params, deadline).await.map_err(error))
+        Ok(c.0
+            .execute(&statement, params, deadline)
+            .await
+            .map_err(error))
     }
 
     async fn drop(&mut self, connection: Resource<Pg3Connection>) -> wasmtime::Result<()> {
