@@ -10,7 +10,9 @@
 //! so an event its trigger has no room for is dropped and counted.
 //!
 //! The address is the operator's (a manifest or config Luge was started
-//! with), never a function's; its password is never logged.
+//! with), or an upload's checked against its grants; its password is
+//! never logged. A message is at most [`MAX_MESSAGE_BYTES`], counted as
+//! bytes off the socket.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +32,12 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How long connecting and subscribing may take before it counts as a
 /// failure (a server that accepts and then stalls).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest message a subscription takes (the executor's default
+/// `--max-body-mb`): the bytes read off the socket between two messages
+/// are counted, and a server that sends more ends its connection (then
+/// resubscribed) instead of growing the host's memory.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// The longest channel name a trigger may subscribe to (Redis allows
 /// 512 MiB; names are config).
@@ -92,23 +100,44 @@ pub struct RedisSource {
     address: String,
     /// Each channel and the triggers on it.
     channels: BTreeMap<String, Vec<Arc<dyn Sink>>>,
+    max_message_bytes: usize,
 }
 
 impl RedisSource {
     /// The subscriptions to `channels` of the server at `address` (checked
     /// by [`check`]).
     pub fn new(address: String, channels: BTreeMap<String, Vec<Arc<dyn Sink>>>) -> Self {
-        Self { address, channels }
+        Self {
+            address,
+            channels,
+            max_message_bytes: MAX_MESSAGE_BYTES,
+        }
     }
 
-    /// Connects and subscribes to every channel.
-    async fn subscribe(&self) -> ::redis::RedisResult<::redis::aio::PubSub> {
+    /// The same, taking messages of at most `bytes` (default
+    /// [`MAX_MESSAGE_BYTES`]).
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+
+    /// Connects over a socket whose reads are counted, and subscribes to
+    /// every channel.
+    async fn subscribe(
+        &self,
+    ) -> ::redis::RedisResult<(::redis::aio::PubSub, luge_outbound::Budget)> {
         let client = ::redis::Client::open(self.address.as_str())?;
-        let mut pubsub = client.get_async_pubsub().await?;
+        let info = client.get_connection_info();
+        let ::redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
+            return Err((::redis::ErrorKind::InvalidClientConfig, "not a TCP address").into());
+        };
+        let tcp = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+        let (stream, budget) = luge_outbound::Budgeted::new(tcp, self.max_message_bytes);
+        let mut pubsub = ::redis::aio::PubSub::new(info.redis_settings(), stream).await?;
         for channel in self.channels.keys() {
             pubsub.subscribe(channel).await?;
         }
-        Ok(pubsub)
+        Ok((pubsub, budget))
     }
 
     /// Hands `message` to the triggers on its channel.
@@ -141,17 +170,23 @@ impl EventSource for RedisSource {
             let mut backoff = FIRST_BACKOFF;
             loop {
                 match tokio::time::timeout(CONNECT_TIMEOUT, self.subscribe()).await {
-                    Ok(Ok(mut pubsub)) => {
+                    Ok(Ok((mut pubsub, budget))) => {
                         tracing::info!(%address, channels = self.channels.len(), "subscribed");
                         backoff = FIRST_BACKOFF;
                         // The client reads every message off the socket as
                         // it comes and this loop takes each at once (an
-                        // offer, a spawn), so its queue stays short.
+                        // offer, a spawn), so its queue stays short; each
+                        // message taken gives the socket its bound again.
                         let mut messages = pubsub.on_message();
                         while let Some(message) = messages.next().await {
+                            budget.reset(self.max_message_bytes);
                             self.dispatch(&message);
                         }
-                        tracing::warn!(%address, "subscription lost; resubscribing");
+                        if budget.spent() {
+                            tracing::warn!(%address, limit = self.max_message_bytes, "a message over the bound ended the subscription; resubscribing");
+                        } else {
+                            tracing::warn!(%address, "subscription lost; resubscribing");
+                        }
                     }
                     Ok(Err(error)) => {
                         tracing::warn!(%address, %error, retry_in = ?backoff, "cannot subscribe");

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use luge_core::event::{Event, EventKind};
 use luge_testkit::redis::RedisServer;
-use luge_trigger::{Handled, Handling, Sink, Source};
+use luge_trigger::{EventSource, Handled, Handling, Sink, Source};
 
 /// Keeps what it is offered, at most `room` events in all.
 struct Collect {
@@ -179,5 +179,30 @@ async fn a_trigger_without_room_loses_and_counts_the_rest() {
     .await;
     assert_eq!(full.payloads(), ["0", "1"]);
     assert_eq!(full.lost.load(Ordering::SeqCst), 8);
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_bound_ends_the_subscription_not_the_host() {
+    let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let url = server.url();
+    let sink = Collect::new(1000);
+    let channels =
+        std::collections::BTreeMap::from([("big".to_owned(), vec![sink.clone() as Arc<dyn Sink>])]);
+    let source =
+        luge_trigger::redis::RedisSource::new(url.clone(), channels).with_max_message_bytes(4096);
+    let task = tokio::spawn(Box::new(source).run());
+    publish_when_subscribed(&url, "big", "small").await;
+    // 64 KiB: the connection ends, and the source subscribes again.
+    publish(&url, "big", &"x".repeat(64 << 10)).await;
+    publish_when_subscribed(&url, "big", "after").await;
+    eventually("the small ones arrived", || {
+        sink.payloads().contains(&"after".to_owned())
+    })
+    .await;
+    assert!(
+        sink.payloads().iter().all(|p| p.len() < 4096),
+        "the big one was taken"
+    );
     task.abort();
 }
