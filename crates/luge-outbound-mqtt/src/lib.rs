@@ -267,6 +267,24 @@ mod tests {
         Instant::now() + Duration::from_secs(10)
     }
 
+    /// A connection without credentials for `function`.
+    async fn anonymous(
+        function: &str,
+        grants: &AllowedHosts,
+        address: &str,
+    ) -> Result<Connection, MqttError> {
+        open(
+            function,
+            grants,
+            address,
+            "",
+            "",
+            Duration::from_secs(30),
+            later(),
+        )
+        .await
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn messages_reach_a_granted_broker_and_nothing_else_does() {
         use luge_testkit::grants;
@@ -276,17 +294,7 @@ mod tests {
         let address = format!("mqtt://127.0.0.1:{}", broker.port);
         let granted = grants(&[&address]);
         let mut subscriber = broker.subscribe("out/#", 2).unwrap();
-        let c = open(
-            "m1",
-            &granted,
-            &address,
-            "",
-            "",
-            Duration::from_secs(30),
-            later(),
-        )
-        .await
-        .unwrap();
+        let c = anonymous("m1", &granted, &address).await.unwrap();
         // Until the subscriber has both (it may subscribe after the first
         // publishes).
         let mut sent = 0;
@@ -307,62 +315,18 @@ mod tests {
 
         // Not granted: refused before any socket.
         let other = format!("mqtt://127.0.0.2:{}", broker.port);
-        let error = open(
-            "m1",
-            &granted,
-            &other,
-            "",
-            "",
-            Duration::from_secs(30),
-            later(),
-        )
-        .await
-        .unwrap_err();
+        let error = anonymous("m1", &granted, &other).await.unwrap_err();
         assert!(matches!(error, MqttError::Connect(_)), "{error}");
 
         // Bounded per function.
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
-            held.push(
-                open(
-                    "m2",
-                    &granted,
-                    &address,
-                    "",
-                    "",
-                    Duration::from_secs(30),
-                    later(),
-                )
-                .await
-                .unwrap(),
-            );
+            held.push(anonymous("m2", &granted, &address).await.unwrap());
         }
-        let error = open(
-            "m2",
-            &granted,
-            &address,
-            "",
-            "",
-            Duration::from_secs(30),
-            later(),
-        )
-        .await
-        .unwrap_err();
+        let error = anonymous("m2", &granted, &address).await.unwrap_err();
         assert!(matches!(error, MqttError::TooManyConnections), "{error}");
         // Another function is not held back by it.
-        assert!(
-            open(
-                "m1",
-                &granted,
-                &address,
-                "",
-                "",
-                Duration::from_secs(30),
-                later()
-            )
-            .await
-            .is_ok()
-        );
+        assert!(anonymous("m1", &granted, &address).await.is_ok());
         drop((held, c));
     }
 }

@@ -864,6 +864,16 @@ mod tests {
             format!("postgres://luge:luge-pw@{host}:{port}/luge?sslmode={mode}")
         };
         let pem = Some(ca.pem.as_bytes());
+        let ssl = async |c: &Connection| {
+            c.query(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                vec![],
+                later(),
+            )
+            .await
+            .unwrap()
+            .rows
+        };
         // Trusting the server's CA: a TLS session, verified.
         let c = open(
             "t1",
@@ -875,15 +885,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let set = c
-            .query(
-                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
-                vec![],
-                later(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(set.rows, vec![vec![Value::Boolean(true)]]);
+        assert_eq!(ssl(&c).await, vec![vec![Value::Boolean(true)]]);
         // The default (`prefer`) talks plain TCP, as before.
         let plain = open(
             "t1",
@@ -895,15 +897,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let set = plain
-            .query(
-                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
-                vec![],
-                later(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(set.rows, vec![vec![Value::Boolean(false)]]);
+        assert_eq!(ssl(&plain).await, vec![vec![Value::Boolean(false)]]);
         // A CA the client does not trust, or a name the certificate does
         // not hold: refused, naming the certificate.
         for (host, pem) in [("localhost", None), ("127.0.0.1", pem)] {

@@ -23,37 +23,24 @@ use wasmtime::{Engine, Store};
 
 use crate::component::{ComponentState, Shared};
 
-mod redis {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/redis-trigger",
-        exports: { default: async | store },
-    });
+/// The bindings of one event world of Luge's WIT root: its exports are
+/// called inside the store's event loop.
+macro_rules! event_world {
+    ($module:ident, $world:literal) => {
+        mod $module {
+            wasmtime::component::bindgen!({
+                path: "../../wit",
+                world: $world,
+                exports: { default: async | store },
+            });
+        }
+    };
 }
 
-mod redis2 {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/redis-trigger-spin2",
-        exports: { default: async | store },
-    });
-}
-
-mod mqtt {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/mqtt-trigger",
-        exports: { default: async | store },
-    });
-}
-
-mod cron {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/cron-trigger",
-        exports: { default: async | store },
-    });
-}
+event_world!(redis, "luge:worlds/redis-trigger");
+event_world!(redis2, "luge:worlds/redis-trigger-spin2");
+event_world!(mqtt, "luge:worlds/mqtt-trigger");
+event_world!(cron, "luge:worlds/cron-trigger");
 
 /// The pre-instance of a component as the world of the export it has.
 enum Pre {

@@ -30,6 +30,15 @@ fn publish_when_subscribed(redis: &RedisServer, channel: &str, message: &[u8]) {
     });
 }
 
+/// Events of `trigger` that ended one way or another (handled, failed,
+/// refused or dropped).
+fn ended(luge: &Luge, trigger: &str) -> f64 {
+    ["handled", "failed", "refused", "dropped"]
+        .iter()
+        .map(|result| events(luge, trigger, result))
+        .sum()
+}
+
 fn events(luge: &Luge, trigger: &str, result: &str) -> f64 {
     luge.metric(&format!(
         "luge_trigger_events_total{{trigger=\"{trigger}\",result=\"{result}\"}}"
@@ -162,10 +171,7 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     // A flood beyond the trigger's bound (8 in flight): the rest is
     // dropped and counted, every message is accounted for, and HTTP is
     // answered meanwhile.
-    let before: f64 = ["handled", "failed", "refused", "dropped"]
-        .iter()
-        .map(|r| events(&luge, "trigger.redis[0]", r))
-        .sum();
+    let before = ended(&luge, "trigger.redis[0]");
     let received_before = events(&luge, "trigger.redis[0]", "received");
     for _ in 0..40 {
         redis.publish("messages", b"sleep:300").unwrap();
@@ -173,10 +179,7 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     let (status, body) = luge.request("GET", "/hello", b"");
     assert_eq!((status, body.as_slice()), (200, &b"Hello, Spin app\n"[..]));
     eventually("all 40 accounted for", || {
-        let after: f64 = ["handled", "failed", "refused", "dropped"]
-            .iter()
-            .map(|r| events(&luge, "trigger.redis[0]", r))
-            .sum();
+        let after = ended(&luge, "trigger.redis[0]");
         after - before == 40.0
     });
     assert_eq!(
@@ -406,10 +409,7 @@ max_in_flight = 16
         "{ok} of {sent}"
     );
     eventually("every message accounted for", || {
-        let done: f64 = ["handled", "failed", "refused", "dropped"]
-            .iter()
-            .map(|r| events(&luge, "triggers[0]", r))
-            .sum();
+        let done = ended(&luge, "triggers[0]");
         done == events(&luge, "triggers[0]", "received") && done >= 100_001.0
     });
     assert!(events(&luge, "triggers[0]", "handled") >= 1.0);
