@@ -21,6 +21,7 @@ use crate::dispatch;
 use crate::http::{self, Response};
 use crate::metrics::{self, Metrics};
 use crate::router::Api;
+use crate::telemetry::Span;
 
 /// What this process hosts.
 pub(crate) enum Mode {
@@ -97,6 +98,7 @@ impl App {
             Arc::clone(&settings.registry),
             Arc::clone(&settings.scheduler),
             state,
+            settings.telemetry.clone(),
         );
         let api = match &mode {
             Mode::Proxy(_) => Api::proxy(),
@@ -266,12 +268,16 @@ impl App {
         invocation: Invocation,
         arrived: Instant,
         deadline: Instant,
+        span: &Span,
     ) -> Result<Outcome, Response> {
         let place = self
             .admit(tree, &invocation.action.name)
-            .map_err(|refused| self.overloaded(refused))?;
+            .map_err(|refused| {
+                span.refused("admission refused");
+                self.overloaded(refused)
+            })?;
         Ok(self
-            .execute_admitted(module, invocation, arrived, deadline, place)
+            .execute_admitted(module, invocation, arrived, deadline, place, span)
             .await)
     }
 
@@ -298,20 +304,24 @@ impl App {
     pub(crate) async fn execute_admitted(
         &self,
         module: Arc<dyn LoadedModule>,
-        invocation: Invocation,
+        mut invocation: Invocation,
         arrived: Instant,
         deadline: Instant,
         place: Admitted,
+        span: &Span,
     ) -> Outcome {
         let action = Arc::clone(&invocation.action);
         let cancel = invocation.cancel.clone();
+        invocation.trace = span.trace();
         let sandbox = module.start(invocation, self.settings.preemption);
-        self.execute_started(&action, cancel, sandbox, arrived, deadline, place)
+        self.execute_started(&action, cancel, sandbox, arrived, deadline, place, span)
             .await
     }
 
     /// Schedules and records a sandbox already started for `action` (an
-    /// HTTP handler's, or [`App::execute_admitted`]'s).
+    /// HTTP handler's, or [`App::execute_admitted`]'s), ending `span`
+    /// (whose trace the sandbox was started with) with its outcome.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn execute_started(
         &self,
         action: &luge_core::Action,
@@ -320,6 +330,7 @@ impl App {
         arrived: Instant,
         deadline: Instant,
         place: Admitted,
+        span: &Span,
     ) -> Outcome {
         // Dropped unfinished when the client goes away: counted there, as
         // the invocation is cancelled (see dispatch::run).
@@ -339,12 +350,35 @@ impl App {
         .await;
         in_flight.finished = true;
         let outcome = dispatched.outcome;
+        let elapsed = arrived.elapsed();
         self.metrics.observe(
             &action.name,
             &outcome.termination,
-            arrived.elapsed(),
+            elapsed,
             dispatched.queue_delay,
         );
+        if let Some(telemetry) = &self.settings.telemetry {
+            telemetry.function_log(
+                &action.name,
+                luge_telemetry::Stream::Stderr,
+                &outcome.stderr,
+                span.get(),
+            );
+            telemetry.invoked(luge_telemetry::Invoked {
+                function: &action.name,
+                trigger: span.trigger(),
+                duration: elapsed,
+                failed: outcome.termination != luge_core::Termination::Exited(0),
+                timed_out: matches!(outcome.termination, luge_core::Termination::TimedOut(_)),
+                cold: false,
+            });
+            span.dispatched(
+                arrived,
+                dispatched.submitted,
+                dispatched.queue_delay,
+                &outcome,
+            );
+        }
         tracing::debug!(
             function = %action.name,
             termination = ?outcome.termination,

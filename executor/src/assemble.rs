@@ -27,6 +27,7 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
             common.refuse_serve_only()?;
             let listen = common.listen.unwrap_or(DEFAULT_LISTEN);
             let mut settings = common.settings(&[])?;
+            settings.telemetry = crate::telemetry::start(None, None)?;
             // OpenWhisk starts an action container with `__OW_API_HOST` (and
             // the operator's `__OW_*` extras) in its environment; the action
             // sees them, under what its init and run set.
@@ -79,7 +80,11 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
             .into_iter()
             .filter_map(|(what, path)| Some((what, path?)))
             .collect();
-            let settings = common.settings(&secrets)?;
+            let mut settings = common.settings(&secrets)?;
+            settings.telemetry = crate::telemetry::start(
+                config.as_ref().and_then(|c| c.telemetry.as_ref()),
+                config.as_ref().map(|c| c.file.as_path()),
+            )?;
             let store = store_dir.as_deref().map(FunctionStore::open).transpose()?;
             let state_store = Arc::new(
                 luge_state::StateStore::open(&state)

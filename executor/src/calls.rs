@@ -19,6 +19,9 @@ use luge_host::{Function, FunctionHost};
 
 use crate::admission::Tree;
 use crate::app::{App, log_stderr};
+use crate::telemetry::{Span, Trigger};
+use luge_core::trace::{HostCall, HostSpan};
+use luge_telemetry::{KeyValue, Parent};
 
 /// One invocation's calls.
 pub(crate) struct HostCalls {
@@ -37,6 +40,9 @@ pub(crate) struct HostCalls {
     pub request_id: u64,
     /// Where callees are started: they run at once, not when awaited.
     pub runtime: tokio::runtime::Handle,
+    /// The calling invocation's span: each call is a client span in its
+    /// trace, and the callee's span that call's child.
+    pub span: Span,
 }
 
 impl Calls for HostCalls {
@@ -61,6 +67,7 @@ impl HostCalls {
         tree: &Arc<Tree>,
         deadline: Instant,
         request_id: u64,
+        span: &Span,
     ) -> Option<Arc<dyn Calls>> {
         let host = app.function_host()?;
         Some(Arc::new(Self {
@@ -72,6 +79,7 @@ impl HostCalls {
             deadline,
             request_id,
             runtime: app.settings.runtime.clone(),
+            span: span.clone(),
         }))
     }
 
@@ -105,11 +113,35 @@ impl HostCalls {
         let deadline = self
             .deadline
             .min(arrived + callee.action.sched.relative_deadline_or_default());
+        // The call in the caller's trace, and the callee's invocation its
+        // child (never from a header the caller set: a function cannot
+        // attach a callee to another trace).
+        let trace = self.span.trace();
+        let call = HostSpan::start(trace.as_ref(), HostCall::Call, format!("call {name}"));
+        let parent = call
+            .as_ref()
+            .and_then(|c| Parent::parse(&c.traceparent(), c.tracestate()));
+        let span = Span::start(
+            self.app.settings.telemetry.as_ref(),
+            || callee.name.clone(),
+            &callee.name,
+            Trigger::Other,
+            parent,
+            arrived,
+        );
+        span.set(|| {
+            vec![
+                KeyValue::new("faas.invocation_id", self.request_id.to_string()),
+                KeyValue::new("luge.caller", self.caller.name.clone()),
+            ]
+        });
         Ok(Admitted {
             callee,
             place,
             arrived,
             deadline,
+            call,
+            span,
         })
     }
 
@@ -121,8 +153,10 @@ impl HostCalls {
         arrived: Instant,
         deadline: Instant,
         input: Vec<u8>,
+        span: &Span,
     ) -> Invocation {
         Invocation {
+            trace: span.trace(),
             env: vec![
                 ("LUGE_REQUEST_ID".to_owned(), self.request_id.to_string()),
                 ("LUGE_CALLER".to_owned(), self.caller.name.clone()),
@@ -137,6 +171,7 @@ impl HostCalls {
                 deadline,
                 request_id: self.request_id,
                 runtime: self.runtime.clone(),
+                span: span.clone(),
             })),
             ..Invocation::new(Arc::clone(&callee.action), input)
         }
@@ -166,8 +201,10 @@ impl HostCalls {
             place,
             arrived,
             deadline,
+            call,
+            span,
         } = self.admit_callee(name, true)?;
-        let invocation = self.callee_invocation(&callee, arrived, deadline, Vec::new());
+        let invocation = self.callee_invocation(&callee, arrived, deadline, Vec::new(), &span);
         let cancel = invocation.cancel.clone();
         let path = request.uri().path().to_owned();
         let limit = self.app.settings.max_body_bytes;
@@ -188,8 +225,9 @@ impl HostCalls {
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
         let running = self.runtime.spawn(async move {
             let outcome = app
-                .execute_started(&action, cancel, sandbox, arrived, deadline, place)
+                .execute_started(&action, cancel, sandbox, arrived, deadline, place, &span)
                 .await;
+            drop(call);
             log_stderr(&callee.name, request_id, &outcome.stderr);
             let status = CallStatus::of(&outcome.termination);
             app.metrics
@@ -252,8 +290,10 @@ impl HostCalls {
             place,
             arrived,
             deadline,
+            call,
+            span,
         } = self.admit_callee(name, false)?;
-        let invocation = self.callee_invocation(&callee, arrived, deadline, input);
+        let invocation = self.callee_invocation(&callee, arrived, deadline, input, &span);
         let app = Arc::clone(&self.app);
         let (caller, request_id) = (self.caller.name.clone(), self.request_id);
         let metrics_app = Arc::clone(&app);
@@ -299,6 +339,8 @@ impl HostCalls {
                     deadline,
                 );
                 drop(place);
+                span.end(&outcome);
+                drop(call);
                 report(&callee, "fused", outcome)
             }));
         }
@@ -310,8 +352,10 @@ impl HostCalls {
                     arrived,
                     deadline,
                     place,
+                    &span,
                 )
                 .await;
+            drop(call);
             report(&callee, "scheduled", outcome)
         });
         // A call nobody can wait for any more (its caller ended, trapped
@@ -333,6 +377,10 @@ struct Admitted {
     place: crate::admission::Admitted,
     arrived: Instant,
     deadline: Instant,
+    /// The call's span in the caller's trace (ended when the callee is).
+    call: Option<HostSpan>,
+    /// The callee's invocation span.
+    span: Span,
 }
 
 /// Aborts a spawned callee when its [`PendingCall`] is dropped unfinished.

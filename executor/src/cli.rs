@@ -104,6 +104,9 @@ pub struct Settings {
     /// Callees whose p90 is at most this run fused (see
     /// `--fuse-calls-under-us`); zero: none.
     pub fuse_calls_under: Duration,
+    /// OpenTelemetry export, when on (from the environment; `luge serve`
+    /// adds its config's `[telemetry]`).
+    pub telemetry: Option<luge_telemetry::Telemetry>,
 }
 
 impl Options {
@@ -392,6 +395,7 @@ impl Options {
             },
             connections,
             fuse_calls_under: Duration::from_micros(self.fuse_calls_under_us.unwrap_or(0)),
+            telemetry: None,
         })
     }
 }

@@ -17,6 +17,8 @@ const PARKED_GRACE: Duration = Duration::from_millis(50);
 pub struct Dispatched {
     /// The sandbox's outcome.
     pub outcome: Outcome,
+    /// When it was submitted to the scheduler.
+    pub submitted: Instant,
     /// Time from submission until a worker first polled the sandbox.
     pub queue_delay: Duration,
 }
@@ -74,12 +76,14 @@ pub async fn run(
             // The requester may have gone away meanwhile; nothing to tell.
             let _ = done.send(Dispatched {
                 outcome,
+                submitted,
                 queue_delay,
             });
         }),
     });
     let dispatched = outcome.await.unwrap_or_else(|_| Dispatched {
         outcome: Outcome::failed("internal executor error: the invocation was lost"),
+        submitted,
         queue_delay: submitted.elapsed(),
     });
     cancel_on_drop.disarm();

@@ -19,6 +19,8 @@ use crate::dispatch::UnlessDisarmed;
 use crate::http::{self, Request, Response};
 use crate::invocation::{failure_message, failure_status, relative_deadline};
 use crate::protocol::Handler;
+use crate::telemetry::{Span, Trigger};
+use luge_telemetry::KeyValue;
 
 /// A function that is an HTTP handler, on the route a request matched.
 pub(crate) struct HttpHandler(pub(crate) RouteMatch);
@@ -28,8 +30,9 @@ impl Handler for HttpHandler {
     /// its response streamed back.
     async fn serve(self, app: &Arc<App>, mut request: Request, request_id: u64) -> Response {
         crate::route_headers::set(&mut request, &self.0);
-        let function = self.0.function;
         let arrived = Instant::now();
+        let span = http_span(app, &request, &self.0, request_id, arrived);
+        let function = self.0.function;
         let action = Arc::clone(&function.action);
         let relative = match relative_deadline(
             request.headers(),
@@ -49,16 +52,26 @@ impl Handler for HttpHandler {
         let tree = Tree::new(&function.name);
         let place = match app.admit(&tree, &action.name) {
             Ok(place) => place,
-            Err(refused) => return app.overloaded(refused),
+            Err(refused) => {
+                span.refused("admission refused");
+                return app.overloaded(refused);
+            }
         };
         // Its outgoing requests to other functions (service chaining) are
         // calls of this request's tree.
-        let calls =
-            crate::calls::HostCalls::root(app, &function, &tree, arrived + relative, request_id);
+        let calls = crate::calls::HostCalls::root(
+            app,
+            &function,
+            &tree,
+            arrived + relative,
+            request_id,
+            &span,
+        );
         let invocation = Invocation {
             env: vec![("LUGE_REQUEST_ID".to_owned(), request_id.to_string())],
             state: app.state_session(&function, arrived),
             calls,
+            trace: span.trace(),
             ..Invocation::new(Arc::clone(&action), Vec::new())
         };
         let cancel = invocation.cancel.clone();
@@ -79,9 +92,12 @@ impl Handler for HttpHandler {
         // It reports its own outcome (stderr, a failure) as it ends,
         // whether or not its response was answered by then.
         let function_name = function.name.clone();
+        let run_span = span.clone();
         let run = tokio::spawn(async move {
             let outcome = app
-                .execute_started(&action, cancel, sandbox, arrived, deadline, place)
+                .execute_started(
+                    &action, cancel, sandbox, arrived, deadline, place, &run_span,
+                )
                 .await;
             report(&function_name, request_id, &outcome);
             outcome
@@ -95,6 +111,10 @@ impl Handler for HttpHandler {
             Ok(answer) => {
                 // Its task runs on to the end of the body and reports.
                 drop(run);
+                if let Ok(response) = &answer {
+                    let status = i64::from(response.status().as_u16());
+                    span.set(|| vec![KeyValue::new("http.response.status_code", status)]);
+                }
                 answer.unwrap_or_else(|error| {
                     tracing::warn!(function = %name, %error, "handler answered an error");
                     http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
@@ -119,6 +139,29 @@ impl Handler for HttpHandler {
             },
         }
     }
+}
+
+/// The span of a request to a handler on `route`: `{method} {route}`, in
+/// its client's trace, with OpenTelemetry's HTTP server attributes.
+fn http_span(app: &App, request: &Request, route: &RouteMatch, id: u64, arrived: Instant) -> Span {
+    let method = request.method().as_str();
+    let span = Span::start(
+        app.settings.telemetry.as_ref(),
+        || format!("{method} {}", route.route),
+        &route.function.name,
+        Trigger::Http,
+        luge_telemetry::Parent::from_headers(request.headers()),
+        arrived,
+    );
+    span.set(|| {
+        vec![
+            KeyValue::new("http.request.method", method.to_owned()),
+            KeyValue::new("http.route", route.route.clone()),
+            KeyValue::new("url.path", request.uri().path().to_owned()),
+            KeyValue::new("faas.invocation_id", id.to_string()),
+        ]
+    });
+    span
 }
 
 /// Logs a handler's stderr and, when it failed, why.

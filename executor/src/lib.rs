@@ -51,6 +51,7 @@ pub mod run;
 mod runtime_config;
 pub mod serve;
 pub mod standalone;
+mod telemetry;
 mod triggers;
 
 use tracing_subscriber::EnvFilter;
@@ -141,6 +142,8 @@ mod layers {
             ("calls", "invocation"),
             ("triggers", "invocation"),
             ("invocation", "app"),
+            ("app", "telemetry"),
+            ("handler", "telemetry"),
         ] {
             assert!(below(upper, lower), "{lower} imports {upper}");
         }

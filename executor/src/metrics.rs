@@ -199,6 +199,7 @@ impl Metrics {
         modules: Arc<ModuleRegistry>,
         scheduler: Arc<Scheduler>,
         state: Option<Arc<luge_state::StateStore>>,
+        telemetry: Option<luge_telemetry::Telemetry>,
     ) -> Self {
         let mut registry = Registry::with_prefix("luge");
         let invocations = Family::<OutcomeLabels, ShardedCounter>::default();
@@ -253,6 +254,7 @@ impl Metrics {
             modules,
             scheduler,
             state,
+            telemetry,
         }));
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Self {
@@ -446,6 +448,7 @@ struct Pulled {
     modules: Arc<ModuleRegistry>,
     scheduler: Arc<Scheduler>,
     state: Option<Arc<luge_state::StateStore>>,
+    telemetry: Option<luge_telemetry::Telemetry>,
 }
 
 fn counter(
@@ -565,6 +568,30 @@ impl Collector for Pulled {
         for (function, stats) in &functions {
             let labels = [("function", function.as_str())];
             ConstCounter::new(stats.deadline_misses).encode(family.encode_family(&labels)?)?;
+        }
+
+        if let Some(telemetry) = &self.telemetry {
+            let records = ConstCounter::new(0u64);
+            let mut family = encoder.encode_descriptor(
+                "telemetry_records",
+                "OpenTelemetry spans and log records by what became of them: exported, dropped (the export queue was full) or failed (the collector refused or was too slow).",
+                None,
+                records.metric_type(),
+            )?;
+            for (signal, counts) in [
+                ("traces", telemetry.span_counts()),
+                ("logs", telemetry.log_counts()),
+            ] {
+                let (exported, dropped, failed) = counts.snapshot();
+                for (result, n) in [
+                    ("exported", exported),
+                    ("dropped", dropped),
+                    ("failed", failed),
+                ] {
+                    let labels = [("signal", signal), ("result", result)];
+                    ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+                }
+            }
         }
         Ok(())
     }

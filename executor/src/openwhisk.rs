@@ -16,6 +16,8 @@ use crate::dispatch;
 use crate::http::{self, Request, Response};
 use crate::protocol::Handler;
 use crate::router::Endpoint;
+use crate::telemetry::{Span, Trigger};
+use luge_telemetry::KeyValue;
 
 /// The handler of one OpenWhisk endpoint: `endpoint`, with its `{id}`.
 pub(crate) struct OpenWhisk {
@@ -47,6 +49,7 @@ impl Handler for OpenWhisk {
     async fn serve(self, app: &Arc<App>, request: Request, _request_id: u64) -> Response {
         let method = request.method().clone();
         let query = request.uri().query().map(str::to_owned);
+        let parent = luge_telemetry::Parent::from_headers(request.headers());
         let body = match http::read_body(request, app.settings.max_body_bytes).await {
             Ok(body) => body,
             Err(refused) => return refused,
@@ -56,7 +59,9 @@ impl Handler for OpenWhisk {
             (Endpoint::ProxyInit, Mode::Proxy(container)) => {
                 init(app, body, Arc::clone(container)).await
             }
-            (Endpoint::ProxyRun, Mode::Proxy(container)) => run(app, &body, container).await,
+            (Endpoint::ProxyRun, Mode::Proxy(container)) => {
+                run(app, &body, container, parent).await
+            }
             (Endpoint::ContainerInit, Mode::Serve { containers, .. }) => {
                 match containers.get_or_create(id) {
                     Ok(hosted) => init(app, body, Arc::clone(&hosted.container)).await,
@@ -64,7 +69,7 @@ impl Handler for OpenWhisk {
                 }
             }
             (Endpoint::ContainerRun, Mode::Serve { containers, .. }) => match containers.get(id) {
-                Ok(hosted) => run(app, &body, &hosted.container).await,
+                Ok(hosted) => run(app, &body, &hosted.container, parent).await,
                 Err(reply) => http::reply(reply),
             },
             (Endpoint::ContainerDestroy, Mode::Serve { containers, .. }) => {
@@ -119,16 +124,46 @@ async fn init(app: &App, body: Bytes, container: Arc<Container>) -> Response {
 }
 
 /// `/run`: one activation, admitted and scheduled like every invocation.
-async fn run(app: &App, body: &[u8], container: &Container) -> Response {
+async fn run(
+    app: &App,
+    body: &[u8],
+    container: &Container,
+    parent: Option<luge_telemetry::Parent>,
+) -> Response {
+    let arrived = Instant::now();
     let prepared = match container.prepare_run(body) {
         Ok(prepared) => prepared,
         Err(reply) => return http::reply(reply),
     };
-    let arrived = Instant::now();
     let deadline = prepared.deadline(arrived);
     let calls = Arc::clone(&prepared.calls);
+    let cold = prepared.cold;
     let mut invocation = prepared.invocation;
     invocation.state = app.container_state(&invocation, arrived);
+    // The activation's span: named by the OpenWhisk action, its
+    // activation id as `faas.invocation_id`.
+    let env = &invocation.env;
+    let action = luge_openwhisk::activation::get(env, "__OW_ACTION_NAME")
+        .unwrap_or(invocation.action.name.as_str())
+        .to_owned();
+    let span = Span::start(
+        app.settings.telemetry.as_ref(),
+        || action.clone(),
+        &action,
+        Trigger::Http,
+        parent,
+        arrived,
+    );
+    span.set(|| {
+        let mut attributes = vec![KeyValue::new("faas.coldstart", cold)];
+        if let Some(id) = luge_openwhisk::activation::get(env, "__OW_ACTIVATION_ID") {
+            attributes.push(KeyValue::new("faas.invocation_id", id.to_owned()));
+        }
+        if let Some(namespace) = luge_openwhisk::activation::namespace(env) {
+            attributes.push(KeyValue::new("cloud.account.id", namespace.to_owned()));
+        }
+        attributes
+    });
     // The tenant is the activation's namespace (the invoker sends it), else
     // the action: admission places are shared fairly between namespaces.
     let tree = Tree::new(
@@ -136,7 +171,7 @@ async fn run(app: &App, body: &[u8], container: &Container) -> Response {
             .unwrap_or(invocation.action.name.as_str()),
     );
     match app
-        .execute(&tree, prepared.module, invocation, arrived, deadline)
+        .execute(&tree, prepared.module, invocation, arrived, deadline, &span)
         .await
     {
         Ok(outcome) => http::reply(container.finish_run(&outcome, &calls)),

@@ -19,6 +19,8 @@ use crate::dispatch;
 use crate::http::{self, Request, Response};
 use crate::invocation::{failure_message, failure_status, relative_deadline};
 use crate::protocol::Handler;
+use crate::telemetry::{Span, Trigger};
+use luge_telemetry::KeyValue;
 
 pub use crate::invocation::DEADLINE_HEADER;
 
@@ -90,6 +92,7 @@ impl Handler for FunctionRoute {
         let matched = self.0;
         let function = Arc::clone(&matched.function);
         let arrived = Instant::now();
+        let span = route_span(app, &input, &matched.route, &function.name, arrived);
         let action = &function.action;
         let relative = action.sched.relative_deadline_or_default();
         let (stdin, relative) = match request_input(&input, relative) {
@@ -107,18 +110,27 @@ impl Handler for FunctionRoute {
                     &tree,
                     arrived + relative,
                     input.request_id,
+                    &span,
                 )
             })
             .flatten();
         let invocation = Invocation {
             env: request_env(&input, Some(&matched), None),
             calls,
+            trace: span.trace(),
             state: app.state_session(&function, arrived),
             ..Invocation::new(Arc::clone(action), stdin)
         };
         let module = Arc::clone(&function.module);
         let outcome = match app
-            .execute(&tree, module, invocation, arrived, arrived + relative)
+            .execute(
+                &tree,
+                module,
+                invocation,
+                arrived,
+                arrived + relative,
+                &span,
+            )
             .await
         {
             Ok(outcome) => outcome,
@@ -134,6 +146,28 @@ impl Handler for FunctionRoute {
     }
 }
 
+/// The span of a request to a function or chain on `route`: `{method}
+/// {route}`, in its client's trace.
+fn route_span(app: &App, input: &HttpInput, route: &str, name: &str, arrived: Instant) -> Span {
+    let method = input.method.as_str();
+    let span = Span::start(
+        app.settings.telemetry.as_ref(),
+        || format!("{method} {route}"),
+        name,
+        Trigger::Http,
+        luge_telemetry::Parent::from_headers(&input.headers),
+        arrived,
+    );
+    span.set(|| {
+        vec![
+            KeyValue::new("http.request.method", method.to_owned()),
+            KeyValue::new("http.route", route.to_owned()),
+            KeyValue::new("faas.invocation_id", input.request_id.to_string()),
+        ]
+    });
+    span
+}
+
 impl Handler for ChainRoute {
     /// Runs the chain's stages in turn, each one's stdout the next one's
     /// stdin, all under the chain's deadline and one admission place, and
@@ -146,6 +180,7 @@ impl Handler for ChainRoute {
         };
         let chain = self.0;
         let arrived = Instant::now();
+        let span = route_span(app, &input, &chain.path, &chain.path, arrived);
         let (mut data, relative) = match request_input(&input, chain.relative_deadline) {
             Ok(prepared) => prepared,
             Err((status, message)) => return http::json_error(status, message),
@@ -154,11 +189,24 @@ impl Handler for ChainRoute {
         // halfway through.
         let place = match app.admit(&Tree::new(&chain.path), &chain.path) {
             Ok(place) => place,
-            Err(refused) => return app.overloaded(refused),
+            Err(refused) => {
+                span.refused("admission refused");
+                return app.overloaded(refused);
+            }
         };
         let deadline = arrived + relative;
         for (index, function) in chain.stages.iter().enumerate() {
             let stage = index + 1;
+            let started = Instant::now();
+            let stage_span = Span::start(
+                app.settings.telemetry.as_ref(),
+                || function.name.clone(),
+                &function.name,
+                Trigger::Other,
+                span.parent(),
+                started,
+            );
+            stage_span.set(|| vec![KeyValue::new("luge.chain_stage", stage as i64)]);
             let invocation = Invocation {
                 env: request_env(&input, None, Some(stage)),
                 state: app.state_session(function, Instant::now()),
@@ -168,9 +216,10 @@ impl Handler for ChainRoute {
                 .execute_admitted(
                     Arc::clone(&function.module),
                     invocation,
-                    Instant::now(),
+                    started,
                     deadline,
                     place.clone(),
+                    &stage_span,
                 )
                 .await;
             log_stderr(&function.name, input.request_id, &outcome.stderr);
@@ -186,10 +235,17 @@ impl Handler for ChainRoute {
                 response
                     .headers_mut()
                     .insert(CHAIN_STAGE_HEADER, HeaderValue::from(stage));
+                span.end(&outcome);
                 return response;
             }
             data = outcome.stdout;
         }
+        span.end(&luge_core::Outcome {
+            termination: Termination::Exited(0),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            elapsed: arrived.elapsed(),
+        });
         success(data, chain.content_type())
     }
 }

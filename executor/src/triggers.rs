@@ -32,6 +32,8 @@ use luge_trigger::{EventSource, Handled, Handling, Sink};
 
 use crate::admission::Tree;
 use crate::app::{App, log_stderr};
+use crate::telemetry::{self, Span};
+use luge_telemetry::KeyValue;
 
 /// A trigger's side of its source.
 struct Trigger(Arc<Inner>);
@@ -326,11 +328,43 @@ impl Inner {
     async fn run(&self, event: &Event, id: u64, arrived: Instant) -> Handled {
         let app = &self.app;
         let function = &self.function;
+        let span = Span::start(
+            app.settings.telemetry.as_ref(),
+            || format!("{} process", self.name),
+            &function.name,
+            match event.kind {
+                EventKind::Cron { .. } => telemetry::Trigger::Timer,
+                _ => telemetry::Trigger::PubSub,
+            },
+            None,
+            arrived,
+        );
+        span.set(|| {
+            let mut attributes = vec![
+                KeyValue::new("faas.invocation_id", id.to_string()),
+                KeyValue::new("luge.trigger", self.name.clone()),
+            ];
+            match &event.kind {
+                EventKind::Cron { timestamp } => {
+                    attributes.push(KeyValue::new("faas.cron", self.name.clone()));
+                    attributes.push(KeyValue::new("faas.time", *timestamp as i64));
+                }
+                kind => {
+                    attributes.push(KeyValue::new("messaging.system", kind.trigger()));
+                    attributes.push(KeyValue::new(
+                        "messaging.destination.name",
+                        kind.subject().to_owned(),
+                    ));
+                }
+            }
+            attributes
+        });
         let tree = Tree::new(&function.name);
         let place = match app.admit(&tree, &function.name) {
             Ok(place) => place,
             Err(refused) => {
                 tracing::warn!(trigger = %self.name, event = id, %refused, "event refused");
+                span.refused("admission refused");
                 return Handled::Refused;
             }
         };
@@ -338,7 +372,7 @@ impl Inner {
         let action = Arc::clone(&function.action);
         let module = Arc::clone(&function.module);
         // As on a route: calls (and a handler's service chaining).
-        let calls = crate::calls::HostCalls::root(app, function, &tree, deadline, id);
+        let calls = crate::calls::HostCalls::root(app, function, &tree, deadline, id, &span);
         let mut env = luge_core::event::environment(event, id);
         env.push(("LUGE_TRIGGER_NAME".to_owned(), self.name.clone()));
         let takes_export = module.event_export().is_some();
@@ -347,6 +381,7 @@ impl Inner {
             env,
             calls,
             state: app.state_session(function, arrived),
+            trace: span.trace(),
             ..Invocation::new(
                 Arc::clone(&action),
                 if takes_export || http {
@@ -377,7 +412,7 @@ impl Inner {
             (module.start(invocation, preemption), None)
         };
         let outcome = app
-            .execute_started(&action, cancel, sandbox, arrived, deadline, place)
+            .execute_started(&action, cancel, sandbox, arrived, deadline, place, &span)
             .await;
         let lag = arrived.elapsed().saturating_sub(outcome.elapsed);
         let lag = match event.kind {

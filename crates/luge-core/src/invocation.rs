@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::action::Action;
 use crate::calls::Calls;
 use crate::state::State;
+use crate::trace::Trace;
 
 /// The per-invocation input; the action's configuration is shared.
 #[derive(Clone)]
@@ -27,6 +28,9 @@ pub struct Invocation {
     /// refused as not granted). Dropped when the invocation ends, which
     /// releases its locks.
     pub state: Option<Arc<dyn State>>,
+    /// This invocation's trace, where the engine and host calls record
+    /// their spans (`None`: not traced, nothing recorded).
+    pub trace: Option<Arc<dyn Trace>>,
 }
 
 impl std::fmt::Debug for Invocation {
@@ -37,6 +41,7 @@ impl std::fmt::Debug for Invocation {
             .field("env", &self.env)
             .field("calls", &self.calls.is_some())
             .field("state", &self.state.is_some())
+            .field("traced", &self.trace.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +96,7 @@ impl Invocation {
             cancel: Cancellation::default(),
             calls: None,
             state: None,
+            trace: None,
         }
     }
 }

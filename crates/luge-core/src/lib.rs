@@ -50,6 +50,7 @@ pub mod runtime;
 pub mod start;
 pub mod state;
 pub mod teardown;
+pub mod trace;
 
 pub use action::Action;
 pub use capabilities::{Capabilities, DirGrant, DirMode, GrantError};

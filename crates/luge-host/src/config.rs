@@ -27,6 +27,9 @@
 //! [[triggers]]
 //! function = "ingest"
 //! mqtt = { address = "mqtt://127.0.0.1:1883", topic = "sensors/#" }
+//!
+//! [telemetry]                # OpenTelemetry (the executor reads it)
+//! endpoint = "http://127.0.0.1:4317"
 //! ```
 //!
 //! Every error names the file and the key (or line) and says what is wrong;
@@ -95,6 +98,9 @@ pub struct Config<S = toml::Table> {
     pub functions: Vec<crate::trigger::TriggeredFunction>,
     /// `[[triggers]]`, each naming a function of `routes` or `functions`.
     pub triggers: Vec<crate::trigger::ConfiguredTrigger>,
+    /// `[telemetry]`, as written: the executor reads it as
+    /// `luge_telemetry::TelemetryTable` (this crate knows no exporter).
+    pub telemetry: Option<toml::Table>,
 }
 
 /// `[state]`: where functions' shared state lives, and its quotas.
@@ -129,6 +135,7 @@ struct RawConfig<S> {
     functions: Vec<FunctionSpec>,
     #[serde(default)]
     triggers: Vec<toml::Table>,
+    telemetry: Option<toml::Table>,
 }
 
 impl<S: ServerTable> Config<S> {
@@ -299,6 +306,7 @@ impl<S: ServerTable> Config<S> {
             state,
             functions,
             triggers,
+            telemetry: raw.telemetry,
         })
     }
 }

@@ -6,7 +6,8 @@
 /// The prefix of every OpenWhisk context variable.
 pub const PREFIX: &str = "__OW_";
 
-fn get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+/// The value of `key` in `env`, an activation's `__OW_*` variables.
+pub fn get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
     env.iter()
         .find(|(k, _)| k == key)
         .map(|(_, value)| value.as_str())

@@ -41,6 +41,8 @@ enum State {
 pub struct Container {
     state: Mutex<State>,
     logs: Arc<dyn LogSink>,
+    /// Runs prepared since its init: the first is its cold start.
+    runs: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Container {
@@ -60,6 +62,9 @@ pub struct PreparedRun {
     /// The invocation's calls, all refused: give it to
     /// [`Container::finish_run`] so the activation's log says why.
     pub calls: Arc<Refused>,
+    /// Whether it is the container's first run since its init (a cold
+    /// start, as `faas.coldstart` means it).
+    pub cold: bool,
 }
 
 /// Why an action may not call other functions: it has no way to reach them
@@ -98,6 +103,7 @@ impl Container {
         Self {
             state: Mutex::new(State::Empty),
             logs,
+            runs: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -202,11 +208,13 @@ impl Container {
         invocation.env = request.context;
         let calls = Arc::new(Refused::new(CALLS_REFUSED));
         invocation.calls = Some(Arc::clone(&calls) as Arc<dyn luge_core::calls::Calls>);
+        let runs = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(PreparedRun {
             module: Arc::clone(&ready.module),
             invocation,
             deadline_ms: request.deadline_ms,
             calls,
+            cold: runs == 0,
         })
     }
 

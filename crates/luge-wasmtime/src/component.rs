@@ -50,6 +50,14 @@ pub struct ComponentState {
     /// `wasi:config/store` and `spin:variables`: the action, whose
     /// variables they are.
     action: Arc<luge_core::Action>,
+    /// When the instance was ready (see [`instantiated`]): where the
+    /// invocation's `luge.instantiate` phase ends and `luge.run` begins.
+    instantiated: Option<Instant>,
+}
+
+/// Marks `store`'s instance ready, for the invocation's trace.
+pub(crate) fn instantiated(store: &mut Store<ComponentState>) {
+    store.data_mut().instantiated = Some(Instant::now());
 }
 
 impl ComponentState {
@@ -71,6 +79,7 @@ impl ComponentState {
             table: &mut self.table,
             action: &self.action,
             deadline: self.hooks.deadline,
+            trace: self.hooks.trace.as_ref(),
         }
     }
 }
@@ -307,6 +316,18 @@ impl Shared {
             let _running = self.ticker.enter();
             body(&mut sandbox.store).await
         };
+        if let Some(trace) = invocation.trace.as_ref() {
+            let ready = sandbox.store.data().instantiated.unwrap_or(sandbox.started);
+            let kind = luge_core::trace::InstanceKind::Fresh;
+            luge_core::trace::phase(
+                Some(trace),
+                "luge.instantiate",
+                sandbox.started,
+                ready,
+                vec![("luge.instance", kind.as_str().into())],
+            );
+            luge_core::trace::phase(Some(trace), "luge.run", ready, Instant::now(), Vec::new());
+        }
         sandbox.finish(result, invocation)
     }
 
@@ -343,10 +364,12 @@ impl Shared {
                     deadline: started + limits.timeout,
                     sent: 0,
                     calls: invocation.calls.clone(),
+                    trace: invocation.trace.clone(),
                 },
                 state: invocation.state.clone(),
                 buckets: 0,
                 action: Arc::clone(&invocation.action),
+                instantiated: None,
             },
         );
         store.limiter(|state| &mut state.limiter);
@@ -476,6 +499,7 @@ impl CommandWorld for CommandPre<ComponentState> {
 
     async fn run(&self, store: &mut Store<ComponentState>) -> wasmtime::Result<Result<(), ()>> {
         let command = self.instantiate_async(&mut *store).await?;
+        instantiated(store);
         command.wasi_cli_run().call_run(&mut *store).await
     }
 }
@@ -530,6 +554,7 @@ impl ProxyComponent {
                 });
             let (request, outparam) = resources?;
             let proxy = pre.instantiate_async(&mut *store).await?;
+            instantiated(store);
             proxy
                 .wasi_http_incoming_handler()
                 .call_handle(&mut *store, request, outparam)
@@ -585,6 +610,9 @@ struct Hooks {
     /// Where a request to `http://NAME.luge.internal` goes: the host's
     /// calls (service chaining); `None` where the host offers none.
     calls: Option<Arc<dyn luge_core::calls::Calls>>,
+    /// The invocation's trace: each request is a client span in it, and
+    /// carries its context (W3C `traceparent`, replacing the guest's).
+    trace: Option<Arc<dyn luge_core::trace::Trace>>,
 }
 
 /// Outgoing requests one invocation may send: each holds a connection (a
@@ -635,8 +663,61 @@ impl WasiHttpHooks for Hooks {
             connect: options.and_then(|o| o.connect_timeout),
             first_byte: options.and_then(|o| o.first_byte_timeout),
         };
-        Box::new(send(Arc::clone(&self.action), request, bounds))
+        let mut request = request;
+        let span = client_span(self.trace.as_ref(), &mut request);
+        let sent = send(Arc::clone(&self.action), request, bounds);
+        Box::new(async move {
+            let mut span = span;
+            let sent = sent.await;
+            if let Some(span) = span.as_mut() {
+                match &sent {
+                    Ok((response, _)) => {
+                        let status = i64::from(response.status().as_u16());
+                        span.set("http.response.status_code", status);
+                        if status >= 500 {
+                            span.fail(format!("status {status}"));
+                        }
+                    }
+                    Err(e) => span.fail(e),
+                }
+            }
+            sent
+        })
     }
+}
+
+/// The client span of an outgoing request in `trace` (OpenTelemetry's
+/// HTTP client span: named by its method, the server's address and port,
+/// not the URL, whose query may hold a secret), its context set on the
+/// request in place of any the guest set.
+pub(crate) fn client_span<B>(
+    trace: Option<&Arc<dyn luge_core::trace::Trace>>,
+    request: &mut http::Request<B>,
+) -> Option<luge_core::trace::HostSpan> {
+    use luge_core::trace::{HostCall, HostSpan, TRACEPARENT, TRACESTATE};
+    let mut span = HostSpan::start(trace, HostCall::Http, request.method().as_str().to_owned())?;
+    let headers = request.headers_mut();
+    headers.remove(TRACESTATE);
+    if let Ok(value) = http::HeaderValue::from_str(&span.traceparent()) {
+        headers.insert(TRACEPARENT, value);
+    }
+    if let Some(state) = span
+        .tracestate()
+        .and_then(|s| http::HeaderValue::from_str(s).ok())
+    {
+        headers.insert(TRACESTATE, state);
+    }
+    span.set("http.request.method", request.method().as_str().to_owned());
+    if let Some(scheme) = request.uri().scheme_str() {
+        span.set("url.scheme", scheme.to_owned());
+    }
+    if let Some(authority) = request.uri().authority() {
+        span.set("server.address", authority.host().to_owned());
+        if let Some(port) = authority.port_u16() {
+            span.set("server.port", i64::from(port));
+        }
+    }
+    Some(span)
 }
 
 /// Sends `request` to the function `name` of this host through `calls`

@@ -20,9 +20,36 @@ pub struct ConnectionsView<'a> {
     pub(crate) table: &'a mut ResourceTable,
     pub(crate) action: &'a Arc<Action>,
     pub(crate) deadline: Instant,
+    /// The invocation's trace: each operation is a client span in it.
+    pub(crate) trace: Option<&'a Arc<dyn luge_core::trace::Trace>>,
 }
 
 impl ConnectionsView<'_> {
+    /// The span of one `operation` on a `system` (OpenTelemetry's
+    /// `db.system.name`: `postgresql`, `mysql`, `sqlite`, `redis`; or a
+    /// broker's), recorded when dropped; `None` when not traced. The
+    /// statement is not recorded: it may hold a secret.
+    pub(crate) fn span(
+        &self,
+        family: luge_core::trace::HostCall,
+        system: &'static str,
+        operation: &'static str,
+    ) -> Option<luge_core::trace::HostSpan> {
+        let mut span =
+            luge_core::trace::HostSpan::start(self.trace, family, format!("{operation} {system}"))?;
+        match family {
+            luge_core::trace::HostCall::Messaging => {
+                span.set("messaging.system", system);
+                span.set("messaging.operation.name", operation);
+            }
+            _ => {
+                span.set("db.system.name", system);
+                span.set("db.operation.name", operation);
+            }
+        }
+        Some(span)
+    }
+
     /// The action and the deadline, taken before awaiting an open.
     pub(crate) fn opening(&self) -> (Arc<Action>, Instant) {
         (Arc::clone(self.action), self.deadline)

@@ -112,6 +112,7 @@ impl EventComponent {
             let answer = match (&self.pre, event.kind) {
                 (Pre::Redis(pre), EventKind::Redis { .. }) => {
                     let guest = pre.instantiate_async(&mut *store).await?;
+                    crate::component::instantiated(store);
                     let payload = event.payload;
                     store
                         .run_concurrent(async move |store| {
@@ -125,6 +126,7 @@ impl EventComponent {
                 }
                 (Pre::Redis2(pre), EventKind::Redis { .. }) => {
                     let guest = pre.instantiate_async(&mut *store).await?;
+                    crate::component::instantiated(store);
                     let payload = event.payload;
                     store
                         .run_concurrent(async move |store| {
@@ -138,6 +140,7 @@ impl EventComponent {
                 }
                 (Pre::Mqtt(pre), EventKind::Mqtt { topic }) => {
                     let guest = pre.instantiate_async(&mut *store).await?;
+                    crate::component::instantiated(store);
                     let payload = event.payload;
                     let metadata = mqtt::spin::mqtt_trigger::spin_mqtt_types::Metadata { topic };
                     store
@@ -149,6 +152,7 @@ impl EventComponent {
                 }
                 (Pre::Cron(pre), EventKind::Cron { timestamp }) => {
                     let guest = pre.instantiate_async(&mut *store).await?;
+                    crate::component::instantiated(store);
                     let metadata = cron::fermyon::spin_cron::cron_types::Metadata { timestamp };
                     store
                         .run_concurrent(async move |store| {

@@ -87,6 +87,11 @@ impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
         payload: Vec<u8>,
         qos: mqtt::Qos,
     ) -> wasmtime::Result<Result<(), mqtt::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::Messaging, "mqtt", "publish")
+        });
         let (c, deadline) = accessor.with(|mut access| access.get().held(&connection))?;
         let qos = match qos {
             mqtt::Qos::AtMostOnce => 0,

@@ -162,6 +162,11 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
             wit::Error,
         >,
     > {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::Database, "mysql", "query")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         let params = params.into_iter().map(param).collect();
         let set = match c.query(&statement, params, deadline).await {
@@ -186,6 +191,11 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<(), wit::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::Database, "mysql", "execute")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         let params = params.into_iter().map(param).collect();
         Ok(c.execute(&statement, params, deadline).await.map_err(error))

@@ -52,6 +52,7 @@ impl CommandWorld for CommandPre<ComponentState> {
 
     async fn run(&self, store: &mut Store<ComponentState>) -> wasmtime::Result<Result<(), ()>> {
         let command = self.instantiate_async(&mut *store).await?;
+        crate::component::instantiated(store);
         store
             .run_concurrent(async |store| command.wasi_cli_run().call_run(store).await)
             .await?
@@ -78,6 +79,7 @@ impl ServiceComponent {
         self.shared
             .invoke(pre.engine(), &invocation, Some(preemption), async |store| {
                 let service = pre.instantiate_async(&mut *store).await?;
+                crate::component::instantiated(store);
                 store
                     .run_concurrent(async move |store| {
                         crate::service::serve(store, &service, request, respond, |_| ()).await

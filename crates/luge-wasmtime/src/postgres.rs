@@ -229,6 +229,7 @@ impl wit::HostConnection for ConnectionsView<'_> {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<wit::RowSet, wit::Error>> {
+        let _span = self.span(luge_core::trace::HostCall::Database, "postgresql", "query");
         let held = self.held(&connection)?;
         Ok(query(held, statement, params)
             .await
@@ -241,6 +242,11 @@ impl wit::HostConnection for ConnectionsView<'_> {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, wit::Error>> {
+        let _span = self.span(
+            luge_core::trace::HostCall::Database,
+            "postgresql",
+            "execute",
+        );
         let held = self.held(&connection)?;
         Ok(execute(held, statement, params).await)
     }
@@ -312,6 +318,11 @@ impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
             wit::Error,
         >,
     > {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::Database, "postgresql", "query")
+        });
         let held = accessor.with(|mut access| access.get().held(&connection))?;
         let (columns, rows) = match query(held, statement, params).await {
             Ok(answer) => answer,
@@ -329,6 +340,13 @@ impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, wit::Error>> {
+        let _span = accessor.with(|mut access| {
+            access.get().span(
+                luge_core::trace::HostCall::Database,
+                "postgresql",
+                "execute",
+            )
+        });
         let held = accessor.with(|mut access| access.get().held(&connection))?;
         Ok(execute(held, statement, params).await)
     }

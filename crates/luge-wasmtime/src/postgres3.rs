@@ -148,6 +148,7 @@ impl wit::HostConnection for ConnectionsView<'_> {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<wit::RowSet, wit::Error>> {
+        let _span = self.span(luge_core::trace::HostCall::Database, "postgresql", "query");
         let (c, deadline) = self.held(&connection)?;
         let params = params.into_iter().map(param).collect();
         Ok(c.0
@@ -170,6 +171,11 @@ impl wit::HostConnection for ConnectionsView<'_> {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, wit::Error>> {
+        let _span = self.span(
+            luge_core::trace::HostCall::Database,
+            "postgresql",
+            "execute",
+        );
         let (c, deadline) = self.held(&connection)?;
         let params = params.into_iter().map(param).collect();
         Ok(c.0

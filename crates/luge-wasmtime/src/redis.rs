@@ -97,6 +97,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         channel: String,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "publish")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.publish(&channel, &payload, deadline).await)
     }
@@ -106,6 +111,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "get")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.get(&key, deadline).await)
     }
@@ -116,6 +126,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "set")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.set(&key, &value, deadline).await)
     }
@@ -125,6 +140,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<i64, redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "incr")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.incr(&key, deadline).await)
     }
@@ -134,6 +154,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "del")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.del(&keys, deadline).await)
     }
@@ -144,6 +169,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "sadd")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.sadd(&key, &values, deadline).await)
     }
@@ -153,6 +183,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Vec<String>, redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "smembers")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.smembers(&key, deadline).await)
     }
@@ -163,6 +198,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "srem")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         answer(c.srem(&key, &values, deadline).await)
     }
@@ -173,6 +213,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         command: String,
         arguments: Vec<redis::RedisParameter>,
     ) -> wasmtime::Result<Result<Vec<redis::RedisResult>, redis::Error>> {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::KeyValue, "redis", "execute")
+        });
         let (c, deadline) = held(accessor, &connection)?;
         let arguments: Vec<Parameter> = arguments
             .into_iter()

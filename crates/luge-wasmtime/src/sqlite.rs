@@ -132,6 +132,7 @@ impl sqlite::HostConnection for ConnectionsView<'_> {
         statement: String,
         parameters: Vec<sqlite::Value>,
     ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
+        let _span = self.span(luge_core::trace::HostCall::Database, "sqlite", "execute");
         let held = held(self, &connection)?;
         Ok(execute(held, statement, parameters)
             .await
@@ -182,6 +183,11 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
             sqlite::Error,
         >,
     > {
+        let _span = accessor.with(|mut access| {
+            access
+                .get()
+                .span(luge_core::trace::HostCall::Database, "sqlite", "execute")
+        });
         let held = accessor.with(|mut access| held(&access.get(), &connection))?;
         let rows = match execute(held, statement, parameters).await {
             Ok(rows) => rows,

@@ -1,0 +1,240 @@
+//! The trace of one invocation: where the engine and the host calls
+//! record what happened inside it (instantiation, the run, each host call)
+//! and where an outgoing request finds the W3C trace context to carry.
+//!
+//! The host makes one ([`Invocation::trace`](crate::Invocation::trace))
+//! only when telemetry is on and the invocation is sampled; otherwise there
+//! is none, and nothing below is built. This crate knows no exporter: the
+//! executor's implementation (luge-telemetry) turns records into
+//! OpenTelemetry spans.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How the instance an invocation ran in came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceKind {
+    /// Instantiated for this invocation in a fresh store.
+    Fresh,
+    /// Instantiated in a store taken from a pool of reset ones.
+    Pooled,
+    /// An instance kept from an earlier invocation (a warm container, a
+    /// Proto-Faaslet restore).
+    Reused,
+}
+
+impl InstanceKind {
+    /// Its name as a span attribute value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceKind::Fresh => "fresh",
+            InstanceKind::Pooled => "pooled",
+            InstanceKind::Reused => "reused",
+        }
+    }
+}
+
+/// A family of host calls, one span name prefix each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostCall {
+    /// Shared state (`luge:state`, `wasi:keyvalue` over it).
+    State,
+    /// A call of another function (`luge:calls`, service chaining).
+    Call,
+    /// An outgoing HTTP request.
+    Http,
+    /// A database query (PostgreSQL, MySQL, SQLite).
+    Database,
+    /// A key-value or Redis operation.
+    KeyValue,
+    /// A message published to a broker (MQTT).
+    Messaging,
+}
+
+impl HostCall {
+    /// Its name as a span attribute value (`luge.host_call`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostCall::State => "state",
+            HostCall::Call => "call",
+            HostCall::Http => "http",
+            HostCall::Database => "database",
+            HostCall::KeyValue => "key_value",
+            HostCall::Messaging => "messaging",
+        }
+    }
+}
+
+/// A value of a span attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A string.
+    Str(Cow<'static, str>),
+    /// An integer.
+    Int(i64),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl From<&'static str> for Value {
+    fn from(value: &'static str) -> Self {
+        Value::Str(Cow::Borrowed(value))
+    }
+}
+
+impl From<String> for Value {
+    fn from(value: String) -> Self {
+        Value::Str(Cow::Owned(value))
+    }
+}
+
+impl From<i64> for Value {
+    fn from(value: i64) -> Self {
+        Value::Int(value)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(value: bool) -> Self {
+        Value::Bool(value)
+    }
+}
+
+/// Whether a span is one the host served, one it sent, or work inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Work inside the invocation (a phase).
+    Internal,
+    /// A request the invocation sent (outgoing HTTP, a query, a call).
+    Client,
+}
+
+/// One finished span inside an invocation, as recorded.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Its name (OpenTelemetry's span name).
+    pub name: Cow<'static, str>,
+    /// Internal or client.
+    pub kind: Kind,
+    /// Its id, from [`Trace::span_id`] (taken before it started where its
+    /// context was sent on a request).
+    pub span_id: u64,
+    /// When it started.
+    pub start: Instant,
+    /// When it ended.
+    pub end: Instant,
+    /// Its attributes.
+    pub attributes: Vec<(&'static str, Value)>,
+    /// Why it failed; `None` when it did not.
+    pub error: Option<String>,
+}
+
+/// An invocation's trace (see the module doc).
+pub trait Trace: Send + Sync {
+    /// A fresh span id for a span of this invocation.
+    fn span_id(&self) -> u64;
+    /// Records a finished span whose parent is the invocation's own.
+    fn record(&self, record: Record);
+    /// The `traceparent` header value for a request sent from the span
+    /// `span_id` of this trace (W3C Trace Context).
+    fn traceparent(&self, span_id: u64) -> String;
+    /// The `tracestate` the invocation's client sent, to pass on.
+    fn tracestate(&self) -> Option<&str>;
+}
+
+/// The W3C trace context headers a host sets on every request it sends
+/// for a traced invocation: a function's own values are replaced, so it
+/// cannot attach its requests to another trace.
+pub const TRACEPARENT: &str = "traceparent";
+/// See [`TRACEPARENT`].
+pub const TRACESTATE: &str = "tracestate";
+
+/// A host call in progress, recorded when it ends (dropped).
+pub struct HostSpan {
+    trace: Arc<dyn Trace>,
+    family: HostCall,
+    name: Cow<'static, str>,
+    span_id: u64,
+    start: Instant,
+    attributes: Vec<(&'static str, Value)>,
+    error: Option<String>,
+}
+
+impl HostSpan {
+    /// Starts a host call of `family` named `name` in `trace`, if any.
+    pub fn start(
+        trace: Option<&Arc<dyn Trace>>,
+        family: HostCall,
+        name: impl Into<Cow<'static, str>>,
+    ) -> Option<HostSpan> {
+        let trace = trace?;
+        Some(HostSpan {
+            family,
+            name: name.into(),
+            span_id: trace.span_id(),
+            start: Instant::now(),
+            attributes: Vec::new(),
+            error: None,
+            trace: Arc::clone(trace),
+        })
+    }
+
+    /// The `traceparent` of a request sent under this span.
+    pub fn traceparent(&self) -> String {
+        self.trace.traceparent(self.span_id)
+    }
+
+    /// The `tracestate` to pass on with it.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.trace.tracestate()
+    }
+
+    /// Adds an attribute.
+    pub fn set(&mut self, key: &'static str, value: impl Into<Value>) {
+        self.attributes.push((key, value.into()));
+    }
+
+    /// Marks the call failed, with why.
+    pub fn fail(&mut self, error: impl std::fmt::Display) {
+        self.error = Some(error.to_string());
+    }
+}
+
+impl Drop for HostSpan {
+    fn drop(&mut self) {
+        let mut attributes = std::mem::take(&mut self.attributes);
+        attributes.push(("luge.host_call", Value::from(self.family.as_str())));
+        self.trace.record(Record {
+            name: std::mem::take(&mut self.name),
+            kind: Kind::Client,
+            span_id: self.span_id,
+            start: self.start,
+            end: Instant::now(),
+            attributes,
+            error: self.error.take(),
+        });
+    }
+}
+
+/// Records a phase (instantiation, the run) of `trace`'s invocation, if
+/// it is traced.
+pub fn phase(
+    trace: Option<&Arc<dyn Trace>>,
+    name: &'static str,
+    start: Instant,
+    end: Instant,
+    attributes: Vec<(&'static str, Value)>,
+) {
+    if let Some(trace) = trace {
+        trace.record(Record {
+            name: Cow::Borrowed(name),
+            kind: Kind::Internal,
+            span_id: trace.span_id(),
+            start,
+            end,
+            attributes,
+            error: None,
+        });
+    }
+}

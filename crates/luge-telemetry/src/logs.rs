@@ -1,0 +1,186 @@
+//! Functions' output lines as OTLP log records, each in its invocation's
+//! trace (trace and span ids set), bounded per function by a rate limit
+//! and per invocation by a line cap, then by the export queue.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use opentelemetry::InstrumentationScope;
+use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity};
+use opentelemetry::trace::{SpanId, TraceFlags};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::logs::{
+    LogBatch, LogExporter as _, LogProcessor, SdkLogRecord, SdkLogger, SdkLoggerProvider,
+};
+
+use crate::export::{self, Counts, Queue};
+use crate::{InvocationSpan, Settings};
+
+/// Which of a function's streams a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Its stdout (where stdout is not its answer).
+    Stdout,
+    /// Its stderr.
+    Stderr,
+}
+
+/// Lines one invocation's stream gives at most (the executor's own log
+/// takes as many).
+const MAX_LINES: usize = 64;
+
+/// Bytes of one line kept at most; the rest is cut.
+const MAX_LINE_BYTES: usize = 4096;
+
+pub(crate) struct Logs {
+    logger: SdkLogger,
+    limiter: DefaultKeyedRateLimiter<String>,
+    _provider: SdkLoggerProvider,
+}
+
+impl Logs {
+    pub(crate) fn new(
+        queue: Queue<SdkLogRecord>,
+        resource: &Resource,
+        settings: &Settings,
+    ) -> Logs {
+        let provider = SdkLoggerProvider::builder()
+            .with_resource(resource.clone())
+            .with_log_processor(Enqueue(queue))
+            .build();
+        let per_second =
+            NonZeroU32::new(settings.max_log_records_per_second.max(1)).unwrap_or(NonZeroU32::MIN);
+        Logs {
+            logger: provider.logger("luge"),
+            limiter: RateLimiter::keyed(Quota::per_second(per_second)),
+            _provider: provider,
+        }
+    }
+
+    pub(crate) fn lines(
+        &self,
+        _scope: &InstrumentationScope,
+        function: &str,
+        stream: Stream,
+        text: &[u8],
+        span: Option<&InvocationSpan>,
+    ) {
+        if text.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(text);
+        let now = SystemTime::now();
+        for line in text.lines().take(MAX_LINES) {
+            // The key is cloned only for a function's first line in a
+            // while; the limiter's map is bounded by the functions loaded.
+            if self.limiter.check_key(&function.to_owned()).is_err() {
+                return;
+            }
+            let mut record = self.logger.create_log_record();
+            record.set_timestamp(now);
+            record.set_observed_timestamp(now);
+            let (severity, text) = match stream {
+                Stream::Stdout => (Severity::Info, "INFO"),
+                Stream::Stderr => (Severity::Warn, "WARN"),
+            };
+            record.set_severity_number(severity);
+            record.set_severity_text(text);
+            let line = match line.char_indices().nth(MAX_LINE_BYTES) {
+                Some((cut, _)) => &line[..cut],
+                None => line,
+            };
+            record.set_body(AnyValue::from(line.to_owned()));
+            record.add_attribute("faas.invoked_name", function.to_owned());
+            record.add_attribute(
+                "log.iostream",
+                match stream {
+                    Stream::Stdout => "stdout",
+                    Stream::Stderr => "stderr",
+                },
+            );
+            if let Some(span) = span {
+                let context = span.context();
+                record.set_trace_context(
+                    context.trace_id(),
+                    context.span_id(),
+                    Some(context.trace_flags()),
+                );
+            }
+            self.logger.emit(record);
+        }
+    }
+}
+
+/// The processor the logger emits into: the bounded queue.
+#[derive(Debug)]
+struct Enqueue(Queue<SdkLogRecord>);
+
+impl std::fmt::Debug for Queue<SdkLogRecord> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Queue")
+    }
+}
+
+impl LogProcessor for Enqueue {
+    fn emit(&self, data: &mut SdkLogRecord, _scope: &InstrumentationScope) {
+        self.0.offer(data.clone());
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(&self, _timeout: std::time::Duration) -> OTelSdkResult {
+        // The export thread drains the queue (Telemetry::shutdown).
+        Ok(())
+    }
+}
+
+/// The log export loop, as the span one (`export_spans`).
+pub(crate) async fn export(
+    exporter: Option<opentelemetry_otlp::LogExporter>,
+    mut rx: tokio::sync::mpsc::Receiver<SdkLogRecord>,
+    counts: Arc<Counts>,
+    settings: &Settings,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let Some(exporter) = exporter else {
+        return;
+    };
+    let scope = InstrumentationScope::builder("luge")
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build();
+    loop {
+        let batch = tokio::select! {
+            batch = export::next_batch(&mut rx, settings.max_batch, settings.schedule_delay) => batch,
+            _ = stop.wait_for(|stop| *stop) => {
+                let mut rest = Vec::new();
+                while let Ok(record) = rx.try_recv() {
+                    rest.push(record);
+                }
+                Some(rest).filter(|r| !r.is_empty())
+            }
+        };
+        let Some(batch) = batch else { return };
+        let refs: Vec<(&SdkLogRecord, &InstrumentationScope)> =
+            batch.iter().map(|record| (record, &scope)).collect();
+        // `LogBatch::new` is public but documented as not meant for
+        // callers; it is the only way to hand an exporter records kept
+        // outside the SDK's own processors (pinned at 0.33).
+        let result = tokio::time::timeout(
+            settings.export_timeout,
+            exporter.export(LogBatch::new(&refs)),
+        )
+        .await;
+        export::count(&counts, "logs", batch.len(), result);
+        if *stop.borrow() && rx.is_empty() {
+            return;
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _ids_are_otel(_: SpanId, _: TraceFlags) {}
