@@ -97,6 +97,11 @@ async fn serve_sites(
         source.abort();
     }
     app.stop_uploaded_triggers();
+    // What is queued for the collector goes out (bounded by the export
+    // timeout), off the runtime's threads.
+    if let Some(telemetry) = app.settings.telemetry.clone() {
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    }
 }
 
 /// How long a new connection may wait for a worker to accept it before

@@ -6,6 +6,7 @@
 
 pub mod conformance;
 pub mod hostabi;
+pub mod jaeger;
 pub mod mariadb;
 pub mod mosquitto;
 pub mod postgres;

@@ -227,11 +227,13 @@ impl LoadedModule for SandboxModule {
                 started,
             );
             let entry = invocation.action.entry.as_str();
+            let mut ready = started;
             let result = {
                 let _running = self.ticker.enter();
                 let store = &mut sandbox.store;
                 match self.pre_async.instantiate_async(&mut *store).await {
                     Ok(instance) => {
+                        ready = Instant::now();
                         sandbox.memory = self.exported_memory(store, &instance);
                         match self.entry(store, &instance, entry) {
                             Ok(func) => func.call_async(&mut *store, ()).await,
@@ -241,6 +243,17 @@ impl LoadedModule for SandboxModule {
                     Err(e) => Err(e),
                 }
             };
+            if let Some(trace) = invocation.trace.as_ref() {
+                let kind = luge_core::trace::InstanceKind::Fresh;
+                luge_core::trace::phase(
+                    Some(trace),
+                    "luge.instantiate",
+                    started,
+                    ready,
+                    vec![("luge.instance", kind.as_str().into())],
+                );
+                luge_core::trace::phase(Some(trace), "luge.run", ready, Instant::now(), Vec::new());
+            }
             sandbox.finish(result, started)
         })
     }

@@ -35,4 +35,5 @@ mod spin_world;
 mod sqlite;
 mod standalone;
 mod state;
+mod telemetry;
 mod triggers;
