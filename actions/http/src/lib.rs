@@ -11,7 +11,8 @@
 //! - `.../fetch`: sends a GET to the URL in the request's `x-fetch` header
 //!   and answers its status and body, or 502 with the error; `fetch?N`
 //!   sends N in turn and answers the last one's (or the first error,
-//!   prefixed by how many succeeded);
+//!   prefixed by how many succeeded); an `x-fetch-traceparent` header is
+//!   sent on as the request's `traceparent`;
 //! - `.../hoard?N`: creates N header-field sets of 1 KiB each and keeps
 //!   them all (default: until the host refuses one, which traps), then
 //!   answers `held N`;
@@ -153,9 +154,16 @@ fn spin() {
 fn fetch(request: IncomingRequest, out: ResponseOutparam, times: usize) {
     let url = request.headers().get("x-fetch").into_iter().next();
     let url = String::from_utf8(url.unwrap_or_default()).unwrap_or_default();
+    // A trace context the function sets on its request itself (the host
+    // replaces it with its own when the invocation is traced).
+    let traceparent = request
+        .headers()
+        .get("x-fetch-traceparent")
+        .into_iter()
+        .next();
     let mut last = Err(String::from("no request sent"));
     for done in 0..times.max(1) {
-        last = get(&url).map_err(|error| format!("after {done}: {error}"));
+        last = get(&url, traceparent.as_deref()).map_err(|error| format!("after {done}: {error}"));
         if last.is_err() {
             break;
         }
@@ -169,7 +177,7 @@ fn fetch(request: IncomingRequest, out: ResponseOutparam, times: usize) {
 /// GETs `url` (`http://authority/path` or `https://...`) through
 /// wasi:http's outgoing handler: its status and body, or the error in
 /// words.
-fn get(url: &str) -> Result<(u16, Vec<u8>), String> {
+fn get(url: &str, traceparent: Option<&[u8]>) -> Result<(u16, Vec<u8>), String> {
     let (scheme, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
         (Some(rest), _) => (Scheme::Http, rest),
         (_, Some(rest)) => (Scheme::Https, rest),
@@ -179,7 +187,11 @@ fn get(url: &str) -> Result<(u16, Vec<u8>), String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let request = OutgoingRequest::new(Fields::new());
+    let headers = Fields::new();
+    if let Some(value) = traceparent {
+        let _ = headers.append("traceparent", &value.to_vec());
+    }
+    let request = OutgoingRequest::new(headers);
     let _ = request.set_scheme(Some(&scheme));
     let _ = request.set_authority(Some(authority));
     let _ = request.set_path_with_query(Some(path));

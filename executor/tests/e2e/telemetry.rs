@@ -11,6 +11,7 @@ use crate::common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::components::on_wasmtime;
 use common::*;
 use luge_testkit::jaeger::JaegerServer;
 use serde_json::{Value, json};
@@ -24,6 +25,17 @@ fn traced_site(
     protocol: &str,
     extra_env: &[(&str, &str)],
 ) -> (Luge, tempfile::TempDir) {
+    traced_site_with(jaeger, service, protocol, extra_env, "")
+}
+
+/// [`traced_site`] with `extra` routes.
+fn traced_site_with(
+    jaeger: &JaegerServer,
+    service: &str,
+    protocol: &str,
+    extra_env: &[(&str, &str)],
+    extra: &str,
+) -> (Luge, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     for name in ["fanout", "fib", "echo", "http-handler"] {
         std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
@@ -31,7 +43,8 @@ fn traced_site(
     let config = dir.path().join("luge.toml");
     std::fs::write(
         &config,
-        r#"
+        extra.to_owned()
+            + r#"
         [[routes]]
         path = "/fanout"
         module = "fanout.wasm"
@@ -194,6 +207,11 @@ impl Spans {
 
 #[test]
 fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_trace() {
+    // Components (the HTTP handlers) run on Wasmtime, and only it records
+    // the instantiate and run phases.
+    if !on_wasmtime() {
+        return;
+    }
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site(&jaeger, "luge-e2e-traces", "grpc", &[]);
 
@@ -352,6 +370,11 @@ fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_tr
 /// a quarter of the traces, by trace id, is what arrives.
 #[test]
 fn over_http_protobuf_a_sampling_ratio_holds() {
+    // Components (the HTTP handlers) run on Wasmtime, and only it records
+    // the instantiate and run phases.
+    if !on_wasmtime() {
+        return;
+    }
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site(
         &jaeger,
@@ -404,6 +427,11 @@ fn over_http_protobuf_a_sampling_ratio_holds() {
 /// each counted in /metrics; when it is back, export resumes.
 #[test]
 fn a_collector_stalled_or_down_costs_requests_nothing() {
+    // Components (the HTTP handlers) run on Wasmtime, and only it records
+    // the instantiate and run phases.
+    if !on_wasmtime() {
+        return;
+    }
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site(
         &jaeger,
@@ -463,4 +491,109 @@ fn a_collector_stalled_or_down_costs_requests_nothing() {
     for _ in 0..50 {
         assert_eq!(luge.send("POST", "/fib", &[], b"{\"n\": 3}").status, 200);
     }
+}
+
+/// An HTTP server on 127.0.0.1 that answers each request with the
+/// `traceparent` it carried (or `none`).
+fn traceparent_echo() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut seen = String::from("none");
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("traceparent:") {
+                    seen = value.trim().to_owned();
+                }
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{seen}",
+                seen.len()
+            );
+        }
+    });
+    port
+}
+
+/// A traced function's outgoing request is a client span of its trace and
+/// carries that span's context: a `traceparent` the function set itself is
+/// replaced, so it cannot attach its requests to another trace.
+#[test]
+fn outgoing_requests_carry_the_hosts_trace_context_not_the_functions() {
+    // Components (the HTTP handlers) run on Wasmtime, and only it records
+    // the instantiate and run phases.
+    if !on_wasmtime() {
+        return;
+    }
+    let jaeger = JaegerServer::start().unwrap();
+    let port = traceparent_echo();
+    let (luge, _dir) = traced_site_with(
+        &jaeger,
+        "luge-e2e-outgoing",
+        "grpc",
+        &[],
+        &format!(
+            "[[routes]]\npath = \"/out/...\"\nmodule = \"http-handler.wasm\"\n\
+             allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]\n"
+        ),
+    );
+    let (header, trace, _) = traceparent(6);
+    let forged = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01";
+    let url = format!("http://127.0.0.1:{port}/x?secret=1");
+    let reply = luge.send(
+        "GET",
+        "/out/fetch",
+        &[
+            ("traceparent", &header),
+            ("x-fetch", &url),
+            ("x-fetch-traceparent", forged),
+        ],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    let sent = String::from_utf8(reply.body).unwrap();
+    assert!(sent.starts_with(&format!("00-{trace}-")), "{sent}");
+    assert!(sent.ends_with("-01"), "{sent}");
+    let spans = Spans::of(
+        &jaeger
+            .wait_for_trace(&trace, 6, Duration::from_secs(20))
+            .unwrap(),
+    );
+    let client = spans.named("GET");
+    assert_eq!(client.len(), 1);
+    let span_id = Spans::id(client[0]);
+    assert_eq!(sent, format!("00-{trace}-{span_id}-01"));
+    assert_eq!(Spans::tag(client[0], "span.kind"), Some(&json!("client")));
+    assert_eq!(Spans::tag(client[0], "server.port"), Some(&json!(port)));
+    assert_eq!(
+        Spans::tag(client[0], "http.response.status_code"),
+        Some(&json!(200))
+    );
+    // The URL (its query may hold a secret) is recorded nowhere.
+    assert!(!client[0].to_string().contains("secret"));
+    let root = spans.named("GET /out/...");
+    assert_eq!(Spans::parent(client[0]), Some(Spans::id(root[0])));
+
+    // Untraced (telemetry off): the host leaves the function's headers be.
+    let plain = Site::new(
+        &["http-handler"],
+        &format!(
+            "[[routes]]\npath = \"/out/...\"\nmodule = \"http-handler.wasm\"\n\
+             allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]\n"
+        ),
+    );
+    let luge = plain.start(&[]);
+    let reply = luge.send(
+        "GET",
+        "/out/fetch",
+        &[("x-fetch", &url), ("x-fetch-traceparent", forged)],
+        b"",
+    );
+    assert_eq!(String::from_utf8(reply.body).unwrap(), forged);
 }
