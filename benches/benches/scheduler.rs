@@ -268,8 +268,12 @@ fn execution_stats(c: &mut Criterion) {
 /// wall time per observation, the threads' together (two threads that
 /// never wait for each other halve it).
 fn metrics(c: &mut Criterion) {
-    let metrics =
-        luge_executor::metrics::Metrics::new(Arc::new(registry()), Arc::new(unpinned_edf(1)), None);
+    let metrics = luge_executor::metrics::Metrics::new(
+        Arc::new(registry()),
+        Arc::new(unpinned_edf(1)),
+        None,
+        None,
+    );
     let mut group = c.benchmark_group("metrics");
     for threads in [1u32, 2] {
         group.bench_function(format!("observe an invocation, {threads} threads"), |b| {

@@ -44,6 +44,7 @@ mod sqlite;
 mod state;
 mod state_counter;
 mod state_shared;
+mod telemetry;
 mod triggers;
 mod wasi_p3;
 
@@ -95,6 +96,8 @@ enum Experiment {
     TriggerFlood,
     Scaling,
     Fairness,
+    /// What OpenTelemetry costs: off, 1 % and 100 % sampled.
+    Telemetry,
     WasiP3,
     All,
 }
@@ -188,6 +191,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Scaling,
             Experiment::Fairness,
             Experiment::WasiP3,
+            Experiment::Telemetry,
         ],
         one => vec![one],
     };
@@ -223,6 +227,7 @@ fn main() -> anyhow::Result<()> {
             ),
             Experiment::Fairness => fairness(&setup, window),
             Experiment::WasiP3 => wasi_p3::wasi_p3(&setup, window),
+            Experiment::Telemetry => telemetry::telemetry(&setup, window),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;

@@ -238,3 +238,26 @@ pub fn phase(
         });
     }
 }
+
+/// Records the engine's three phases of a sandbox in a fresh instance:
+/// `luge.instantiate` from `started` until the instance was `ready`,
+/// `luge.run` until its entry returned (`ran`), `luge.teardown` until its
+/// store was freed and its output taken (`ended`).
+pub fn phases(
+    trace: &Arc<dyn Trace>,
+    started: Instant,
+    ready: Instant,
+    ran: Instant,
+    ended: Instant,
+) {
+    let trace = Some(trace);
+    phase(
+        trace,
+        "luge.instantiate",
+        started,
+        ready,
+        vec![("luge.instance", InstanceKind::Fresh.as_str().into())],
+    );
+    phase(trace, "luge.run", ready, ran, Vec::new());
+    phase(trace, "luge.teardown", ran, ended, Vec::new());
+}

@@ -316,19 +316,14 @@ impl Shared {
             let _running = self.ticker.enter();
             body(&mut sandbox.store).await
         };
-        if let Some(trace) = invocation.trace.as_ref() {
-            let ready = sandbox.store.data().instantiated.unwrap_or(sandbox.started);
-            let kind = luge_core::trace::InstanceKind::Fresh;
-            luge_core::trace::phase(
-                Some(trace),
-                "luge.instantiate",
-                sandbox.started,
-                ready,
-                vec![("luge.instance", kind.as_str().into())],
-            );
-            luge_core::trace::phase(Some(trace), "luge.run", ready, Instant::now(), Vec::new());
-        }
-        sandbox.finish(result, invocation)
+        let Some(trace) = invocation.trace.as_ref() else {
+            return sandbox.finish(result, invocation);
+        };
+        let ready = sandbox.store.data().instantiated.unwrap_or(sandbox.started);
+        let (started, ran) = (sandbox.started, Instant::now());
+        let outcome = sandbox.finish(result, invocation);
+        luge_core::trace::phases(trace, started, ready, ran, Instant::now());
+        outcome
     }
 
     /// A store for `invocation`'s action, its stdout and stderr going to

@@ -243,18 +243,13 @@ impl LoadedModule for SandboxModule {
                     Err(e) => Err(e),
                 }
             };
-            if let Some(trace) = invocation.trace.as_ref() {
-                let kind = luge_core::trace::InstanceKind::Fresh;
-                luge_core::trace::phase(
-                    Some(trace),
-                    "luge.instantiate",
-                    started,
-                    ready,
-                    vec![("luge.instance", kind.as_str().into())],
-                );
-                luge_core::trace::phase(Some(trace), "luge.run", ready, Instant::now(), Vec::new());
-            }
-            sandbox.finish(result, started)
+            let Some(trace) = invocation.trace.as_ref() else {
+                return sandbox.finish(result, started);
+            };
+            let ran = Instant::now();
+            let outcome = sandbox.finish(result, started);
+            luge_core::trace::phases(trace, started, ready, ran, Instant::now());
+            outcome
         })
     }
 }

@@ -194,3 +194,94 @@ fn requests_run_on_the_worker_that_received_them() {
         }
     }
 }
+
+/// The metric families `luge serve` exposes (its `# TYPE` lines), with
+/// every family in use: telemetry on, a route, a call, a cron trigger.
+fn families() -> std::collections::BTreeSet<String> {
+    let site = Site::new(
+        &["fanout", "fib"],
+        "[[routes]]\npath = \"/fanout\"\nmodule = \"fanout.wasm\"\ncalls = [\"fib\"]\n\n\
+         [[routes]]\npath = \"/fib\"\nmodule = \"fib.wasm\"\n\n\
+         [[triggers]]\nfunction = \"/fib\"\ncron = \"* * * * * *\"\n",
+    );
+    let config = site.config();
+    // Nothing listens at the endpoint: export fails, which is counted.
+    let luge = Luge::start_with_env(
+        "serve",
+        &["--config", path_str(&config)],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")],
+    );
+    let (status, body) = luge.post(
+        "/fanout",
+        &json!({ "calls": [{ "name": "fib", "input": { "n": 3 } }] }),
+    );
+    assert_eq!(status, 200, "{body}");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = luge.get_text("/metrics");
+        if text.contains("luge_trigger_lag_seconds_bucket") || std::time::Instant::now() > until {
+            return text
+                .lines()
+                .filter_map(|l| l.strip_prefix("# TYPE "))
+                .filter_map(|l| l.split(' ').next())
+                .map(str::to_owned)
+                .collect();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// `luge_x_total`, `luge_x_bucket`: the family `luge_x`.
+fn family(series: &str) -> &str {
+    ["_total", "_bucket", "_count", "_sum", "_created"]
+        .iter()
+        .find_map(|suffix| series.strip_suffix(suffix))
+        .unwrap_or(series)
+}
+
+/// Every metric the Grafana dashboard (deploy/grafana/luge.json) charts
+/// exists, and every metric Luge exposes is explained in
+/// docs/OPERATIONS.md, so neither drifts from the code.
+#[test]
+fn the_dashboard_and_the_operations_guide_name_every_metric_and_no_other() {
+    let families = families();
+    for used in [
+        "luge_invocations",
+        "luge_calls",
+        "luge_trigger_events",
+        "luge_telemetry_records",
+    ] {
+        assert!(families.contains(used), "{used}: {families:?}");
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("deploy/grafana/luge.json")).unwrap(),
+    )
+    .unwrap();
+    let mut charted = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (at, _) in expr.match_indices("luge_") {
+                let name: String = expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                charted.insert(family(&name).to_owned());
+            }
+        }
+    }
+    for name in &charted {
+        assert!(
+            families.contains(name),
+            "the dashboard charts {name}, which Luge does not expose"
+        );
+    }
+    let guide = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();
+    for name in &families {
+        assert!(
+            guide.contains(&format!("`{name}`")),
+            "docs/OPERATIONS.md does not explain {name}"
+        );
+    }
+}

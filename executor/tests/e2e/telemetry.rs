@@ -151,9 +151,9 @@ impl Spans {
         span["spanID"].as_str().unwrap()
     }
 
-    /// Checks `span` is an invocation with the four phases as children,
-    /// which cover its time: admission + queue + instantiate + run are
-    /// within its duration and account for nearly all of it.
+    /// Checks `span` is an invocation with the five phases as children,
+    /// which cover its time: admission + queue + instantiate + run +
+    /// teardown are within its duration and account for nearly all of it.
     fn assert_phases(&self, span: &Value) {
         let children = self.children(Spans::id(span));
         let phase = |name: &str| {
@@ -222,7 +222,7 @@ fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_tr
     assert_eq!(reply.status, 200);
     let spans = Spans::of(
         &jaeger
-            .wait_for_trace(&trace, 16, Duration::from_secs(20))
+            .wait_for_trace(&trace, 19, Duration::from_secs(20))
             .unwrap(),
     );
     let root = spans.named("POST /pipeline");
@@ -257,7 +257,7 @@ fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_tr
     assert_eq!(reply.status, 200);
     let spans = Spans::of(
         &jaeger
-            .wait_for_trace(&trace, 23, Duration::from_secs(20))
+            .wait_for_trace(&trace, 27, Duration::from_secs(20))
             .unwrap(),
     );
     let root = spans.named("POST /fanout");
@@ -290,7 +290,7 @@ fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_tr
     assert_eq!(reply.status, 200);
     let spans = Spans::of(
         &jaeger
-            .wait_for_trace(&trace, 11, Duration::from_secs(20))
+            .wait_for_trace(&trace, 13, Duration::from_secs(20))
             .unwrap(),
     );
     let root = spans.named("GET /a/...");
@@ -331,7 +331,7 @@ fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_tr
     assert_eq!(reply.status, 200);
     let spans = Spans::of(
         &jaeger
-            .wait_for_trace(&trace, 5, Duration::from_secs(20))
+            .wait_for_trace(&trace, 6, Duration::from_secs(20))
             .unwrap(),
     );
     let activation = spans.named("/guest/echo");
@@ -389,7 +389,7 @@ fn over_http_protobuf_a_sampling_ratio_holds() {
     for _ in 0..REQUESTS {
         assert_eq!(luge.send("POST", "/fib", &[], b"{\"n\": 3}").status, 200);
     }
-    // Each sampled request is one trace of five spans (its own and four
+    // Each sampled request is one trace of six spans (its own and five
     // phases); binomial(400, 0.25): 100 expected, sd 8.7.
     let until = Instant::now() + Duration::from_secs(20);
     let mut exported = 0.0;
@@ -408,7 +408,7 @@ fn over_http_protobuf_a_sampling_ratio_holds() {
             break;
         }
     }
-    let traces = exported / 5.0;
+    let traces = exported / 6.0;
     assert!(
         (55.0..=145.0).contains(&traces),
         "{traces} of {REQUESTS} traces sampled at 0.25"
@@ -479,7 +479,7 @@ fn a_collector_stalled_or_down_costs_requests_nothing() {
             200
         );
         if jaeger
-            .wait_for_trace(&trace, 5, Duration::from_secs(1))
+            .wait_for_trace(&trace, 6, Duration::from_secs(1))
             .is_ok()
         {
             break;
@@ -562,7 +562,7 @@ fn outgoing_requests_carry_the_hosts_trace_context_not_the_functions() {
     assert!(sent.ends_with("-01"), "{sent}");
     let spans = Spans::of(
         &jaeger
-            .wait_for_trace(&trace, 6, Duration::from_secs(20))
+            .wait_for_trace(&trace, 7, Duration::from_secs(20))
             .unwrap(),
     );
     let client = spans.named("GET");

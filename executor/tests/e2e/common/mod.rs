@@ -669,7 +669,8 @@ impl Site {
         std::fs::write(self.config(), toml).unwrap();
     }
 
-    fn config(&self) -> std::path::PathBuf {
+    /// Its `luge.toml`.
+    pub fn config(&self) -> std::path::PathBuf {
         self.dir.path().join("luge.toml")
     }
 

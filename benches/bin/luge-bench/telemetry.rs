@@ -1,0 +1,112 @@
+//! `telemetry`: what OpenTelemetry costs the hot path. The same site
+//! (`actions/http`'s hello component and `c-ping` on routes) served by
+//! three `luge serve` processes of this build: telemetry off, on at 1 %
+//! (`parentbased_traceidratio`, 0.01) and on at 100 %, the last two
+//! exporting over OTLP/gRPC to a real Jaeger on loopback. Each point is
+//! measured in two rounds, the three servers in turn within a round, so a
+//! drift of the machine falls on all three: req/s at 64 connections and
+//! the server's CPU per request, then p50 at one connection.
+
+use std::process::Command;
+use std::time::Duration;
+
+use luge_benches::load::Target;
+use luge_benches::wasm;
+use luge_testkit::jaeger::JaegerServer;
+
+use crate::http_proxy::{HELLO, LUGE_MARKER, Served, luge_serve, luge_site, measure, start};
+use crate::{Report, Setup};
+
+/// The telemetry settings of each server.
+const CONFIGS: [(&str, &[(&str, &str)]); 3] = [
+    ("off", &[]),
+    (
+        "on, 1 % sampled",
+        &[
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.01"),
+        ],
+    ),
+    ("on, 100 % sampled", &[("OTEL_TRACES_SAMPLER", "always_on")]),
+];
+
+pub(crate) fn telemetry(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
+    let jaeger = JaegerServer::start()?;
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler"))?;
+    std::fs::write(dir.path().join("c-ping.wasm"), wasm("c-ping"))?;
+    luge_site(
+        dir.path(),
+        "[[routes]]\npath = \"/hello\"\nmodule = \"handler.wasm\"\n\n\
+         [[routes]]\npath = \"/ping\"\nmodule = \"c-ping.wasm\"\n",
+    )?;
+    let endpoint = jaeger.grpc_endpoint();
+    let servers: Vec<Served> = CONFIGS
+        .iter()
+        .enumerate()
+        .map(|(i, (name, env))| {
+            let mut command: Command = luge_serve(setup, dir.path(), &format!("state{i}"), &[])?;
+            if *name != "off" {
+                command
+                    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+                    .env("OTEL_SERVICE_NAME", format!("luge-bench-{i}"));
+            }
+            for (key, value) in *env {
+                command.env(key, value);
+            }
+            start(command, LUGE_MARKER)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let targets = [
+        ("component", "/hello", Some(HELLO.len())),
+        ("c-ping", "/ping", None),
+    ];
+    let mut rows = Vec::new();
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (what, path, expect_len) in targets {
+        for connections in [64, 1] {
+            for round in 1..=2 {
+                for ((name, _), served) in CONFIGS.iter().zip(&servers) {
+                    let target = Target {
+                        addr: served.addr,
+                        method: hyper::Method::GET,
+                        path: path.to_owned(),
+                        body: bytes::Bytes::new(),
+                        expect_len,
+                        headers: Vec::new(),
+                    };
+                    let (rate, row) = measure(served, &target, connections, window);
+                    rows.push(
+                        [
+                            vec![format!("{what}, telemetry {name}"), round.to_string()],
+                            row,
+                        ]
+                        .concat(),
+                    );
+                    if connections == 64 {
+                        let label = format!("{what}, {name}");
+                        match series.iter_mut().find(|(l, _)| *l == label) {
+                            Some((_, points)) => points.push((round as f64, rate)),
+                            None => series.push((label, vec![(round as f64, rate)])),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut columns = crate::http_proxy::load_columns("server");
+    columns.insert(1, "round");
+    Ok(Report {
+        name: "telemetry",
+        title: "What OpenTelemetry costs the hot path: off, 1 % and 100 % sampled".into(),
+        columns,
+        rows,
+        x_desc: "round",
+        y_desc: "requests per second at 64 connections",
+        series,
+        notes: format!(
+            "Three `luge serve` processes of this build with the same site, telemetry off, on with `parentbased_traceidratio` 0.01, and on with `always_on`, the last two exporting spans, function logs and FaaS metrics over OTLP/gRPC to Jaeger v1.76.0 (all-in-one, in-memory) on 127.0.0.1. Points in two rounds, the three servers in turn in each; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window. Requests carry no traceparent, so the 1 % server samples by its own ratio.",
+            window.as_millis()
+        ),
+    })
+}
