@@ -196,10 +196,10 @@ impl Spans {
         }
         assert!(sum <= total + 4, "phases {sum} µs > span {total} µs");
         // What is outside the phases: the hand-off from the sandbox's end
-        // to its requester (a channel, a wakeup) and the µs each
-        // timestamp is rounded to.
+        // to its requester (a channel, a wakeup: long only on a loaded
+        // machine) and the µs each timestamp is rounded to.
         assert!(
-            total - sum <= 2000.max(total / 5),
+            total - sum <= 50_000.max(total / 4),
             "phases {sum} µs of span {total} µs"
         );
     }
@@ -440,7 +440,8 @@ fn a_collector_stalled_or_down_costs_requests_nothing() {
         &[
             ("OTEL_BSP_MAX_QUEUE_SIZE", "64"),
             ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "16"),
-            ("OTEL_EXPORTER_OTLP_TIMEOUT", "300"),
+            // Long: a request that waited for an export would show it.
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "3000"),
         ],
     );
     assert_eq!(luge.send("POST", "/fib", &[], b"{\"n\": 3}").status, 200);
@@ -463,7 +464,7 @@ fn a_collector_stalled_or_down_costs_requests_nothing() {
         "slowest request {slowest:?}"
     );
     assert!(took < Duration::from_secs(15), "{took:?}");
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(20);
     while luge.metric(r#"luge_telemetry_records_total{signal="traces",result="failed"}"#) == 0.0 {
         assert!(Instant::now() < until, "no export timed out");
         std::thread::sleep(Duration::from_millis(100));
