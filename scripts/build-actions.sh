@@ -41,6 +41,8 @@ for component in subscriber mqtt cron; do
 done
 # A command on spin:postgres@3.0.0 (older SDKs' interface).
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-pg3.wasm" "$out/spin-pg3.wasm"
+# A command recording its own spans through wasi:otel.
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-otel.wasm" "$out/spin-otel.wasm"
 
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world

@@ -13,7 +13,8 @@
 #   types and inbound-redis (a Redis trigger's older export), and
 #   spin:postgres@3.0.0 (what spin-sdk 3 and 4 import);
 # - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
-#   0.2.0-draft-2024-09-27 and Spin's interfaces;
+#   0.2.0-draft-2024-09-27, Spin's interfaces and wasi:otel 0.2.0-rc.2
+#   (its uses of wasi:clocks relabelled 0.2.10, as the WASI packages are);
 # - by hand, as no crate ships them: deps/spin-cron, the cron.wit of
 #   fermyon/spin-trigger-cron at 328d368, and deps/spin-mqtt-trigger, the
 #   spin-mqtt.wit of spinframework/spin-trigger-mqtt at 6382318 (kept as
@@ -86,6 +87,11 @@ cp -r "$config/wit/deps/config" "$work/deps/config-rc1"
 cp -r "$spin/wit/deps/wasi-runtime-config-2024-09-27" "$work/deps/config-draft"
 for package in key-value@3.0.0 variables@3.0.0 sqlite@3.1.0 redis@3.0.0 postgres@4.2.0 mysql@3.0.0 mqtt@3.0.0; do
     cp -r "$spin/wit/deps/spin-$package" "$work/deps/spin-${package%@*}"
+done
+
+mkdir -p "$work/deps/otel"
+for file in "$spin/wit/deps/otel@0.2.0-rc.2/"*.wit; do
+    sed -E 's/(wasi:clocks\/[a-z-]+)@0\.2\.0\b/\1@0.2.10/g' "$file" > "$work/deps/otel/$(basename "$file")"
 done
 
 mkdir -p "$work/deps/fermyon-spin"

@@ -370,7 +370,7 @@ impl App {
                 duration: elapsed,
                 failed: outcome.termination != luge_core::Termination::Exited(0),
                 timed_out: matches!(outcome.termination, luge_core::Termination::TimedOut(_)),
-                cold: false,
+                cold: span.is_cold(),
             });
             span.dispatched(
                 arrived,

@@ -153,9 +153,10 @@ async fn run(
         Trigger::Http,
         parent,
         arrived,
-    );
+    )
+    .cold_start(cold);
     span.set(|| {
-        let mut attributes = vec![KeyValue::new("faas.coldstart", cold)];
+        let mut attributes = Vec::new();
         if let Some(id) = luge_openwhisk::activation::get(env, "__OW_ACTIVATION_ID") {
             attributes.push(KeyValue::new("faas.invocation_id", id.to_owned()));
         }

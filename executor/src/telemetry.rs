@@ -51,6 +51,7 @@ pub(crate) fn start(
 pub(crate) struct Span {
     span: Option<Arc<InvocationSpan>>,
     trigger: Trigger,
+    cold: bool,
 }
 
 /// What started an invocation, as `faas.trigger` names it.
@@ -92,20 +93,38 @@ impl Span {
             return Span {
                 span: None,
                 trigger,
+                cold: false,
             };
         };
         let entry = match trigger {
             Trigger::PubSub | Trigger::Timer => Entry::Consumer,
             Trigger::Http | Trigger::Other => Entry::Server,
         };
-        let span = telemetry.start_invocation(name(), entry, parent, arrived);
+        let span = telemetry.start_invocation(name(), function, entry, parent, arrived);
         if let Some(span) = &span {
             span.set([
                 KeyValue::new("faas.invoked_name", function.to_owned()),
                 KeyValue::new("faas.trigger", trigger.as_str()),
             ]);
         }
-        Span { span, trigger }
+        Span {
+            span,
+            trigger,
+            cold: false,
+        }
+    }
+
+    /// Marks it a cold start (`faas.coldstart`, and the `faas.coldstarts`
+    /// metric): an OpenWhisk container's first run.
+    pub(crate) fn cold_start(mut self, cold: bool) -> Self {
+        self.cold = cold;
+        self.set(|| vec![KeyValue::new("faas.coldstart", cold)]);
+        self
+    }
+
+    /// Whether it is a cold start.
+    pub(crate) fn is_cold(&self) -> bool {
+        self.cold
     }
 
     /// What started it, as `faas.trigger` names it.

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// How the instance an invocation ran in came to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +75,8 @@ pub enum Value {
     Int(i64),
     /// A boolean.
     Bool(bool),
+    /// A floating-point number.
+    Float(f64),
 }
 
 impl From<&'static str> for Value {
@@ -141,6 +143,83 @@ pub trait Trace: Send + Sync {
     fn traceparent(&self, span_id: u64) -> String;
     /// The `tracestate` the invocation's client sent, to pass on.
     fn tracestate(&self) -> Option<&str>;
+    /// The invocation's own span: what a function's spans descend from
+    /// (wasi:otel's `outer-span-context`).
+    fn context(&self) -> Context;
+    /// Records a span the function made itself, already checked by the
+    /// engine's binding (in this trace, under this invocation's span or
+    /// one of its own, within the bounds).
+    fn guest_span(&self, span: GuestSpan);
+    /// Records a log record the function emitted itself, in this trace.
+    fn guest_log(&self, log: GuestLog);
+}
+
+/// A span's identity in its trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Context {
+    /// The trace's id.
+    pub trace_id: u128,
+    /// The span's id.
+    pub span_id: u64,
+    /// Whether the trace is sampled (recorded).
+    pub sampled: bool,
+}
+
+/// What a span is to its trace, as OpenTelemetry's span kinds name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestKind {
+    /// Work inside the function.
+    Internal,
+    /// A request it sent.
+    Client,
+    /// A request it served.
+    Server,
+    /// A message it sent.
+    Producer,
+    /// A message it took.
+    Consumer,
+}
+
+/// A span a function recorded itself (wasi:otel), after the binding's
+/// checks.
+#[derive(Debug, Clone)]
+pub struct GuestSpan {
+    /// Its id: one the function started, never a host span's.
+    pub span_id: u64,
+    /// The invocation's span or another span of the function's.
+    pub parent_span_id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: GuestKind,
+    /// When it started, on the function's wall clock.
+    pub start: SystemTime,
+    /// When it ended.
+    pub end: SystemTime,
+    /// Its attributes.
+    pub attributes: Vec<(String, Value)>,
+    /// Its events: name, time, attributes.
+    pub events: Vec<(String, SystemTime, Vec<(String, Value)>)>,
+    /// Its status: `None` unset, `Some(Ok)` ok, `Some(Err(why))` failed.
+    pub status: Option<Result<(), String>>,
+}
+
+/// A log record a function emitted itself (wasi:otel), after the
+/// binding's checks.
+#[derive(Debug, Clone)]
+pub struct GuestLog {
+    /// When it happened, if the function said.
+    pub time: Option<SystemTime>,
+    /// Its severity, 1 to 24.
+    pub severity_number: Option<u8>,
+    /// Its severity's name.
+    pub severity_text: Option<String>,
+    /// Its body.
+    pub body: Option<String>,
+    /// Its attributes.
+    pub attributes: Vec<(String, Value)>,
+    /// The function's span it belongs to, else the invocation's.
+    pub span_id: Option<u64>,
 }
 
 /// The W3C trace context headers a host sets on every request it sends

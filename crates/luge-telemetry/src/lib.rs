@@ -200,6 +200,7 @@ impl Telemetry {
     pub fn start_invocation(
         &self,
         name: impl Into<Cow<'static, str>>,
+        function: &str,
         entry: Entry,
         parent: Option<Parent>,
         arrived: Instant,
@@ -215,6 +216,7 @@ impl Telemetry {
         Some(Arc::new(InvocationSpan::new(
             Arc::clone(&self.inner),
             name.into(),
+            function,
             entry,
             parent,
             trace_id,
@@ -284,6 +286,25 @@ impl Telemetry {
             .take();
         if let Some(thread) = thread {
             let _ = thread.join();
+        }
+    }
+}
+
+impl Inner {
+    /// Exports a function's own log record, in `context` (trace, span,
+    /// flags), bounded as its output lines are.
+    pub(crate) fn guest_log(
+        &self,
+        function: &str,
+        log: luge_core::trace::GuestLog,
+        context: (
+            opentelemetry::trace::TraceId,
+            opentelemetry::trace::SpanId,
+            opentelemetry::trace::TraceFlags,
+        ),
+    ) {
+        if let Some(logs) = &self.logs {
+            logs.guest(function, log, context);
         }
     }
 }

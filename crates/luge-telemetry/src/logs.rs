@@ -114,6 +114,81 @@ impl Logs {
     }
 }
 
+impl Logs {
+    /// A function's own log record (wasi:otel), under its rate limit.
+    pub(crate) fn guest(
+        &self,
+        function: &str,
+        log: luge_core::trace::GuestLog,
+        (trace_id, span_id, flags): (opentelemetry::trace::TraceId, SpanId, TraceFlags),
+    ) {
+        if self.limiter.check_key(&function.to_owned()).is_err() {
+            return;
+        }
+        let mut record = self.logger.create_log_record();
+        let now = SystemTime::now();
+        record.set_timestamp(log.time.unwrap_or(now));
+        record.set_observed_timestamp(now);
+        if let Some(n) = log.severity_number {
+            record.set_severity_number(severity(n));
+        }
+        if let Some(text) = log.severity_text {
+            // The API takes a static string: the standard names only.
+            if let Some(name) = SEVERITIES.iter().find(|s| s.eq_ignore_ascii_case(&text)) {
+                record.set_severity_text(name);
+            }
+        }
+        if let Some(body) = log.body {
+            record.set_body(AnyValue::from(body));
+        }
+        for (key, value) in log.attributes {
+            let value: AnyValue = match value {
+                luge_core::trace::Value::Str(s) => AnyValue::from(s.into_owned()),
+                luge_core::trace::Value::Int(i) => AnyValue::from(i),
+                luge_core::trace::Value::Bool(b) => AnyValue::from(b),
+                luge_core::trace::Value::Float(f) => AnyValue::from(f),
+            };
+            record.add_attribute(key, value);
+        }
+        record.add_attribute("faas.invoked_name", function.to_owned());
+        record.set_trace_context(trace_id, span_id, Some(flags));
+        self.logger.emit(record);
+    }
+}
+
+/// Severity names a record's text may take.
+const SEVERITIES: [&str; 6] = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"];
+
+/// OpenTelemetry's severity number (1-24) as the API's enum.
+fn severity(n: u8) -> Severity {
+    match n {
+        0..=1 => Severity::Trace,
+        2 => Severity::Trace2,
+        3 => Severity::Trace3,
+        4 => Severity::Trace4,
+        5 => Severity::Debug,
+        6 => Severity::Debug2,
+        7 => Severity::Debug3,
+        8 => Severity::Debug4,
+        9 => Severity::Info,
+        10 => Severity::Info2,
+        11 => Severity::Info3,
+        12 => Severity::Info4,
+        13 => Severity::Warn,
+        14 => Severity::Warn2,
+        15 => Severity::Warn3,
+        16 => Severity::Warn4,
+        17 => Severity::Error,
+        18 => Severity::Error2,
+        19 => Severity::Error3,
+        20 => Severity::Error4,
+        21 => Severity::Fatal,
+        22 => Severity::Fatal2,
+        23 => Severity::Fatal3,
+        _ => Severity::Fatal4,
+    }
+}
+
 /// The processor the logger emits into: the bounded queue.
 #[derive(Debug)]
 struct Enqueue(Queue<SdkLogRecord>);
@@ -181,6 +256,3 @@ pub(crate) async fn export(
         }
     }
 }
-
-#[allow(dead_code)]
-fn _ids_are_otel(_: SpanId, _: TraceFlags) {}

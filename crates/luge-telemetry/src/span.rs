@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
-use luge_core::trace::{Kind, Record, Trace, Value};
+use luge_core::trace::{Context, GuestKind, GuestLog, GuestSpan, Kind, Record, Trace, Value};
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
@@ -35,6 +35,8 @@ pub struct InvocationSpan {
     parent: Option<SpanId>,
     tracestate: Option<String>,
     name: Cow<'static, str>,
+    /// The function invoked (its log records' `faas.invoked_name`).
+    function: Box<str>,
     entry: Entry,
     start: Instant,
     /// `start` on the wall clock, to place every instant of this trace.
@@ -105,6 +107,7 @@ impl InvocationSpan {
     pub(crate) fn new(
         inner: Arc<Inner>,
         name: Cow<'static, str>,
+        function: &str,
         entry: Entry,
         parent: Option<Parent>,
         trace_id: TraceId,
@@ -133,6 +136,7 @@ impl InvocationSpan {
             parent: parent_id,
             tracestate,
             name,
+            function: function.into(),
             entry,
             start,
             wall,
@@ -248,6 +252,36 @@ impl InvocationSpan {
         attributes: Vec<KeyValue>,
         error: Option<String>,
     ) {
+        let status = match error {
+            None => Status::Unset,
+            Some(message) => Status::error(message),
+        };
+        self.export_at(
+            span_id,
+            parent,
+            parent_is_remote,
+            kind,
+            name,
+            (self.at(start), self.at(end.max(start))),
+            attributes,
+            SpanEvents::default(),
+            status,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn export_at(
+        &self,
+        span_id: SpanId,
+        parent: SpanId,
+        parent_is_remote: bool,
+        kind: SpanKind,
+        name: Cow<'static, str>,
+        (start_time, end_time): (SystemTime, SystemTime),
+        attributes: Vec<KeyValue>,
+        events: SpanEvents,
+        status: Status,
+    ) {
         let Some(spans) = &self.inner.spans else {
             return;
         };
@@ -263,16 +297,13 @@ impl InvocationSpan {
             parent_span_is_remote: parent_is_remote,
             span_kind: kind,
             name,
-            start_time: self.at(start),
-            end_time: self.at(end.max(start)),
+            start_time,
+            end_time: end_time.max(start_time),
             attributes,
             dropped_attributes_count: 0,
-            events: SpanEvents::default(),
+            events,
             links: SpanLinks::default(),
-            status: match error {
-                None => Status::Unset,
-                Some(message) => Status::error(message),
-            },
+            status,
             instrumentation_scope: self.inner.scope.clone(),
         });
     }
@@ -343,6 +374,73 @@ impl Trace for InvocationSpan {
     fn tracestate(&self) -> Option<&str> {
         self.tracestate.as_deref()
     }
+
+    fn context(&self) -> Context {
+        Context {
+            trace_id: u128::from_be_bytes(self.context.trace_id().to_bytes()),
+            span_id: u64::from_be_bytes(self.context.span_id().to_bytes()),
+            sampled: self.is_recording(),
+        }
+    }
+
+    fn guest_span(&self, span: GuestSpan) {
+        if !self.is_recording() {
+            return;
+        }
+        let kind = match span.kind {
+            GuestKind::Internal => SpanKind::Internal,
+            GuestKind::Client => SpanKind::Client,
+            GuestKind::Server => SpanKind::Server,
+            GuestKind::Producer => SpanKind::Producer,
+            GuestKind::Consumer => SpanKind::Consumer,
+        };
+        let mut attributes: Vec<KeyValue> = span
+            .attributes
+            .into_iter()
+            .map(|(key, value)| KeyValue::new(key, otel_value(value)))
+            .collect();
+        // Marked as the function's own, for whoever reads the trace.
+        attributes.push(KeyValue::new("luge.guest", true));
+        let mut events = SpanEvents::default();
+        for (name, time, attributes) in span.events {
+            events.events.push(opentelemetry::trace::Event::new(
+                name,
+                time,
+                attributes
+                    .into_iter()
+                    .map(|(key, value)| KeyValue::new(key, otel_value(value)))
+                    .collect(),
+                0,
+            ));
+        }
+        let status = match span.status {
+            None => Status::Unset,
+            Some(Ok(())) => Status::Ok,
+            Some(Err(message)) => Status::error(message),
+        };
+        self.export_at(
+            SpanId::from_bytes(span.span_id.to_be_bytes()),
+            SpanId::from_bytes(span.parent_span_id.to_be_bytes()),
+            false,
+            kind,
+            Cow::Owned(span.name),
+            (span.start, span.end),
+            attributes,
+            events,
+            status,
+        );
+    }
+
+    fn guest_log(&self, log: GuestLog) {
+        let span_id = log.span_id.map_or(self.context.span_id(), |id| {
+            SpanId::from_bytes(id.to_be_bytes())
+        });
+        self.inner.guest_log(
+            &self.function,
+            log,
+            (self.context.trace_id(), span_id, self.context.trace_flags()),
+        );
+    }
 }
 
 fn otel_value(value: Value) -> opentelemetry::Value {
@@ -350,6 +448,7 @@ fn otel_value(value: Value) -> opentelemetry::Value {
         Value::Str(s) => opentelemetry::Value::String(StringValue::from(s)),
         Value::Int(i) => opentelemetry::Value::I64(i),
         Value::Bool(b) => opentelemetry::Value::Bool(b),
+        Value::Float(f) => opentelemetry::Value::F64(f),
     }
 }
 

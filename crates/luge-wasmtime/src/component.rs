@@ -53,6 +53,8 @@ pub struct ComponentState {
     /// When the instance was ready (see [`instantiated`]): where the
     /// invocation's `luge.instantiate` phase ends and `luge.run` begins.
     instantiated: Option<Instant>,
+    /// `wasi:otel`: the spans the function started, what it recorded.
+    otel: crate::otel::OtelState,
 }
 
 /// Marks `store`'s instance ready, for the invocation's trace.
@@ -142,6 +144,14 @@ pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineEr
         .and_then(|()| crate::mysql::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::mqtt::add_to_linker(&mut linker, ComponentState::connections))
         .and_then(|()| crate::event_types::add_to_linker(&mut linker))
+        .and_then(|()| {
+            crate::otel::add_to_linker(&mut linker, |state: &mut ComponentState| {
+                crate::otel::OtelView {
+                    trace: state.hooks.trace.as_ref(),
+                    state: &mut state.otel,
+                }
+            })
+        })
         .map_err(|e| EngineError::config("component linker", e))?;
     Ok(linker)
 }
@@ -365,6 +375,7 @@ impl Shared {
                 buckets: 0,
                 action: Arc::clone(&invocation.action),
                 instantiated: None,
+                otel: crate::otel::OtelState::default(),
             },
         );
         store.limiter(|state| &mut state.limiter);

@@ -32,6 +32,7 @@ mod keyvalue_draft2;
 pub mod limits;
 mod mqtt;
 mod mysql;
+mod otel;
 mod p3;
 mod postgres;
 mod postgres3;

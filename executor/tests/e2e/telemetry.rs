@@ -37,7 +37,7 @@ fn traced_site_with(
     extra: &str,
 ) -> (Luge, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["fanout", "fib", "echo", "http-handler"] {
+    for name in ["fanout", "fib", "echo", "http-handler", "spin-otel"] {
         std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
     }
     let config = dir.path().join("luge.toml");
@@ -597,4 +597,77 @@ fn outgoing_requests_carry_the_hosts_trace_context_not_the_functions() {
         b"",
     );
     assert_eq!(String::from_utf8(reply.body).unwrap(), forged);
+}
+
+/// wasi:otel: a function's own spans join its invocation's trace under the
+/// host's span, its log record carries its span; what a hostile function
+/// hands in is dropped: a span claiming the invocation's id, one of
+/// another trace, one never started, and spans past the bound.
+#[test]
+fn a_functions_own_spans_join_its_trace_within_bounds() {
+    // Components run on Wasmtime, and only it records
+    // the instantiate and run phases.
+    if !on_wasmtime() {
+        return;
+    }
+    let jaeger = JaegerServer::start().unwrap();
+    let (luge, _dir) = traced_site_with(
+        &jaeger,
+        "luge-e2e-wasi-otel",
+        "grpc",
+        &[],
+        "[[routes]]\npath = \"/otel\"\nmodule = \"spin-otel.wasm\"\n",
+    );
+    let (header, trace, client) = traceparent(7);
+    let reply = luge.send("POST", "/otel", &[("traceparent", &header)], b"");
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let seen: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(seen["trace_id"], trace);
+    assert_eq!(seen["sampled"], true);
+    // Its invocation, five phases, two spans of its own and the flood up
+    // to the bound (128 of its own in all).
+    let spans = Spans::of(
+        &jaeger
+            .wait_for_trace(&trace, 134, Duration::from_secs(20))
+            .unwrap(),
+    );
+    let root = spans.named("POST /otel");
+    assert_eq!(root.len(), 1);
+    assert_eq!(Spans::id(root[0]), seen["span_id"].as_str().unwrap());
+    assert_eq!(Spans::parent(root[0]), Some(client.as_str()));
+    let work = spans.named("guest work");
+    assert_eq!(work.len(), 1);
+    assert_eq!(Spans::parent(work[0]), Some(Spans::id(root[0])));
+    assert_eq!(Spans::tag(work[0], "guest.answer"), Some(&json!(42)));
+    assert_eq!(Spans::tag(work[0], "guest.who"), Some(&json!("a function")));
+    assert_eq!(Spans::tag(work[0], "luge.guest"), Some(&json!(true)));
+    let step = spans.named("guest step");
+    assert_eq!(step.len(), 1);
+    assert_eq!(Spans::parent(step[0]), Some(Spans::id(work[0])));
+    for refused in ["forged", "foreign", "unstarted"] {
+        assert!(spans.named(refused).is_empty(), "{refused} recorded");
+    }
+    assert_eq!(spans.named("flood").len(), 126);
+    assert_eq!(spans.0.len(), 134);
+    // Nothing of it went to another trace.
+    assert!(
+        jaeger
+            .wait_for_trace("0123456789abcdef0123456789abcdef", 1, Duration::ZERO)
+            .is_err()
+    );
+    // Its log record, in its span.
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let received = jaeger.received();
+        if received.contains("hello from wasi:otel") && received.contains(Spans::id(work[0])) {
+            break;
+        }
+        assert!(Instant::now() < until, "not received: {received}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

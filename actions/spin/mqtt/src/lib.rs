@@ -57,7 +57,9 @@ impl bindings::Guest for Mqtt {
         }
         if let Some(rest) = text.strip_prefix("sleep:") {
             let (ms, key) = rest.split_once(':').unwrap_or((rest, "slept"));
-            let ms: u64 = ms.parse().map_err(|_| Error::Other(format!("bad sleep {ms:?}")))?;
+            let ms: u64 = ms
+                .parse()
+                .map_err(|_| Error::Other(format!("bad sleep {ms:?}")))?;
             std::thread::sleep(std::time::Duration::from_millis(ms));
             return set(key, b"done").await;
         }

@@ -25,7 +25,11 @@ fn run() -> Result<String, Error> {
         .map_err(|e| Error::Other(e.to_string()))?;
     let address = std::env::var("PG_ADDRESS").map_err(|e| Error::Other(e.to_string()))?;
     let connection = Connection::open(&address)?;
-    if statement.trim_start().to_ascii_uppercase().starts_with("SELECT") {
+    if statement
+        .trim_start()
+        .to_ascii_uppercase()
+        .starts_with("SELECT")
+    {
         let set = connection.query(&statement, &[])?;
         let mut out: Vec<String> = vec![
             set.columns
@@ -35,7 +39,12 @@ fn run() -> Result<String, Error> {
                 .join("|"),
         ];
         for row in set.rows {
-            out.push(row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"));
+            out.push(
+                row.iter()
+                    .map(|v| format!("{v:?}"))
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
         }
         Ok(out.join("\n"))
     } else {
