@@ -349,8 +349,8 @@ impl App {
         )
         .await;
         in_flight.finished = true;
-        let outcome = dispatched.outcome;
         let elapsed = arrived.elapsed();
+        let outcome = &dispatched.outcome;
         self.metrics.observe(
             &action.name,
             &outcome.termination,
@@ -372,12 +372,7 @@ impl App {
                 timed_out: matches!(outcome.termination, luge_core::Termination::TimedOut(_)),
                 cold: span.is_cold(),
             });
-            span.dispatched(
-                arrived,
-                dispatched.submitted,
-                dispatched.queue_delay,
-                &outcome,
-            );
+            span.dispatched(arrived, &dispatched);
         }
         tracing::debug!(
             function = %action.name,
@@ -386,7 +381,7 @@ impl App {
             elapsed_us = arrived.elapsed().as_micros() as u64,
             "invocation"
         );
-        outcome
+        dispatched.outcome
     }
 }
 

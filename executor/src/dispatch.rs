@@ -21,6 +21,8 @@ pub struct Dispatched {
     pub submitted: Instant,
     /// Time from submission until a worker first polled the sandbox.
     pub queue_delay: Duration,
+    /// What the scheduler knew of it as it ended (preemptions, CPU).
+    pub progress: Option<luge_sched::JobProgress>,
 }
 
 /// Runs `sandbox` (its invocation's future, from `LoadedModule::start` or
@@ -69,6 +71,7 @@ pub async fn run(
                     })
                 }
             };
+            let progress = luge_sched::current_job();
             // The sandbox is gone (the select dropped it): its place is
             // free before its requester hears, so that requester's next
             // request finds it free.
@@ -78,6 +81,7 @@ pub async fn run(
                 outcome,
                 submitted,
                 queue_delay,
+                progress,
             });
         }),
     });
@@ -85,6 +89,7 @@ pub async fn run(
         outcome: Outcome::failed("internal executor error: the invocation was lost"),
         submitted,
         queue_delay: submitted.elapsed(),
+        progress: None,
     });
     cancel_on_drop.disarm();
     dispatched

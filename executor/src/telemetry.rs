@@ -7,7 +7,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use luge_core::{Outcome, Termination};
@@ -160,19 +160,20 @@ impl Span {
     /// span with `outcome`: `luge.admission` from arrival until the
     /// scheduler had it (admission and starting the sandbox), `luge.queue`
     /// until a worker first ran it; the engine recorded the rest.
-    pub(crate) fn dispatched(
-        &self,
-        arrived: Instant,
-        submitted: Instant,
-        queue_delay: Duration,
-        outcome: &Outcome,
-    ) {
+    pub(crate) fn dispatched(&self, arrived: Instant, dispatched: &crate::dispatch::Dispatched) {
         let Some(span) = self.span.as_ref().filter(|s| s.is_recording()) else {
             return;
         };
+        let submitted = dispatched.submitted;
         span.phase("luge.admission", arrived, submitted);
-        span.phase("luge.queue", submitted, submitted + queue_delay);
-        self.end(outcome);
+        span.phase("luge.queue", submitted, submitted + dispatched.queue_delay);
+        if let Some(progress) = dispatched.progress {
+            span.set([
+                KeyValue::new("luge.preemptions", progress.preemptions as i64),
+                KeyValue::new("luge.cpu_us", progress.cpu.as_micros() as i64),
+            ]);
+        }
+        self.end(&dispatched.outcome);
     }
 
     /// Ends the span with `outcome`.

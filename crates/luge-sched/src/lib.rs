@@ -42,6 +42,6 @@ pub use policy::Policy;
 pub use queue::RunQueue;
 pub use stats::{ExecutionStats, FunctionStats, SchedulerStats};
 pub use worker::{
-    FrontEnd, FrontEndFactory, Job, Scheduler, SchedulerConfig, SchedulerError, Sharding, Step,
-    Unpark, WorkerWrapper,
+    FrontEnd, FrontEndFactory, Job, JobProgress, Scheduler, SchedulerConfig, SchedulerError,
+    Sharding, Step, Unpark, WorkerWrapper, current_job,
 };

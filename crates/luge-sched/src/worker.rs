@@ -99,6 +99,30 @@ thread_local! {
     /// worker running on this thread, if any: `submit` on a worker's own
     /// thread queues locally.
     static THIS_WORKER: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+    /// The job this thread polls now: its preemptions so far, its CPU
+    /// before this poll (ns), and when this poll began ([`current_job`]).
+    static CURRENT_JOB: Cell<Option<(u64, u64, Instant)>> = const { Cell::new(None) };
+}
+
+/// What the scheduler knows of the job being polled on this thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobProgress {
+    /// Times it yielded at the end of a quantum (or early, to a more
+    /// urgent job) and was queued again.
+    pub preemptions: u64,
+    /// Worker time it has run, this poll so far included.
+    pub cpu: Duration,
+}
+
+/// The job a worker of this thread is polling, read from inside its
+/// future (where it reports its own outcome); `None` off a worker.
+pub fn current_job() -> Option<JobProgress> {
+    CURRENT_JOB
+        .with(Cell::get)
+        .map(|(preemptions, cpu_ns, since)| JobProgress {
+            preemptions,
+            cpu: Duration::from_nanos(cpu_ns) + since.elapsed(),
+        })
 }
 
 /// Scheduler settings.
@@ -442,6 +466,13 @@ impl Shared {
         self.signals[worker].clear();
         self.running_key[worker].store(self.key_ns(self.key(&task)), Ordering::Release);
         let started = Instant::now();
+        CURRENT_JOB.with(|current| {
+            current.set(Some((
+                task.yields.load(Ordering::Relaxed),
+                task.cpu_ns.load(Ordering::Relaxed),
+                started,
+            )));
+        });
         let poll = {
             let mut slot = task.future.lock().unwrap_or_else(|e| e.into_inner());
             match slot.as_mut() {
@@ -456,6 +487,7 @@ impl Shared {
                 None => Poll::Ready(()),
             }
         };
+        CURRENT_JOB.with(|current| current.set(None));
         self.running_key[worker].store(IDLE_KEY, Ordering::Release);
         let spent = started.elapsed().as_nanos() as u64;
         self.busy_ns[worker].fetch_add(spent, Ordering::Relaxed);

@@ -71,6 +71,11 @@ fn traced_site_with(
         path = "/b/..."
         name = "b"
         module = "http-handler.wasm"
+
+        [[routes]]
+        path = "/hot/..."
+        module = "http-handler.wasm"
+        limits = { timeout_ms = 100 }
         "#,
     )
     .unwrap();
