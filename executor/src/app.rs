@@ -358,12 +358,7 @@ impl App {
             dispatched.queue_delay,
         );
         if let Some(telemetry) = &self.settings.telemetry {
-            telemetry.function_log(
-                &action.name,
-                luge_telemetry::Stream::Stderr,
-                &outcome.stderr,
-                span.get(),
-            );
+            span.logs(telemetry, &action.name, outcome);
             telemetry.invoked(luge_telemetry::Invoked {
                 function: &action.name,
                 trigger: span.trigger(),

@@ -128,7 +128,9 @@ impl HostCalls {
             Trigger::Other,
             parent,
             arrived,
-        );
+        )
+        // A chained handler answers through wasi:http; its stdout is a log.
+        .stdout_is_log(chained);
         span.set(|| {
             vec![
                 KeyValue::new("faas.invocation_id", self.request_id.to_string()),

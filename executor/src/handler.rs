@@ -152,7 +152,9 @@ fn http_span(app: &App, request: &Request, route: &RouteMatch, id: u64, arrived:
         Trigger::Http,
         luge_telemetry::Parent::from_headers(request.headers()),
         arrived,
-    );
+    )
+    // A handler answers through wasi:http: what it prints is its log.
+    .stdout_is_log(true);
     span.set(|| {
         vec![
             KeyValue::new("http.request.method", method.to_owned()),

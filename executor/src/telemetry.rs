@@ -52,6 +52,7 @@ pub(crate) struct Span {
     span: Option<Arc<InvocationSpan>>,
     trigger: Trigger,
     cold: bool,
+    stdout_is_log: bool,
 }
 
 /// What started an invocation, as `faas.trigger` names it.
@@ -94,13 +95,14 @@ impl Span {
                 span: None,
                 trigger,
                 cold: false,
+                stdout_is_log: false,
             };
         };
         let entry = match trigger {
             Trigger::PubSub | Trigger::Timer => Entry::Consumer,
             Trigger::Http | Trigger::Other => Entry::Server,
         };
-        let span = telemetry.start_invocation(name(), function, entry, parent, arrived);
+        let span = telemetry.start_invocation(name, function, entry, parent, arrived);
         if let Some(span) = &span {
             span.set([
                 KeyValue::new("faas.invoked_name", function.to_owned()),
@@ -111,7 +113,25 @@ impl Span {
             span,
             trigger,
             cold: false,
+            stdout_is_log: false,
         }
+    }
+
+    /// Marks its function's stdout a log (an HTTP handler's, an event
+    /// handler's), not its answer: exported as log records as its stderr is.
+    pub(crate) fn stdout_is_log(mut self, log: bool) -> Self {
+        self.stdout_is_log = log;
+        self
+    }
+
+    /// Exports its function's output lines as log records (stderr, and
+    /// stdout where it is a log), in its trace.
+    pub(crate) fn logs(&self, telemetry: &Telemetry, function: &str, outcome: &Outcome) {
+        use luge_telemetry::Stream;
+        if self.stdout_is_log {
+            telemetry.function_log(function, Stream::Stdout, &outcome.stdout, self.get());
+        }
+        telemetry.function_log(function, Stream::Stderr, &outcome.stderr, self.get());
     }
 
     /// Marks it a cold start (`faas.coldstart`, and the `faas.coldstarts`

@@ -338,7 +338,9 @@ impl Inner {
             },
             None,
             arrived,
-        );
+        )
+        // No one reads an event's stdout as an answer: it is its log.
+        .stdout_is_log(true);
         span.set(|| {
             let mut attributes = vec![
                 KeyValue::new("faas.invocation_id", id.to_string()),

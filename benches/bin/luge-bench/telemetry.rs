@@ -1,10 +1,11 @@
 //! `telemetry`: what OpenTelemetry costs the hot path. The same site
 //! (`actions/http`'s hello component and `c-ping` on routes) served by
-//! three `luge serve` processes of this build: telemetry off, on at 1 %
-//! (`parentbased_traceidratio`, 0.01) and on at 100 %, the last two
+//! four `luge serve` processes of this build: telemetry off, on at 1 %
+//! (`parentbased_traceidratio`, 0.01) with and without the FaaS metrics,
+//! and on at 100 %, the last two
 //! exporting over OTLP/gRPC to a real Jaeger on loopback. Each point is
-//! measured in two rounds, the three servers in turn within a round, so a
-//! drift of the machine falls on all three: req/s at 64 connections and
+//! measured in two rounds, the servers in turn within a round, so a
+//! drift of the machine falls on all of them: req/s at 64 connections and
 //! the server's CPU per request, then p50 at one connection.
 
 use std::process::Command;
@@ -14,17 +15,27 @@ use luge_benches::load::Target;
 use luge_benches::wasm;
 use luge_testkit::jaeger::JaegerServer;
 
-use crate::http_proxy::{HELLO, LUGE_MARKER, Served, luge_serve, luge_site, measure, start};
+use crate::http_proxy::{
+    HELLO, LUGE_MARKER, Served, luge_serve, luge_site, measure, process_cpu, start,
+};
 use crate::{Report, Setup};
 
 /// The telemetry settings of each server.
-const CONFIGS: [(&str, &[(&str, &str)]); 3] = [
+const CONFIGS: [(&str, &[(&str, &str)]); 4] = [
     ("off", &[]),
     (
         "on, 1 % sampled",
         &[
             ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
             ("OTEL_TRACES_SAMPLER_ARG", "0.01"),
+        ],
+    ),
+    (
+        "on, 1 % sampled, no metrics",
+        &[
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.01"),
+            ("OTEL_METRICS_EXPORTER", "none"),
         ],
     ),
     ("on, 100 % sampled", &[("OTEL_TRACES_SAMPLER", "always_on")]),
@@ -76,6 +87,9 @@ pub(crate) fn telemetry(setup: &Setup, window: Duration) -> anyhow::Result<Repor
                         headers: Vec::new(),
                     };
                     let (rate, row) = measure(served, &target, connections, window);
+                    // Jaeger ingests what the last point sent on the same
+                    // cores: the next point starts once it is idle.
+                    settle(jaeger.pid());
                     rows.push(
                         [
                             vec![format!("{what}, telemetry {name}"), round.to_string()],
@@ -105,8 +119,22 @@ pub(crate) fn telemetry(setup: &Setup, window: Duration) -> anyhow::Result<Repor
         y_desc: "requests per second at 64 connections",
         series,
         notes: format!(
-            "Three `luge serve` processes of this build with the same site, telemetry off, on with `parentbased_traceidratio` 0.01, and on with `always_on`, the last two exporting spans, function logs and FaaS metrics over OTLP/gRPC to Jaeger v1.76.0 (all-in-one, in-memory) on 127.0.0.1. Points in two rounds, the three servers in turn in each; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window. Requests carry no traceparent, so the 1 % server samples by its own ratio.",
+            "Four `luge serve` processes of this build with the same site, telemetry off, on with `parentbased_traceidratio` 0.01 (with the FaaS metrics, and without: `OTEL_METRICS_EXPORTER=none`), and on with `always_on`, the last two exporting spans, function logs and FaaS metrics over OTLP/gRPC to Jaeger v1.76.0 (all-in-one, in-memory) on 127.0.0.1. Points in two rounds, the servers in turn in each, each point starting once Jaeger (on the same two cores) has ingested the last one's spans; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window. Requests carry no traceparent, so the 1 % server samples by its own ratio.",
             window.as_millis()
         ),
     })
+}
+
+/// Waits (up to 20 s) until process `pid` used under 5 ms of CPU in
+/// 250 ms: the collector has caught up.
+fn settle(pid: u32) {
+    let pid = pid.to_string();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < until {
+        let before = process_cpu(&pid);
+        std::thread::sleep(Duration::from_millis(250));
+        if process_cpu(&pid).saturating_sub(before) < Duration::from_millis(5) {
+            return;
+        }
+    }
 }

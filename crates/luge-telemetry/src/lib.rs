@@ -193,13 +193,13 @@ impl Telemetry {
         &self.inner.settings
     }
 
-    /// Starts the span of an invocation named `name` that arrived at
-    /// `arrived`, under its client's context if it sent one: `None` when
-    /// it is not sampled and has no context to pass on (then nothing is
-    /// built).
-    pub fn start_invocation(
+    /// Starts the span of an invocation of `function` that arrived at
+    /// `arrived`, under its client's context if it sent one, named by
+    /// `name` (called only if it is built): `None` when it is not sampled
+    /// and has no context to pass on (then nothing is built).
+    pub fn start_invocation<N: Into<Cow<'static, str>>>(
         &self,
-        name: impl Into<Cow<'static, str>>,
+        name: impl FnOnce() -> N,
         function: &str,
         entry: Entry,
         parent: Option<Parent>,
@@ -215,7 +215,7 @@ impl Telemetry {
         }
         Some(Arc::new(InvocationSpan::new(
             Arc::clone(&self.inner),
-            name.into(),
+            name().into(),
             function,
             entry,
             parent,

@@ -142,6 +142,11 @@ exporters:
         Ok(server)
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The OTLP/gRPC endpoint, as `OTEL_EXPORTER_OTLP_ENDPOINT` takes it.
     pub fn grpc_endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.otlp_grpc_port)
