@@ -198,11 +198,14 @@ pub struct GuestSpan {
     pub end: SystemTime,
     /// Its attributes.
     pub attributes: Vec<(String, Value)>,
-    /// Its events: name, time, attributes.
-    pub events: Vec<(String, SystemTime, Vec<(String, Value)>)>,
+    /// Its events.
+    pub events: Vec<GuestEvent>,
     /// Its status: `None` unset, `Some(Ok)` ok, `Some(Err(why))` failed.
     pub status: Option<Result<(), String>>,
 }
+
+/// An event of a function's span: its name, when, its attributes.
+pub type GuestEvent = (String, SystemTime, Vec<(String, Value)>);
 
 /// A log record a function emitted itself (wasi:otel), after the
 /// binding's checks.

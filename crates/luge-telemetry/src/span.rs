@@ -104,6 +104,7 @@ impl Parent {
 }
 
 impl InvocationSpan {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         inner: Arc<Inner>,
         name: Cow<'static, str>,
