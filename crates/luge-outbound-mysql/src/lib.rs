@@ -59,6 +59,12 @@ pub enum MysqlError {
     /// The statement failed.
     #[error("query failed: {0}")]
     Query(String),
+    /// The address asks for TLS without verifying the server
+    /// (`verify_ca=false`, `verify_identity=false`).
+    #[error(
+        "verify_ca=false and verify_identity=false are refused: Luge always verifies the server's certificate and name"
+    )]
+    InsecureTls,
     /// The deadline passed.
     #[error("the invocation's deadline passed")]
     Deadline,
@@ -222,7 +228,15 @@ pub async fn open(
     let Some(checked) = addresses.first() else {
         return Err(MysqlError::InvalidAddress);
     };
+    let ssl = match opts.ssl_opts() {
+        None => None,
+        Some(asked) if asked.accept_invalid_certs() || asked.skip_domain_validation() => {
+            return Err(MysqlError::InsecureTls);
+        }
+        Some(_) => Some(ssl_opts(function, &host, port)?),
+    };
     let opts = mysql_async::OptsBuilder::from_opts(opts)
+        .ssl_opts(ssl)
         .ip_or_hostname(checked.ip().to_string())
         .tcp_port(checked.port())
         .prefer_socket(false)
@@ -238,6 +252,27 @@ pub async fn open(
         max_bytes,
         _slot: slot,
     })
+}
+
+/// TLS for `function` to `host:port` (`require_ssl=true`): what Luge's
+/// own clients trust there (the platform's roots, `--ca-file`, Spin's
+/// `[[client_tls]]`, its client certificate), the chain and the name
+/// `host` always verified, whichever address the connection was checked
+/// to.
+fn ssl_opts(function: &str, host: &str, port: u16) -> Result<mysql_async::SslOpts, MysqlError> {
+    use mysql_async::ClientIdentity;
+    let trust = luge_outbound::tls_trust(function, host, port)?;
+    let identity = trust.identity.as_ref().map(|(chain, key)| {
+        // PEM buffers (mysql_async's PathOrBuf, from a Vec).
+        ClientIdentity::new(chain.clone().into(), key.clone().into())
+    });
+    Ok(mysql_async::SslOpts::default()
+        .with_root_certs(vec![trust.roots.clone().into()])
+        .with_disable_built_in_roots(!trust.webpki)
+        .with_client_identity(identity)
+        .with_danger_accept_invalid_certs(false)
+        .with_danger_skip_domain_validation(false)
+        .with_danger_tls_hostname_override(Some(host.trim_end_matches('.').to_ascii_lowercase())))
 }
 
 fn param(param: Param) -> mysql_async::Value {

@@ -101,11 +101,43 @@ struct Rule {
     /// Host (lower case) and, if given, port.
     hosts: Vec<(String, Option<u16>)>,
     client: Arc<rustls::ClientConfig>,
+    trust: Arc<TrustPem>,
+}
+
+/// What a TLS client trusts and presents, as PEM: for a driver that builds
+/// its own client from files (MySQL's), so that it trusts exactly what
+/// Luge's own clients do.
+#[derive(Debug, Clone, Default)]
+pub struct TrustPem {
+    /// The trusted certificates (the platform's and the operator's, or a
+    /// `[[client_tls]]` rule's), PEM.
+    pub roots: Vec<u8>,
+    /// Whether the Mozilla roots (webpki-roots) are trusted too.
+    pub webpki: bool,
+    /// The client certificate chain and key for mTLS, PEM.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// `certificates` as one PEM text.
+fn pem(certificates: &[CertificateDer<'_>]) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut out = String::new();
+    for cert in certificates {
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(std::str::from_utf8(line).unwrap_or_default());
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    out.into_bytes()
 }
 
 /// The outgoing-connection settings of this process.
 pub struct Config {
     default: Arc<rustls::ClientConfig>,
+    default_trust: Arc<TrustPem>,
     rules: Vec<Rule>,
     /// The platform's roots and the operator's bundle, for rules that use
     /// the platform's.
@@ -198,6 +230,11 @@ impl Config {
         roots.add_parsable_certificates(platform.iter().cloned());
         Ok(Self {
             default: client(roots, None)?,
+            default_trust: Arc::new(TrustPem {
+                roots: pem(&platform),
+                webpki: false,
+                identity: None,
+            }),
             rules: Vec::new(),
             platform,
             blocked: Vec::new(),
@@ -235,8 +272,10 @@ impl Config {
                 (None, None) => (entry.ca_roots_file.is_none(), false),
             };
             let mut roots = rustls::RootCertStore::empty();
+            let mut trusted: Vec<CertificateDer<'static>> = Vec::new();
             if platform {
                 roots.add_parsable_certificates(self.platform.iter().cloned());
+                trusted.extend(self.platform.iter().cloned());
             }
             if webpki {
                 roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -245,24 +284,27 @@ impl Config {
                 let path = dir.join(file);
                 let name = path.display().to_string();
                 for cert in certificates(&name, &read(&path)?)? {
+                    trusted.push(cert.clone());
                     roots.add(cert).map_err(|source| ConfigError::Rustls {
                         file: name.clone(),
                         source,
                     })?;
                 }
             }
+            let mut identity_pem = None;
             let identity = match (&entry.client_cert_file, &entry.client_private_key_file) {
                 (Some(cert), Some(key)) => {
                     let cert = dir.join(cert);
                     let key = dir.join(key);
                     let name = key.display().to_string();
-                    let chain = certificates(&cert.display().to_string(), &read(&cert)?)?;
-                    let key = PrivateKeyDer::from_pem_slice(&read(&key)?).map_err(|e| {
-                        ConfigError::Pem {
+                    let (cert_pem, key_pem) = (read(&cert)?, read(&key)?);
+                    let chain = certificates(&cert.display().to_string(), &cert_pem)?;
+                    let key =
+                        PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| ConfigError::Pem {
                             file: name.clone(),
                             reason: e.to_string(),
-                        }
-                    })?;
+                        })?;
+                    identity_pem = Some((cert_pem, key_pem));
                     Some((chain, key, name))
                 }
                 (None, None) => None,
@@ -281,6 +323,11 @@ impl Config {
                 components: entry.component_ids.clone(),
                 hosts,
                 client: client(roots, identity)?,
+                trust: Arc::new(TrustPem {
+                    roots: pem(&trusted),
+                    webpki,
+                    identity: identity_pem,
+                }),
             });
         }
         Ok(self)
@@ -313,17 +360,26 @@ impl Config {
         host: &str,
         port: u16,
     ) -> &Arc<rustls::ClientConfig> {
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        self.rules
-            .iter()
-            .find(|rule| {
-                rule.components.iter().any(|c| c == component)
-                    && rule
-                        .hosts
-                        .iter()
-                        .any(|(h, p)| *h == host && p.is_none_or(|p| p == port))
-            })
+        self.rule_for(component, host, port)
             .map_or(&self.default, |rule| &rule.client)
+    }
+
+    /// [`Config::client_for`]'s trust, as PEM.
+    pub(crate) fn trust_for(&self, component: &str, host: &str, port: u16) -> &Arc<TrustPem> {
+        self.rule_for(component, host, port)
+            .map_or(&self.default_trust, |rule| &rule.trust)
+    }
+
+    /// The `[[client_tls]]` rule for `component` reaching `host:port`.
+    fn rule_for(&self, component: &str, host: &str, port: u16) -> Option<&Rule> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.rules.iter().find(|rule| {
+            rule.components.iter().any(|c| c == component)
+                && rule
+                    .hosts
+                    .iter()
+                    .any(|(h, p)| *h == host && p.is_none_or(|p| p == port))
+        })
     }
 
     /// Whether the operator blocks every connection to `addr`.
@@ -354,4 +410,64 @@ fn parse_host(host: &str) -> Result<(String, Option<u16>), ConfigError> {
         return Err(bad());
     }
     Ok((name.trim_end_matches('.').to_ascii_lowercase(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a driver is handed as PEM is exactly what Luge's own clients
+    /// trust: the operator's bundle read back certificate for
+    /// certificate, and a `[[client_tls]]` rule's own roots and identity.
+    #[test]
+    fn trust_as_pem_is_what_the_clients_trust() {
+        let ca = rcgen::generate_simple_self_signed(vec!["ca.example".to_owned()]).expect("ca");
+        let ca_pem = ca.cert.pem();
+        let config = Config::new(Some(ca_pem.as_bytes())).expect("config");
+        let default = config.trust_for("f", "db.example", 3306);
+        let read_back = certificates("pem", &default.roots).expect("pem");
+        assert!(
+            read_back
+                .iter()
+                .any(|c| c.as_ref() == ca.cert.der().as_ref())
+        );
+        assert_eq!(read_back.len(), config.platform.len());
+        assert!(!default.webpki && default.identity.is_none());
+
+        let dir = tempfile_dir();
+        std::fs::write(dir.join("roots.pem"), &ca_pem).expect("write");
+        let key = ca.signing_key.serialize_pem();
+        std::fs::write(dir.join("client.pem"), &ca_pem).expect("write");
+        std::fs::write(dir.join("client.key"), &key).expect("write");
+        let rule = ClientTlsToml {
+            component_ids: vec!["f".to_owned()],
+            hosts: vec!["db.example:3306".to_owned()],
+            ca_roots_file: Some("roots.pem".into()),
+            ca_use_webpki_roots: Some(true),
+            client_cert_file: Some("client.pem".into()),
+            client_private_key_file: Some("client.key".into()),
+            ca_use_platform_roots: None,
+        };
+        let config = config.client_tls(&[rule], &dir).expect("rule");
+        let trust = config.trust_for("f", "DB.example.", 3306);
+        assert_eq!(
+            certificates("pem", &trust.roots).expect("pem"),
+            vec![ca.cert.der().clone()]
+        );
+        assert!(trust.webpki);
+        assert_eq!(
+            trust.identity,
+            Some((ca_pem.into_bytes(), key.into_bytes()))
+        );
+        // Another component, or another port: the default.
+        assert!(!config.trust_for("g", "db.example", 3306).webpki);
+        assert!(!config.trust_for("f", "db.example", 3307).webpki);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("luge-outbound-trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        dir
+    }
 }

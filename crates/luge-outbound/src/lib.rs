@@ -119,7 +119,7 @@ mod slots;
 pub use budget::{Budget, Budgeted};
 pub use slots::Slots;
 
-pub use config::{ClientTlsToml, Config, ConfigError, OutboundNetworkingToml};
+pub use config::{ClientTlsToml, Config, ConfigError, OutboundNetworkingToml, TrustPem};
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
@@ -143,6 +143,13 @@ pub fn tls_client(
     let mut plain = (**client).clone();
     plain.alpn_protocols.clear();
     Ok(Arc::new(plain))
+}
+
+/// What [`tls_client`] trusts and presents for `component` reaching
+/// `host:port`, as PEM: for a driver that builds its own TLS client from
+/// files (MySQL's), so it trusts exactly what Luge's own clients do.
+pub fn tls_trust(component: &str, host: &str, port: u16) -> Result<Arc<TrustPem>, SendError> {
+    Ok(Arc::clone(config()?.trust_for(component, bare(host), port)))
 }
 
 /// A TLS client that trusts only `ca_pem`'s certificates, without ALPN

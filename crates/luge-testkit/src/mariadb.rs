@@ -35,6 +35,17 @@ impl MariaDbServer {
     /// Starts one on a free port, with the user `luge` (password
     /// `luge-pw`) owning the database `luge`.
     pub fn start() -> Result<Self, MariaDbError> {
+        Self::start_with(None)
+    }
+
+    /// [`MariaDbServer::start`] with TLS: the server certificate
+    /// `cert_pem` and its key, and every client connection over TCP
+    /// required to use it (`require_secure_transport`).
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Self, MariaDbError> {
+        Self::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> Result<Self, MariaDbError> {
         let step =
             |what: &str, e: &dyn std::fmt::Display| MariaDbError::Step(format!("{what}: {e}"));
         let dir = tempfile::tempdir().map_err(|e| step("temp dir", &e))?;
@@ -78,6 +89,15 @@ impl MariaDbServer {
             ]);
         if root {
             server.arg("--user=root");
+        }
+        if let Some((cert, key)) = tls {
+            let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+            std::fs::write(&cert_file, cert).map_err(|e| step("certificate", &e))?;
+            std::fs::write(&key_file, key).map_err(|e| step("key", &e))?;
+            server
+                .arg(format!("--ssl-cert={}", cert_file.display()))
+                .arg(format!("--ssl-key={}", key_file.display()))
+                .arg("--require-secure-transport=ON");
         }
         let child = server
             .stdout(Stdio::null())

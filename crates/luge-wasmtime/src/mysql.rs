@@ -43,6 +43,7 @@ fn error(error: MysqlError) -> wit::Error {
         MysqlError::Connect(_)
         | MysqlError::ConnectionFailed(_)
         | MysqlError::InvalidAddress
+        | MysqlError::InsecureTls
         | MysqlError::TooManyConnections => wit::Error::ConnectionFailed(error.to_string()),
         MysqlError::Query(text) => wit::Error::QueryFailed(text),
         other => wit::Error::Other(other.to_string()),

@@ -132,3 +132,68 @@ fn a_luge_toml_route_queries_mysql_within_its_deadline() {
         (200, "here:DbDataType::Str\nDbValue::Str(\"still\")".into())
     );
 }
+
+/// `require_ssl=true` from the Spin app: TLS to a MariaDB that requires
+/// it, trusted through the operator's `--ca-file`; without that CA, the
+/// certificate is refused; asking not to verify is refused whatever the
+/// CA; the password is printed nowhere.
+#[test]
+fn require_ssl_is_tls_trusted_through_the_operators_ca() {
+    if !on_wasmtime() {
+        return;
+    }
+    let ca = luge_testkit::tls::PrivateCa::new();
+    let (cert, key) = ca.server_pem("localhost");
+    let db = MariaDbServer::start_tls(&cert, &key).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let host = format!("localhost:{}", db.port);
+    let address = |params: &str| {
+        format!(
+            "mysql://{}:{}@localhost:{}/{}?{params}",
+            db.user, db.password, db.port, db.user
+        )
+    };
+    let upstream = upstream();
+    let manifest = manifest();
+    let start = |params: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--spin",
+            path_str(&manifest),
+            "--state-dir",
+            path_str(dir.path()),
+        ];
+        args.extend_from_slice(extra);
+        let address = address(params);
+        Luge::start_with_env(
+            "serve",
+            &args,
+            &[
+                ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
+                ("SPIN_VARIABLE_MYSQL_HOST", host.as_str()),
+                ("SPIN_VARIABLE_MYSQL_ADDRESS", address.as_str()),
+            ],
+        )
+    };
+    let query = "SHOW SESSION STATUS LIKE 'Ssl_version'";
+    let luge = start("require_ssl=true", &["--ca-file", path_str(&ca_file)]);
+    let (status, body) = text(&luge, "POST", "/mysql/query", query.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("TLSv1."), "{body}");
+    drop(luge);
+    let luge = start("require_ssl=true", &[]);
+    let (status, body) = text(&luge, "POST", "/mysql/query", query.as_bytes());
+    assert_eq!(status, 500, "{body}");
+    assert!(body.to_lowercase().contains("certificate"), "{body}");
+    drop(luge);
+    let luge = start(
+        "require_ssl=true&verify_ca=false",
+        &["--ca-file", path_str(&ca_file)],
+    );
+    let (status, body) = text(&luge, "POST", "/mysql/query", query.as_bytes());
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("always verifies"), "{body}");
+    let log = format!("{}{}", luge.stderr(), luge.stdout());
+    assert!(!log.contains(db.password), "{log}");
+}
