@@ -31,9 +31,11 @@
 //!
 //! Values cross as `spin:postgres` types: booleans, integers, floats,
 //! text, bytes, dates, times, timestamps, UUIDs, JSON, NUMERIC (28
-//! significant digits), and arrays of integers, NUMERIC and text. A
-//! parameter of a range or interval type is refused; a column of any
-//! other type comes back as its raw bytes (`unsupported`).
+//! significant digits), arrays of integers, NUMERIC and text, ranges of
+//! integers and NUMERIC (each bound inclusive, exclusive or unbounded) and
+//! intervals (months, days and microseconds apart, as PostgreSQL keeps
+//! them). A column of any other type comes back as its raw bytes
+//! (`unsupported`).
 
 #![deny(missing_docs)]
 
@@ -200,10 +202,42 @@ pub enum Param {
     ArrayDecimal(Vec<Option<String>>),
     /// `text[]`.
     ArrayStr(Vec<Option<String>>),
+    /// `int4range`.
+    RangeInt32(Bound<i32>, Bound<i32>),
+    /// `int8range`.
+    RangeInt64(Bound<i64>, Bound<i64>),
+    /// `numrange`, its bounds base 10.
+    RangeDecimal(Bound<String>, Bound<String>),
+    /// `interval`.
+    Interval(Interval),
     /// NULL, of any type.
     Null,
     /// A type Luge does not send, named.
     Unsupported(&'static str),
+}
+
+/// Whether a range's bound is in it, as `range-bound-kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundKind {
+    /// The bound is in the range.
+    Inclusive,
+    /// It is not.
+    Exclusive,
+}
+
+/// One end of a range: `None` unbounded (an empty range reads as two).
+pub type Bound<T> = Option<(T, BoundKind)>;
+
+/// `interval`, as `spin:postgres`'s record: its three fields, which
+/// PostgreSQL keeps apart (a month is not a number of days).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval {
+    /// Microseconds.
+    pub micros: i64,
+    /// Days.
+    pub days: i32,
+    /// Months.
+    pub months: i32,
 }
 
 /// A column's value, as `spin:postgres`'s `db-value`.
@@ -249,6 +283,14 @@ pub enum Value {
     ArrayDecimal(Vec<Option<String>>),
     /// `text[]`.
     ArrayStr(Vec<Option<String>>),
+    /// `int4range`.
+    RangeInt32(Bound<i32>, Bound<i32>),
+    /// `int8range`.
+    RangeInt64(Bound<i64>, Bound<i64>),
+    /// `numrange`.
+    RangeDecimal(Bound<String>, Bound<String>),
+    /// `interval`.
+    Interval(Interval),
     /// NULL.
     Null,
     /// Any other type, its raw binary form.
@@ -298,6 +340,14 @@ pub enum DataType {
     ArrayDecimal,
     /// `text[]`.
     ArrayStr,
+    /// `int4range`.
+    RangeInt32,
+    /// `int8range`.
+    RangeInt64,
+    /// `numrange`.
+    RangeDecimal,
+    /// `interval`.
+    Interval,
     /// Another type, by its name.
     Other(String),
 }
@@ -544,6 +594,124 @@ impl ToSql for Null {
     tokio_postgres::types::to_sql_checked!();
 }
 
+/// A range of `T` (`int4range`, `int8range`, `numrange`), in
+/// PostgreSQL's binary form (postgres-protocol's encoding).
+#[derive(Debug)]
+struct PgRange<T>(Bound<T>, Bound<T>);
+
+/// The element type of a range type.
+fn element(range: &Type) -> Option<Type> {
+    match *range {
+        Type::INT4_RANGE => Some(Type::INT4),
+        Type::INT8_RANGE => Some(Type::INT8),
+        Type::NUM_RANGE => Some(Type::NUMERIC),
+        _ => None,
+    }
+}
+
+impl<T: ToSql + std::fmt::Debug + Sync> ToSql for PgRange<T> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        use postgres_protocol::types::RangeBound;
+        let inner = element(ty).ok_or("not a range type")?;
+        // The two crates each have an IsNull.
+        let null = |n: IsNull| match n {
+            IsNull::Yes => postgres_protocol::IsNull::Yes,
+            IsNull::No => postgres_protocol::IsNull::No,
+        };
+        let bound = |b: &Bound<T>, out: &mut bytes::BytesMut| match b {
+            None => Ok(RangeBound::Unbounded),
+            Some((v, BoundKind::Inclusive)) => {
+                Ok(RangeBound::Inclusive(null(v.to_sql(&inner, out)?)))
+            }
+            Some((v, BoundKind::Exclusive)) => {
+                Ok(RangeBound::Exclusive(null(v.to_sql(&inner, out)?)))
+            }
+        };
+        postgres_protocol::types::range_to_sql(
+            |out| bound(&self.0, out),
+            |out| bound(&self.1, out),
+            out,
+        )?;
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        element(ty).is_some_and(|inner| T::accepts(&inner))
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a, T: FromSql<'a>> FromSql<'a> for PgRange<T> {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        use postgres_protocol::types::{Range, RangeBound};
+        let inner = element(ty).ok_or("not a range type")?;
+        let bound = |b: RangeBound<Option<&'a [u8]>>| -> Result<Bound<T>, Box<dyn std::error::Error + Sync + Send>> {
+            Ok(match b {
+                RangeBound::Unbounded => None,
+                RangeBound::Inclusive(v) => Some((T::from_sql(&inner, v.ok_or("a NULL bound")?)?, BoundKind::Inclusive)),
+                RangeBound::Exclusive(v) => Some((T::from_sql(&inner, v.ok_or("a NULL bound")?)?, BoundKind::Exclusive)),
+            })
+        };
+        match postgres_protocol::types::range_from_sql(raw)? {
+            Range::Empty => Ok(PgRange(None, None)),
+            Range::Nonempty(lo, hi) => Ok(PgRange(bound(lo)?, bound(hi)?)),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        element(ty).is_some_and(|inner| T::accepts(&inner))
+    }
+}
+
+/// `interval` in PostgreSQL's binary form: microseconds, days, months.
+#[derive(Debug)]
+struct PgInterval(Interval);
+
+impl ToSql for PgInterval {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        use bytes::BufMut;
+        out.put_i64(self.0.micros);
+        out.put_i32(self.0.days);
+        out.put_i32(self.0.months);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INTERVAL
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for PgInterval {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let raw: &[u8; 16] = raw.try_into().map_err(|_| "an interval is 16 bytes")?;
+        let (micros, rest) = raw.split_at(8);
+        let (days, months) = rest.split_at(4);
+        Ok(PgInterval(Interval {
+            micros: i64::from_be_bytes(micros.try_into()?),
+            days: i32::from_be_bytes(days.try_into()?),
+            months: i32::from_be_bytes(months.try_into()?),
+        }))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INTERVAL
+    }
+}
+
 /// Any column's raw binary form.
 struct Raw(Vec<u8>);
 
@@ -609,6 +777,15 @@ fn boxed(param: Param) -> Result<Box<dyn ToSql + Sync + Send>, PgError> {
                 .collect::<Result<Vec<_>, _>>()?,
         ),
         Param::ArrayStr(a) => Box::new(a),
+        Param::RangeInt32(lo, hi) => Box::new(PgRange(lo, hi)),
+        Param::RangeInt64(lo, hi) => Box::new(PgRange(lo, hi)),
+        Param::RangeDecimal(lo, hi) => {
+            let number = |b: Bound<String>| -> Result<Bound<rust_decimal::Decimal>, PgError> {
+                b.map(|(d, k)| Ok((decimal(&d)?, k))).transpose()
+            };
+            Box::new(PgRange(number(lo)?, number(hi)?))
+        }
+        Param::Interval(i) => Box::new(PgInterval(i)),
         Param::Null => Box::new(Null),
         Param::Unsupported(what) => {
             return Err(PgError::BadParameter(format!(
@@ -640,6 +817,10 @@ fn data_type(ty: &Type) -> DataType {
         Type::INT8_ARRAY => DataType::ArrayInt64,
         Type::NUMERIC_ARRAY => DataType::ArrayDecimal,
         Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => DataType::ArrayStr,
+        Type::INT4_RANGE => DataType::RangeInt32,
+        Type::INT8_RANGE => DataType::RangeInt64,
+        Type::NUM_RANGE => DataType::RangeDecimal,
+        Type::INTERVAL => DataType::Interval,
         _ => DataType::Other(ty.name().to_owned()),
     }
 }
@@ -683,6 +864,19 @@ fn value(row: &Row, index: usize) -> Result<Value, PgError> {
             Value::ArrayDecimal(a.into_iter().map(|d| d.map(|d| d.to_string())).collect())
         }),
         Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => get(row, index)?.map(Value::ArrayStr),
+        Type::INT4_RANGE => {
+            get::<PgRange<i32>>(row, index)?.map(|PgRange(lo, hi)| Value::RangeInt32(lo, hi))
+        }
+        Type::INT8_RANGE => {
+            get::<PgRange<i64>>(row, index)?.map(|PgRange(lo, hi)| Value::RangeInt64(lo, hi))
+        }
+        Type::NUM_RANGE => {
+            get::<PgRange<rust_decimal::Decimal>>(row, index)?.map(|PgRange(lo, hi)| {
+                let text = |b: Bound<rust_decimal::Decimal>| b.map(|(d, k)| (d.to_string(), k));
+                Value::RangeDecimal(text(lo), text(hi))
+            })
+        }
+        Type::INTERVAL => get::<PgInterval>(row, index)?.map(|PgInterval(i)| Value::Interval(i)),
         _ => get::<Raw>(row, index)?.map(|raw| Value::Unsupported(raw.0)),
     };
     Ok(value.unwrap_or(Value::Null))
@@ -725,7 +919,7 @@ mod tests {
             .unwrap();
         c.execute(
             "CREATE TABLE t (id serial PRIMARY KEY, name text, data bytea, n numeric, \
-             at timestamp, j jsonb, u uuid, tags text[], d date, ok boolean, r int4range)",
+             at timestamp, j jsonb, u uuid, tags text[], d date, ok boolean, r point)",
             vec![],
             later(),
         )
@@ -734,7 +928,7 @@ mod tests {
         let changed = c
             .execute(
                 "INSERT INTO t (name, data, n, at, j, u, tags, d, ok, r) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '[1,5)')",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '(1,5)')",
                 vec![
                     Param::Str("a'b".into()),
                     Param::Binary(vec![0, 1]),
@@ -760,10 +954,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(set.columns[0].data_type, DataType::Int32);
-        assert_eq!(
-            set.columns[10].data_type,
-            DataType::Other("int4range".into())
-        );
+        assert_eq!(set.columns[10].data_type, DataType::Other("point".into()));
         let row = &set.rows[0];
         assert_eq!(row[0], Value::Int32(1));
         assert_eq!(row[1], Value::Str("a'b".into()));
@@ -848,6 +1039,75 @@ mod tests {
             open("f3", &granted, &server.url(), None, later(), 1 << 20).await,
             Err(PgError::TooManyConnections)
         ));
+    }
+
+    /// Ranges and intervals, as Spin 4's `spin:postgres` carries them: sent
+    /// as parameters and read back as columns, bounds and their kinds
+    /// kept; an empty range reads as two unbounded ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ranges_and_intervals_go_both_ways() {
+        let server = PostgresServer::start().unwrap();
+        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
+        let c = open("r1", &granted, &server.url(), None, later(), 1 << 20)
+            .await
+            .unwrap();
+        use BoundKind::{Exclusive, Inclusive};
+        let interval = Interval {
+            micros: 3_000_001,
+            days: 2,
+            months: 14,
+        };
+        let set = c
+            .query(
+                "SELECT $1::int4range, $2::int8range, $3::numrange, $4::interval, \
+                 'empty'::int4range, '(,10]'::int8range, '1 year 2 mons 3 days 00:00:04'::interval",
+                vec![
+                    Param::RangeInt32(Some((1, Inclusive)), Some((5, Exclusive))),
+                    Param::RangeInt64(None, Some((1 << 40, Inclusive))),
+                    Param::RangeDecimal(Some(("1.5".into(), Exclusive)), None),
+                    Param::Interval(interval),
+                ],
+                later(),
+            )
+            .await
+            .unwrap();
+        let types: Vec<_> = set.columns.iter().map(|c| c.data_type.clone()).collect();
+        assert_eq!(
+            types[..4],
+            [
+                DataType::RangeInt32,
+                DataType::RangeInt64,
+                DataType::RangeDecimal,
+                DataType::Interval
+            ]
+        );
+        assert_eq!(
+            set.rows[0],
+            vec![
+                Value::RangeInt32(Some((1, Inclusive)), Some((5, Exclusive))),
+                // PostgreSQL normalises a discrete range to [lo, hi).
+                Value::RangeInt64(None, Some(((1 << 40) + 1, Exclusive))),
+                Value::RangeDecimal(Some(("1.5".into(), Exclusive)), None),
+                Value::Interval(interval),
+                Value::RangeInt32(None, None),
+                Value::RangeInt64(None, Some((11, Exclusive))),
+                Value::Interval(Interval {
+                    micros: 4_000_000,
+                    days: 3,
+                    months: 14
+                }),
+            ]
+        );
+        // A bound that is not a number: the parameter refused, named.
+        let error = c
+            .query(
+                "SELECT $1::numrange",
+                vec![Param::RangeDecimal(Some(("x".into(), Inclusive)), None)],
+                later(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(error, PgError::BadParameter(_)), "{error}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,9 +95,39 @@ fn param(value: wit::ParameterValue) -> pg::Param {
         P::ArrayDecimal(a) => pg::Param::ArrayDecimal(a),
         P::ArrayStr(a) => pg::Param::ArrayStr(a),
         P::DbNull => pg::Param::Null,
-        P::RangeInt32(_) | P::RangeInt64(_) | P::RangeDecimal(_) => pg::Param::Unsupported("range"),
-        P::Interval(_) => pg::Param::Unsupported("interval"),
+        P::RangeInt32((lo, hi)) => pg::Param::RangeInt32(bound_in(lo), bound_in(hi)),
+        P::RangeInt64((lo, hi)) => pg::Param::RangeInt64(bound_in(lo), bound_in(hi)),
+        P::RangeDecimal((lo, hi)) => pg::Param::RangeDecimal(bound_in(lo), bound_in(hi)),
+        P::Interval(i) => pg::Param::Interval(pg::Interval {
+            micros: i.micros,
+            days: i.days,
+            months: i.months,
+        }),
     }
+}
+
+fn bound_in<T>(bound: Option<(T, wit::RangeBoundKind)>) -> pg::Bound<T> {
+    bound.map(|(v, kind)| {
+        (
+            v,
+            match kind {
+                wit::RangeBoundKind::Inclusive => pg::BoundKind::Inclusive,
+                wit::RangeBoundKind::Exclusive => pg::BoundKind::Exclusive,
+            },
+        )
+    })
+}
+
+fn bound_out<T>(bound: pg::Bound<T>) -> Option<(T, wit::RangeBoundKind)> {
+    bound.map(|(v, kind)| {
+        (
+            v,
+            match kind {
+                pg::BoundKind::Inclusive => wit::RangeBoundKind::Inclusive,
+                pg::BoundKind::Exclusive => wit::RangeBoundKind::Exclusive,
+            },
+        )
+    })
 }
 
 fn value(value: pg::Value) -> wit::DbValue {
@@ -123,6 +153,14 @@ fn value(value: pg::Value) -> wit::DbValue {
         pg::Value::ArrayInt64(a) => V::ArrayInt64(a),
         pg::Value::ArrayDecimal(a) => V::ArrayDecimal(a),
         pg::Value::ArrayStr(a) => V::ArrayStr(a),
+        pg::Value::RangeInt32(lo, hi) => V::RangeInt32((bound_out(lo), bound_out(hi))),
+        pg::Value::RangeInt64(lo, hi) => V::RangeInt64((bound_out(lo), bound_out(hi))),
+        pg::Value::RangeDecimal(lo, hi) => V::RangeDecimal((bound_out(lo), bound_out(hi))),
+        pg::Value::Interval(i) => V::Interval(wit::Interval {
+            micros: i.micros,
+            days: i.days,
+            months: i.months,
+        }),
         pg::Value::Null => V::DbNull,
         pg::Value::Unsupported(raw) => V::Unsupported(raw),
     }
@@ -153,6 +191,10 @@ fn column(column: pg::Column) -> wit::Column {
             pg::DataType::ArrayInt64 => T::ArrayInt64,
             pg::DataType::ArrayDecimal => T::ArrayDecimal,
             pg::DataType::ArrayStr => T::ArrayStr,
+            pg::DataType::RangeInt32 => T::RangeInt32,
+            pg::DataType::RangeInt64 => T::RangeInt64,
+            pg::DataType::RangeDecimal => T::RangeDecimal,
+            pg::DataType::Interval => T::Interval,
             pg::DataType::Other(name) => T::Other(name),
         },
     }

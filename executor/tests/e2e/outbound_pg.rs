@@ -63,6 +63,18 @@ fn a_spin_app_queries_its_granted_postgres() {
          DbValue::Int32(1)|DbValue::Str(\"hello\")|DbValue::Date((2026, 11, 27))|DbValue::DbNull\n\
          DbValue::Int32(2)|DbValue::Str(\"it's\")|DbValue::Date((2026, 11, 27))|DbValue::DbNull"
     );
+    // Ranges and intervals, as Spin 4 carries them.
+    let (status, body) = post(
+        "/pg/query",
+        "SELECT '[1,5)'::int4range AS r, '1 mon 2 days 00:00:03'::interval AS i",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        "r:DbDataType::RangeInt32|i:DbDataType::Interval\n\
+         DbValue::RangeInt32((Some((1, RangeBoundKind::Inclusive)), Some((5, RangeBoundKind::Exclusive))))|\
+         DbValue::Interval(Interval { micros: 3000000, days: 2, months: 1 })"
+    );
     // The server's own error, typed.
     let (status, body) = post("/pg/query", "SELECT * FROM missing");
     assert_eq!(status, 500, "{body}");
