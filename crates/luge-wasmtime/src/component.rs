@@ -105,54 +105,82 @@ impl WasiHttpView for ComponentState {
     }
 }
 
-/// The component linker, built once per engine: WASI 0.2 and 0.3 (their
-/// interfaces' names differ by version, so both sit in one linker) with
-/// `wasi:http`, and `wasi:config/store` and `wasi:keyvalue`; every world
-/// links against it.
+/// Adds one capability slice's interfaces to the linker.
+type AddSlice = fn(&mut Linker<ComponentState>) -> wasmtime::Result<()>;
+
+/// Every slice a component may import, each with its bindings' own view
+/// of [`ComponentState`] (the only part of it they see), in the order they
+/// are linked. A slice's binding lives in its own file; adding a slice is
+/// one row here and one field (or view) of the state.
+const SLICES: &[(&str, AddSlice)] = &[
+    ("WASI 0.2", |l| wasmtime_wasi::p2::add_to_linker_async(l)),
+    ("wasi:http 0.2", |l| {
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)
+    }),
+    ("WASI 0.3", |l| wasmtime_wasi::p3::add_to_linker(l)),
+    ("wasi:http 0.3", |l| {
+        wasmtime_wasi_http::p3::add_to_linker(l)
+    }),
+    ("wasi:config", |l| {
+        crate::wasi_config::add_to_linker(l, |state: &mut ComponentState| {
+            crate::wasi_config::ConfigView {
+                variables: &state.action.variables.0,
+            }
+        })
+    }),
+    ("wasi:keyvalue 0.2.0-draft", |l| {
+        crate::keyvalue::add_to_linker(l, ComponentState::keyvalue)
+    }),
+    ("wasi:keyvalue 0.2.0-draft2", |l| {
+        crate::keyvalue_draft2::add_to_linker(l, ComponentState::keyvalue)
+    }),
+    ("spin:key-value, spin:variables", |l| {
+        crate::spin::add_to_linker(l, |state: &mut ComponentState| crate::spin::SpinView {
+            kv: crate::keyvalue::WasiKeyValue {
+                table: &mut state.table,
+                state: state.state.as_ref(),
+                open: &mut state.buckets,
+                global: &state.action.capabilities.global_stores,
+            },
+            variables: &state.action.variables.0,
+        })
+    }),
+    ("spin:sqlite", |l| {
+        crate::sqlite::add_to_linker(l, ComponentState::connections)
+    }),
+    ("spin:redis", |l| {
+        crate::redis::add_to_linker(l, ComponentState::connections)
+    }),
+    ("spin:postgres 4", |l| {
+        crate::postgres::add_to_linker(l, ComponentState::connections)
+    }),
+    ("spin:postgres 3", |l| {
+        crate::postgres3::add_to_linker(l, ComponentState::connections)
+    }),
+    ("spin:mysql", |l| {
+        crate::mysql::add_to_linker(l, ComponentState::connections)
+    }),
+    ("spin:mqtt", |l| {
+        crate::mqtt::add_to_linker(l, ComponentState::connections)
+    }),
+    ("event types", |l| crate::event_types::add_to_linker(l)),
+    ("wasi:otel", |l| {
+        crate::otel::add_to_linker(l, |state: &mut ComponentState| crate::otel::OtelView {
+            trace: state.hooks.trace.as_ref(),
+            state: &mut state.otel,
+        })
+    }),
+];
+
+/// The component linker, built once per engine from [`SLICES`]: WASI 0.2
+/// and 0.3 (their interfaces' names differ by version, so both sit in one
+/// linker), `wasi:http`, and each capability's interfaces; every world
+/// links against it. A slice that fails to link is named.
 pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineError> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-        .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
-        .and_then(|()| wasmtime_wasi::p3::add_to_linker(&mut linker))
-        .and_then(|()| wasmtime_wasi_http::p3::add_to_linker(&mut linker))
-        .and_then(|()| {
-            crate::wasi_config::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::wasi_config::ConfigView {
-                    variables: &state.action.variables.0,
-                }
-            })
-        })
-        .and_then(|()| crate::keyvalue::add_to_linker(&mut linker, ComponentState::keyvalue))
-        .and_then(|()| crate::keyvalue_draft2::add_to_linker(&mut linker, ComponentState::keyvalue))
-        .and_then(|()| {
-            crate::spin::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::spin::SpinView {
-                    kv: crate::keyvalue::WasiKeyValue {
-                        table: &mut state.table,
-                        state: state.state.as_ref(),
-                        open: &mut state.buckets,
-                        global: &state.action.capabilities.global_stores,
-                    },
-                    variables: &state.action.variables.0,
-                }
-            })
-        })
-        .and_then(|()| crate::sqlite::add_to_linker(&mut linker, ComponentState::connections))
-        .and_then(|()| crate::redis::add_to_linker(&mut linker, ComponentState::connections))
-        .and_then(|()| crate::postgres::add_to_linker(&mut linker, ComponentState::connections))
-        .and_then(|()| crate::postgres3::add_to_linker(&mut linker, ComponentState::connections))
-        .and_then(|()| crate::mysql::add_to_linker(&mut linker, ComponentState::connections))
-        .and_then(|()| crate::mqtt::add_to_linker(&mut linker, ComponentState::connections))
-        .and_then(|()| crate::event_types::add_to_linker(&mut linker))
-        .and_then(|()| {
-            crate::otel::add_to_linker(&mut linker, |state: &mut ComponentState| {
-                crate::otel::OtelView {
-                    trace: state.hooks.trace.as_ref(),
-                    state: &mut state.otel,
-                }
-            })
-        })
-        .map_err(|e| EngineError::config("component linker", e))?;
+    for &(slice, add) in SLICES {
+        add(&mut linker).map_err(|e| EngineError::config(slice, e))?;
+    }
     Ok(linker)
 }
 
