@@ -87,6 +87,43 @@ pub(crate) async fn next_batch<T>(
     Some(batch)
 }
 
+/// A signal's export loop: batches off `rx` (at most `max_batch`, after
+/// waiting `schedule_delay` for a fuller one), each handed to `export`
+/// within `export_timeout` and counted, until `stop` turns true; then what
+/// is queued goes once more.
+pub(crate) async fn run<T, E, F, Fut>(
+    signal: &'static str,
+    mut rx: mpsc::Receiver<T>,
+    counts: Arc<Counts>,
+    settings: &crate::Settings,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    mut export: F,
+) where
+    E: std::fmt::Display,
+    F: FnMut(Vec<T>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    loop {
+        let batch = tokio::select! {
+            batch = next_batch(&mut rx, settings.max_batch, settings.schedule_delay) => batch,
+            _ = stop.wait_for(|stop| *stop) => {
+                let mut rest = Vec::new();
+                while let Ok(record) = rx.try_recv() {
+                    rest.push(record);
+                }
+                Some(rest).filter(|r| !r.is_empty())
+            }
+        };
+        let Some(batch) = batch else { return };
+        let n = batch.len();
+        let result = tokio::time::timeout(settings.export_timeout, export(batch)).await;
+        count(&counts, signal, n, result);
+        if *stop.borrow() && rx.is_empty() {
+            return;
+        }
+    }
+}
+
 /// Counts one export of `n` records that ended in `result` (`Err(())`:
 /// past its time limit).
 pub(crate) fn count<E: std::fmt::Display>(

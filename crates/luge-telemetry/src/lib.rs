@@ -31,7 +31,7 @@ mod span;
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use opentelemetry::InstrumentationScope;
 use opentelemetry::trace::TraceId;
@@ -390,39 +390,21 @@ impl Exporters {
     }
 }
 
-/// The span export loop: batches off the queue, each exported within the
-/// export timeout, until told to stop (then what is queued goes once more).
+/// The span export loop (see [`export::run`]).
 async fn export_spans(
     exporter: Option<opentelemetry_otlp::SpanExporter>,
-    mut rx: tokio::sync::mpsc::Receiver<SpanData>,
+    rx: tokio::sync::mpsc::Receiver<SpanData>,
     counts: Arc<Counts>,
     settings: &Settings,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
     use opentelemetry_sdk::trace::SpanExporter as _;
     let Some(exporter) = exporter else {
         return;
     };
-    loop {
-        let batch = tokio::select! {
-            batch = export::next_batch(&mut rx, settings.max_batch, settings.schedule_delay) => batch,
-            _ = stop.wait_for(|stop| *stop) => {
-                let mut rest = Vec::new();
-                while let Ok(span) = rx.try_recv() {
-                    rest.push(span);
-                }
-                Some(rest).filter(|r| !r.is_empty())
-            }
-        };
-        let Some(batch) = batch else { return };
-        let n = batch.len();
-        let result = tokio::time::timeout(settings.export_timeout, exporter.export(batch)).await;
-        export::count(&counts, "traces", n, result);
-        if *stop.borrow() && rx.is_empty() {
-            return;
-        }
-    }
+    let exporter = &exporter;
+    export::run("traces", rx, counts, settings, stop, |batch| {
+        exporter.export(batch)
+    })
+    .await;
 }
-
-/// How long a shutdown waits for the last export at most.
-pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);

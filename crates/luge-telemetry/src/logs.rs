@@ -214,13 +214,13 @@ impl LogProcessor for Enqueue {
     }
 }
 
-/// The log export loop, as the span one (`export_spans`).
+/// The log export loop (see [`export::run`]).
 pub(crate) async fn export(
     exporter: Option<opentelemetry_otlp::LogExporter>,
-    mut rx: tokio::sync::mpsc::Receiver<SdkLogRecord>,
+    rx: tokio::sync::mpsc::Receiver<SdkLogRecord>,
     counts: Arc<Counts>,
     settings: &Settings,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let Some(exporter) = exporter else {
         return;
@@ -228,31 +228,14 @@ pub(crate) async fn export(
     let scope = InstrumentationScope::builder("luge")
         .with_version(env!("CARGO_PKG_VERSION"))
         .build();
-    loop {
-        let batch = tokio::select! {
-            batch = export::next_batch(&mut rx, settings.max_batch, settings.schedule_delay) => batch,
-            _ = stop.wait_for(|stop| *stop) => {
-                let mut rest = Vec::new();
-                while let Ok(record) = rx.try_recv() {
-                    rest.push(record);
-                }
-                Some(rest).filter(|r| !r.is_empty())
-            }
-        };
-        let Some(batch) = batch else { return };
+    let (exporter, scope) = (&exporter, &scope);
+    export::run("logs", rx, counts, settings, stop, |batch| async move {
         let refs: Vec<(&SdkLogRecord, &InstrumentationScope)> =
-            batch.iter().map(|record| (record, &scope)).collect();
+            batch.iter().map(|record| (record, scope)).collect();
         // `LogBatch::new` is public but documented as not meant for
         // callers; it is the only way to hand an exporter records kept
         // outside the SDK's own processors (pinned at 0.33).
-        let result = tokio::time::timeout(
-            settings.export_timeout,
-            exporter.export(LogBatch::new(&refs)),
-        )
-        .await;
-        export::count(&counts, "logs", batch.len(), result);
-        if *stop.borrow() && rx.is_empty() {
-            return;
-        }
-    }
+        exporter.export(LogBatch::new(&refs)).await
+    })
+    .await;
 }
