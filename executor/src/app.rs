@@ -313,7 +313,7 @@ impl App {
         let action = Arc::clone(&invocation.action);
         let cancel = invocation.cancel.clone();
         invocation.trace = span.trace();
-        let sandbox = module.start(invocation, self.settings.preemption);
+        let sandbox = module.start(invocation.with_traced_state(), self.settings.preemption);
         self.execute_started(&action, cancel, sandbox, arrived, deadline, place, span)
             .await
     }

@@ -51,7 +51,7 @@ pub(crate) fn start_http(
 ) -> (SandboxFuture, Head) {
     let (head, answered) = tokio::sync::oneshot::channel();
     let sandbox = Arc::clone(module).start_http(
-        invocation,
+        invocation.with_traced_state(),
         request,
         Box::new(move |response| {
             // Whoever waited may have gone; nothing to answer then.

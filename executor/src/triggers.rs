@@ -397,7 +397,7 @@ impl Inner {
         let preemption = app.settings.preemption;
         let (sandbox, answer) = if takes_export {
             (
-                module.start_event(invocation, event.clone(), preemption),
+                module.start_event(invocation.with_traced_state(), event.clone(), preemption),
                 None,
             )
         } else if http {
@@ -411,7 +411,10 @@ impl Inner {
                 tokio::spawn(async move { head.await.ok().map(|head| head.map(|r| r.status())) });
             (sandbox, Some(status))
         } else {
-            (module.start(invocation, preemption), None)
+            (
+                module.start(invocation.with_traced_state(), preemption),
+                None,
+            )
         };
         let outcome = app
             .execute_started(&action, cancel, sandbox, arrived, deadline, place, &span)

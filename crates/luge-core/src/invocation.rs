@@ -66,6 +66,19 @@ impl Cancellation {
 }
 
 impl Invocation {
+    /// This invocation with its state session traced in its trace (each
+    /// state operation a host call span), when it has both and its trace
+    /// records.
+    pub fn with_traced_state(mut self) -> Self {
+        if let Some(trace) = self.trace.clone() {
+            self.state = self
+                .state
+                .take()
+                .map(|state| crate::trace::TracedState::wrap(state, &trace));
+        }
+        self
+    }
+
     /// The guest's `argv`, the same on every engine: the action's name as
     /// `argv[0]`, then its `wasi.args`.
     pub fn argv(&self) -> impl Iterator<Item = &str> {

@@ -343,3 +343,137 @@ pub fn phases(
     phase(trace, "luge.run", ready, ran, Vec::new());
     phase(trace, "luge.teardown", ran, ended, Vec::new());
 }
+
+/// A state session whose every operation is a host call span of `trace`
+/// (`state.get`, `state.set`...: the key is not recorded, it may be a
+/// tenant's data).
+pub struct TracedState {
+    inner: Arc<dyn crate::state::State>,
+    trace: Arc<dyn Trace>,
+}
+
+impl TracedState {
+    /// `inner`, traced in `trace` when it records; else `inner` itself.
+    pub fn wrap(
+        inner: Arc<dyn crate::state::State>,
+        trace: &Arc<dyn Trace>,
+    ) -> Arc<dyn crate::state::State> {
+        if !trace.context().sampled {
+            return inner;
+        }
+        Arc::new(TracedState {
+            inner,
+            trace: Arc::clone(trace),
+        })
+    }
+
+    fn call<T>(
+        &self,
+        operation: &'static str,
+        tier: Option<crate::state::Tier>,
+        run: impl FnOnce(&dyn crate::state::State) -> Result<T, crate::state::StateError>,
+    ) -> Result<T, crate::state::StateError> {
+        let mut span = HostSpan::start(Some(&self.trace), HostCall::State, operation);
+        let result = run(&*self.inner);
+        if let Some(span) = span.as_mut() {
+            if let Some(tier) = tier {
+                let tier = match tier {
+                    crate::state::Tier::Local => "local",
+                    crate::state::Tier::Global => "global",
+                };
+                span.set("luge.state.tier", tier);
+            }
+            if let Err(e) = &result {
+                span.fail(e);
+            }
+        }
+        result
+    }
+}
+
+impl crate::state::State for TracedState {
+    fn get(
+        &self,
+        key: &str,
+        tier: crate::state::Tier,
+    ) -> Result<Arc<[u8]>, crate::state::StateError> {
+        self.call("state.get", Some(tier), |s| s.get(key, tier))
+    }
+
+    fn set(
+        &self,
+        key: &str,
+        value: &[u8],
+        tier: crate::state::Tier,
+    ) -> Result<(), crate::state::StateError> {
+        self.call("state.set", Some(tier), |s| s.set(key, value, tier))
+    }
+
+    fn delete(&self, key: &str, tier: crate::state::Tier) -> Result<(), crate::state::StateError> {
+        self.call("state.delete", Some(tier), |s| s.delete(key, tier))
+    }
+
+    fn append(
+        &self,
+        key: &str,
+        value: &[u8],
+        tier: crate::state::Tier,
+    ) -> Result<u64, crate::state::StateError> {
+        self.call("state.append", Some(tier), |s| s.append(key, value, tier))
+    }
+
+    fn cas(
+        &self,
+        key: &str,
+        old: Option<&[u8]>,
+        new: &[u8],
+        tier: crate::state::Tier,
+    ) -> Result<bool, crate::state::StateError> {
+        self.call("state.cas", Some(tier), |s| s.cas(key, old, new, tier))
+    }
+
+    fn add(
+        &self,
+        key: &str,
+        delta: i64,
+        tier: crate::state::Tier,
+    ) -> Result<i64, crate::state::StateError> {
+        self.call("state.add", Some(tier), |s| s.add(key, delta, tier))
+    }
+
+    fn pull(&self, key: &str) -> Result<(), crate::state::StateError> {
+        self.call("state.pull", None, |s| s.pull(key))
+    }
+
+    fn push(&self, key: &str) -> Result<(), crate::state::StateError> {
+        self.call("state.push", None, |s| s.push(key))
+    }
+
+    fn try_lock(
+        &self,
+        key: &str,
+        lease: std::time::Duration,
+    ) -> Result<bool, crate::state::StateError> {
+        self.call("state.lock", None, |s| s.try_lock(key, lease))
+    }
+
+    fn unlock(&self, key: &str) -> Result<(), crate::state::StateError> {
+        self.call("state.unlock", None, |s| s.unlock(key))
+    }
+
+    fn wait_until(&self) -> Instant {
+        self.inner.wait_until()
+    }
+
+    fn keys(
+        &self,
+        prefix: &str,
+        tier: crate::state::Tier,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<crate::state::KeyPage, crate::state::StateError> {
+        self.call("state.keys", Some(tier), |s| {
+            s.keys(prefix, tier, cursor, limit)
+        })
+    }
+}

@@ -37,7 +37,14 @@ fn traced_site_with(
     extra: &str,
 ) -> (Luge, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["fanout", "fib", "echo", "http-handler", "spin-otel"] {
+    for name in [
+        "fanout",
+        "fib",
+        "echo",
+        "http-handler",
+        "spin-otel",
+        "counter",
+    ] {
         std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
     }
     let config = dir.path().join("luge.toml");
@@ -76,6 +83,11 @@ fn traced_site_with(
         path = "/hot/..."
         module = "http-handler.wasm"
         limits = { timeout_ms = 100 }
+
+        [[routes]]
+        path = "/counter"
+        module = "counter.wasm"
+        state = ["counters"]
         "#,
     )
     .unwrap();
@@ -674,5 +686,48 @@ fn a_functions_own_spans_join_its_trace_within_bounds() {
         }
         assert!(Instant::now() < until, "not received: {received}");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Each state operation of a traced invocation is a host call span under
+/// it, its tier named and its key not.
+#[test]
+fn state_operations_are_host_call_spans() {
+    // Only Wasmtime records the instantiate and run phases counted here.
+    if !on_wasmtime() {
+        return;
+    }
+    let jaeger = JaegerServer::start().unwrap();
+    let (luge, _dir) = traced_site(&jaeger, "luge-e2e-state", "grpc", &[]);
+    let (header, trace, _) = traceparent(10);
+    let reply = luge.send(
+        "POST",
+        "/counter",
+        &[("traceparent", &header)],
+        br#"{"key": "counters/secret-key", "n": 2}"#,
+    );
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    // The invocation, five phases, two reads and two swaps.
+    let spans = Spans::of(
+        &jaeger
+            .wait_for_trace(&trace, 10, Duration::from_secs(20))
+            .unwrap(),
+    );
+    let root = spans.named("POST /counter");
+    assert_eq!(root.len(), 1);
+    for (name, count) in [("state.get", 2), ("state.cas", 2)] {
+        let ops = spans.named(name);
+        assert_eq!(ops.len(), count, "{name}");
+        for op in ops {
+            assert_eq!(Spans::parent(op), Some(Spans::id(root[0])));
+            assert_eq!(Spans::tag(op, "luge.host_call"), Some(&json!("state")));
+            assert_eq!(Spans::tag(op, "luge.state.tier"), Some(&json!("local")));
+            assert!(!op.to_string().contains("secret-key"), "{op}");
+        }
     }
 }
