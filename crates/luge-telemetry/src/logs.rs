@@ -239,3 +239,54 @@ pub(crate) async fn export(
     })
     .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TelemetryTable;
+
+    /// A function printing in a loop: at most 64 lines an invocation, each
+    /// cut at 4 KiB, and 100 records a second for the function; another
+    /// function's records are not held back by it.
+    #[test]
+    fn a_flood_of_lines_is_bounded_per_invocation_and_per_function() {
+        let table = TelemetryTable {
+            enabled: Some(true),
+            ..TelemetryTable::default()
+        };
+        let settings = Settings::resolve(Some(&table), |_| None).unwrap().unwrap();
+        let (queue, mut rx, counts) = export::queue(100_000);
+        let logs = Logs::new(queue, &Resource::builder_empty().build(), &settings);
+        let scope = InstrumentationScope::builder("test").build();
+        let long = "x".repeat(10_000);
+        let text: String = (0..1000).map(|_| format!("{long}\n")).collect();
+        logs.lines(&scope, "flood", Stream::Stderr, text.as_bytes(), None);
+        let mut first = Vec::new();
+        while let Ok(record) = rx.try_recv() {
+            first.push(record);
+        }
+        assert_eq!(first.len(), MAX_LINES);
+        for record in &first {
+            let Some(AnyValue::String(body)) = record.body() else {
+                panic!("no body");
+            };
+            assert_eq!(body.as_str().len(), MAX_LINE_BYTES);
+        }
+        for _ in 0..100 {
+            logs.lines(&scope, "flood", Stream::Stderr, text.as_bytes(), None);
+        }
+        let mut more = 0;
+        while rx.try_recv().is_ok() {
+            more += 1;
+        }
+        // The quota's burst (100 a second) less the first 64, give or take
+        // what refilled while the loop ran.
+        assert!(more <= 100, "{more} more records within a second");
+        logs.lines(&scope, "quiet", Stream::Stdout, b"one line\n", None);
+        assert!(
+            rx.try_recv().is_ok(),
+            "another function's line was held back"
+        );
+        assert_eq!(counts.snapshot().1, 0);
+    }
+}

@@ -222,15 +222,16 @@ impl InvocationSpan {
             Entry::Server => SpanKind::Server,
             Entry::Consumer => SpanKind::Consumer,
         };
-        self.export(
+        self.export_at(
             self.context.span_id(),
             self.parent.unwrap_or(SpanId::INVALID),
             self.parent.is_some(),
             kind,
             self.name.clone(),
-            (self.start, end),
+            (self.wall, self.at(end)),
             attributes,
-            error,
+            SpanEvents::default(),
+            status(error),
         );
     }
 
@@ -239,35 +240,6 @@ impl InvocationSpan {
             Some(after) => self.wall + after,
             None => self.wall - self.start.duration_since(instant),
         }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn export(
-        &self,
-        span_id: SpanId,
-        parent: SpanId,
-        parent_is_remote: bool,
-        kind: SpanKind,
-        name: Cow<'static, str>,
-        (start, end): (Instant, Instant),
-        attributes: Vec<KeyValue>,
-        error: Option<String>,
-    ) {
-        let status = match error {
-            None => Status::Unset,
-            Some(message) => Status::error(message),
-        };
-        self.export_at(
-            span_id,
-            parent,
-            parent_is_remote,
-            kind,
-            name,
-            (self.at(start), self.at(end.max(start))),
-            attributes,
-            SpanEvents::default(),
-            status,
-        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -339,16 +311,12 @@ impl Trace for InvocationSpan {
         if !self.is_recording() {
             return;
         }
-        let mut attributes: Vec<KeyValue> = record
-            .attributes
-            .into_iter()
-            .map(|(key, value)| KeyValue::new(key, otel_value(value)))
-            .collect();
+        let mut attributes = key_values(record.attributes);
         if let Some(error) = &record.error {
             attributes.push(KeyValue::new("error.type", "_OTHER"));
             attributes.push(KeyValue::new("luge.error", error.clone()));
         }
-        self.export(
+        self.export_at(
             SpanId::from_bytes(record.span_id.to_be_bytes()),
             self.context.span_id(),
             false,
@@ -357,9 +325,10 @@ impl Trace for InvocationSpan {
                 Kind::Client => SpanKind::Client,
             },
             record.name,
-            (record.start, record.end),
+            (self.at(record.start), self.at(record.end)),
             attributes,
-            record.error,
+            SpanEvents::default(),
+            status(record.error),
         );
     }
 
@@ -395,11 +364,7 @@ impl Trace for InvocationSpan {
             GuestKind::Producer => SpanKind::Producer,
             GuestKind::Consumer => SpanKind::Consumer,
         };
-        let mut attributes: Vec<KeyValue> = span
-            .attributes
-            .into_iter()
-            .map(|(key, value)| KeyValue::new(key, otel_value(value)))
-            .collect();
+        let mut attributes = key_values(span.attributes);
         // Marked as the function's own, for whoever reads the trace.
         attributes.push(KeyValue::new("luge.guest", true));
         let mut events = SpanEvents::default();
@@ -407,10 +372,7 @@ impl Trace for InvocationSpan {
             events.events.push(opentelemetry::trace::Event::new(
                 name,
                 time,
-                attributes
-                    .into_iter()
-                    .map(|(key, value)| KeyValue::new(key, otel_value(value)))
-                    .collect(),
+                key_values(attributes),
                 0,
             ));
         }
@@ -441,6 +403,22 @@ impl Trace for InvocationSpan {
             log,
             (self.context.trace_id(), span_id, self.context.trace_flags()),
         );
+    }
+}
+
+/// Attributes recorded in luge-core's terms, as OpenTelemetry's.
+fn key_values<K: Into<opentelemetry::Key>>(attributes: Vec<(K, Value)>) -> Vec<KeyValue> {
+    attributes
+        .into_iter()
+        .map(|(key, value)| KeyValue::new(key, otel_value(value)))
+        .collect()
+}
+
+/// A span's status: failed with `error`, else unset.
+fn status(error: Option<String>) -> Status {
+    match error {
+        None => Status::Unset,
+        Some(message) => Status::error(message),
     }
 }
 
