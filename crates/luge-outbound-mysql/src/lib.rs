@@ -263,11 +263,11 @@ fn ssl_opts(function: &str, host: &str, port: u16) -> Result<mysql_async::SslOpt
     use mysql_async::ClientIdentity;
     let trust = luge_outbound::tls_trust(function, host, port)?;
     let identity = trust.identity.as_ref().map(|(chain, key)| {
-        // PEM buffers (mysql_async's PathOrBuf, from a Vec).
-        ClientIdentity::new(chain.clone().into(), key.clone().into())
+        // PEM buffers (mysql_async's PathOrBuf, borrowed for the process).
+        ClientIdentity::new(chain.as_slice().into(), key.as_slice().into())
     });
     Ok(mysql_async::SslOpts::default()
-        .with_root_certs(vec![trust.roots.clone().into()])
+        .with_root_certs(vec![trust.roots.as_slice().into()])
         .with_disable_built_in_roots(!trust.webpki)
         .with_client_identity(identity)
         .with_danger_accept_invalid_certs(false)

@@ -148,8 +148,10 @@ pub fn tls_client(
 /// What [`tls_client`] trusts and presents for `component` reaching
 /// `host:port`, as PEM: for a driver that builds its own TLS client from
 /// files (MySQL's), so it trusts exactly what Luge's own clients do.
-pub fn tls_trust(component: &str, host: &str, port: u16) -> Result<Arc<TrustPem>, SendError> {
-    Ok(Arc::clone(config()?.trust_for(component, bare(host), port)))
+pub fn tls_trust(component: &str, host: &str, port: u16) -> Result<&'static TrustPem, SendError> {
+    // The settings live as long as the process: handed out by reference,
+    // the PEM is not copied for each connection.
+    Ok(config()?.trust_for(component, bare(host), port))
 }
 
 /// A TLS client that trusts only `ca_pem`'s certificates, without ALPN
