@@ -54,6 +54,13 @@ pub struct RunArgs {
     /// [default: nothing].
     #[arg(long = "allow-outbound", value_name = "SCHEME://HOST[:PORT]")]
     pub allow_outbound: Vec<String>,
+    /// Give the module the host's network as this process has it, as
+    /// `wasmtime run -S inherit-network`: `wasi:sockets` bind, listen and
+    /// connect anywhere, loopback included, unchecked (for modules of your
+    /// own: a conformance suite, a server tried locally; Wasmtime engine
+    /// only). `luge serve` has no such thing.
+    #[arg(long)]
+    pub inherit_network: bool,
     /// Time limit of the run, ms [default: 60000, at most 300000:
     /// OpenWhisk's].
     #[arg(long)]
@@ -96,6 +103,12 @@ fn dir_request(spec: &str, mode: DirMode) -> anyhow::Result<DirRequest> {
 
 /// Runs the module as `args` say; the status the process should exit with.
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    if args.inherit_network && args.engine != EngineKind::Wasmtime {
+        bail!(
+            "--inherit-network: the {} engine has no wasi:sockets",
+            args.engine.name()
+        );
+    }
     let code = std::fs::read(&args.module)
         .with_context(|| format!("cannot read {}", args.module.display()))?;
     let mut env = Vec::with_capacity(args.env.len());
@@ -147,6 +160,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     // The one place an action is made: grants (and what this engine
     // cannot enforce refused), limits within the policy, environment.
     let mut action = admit::action(&*runtime, &policy, name, String::new(), env, annotations)?;
+    if args.inherit_network {
+        action.capabilities.network = luge_core::capabilities::Network::Inherit;
+    }
     // Artifacts never leave this process: any key seals them.
     let key = ArtifactKey::from_secret(b"luge run: artifacts stay in this process")?;
     let registry = ModuleRegistry::new(runtime, key, None);
@@ -174,7 +190,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if stdin.len() as u64 > MAX_STDIN_BYTES {
         bail!("stdin is larger than {} MiB", MAX_STDIN_BYTES >> 20);
     }
-    let outcome = module.run(Invocation::new(Arc::new(action), stdin));
+    let outcome = module.run(Invocation {
+        // Output as it is written (a server announcing its port); what an
+        // engine captured instead is written below.
+        inherit_stdio: true,
+        ..Invocation::new(Arc::new(action), stdin)
+    });
     std::io::stdout().write_all(&outcome.stdout)?;
     std::io::stdout().flush()?;
     std::io::stderr().write_all(&outcome.stderr)?;

@@ -2,7 +2,9 @@
 
 The engine is LUGE_ENGINE (wasmtime, wasmer, wasmer-singlepass, wamr;
 default wasmtime); the binary is LUGE (default `luge` on PATH). Used by
-scripts/wasi-testsuite.sh.
+scripts/wasi-testsuite.sh, and with the suite's own runner on its built
+tests (`run-tests -r luge.py -t DIR`): WASI 0.1, and WASI 0.3 commands
+(cli, clocks, filesystem, random, sockets, http clients) on Wasmtime.
 """
 import os
 import shlex
@@ -24,6 +26,9 @@ def get_version() -> str:
 
 
 def get_wasi_versions() -> List[str]:
+    # WASI 0.3 components run on Wasmtime only.
+    if ENGINE == "wasmtime":
+        return ["wasm32-wasip1", "wasm32-wasip3"]
     return ["wasm32-wasip1"]
 
 
@@ -38,6 +43,15 @@ def compute_argv(test_path: str,
                  wasi_version: str) -> List[str]:
     args, env, root = args_env_root
     argv = LUGE + ["run", "--engine", ENGINE]
+    # As the suite's Wasmtime adapter gives `-S inherit-network` and
+    # `-S http`: the host's network, and HTTP requests to the suite's
+    # servers (on loopback, so named exactly: a wildcard grant reaches
+    # public addresses only).
+    if "sockets" in proposals:
+        argv += ["--inherit-network"]
+    if "http" in proposals:
+        argv += ["--allow-outbound", "http://127.0.0.1:*",
+                 "--allow-outbound", "http://localhost:*"]
     for key, value in env.items():
         argv += ["--env", f"{key}={value}"]
     if root:

@@ -31,6 +31,13 @@ pub struct Invocation {
     /// This invocation's trace, where the engine and host calls record
     /// their spans (`None`: not traced, nothing recorded).
     pub trace: Option<Arc<dyn Trace>>,
+    /// Whether the guest writes to this process's own stdout and stderr as
+    /// it goes (`luge run`, as `wasmtime run`: a server announcing its
+    /// port, a long job's progress) instead of into the outcome, which then
+    /// holds none of it. `false`, every front end's: output is captured,
+    /// bounded by the action's limit. Engines that only capture (WAMR,
+    /// Wasmer) leave it in the outcome either way.
+    pub inherit_stdio: bool,
 }
 
 impl std::fmt::Debug for Invocation {
@@ -42,6 +49,7 @@ impl std::fmt::Debug for Invocation {
             .field("calls", &self.calls.is_some())
             .field("state", &self.state.is_some())
             .field("traced", &self.trace.is_some())
+            .field("inherit_stdio", &self.inherit_stdio)
             .finish_non_exhaustive()
     }
 }
@@ -110,6 +118,7 @@ impl Invocation {
             calls: None,
             state: None,
             trace: None,
+            inherit_stdio: false,
         }
     }
 }

@@ -42,11 +42,9 @@ pub struct ComponentState {
     limiter: SandboxLimiter,
     http: WasiHttpCtx,
     hooks: Hooks,
-    /// `wasi:keyvalue`: the invocation's shared state.
-    state: Option<Arc<dyn luge_core::state::State>>,
-    /// `wasi:keyvalue` and `spin:key-value`: buckets (and compare-and-swap
-    /// reads) open now.
-    buckets: usize,
+    /// `wasi:keyvalue` and `spin:key-value`: the invocation's shared
+    /// state, the buckets open.
+    keyvalue: crate::keyvalue::KeyValueState,
     /// `wasi:config/store` and `spin:variables`: the action, whose
     /// variables they are.
     action: Arc<luge_core::Action>,
@@ -64,12 +62,8 @@ pub(crate) fn instantiated(store: &mut Store<ComponentState>) {
 
 impl ComponentState {
     fn keyvalue(&mut self) -> crate::keyvalue::WasiKeyValue<'_> {
-        crate::keyvalue::WasiKeyValue {
-            table: &mut self.table,
-            state: self.state.as_ref(),
-            open: &mut self.buckets,
-            global: &self.action.capabilities.global_stores,
-        }
+        self.keyvalue
+            .view(&mut self.table, &self.action.capabilities.global_stores)
     }
 }
 
@@ -136,12 +130,9 @@ const SLICES: &[(&str, AddSlice)] = &[
     }),
     ("spin:key-value, spin:variables", |l| {
         crate::spin::add_to_linker(l, |state: &mut ComponentState| crate::spin::SpinView {
-            kv: crate::keyvalue::WasiKeyValue {
-                table: &mut state.table,
-                state: state.state.as_ref(),
-                open: &mut state.buckets,
-                global: &state.action.capabilities.global_stores,
-            },
+            kv: state
+                .keyvalue
+                .view(&mut state.table, &state.action.capabilities.global_stores),
             variables: &state.action.variables.0,
         })
     }),
@@ -399,8 +390,10 @@ impl Shared {
                     calls: invocation.calls.clone(),
                     trace: invocation.trace.clone(),
                 },
-                state: invocation.state.clone(),
-                buckets: 0,
+                keyvalue: crate::keyvalue::KeyValueState {
+                    state: invocation.state.clone(),
+                    open: 0,
+                },
                 action: Arc::clone(&invocation.action),
                 instantiated: None,
                 otel: crate::otel::OtelState::default(),
@@ -443,7 +436,7 @@ impl ComponentState {
             self.hooks.deadline = self.hooks.deadline.max(deadline);
         }
         self.hooks.calls = calls;
-        self.state = state;
+        self.keyvalue.state = state;
     }
 
     /// Whether a memory growth was refused.

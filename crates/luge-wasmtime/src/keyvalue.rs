@@ -41,6 +41,32 @@ impl From<ResourceTableError> for Error {
     }
 }
 
+/// The key-value slice's part of a component's host state
+/// (`wasi:keyvalue` and `spin:key-value`).
+pub(crate) struct KeyValueState {
+    /// The invocation's shared state (`None`: the host keeps none).
+    pub(crate) state: Option<Arc<dyn State>>,
+    /// Buckets (and compare-and-swap reads) open now.
+    pub(crate) open: usize,
+}
+
+impl KeyValueState {
+    /// The bindings' view: this state, the store's table and the stores
+    /// the function reaches on the global tier.
+    pub(crate) fn view<'a>(
+        &'a mut self,
+        table: &'a mut ResourceTable,
+        global: &'a [String],
+    ) -> WasiKeyValue<'a> {
+        WasiKeyValue {
+            table,
+            state: self.state.as_ref(),
+            open: &mut self.open,
+            global,
+        }
+    }
+}
+
 /// What the bindings work on: the store's resource table and the
 /// invocation's state (`None`: the host keeps no state; every open fails).
 pub struct WasiKeyValue<'a> {

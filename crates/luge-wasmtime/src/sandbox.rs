@@ -121,7 +121,8 @@ impl SandboxModule {
 }
 
 /// The WASI context of an invocation, for either preview: stdin, captured
-/// stdout and stderr, argv, environment and granted directories.
+/// stdout and stderr (or this process's, where the invocation inherits
+/// them), argv, environment, granted directories and sockets.
 pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static>(
     invocation: &Invocation,
     stdout: &O,
@@ -135,7 +136,10 @@ pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static
         .stderr(stderr.clone())
         .args(&invocation.argv().collect::<Vec<_>>())
         .envs(&invocation.env());
-    grant_sockets(&mut builder, &action.capabilities.outbound);
+    if invocation.inherit_stdio {
+        builder.inherit_stdout().inherit_stderr();
+    }
+    grant_sockets(&mut builder, &action.capabilities);
     for dir in &action.capabilities.dirs {
         let perms = match dir.mode {
             DirMode::ReadOnly => FsPerms::ReadOnly,
@@ -154,10 +158,25 @@ pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static
 /// `wasi:sockets` as `outbound` grants it: TCP where a `tcp://` (or `*://`)
 /// entry exists, UDP where a `udp://` one does, name lookups with either,
 /// and every address checked by `luge_outbound::Sockets` (none granted:
-/// no socket at all, Wasmtime's default).
-fn grant_sockets(builder: &mut WasiCtxBuilder, outbound: &luge_core::capabilities::AllowedHosts) {
+/// no socket at all, Wasmtime's default). `luge run --inherit-network`
+/// gives the host's network unchecked, as `wasmtime run -S
+/// inherit-network` does.
+fn grant_sockets(
+    builder: &mut WasiCtxBuilder,
+    capabilities: &luge_core::capabilities::Capabilities,
+) {
+    use luge_core::capabilities::Network;
     use luge_outbound::SocketUse;
     use wasmtime_wasi::sockets::SocketAddrUse as Use;
+    if capabilities.network == Network::Inherit {
+        builder
+            .inherit_network()
+            .allow_tcp(true)
+            .allow_udp(true)
+            .allow_ip_name_lookup(true);
+        return;
+    }
+    let outbound = &capabilities.outbound;
     let (tcp, udp) = (outbound.grants_scheme("tcp"), outbound.grants_scheme("udp"));
     builder
         .allow_tcp(tcp)

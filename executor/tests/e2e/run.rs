@@ -147,3 +147,117 @@ fn bad_input_is_one_line_and_status_one() {
         );
     }
 }
+
+/// A TCP server on 127.0.0.1 that answers one connection with `pong`
+/// once it has read `ping\n`; its port.
+fn pong_server() -> u16 {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        while let Ok((mut stream, _)) = listener.accept() {
+            let mut line = [0u8; 5];
+            if stream.read_exact(&mut line).is_ok() && &line == b"ping\n" {
+                let _ = stream.write_all(b"pong");
+            }
+        }
+    });
+    port
+}
+
+#[test]
+fn wasi_sockets_reach_what_the_flags_grant_and_the_host_network_only_by_inherit_network() {
+    let sockets = module("sockets3");
+    let sockets = sockets.to_str().unwrap();
+    if engine() != "wasmtime" {
+        // WASI 0.3 components and wasi:sockets are Wasmtime's.
+        let out = luge_run(&["--inherit-network", sockets, "loop"]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("has no wasi:sockets"),
+            "{out:?}"
+        );
+        return;
+    }
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+
+    // Nothing granted: no socket at all.
+    let out = luge_run(&[sockets, "loop"]);
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        stderr(&out).contains("error: create: access-denied"),
+        "{out:?}"
+    );
+
+    // The host's network: a listener, a connection to it, UDP between two
+    // sockets, all on loopback, as under `wasmtime run -S inherit-network`.
+    let out = luge_run(&["--inherit-network", sockets, "loop"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "tcp ping\nudp ping\n");
+
+    // A grant names the server: connect there, and nowhere else; never a
+    // listener, even on loopback.
+    let port = pong_server();
+    let grant = format!("tcp://127.0.0.1:{port}");
+    let target = format!("127.0.0.1:{port}");
+    let out = luge_run(&["--allow-outbound", &grant, sockets, "connect", &target]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "pong");
+    let other = format!("127.0.0.1:{}", port.wrapping_add(1).max(1));
+    let out = luge_run(&["--allow-outbound", &grant, sockets, "connect", &other]);
+    assert!(
+        stderr(&out).contains("error: connect: access-denied"),
+        "{out:?}"
+    );
+    let out = luge_run(&["--allow-outbound", &grant, sockets, "loop"]);
+    assert!(
+        stderr(&out).contains("error: listen: access-denied"),
+        "{out:?}"
+    );
+    // A wildcard reaches public addresses only: not this loopback server.
+    let out = luge_run(&["--allow-outbound", "tcp://*:*", sockets, "connect", &target]);
+    assert!(
+        stderr(&out).contains("error: connect: access-denied"),
+        "{out:?}"
+    );
+    // Output as it is written, as `wasmtime run`'s: a server announces
+    // its address, is reached there, and ends.
+    let mut server = Command::new(env!("CARGO_BIN_EXE_luge"))
+        .args(["run", "--inherit-network", sockets, "listen"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let (line, announced) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut announced = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut announced);
+        let _ = line.send(announced);
+    });
+    // Bounded: output held back until the end would never come.
+    let Ok(announced) = announced.recv_timeout(std::time::Duration::from_secs(30)) else {
+        let _ = server.kill();
+        panic!("no address announced while the server runs");
+    };
+    let mut peer = std::net::TcpStream::connect(announced.trim()).unwrap();
+    let mut reply = String::new();
+    std::io::Read::read_to_string(&mut peer, &mut reply).unwrap();
+    assert_eq!(reply, "pong");
+    assert!(server.wait().unwrap().success());
+
+    // Name lookups come with a socket grant, and not without one.
+    let out = luge_run(&[
+        "--allow-outbound",
+        "tcp://*:*",
+        sockets,
+        "resolve",
+        "localhost",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("127.0.0.1"),
+        "{out:?}"
+    );
+    let out = luge_run(&[sockets, "resolve", "localhost"]);
+    assert!(stderr(&out).contains("error: resolve: "), "{out:?}");
+}

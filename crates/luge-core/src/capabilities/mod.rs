@@ -41,7 +41,7 @@ pub use dirs::{DirGrant, DirMode, DirRequest, MAX_DIR_GRANTS};
 pub use error::GrantError;
 use error::bad;
 pub use outbound::{
-    AllowedHosts, CHAINING_DOMAINS, MAX_OUTBOUND_GRANTS, OriginError, OriginRefusal,
+    AllowedHosts, CHAINING_DOMAINS, MAX_OUTBOUND_GRANTS, Network, OriginError, OriginRefusal,
     chained_function,
 };
 pub use sqlite::SqliteGrant;
@@ -67,6 +67,9 @@ pub struct Capabilities {
     pub global_stores: Vec<String>,
     /// Where outgoing requests and connections may go; nowhere by default.
     pub outbound: AllowedHosts,
+    /// How its sockets reach the network: through `outbound` only, unless
+    /// `luge run --inherit-network` says otherwise (never a tenant).
+    pub network: Network,
     /// The SQLite databases it may open; none by default.
     pub sqlite: SqliteGrant,
 }
@@ -251,6 +254,8 @@ impl Capabilities {
             state: namespaces::grant(&annotations.state)?,
             global_stores: namespaces::grant_global(&annotations.global_stores)?,
             outbound: AllowedHosts::parse(&annotations.outbound_http, &annotations.variables)?,
+            // No annotation widens it: `luge run` alone sets `Inherit`.
+            network: Network::Granted,
             sqlite: sqlite::grant(&annotations.sqlite)?,
         })
     }

@@ -49,6 +49,23 @@ pub const MAX_OUTBOUND_GRANTS: usize = 64;
 /// `NAME.spin.internal` the same, so Spin apps chain unchanged.
 pub const CHAINING_DOMAINS: [&str; 2] = [".luge.internal", ".spin.internal"];
 
+/// How a sandbox's `wasi:sockets` reach the network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Network {
+    /// Where its [`AllowedHosts`] grant, each address checked, no
+    /// listener (see `luge_outbound::Sockets`): every tenant's, and the
+    /// default.
+    #[default]
+    Granted,
+    /// The host's network as the process has it, as `wasmtime run -S
+    /// inherit-network`: bind, listen, accept and connect anywhere,
+    /// loopback included. Only `luge run --inherit-network` sets it (an
+    /// operator running a module of their own on their own terminal, a
+    /// conformance suite's servers among them); no annotation, manifest
+    /// key or API can, and engines without `wasi:sockets` ignore it.
+    Inherit,
+}
+
 /// The parsed `allowed_outbound_hosts` of one function; empty (nothing
 /// reachable) by default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
