@@ -71,8 +71,10 @@ pub struct RunArgs {
     /// The export to call [default: `_start`, a WASI command].
     #[arg(long)]
     pub invoke: Option<String>,
-    /// The module's stdin, read whole before it starts as a request body
-    /// is (`-`: this process's stdin) [default: empty; never waited on].
+    /// The module's stdin: FILE, read whole before it starts as a request
+    /// body is, or `-`, this process's stdin (on Wasmtime read as the
+    /// module reads it, as `wasmtime run`'s; read whole first on the other
+    /// engines) [default: empty; never waited on].
     #[arg(long, value_name = "FILE")]
     pub stdin: Option<PathBuf>,
     /// The module (`.wasm`, or WebAssembly text).
@@ -173,8 +175,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     )?;
 
     let mut stdin = Vec::new();
+    // On Wasmtime, `-` is this process's stdin as the module reads it (as
+    // `wasmtime run`'s); the other engines take it whole before the start.
+    let live_stdin = args.engine == EngineKind::Wasmtime
+        && args.stdin.as_ref().is_some_and(|p| p.as_os_str() == "-");
     match &args.stdin {
         None => {}
+        Some(_) if live_stdin => {}
         Some(path) if path.as_os_str() == "-" => {
             std::io::stdin()
                 .take(MAX_STDIN_BYTES + 1)
@@ -194,6 +201,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         // Output as it is written (a server announcing its port); what an
         // engine captured instead is written below.
         inherit_stdio: true,
+        inherit_stdin: live_stdin,
         ..Invocation::new(Arc::new(action), stdin)
     });
     std::io::stdout().write_all(&outcome.stdout)?;

@@ -49,6 +49,11 @@ def compute_argv(test_path: str,
     # public addresses only).
     if "sockets" in proposals:
         argv += ["--inherit-network"]
+    # The suite writes to a test's stdin as it runs (and reads what the
+    # test printed first): this process's stdin, read as the module reads
+    # it, on Wasmtime.
+    if ENGINE == "wasmtime":
+        argv += ["--stdin", "-"]
     if "http" in proposals:
         argv += ["--allow-outbound", "http://127.0.0.1:*",
                  "--allow-outbound", "http://localhost:*"]

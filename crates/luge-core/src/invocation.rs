@@ -38,6 +38,11 @@ pub struct Invocation {
     /// bounded by the action's limit. Engines that only capture (WAMR,
     /// Wasmer) leave it in the outcome either way.
     pub inherit_stdio: bool,
+    /// Whether the guest reads this process's own stdin as it goes (`luge
+    /// run --stdin -` on Wasmtime, as `wasmtime run`: an interactive
+    /// program, a test that answers what it printed) instead of
+    /// [`Invocation::stdin`]. `false`, every front end's.
+    pub inherit_stdin: bool,
 }
 
 impl std::fmt::Debug for Invocation {
@@ -50,6 +55,7 @@ impl std::fmt::Debug for Invocation {
             .field("state", &self.state.is_some())
             .field("traced", &self.trace.is_some())
             .field("inherit_stdio", &self.inherit_stdio)
+            .field("inherit_stdin", &self.inherit_stdin)
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +125,7 @@ impl Invocation {
             state: None,
             trace: None,
             inherit_stdio: false,
+            inherit_stdin: false,
         }
     }
 }

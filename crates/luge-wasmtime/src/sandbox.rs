@@ -139,6 +139,9 @@ pub(crate) fn wasi_builder<O: wasmtime_wasi::cli::StdoutStream + Clone + 'static
     if invocation.inherit_stdio {
         builder.inherit_stdout().inherit_stderr();
     }
+    if invocation.inherit_stdin {
+        builder.inherit_stdin();
+    }
     grant_sockets(&mut builder, &action.capabilities);
     for dir in &action.capabilities.dirs {
         let perms = match dir.mode {

@@ -261,3 +261,30 @@ fn wasi_sockets_reach_what_the_flags_grant_and_the_host_network_only_by_inherit_
     let out = luge_run(&[sockets, "resolve", "localhost"]);
     assert!(stderr(&out).contains("error: resolve: "), "{out:?}");
 }
+
+#[test]
+fn stdin_dash_is_this_process_stdin() {
+    use std::io::Write as _;
+    // A WASI 0.3 command on Wasmtime (read as it reads it), a core module
+    // elsewhere (read whole first): either way what was written arrives.
+    let module = if engine() == "wasmtime" { module("cli3") } else { module("echo") };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_luge"))
+        .args(["run", "--engine", engine(), "--stdin", "-"])
+        .arg(&module)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"mode":"piped"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("piped"),
+        "{out:?}"
+    );
+}
