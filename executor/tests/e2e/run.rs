@@ -267,7 +267,11 @@ fn stdin_dash_is_this_process_stdin() {
     use std::io::Write as _;
     // A WASI 0.3 command on Wasmtime (read as it reads it), a core module
     // elsewhere (read whole first): either way what was written arrives.
-    let module = if engine() == "wasmtime" { module("cli3") } else { module("echo") };
+    let module = if engine() == "wasmtime" {
+        module("cli3")
+    } else {
+        module("echo")
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_luge"))
         .args(["run", "--engine", engine(), "--stdin", "-"])
         .arg(&module)
