@@ -4,7 +4,8 @@
 # cmake + libclang for building WAMR (the `wamr` engine feature), a C++
 # compiler for libFuzzer (scripts/fuzz.sh), redis-server for the state and
 # outbound Redis tests, PostgreSQL and MariaDB for the outbound database
-# tests, and mosquitto for the MQTT trigger tests.
+# tests, mosquitto for the MQTT trigger tests, and protoc, libseccomp and
+# libdbus for the containerd shim.
 set -euo pipefail
 for target in wasm32-wasip1 wasm32-wasip2; do
     if ! rustup target list --installed | grep -qx "$target"; then
@@ -31,6 +32,13 @@ command -v redis-server >/dev/null || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # Outbound MySQL (spin:mysql) likewise, against a fresh MariaDB.
 command -v mariadbd >/dev/null || need+=(mariadb-server)
+# containerd-shim-luge (runwasi's containerd-shim-wasm) links youki's
+# libcontainer (libseccomp, D-Bus for systemd cgroups) and generates
+# containerd's gRPC API with protoc.
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists libseccomp 2>/dev/null || need+=(libseccomp-dev)
+pkg-config --exists dbus-1 2>/dev/null || need+=(libdbus-1-dev)
 # MQTT triggers are tested against a real broker, messages published with
 # its client.
 command -v mosquitto >/dev/null || need+=(mosquitto)

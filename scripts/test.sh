@@ -51,3 +51,7 @@ done
 # controller and two invokers, each with its Luge), driven by `wsk`. Needs
 # OPENWHISK_SRC too (and OPENWHISK_CLI_SRC); SKIPPED in CI.
 ./deploy/openwhisk/cluster.sh
+# Luge on Kubernetes: containerd v2.4 with Luge's shim, driven through CRI
+# with crictl. Needs root, runc and Go builds: SKIPPED unless
+# LUGE_K8S_CHECK=1.
+LUGE_K8S_CHECK="${LUGE_K8S_CHECK:-0}" ./deploy/kubernetes/check.sh

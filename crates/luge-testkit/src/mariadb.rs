@@ -51,8 +51,14 @@ impl MariaDbServer {
         let dir = tempfile::tempdir().map_err(|e| step("temp dir", &e))?;
         let root = rustix::process::geteuid().is_root();
         let data = dir.path().join("data");
+        // Temporary tables in a directory of this server's own: servers
+        // bootstrapped at once in a shared /tmp have removed each other's
+        // (mariadb-install-db: "Could not remove temporary table").
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).map_err(|e| step("temp dir", &e))?;
         let mut install = Command::new("mariadb-install-db");
         install
+            .env("TMPDIR", &tmp)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
             .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
@@ -78,6 +84,7 @@ impl MariaDbServer {
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
             .arg(format!("--port={port}"))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--socket={}", socket.display()))
             .arg(format!("--pid-file={}", dir.path().join("pid").display()))

@@ -1,0 +1,214 @@
+//! Which app a container holds, and the `luge serve` arguments that serve
+//! it. Pure: given a root directory, so it is tested without a container.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Where Spin's shim looks for an app's manifest when the image is files
+/// (containerd-shim-spin's `SPIN_MANIFEST_FILE_PATH`).
+pub const SPIN_MANIFEST: &str = "spin.toml";
+/// Where Spin's shim looks for the runtime config
+/// (containerd-shim-spin's `RUNTIME_CONFIG_PATH`).
+pub const RUNTIME_CONFIG: &str = "runtime-config.toml";
+/// A Luge app's config at the image's root.
+pub const LUGE_CONFIG: &str = "luge.toml";
+/// The variable that moves the HTTP listener (Spin's shim's name).
+pub const LISTEN_ENV: &str = "SPIN_HTTP_LISTEN_ADDR";
+/// Where the app listens by default: every address of the pod, port 80,
+/// as containerd-shim-spin (a Service targets the pod's address).
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:80";
+/// The app's shared state and SQLite databases, inside the container's
+/// writable root (gone with the container, as the pod's own files are).
+pub const STATE_DIR: &str = "luge-state";
+
+/// An app found in a container's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum App {
+    /// A Spin app: its manifest, and the runtime config beside it, if any.
+    Spin {
+        /// `spin.toml`.
+        manifest: PathBuf,
+        /// `runtime-config.toml` at the root, if the image has one.
+        runtime_config: Option<PathBuf>,
+    },
+    /// A Luge app: its `luge.toml`.
+    Luge {
+        /// `luge.toml`.
+        config: PathBuf,
+    },
+}
+
+/// Why a container cannot be served.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AppError {
+    /// Neither manifest is where the image's entry point or root says.
+    #[error(
+        "no runnable app in the image: no {SPIN_MANIFEST} or {LUGE_CONFIG} at its root \
+         (nor named by its entrypoint)"
+    )]
+    NoApp,
+    /// The entry point names a file that is neither manifest.
+    #[error("the image's entrypoint {0} is neither a spin.toml nor a luge.toml")]
+    UnknownEntrypoint(String),
+    /// `SPIN_HTTP_LISTEN_ADDR` is not an address.
+    #[error("{LISTEN_ENV}={0} is not an address (expected IP:PORT)")]
+    BadListen(String),
+}
+
+/// The app under `root`: the file the entry point names (`/spin.toml`,
+/// `/app/luge.toml`) if it names one, else `spin.toml` or `luge.toml` at
+/// the root (a Spin app first, as Spin's shim).
+pub fn find(root: &Path, entrypoint: Option<&Path>) -> Result<App, AppError> {
+    let runtime_config = Some(root.join(RUNTIME_CONFIG)).filter(|p| p.is_file());
+    if let Some(entry) = entrypoint.filter(|e| e.extension().is_some_and(|x| x == "toml")) {
+        let path = root.join(entry.strip_prefix("/").unwrap_or(entry));
+        if !path.is_file() {
+            return Err(AppError::NoApp);
+        }
+        return match entry.file_name().and_then(|n| n.to_str()) {
+            Some(SPIN_MANIFEST) => Ok(App::Spin {
+                manifest: path,
+                runtime_config,
+            }),
+            Some(LUGE_CONFIG) => Ok(App::Luge { config: path }),
+            _ => Err(AppError::UnknownEntrypoint(entry.display().to_string())),
+        };
+    }
+    let spin = root.join(SPIN_MANIFEST);
+    if spin.is_file() {
+        return Ok(App::Spin {
+            manifest: spin,
+            runtime_config,
+        });
+    }
+    let luge = root.join(LUGE_CONFIG);
+    if luge.is_file() {
+        return Ok(App::Luge { config: luge });
+    }
+    Err(AppError::NoApp)
+}
+
+/// Where the app listens: `SPIN_HTTP_LISTEN_ADDR` from the container's
+/// environment (`NAME=VALUE` entries), else [`DEFAULT_LISTEN`].
+pub fn listen(envs: &[String]) -> Result<SocketAddr, AppError> {
+    let value = envs
+        .iter()
+        .rev()
+        .find_map(|e| e.strip_prefix(LISTEN_ENV)?.strip_prefix('='))
+        .unwrap_or(DEFAULT_LISTEN);
+    value
+        .parse()
+        .map_err(|_| AppError::BadListen(value.to_owned()))
+}
+
+/// `luge serve`'s arguments for `app` (after the program name).
+pub fn serve_args(app: &App, root: &Path, listen: SocketAddr) -> Vec<String> {
+    let mut args = vec!["serve".to_owned()];
+    match app {
+        App::Spin {
+            manifest,
+            runtime_config,
+        } => {
+            args.push("--spin".to_owned());
+            args.push(manifest.display().to_string());
+            if let Some(rc) = runtime_config {
+                args.push("--runtime-config-file".to_owned());
+                args.push(rc.display().to_string());
+            }
+        }
+        App::Luge { config } => {
+            args.push("--config".to_owned());
+            args.push(config.display().to_string());
+        }
+    }
+    args.push("--listen".to_owned());
+    args.push(listen.to_string());
+    args.push("--state-dir".to_owned());
+    args.push(root.join(STATE_DIR).display().to_string());
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_app_by_entrypoint_then_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert_eq!(find(root, None), Err(AppError::NoApp));
+        std::fs::write(root.join("luge.toml"), "").unwrap();
+        assert_eq!(
+            find(root, None),
+            Ok(App::Luge {
+                config: root.join("luge.toml")
+            })
+        );
+        std::fs::write(root.join("spin.toml"), "").unwrap();
+        std::fs::write(root.join("runtime-config.toml"), "").unwrap();
+        let spin = App::Spin {
+            manifest: root.join("spin.toml"),
+            runtime_config: Some(root.join("runtime-config.toml")),
+        };
+        assert_eq!(find(root, None), Ok(spin.clone()));
+        // The entry point wins, and names only what exists.
+        assert_eq!(
+            find(root, Some(Path::new("/luge.toml"))),
+            Ok(App::Luge {
+                config: root.join("luge.toml")
+            })
+        );
+        assert_eq!(find(root, Some(Path::new("/spin.toml"))), Ok(spin));
+        assert_eq!(
+            find(root, Some(Path::new("/app/luge.toml"))),
+            Err(AppError::NoApp)
+        );
+        std::fs::write(root.join("other.toml"), "").unwrap();
+        assert_eq!(
+            find(root, Some(Path::new("/other.toml"))),
+            Err(AppError::UnknownEntrypoint("/other.toml".into()))
+        );
+        // An entry point that is no manifest (a module, `/`) falls back.
+        assert!(find(root, Some(Path::new("/app.wasm"))).is_ok());
+    }
+
+    #[test]
+    fn listens_where_spin_would() {
+        assert_eq!(listen(&[]).unwrap().to_string(), "0.0.0.0:80");
+        let envs = [
+            "A=1".to_owned(),
+            "SPIN_HTTP_LISTEN_ADDR=127.0.0.1:3000".to_owned(),
+        ];
+        assert_eq!(listen(&envs).unwrap().to_string(), "127.0.0.1:3000");
+        assert_eq!(
+            listen(&["SPIN_HTTP_LISTEN_ADDR=nowhere".to_owned()]),
+            Err(AppError::BadListen("nowhere".into()))
+        );
+    }
+
+    #[test]
+    fn serve_args_are_luge_serve_flags() {
+        let root = Path::new("/");
+        let app = App::Spin {
+            manifest: "/spin.toml".into(),
+            runtime_config: None,
+        };
+        let args = serve_args(&app, root, "0.0.0.0:80".parse().unwrap());
+        assert_eq!(
+            args,
+            [
+                "serve",
+                "--spin",
+                "/spin.toml",
+                "--listen",
+                "0.0.0.0:80",
+                "--state-dir",
+                "/luge-state"
+            ]
+        );
+        // Each is a flag `luge serve` takes.
+        let mut argv = vec!["luge".to_owned()];
+        argv.extend(args);
+        assert!(<luge_executor::cli::Cli as clap::Parser>::try_parse_from(argv).is_ok());
+    }
+}

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Luge on Kubernetes, checked on this machine: the CRI path kubelet takes,
+# driven by hand with crictl against containerd v2.4 with Luge's shim
+# (containerd-shim-luge-v1) as the runtime handler `luge`.
+#
+#   deploy/kubernetes/check.sh
+#
+# Builds what it needs, each step skipped when done (target/tools/k8s:
+# containerd, ctr, the runc shim, crictl and the CNI plugins from the Go
+# module proxy, deploy/kubernetes/build-tools.sh; the shim with cargo; the
+# pause image from deploy/kubernetes/pause; the app images as OCI tarballs,
+# deploy/kubernetes/oci-image.py), starts containerd on sockets of its own
+# under LUGE_K8S_WORK (default target/k8s), runs a pod, stops all of it,
+# and checks nothing is left behind.
+#
+# It needs root (containerd, namespaces, a bridge), Go and Debian's runc.
+# Without them, or run by scripts/test.sh (CI) without LUGE_K8S_CHECK=1,
+# it prints SKIPPED and the reason, and exits 0, as the OpenWhisk checks
+# do.
+#
+# The pod network is a bridge this script creates (luge-k8s0,
+# 10.244.77.0/24), no masquerade and no route beyond it: traffic goes only
+# between this machine and the pods' addresses.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+work="${LUGE_K8S_WORK:-$repo/target/k8s}"
+
+skip() {
+    echo "deploy/kubernetes/check.sh: SKIPPED: $*"
+    exit 0
+}
+[ "${LUGE_K8S_CHECK:-1}" = 1 ] || skip "LUGE_K8S_CHECK=1 runs it (root, runc and about 15 minutes of Go builds the first time: scripts/test.sh and CI leave it out)"
+[ "$(id -u)" -eq 0 ] || skip "containerd and pod networks need root"
+command -v go >/dev/null || skip "Go is needed to build containerd, crictl and the CNI plugins"
+command -v runc >/dev/null || skip "runc is needed (Debian's package runc)"
+command -v ip >/dev/null || skip "iproute2 is needed"
+
+step() { echo "== $*"; }
+
+step "node tools (containerd v2.4.2, crictl v1.37.0, CNI plugins v1.10.0)"
+"$here/build-tools.sh"
+tools="$repo/target/tools/k8s"
+
+step "the shim (containerd-shim-luge-v1)"
+(cd "$repo" && cargo build --quiet -p containerd-shim-luge --bin containerd-shim-luge-v1)
+
+mkdir -p "$work"/{bin,images,logs,cni/net.d,pause-root,app-root}
+for tool in containerd ctr containerd-shim-runc-v2 crictl; do
+    ln -sf "$tools/bin/$tool" "$work/bin/$tool"
+done
+[ -n "${LUGE_SHIM_WRAP:-}" ] || cp "$repo/target/debug/containerd-shim-luge-v1" "$work/bin/containerd-shim-luge-v1"
+export PATH="$work/bin:$PATH"
+
+step "images (OCI tarballs: the pause image from source, a Spin app)"
+pause_image=registry.k8s.io/pause:3.10
+if [ ! -f "$work/images/pause.tar" ] || [ "$here/pause/pause.c" -nt "$work/images/pause.tar" ]; then
+    cc -static -O2 -o "$work/pause-root/pause" "$here/pause/pause.c"
+    "$here/oci-image.py" "$work/images/pause.tar" "$pause_image" \
+        --layer "$work/pause-root" --entrypoint /pause
+fi
+app_image=luge.local/spin-app:v1
+wasm="$repo/actions/spin/target/wasm32-wasip2/release/luge_spin_app.wasm"
+[ -f "$wasm" ] || "$repo/scripts/build-actions.sh" >/dev/null
+rm -rf "$work/app-root" && mkdir -p "$work/app-root/target/wasm32-wasip2/release"
+cp "$repo/actions/spin/spin.toml" "$work/app-root/spin.toml"
+cp "$wasm" "$work/app-root/target/wasm32-wasip2/release/"
+"$here/oci-image.py" "$work/images/spin-app.tar" "$app_image" \
+    --layer "$work/app-root" --entrypoint /spin.toml
+
+step "the pod network (bridge luge-k8s0, 10.244.77.0/24, no masquerade)"
+ln -sf "$tools/cni/"* "$work/cni/" 2>/dev/null || true
+cni_bin="$tools/cni"
+cat >"$work/cni/net.d/10-luge.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "luge-k8s",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "luge-k8s0",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "10.244.77.0/24"}]],
+        "dataDir": "$work/cni/ipam"
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": false}
+  ]
+}
+CNI
+
+step "containerd (its own root, state and sockets under $work)"
+sock="$work/containerd.sock"
+cat >"$work/containerd.toml" <<TOML
+version = 3
+root = "$work/containerd/root"
+state = "$work/containerd/state"
+
+[grpc]
+  address = "$sock"
+
+[ttrpc]
+  address = "$work/containerd-ttrpc.sock"
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "$pause_image"
+
+[plugins.'io.containerd.cri.v1.runtime']
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$cni_bin"]
+    conf_dir = "$work/cni/net.d"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.luge]
+      runtime_type = "io.containerd.luge.v1"
+
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+TOML
+containerd_pid=""
+cleanup() {
+    set +e
+    if [ -n "$containerd_pid" ]; then
+        crictl --runtime-endpoint "unix://$sock" rmp -fa >/dev/null 2>&1
+        kill "$containerd_pid" 2>/dev/null
+        wait "$containerd_pid" 2>/dev/null
+    fi
+    ip link del luge-k8s0 2>/dev/null
+}
+trap cleanup EXIT
+RUST_LOG="${LUGE_SHIM_LOG:-error}" containerd --config "$work/containerd.toml" >"$work/logs/containerd.log" 2>&1 &
+containerd_pid=$!
+for _ in $(seq 100); do
+    [ -S "$sock" ] && ctr --address "$sock" version >/dev/null 2>&1 && break
+    sleep 0.1
+done
+ctr --address "$sock" version >/dev/null || {
+    tail -20 "$work/logs/containerd.log"
+    echo "containerd did not start" >&2
+    exit 1
+}
+export CONTAINER_RUNTIME_ENDPOINT="unix://$sock" IMAGE_SERVICE_ENDPOINT="unix://$sock"
+for image in pause spin-app; do
+    ctr --address "$sock" -n k8s.io images import "$work/images/$image.tar" >/dev/null
+done
+
+"$here/crictl-path.sh" "$work" "$app_image"
+echo "deploy/kubernetes/check.sh: PASSED"
