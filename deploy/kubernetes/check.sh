@@ -43,13 +43,17 @@ step "node tools (containerd v2.4.2, crictl v1.37.0, CNI plugins v1.10.0)"
 tools="$repo/target/tools/k8s"
 
 step "the shim (containerd-shim-luge-v1)"
-(cd "$repo" && cargo build --quiet -p containerd-shim-luge --bin containerd-shim-luge-v1)
+# LUGE_SHIM_BIN: a shim built already (a release build, say).
+shim="${LUGE_SHIM_BIN:-$repo/target/debug/containerd-shim-luge-v1}"
+if [ -z "${LUGE_SHIM_BIN:-}" ]; then
+    (cd "$repo" && cargo build --quiet -p containerd-shim-luge --bin containerd-shim-luge-v1)
+fi
 
 mkdir -p "$work"/{bin,images,logs,cni/net.d,pause-root,app-root}
 for tool in containerd ctr containerd-shim-runc-v2 crictl; do
     ln -sf "$tools/bin/$tool" "$work/bin/$tool"
 done
-[ -n "${LUGE_SHIM_WRAP:-}" ] || cp "$repo/target/debug/containerd-shim-luge-v1" "$work/bin/containerd-shim-luge-v1"
+cp "$shim" "$work/bin/containerd-shim-luge-v1"
 export PATH="$work/bin:$PATH"
 
 step "images (OCI tarballs: the pause image from source, a Spin app)"
@@ -111,6 +115,10 @@ state = "$work/containerd/state"
     sandbox = "$pause_image"
 
 [plugins.'io.containerd.cri.v1.runtime']
+  # Pods' oom_score_adj no lower than containerd's own: where the host
+  # withholds CAP_SYS_RESOURCE (this VM), runc cannot lower it (the
+  # sandbox asks -998) and every pod fails to start.
+  restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["$cni_bin"]
     conf_dir = "$work/cni/net.d"

@@ -66,13 +66,21 @@ pub fn main_with(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Proxy { .. } | cli::Command::Run(_) => "warn",
         cli::Command::Serve { .. } => "info",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("LUGE_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let subscriber = || {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                EnvFilter::try_from_env("LUGE_LOG")
+                    .unwrap_or_else(|_| EnvFilter::new(default_level)),
+            )
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    };
+    // With the `log` crate's records bridged in; a process that embeds
+    // Luge and set its own `log` logger first (containerd-shim-luge) keeps
+    // it, and Luge's own records still go to stderr.
+    if subscriber().try_init().is_err() {
+        let _ = tracing::subscriber::set_global_default(subscriber().finish());
+    }
     if let cli::Command::Run(args) = cli.command {
         return run::run(args);
     }
