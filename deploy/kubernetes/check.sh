@@ -72,6 +72,11 @@ cp "$wasm" "$work/app-root/target/wasm32-wasip2/release/"
 "$here/oci-image.py" "$work/images/spin-app.tar" "$app_image" \
     --layer "$work/app-root" --entrypoint /spin.toml
 
+# An image with no app in it (bad input: refused with the reason).
+mkdir -p "$work/empty-root" && echo "no app here" >"$work/empty-root/README"
+"$here/oci-image.py" "$work/images/empty.tar" luge.local/empty:v1 \
+    --layer "$work/empty-root" --entrypoint /app.wasm
+
 step "the pod network (bridge luge-k8s0, 10.244.77.0/24, no masquerade)"
 ln -sf "$tools/cni/"* "$work/cni/" 2>/dev/null || true
 cni_bin="$tools/cni"
@@ -155,7 +160,7 @@ ctr --address "$sock" version >/dev/null || {
     exit 1
 }
 export CONTAINER_RUNTIME_ENDPOINT="unix://$sock" IMAGE_SERVICE_ENDPOINT="unix://$sock"
-for image in pause spin-app; do
+for image in pause spin-app empty; do
     ctr --address "$sock" -n k8s.io images import "$work/images/$image.tar" >/dev/null
 done
 

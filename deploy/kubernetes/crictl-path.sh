@@ -56,6 +56,17 @@ echo "$body"
     fail "expected the app's greeting from the pod's env, got: $body"
 }
 
+step "an image with no app: refused, and the pod goes on"
+sed "s|$image|luge.local/empty:v1|; s|\"name\": \"app\"|\"name\": \"empty\"|; s|app.log|empty.log|" \
+    "$work/app.json" >"$work/empty.json"
+bad=$(crictl create "$pod" "$work/empty.json" "$work/pod.json")
+if why=$(crictl start "$bad" 2>&1); then
+    fail "a container with no app started"
+fi
+echo "$why" | tail -1 | sed 's/.*desc = //' | cut -c1-240
+crictl rm "$bad" >/dev/null
+curl -sS --max-time 2 "http://$ip/hello" >/dev/null || fail "the pod's app stopped answering"
+
 step "logs"
 crictl logs "$ctr_id" 2>&1 | tail -5
 crictl logs "$ctr_id" 2>&1 | grep -q "listening" || fail "the container's log lacks luge's listening line"
