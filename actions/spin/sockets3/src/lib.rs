@@ -187,17 +187,23 @@ async fn resolve(name: &str) -> Result<String, Failure> {
 
 /// Writes `text` to stdout.
 async fn print(text: &str) {
-    let (mut tx, rx) = wasip3::wit_stream::new();
-    let written = wasip3::cli::stdout::write_via_stream(rx);
-    tx.write_all(text.as_bytes().to_vec()).await;
-    drop(tx);
-    let _ = written.await;
+    let (tx, rx) = wasip3::wit_stream::new();
+    write(tx, wasip3::cli::stdout::write_via_stream(rx), text).await;
 }
 
 /// Writes `text` to stderr.
 async fn eprint(text: &str) {
-    let (mut tx, rx) = wasip3::wit_stream::new();
-    let written = wasip3::cli::stderr::write_via_stream(rx);
+    let (tx, rx) = wasip3::wit_stream::new();
+    write(tx, wasip3::cli::stderr::write_via_stream(rx), text).await;
+}
+
+/// Writes `text` into a stream of stdout or stderr and waits until the
+/// host took it (`written`).
+async fn write<E>(
+    mut tx: wasip3::wit_bindgen::StreamWriter<u8>,
+    written: impl std::future::IntoFuture<Output = Result<(), E>>,
+    text: &str,
+) {
     tx.write_all(text.as_bytes().to_vec()).await;
     drop(tx);
     let _ = written.await;
