@@ -78,7 +78,6 @@ mkdir -p "$work/empty-root" && echo "no app here" >"$work/empty-root/README"
     --layer "$work/empty-root" --entrypoint /app.wasm
 
 step "the pod network (bridge luge-k8s0, 10.244.77.0/24, no masquerade)"
-ln -sf "$tools/cni/"* "$work/cni/" 2>/dev/null || true
 cni_bin="$tools/cni"
 cat >"$work/cni/net.d/10-luge.conflist" <<CNI
 {

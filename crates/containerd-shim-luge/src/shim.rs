@@ -78,19 +78,10 @@ impl Sandbox for LugeSandbox {
             Ok(Err(error)) => {
                 // The container's stderr: `kubectl logs` and the pod's
                 // last state say why it ended.
-                eprintln!("luge: error: {}", luge_core_line(&error));
+                eprintln!("luge: error: {}", luge_core::error_line(error.as_ref()));
                 Ok(1)
             }
             Err(_) => anyhow::bail!("luge serve panicked"),
         }
     }
-}
-
-/// An error as one line, causes joined (`luge`'s own format).
-fn luge_core_line(error: &anyhow::Error) -> String {
-    error
-        .chain()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(": ")
 }

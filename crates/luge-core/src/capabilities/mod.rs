@@ -286,6 +286,29 @@ mod tests {
     }
 
     #[test]
+    fn no_annotation_gives_the_hosts_network() {
+        // Every grant a tenant can write, and keys that look like the
+        // network's: sockets stay checked (`Inherit` is `luge run`'s).
+        let all = json!({
+            "http.allowed_outbound_hosts": ["*://*:*", "tcp://127.0.0.1:1"],
+            "wasi.env": {"NETWORK": "inherit"},
+        });
+        let granted = Capabilities::grant(&Annotations::parse(&all).unwrap(), None).unwrap();
+        assert_eq!(granted.network, Network::Granted);
+        // WOW's net_access is accepted and widens nothing; made-up keys
+        // in Luge's namespaces are refused.
+        let wow = Annotations::parse(&json!({"net_access": true})).unwrap();
+        let granted = Capabilities::grant(&wow, None).unwrap();
+        assert_eq!(granted.network, Network::Granted);
+        for key in ["wasi.network", "http.inherit_network"] {
+            assert!(
+                Annotations::parse(&json!({ key: "inherit" })).is_err(),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_luge_keys_and_bad_values_are_errors() {
         assert_eq!(
             Annotations::parse(&json!({"limits.memroy_mb": 5})),
