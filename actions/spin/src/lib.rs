@@ -9,6 +9,8 @@
 //! - `GET|PUT|DELETE /kv/KEY[?store=LABEL]`: a key-value store
 //!   (`spin:key-value`), `default` unless named; `GET /kv[?store=LABEL]`:
 //!   its keys (`get-keys`), sorted, one per line;
+//! - `POST /log`: writes the body to stderr, where the host's log (and
+//!   `kubectl logs`) shows it, and answers how many bytes it wrote;
 //! - `POST /count`: adds one to `hits` with `wasi:keyvalue` atomics and
 //!   answers the new count;
 //! - `POST /double`: doubles `doubled` (1 at first) by compare-and-swap,
@@ -99,6 +101,15 @@ async fn handle(request: Request) -> impl IntoResponse {
         },
         (Method::GET, ["kv"]) => keys(&request).await,
         (method, ["kv", key]) => kv(method, key, request).await,
+        (Method::POST, ["log"]) => {
+            let body = match request.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) => return answer(StatusCode::BAD_REQUEST, format!("{e:?}")),
+            };
+            let text = String::from_utf8_lossy(&body);
+            eprintln!("{}", text.trim_end());
+            answer(StatusCode::OK, format!("logged {} bytes\n", body.len()))
+        }
         (Method::POST, ["count"]) => match count() {
             Ok(n) => answer(StatusCode::OK, n.to_string()),
             Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),

@@ -95,6 +95,18 @@ fn a_spin_app_runs_unchanged() {
         "greeting\nmysql_address\npg_address\nredis_address\nupstream",
     );
 
+    // What the component writes to stderr reaches Luge's log, a line per
+    // line, named by the component (what `kubectl logs` shows in a pod).
+    assert_eq!(
+        text(&luge, "POST", "/log", b"a line from the app"),
+        (200, "logged 19 bytes\n".to_owned())
+    );
+    assert!(
+        luge.stderr_shows("a line from the app"),
+        "{}",
+        luge.stderr()
+    );
+
     // spin:key-value.
     assert_eq!(text(&luge, "PUT", "/kv/colour", b"blue").0, 200);
     assert_get(&luge, "/kv/colour", "blue");
