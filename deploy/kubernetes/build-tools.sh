@@ -5,9 +5,13 @@
 # - containerd v2.4.2: containerd, ctr, containerd-shim-runc-v2 (Debian's
 #   containerd 1.6 is too old for Wasm layers and sandbox shims);
 # - crictl (cri-tools v1.37.0), what kubelet's CRI calls look like by hand;
-# - the CNI plugins v1.10.0: bridge, host-local, loopback, portmap.
+# - the CNI plugins v1.10.0: bridge, host-local, loopback, portmap;
+# - with --kubernetes, a single node's control plane and kubelet:
+#   k8s.io/kubernetes v1.34.4 (kube-apiserver, kube-controller-manager,
+#   kube-scheduler, kubelet, kubectl; about 25 minutes on 2 cores) and
+#   etcd v3.6.16.
 #
-#   deploy/kubernetes/build-tools.sh [--download-only]
+#   deploy/kubernetes/build-tools.sh [--download-only] [--kubernetes]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tools="$root/target/tools/k8s"
@@ -35,7 +39,17 @@ build() {
 }
 
 download_only=0
-[ "${1:-}" = --download-only ] && download_only=1
+kubernetes=0
+for arg in "$@"; do
+    case "$arg" in
+    --download-only) download_only=1 ;;
+    --kubernetes) kubernetes=1 ;;
+    *)
+        echo "build-tools.sh: unknown argument $arg" >&2
+        exit 2
+        ;;
+    esac
+done
 
 cd_=github.com/containerd/containerd/v2
 # containerd itself links btrfs and cgroup code through cgo-free paths;
@@ -52,3 +66,50 @@ for plugin in main/bridge main/loopback ipam/host-local meta/portmap; do
     [ "$download_only" = 1 ] || ln -sf "$bin/cni-$name" "$tools/cni/$name"
 done
 [ "$download_only" = 1 ] || echo "node tools in $bin, CNI plugins in $tools/cni" >&2
+
+[ "$kubernetes" = 1 ] || exit 0
+
+# k8s.io/kubernetes is not meant to be a dependency: its go.mod replaces
+# each staging module (k8s.io/api, k8s.io/client-go, ...) with a directory
+# its module zip leaves out. The published staging modules of the same
+# release (v0.34.4 for v1.34.4) stand in for them, as they do for anyone
+# who imports Kubernetes' own packages.
+build_kubernetes() {
+    local version=v1.34.4 staging=v0.34.4 dir="$tools/src/kubernetes" missing=()
+    local commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+    for command in "${commands[@]}"; do
+        [ -x "$bin/$command" ] || missing+=("k8s.io/kubernetes/cmd/$command")
+    done
+    [ "${#missing[@]}" = 0 ] && return 0
+    mkdir -p "$dir"
+    (
+        cd "$dir"
+        if [ ! -f go.mod ]; then
+            gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+            {
+                printf 'module luge.dev/tools/kubernetes\n\ngo 1.26\n\nreplace (\n'
+                awk -v v="$staging" '$2 == "=>" && $3 ~ /^\.\/staging\// { print "\t" $1 " => " $1 " " v }' "$gomod"
+                printf ')\n'
+            } >go.mod.partial
+            mv go.mod.partial go.mod
+        fi
+        for command in "${commands[@]}"; do
+            go get -tool "k8s.io/kubernetes/cmd/$command@$version" >/dev/null 2>&1 ||
+                go get -tool "k8s.io/kubernetes/cmd/$command@$version"
+        done
+        [ "${download_only:-}" = 1 ] && exit 0
+        echo "building ${missing[*]##*/} (k8s.io/kubernetes $version)" >&2
+        mkdir -p "$tools/partial"
+        # The version the binaries report (`kubectl version`, the node's
+        # kubeletVersion), as Kubernetes' own build stamps it.
+        local stamp=k8s.io/component-base/version
+        CGO_ENABLED=0 go build -trimpath -o "$tools/partial/" -ldflags "-X $stamp.gitVersion=$version \
+            -X $stamp.gitMajor=1 -X $stamp.gitMinor=$(echo "$version" | cut -d. -f2) -X $stamp.gitTreeState=clean" "${missing[@]}"
+        for package in "${missing[@]}"; do
+            mv "$tools/partial/${package##*/}" "$bin/"
+        done
+    )
+}
+build_kubernetes
+build etcd go.etcd.io/etcd/server/v3 v3.6.16 go.etcd.io/etcd/server/v3
+[ "$download_only" = 1 ] || echo "Kubernetes v1.34.4 and etcd v3.6.16 in $bin" >&2

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Luge on Kubernetes, checked on this machine: the CRI path kubelet takes,
-# driven by hand with crictl against containerd v2.4 with Luge's shim
-# (containerd-shim-luge-v1) as the runtime handler `luge`.
+# Luge on Kubernetes, checked on this machine, two ways: the CRI path
+# kubelet takes, driven by hand with crictl against containerd v2.4 with
+# Luge's shim (containerd-shim-luge-v1) as the runtime handler `luge`
+# (crictl-path.sh); then a single-node Kubernetes v1.34 built from source
+# on the same containerd, running the repository's manifests
+# (kubelet-path.sh).
 #
 #   deploy/kubernetes/check.sh
 #
 # Builds what it needs, each step skipped when done (target/tools/k8s:
-# containerd, ctr, the runc shim, crictl and the CNI plugins from the Go
-# module proxy, deploy/kubernetes/build-tools.sh; the shim with cargo; the
+# containerd, ctr, the runc shim, crictl, the CNI plugins, Kubernetes and
+# etcd from the Go module proxy, deploy/kubernetes/build-tools.sh; the
+# shim with cargo; the
 # pause image from deploy/kubernetes/pause; the app images as OCI tarballs,
 # deploy/kubernetes/oci-image.py), starts containerd on sockets of its own
-# under LUGE_K8S_WORK (default target/k8s), runs a pod, stops all of it,
-# and checks nothing is left behind.
+# under LUGE_K8S_WORK (default target/k8s), runs pods both ways, stops all
+# of it, and checks nothing is left behind.
 #
 # It needs root (containerd, namespaces, a bridge), Go and Debian's runc.
 # Without them, or run by scripts/test.sh (CI) without LUGE_K8S_CHECK=1,
@@ -30,16 +34,17 @@ skip() {
     echo "deploy/kubernetes/check.sh: SKIPPED: $*"
     exit 0
 }
-[ "${LUGE_K8S_CHECK:-1}" = 1 ] || skip "LUGE_K8S_CHECK=1 runs it (root, runc and about 15 minutes of Go builds the first time: scripts/test.sh and CI leave it out)"
+[ "${LUGE_K8S_CHECK:-1}" = 1 ] || skip "LUGE_K8S_CHECK=1 runs it (root, runc and about 40 minutes of Go builds the first time: scripts/test.sh and CI leave it out)"
 [ "$(id -u)" -eq 0 ] || skip "containerd and pod networks need root"
 command -v go >/dev/null || skip "Go is needed to build containerd, crictl and the CNI plugins"
 command -v runc >/dev/null || skip "runc is needed (Debian's package runc)"
 command -v ip >/dev/null || skip "iproute2 is needed"
+command -v openssl >/dev/null || skip "openssl is needed (the cluster's certificates)"
 
 step() { echo "== $*"; }
 
-step "node tools (containerd v2.4.2, crictl v1.37.0, CNI plugins v1.10.0)"
-"$here/build-tools.sh"
+step "node tools (containerd v2.4.2, crictl v1.37.0, CNI plugins v1.10.0, Kubernetes v1.34.4, etcd v3.6.16)"
+"$here/build-tools.sh" --kubernetes
 tools="$repo/target/tools/k8s"
 
 step "the shim (containerd-shim-luge-v1)"
@@ -50,7 +55,8 @@ if [ -z "${LUGE_SHIM_BIN:-}" ]; then
 fi
 
 mkdir -p "$work"/{bin,images,logs,cni/net.d,pause-root,app-root}
-for tool in containerd ctr containerd-shim-runc-v2 crictl; do
+for tool in containerd ctr containerd-shim-runc-v2 crictl etcd kube-apiserver \
+    kube-controller-manager kube-scheduler kubelet kubectl; do
     ln -sf "$tools/bin/$tool" "$work/bin/$tool"
 done
 cp "$shim" "$work/bin/containerd-shim-luge-v1"
@@ -71,6 +77,11 @@ cp "$repo/actions/spin/spin.toml" "$work/app-root/spin.toml"
 cp "$wasm" "$work/app-root/target/wasm32-wasip2/release/"
 "$here/oci-image.py" "$work/images/spin-app.tar" "$app_image" \
     --layer "$work/app-root" --entrypoint /spin.toml
+# Its next version, for a rolling update: another default greeting.
+sed -i 's/^greeting = { default = "Hello" }$/greeting = { default = "Hello from v2" }/' "$work/app-root/spin.toml"
+grep -q "Hello from v2" "$work/app-root/spin.toml"
+"$here/oci-image.py" "$work/images/spin-app-v2.tar" luge.local/spin-app:v2 \
+    --layer "$work/app-root" --entrypoint /spin.toml
 
 # An image with no app in it (bad input: refused with the reason).
 mkdir -p "$work/empty-root" && echo "no app here" >"$work/empty-root/README"
@@ -78,6 +89,12 @@ mkdir -p "$work/empty-root" && echo "no app here" >"$work/empty-root/README"
     --layer "$work/empty-root" --entrypoint /app.wasm
 
 step "the pod network (bridge luge-k8s0, 10.244.77.0/24, no masquerade)"
+# Made here, with the gateway's address, before any pod: the kubelet's
+# node address is the bridge's (a node address may not be loopback).
+ip link del luge-k8s0 2>/dev/null || true
+ip link add luge-k8s0 type bridge
+ip addr add 10.244.77.1/24 dev luge-k8s0
+ip link set luge-k8s0 up
 cni_bin="$tools/cni"
 cat >"$work/cni/net.d/10-luge.conflist" <<CNI
 {
@@ -153,15 +170,19 @@ for _ in $(seq 100); do
     [ -S "$sock" ] && ctr --address "$sock" version >/dev/null 2>&1 && break
     sleep 0.1
 done
-ctr --address "$sock" version >/dev/null || {
+ctr --address "$sock" version >/dev/null 2>>"$work/logs/ctr.log" || {
     tail -20 "$work/logs/containerd.log"
     echo "containerd did not start" >&2
     exit 1
 }
 export CONTAINER_RUNTIME_ENDPOINT="unix://$sock" IMAGE_SERVICE_ENDPOINT="unix://$sock"
-for image in pause spin-app empty; do
-    ctr --address "$sock" -n k8s.io images import "$work/images/$image.tar" >/dev/null
+# crictl's own config, so it looks for none elsewhere.
+printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$sock" "$sock" >"$work/crictl.yaml"
+export CRI_CONFIG_FILE="$work/crictl.yaml"
+for image in pause spin-app spin-app-v2 empty; do
+    ctr --address "$sock" -n k8s.io images import "$work/images/$image.tar" >/dev/null 2>>"$work/logs/ctr.log"
 done
 
 "$here/crictl-path.sh" "$work" "$app_image"
+"$here/kubelet-path.sh" "$work"
 echo "deploy/kubernetes/check.sh: PASSED"
