@@ -83,6 +83,39 @@ grep -q "Hello from v2" "$work/app-root/spin.toml"
 "$here/oci-image.py" "$work/images/spin-app-v2.tar" luge.local/spin-app:v2 \
     --layer "$work/app-root" --entrypoint /spin.toml
 
+# The same app as `spin registry push` lays it out: the app as layers.
+# A new image each run, so its first container compiles.
+"$here/spin-oci.py" "$work/images/spin-oci.tar" luge.local/spin-oci:v1 "$repo/actions/spin/spin.toml" \
+    --build-id "$(date +%s%N)"
+
+# Bad input as layers: a trigger Luge lacks, and a module that does not
+# compile (it passes the shim's compiler by, and `luge serve` says why).
+mkdir -p "$work/bad-trigger" "$work/bad-module"
+cp "$wasm" "$work/bad-trigger/app.wasm"
+printf '\0asm\1\0\0\0this is no module' >"$work/bad-module/app.wasm"
+for bad in bad-trigger bad-module; do
+    if [ "$bad" = bad-trigger ]; then
+        trigger='[[trigger.sqs]]
+queue_url = "https://sqs.example/queue"'
+    else
+        trigger='[[trigger.http]]
+route = "/..."'
+    fi
+    cat >"$work/$bad/spin.toml" <<TOML
+spin_manifest_version = 2
+
+[application]
+name = "$bad"
+
+$trigger
+component = "app"
+
+[component.app]
+source = "app.wasm"
+TOML
+    "$here/spin-oci.py" "$work/images/$bad.tar" "luge.local/$bad:v1" "$work/$bad/spin.toml"
+done
+
 # An image with no app in it (bad input: refused with the reason).
 mkdir -p "$work/empty-root" && echo "no app here" >"$work/empty-root/README"
 "$here/oci-image.py" "$work/images/empty.tar" luge.local/empty:v1 \
@@ -164,7 +197,8 @@ cleanup() {
     ip link del luge-k8s0 2>/dev/null
 }
 trap cleanup EXIT
-RUST_LOG="${LUGE_SHIM_LOG:-error}" containerd --config "$work/containerd.toml" >"$work/logs/containerd.log" 2>&1 &
+# The node's artifact key, which the shim seals compiled components with.
+RUST_LOG="${LUGE_SHIM_LOG:-error}" LUGE_SHIM_KEY_FILE="$work/shim.key" containerd --config "$work/containerd.toml" >"$work/logs/containerd.log" 2>&1 &
 containerd_pid=$!
 for _ in $(seq 100); do
     [ -S "$sock" ] && ctr --address "$sock" version >/dev/null 2>&1 && break
@@ -179,7 +213,7 @@ export CONTAINER_RUNTIME_ENDPOINT="unix://$sock" IMAGE_SERVICE_ENDPOINT="unix://
 # crictl's own config, so it looks for none elsewhere.
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$sock" "$sock" >"$work/crictl.yaml"
 export CRI_CONFIG_FILE="$work/crictl.yaml"
-for image in pause spin-app spin-app-v2 empty; do
+for image in pause spin-app spin-app-v2 spin-oci bad-trigger bad-module empty; do
     ctr --address "$sock" -n k8s.io images import "$work/images/$image.tar" >/dev/null 2>>"$work/logs/ctr.log"
 done
 

@@ -21,6 +21,10 @@ cat >"$work/pod.json" <<JSON
   "linux": {}
 }
 JSON
+# Each container its own PID namespace (CONTAINER), as kubelet gives a
+# pod's containers unless the pod sets shareProcessNamespace: on cgroup v1
+# libcontainer 0.6 cannot start a second container in a pod-wide one (it
+# looks its parent up in the host's /proc).
 cat >"$work/app.json" <<JSON
 {
   "metadata": {"name": "app"},
@@ -30,7 +34,10 @@ cat >"$work/app.json" <<JSON
     {"key": "SPIN_VARIABLE_UPSTREAM", "value": "http://127.0.0.1:1"}
   ],
   "log_path": "app.log",
-  "linux": {"resources": {"cpu_period": 100000, "cpu_quota": 100000, "memory_limit_in_bytes": 536870912}}
+  "linux": {
+    "resources": {"cpu_period": 100000, "cpu_quota": 100000, "memory_limit_in_bytes": 536870912},
+    "security_context": {"namespace_options": {"pid": 1}}
+  }
 }
 JSON
 mkdir -p "$work/logs/pod"
@@ -65,6 +72,68 @@ if why=$(crictl start "$bad" 2>&1); then
 fi
 echo "$why" | tail -1 | sed 's/.*desc = //' | cut -c1-240
 crictl rm "$bad" >/dev/null
+curl -sS --max-time 2 "http://$ip/hello" >/dev/null || fail "the pod's app stopped answering"
+
+# An image of layers has no entrypoint: the pod names one, `/`, as
+# SpinKube's do.
+step "the app as Spin's OCI layers: compiled by the first container, loaded by the next"
+# runwasi marks an image's manifest in the content store once the shim
+# has compiled its layers.
+compiled() {
+    local ctr_=(ctr --address "${CONTAINER_RUNTIME_ENDPOINT#unix://}" -n k8s.io) digest
+    digest=$("${ctr_[@]}" images ls name==luge.local/spin-oci:v1 2>/dev/null | awk 'NR == 2 {print $3}')
+    [ -n "$digest" ] || fail "no image luge.local/spin-oci:v1"
+    "${ctr_[@]}" content ls 2>/dev/null | grep "^$digest" | grep -c "runwasi.io/precompiled/luge/" || true
+}
+[ "$(compiled)" = 0 ] || fail "the new image is marked compiled before any container ran"
+for round in 1 2; do
+    port=$((8080 + round))
+    sed "s|$image|luge.local/spin-oci:v1|; s|\"name\": \"app\"|\"name\": \"oci-$round\"|; s|app.log|oci-$round.log|; s|\"image\": {|\"command\": [\"/\"], \"image\": {|; s|\"envs\": \[|\"envs\": [{\"key\": \"SPIN_HTTP_LISTEN_ADDR\", \"value\": \"0.0.0.0:$port\"},|" \
+        "$work/app.json" >"$work/oci-$round.json"
+    started=$(date +%s%N)
+    oci=$(crictl create "$pod" "$work/oci-$round.json" "$work/pod.json")
+    crictl start "$oci" >/dev/null
+    body=""
+    for _ in $(seq 500); do
+        body=$(curl -sS --max-time 2 "http://$ip:$port/hello" 2>/dev/null) && break
+        sleep 0.02
+    done
+    ms=$((($(date +%s%N) - started) / 1000000))
+    [ "$body" = "Hello from a pod, Spin app" ] || {
+        crictl logs "$oci" 2>&1 | tail -5
+        fail "the OCI app answered: $body"
+    }
+    echo "container $round: create to first answer ${ms} ms"
+    eval "oci_$round=$oci"
+    if [ "$round" = 1 ]; then
+        # The first container had the shim compile the component; runwasi
+        # marks the image, and keeps the artifact in the content store.
+        [ "$(compiled)" = 1 ] || fail "the image was not compiled by its first container"
+        echo "the image is marked compiled in containerd's content store"
+    fi
+done
+crictl logs "$oci_2" 2>&1 | grep -q "listening" || fail "the second container's log lacks luge's listening line"
+for oci in "$oci_1" "$oci_2"; do
+    crictl stop "$oci" >/dev/null && crictl rm "$oci" >/dev/null
+done
+
+step "bad input as layers: status 1, the reason in the container's log"
+for bad in bad-trigger bad-module; do
+    sed "s|$image|luge.local/$bad:v1|; s|\"name\": \"app\"|\"name\": \"$bad\"|; s|app.log|$bad.log|; s|\"image\": {|\"command\": [\"/\"], \"image\": {|" \
+        "$work/app.json" >"$work/$bad.json"
+    id=$(crictl create "$pod" "$work/$bad.json" "$work/pod.json")
+    crictl start "$id" >/dev/null
+    for _ in $(seq 250); do
+        [ "$(crictl inspect -o go-template --template '{{.status.state}}' "$id")" = CONTAINER_EXITED ] && break
+        sleep 0.04
+    done
+    code=$(crictl inspect -o go-template --template '{{.status.exitCode}}' "$id")
+    [ "$code" = 1 ] || fail "$bad: exit status $code, not 1"
+    why=$(crictl logs "$id" 2>&1 | grep "luge: error" | tail -1)
+    [ -n "$why" ] || fail "$bad: no reason in the container's log"
+    echo "$bad: ${why:0:200}"
+    crictl rm "$id" >/dev/null
+done
 curl -sS --max-time 2 "http://$ip/hello" >/dev/null || fail "the pod's app stopped answering"
 
 step "logs"

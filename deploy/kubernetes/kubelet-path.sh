@@ -224,9 +224,10 @@ expect_pods() {
     kubectl rollout status deployment/spin-app --timeout=180s >/dev/null ||
         fail "the rollout to $want replicas did not finish"
     # Terminating pods of an old ReplicaSet go away after the rollout.
-    for _ in $(seq 150); do
+    for _ in $(seq 300); do
         ips=$(pod_ips)
-        [ "$(echo "$ips" | grep -c .)" = "$want" ] && break
+        [ "$(echo "$ips" | grep -c .)" = "$want" ] &&
+            [ "$(kubectl get pods -l app=spin-app -o name | grep -c .)" = "$want" ] && break
         sleep 0.2
     done
     for ip in $ips; do

@@ -101,8 +101,14 @@ pub fn listen(envs: &[String]) -> Result<SocketAddr, AppError> {
         .map_err(|_| AppError::BadListen(value.to_owned()))
 }
 
-/// `luge serve`'s arguments for `app` (after the program name).
-pub fn serve_args(app: &App, root: &Path, listen: SocketAddr) -> Vec<String> {
+/// `luge serve`'s arguments for `app` (after the program name); `fs_root`
+/// is where the app's file grants lie (`--fs-root`), if it has any.
+pub fn serve_args(
+    app: &App,
+    root: &Path,
+    listen: SocketAddr,
+    fs_root: Option<&Path>,
+) -> Vec<String> {
     let mut args = vec!["serve".to_owned()];
     match app {
         App::Spin {
@@ -125,6 +131,13 @@ pub fn serve_args(app: &App, root: &Path, listen: SocketAddr) -> Vec<String> {
     args.push(listen.to_string());
     args.push("--state-dir".to_owned());
     args.push(root.join(STATE_DIR).display().to_string());
+    // Compiled modules beside the state, in the container's own root.
+    args.push("--cache-dir".to_owned());
+    args.push(root.join(STATE_DIR).join("cache").display().to_string());
+    if let Some(fs_root) = fs_root {
+        args.push("--fs-root".to_owned());
+        args.push(fs_root.display().to_string());
+    }
     args
 }
 
@@ -193,7 +206,7 @@ mod tests {
             manifest: "/spin.toml".into(),
             runtime_config: None,
         };
-        let args = serve_args(&app, root, "0.0.0.0:80".parse().unwrap());
+        let args = serve_args(&app, root, "0.0.0.0:80".parse().unwrap(), None);
         assert_eq!(
             args,
             [
@@ -203,7 +216,9 @@ mod tests {
                 "--listen",
                 "0.0.0.0:80",
                 "--state-dir",
-                "/luge-state"
+                "/luge-state",
+                "--cache-dir",
+                "/luge-state/cache"
             ]
         );
         // Each is a flag `luge serve` takes.

@@ -12,6 +12,13 @@
 //! `available_parallelism` reads the cgroup's quota, and Luge's default
 //! worker count is that), its root filesystem.
 //!
+//! An image is either files (`spin.toml` or `luge.toml` at its root) or
+//! the OCI layout `spin registry push` writes, the app as layers: a locked
+//! app and a layer per component and file ([`oci`], [`locked`]). The
+//! components of the latter are compiled once per node by runwasi's
+//! `Compiler` ([`compiler`]) and kept in containerd's content store, so
+//! the next pod of the image starts without compiling.
+//!
 //! What it took from containerd-shim-spin's use of the same traits: the
 //! `Shim` names its layers and compiler, the `Sandbox` finds the app in
 //! the container and serves it until a signal; Spin's names where Spin's
@@ -23,6 +30,9 @@
 #![deny(missing_docs)]
 
 pub mod app;
+pub mod compiler;
+pub mod locked;
+pub mod oci;
 mod shim;
 
 pub use shim::{LugeSandbox, LugeShim};
