@@ -194,13 +194,29 @@ cleanup() {
         kill "$containerd_pid" 2>/dev/null
         wait "$containerd_pid" 2>/dev/null
     fi
+    # Shims a failed run left behind (their containerd gone), and what
+    # they started.
+    local shim
+    for shim in $(pgrep -f -- "-address $sock"); do
+        pkill -9 -P "$shim" 2>/dev/null
+        kill -9 "$shim" 2>/dev/null
+    done
+    grep -F " $work/containerd/state/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
+        xargs -r umount 2>/dev/null
     ip link del luge-k8s0 2>/dev/null
 }
 trap cleanup EXIT
+# containerd's state is what a reboot clears (tasks, their mounts): what a
+# failed run left there goes, so this containerd does not wait on its dead
+# shims. Its root (images, content, the compiled components) stays.
+grep -F " $work/containerd/state/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
+    xargs -r umount 2>/dev/null || true
+rm -rf "$work/containerd/state"
 # The node's artifact key, which the shim seals compiled components with.
 RUST_LOG="${LUGE_SHIM_LOG:-error}" LUGE_SHIM_KEY_FILE="$work/shim.key" containerd --config "$work/containerd.toml" >"$work/logs/containerd.log" 2>&1 &
 containerd_pid=$!
-for _ in $(seq 100); do
+# Up to 30 s: a containerd cleaning up after a failed run takes a while.
+for _ in $(seq 300); do
     [ -S "$sock" ] && ctr --address "$sock" version >/dev/null 2>&1 && break
     sleep 0.1
 done
@@ -218,5 +234,9 @@ for image in pause spin-app spin-app-v2 spin-oci bad-trigger bad-module empty; d
 done
 
 "$here/crictl-path.sh" "$work" "$app_image"
+# Measurements (docs/BENCHMARKS.md): only when asked, with release builds.
+if [ "${LUGE_K8S_MEASURE:-0}" = 1 ]; then
+    "$here/measure.sh" "$work"
+fi
 "$here/kubelet-path.sh" "$work"
 echo "deploy/kubernetes/check.sh: PASSED"

@@ -139,6 +139,10 @@ curl -sS --max-time 2 "http://$ip/hello" >/dev/null || fail "the pod's app stopp
 step "logs"
 crictl logs "$ctr_id" 2>&1 | tail -5
 crictl logs "$ctr_id" 2>&1 | grep -q "listening" || fail "the container's log lacks luge's listening line"
+# The container's 512 MiB limit bounds its sandboxes: a quarter each by
+# default, half at most.
+crictl logs "$ctr_id" 2>&1 | grep -q -- "--memory-mb 128 --max-memory-mb 256" ||
+    fail "the container's memory limit did not reach luge serve"
 
 step "stop, rm"
 crictl stop "$ctr_id" >/dev/null

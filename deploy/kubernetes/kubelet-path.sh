@@ -270,7 +270,7 @@ kubectl scale deployment/spin-app --replicas 0 >/dev/null
 kubectl wait --for=delete pod -l app=spin-app --timeout=120s >/dev/null 2>&1 || true
 [ -z "$(kubectl get pods -l app=spin-app -o name)" ] || fail "pods left at 0 replicas"
 sleep 1
-shims=$(pgrep -f containerd-shim-luge-v1 || true)
+shims=$(pgrep -f "containerd-shim-luge-v1 .*-id " || true)
 [ -z "$shims" ] || fail "shims left at 0 replicas: $shims"
 echo "0 pods, no shim left"
 kubectl scale deployment/spin-app --replicas 2 >/dev/null
@@ -282,12 +282,16 @@ expect_pods 2 "Hello from v2"
 
 step "a pod deleted: replaced"
 victim=$(kubectl get pods -l app=spin-app -o jsonpath='{.items[0].metadata.name}')
+deleted_at=$(date +%s%N)
 kubectl delete pod "$victim" --wait=false >/dev/null
-for _ in $(seq 150); do
+# Its grace period is 30 s; Luge drains on SIGTERM well before that.
+for _ in $(seq 300); do
     kubectl get pods -l app=spin-app -o name | grep -q "$victim" || break
     sleep 0.2
 done
-kubectl get pods -l app=spin-app -o name | grep -q "$victim" && fail "$victim was not deleted"
+kubectl get pods -l app=spin-app -o name | grep -q "$victim" &&
+    fail "$victim was not deleted: $(kubectl get pod "$victim" -o jsonpath='{.status.containerStatuses[0].state}')"
+echo "$victim gone after $((($(date +%s%N) - deleted_at) / 1000000)) ms"
 expect_pods 2 "Hello from v2"
 
 step "a container's process killed: restarted in its pod"
@@ -319,7 +323,7 @@ crictl rmp -a >/dev/null
 
 step "nothing left behind"
 sleep 1
-left=$(pgrep -f "containerd-shim-luge-v1|kubelet --config $k8s|kube-apiserver --etcd-servers http://127.0.0.1:$etcd_port" || true)
+left=$(pgrep -f "containerd-shim-luge-v1 .*-id |kubelet --config $k8s|kube-apiserver --etcd-servers http://127.0.0.1:$etcd_port" || true)
 [ -z "$left" ] || fail "processes left: $left"
 mounts=$(grep -cF " $k8s/" /proc/self/mountinfo || true)
 [ "$mounts" = 0 ] || fail "$mounts mounts left under $k8s"

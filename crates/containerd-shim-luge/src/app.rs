@@ -141,6 +141,42 @@ pub fn serve_args(
     args
 }
 
+/// The container's memory limit, bytes, as its cgroup says (v2's
+/// `memory.max`, else v1's `memory.limit_in_bytes`, where libcontainer
+/// mounts the container's own cgroup); `None` without one.
+pub fn memory_limit(cgroup_root: &Path) -> Option<u64> {
+    [
+        cgroup_root.join("memory.max"),
+        cgroup_root.join("memory/memory.limit_in_bytes"),
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok())
+    .and_then(|text| text.trim().parse::<u64>().ok())
+    // v1 says "no limit" with a number near 2^63.
+    .filter(|&bytes| bytes < 1 << 60)
+}
+
+/// `luge serve`'s memory flags for a pod limited to `limit` bytes: a
+/// sandbox's default limit a quarter of it and its largest half (both no
+/// more than Luge's defaults, 256 and 512 MiB), the memory Wasmtime may
+/// keep resident for reuse an eighth (default 256 MiB), so one function's
+/// sandboxes cannot take the whole pod and its cgroup's OOM killer stays
+/// the last word, not the first. No limit: Luge's defaults.
+pub fn memory_args(limit: Option<u64>) -> Vec<String> {
+    let Some(limit) = limit else {
+        return Vec::new();
+    };
+    let mib = (limit >> 20).max(8);
+    [
+        ("--memory-mb", (mib / 4).min(256)),
+        ("--max-memory-mb", (mib / 2).min(512)),
+        ("--resident-budget-mb", (mib / 8).min(256)),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_owned(), value.max(1).to_string()])
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +233,45 @@ mod tests {
             listen(&["SPIN_HTTP_LISTEN_ADDR=nowhere".to_owned()]),
             Err(AppError::BadListen("nowhere".into()))
         );
+    }
+
+    #[test]
+    fn a_pods_memory_limit_bounds_its_sandboxes() {
+        assert!(memory_args(None).is_empty());
+        assert_eq!(
+            memory_args(Some(256 << 20)),
+            [
+                "--memory-mb",
+                "64",
+                "--max-memory-mb",
+                "128",
+                "--resident-budget-mb",
+                "32"
+            ]
+        );
+        // A big pod keeps Luge's defaults.
+        assert_eq!(
+            memory_args(Some(64 << 30))[1..]
+                .iter()
+                .step_by(2)
+                .collect::<Vec<_>>(),
+            ["256", "512", "256"]
+        );
+        // Each is a flag `luge serve` takes, in a valid combination.
+        let mut argv = vec!["luge".to_owned(), "serve".to_owned()];
+        argv.extend(memory_args(Some(100 << 20)));
+        assert!(<luge_executor::cli::Cli as clap::Parser>::try_parse_from(argv).is_ok());
+
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(memory_limit(dir.path()), None);
+        std::fs::create_dir(dir.path().join("memory")).unwrap();
+        let v1 = dir.path().join("memory/memory.limit_in_bytes");
+        std::fs::write(&v1, "9223372036854771712\n").unwrap();
+        assert_eq!(memory_limit(dir.path()), None, "v1's no limit");
+        std::fs::write(&v1, "268435456\n").unwrap();
+        assert_eq!(memory_limit(dir.path()), Some(256 << 20));
+        std::fs::write(dir.path().join("memory.max"), "max\n").unwrap();
+        assert_eq!(memory_limit(dir.path()), None, "v2's no limit");
     }
 
     #[test]

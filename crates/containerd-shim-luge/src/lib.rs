@@ -10,7 +10,8 @@
 //! pod's spec: its network namespace (so the app listens on the pod's
 //! address), its cgroup (so the pod's CPU limit bounds the workers: Rust's
 //! `available_parallelism` reads the cgroup's quota, and Luge's default
-//! worker count is that), its root filesystem.
+//! worker count is that; and its memory limit bounds the sandboxes',
+//! [`app::memory_args`]), its root filesystem.
 //!
 //! An image is either files (`spin.toml` or `luge.toml` at its root) or
 //! the OCI layout `spin registry push` writes, the app as layers: a locked

@@ -97,6 +97,9 @@ impl Sandbox for LugeSandbox {
     }
 }
 
+/// Where the container sees its own cgroup.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
 /// Where kubelet reads a container's termination message (the default
 /// `terminationMessagePath`); it keeps at most 4096 bytes of it.
 const TERMINATION_LOG: &str = "/dev/termination-log";
@@ -163,6 +166,11 @@ fn serve(ctx: &impl RuntimeContext) -> anyhow::Result<i32> {
     unsafe { std::env::set_var(ARTIFACT_KEY_ENV, secret) };
     let mut argv = vec!["luge".to_owned()];
     argv.extend(app::serve_args(&app, root, listen, fs_root.as_deref()));
+    // The pod's memory limit bounds its sandboxes (its CPU limit bounds
+    // the workers through `available_parallelism`).
+    argv.extend(app::memory_args(app::memory_limit(Path::new(CGROUP_ROOT))));
+    // The first line of the container's log: how the app is served.
+    eprintln!("luge: {}", argv[1..].join(" "));
     let cli = luge_executor::cli::Cli::try_parse_from(&argv)
         .with_context(|| format!("luge {}", argv[1..].join(" ")))?;
     // `luge serve` builds and blocks on a runtime of its own, which
