@@ -136,6 +136,74 @@ for bad in bad-trigger bad-module; do
 done
 curl -sS --max-time 2 "http://$ip/hello" >/dev/null || fail "the pod's app stopped answering"
 
+step "a container killed mid-request: the request is answered, the pod goes on"
+# A slow upstream on the bridge's own address (this machine): the app's
+# /fetch waits 2 s on it while the container is told to stop.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("10.244.77.1", 0)); print(s.getsockname()[1])')
+python3 - "$port" <<'PY' &
+import http.server, sys, time
+class Slow(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        time.sleep(2)
+        body = b"slow upstream"
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("10.244.77.1", int(sys.argv[1])), Slow)
+server.timeout = 30
+server.handle_request()
+PY
+slow=$!
+sed "s|\"name\": \"app\"|\"name\": \"slow\"|; s|app.log|slow.log|; s|http://127.0.0.1:1|http://10.244.77.1:$port|; s|\"envs\": \[|\"envs\": [{\"key\": \"SPIN_HTTP_LISTEN_ADDR\", \"value\": \"0.0.0.0:8090\"},|" \
+    "$work/app.json" >"$work/slow.json"
+id=$(crictl create "$pod" "$work/slow.json" "$work/pod.json")
+crictl start "$id" >/dev/null
+for _ in $(seq 250); do
+    curl -sf --max-time 1 -o /dev/null "http://$ip:8090/hello" && break
+    sleep 0.02
+done
+curl -sS --max-time 20 "http://$ip:8090/fetch" >"$work/slow.out" 2>&1 &
+request=$!
+sleep 0.5
+crictl stop --timeout 10 "$id" >/dev/null
+wait "$request" || true
+wait "$slow" || true
+echo "the request in flight got: $(cat "$work/slow.out")"
+grep -q "slow upstream" "$work/slow.out" || fail "the request in flight was not answered"
+[ "$(crictl inspect -o go-template --template '{{.status.exitCode}}' "$id")" = 0 ] ||
+    fail "the drained container did not exit cleanly"
+crictl rm "$id" >/dev/null
+curl -sS --max-time 2 "http://$ip/hello" >/dev/null || fail "the pod's app stopped answering"
+
+step "a container short of memory: killed by its cgroup, the pod goes on"
+sed "s|\"name\": \"app\"|\"name\": \"starved\"|; s|app.log|starved.log|; s|\"memory_limit_in_bytes\": 536870912|\"memory_limit_in_bytes\": 8388608|; s|\"envs\": \[|\"envs\": [{\"key\": \"SPIN_HTTP_LISTEN_ADDR\", \"value\": \"0.0.0.0:8091\"},|" \
+    "$work/app.json" >"$work/starved.json"
+grep -q 8388608 "$work/starved.json" || fail "no 8 MiB limit in the config"
+id=$(crictl create "$pod" "$work/starved.json" "$work/pod.json")
+crictl start "$id" >/dev/null 2>&1 || true
+for _ in $(seq 250); do
+    [ "$(crictl inspect -o go-template --template '{{.status.state}}' "$id")" = CONTAINER_EXITED ] && break
+    sleep 0.04
+done
+state=$(crictl inspect -o go-template --template '{{.status.state}} {{.status.exitCode}} {{.status.reason}}' "$id")
+echo "8 MiB container: $state"
+# runc reports such a container OOMKilled; runwasi's shim on cgroup v1
+# reports the SIGKILL (137) without the reason, which the kernel's log
+# gives (the container's memory cgroup out of memory).
+case "$state" in
+CONTAINER_EXITED\ 137\ *) ;;
+*) fail "expected the container killed (137), got: $state" ;;
+esac
+if dmesg >/dev/null 2>&1; then
+    dmesg | grep "oom_memcg=.*$id" | tail -1 | cut -c1-160
+    dmesg | grep -q "oom_memcg=.*$id" || fail "no memory cgroup OOM for the container in the kernel's log"
+fi
+crictl rm "$id" >/dev/null
+curl -sS --max-time 2 "http://$ip/hello" >/dev/null || fail "the pod's app stopped answering"
+
 step "logs"
 crictl logs "$ctr_id" 2>&1 | tail -5
 crictl logs "$ctr_id" 2>&1 | grep -q "listening" || fail "the container's log lacks luge's listening line"

@@ -131,12 +131,40 @@ const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-
 
 /// Open connections, counted against [`ConnectionLimits::max_connections`]
 /// by every accept loop that shares it (the workers' loops on one
-/// listener share one).
-pub type OpenConnections = Arc<tokio::sync::Semaphore>;
+/// listener share one), and told together when the server drains.
+pub type OpenConnections = Arc<Open>;
+
+/// See [`OpenConnections`].
+pub struct Open {
+    places: Arc<tokio::sync::Semaphore>,
+    max: usize,
+    /// `true` once the server drains: each connection finishes the request
+    /// it is serving and closes.
+    draining: tokio::sync::watch::Sender<bool>,
+}
 
 /// Places for `limits.max_connections` connections.
 pub fn open_connections(limits: &ConnectionLimits) -> OpenConnections {
-    Arc::new(tokio::sync::Semaphore::new(limits.max_connections))
+    Arc::new(Open {
+        places: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
+        max: limits.max_connections,
+        draining: tokio::sync::watch::channel(false).0,
+    })
+}
+
+/// Drains the server's connections (call once the accept loops have
+/// stopped): each finishes the request in progress, if any, writes its
+/// response and closes; a keep-alive connection between requests closes
+/// at once. Returns when the last has closed, or after `within`, whichever
+/// is first (what is left is cut when the process ends). How many were
+/// left is returned.
+pub async fn drain(open: &OpenConnections, within: Duration) -> usize {
+    open.draining.send_replace(true);
+    let all = u32::try_from(open.max).unwrap_or(u32::MAX);
+    match tokio::time::timeout(within, open.places.acquire_many(all)).await {
+        Ok(_) => 0,
+        Err(_) => open.max - open.places.available_permits(),
+    }
 }
 
 /// Serves connections on `listener` until `shutdown` completes. Connection
@@ -249,7 +277,7 @@ fn connection<H, F>(
     H: Fn(Request) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
-    let Ok(place) = Arc::clone(open).try_acquire_owned() else {
+    let Ok(place) = Arc::clone(&open.places).try_acquire_owned() else {
         tracing::warn!(%peer, limit = limits.max_connections, "too many open connections: refused");
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
@@ -264,6 +292,7 @@ fn connection<H, F>(
         return;
     };
     let _ = stream.set_nodelay(true);
+    let mut draining = open.draining.subscribe();
     tokio::spawn(async move {
         let _place = place;
         let idle = Arc::new(Idle::new());
@@ -295,6 +324,10 @@ fn connection<H, F>(
             .serve_connection(TokioIo::new(stream), service);
         tokio::pin!(connection);
         let check = limits.header_timeout / 2;
+        // A connection accepted as the drain began is drained too.
+        if *draining.borrow_and_update() {
+            connection.as_mut().graceful_shutdown();
+        }
         loop {
             tokio::select! {
                 ended = &mut connection => {
@@ -302,6 +335,11 @@ fn connection<H, F>(
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
                     break;
+                }
+                // The server drains: the request in progress is finished
+                // and answered, then the connection closes.
+                Ok(()) = draining.changed() => {
+                    connection.as_mut().graceful_shutdown();
                 }
                 () = tokio::time::sleep(check) => {
                     if idle.idle_for() >= limits.header_timeout {

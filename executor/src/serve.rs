@@ -22,6 +22,12 @@ use crate::routes::{self, Site};
 /// given as a string is parsed and copied at every insert).
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// How long, after SIGTERM or SIGINT, the requests in progress have to
+/// finish before the process ends and cuts them: less than Kubernetes'
+/// default grace period (30 s, after which a pod's processes get SIGKILL),
+/// so Luge ends on its own, having answered what it could.
+const DRAIN_GRACE: Duration = Duration::from_secs(25);
+
 /// Runs the command until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let (listen, executor) = build(cli)?;
@@ -81,7 +87,7 @@ async fn serve_sites(
             until_stopped(stopped.clone()),
         )));
     }
-    let main = serve_main(listener, &app, open, stopped);
+    let main = serve_main(listener, &app, Arc::clone(&open), stopped);
     tokio::pin!(main);
     tokio::select! {
         () = &mut main => {}
@@ -92,6 +98,14 @@ async fn serve_sites(
     }
     for l in loops {
         let _ = l.await;
+    }
+    // No new connection; the open ones finish what they are serving.
+    let left = http::drain(&open, DRAIN_GRACE).await;
+    if left > 0 {
+        tracing::warn!(
+            connections = left,
+            "drain ended with connections still open: cut"
+        );
     }
     for source in sources {
         source.abort();

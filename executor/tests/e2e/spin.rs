@@ -188,6 +188,54 @@ fn a_spin_app_runs_unchanged() {
     assert_eq!(text(&luge, "POST", "/count", b""), (200, "35".to_owned()));
 }
 
+/// SIGTERM drains: the request in progress (here waiting on a slow
+/// upstream) is finished and answered, new connections are refused, and
+/// luge then exits 0, well within Kubernetes' grace period.
+#[test]
+fn sigterm_finishes_the_requests_in_progress() {
+    if !on_wasmtime() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        if let Ok((mut stream, _)) = listener.accept() {
+            let mut buf = [0; 4096];
+            let _ = stream.read(&mut buf);
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 13\r\nconnection: close\r\n\r\nslow upstream",
+            );
+        }
+    });
+    let state_dir = tempfile::tempdir().unwrap();
+    let manifest = manifest();
+    let args = [
+        "--spin",
+        path_str(&manifest),
+        "--state-dir",
+        path_str(state_dir.path()),
+    ];
+    let mut luge = Luge::start_with_env("serve", &args, &[("SPIN_VARIABLE_UPSTREAM", &upstream)]);
+    let base = luge.base.clone();
+    let in_flight = std::thread::spawn(move || {
+        let reply = ureq::get(&format!("{base}/fetch")).call();
+        reply.map(|r| r.into_body().read_to_string().unwrap_or_default())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    luge.terminate();
+    let body = in_flight
+        .join()
+        .unwrap()
+        .expect("the request in progress was answered");
+    assert_eq!(body, "slow upstream");
+    let status = luge
+        .exited_within(std::time::Duration::from_secs(10))
+        .expect("luge exits once drained");
+    assert!(status.success(), "{status:?}: {}", luge.stderr());
+}
+
 /// The manifest's grants are all the app gets: an origin it does not list
 /// is denied, a required variable must be given, and what Luge cannot
 /// grant or serve is refused at start, by name.

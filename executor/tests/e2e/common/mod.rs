@@ -347,6 +347,32 @@ impl Luge {
         }
     }
 
+    /// Sends luge SIGTERM (what Kubernetes and systemd send to stop it).
+    pub fn terminate(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// luge's exit status, once it has exited within `within`.
+    pub fn exited_within(
+        &mut self,
+        within: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let until = std::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() > until {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Everything luge wrote to stdout so far.
     pub fn stdout(&self) -> String {
         self.stdout.lock().unwrap().clone()
