@@ -22,21 +22,16 @@ triggers, components with grants, variables, environment and files).
 """
 import argparse
 import base64
-import hashlib
-import io
 import json
 import os
-import tarfile
 import tomllib
+
+from oci_layout import digest_of, write_image
 
 LOCKED = "application/vnd.fermyon.spin.application.v1+config"
 WASM = "application/vnd.wasm.content.layer.v1+wasm"
 DATA = "application/vnd.wasm.content.layer.v1+data"
 INLINE_MAX = 128
-
-
-def digest_of(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def main() -> None:
@@ -137,51 +132,19 @@ def main() -> None:
     locked_digest = digest_of(locked)
     ordered = list(layers.items()) + [(locked_digest, (LOCKED, locked))]
 
-    with tarfile.open(args.out, "w") as out:
-        def blob(data: bytes) -> str:
-            digest = digest_of(data)
-            info = tarfile.TarInfo("blobs/sha256/" + digest.split(":", 1)[1])
-            info.size = len(data)
-            out.addfile(info, io.BytesIO(data))
-            return digest
-
-        descriptors = [{"mediaType": media_type, "digest": blob(data), "size": len(data)}
-                       for _, (media_type, data) in ordered]
-        labels = {"com.fermyon.spin.lockedAppDigest": locked_digest}
-        if args.build_id:
-            labels["dev.luge.build-id"] = args.build_id
-        config = json.dumps({
-            "architecture": "wasm",
-            "os": "wasip1",
-            "config": {"Labels": labels},
-            "rootfs": {"type": "layers", "diff_ids": []},
-        }, sort_keys=True).encode()
-        image_manifest = json.dumps({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                       "digest": blob(config), "size": len(config)},
-            "layers": descriptors,
-        }, sort_keys=True).encode()
-        # No platform on the descriptor: a registry serves `spin registry
-        # push`'s manifest as is, and containerd filters none out.
-        index = json.dumps({
-            "schemaVersion": 2,
-            "manifests": [{
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "digest": blob(image_manifest),
-                "size": len(image_manifest),
-                "annotations": {
-                    "io.containerd.image.name": args.name,
-                    "org.opencontainers.image.ref.name": args.name,
-                },
-            }],
-        }).encode()
-        for name, data in (("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
-                           ("index.json", index)):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            out.addfile(info, io.BytesIO(data))
+    labels = {"com.fermyon.spin.lockedAppDigest": locked_digest}
+    if args.build_id:
+        labels["dev.luge.build-id"] = args.build_id
+    config = json.dumps({
+        "architecture": "wasm",
+        "os": "wasip1",
+        "config": {"Labels": labels},
+        "rootfs": {"type": "layers", "diff_ids": []},
+    }, sort_keys=True).encode()
+    # No platform on the index entry: a registry serves `spin registry
+    # push`'s manifest as is, and containerd filters none out.
+    write_image(args.out, args.name, config,
+                [(media_type, data) for _, (media_type, data) in ordered])
 
 
 if __name__ == "__main__":
