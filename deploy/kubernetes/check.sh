@@ -34,7 +34,7 @@ skip() {
     echo "deploy/kubernetes/check.sh: SKIPPED: $*"
     exit 0
 }
-[ "${LUGE_K8S_CHECK:-1}" = 1 ] || skip "LUGE_K8S_CHECK=1 runs it (root, runc and about 40 minutes of Go builds the first time: scripts/test.sh and CI leave it out)"
+[ "${LUGE_K8S_CHECK:-1}" = 1 ] || skip "LUGE_K8S_CHECK=1 runs it (root, runc and about 20 minutes of Go builds the first time: scripts/test.sh and CI leave it out)"
 [ "$(id -u)" -eq 0 ] || skip "containerd and pod networks need root"
 command -v go >/dev/null || skip "Go is needed to build containerd, crictl and the CNI plugins"
 command -v runc >/dev/null || skip "runc is needed (Debian's package runc)"
