@@ -38,10 +38,12 @@ root="$work/runc-root"
 rm -rf "$root" && cp -a "$work/app-root" "$root"
 sed -i 's/^greeting = { default = "Hello from v2" }$/greeting = { default = "Hello" }/' "$root/spin.toml"
 cp "$luge" "$root/luge"
-"$here/oci-image.py" "$work/images/luge-runc.tar" luge.local/luge-runc:v1 --layer "$root" \
-    --entrypoint /luge --entrypoint serve --entrypoint --spin --entrypoint /spin.toml \
-    --entrypoint --listen --entrypoint 0.0.0.0:80 --entrypoint --state-dir --entrypoint /luge-state \
-    --entrypoint --cache-dir --entrypoint /luge-state/cache
+entrypoint=()
+for arg in /luge serve --spin /spin.toml --listen 0.0.0.0:80 --state-dir /luge-state \
+    --cache-dir /luge-state/cache; do
+    entrypoint+=("--entrypoint=$arg")
+done
+"$here/oci-image.py" "$work/images/luge-runc.tar" luge.local/luge-runc:v1 --layer "$root" "${entrypoint[@]}"
 "${ctr_[@]}" images import "$work/images/luge-runc.tar" >/dev/null 2>>"$work/logs/ctr.log"
 
 # variant, round: one pod, timed; prints "ms working-set-bytes shim-rss-kib"

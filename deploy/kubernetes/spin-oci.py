@@ -17,8 +17,9 @@ layout containerd-shim-spin reads; it is locked from the manifest here
 for the subset of spin.toml this repository's apps use (variables,
 triggers, components with grants, variables, environment and files).
 `--set-default` changes a variable's default (an app's next version);
-`--build-id` labels the image config, making a new image of the same app
-(which the shim compiles afresh, as for any image it has not seen).
+`--build-id` labels the image config and adds a custom section naming it
+to each component (Wasm that runs the same, in layers no node has seen):
+a new image, compiled afresh by the shim like any new code.
 """
 import argparse
 import base64
@@ -32,6 +33,22 @@ LOCKED = "application/vnd.fermyon.spin.application.v1+config"
 WASM = "application/vnd.wasm.content.layer.v1+wasm"
 DATA = "application/vnd.wasm.content.layer.v1+data"
 INLINE_MAX = 128
+
+
+def leb128(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def with_custom_section(wasm: bytes, name: str, payload: bytes) -> bytes:
+    """`wasm` with a custom section (id 0) appended: valid in a module and
+    in a component, and ignored when it runs."""
+    body = leb128(len(name)) + name.encode() + payload
+    return wasm + b"\x00" + leb128(len(body)) + body
 
 
 def main() -> None:
@@ -88,6 +105,8 @@ def main() -> None:
     for cid, spec in manifest.get("component", {}).items():
         with open(os.path.join(base, spec["source"]), "rb") as f:
             wasm = f.read()
+        if args.build_id:
+            wasm = with_custom_section(wasm, "luge-build-id", args.build_id.encode())
         component_metadata = {}
         for key, locked_key in (("description", "description"),
                                 ("allowed_outbound_hosts", "allowed_outbound_hosts"),
