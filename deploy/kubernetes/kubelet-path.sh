@@ -262,6 +262,10 @@ for pod in $(kubectl get pods -l app=spin-app -o name); do
     kubectl logs "$pod" | grep "hello from ${pod#pod/}" ||
         fail "kubectl logs $pod lacks the function's line"
 done
+# The pod's limits (spin-app.yaml: 256Mi) reached luge serve: a quarter
+# per sandbox by default, half at most.
+kubectl logs "$pod" | head -1 | grep -q -- "--memory-mb 64 --max-memory-mb 128" ||
+    fail "the pod's memory limit did not reach luge serve: $(kubectl logs "$pod" | head -1)"
 
 step "scale 5, 0, 2"
 kubectl scale deployment/spin-app --replicas 5 >/dev/null
@@ -285,11 +289,7 @@ victim=$(kubectl get pods -l app=spin-app -o jsonpath='{.items[0].metadata.name}
 deleted_at=$(date +%s%N)
 kubectl delete pod "$victim" --wait=false >/dev/null
 # Its grace period is 30 s; Luge drains on SIGTERM well before that.
-for _ in $(seq 300); do
-    kubectl get pods -l app=spin-app -o name | grep -q "$victim" || break
-    sleep 0.2
-done
-kubectl get pods -l app=spin-app -o name | grep -q "$victim" &&
+kubectl wait --for=delete "pod/$victim" --timeout=60s >/dev/null ||
     fail "$victim was not deleted: $(kubectl get pod "$victim" -o jsonpath='{.status.containerStatuses[0].state}')"
 echo "$victim gone after $((($(date +%s%N) - deleted_at) / 1000000)) ms"
 expect_pods 2 "Hello from v2"
