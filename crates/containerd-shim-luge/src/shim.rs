@@ -28,10 +28,10 @@ impl Shim for LugeShim {
     }
 
     /// Wasm layers are compiled here, once per node and image, and kept in
-    /// containerd's content store. Also reads the node's key into this
-    /// process before any container is forked from it. Without a key
-    /// (its directory unwritable, say) nothing is compiled ahead and
-    /// `luge serve` compiles in the container, as for an image of files.
+    /// containerd's content store, sealed with the node's key (read by
+    /// `main`, see [`compiler::node_key`]). Without a key (its directory
+    /// unwritable, say) nothing is compiled ahead and `luge serve`
+    /// compiles in the container, as for an image of files.
     async fn compiler() -> Option<impl Compiler> {
         match LugeCompiler::new() {
             Ok(compiler) => Some(compiler),
@@ -60,8 +60,8 @@ const ROOT: &str = "/";
 
 impl Sandbox for LugeSandbox {
     /// A container this runtime serves holds an app; anything else is
-    /// refused when the container is created, with the reason (runwasi
-    /// turns it into the CRI error kubelet reports as the pod's event).
+    /// refused when the container is created (the CRI error, and so the
+    /// pod's event, says "luge executor can't handle spec").
     async fn can_handle(&self, ctx: &impl RuntimeContext) -> anyhow::Result<()> {
         let found = match ctx.entrypoint().source {
             Source::Oci(layers) => oci::locked_app(layers)
@@ -71,8 +71,8 @@ impl Sandbox for LugeSandbox {
                 .map(drop)
                 .map_err(anyhow::Error::from),
         };
-        // runwasi reports a refusal to containerd only as "failed to
-        // prepare rootfs": the reason goes to the shim's log (containerd's).
+        // runwasi reports a refusal to containerd without its reason:
+        // the reason goes to the shim's log (containerd's).
         if let Err(e) = &found {
             log::error!("refused: {e:#}");
         }
