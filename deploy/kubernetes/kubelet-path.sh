@@ -6,7 +6,8 @@
 # repository's own manifests (runtimeclass.yaml, spin-app.yaml): 2
 # replicas behind a Service; scale 2, 5, 0, 2; a rolling update to a new
 # image; a pod deleted and a container killed, both replaced; `kubectl
-# logs` shows what the function wrote. Then it stops all of it and checks
+# logs` shows what the function wrote; the same app as Spin's OCI layers
+# (spin-oci-app.yaml). Then it stops all of it and checks
 # nothing is left behind.
 #
 #   kubelet-path.sh WORK
@@ -308,6 +309,21 @@ done
 [ "$restarts" -ge 1 ] && [ "$ready" = true ] || fail "$victim was not restarted ($restarts restarts)"
 echo "$victim restarted ($restarts) and ready"
 expect_pods 2 "Hello from v2"
+
+step "the app as Spin's OCI layers: Deployment spin-oci-app (2 replicas)"
+kubectl apply -f "$here/spin-oci-app.yaml" >/dev/null
+kubectl rollout status deployment/spin-oci-app --timeout=180s >/dev/null ||
+    fail "spin-oci-app did not roll out"
+n=0
+for ip in $(kubectl get pods -l app=spin-oci-app -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}'); do
+    body=$(curl -sS --max-time 5 "http://$ip/hello") || fail "pod $ip did not answer"
+    [ "$body" = "Hello, Spin app" ] || fail "pod $ip answered: $body"
+    n=$((n + 1))
+done
+[ "$n" = 2 ] || fail "$n spin-oci-app pods answer, not 2"
+echo "2 pods of the OCI image answer"
+kubectl delete -f "$here/spin-oci-app.yaml" --wait=true --timeout=120s >/dev/null
+kubectl wait --for=delete pod -l app=spin-oci-app --timeout=120s >/dev/null 2>&1 || true
 
 step "delete it all"
 kubectl delete -f "$here/spin-app.yaml" --wait=true --timeout=120s >/dev/null
