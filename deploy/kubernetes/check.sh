@@ -40,6 +40,7 @@ command -v go >/dev/null || skip "Go is needed to build containerd, crictl and t
 command -v runc >/dev/null || skip "runc is needed (Debian's package runc)"
 command -v ip >/dev/null || skip "iproute2 is needed"
 command -v openssl >/dev/null || skip "openssl is needed (the cluster's certificates)"
+command -v busybox >/dev/null || skip "a static busybox is needed (the node installer's image; ./scripts/setup.sh)"
 
 step() { echo "== $*"; }
 
@@ -115,6 +116,18 @@ source = "app.wasm"
 TOML
     "$here/spin-oci.py" "$work/images/$bad.tar" "luge.local/$bad:v1" "$work/$bad/spin.toml"
 done
+
+# The node installer's image (installer.yaml): install.sh, the shim, and
+# a static busybox as its shell and tools.
+rm -rf "$work/installer-root" && mkdir -p "$work/installer-root/bin"
+cp "$here/install.sh" "$work/installer-root/install.sh"
+cp "$shim" "$work/installer-root/bin/containerd-shim-luge-v1"
+cp "$(command -v busybox)" "$work/installer-root/bin/busybox"
+for applet in sh sleep mkdir cp mv cmp ln grep printf cat dirname nsenter; do
+    ln -s busybox "$work/installer-root/bin/$applet"
+done
+"$here/oci-image.py" "$work/images/installer.tar" luge.local/luge-node-installer:v1 \
+    --layer "$work/installer-root" --env PATH=/bin
 
 # An image with no app in it (bad input: refused with the reason).
 mkdir -p "$work/empty-root" && echo "no app here" >"$work/empty-root/README"
@@ -229,7 +242,7 @@ export CONTAINER_RUNTIME_ENDPOINT="unix://$sock" IMAGE_SERVICE_ENDPOINT="unix://
 # crictl's own config, so it looks for none elsewhere.
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$sock" "$sock" >"$work/crictl.yaml"
 export CRI_CONFIG_FILE="$work/crictl.yaml"
-for image in pause spin-app spin-app-v2 spin-oci bad-trigger bad-module empty; do
+for image in pause spin-app spin-app-v2 spin-oci bad-trigger bad-module empty installer; do
     ctr --address "$sock" -n k8s.io images import "$work/images/$image.tar" >/dev/null 2>>"$work/logs/ctr.log"
 done
 

@@ -2,7 +2,9 @@
 # Installs Luge's shim on a node (run by installer.yaml's DaemonSet, or by
 # hand with NODE_ROOT=/): the binary into /opt/luge/bin, the runtime
 # `luge` into containerd's config (v2 or v3 schema) with /opt/luge/bin on
-# the shim path, then containerd restarted. Each step is skipped when done.
+# the shim path, then containerd restarted (LUGE_INSTALL_RESTART=0: only
+# said, for a containerd its operator restarts). Each step is skipped when
+# done.
 set -eu
 root="${NODE_ROOT:-/}"
 src="$(dirname "$0")/bin/containerd-shim-luge-v1"
@@ -25,7 +27,11 @@ if ! grep -q 'io.containerd.luge.v1' "$config" 2>/dev/null; then
     changed=1
 fi
 if [ "$changed" = 1 ]; then
-    nsenter --target 1 --mount --uts --ipc --net --pid -- systemctl restart containerd
+    if [ "${LUGE_INSTALL_RESTART:-1}" = 1 ]; then
+        nsenter --target 1 --mount --uts --ipc --net --pid -- systemctl restart containerd
+    else
+        echo "containerd's config has the runtime luge: restart containerd to load it"
+    fi
 fi
 echo "luge runtime installed"
 exec sleep infinity

@@ -7,7 +7,8 @@
 # replicas behind a Service; scale 2, 5, 0, 2; a rolling update to a new
 # image; a pod deleted and a container killed, both replaced; `kubectl
 # logs` shows what the function wrote; the same app as Spin's OCI layers
-# (spin-oci-app.yaml). Then it stops all of it and checks
+# (spin-oci-app.yaml); the node installer (installer.yaml) on a node root
+# of its own. Then it stops all of it and checks
 # nothing is left behind.
 #
 #   kubelet-path.sh WORK
@@ -147,6 +148,7 @@ kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/24 \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --allow-privileged=true \
     --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
     --kubelet-certificate-authority "$pki/ca.crt" --kubelet-preferred-address-types InternalIP \
     >"$work/logs/kube-apiserver.log" 2>&1 &
@@ -324,6 +326,47 @@ done
 echo "2 pods of the OCI image answer"
 kubectl delete -f "$here/spin-oci-app.yaml" --wait=true --timeout=120s >/dev/null
 kubectl wait --for=delete pod -l app=spin-oci-app --timeout=120s >/dev/null 2>&1 || true
+
+step "the node installer (installer.yaml) on a node root of the check's own"
+# The DaemonSet as shipped, its host path moved under $k8s, and told not
+# to restart this machine's containerd (not the one the check runs).
+node_root="$k8s/node-root"
+mkdir -p "$node_root/usr/local/bin" "$node_root/etc/containerd"
+printf 'version = 3\n' >"$node_root/etc/containerd/config.toml"
+python3 - "$here/installer.yaml" "$node_root" >"$k8s/installer.yaml" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+for old, new in (("path: /\n", f"path: {sys.argv[2]}\n"),
+                 ("              value: /host\n",
+                  "              value: /host\n"
+                  "            - name: LUGE_INSTALL_RESTART\n"
+                  "              value: \"0\"\n")):
+    assert old in text, old
+    text = text.replace(old, new)
+sys.stdout.write(text)
+PY
+kubectl apply -f "$k8s/installer.yaml" >/dev/null
+kubectl -n kube-system rollout status daemonset/luge-node-installer --timeout=120s >/dev/null ||
+    fail "the installer did not start"
+installed() {
+    kubectl -n kube-system logs daemonset/luge-node-installer 2>/dev/null | grep -q "luge runtime installed"
+}
+for _ in $(seq 150); do installed && break; sleep 0.2; done
+installed || fail "the installer did not finish: $(kubectl -n kube-system logs daemonset/luge-node-installer 2>&1 | tail -3)"
+cmp -s "$node_root/opt/luge/bin/containerd-shim-luge-v1" "$work/bin/containerd-shim-luge-v1" ||
+    fail "the installer did not put the shim in /opt/luge/bin"
+[ "$(readlink "$node_root/usr/local/bin/containerd-shim-luge-v1")" = /opt/luge/bin/containerd-shim-luge-v1 ] ||
+    fail "the installer did not link the shim onto containerd's PATH"
+grep -A1 "runtimes.luge\]" "$node_root/etc/containerd/config.toml"
+# Run again (a node reboot, a new pod): nothing added twice.
+kubectl -n kube-system delete pod -l app=luge-node-installer --wait=true >/dev/null
+kubectl -n kube-system rollout status daemonset/luge-node-installer --timeout=120s >/dev/null
+for _ in $(seq 150); do installed && break; sleep 0.2; done
+[ "$(grep -c io.containerd.luge.v1 "$node_root/etc/containerd/config.toml")" = 1 ] ||
+    fail "the installer added the runtime twice"
+echo "the shim and the runtime luge installed, once"
+kubectl delete -f "$k8s/installer.yaml" --wait=true --timeout=120s >/dev/null
+kubectl -n kube-system wait --for=delete pod -l app=luge-node-installer --timeout=120s >/dev/null 2>&1 || true
 
 step "delete it all"
 kubectl delete -f "$here/spin-app.yaml" --wait=true --timeout=120s >/dev/null
