@@ -198,11 +198,13 @@ fn sigterm_finishes_the_requests_in_progress() {
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let upstream = format!("http://{}", listener.local_addr().unwrap());
+    let (reached, arrived) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::{Read, Write};
         if let Ok((mut stream, _)) = listener.accept() {
             let mut buf = [0; 4096];
             let _ = stream.read(&mut buf);
+            let _ = reached.send(());
             std::thread::sleep(std::time::Duration::from_millis(1500));
             let _ = stream.write_all(
                 b"HTTP/1.1 200 OK\r\ncontent-length: 13\r\nconnection: close\r\n\r\nslow upstream",
@@ -223,7 +225,10 @@ fn sigterm_finishes_the_requests_in_progress() {
         let reply = ureq::get(&format!("{base}/fetch")).call();
         reply.map(|r| r.into_body().read_to_string().unwrap_or_default())
     });
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // The request is in progress: the function waits on the upstream.
+    arrived
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the function reached the upstream");
     luge.terminate();
     let body = in_flight
         .join()
