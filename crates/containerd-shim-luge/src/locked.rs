@@ -299,23 +299,13 @@ pub fn write_app(
                 );
             }
         }
-        if !component.env.is_empty() {
-            entry.insert(
-                "environment".into(),
-                toml::Value::try_from(&component.env).map_err(|source| LockedError::Value {
-                    at: format!("{at}.env"),
-                    source,
-                })?,
-            );
-        }
-        if !component.config.is_empty() {
-            entry.insert(
-                "variables".into(),
-                toml::Value::try_from(&component.config).map_err(|source| LockedError::Value {
-                    at: format!("{at}.config"),
-                    source,
-                })?,
-            );
+        for (key, map, field) in [
+            ("environment", &component.env, "env"),
+            ("variables", &component.config, "config"),
+        ] {
+            if !map.is_empty() {
+                entry.insert(key.into(), to_toml(map, &format!("{at}.{field}"))?);
+            }
         }
         if !component.files.is_empty() {
             // Spin mounts each file at its path from the guest's root: one
@@ -363,7 +353,7 @@ fn invalid(at: &str, why: String) -> LockedError {
     }
 }
 
-fn to_toml(value: &Value, at: &str) -> Result<toml::Value, LockedError> {
+fn to_toml(value: &impl serde::Serialize, at: &str) -> Result<toml::Value, LockedError> {
     toml::Value::try_from(value).map_err(|source| LockedError::Value {
         at: at.to_owned(),
         source,
