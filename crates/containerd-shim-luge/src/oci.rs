@@ -44,6 +44,19 @@ pub enum OciError {
          unpack; push the app without SPIN_OCI_ARCHIVE_LAYERS"
     )]
     Archive,
+    /// The directory the app is written to is already in the image (a
+    /// layer of files beside the app's, a link it made): never written
+    /// through.
+    #[error("the image already holds {0}, where the app is written")]
+    Exists(PathBuf),
+    /// The directory could not be made.
+    #[error("making {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The locked app itself.
     #[error(transparent)]
     Locked(#[from] locked::LockedError),
@@ -74,11 +87,21 @@ pub fn files_root(dir: &Path) -> PathBuf {
     dir.join(locked::FILES_DIR)
 }
 
-/// Writes the app the layers make under `dir`; returns its manifest.
-/// A component's layer is written as runwasi gives it: a sealed artifact
-/// where the compiler made one, else the Wasm (compiled by `luge serve`).
+/// Writes the app the layers make under `dir`, which must not exist yet;
+/// returns its manifest. A component's layer is written as runwasi gives
+/// it: a sealed artifact where the compiler made one, else the Wasm
+/// (compiled by `luge serve`).
 pub fn write_app(layers: &[WasmLayer], dir: &Path) -> Result<PathBuf, OciError> {
     let app = locked_app(layers)?;
+    // Made here, not found: a directory or link an image brought is
+    // refused rather than written through.
+    std::fs::create_dir(dir).map_err(|source| match source.kind() {
+        std::io::ErrorKind::AlreadyExists => OciError::Exists(dir.to_owned()),
+        _ => OciError::Io {
+            path: dir.to_owned(),
+            source,
+        },
+    })?;
     let content = |digest: &str| {
         layers
             .iter()

@@ -98,6 +98,12 @@ async fn a_spin_app_in_oci_layers_is_compiled_once_and_served() {
     let bad = layer(WASM_MEDIA_TYPE, b"\0asm\x01\0\0\0no module".to_vec());
     assert!(compiler.compile(&[bad]).await.is_err());
 
+    // A directory (or link) already where the app goes is refused, never
+    // written through.
+    let taken = dir.path().join("taken");
+    std::os::unix::fs::symlink(dir.path(), &taken).unwrap();
+    let refused = oci::write_app(&layers, &taken).unwrap_err();
+    assert!(refused.to_string().contains("already holds"), "{refused}");
     let manifest = oci::write_app(&layers, &dir.path().join("app")).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
