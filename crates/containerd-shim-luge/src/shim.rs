@@ -157,9 +157,7 @@ fn serve(ctx: &impl RuntimeContext) -> anyhow::Result<i32> {
         // elsewhere loads, and what it compiles it keeps to itself.
         Err(e) => {
             log::error!("no node key ({e}): a key of the container's own");
-            let mut raw = [0u8; 32];
-            getrandom::fill(&mut raw).context("no randomness for a key")?;
-            raw.iter().map(|b| format!("{b:02x}")).collect()
+            luge_registry::artifact::random_secret()?
         }
     };
     // SAFETY: as above, the only thread of this process.

@@ -60,9 +60,7 @@ impl ArtifactKey {
         match crate::secret::read_private(path) {
             Ok(secret) => Self::from_secret(&secret),
             Err(_) if !path.exists() => {
-                let mut raw = [0u8; 32];
-                getrandom::fill(&mut raw).map_err(|e| ArtifactError::Io(e.to_string()))?;
-                let secret: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+                let secret = random_secret()?;
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir).map_err(|e| ArtifactError::Io(e.to_string()))?;
                 }
@@ -73,6 +71,14 @@ impl ArtifactKey {
             Err(e) => Err(ArtifactError::Io(e.to_string())),
         }
     }
+}
+
+/// A fresh random secret, 32 bytes as hex: what [`ArtifactKey::load_or_create`]
+/// writes, and what a process that must not trust any other key uses.
+pub fn random_secret() -> Result<String, ArtifactError> {
+    let mut raw = [0u8; 32];
+    getrandom::fill(&mut raw).map_err(|e| ArtifactError::Io(e.to_string()))?;
+    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Where the operator's key came from.
