@@ -29,6 +29,7 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
+use crate::config::ComponentAbi::{self, Concurrent, Synchronous};
 use crate::epoch::EpochTicker;
 use crate::limits::SandboxLimiter;
 use crate::sandbox::{ended, schedule, tear_down, wasi_builder};
@@ -102,33 +103,41 @@ impl WasiHttpView for ComponentState {
 /// Adds one capability slice's interfaces to the linker.
 type AddSlice = fn(&mut Linker<ComponentState>) -> wasmtime::Result<()>;
 
-/// Every slice a component may import, each with its bindings' own view
-/// of [`ComponentState`] (the only part of it they see), in the order they
-/// are linked. A slice's binding lives in its own file; adding a slice is
-/// one row here and one field (or view) of the state.
-const SLICES: &[(&str, AddSlice)] = &[
-    ("WASI 0.2", |l| wasmtime_wasi::p2::add_to_linker_async(l)),
-    ("wasi:http 0.2", |l| {
+/// Every slice a component may import, each with the engine it needs and
+/// its bindings' own view of [`ComponentState`] (the only part of it they
+/// see), in the order they are linked. A slice's binding lives in its own
+/// file; adding a slice is one row here and one field (or view) of the
+/// state. A slice whose interfaces hold `async func`s (WASI 0.3's, Spin
+/// 4's) needs the component model's async ABI and is linked only on the
+/// [`ComponentAbi::Concurrent`] engine; the rest are linked on both (the
+/// test `each_slice_links_on_the_engines_it_names` holds the marks true).
+const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
+    ("WASI 0.2", Synchronous, |l| {
+        wasmtime_wasi::p2::add_to_linker_async(l)
+    }),
+    ("wasi:http 0.2", Synchronous, |l| {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)
     }),
-    ("WASI 0.3", |l| wasmtime_wasi::p3::add_to_linker(l)),
-    ("wasi:http 0.3", |l| {
+    ("WASI 0.3", Concurrent, |l| {
+        wasmtime_wasi::p3::add_to_linker(l)
+    }),
+    ("wasi:http 0.3", Concurrent, |l| {
         wasmtime_wasi_http::p3::add_to_linker(l)
     }),
-    ("wasi:config", |l| {
+    ("wasi:config", Synchronous, |l| {
         crate::wasi_config::add_to_linker(l, |state: &mut ComponentState| {
             crate::wasi_config::ConfigView {
                 variables: &state.action.variables.0,
             }
         })
     }),
-    ("wasi:keyvalue 0.2.0-draft", |l| {
+    ("wasi:keyvalue 0.2.0-draft", Synchronous, |l| {
         crate::keyvalue::add_to_linker(l, ComponentState::keyvalue)
     }),
-    ("wasi:keyvalue 0.2.0-draft2", |l| {
+    ("wasi:keyvalue 0.2.0-draft2", Synchronous, |l| {
         crate::keyvalue_draft2::add_to_linker(l, ComponentState::keyvalue)
     }),
-    ("spin:key-value, spin:variables", |l| {
+    ("spin:key-value, spin:variables", Concurrent, |l| {
         crate::spin::add_to_linker(l, |state: &mut ComponentState| crate::spin::SpinView {
             kv: state
                 .keyvalue
@@ -136,26 +145,28 @@ const SLICES: &[(&str, AddSlice)] = &[
             variables: &state.action.variables.0,
         })
     }),
-    ("spin:sqlite", |l| {
+    ("spin:sqlite", Concurrent, |l| {
         crate::sqlite::add_to_linker(l, ComponentState::connections)
     }),
-    ("spin:redis", |l| {
+    ("spin:redis", Concurrent, |l| {
         crate::redis::add_to_linker(l, ComponentState::connections)
     }),
-    ("spin:postgres 4", |l| {
+    ("spin:postgres 4", Concurrent, |l| {
         crate::postgres::add_to_linker(l, ComponentState::connections)
     }),
-    ("spin:postgres 3", |l| {
+    ("spin:postgres 3", Synchronous, |l| {
         crate::postgres3::add_to_linker(l, ComponentState::connections)
     }),
-    ("spin:mysql", |l| {
+    ("spin:mysql", Concurrent, |l| {
         crate::mysql::add_to_linker(l, ComponentState::connections)
     }),
-    ("spin:mqtt", |l| {
+    ("spin:mqtt", Concurrent, |l| {
         crate::mqtt::add_to_linker(l, ComponentState::connections)
     }),
-    ("event types", |l| crate::event_types::add_to_linker(l)),
-    ("wasi:otel", |l| {
+    ("event types", Synchronous, |l| {
+        crate::event_types::add_to_linker(l)
+    }),
+    ("wasi:otel", Synchronous, |l| {
         crate::otel::add_to_linker(l, |state: &mut ComponentState| crate::otel::OtelView {
             trace: state.hooks.trace.as_ref(),
             state: &mut state.otel,
@@ -163,13 +174,20 @@ const SLICES: &[(&str, AddSlice)] = &[
     }),
 ];
 
-/// The component linker, built once per engine from [`SLICES`]: WASI 0.2
-/// and 0.3 (their interfaces' names differ by version, so both sit in one
-/// linker), `wasi:http`, and each capability's interfaces; every world
-/// links against it. A slice that fails to link is named.
-pub(crate) fn linker(engine: &Engine) -> Result<Linker<ComponentState>, EngineError> {
+/// The component linker of an engine of `abi`, built once per engine from
+/// [`SLICES`]: WASI 0.2 (and on the concurrent engine 0.3: their
+/// interfaces' names differ by version, so both sit in one linker),
+/// `wasi:http`, and each capability's interfaces; every world links
+/// against it. A slice that fails to link is named.
+pub(crate) fn linker(
+    engine: &Engine,
+    abi: ComponentAbi,
+) -> Result<Linker<ComponentState>, EngineError> {
     let mut linker = Linker::new(engine);
-    for &(slice, add) in SLICES {
+    for &(slice, needs, add) in SLICES {
+        if needs == ComponentAbi::Concurrent && abi == ComponentAbi::Synchronous {
+            continue;
+        }
         add(&mut linker).map_err(|e| EngineError::config(slice, e))?;
     }
     Ok(linker)
@@ -854,4 +872,39 @@ async fn send(
         response,
         Box::new(std::future::ready(Ok(()))) as Box<dyn std::future::Future<Output = _> + Send>,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::WasmtimeConfig;
+
+    fn engine(abi: ComponentAbi) -> Engine {
+        let config = WasmtimeConfig {
+            pooling: false,
+            ..WasmtimeConfig::default()
+        };
+        Engine::new(&config.to_wasmtime(abi).expect("config")).expect("engine")
+    }
+
+    /// A slice marked synchronous links on the synchronous engine, and one
+    /// marked concurrent does not (so it is marked so for a reason, and a
+    /// component of it is compiled by the concurrent engine); every slice
+    /// links on the concurrent engine.
+    #[test]
+    fn each_slice_links_on_the_engines_it_names() {
+        let (synchronous, concurrent) = (engine(Synchronous), engine(Concurrent));
+        for &(slice, needs, add) in SLICES {
+            let mut on_sync = Linker::<ComponentState>::new(&synchronous);
+            assert_eq!(
+                add(&mut on_sync).is_ok(),
+                needs == Synchronous,
+                "{slice} is marked {needs:?}"
+            );
+            let mut on_concurrent = Linker::<ComponentState>::new(&concurrent);
+            assert!(add(&mut on_concurrent).is_ok(), "{slice}");
+        }
+        assert!(linker(&synchronous, Synchronous).is_ok());
+        assert!(linker(&concurrent, Concurrent).is_ok());
+    }
 }

@@ -96,6 +96,26 @@ pub(crate) fn keep_resident() -> usize {
     *KEEP_RESIDENT
 }
 
+/// Which of the runtime's two engines a configuration is for.
+///
+/// Wasmtime's support for the component model's async ABI (WASI 0.3's
+/// tasks, streams and futures, and `async func` imports such as Spin 4's)
+/// is a property of the engine, and it is not free where it is unused:
+/// with it, every component export call runs under the concurrent task
+/// loop and every host call becomes a host task. A WASI 0.2 `wasi:http`
+/// hello cost 65-70 µs of server CPU on such an engine and 50 µs on one
+/// without (docs/BENCHMARKS.md, issue 49). So core modules and components
+/// that need no async ABI run on a [`Synchronous`](Self::Synchronous)
+/// engine, and only components that do on a
+/// [`Concurrent`](Self::Concurrent) one, made when the first is seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComponentAbi {
+    /// No async ABI: Wasmtime's `concurrency_support` off.
+    Synchronous,
+    /// The component model's async ABI on (`component_model_async`).
+    Concurrent,
+}
+
 impl WasmtimeConfig {
     /// Linear-memory bytes an ended sandbox may leave resident for its slot's
     /// batched decommit; past that, they go back to the OS as it ends. With
@@ -108,8 +128,8 @@ impl WasmtimeConfig {
         })
     }
 
-    /// The corresponding Wasmtime configuration.
-    pub fn to_wasmtime(&self) -> Result<Config, EngineError> {
+    /// The corresponding Wasmtime configuration, for an engine of `abi`.
+    pub fn to_wasmtime(&self, abi: ComponentAbi) -> Result<Config, EngineError> {
         let mut config = Config::new();
         if let Some(target) = &self.target {
             config
@@ -124,8 +144,18 @@ impl WasmtimeConfig {
         // so instantiation does not copy them.
         config.memory_init_cow(true);
         // WASI 0.3 components use the component model's async ABI (tasks,
-        // streams, futures); it changes nothing for other code.
-        config.wasm_component_model_async(true);
+        // streams, futures); everything else runs faster without Wasmtime's
+        // support for it (see `ComponentAbi`). Compiled code differs between
+        // the two, and Wasmtime refuses to load one's code in the other.
+        match abi {
+            ComponentAbi::Synchronous => {
+                config.concurrency_support(false);
+            }
+            ComponentAbi::Concurrent => {
+                config.concurrency_support(true);
+                config.wasm_component_model_async(true);
+            }
+        }
         if self.pooling {
             let mut pool = PoolingAllocationConfig::new();
             // A component is several core instances (its modules and

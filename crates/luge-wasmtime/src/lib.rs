@@ -45,14 +45,14 @@ mod spin;
 mod sqlite;
 mod wasi_config;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use luge_core::{
     EngineError, EngineId, LoadedModule, StagedPayload, VerifiedArtifact, WasmRuntime,
 };
 use wasmtime::{Engine, Linker, Module};
 
-pub use config::WasmtimeConfig;
+pub use config::{ComponentAbi, WasmtimeConfig};
 use epoch::EpochTicker;
 use sandbox::{Linkers, SandboxModule, SandboxState};
 
@@ -61,18 +61,39 @@ pub const HOST_TARGET: &str = env!("LUGE_TARGET_TRIPLE");
 /// Wasmtime version linked in.
 pub const WASMTIME_VERSION: &str = env!("LUGE_WASMTIME_VERSION");
 
-/// A Wasmtime engine configured for Luge.
+/// Wasmtime engines configured for Luge: a synchronous one for core
+/// modules and most components, and a concurrent one for components that
+/// use the component model's async ABI, made when the first is seen (see
+/// [`ComponentAbi`]).
 pub struct WasmtimeRuntime {
+    /// The synchronous engine.
     engine: Engine,
     id: EngineId,
     linkers: Arc<Linkers>,
-    /// WASI 0.2 and `wasi:http`, for components.
+    /// WASI 0.2, `wasi:http` and the synchronous slices, for components.
     component_linker: wasmtime::component::Linker<component::ComponentState>,
     ticker: Arc<EpochTicker>,
     fuel: bool,
     release_above: Option<usize>,
     /// Pool slots, when pooling.
     sandboxes: Option<u32>,
+    /// What the concurrent engine is made from.
+    config: WasmtimeConfig,
+    /// The concurrent engine, once made.
+    concurrent: OnceLock<Concurrent>,
+    /// Held while the concurrent engine is being made, so it is made once.
+    making: Mutex<()>,
+}
+
+/// The engine for components that use the component model's async ABI
+/// (WASI 0.3, Spin 4's `async func` interfaces), with its linker of every
+/// slice and its own epoch ticker. Its pool is its own, sized as the
+/// synchronous engine's (the address space permitting), so only a
+/// runtime that meets such a component reserves it.
+struct Concurrent {
+    engine: Engine,
+    linker: wasmtime::component::Linker<component::ComponentState>,
+    ticker: Arc<EpochTicker>,
 }
 
 impl std::fmt::Debug for WasmtimeRuntime {
@@ -106,7 +127,7 @@ fn exit_with_any_status(linker: &mut Linker<SandboxState>) -> wasmtime::Result<(
 impl WasmtimeRuntime {
     /// Builds the engine, the WASI linker and the epoch ticker.
     pub fn new(config: &WasmtimeConfig) -> Result<Self, EngineError> {
-        let (engine, sandboxes) = sized_engine(config)?;
+        let (engine, sandboxes) = sized_engine(config, ComponentAbi::Synchronous)?;
         let mut sync = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut sync, SandboxState::wasi)
             .map_err(|e| EngineError::config("WASI preview 1 linker", e))?;
@@ -118,7 +139,7 @@ impl WasmtimeRuntime {
             .and_then(|()| exit_with_any_status(&mut sync))
             .and_then(|()| exit_with_any_status(&mut asynchronous))
             .map_err(|e| EngineError::config("host API linker", e))?;
-        let component_linker = component::linker(&engine)?;
+        let component_linker = component::linker(&engine, ComponentAbi::Synchronous)?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick)
             .map_err(|e| EngineError::config("epoch ticker", e))?;
         Ok(Self {
@@ -137,7 +158,38 @@ impl WasmtimeRuntime {
             fuel: config.fuel,
             release_above: config.release_above(),
             sandboxes: config.pooling.then_some(sandboxes),
+            config: config.clone(),
+            concurrent: OnceLock::new(),
+            making: Mutex::new(()),
         })
+    }
+
+    /// The concurrent engine, made now if this is the first time it is
+    /// needed; a failure to make it is returned, and the next call tries
+    /// again.
+    fn concurrent(&self) -> Result<&Concurrent, EngineError> {
+        if let Some(concurrent) = self.concurrent.get() {
+            return Ok(concurrent);
+        }
+        // A poisoned lock only means a maker panicked; the `OnceLock` is
+        // still either empty or whole.
+        let _making = self
+            .making
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(concurrent) = self.concurrent.get() {
+            return Ok(concurrent);
+        }
+        let (engine, _) = sized_engine(&self.config, ComponentAbi::Concurrent)?;
+        let linker = component::linker(&engine, ComponentAbi::Concurrent)?;
+        let ticker = EpochTicker::start(&engine, self.config.epoch_tick)
+            .map_err(|e| EngineError::config("epoch ticker", e))?;
+        tracing::debug!("made the engine for components of the async ABI");
+        Ok(self.concurrent.get_or_init(|| Concurrent {
+            engine,
+            linker,
+            ticker,
+        }))
     }
 }
 
@@ -153,13 +205,13 @@ impl WasmtimeRuntime {
 /// of it is used, leaving the rest to everything else the process maps.
 /// Slots shrink in number, not in size: a smaller reservation would change
 /// the compiled code and void every cached artifact.
-fn sized_engine(config: &WasmtimeConfig) -> Result<(Engine, u32), EngineError> {
+fn sized_engine(config: &WasmtimeConfig, abi: ComponentAbi) -> Result<(Engine, u32), EngineError> {
     let build = |sandboxes: u32| {
         let config = WasmtimeConfig {
             max_sandboxes: sandboxes,
             ..config.clone()
         };
-        Engine::new(&config.to_wasmtime()?).map_err(|e| EngineError::config("the engine", e))
+        Engine::new(&config.to_wasmtime(abi)?).map_err(|e| EngineError::config("the engine", e))
     };
     let requested = config.max_sandboxes;
     if let Some(sandboxes) = fit_under_rlimit(config, requested, &build) {
@@ -246,9 +298,16 @@ fn vm_size() -> Option<u64> {
 }
 
 impl WasmtimeRuntime {
-    /// The Wasmtime engine (for embedders and tests; sandboxes never see it).
+    /// The synchronous Wasmtime engine (for embedders and tests; sandboxes
+    /// never see it).
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The engine of components that use the async ABI, once one was
+    /// compiled or loaded (for embedders and tests, as [`Self::engine`]).
+    pub fn concurrent_engine(&self) -> Option<&Engine> {
+        self.concurrent.get().map(|c| &c.engine)
     }
 }
 
@@ -265,6 +324,10 @@ impl WasmRuntime for WasmtimeRuntime {
         self.engine
             .precompile_compatibility_hash()
             .hash(&mut hasher);
+        // The concurrent engine's settings are the synchronous one's with
+        // the async ABI on, so the hash above stands for both; this names
+        // the split, so artifacts of a build without it are made anew.
+        "components of the async ABI on their own engine".hash(&mut hasher);
         format!(
             "{}, {}, settings {:016x}",
             self.id,
@@ -284,7 +347,15 @@ impl WasmRuntime for WasmtimeRuntime {
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
         if component::is_component(wasm) {
+            // The synchronous engine refuses (in validation, before it
+            // compiles) a component that uses the async ABI; that one, and
+            // a component that is no component at all, is compiled by the
+            // concurrent engine, whose refusal is the one reported.
+            if let Ok(payload) = self.engine.precompile_component(wasm) {
+                return Ok(payload);
+            }
             return self
+                .concurrent()?
                 .engine
                 .precompile_component(wasm)
                 .map_err(|e| EngineError::InvalidModule(e.into()));
@@ -356,29 +427,40 @@ impl WasmtimeRuntime {
         let copy_failed = |e: wasmtime::Error| EngineError::BadArtifact(e.into());
         if Engine::detect_precompiled(payload) == Some(wasmtime::Precompiled::Component) {
             use wasmtime::component::Component;
-            let (component, lease) = image::load(
+            // Compiled by one of the two engines (see `precompile`); the
+            // other's Wasmtime refuses it at its header, before it maps
+            // anything as code (the async ABI is among the settings it
+            // checks), so the synchronous engine is tried first and the
+            // concurrent one only with code the first refused.
+            let either = |load: &dyn Fn(&Engine) -> wasmtime::Result<Component>| {
+                load(&self.engine).map(|c| (c, None)).or_else(|first| {
+                    let concurrent = self.concurrent().map_err(|_| first)?;
+                    load(&concurrent.engine).map(|c| (c, Some(concurrent)))
+                })
+            };
+            let ((component, concurrent), lease) = image::load(
                 payload,
                 staged,
                 |file| {
-                    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+                    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
                     // SAFETY: as at the top of this function, the payload
                     // is this operator's `Engine::precompile_component`
-                    // output for this engine; the sealed file holds exactly
-                    // its bytes and can no longer change.
-                    unsafe {
-                        Component::deserialize_file(&self.engine, format!("/proc/self/fd/{fd}"))
-                    }
-                    .ok()
+                    // output for this runtime; the sealed file holds
+                    // exactly its bytes and can no longer change.
+                    either(&|engine| unsafe { Component::deserialize_file(engine, &path) }).ok()
                 },
                 // SAFETY: as at the top of this function.
-                || unsafe { Component::deserialize(&self.engine, payload) }.map_err(copy_failed),
+                || {
+                    either(&|engine| unsafe { Component::deserialize(engine, payload) })
+                        .map_err(copy_failed)
+                },
             )?;
-            let (pre, mut shared) = component::prepare(
-                &component,
-                &self.component_linker,
-                Arc::clone(&self.ticker),
-                self.fuel,
-            )?;
+            let (linker, ticker) = match concurrent {
+                Some(c) => (&c.linker, &c.ticker),
+                None => (&self.component_linker, &self.ticker),
+            };
+            let (pre, mut shared) =
+                component::prepare(&component, linker, Arc::clone(ticker), self.fuel)?;
             shared.image = lease.map(Arc::new);
             // A WASI 0.3 world first, then an event handler's, then
             // 0.2's: a component exports one.

@@ -518,3 +518,45 @@ fn scatter_finds_zeros(scatter: &dyn LoadedModule, action: Action, written: u64,
     assert_eq!(answer["stale"], 0, "round {round}: {answer}");
     assert_eq!(answer["written"], written, "round {round}: {answer}");
 }
+
+/// Core modules and components that need no async ABI run on the
+/// synchronous engine and never make the concurrent one; a WASI 0.3
+/// command and a Spin 4 app are compiled and loaded by the concurrent
+/// engine, made at the first (the Spin app's artifact is large enough to
+/// be mapped from a sealed file, the command's is copied), and each kind's
+/// artifact loads again from its sealed bytes.
+#[test]
+fn components_of_the_async_abi_get_an_engine_of_their_own() {
+    let config = WasmtimeConfig {
+        max_sandboxes: 16,
+        ..WasmtimeConfig::default()
+    };
+    let wasmtime = Arc::new(WasmtimeRuntime::new(&config).unwrap());
+    let registry = ModuleRegistry::new(wasmtime.clone(), key(), None);
+    let echo = load(&registry, "echo");
+    let outcome = run(&*echo, Action::command("echo"), r#"{"a":1}"#);
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    for p2 in ["p2-echo", "http-handler"] {
+        let sealed = registry.compile_sealed(&wasm(p2)).unwrap();
+        registry.load(&ModuleCode::Artifact(sealed)).unwrap();
+    }
+    let p2 = load(&registry, "p2-echo");
+    let outcome = run(&*p2, Action::command("p2-echo"), r#"{"b":2}"#);
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    assert!(String::from_utf8_lossy(&outcome.stdout).contains("\"b\""));
+    assert!(wasmtime.concurrent_engine().is_none());
+
+    let cli3 = load(&registry, "cli3");
+    assert!(wasmtime.concurrent_engine().is_some());
+    let outcome = run(&*cli3, Action::command("cli3"), r#"{"mode":"p3"}"#);
+    assert_eq!(outcome.termination, Termination::Exited(0), "{outcome:?}");
+    assert!(String::from_utf8_lossy(&outcome.stdout).contains("p3"));
+    for p3 in ["cli3", "spin-app", "http3"] {
+        let sealed = registry.compile_sealed(&wasm(p3)).unwrap();
+        registry.load(&ModuleCode::Artifact(sealed)).unwrap();
+    }
+    // The synchronous engine's code is still its own.
+    let p2 = load(&registry, "p2-echo");
+    let outcome = run(&*p2, Action::command("p2-echo"), r#"{"c":3}"#);
+    assert_eq!(outcome.termination, Termination::Exited(0));
+}
