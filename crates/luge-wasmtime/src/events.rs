@@ -8,9 +8,10 @@
 //! `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's `#[mqtt_component]`, an
 //! `async func`). Each runs as every component does: a fresh
 //! instance per event from the pre-instantiated component, under the
-//! invocation's limits, schedule and grants ([`crate::component`]), its
-//! call inside the store's event loop (`run_concurrent`), where a 0.3
-//! guest's tasks progress. The handler's `error` result ends the sandbox
+//! invocation's limits, schedule and grants ([`crate::component`]); an
+//! `async func` export is called inside the store's event loop
+//! (`run_concurrent`), where a 0.3 guest's tasks progress, the others
+//! directly. The handler's `error` result ends the sandbox
 //! as exit status 1 with the error on its stderr. The WIT is Luge's root,
 //! wit/ (worlds `redis-trigger`, `mqtt-trigger` and `cron-trigger`).
 
@@ -25,22 +26,26 @@ use crate::component::{ComponentState, Shared};
 
 /// The bindings of one event world of Luge's WIT root: its exports are
 /// called inside the store's event loop.
+/// An export that is an `async func` is called with the store's accessor
+/// (`async | store`), inside its event loop; one that is not, as a plain
+/// `async` call, which needs no event loop and so also runs on the engine
+/// without concurrency support (see [`crate::ComponentAbi`]).
 macro_rules! event_world {
-    ($module:ident, $world:literal) => {
+    ($module:ident, $world:literal, $($exports:tt)+) => {
         mod $module {
             wasmtime::component::bindgen!({
                 path: "../../wit",
                 world: $world,
-                exports: { default: async | store },
+                exports: { default: $($exports)+ },
             });
         }
     };
 }
 
-event_world!(redis, "luge:worlds/redis-trigger");
-event_world!(redis2, "luge:worlds/redis-trigger-spin2");
-event_world!(mqtt, "luge:worlds/mqtt-trigger");
-event_world!(cron, "luge:worlds/cron-trigger");
+event_world!(redis, "luge:worlds/redis-trigger", async | store);
+event_world!(redis2, "luge:worlds/redis-trigger-spin2", async);
+event_world!(mqtt, "luge:worlds/mqtt-trigger", async | store);
+event_world!(cron, "luge:worlds/cron-trigger", async);
 
 /// The pre-instance of a component as the world of the export it has.
 enum Pre {
@@ -127,15 +132,10 @@ impl EventComponent {
                 (Pre::Redis2(pre), EventKind::Redis { .. }) => {
                     let guest = pre.instantiate_async(&mut *store).await?;
                     crate::component::instantiated(store);
-                    let payload = event.payload;
-                    store
-                        .run_concurrent(async move |store| {
-                            guest
-                                .fermyon_spin_inbound_redis()
-                                .call_handle_message(store, payload)
-                                .await
-                        })
-                        .await??
+                    guest
+                        .fermyon_spin_inbound_redis()
+                        .call_handle_message(&mut *store, &event.payload)
+                        .await?
                         .map_err(|e| format!("{e:?}"))
                 }
                 (Pre::Mqtt(pre), EventKind::Mqtt { topic }) => {
@@ -154,11 +154,9 @@ impl EventComponent {
                     let guest = pre.instantiate_async(&mut *store).await?;
                     crate::component::instantiated(store);
                     let metadata = cron::fermyon::spin_cron::cron_types::Metadata { timestamp };
-                    store
-                        .run_concurrent(async move |store| {
-                            guest.call_handle_cron_event(store, metadata).await
-                        })
-                        .await??
+                    guest
+                        .call_handle_cron_event(&mut *store, metadata)
+                        .await?
                         .map_err(|e| format!("{e:?}"))
                 }
                 _ => return Err(wasmtime::Error::msg(NOT_AN_EVENT_HANDLER)),
