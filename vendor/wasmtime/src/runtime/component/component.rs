@@ -92,6 +92,11 @@ struct ComponentInner {
     /// for this component.
     index: Arc<CompiledFunctionsTable>,
 
+    /// Luge: each trampoline's Wasm-call and array-call locations, found in
+    /// `index` once here rather than by two searches per trampoline at every
+    /// instantiation.
+    trampoline_locs: PrimaryMap<TrampolineIndex, (FunctionLoc, FunctionLoc)>,
+
     /// A cached handle to the `wasmtime::FuncType` for the canonical ABI's
     /// `realloc`, to avoid the need to look up types in the registry and take
     /// locks when calling `realloc` via `TypedFunc::call_raw`.
@@ -471,6 +476,26 @@ impl Component {
             [ValType::I32],
         ));
 
+        // Luge: every trampoline located once (see `trampoline_locs`); code
+        // that lacks one is refused here, where instantiation would panic.
+        let locate = |key: FuncKey| {
+            index
+                .func_loc(key)
+                .copied()
+                .ok_or_else(|| crate::format_err!("compiled code lacks a component trampoline"))
+        };
+        let trampoline_locs = info
+            .component
+            .trampolines
+            .keys()
+            .map(|i| {
+                Ok((
+                    locate(FuncKey::ComponentTrampoline(Abi::Wasm, i))?,
+                    locate(FuncKey::ComponentTrampoline(Abi::Array, i))?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+
         Ok(Component {
             inner: Arc::new(ComponentInner {
                 id: CompiledModuleId::new(),
@@ -480,6 +505,7 @@ impl Component {
                 code,
                 info,
                 index,
+                trampoline_locs,
                 realloc_func_type,
                 checksum,
             }),
@@ -518,14 +544,10 @@ impl Component {
     }
 
     pub(crate) fn trampoline_ptrs(&self, index: TrampolineIndex) -> AllCallFuncPointers {
-        let wasm_call = self
-            .store_invariant_func(FuncKey::ComponentTrampoline(Abi::Wasm, index))
-            .unwrap()
-            .cast();
-        let array_call = self
-            .store_invariant_func(FuncKey::ComponentTrampoline(Abi::Array, index))
-            .unwrap()
-            .cast();
+        // Luge: located at construction (`trampoline_locs`).
+        let (wasm, array) = &self.inner.trampoline_locs[index];
+        let wasm_call = self.func_loc_to_pointer(wasm).cast();
+        let array_call = self.func_loc_to_pointer(array).cast();
         AllCallFuncPointers {
             wasm_call,
             array_call,
