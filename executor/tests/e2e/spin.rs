@@ -19,6 +19,22 @@ pub(crate) fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../actions/spin/spin.toml")
 }
 
+/// `luge serve --spin` of the app, its state under `state`, its
+/// `upstream` variable (the granted origin) set as Spin sets variables.
+pub(crate) fn serve_app(state: &std::path::Path, upstream: &str) -> Luge {
+    let manifest = manifest();
+    Luge::start_with_env(
+        "serve",
+        &[
+            "--spin",
+            path_str(&manifest),
+            "--state-dir",
+            path_str(state),
+        ],
+        &[("SPIN_VARIABLE_UPSTREAM", upstream)],
+    )
+}
+
 /// A one-page HTTP server on 127.0.0.1: its origin.
 pub(crate) fn upstream() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -62,15 +78,7 @@ fn a_spin_app_runs_unchanged() {
     }
     let upstream = upstream();
     let state_dir = tempfile::tempdir().unwrap();
-    let manifest = manifest();
-    let args = [
-        "--spin",
-        path_str(&manifest),
-        "--state-dir",
-        path_str(state_dir.path()),
-    ];
-    let env = [("SPIN_VARIABLE_UPSTREAM", upstream.as_str())];
-    let luge = Luge::start_with_env("serve", &args, &env);
+    let luge = serve_app(state_dir.path(), &upstream);
 
     // Routing below the wildcard route, and variables (a default, and one
     // given by the environment).
@@ -182,7 +190,7 @@ fn a_spin_app_runs_unchanged() {
 
     // The default store persists across a restart, as `spin up`'s does.
     drop(luge);
-    let luge = Luge::start_with_env("serve", &args, &env);
+    let luge = serve_app(state_dir.path(), &upstream);
     assert_get(&luge, "/kv/kept", "across restarts");
     assert_get(&luge, "/backend/kv/kept", "across restarts");
     assert_eq!(text(&luge, "POST", "/count", b""), (200, "35".to_owned()));
@@ -212,14 +220,7 @@ fn sigterm_finishes_the_requests_in_progress() {
         }
     });
     let state_dir = tempfile::tempdir().unwrap();
-    let manifest = manifest();
-    let args = [
-        "--spin",
-        path_str(&manifest),
-        "--state-dir",
-        path_str(state_dir.path()),
-    ];
-    let mut luge = Luge::start_with_env("serve", &args, &[("SPIN_VARIABLE_UPSTREAM", &upstream)]);
+    let mut luge = serve_app(state_dir.path(), &upstream);
     let base = luge.base.clone();
     let in_flight = std::thread::spawn(move || {
         let reply = ureq::get(&format!("{base}/fetch")).call();

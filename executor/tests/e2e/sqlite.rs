@@ -6,7 +6,7 @@
 //! result set, a statement that never ends).
 
 use crate::common::*;
-use crate::spin::{manifest, text, upstream};
+use crate::spin::{serve_app, text, upstream};
 
 fn on_wasmtime() -> bool {
     engine() == "wasmtime"
@@ -32,15 +32,7 @@ fn a_spin_apps_database_is_its_own_and_kept_across_restarts() {
     }
     let upstream = upstream();
     let state_dir = tempfile::tempdir().unwrap();
-    let manifest = manifest();
-    let args = [
-        "--spin",
-        path_str(&manifest),
-        "--state-dir",
-        path_str(state_dir.path()),
-    ];
-    let env = [("SPIN_VARIABLE_UPSTREAM", upstream.as_str())];
-    let luge = Luge::start_with_env("serve", &args, &env);
+    let luge = serve_app(state_dir.path(), &upstream);
 
     // Parameters, the rowid and the changed rows.
     assert_eq!(post(&luge, "/sql/insert/hello", ""), (200, "1 1".into()));
@@ -89,7 +81,7 @@ fn a_spin_apps_database_is_its_own_and_kept_across_restarts() {
     // app's (`spin.APP`).
     let file = state_dir.path().join("sqlite/spin%2Eluge-spin-app.db");
     assert!(file.exists(), "{}", file.display());
-    let luge = Luge::start_with_env("serve", &args, &env);
+    let luge = serve_app(state_dir.path(), &upstream);
     assert_eq!(post(&luge, "/sql", select), (200, expected.into()));
 }
 
