@@ -45,7 +45,7 @@ mod spin;
 mod sqlite;
 mod wasi_config;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use luge_core::{
     EngineError, EngineId, LoadedModule, StagedPayload, VerifiedArtifact, WasmRuntime,
@@ -79,10 +79,11 @@ pub struct WasmtimeRuntime {
     sandboxes: Option<u32>,
     /// What the concurrent engine is made from.
     config: WasmtimeConfig,
-    /// The concurrent engine, once made.
-    concurrent: OnceLock<Concurrent>,
-    /// Held while the concurrent engine is being made, so it is made once.
-    making: Mutex<()>,
+    /// The concurrent engine, or why it could not be made, once tried: it
+    /// is tried once per runtime (`OnceLock` holds other callers while it
+    /// is made), so a stream of uploads that need it cannot make the
+    /// runtime size a pool again and again.
+    concurrent: OnceLock<Result<Concurrent, Arc<EngineError>>>,
 }
 
 /// The engine for components that use the component model's async ABI
@@ -160,36 +161,39 @@ impl WasmtimeRuntime {
             sandboxes: config.pooling.then_some(sandboxes),
             config: config.clone(),
             concurrent: OnceLock::new(),
-            making: Mutex::new(()),
         })
     }
 
     /// The concurrent engine, made now if this is the first time it is
-    /// needed; a failure to make it is returned, and the next call tries
-    /// again.
+    /// needed; a failure to make it is kept and returned to every caller.
     fn concurrent(&self) -> Result<&Concurrent, EngineError> {
-        if let Some(concurrent) = self.concurrent.get() {
-            return Ok(concurrent);
-        }
-        // A poisoned lock only means a maker panicked; the `OnceLock` is
-        // still either empty or whole.
-        let _making = self
-            .making
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(concurrent) = self.concurrent.get() {
-            return Ok(concurrent);
-        }
+        self.concurrent
+            .get_or_init(|| {
+                let made = self.make_concurrent();
+                if let Err(e) = &made {
+                    tracing::warn!(
+                        error = %luge_core::error_line(e),
+                        "no engine for components of the async ABI (WASI 0.3, Spin 4): they are refused"
+                    );
+                }
+                made.map_err(Arc::new)
+            })
+            .as_ref()
+            .map_err(|e| EngineError::config("the engine for the async ABI", Arc::clone(e)))
+    }
+
+    /// Makes the concurrent engine, its linker and its ticker.
+    fn make_concurrent(&self) -> Result<Concurrent, EngineError> {
         let (engine, _) = sized_engine(&self.config, ComponentAbi::Concurrent)?;
         let linker = component::linker(&engine, ComponentAbi::Concurrent)?;
         let ticker = EpochTicker::start(&engine, self.config.epoch_tick)
             .map_err(|e| EngineError::config("epoch ticker", e))?;
         tracing::debug!("made the engine for components of the async ABI");
-        Ok(self.concurrent.get_or_init(|| Concurrent {
+        Ok(Concurrent {
             engine,
             linker,
             ticker,
-        }))
+        })
     }
 }
 
@@ -307,7 +311,7 @@ impl WasmtimeRuntime {
     /// The engine of components that use the async ABI, once one was
     /// compiled or loaded (for embedders and tests, as [`Self::engine`]).
     pub fn concurrent_engine(&self) -> Option<&Engine> {
-        self.concurrent.get().map(|c| &c.engine)
+        self.concurrent.get()?.as_ref().ok().map(|c| &c.engine)
     }
 }
 
