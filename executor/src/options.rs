@@ -229,7 +229,9 @@ options! {
         #[arg(long)]
         pub max_body_mb: Option<usize>,
         /// Sandboxes that may exist at once (pool slots) [default: 1000,
-        /// fewer where the address space holds fewer].
+        /// fewer where the address space holds fewer]. On Wasmtime,
+        /// components of the async ABI (WASI 0.3, Spin 4) have a pool of
+        /// their own, reserved when the first is loaded.
         #[arg(long)]
         pub max_sandboxes: Option<u32>,
         /// Memory of ended sandboxes Wasmtime may keep resident while it
