@@ -12,6 +12,11 @@ command -v go >/dev/null || {
 }
 mkdir -p "$jg"
 cd "$jg"
+# Jaeger's modules and build cache (gigabytes) serve this one build only:
+# they live beside it and go when it is done, so the Rust build that
+# follows has the disk (a CI run once ran out of it linking a test binary).
+export GOMODCACHE="$jg/.gomod" GOCACHE="$jg/.gocache"
+trap 'go clean -modcache >/dev/null 2>&1; rm -rf "$GOMODCACHE" "$GOCACHE"' EXIT
 [ -f go.mod ] || printf 'module luge.dev/tools/jaeger\n\ngo 1.26\n' >go.mod
 go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0
 go build -o jaeger.partial github.com/jaegertracing/jaeger/cmd/jaeger
