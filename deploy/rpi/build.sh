@@ -7,6 +7,7 @@
 #   PROFILE=dev deploy/rpi/build.sh            # quicker, for checks
 #   ENGINES=wamr deploy/rpi/build.sh           # WAMR only: the smallest build
 #   ENGINES=wasmtime,wamr deploy/rpi/build.sh  # both; pick with --engine
+#   BENCHES=1 deploy/rpi/build.sh              # and compile the benches
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-gnu
@@ -32,7 +33,19 @@ export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
 # WAMR's CMake build cross-compiles through the cmake crate, which hands
 # CMake the target's C compiler (CC_aarch64_unknown_linux_gnu) and system.
+# The engines, as features of both binaries' packages.
+features=""
+for engine in ${engines//,/ }; do
+    features+="luge-executor/$engine,luge-precompile/$engine,"
+done
+# BENCHES=1 also compiles the benches for the target, in the same cargo
+# run: one feature resolution for both, so no crate is compiled twice (a
+# second run for the benches alone compiled Wasmtime and 90 more crates
+# again, 4 of CI's minutes).
+benches=()
+[ "${BENCHES:-0}" = 1 ] && benches=(-p luge-benches --benches)
 cargo build --profile "$profile" --target "$target" -p luge-executor -p luge-precompile \
-    --no-default-features --features "$engines"
+    --bin luge --bin luge-precompile "${benches[@]}" \
+    --no-default-features --features "${features%,}"
 dir=target/$target/$([ "$profile" = dev ] && echo debug || echo "$profile")
 ls -l "$dir/luge" "$dir/luge-precompile"

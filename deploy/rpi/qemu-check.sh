@@ -8,7 +8,9 @@ target=aarch64-unknown-linux-gnu
 # Both engines in one build: Wasmtime (native code precompiled on x86) and
 # WAMR (the interpreter, for the smallest boards).
 export ENGINES=wasmtime,wamr
-PROFILE=${PROFILE:-dev} deploy/rpi/build.sh
+# The benches compile for aarch64 too (dev profile, in the same build;
+# `cargo bench --target ...` on the Pi side for figures).
+PROFILE=${PROFILE:-dev} BENCHES=1 deploy/rpi/build.sh
 dir=target/$target/$([ "${PROFILE:-dev}" = dev ] && echo debug || echo "$PROFILE")
 if ! command -v qemu-aarch64 >/dev/null; then
     sudo=""
@@ -16,11 +18,6 @@ if ! command -v qemu-aarch64 >/dev/null; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-user
 fi
-export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
-export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
-# The benches compile for aarch64 (dev profile, sharing the build above;
-# `cargo bench --target ...` on the Pi side for figures).
-cargo build --target "$target" -p luge-benches --benches
 
 work=$(mktemp -d)
 # The data directory (shared state) is this check's own.
