@@ -24,9 +24,8 @@ use wasmtime::{Engine, Store};
 
 use crate::component::{ComponentState, Shared};
 
-/// The bindings of one event world of Luge's WIT root: its exports are
-/// called inside the store's event loop.
-/// An export that is an `async func` is called with the store's accessor
+/// The bindings of one event world of Luge's WIT root. An export that is
+/// an `async func` is called with the store's accessor
 /// (`async | store`), inside its event loop; one that is not, as a plain
 /// `async` call, which needs no event loop and so also runs on the engine
 /// without concurrency support (see [`crate::ComponentAbi`]).

@@ -66,13 +66,11 @@ pub const WASMTIME_VERSION: &str = env!("LUGE_WASMTIME_VERSION");
 /// use the component model's async ABI, made when the first is seen (see
 /// [`ComponentAbi`]).
 pub struct WasmtimeRuntime {
-    /// The synchronous engine.
-    engine: Engine,
+    /// The synchronous engine: core modules' (with `linkers`) and most
+    /// components'.
+    synchronous: AbiEngine,
     id: EngineId,
     linkers: Arc<Linkers>,
-    /// WASI 0.2, `wasi:http` and the synchronous slices, for components.
-    component_linker: wasmtime::component::Linker<component::ComponentState>,
-    ticker: Arc<EpochTicker>,
     fuel: bool,
     release_above: Option<usize>,
     /// Pool slots, when pooling.
@@ -83,18 +81,35 @@ pub struct WasmtimeRuntime {
     /// is tried once per runtime (`OnceLock` holds other callers while it
     /// is made), so a stream of uploads that need it cannot make the
     /// runtime size a pool again and again.
-    concurrent: OnceLock<Result<Concurrent, Arc<EngineError>>>,
+    concurrent: OnceLock<Result<AbiEngine, Arc<EngineError>>>,
 }
 
-/// The engine for components that use the component model's async ABI
-/// (WASI 0.3, Spin 4's `async func` interfaces), with its linker of every
-/// slice and its own epoch ticker. Its pool is its own, sized as the
-/// synchronous engine's (the address space permitting), so only a
-/// runtime that meets such a component reserves it.
-struct Concurrent {
+/// One of the runtime's two engines (see [`ComponentAbi`]), with its
+/// component linker of the slices it serves and its own epoch ticker. The
+/// concurrent one's pool is its own, sized as the synchronous engine's
+/// (the address space permitting), so only a runtime that meets a
+/// component of the async ABI reserves it.
+struct AbiEngine {
     engine: Engine,
-    linker: wasmtime::component::Linker<component::ComponentState>,
+    component_linker: wasmtime::component::Linker<component::ComponentState>,
     ticker: Arc<EpochTicker>,
+}
+
+impl AbiEngine {
+    /// The engine of `abi` for `config`, its component linker and its
+    /// ticker; with how many pool slots the engine got.
+    fn new(config: &WasmtimeConfig, abi: ComponentAbi) -> Result<(Self, u32), EngineError> {
+        let (engine, sandboxes) = sized_engine(config, abi)?;
+        let component_linker = component::linker(&engine, abi)?;
+        let ticker = EpochTicker::start(&engine, config.epoch_tick)
+            .map_err(|e| EngineError::config("epoch ticker", e))?;
+        let made = Self {
+            engine,
+            component_linker,
+            ticker,
+        };
+        Ok((made, sandboxes))
+    }
 }
 
 impl std::fmt::Debug for WasmtimeRuntime {
@@ -128,11 +143,12 @@ fn exit_with_any_status(linker: &mut Linker<SandboxState>) -> wasmtime::Result<(
 impl WasmtimeRuntime {
     /// Builds the engine, the WASI linker and the epoch ticker.
     pub fn new(config: &WasmtimeConfig) -> Result<Self, EngineError> {
-        let (engine, sandboxes) = sized_engine(config, ComponentAbi::Synchronous)?;
-        let mut sync = Linker::new(&engine);
+        let (synchronous, sandboxes) = AbiEngine::new(config, ComponentAbi::Synchronous)?;
+        let engine = &synchronous.engine;
+        let mut sync = Linker::new(engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut sync, SandboxState::wasi)
             .map_err(|e| EngineError::config("WASI preview 1 linker", e))?;
-        let mut asynchronous = Linker::new(&engine);
+        let mut asynchronous = Linker::new(engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut asynchronous, SandboxState::wasi)
             .map_err(|e| EngineError::config("WASI preview 1 linker", e))?;
         hostapi::add_to_linker(&mut sync, false)
@@ -140,9 +156,6 @@ impl WasmtimeRuntime {
             .and_then(|()| exit_with_any_status(&mut sync))
             .and_then(|()| exit_with_any_status(&mut asynchronous))
             .map_err(|e| EngineError::config("host API linker", e))?;
-        let component_linker = component::linker(&engine, ComponentAbi::Synchronous)?;
-        let ticker = EpochTicker::start(&engine, config.epoch_tick)
-            .map_err(|e| EngineError::config("epoch ticker", e))?;
         Ok(Self {
             id: EngineId {
                 engine: "wasmtime".into(),
@@ -152,10 +165,8 @@ impl WasmtimeRuntime {
                     .clone()
                     .unwrap_or_else(|| HOST_TARGET.to_owned()),
             },
-            engine,
+            synchronous,
             linkers: Arc::new(Linkers { sync, asynchronous }),
-            component_linker,
-            ticker,
             fuel: config.fuel,
             release_above: config.release_above(),
             sandboxes: config.pooling.then_some(sandboxes),
@@ -166,10 +177,13 @@ impl WasmtimeRuntime {
 
     /// The concurrent engine, made now if this is the first time it is
     /// needed; a failure to make it is kept and returned to every caller.
-    fn concurrent(&self) -> Result<&Concurrent, EngineError> {
+    fn concurrent(&self) -> Result<&AbiEngine, EngineError> {
         self.concurrent
             .get_or_init(|| {
-                let made = self.make_concurrent();
+                let made = AbiEngine::new(&self.config, ComponentAbi::Concurrent).map(|(made, _)| {
+                    tracing::debug!("made the engine for components of the async ABI");
+                    made
+                });
                 if let Err(e) = &made {
                     tracing::warn!(
                         error = %luge_core::error_line(e),
@@ -180,20 +194,6 @@ impl WasmtimeRuntime {
             })
             .as_ref()
             .map_err(|e| EngineError::config("the engine for the async ABI", Arc::clone(e)))
-    }
-
-    /// Makes the concurrent engine, its linker and its ticker.
-    fn make_concurrent(&self) -> Result<Concurrent, EngineError> {
-        let (engine, _) = sized_engine(&self.config, ComponentAbi::Concurrent)?;
-        let linker = component::linker(&engine, ComponentAbi::Concurrent)?;
-        let ticker = EpochTicker::start(&engine, self.config.epoch_tick)
-            .map_err(|e| EngineError::config("epoch ticker", e))?;
-        tracing::debug!("made the engine for components of the async ABI");
-        Ok(Concurrent {
-            engine,
-            linker,
-            ticker,
-        })
     }
 }
 
@@ -305,7 +305,7 @@ impl WasmtimeRuntime {
     /// The synchronous Wasmtime engine (for embedders and tests; sandboxes
     /// never see it).
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.synchronous.engine
     }
 
     /// The engine of components that use the async ABI, once one was
@@ -325,7 +325,8 @@ impl WasmRuntime for WasmtimeRuntime {
         // Fixed keys: the same settings give the same string in every run
         // of this build.
         let mut hasher = std::hash::DefaultHasher::new();
-        self.engine
+        self.synchronous
+            .engine
             .precompile_compatibility_hash()
             .hash(&mut hasher);
         // The concurrent engine's settings are the synchronous one's with
@@ -355,7 +356,7 @@ impl WasmRuntime for WasmtimeRuntime {
             // compiles) a component that uses the async ABI; that one, and
             // a component that is no component at all, is compiled by the
             // concurrent engine, whose refusal is the one reported.
-            if let Ok(payload) = self.engine.precompile_component(wasm) {
+            if let Ok(payload) = self.synchronous.engine.precompile_component(wasm) {
                 return Ok(payload);
             }
             return self
@@ -368,7 +369,8 @@ impl WasmRuntime for WasmtimeRuntime {
         // functions (see `luge_core::start`).
         luge_core::start::refuse_reserved(wasm)
             .map_err(|e| EngineError::InvalidModule(e.into()))?;
-        self.engine
+        self.synchronous
+            .engine
             .precompile_module(wasm)
             .map_err(|e| EngineError::InvalidModule(e.into()))
     }
@@ -437,12 +439,15 @@ impl WasmtimeRuntime {
             // checks), so the synchronous engine is tried first and the
             // concurrent one only with code the first refused.
             let either = |load: &dyn Fn(&Engine) -> wasmtime::Result<Component>| {
-                load(&self.engine).map(|c| (c, None)).or_else(|first| {
-                    let concurrent = self.concurrent().map_err(|_| first)?;
-                    load(&concurrent.engine).map(|c| (c, Some(concurrent)))
-                })
+                let synchronous = &self.synchronous;
+                load(&synchronous.engine)
+                    .map(|c| (c, synchronous))
+                    .or_else(|first| {
+                        let concurrent = self.concurrent().map_err(|_| first)?;
+                        load(&concurrent.engine).map(|c| (c, concurrent))
+                    })
             };
-            let ((component, concurrent), lease) = image::load(
+            let ((component, engine), lease) = image::load(
                 payload,
                 staged,
                 |file| {
@@ -459,12 +464,12 @@ impl WasmtimeRuntime {
                         .map_err(copy_failed)
                 },
             )?;
-            let (linker, ticker) = match concurrent {
-                Some(c) => (&c.linker, &c.ticker),
-                None => (&self.component_linker, &self.ticker),
-            };
-            let (pre, mut shared) =
-                component::prepare(&component, linker, Arc::clone(ticker), self.fuel)?;
+            let (pre, mut shared) = component::prepare(
+                &component,
+                &engine.component_linker,
+                Arc::clone(&engine.ticker),
+                self.fuel,
+            )?;
             shared.image = lease.map(Arc::new);
             // A WASI 0.3 world first, then an event handler's, then
             // 0.2's: a component exports one.
@@ -478,14 +483,17 @@ impl WasmtimeRuntime {
             staged,
             // SAFETY: as at the top of this function; the sealed file
             // holds exactly the payload and can no longer change.
-            |file| unsafe { Module::deserialize_open_file(&self.engine, file) }.ok(),
+            |file| unsafe { Module::deserialize_open_file(&self.synchronous.engine, file) }.ok(),
             // SAFETY: as at the top of this function.
-            || unsafe { Module::deserialize(&self.engine, payload) }.map_err(copy_failed),
+            || {
+                unsafe { Module::deserialize(&self.synchronous.engine, payload) }
+                    .map_err(copy_failed)
+            },
         )?;
         let mut module = SandboxModule::new(
             module,
             &self.linkers,
-            Arc::clone(&self.ticker),
+            Arc::clone(&self.synchronous.ticker),
             self.fuel,
             self.release_above,
         )?;
