@@ -135,6 +135,13 @@ impl FrontEnd for Worker {
                 let _ambient = ambient.enter();
                 deferred.run();
             };
+            // With nothing else to do: the next sandbox of the function
+            // just run, made ahead of its request (`luge_core::teardown`),
+            // after the teardowns have freed their slots.
+            let prepare = || {
+                let _ambient = ambient.enter();
+                deferred.prepare();
+            };
             let mut turned = Instant::now();
             // When this worker last ran a job.
             let mut ran = Instant::now();
@@ -173,7 +180,10 @@ impl FrontEnd for Worker {
                     // the ambient runtime or other processes share the
                     // cores, they are not held up by a worker waiting for
                     // work (docs/BENCHMARKS.md, "A spin that gives way").
+                    // The first pass, with no job queued, makes the next
+                    // sandbox ahead if one was asked for.
                     Step::Idle(_) if ran.elapsed() < SPIN_BEFORE_PARK => {
+                        prepare();
                         std::thread::yield_now();
                         tokio::task::yield_now().await;
                         tear_down();
@@ -183,6 +193,7 @@ impl FrontEnd for Worker {
                     // worker it queued on).
                     Step::Idle(timeout) => {
                         tear_down();
+                        prepare();
                         let _ = tokio::time::timeout(timeout, wake.notified()).await;
                     }
                     Step::Stop => return,

@@ -545,6 +545,19 @@ impl Collector for Pulled {
             "Invocations submitted by the worker that received the request, into its own queue (--front-end workers): run where they arrived unless stolen.",
             sched.local_submits,
         )?;
+        let (made_ahead, taken) = luge_core::teardown::made_ahead();
+        counter(
+            &mut encoder,
+            "sandboxes_made_ahead",
+            "HTTP handler sandboxes instantiated by an idle worker ahead of their requests.",
+            made_ahead,
+        )?;
+        counter(
+            &mut encoder,
+            "sandboxes_made_ahead_used",
+            "Sandboxes made ahead that a request took (the rest were replaced or dropped unused).",
+            taken,
+        )?;
         let busy = ConstCounter::new(0.0f64);
         let mut family = encoder.encode_descriptor(
             "worker_busy_seconds",

@@ -16,6 +16,9 @@
 //! - `.../hoard?N`: creates N header-field sets of 1 KiB each and keeps
 //!   them all (default: until the host refuses one, which traps), then
 //!   answers `held N`;
+//! - `.../fresh`: answers how many requests this instance has served
+//!   (1 in a fresh instance) and the `LUGE_REQUEST_ID` it was given, as
+//!   `1 17`;
 //! - anything else: `hello from a wasi:http component` (the benchmark's
 //!   hello).
 
@@ -43,9 +46,19 @@ impl wasip2::exports::http::incoming_handler::Guest for Handler {
             "spin" => spin(),
             "fetch" => fetch(request, out, query.parse().unwrap_or(1)),
             "hoard" => hoard(out, query.parse().unwrap_or(usize::MAX)),
+            "fresh" => fresh(out),
             _ => respond(out, 200, &[], b"hello from a wasi:http component\n"),
         }
     }
+}
+
+/// Requests this instance has served.
+static SERVED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn fresh(out: ResponseOutparam) {
+    let served = SERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let id = std::env::var("LUGE_REQUEST_ID").unwrap_or_default();
+    respond(out, 200, &[], format!("{served} {id}").as_bytes());
 }
 
 /// Answers `status` with `headers` and `body` in one write.

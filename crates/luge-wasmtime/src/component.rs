@@ -13,7 +13,8 @@
 //! function's grants name the origin (its `Hooks`).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{
@@ -267,7 +268,11 @@ pub(crate) fn load(
     // A handler first: a Rust binary that exports the incoming handler
     // also exports wasi:cli/run (its `main`), but is meant as a handler.
     if let Ok(pre) = ProxyPre::new(pre.clone()) {
-        return Ok(Arc::new(ProxyComponent { pre, shared }));
+        return Ok(Arc::new(ProxyComponent {
+            pre,
+            shared,
+            ahead: AtomicBool::new(true),
+        }));
     }
     match CommandPre::new(pre) {
         Ok(pre) => Ok(Arc::new(Command::new(pre, shared))),
@@ -355,10 +360,19 @@ impl Shared {
         preemption: Option<Preemption>,
         body: impl AsyncFnOnce(&mut Store<ComponentState>) -> wasmtime::Result<()>,
     ) -> Outcome {
-        let mut sandbox = match self.sandbox(engine, invocation, preemption) {
-            Ok(sandbox) => sandbox,
-            Err(outcome) => return outcome,
-        };
+        match self.sandbox(engine, invocation, preemption) {
+            Ok(sandbox) => self.run_in(sandbox, invocation, body).await,
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// [`Shared::invoke`] in a sandbox already set up for `invocation`.
+    async fn run_in(
+        &self,
+        mut sandbox: Sandbox,
+        invocation: &Invocation,
+        body: impl AsyncFnOnce(&mut Store<ComponentState>) -> wasmtime::Result<()>,
+    ) -> Outcome {
         let result = {
             let _running = self.ticker.enter();
             body(&mut sandbox.store).await
@@ -553,16 +567,187 @@ impl CommandWorld for CommandPre<ComponentState> {
 pub struct ProxyComponent {
     pre: ProxyPre<ComponentState>,
     shared: Shared,
+    /// Whether its sandboxes are made ahead of their requests on workers
+    /// that do so (`luge_core::teardown`); cleared for good once its
+    /// instantiation proved slow or a preparation failed.
+    ahead: AtomicBool,
+}
+
+/// A handler whose last instantiation took longer than this is not
+/// instantiated ahead of its next request: its start does real work (large
+/// data segments, a start function), which a request arriving at its
+/// worker meanwhile would wait for, as a preparation is no job the
+/// scheduler can preempt. A typical handler instantiates in 5-15 µs
+/// (docs/BENCHMARKS.md); 200 µs leaves room for a slow moment of the host.
+const AHEAD_BELOW: Duration = Duration::from_micros(200);
+
+/// A preparation is interrupted past this (its epoch deadline, one tick of
+/// the ticker's at least): the backstop for a start that is fast on a
+/// request and slow ahead of one. The handler is then instantiated on
+/// demand from then on.
+const AHEAD_WITHIN: Duration = Duration::from_millis(1);
+
+/// A handler's sandbox made ahead of its request: a store set up for the
+/// function's action with no request's own parts yet, and the instance in
+/// it, whose start has run.
+struct Prepared {
+    /// What it was made of, and for.
+    module: Arc<ProxyComponent>,
+    action: Arc<luge_core::Action>,
+    sandbox: Sandbox,
+    proxy: wasmtime_wasi_http::p2::bindings::Proxy,
+    /// How long the instantiation took: counted in the request's time, as
+    /// when it instantiates on demand.
+    took: Duration,
 }
 
 impl ProxyComponent {
+    /// The key its sandboxes made ahead for `action` are held under: the
+    /// action's address, unique while a sandbox made for it holds it.
+    fn ahead_key(action: &Arc<luge_core::Action>) -> usize {
+        Arc::as_ptr(action) as usize
+    }
+
+    /// A sandbox for `action`, instantiated now, or `None` (see
+    /// [`AHEAD_WITHIN`]). Runs on a worker with nothing else to do.
+    fn prepare(self: &Arc<Self>, action: Arc<luge_core::Action>) -> Option<Prepared> {
+        let started = Instant::now();
+        // The action's own parts only: environment, calls, state and trace
+        // are the request's, given as it takes the sandbox.
+        let template = Invocation::new(Arc::clone(&action), Vec::new());
+        let limits = action.limits;
+        let stdout = MemoryOutputPipe::new(limits.capture_bytes());
+        let stderr = MemoryOutputPipe::new(limits.capture_bytes());
+        let engine = self.pre.engine();
+        let mut store = self
+            .shared
+            .store(engine, &template, &stdout, &stderr, started)
+            .ok()?;
+        let within = Preemption {
+            quantum: AHEAD_WITHIN,
+            enabled: false,
+        };
+        crate::sandbox::schedule_with(&mut store, &self.shared.ticker, within, move || {
+            started.elapsed() >= AHEAD_WITHIN
+        });
+        let instantiated = {
+            let _running = self.shared.ticker.enter();
+            let mut instantiate = std::pin::pin!(self.pre.instantiate_async(&mut store));
+            // Polled once: a start that waits on a host call (which no
+            // toolchain's handler does) is given up rather than driven.
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            match instantiate.as_mut().poll(&mut cx) {
+                std::task::Poll::Ready(result) => Some(result),
+                std::task::Poll::Pending => None,
+            }
+        };
+        match instantiated {
+            Some(Ok(proxy)) => Some(Prepared {
+                module: Arc::clone(self),
+                action,
+                sandbox: Sandbox {
+                    store,
+                    stdout,
+                    stderr,
+                    started,
+                },
+                proxy,
+                took: started.elapsed(),
+            }),
+            // The pool was full for the moment: try again another time.
+            Some(Err(e)) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() => {
+                None
+            }
+            failed => {
+                self.ahead.store(false, Ordering::Relaxed);
+                tracing::info!(
+                    function = %action.name,
+                    error = ?failed.and_then(Result::err),
+                    "instantiating ahead of requests failed; the handler is instantiated on demand from now on"
+                );
+                None
+            }
+        }
+    }
+
+    /// The sandbox made ahead for `invocation`'s action on this thread, if
+    /// one is held, set up for `invocation`: its environment, streams,
+    /// calls, state, trace, fuel and time limit as a fresh one's, its time
+    /// counted from when its instantiation began.
+    fn take_prepared(
+        self: &Arc<Self>,
+        invocation: &Invocation,
+        preemption: Preemption,
+    ) -> Option<Result<(Sandbox, wasmtime_wasi_http::p2::bindings::Proxy, Duration), Outcome>> {
+        let key = Self::ahead_key(&invocation.action);
+        let prepared = luge_core::teardown::take_prepared(key)?
+            .downcast::<Prepared>()
+            .ok()
+            .filter(|p| {
+                Arc::ptr_eq(&p.module, self) && Arc::ptr_eq(&p.action, &invocation.action)
+            })?;
+        let Prepared {
+            mut sandbox,
+            proxy,
+            took,
+            ..
+        } = *prepared;
+        let now = Instant::now();
+        let started = now.checked_sub(took).unwrap_or(now);
+        let limits = invocation.action.limits;
+        let ctx = match wasi_builder(invocation, &sandbox.stdout, &sandbox.stderr) {
+            Ok(mut builder) => builder.build(),
+            Err(e) => return Some(Err(Outcome::failed(luge_core::error_line(&e)))),
+        };
+        let state = sandbox.store.data_mut();
+        state.ctx = ctx;
+        state.hooks = Hooks {
+            action: Arc::clone(&invocation.action),
+            deadline: started + limits.timeout,
+            sent: 0,
+            calls: invocation.calls.clone(),
+            trace: invocation.trace.clone(),
+        };
+        state.keyvalue = crate::keyvalue::KeyValueState {
+            state: invocation.state.clone(),
+            open: 0,
+        };
+        state.otel = crate::otel::OtelState::default();
+        state.instantiated = Some(now);
+        self.shared.refuel(&mut sandbox.store, &limits);
+        schedule(
+            &mut sandbox.store,
+            &self.shared.ticker,
+            invocation,
+            preemption,
+            started,
+        );
+        sandbox.started = started;
+        Some(Ok((sandbox, proxy, took)))
+    }
+
     async fn handle(
-        &self,
+        self: Arc<Self>,
         invocation: Invocation,
         request: Request,
         respond: Respond,
         preemption: Preemption,
     ) -> Outcome {
+        let ahead = self.ahead.load(Ordering::Relaxed) && luge_core::teardown::defers();
+        let (sandbox, proxy, took) =
+            match ahead.then(|| self.take_prepared(&invocation, preemption)) {
+                Some(Some(Ok((sandbox, proxy, took)))) => (sandbox, Some(proxy), Some(took)),
+                Some(Some(Err(outcome))) => return outcome,
+                _ => match self
+                    .shared
+                    .sandbox(self.pre.engine(), &invocation, Some(preemption))
+                {
+                    Ok(sandbox) => (sandbox, None, None),
+                    Err(outcome) => return outcome,
+                },
+            };
+        // How long instantiating on demand took, in nanoseconds.
+        let on_demand = std::sync::atomic::AtomicU64::new(u64::MAX);
         let pre = &self.pre;
         let body = async |store: &mut Store<ComponentState>| {
             let mut http = store.data_mut().http();
@@ -598,16 +783,40 @@ impl ProxyComponent {
                     Ok((request, outparam))
                 });
             let (request, outparam) = resources?;
-            let proxy = pre.instantiate_async(&mut *store).await?;
-            instantiated(store);
+            let proxy = match proxy {
+                Some(proxy) => proxy,
+                None => {
+                    let began = Instant::now();
+                    let proxy = pre.instantiate_async(&mut *store).await?;
+                    instantiated(store);
+                    let nanos = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    on_demand.store(nanos, Ordering::Relaxed);
+                    proxy
+                }
+            };
             proxy
                 .wasi_http_incoming_handler()
                 .call_handle(&mut *store, request, outparam)
                 .await
         };
-        self.shared
-            .invoke(pre.engine(), &invocation, Some(preemption), body)
-            .await
+        let outcome = self.shared.run_in(sandbox, &invocation, body).await;
+        // After a request that went well, and whose instantiation (ahead or
+        // on demand) was quick, the worker makes the function's next
+        // sandbox when it has nothing else to do.
+        let took = took.or(match on_demand.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        });
+        let quick = took.is_some_and(|took| took <= AHEAD_BELOW);
+        if ahead && quick && outcome.termination == luge_core::Termination::Exited(0) {
+            let this = Arc::clone(&self);
+            let action = Arc::clone(&invocation.action);
+            luge_core::teardown::prepare_when_idle(Self::ahead_key(&action), move || {
+                this.prepare(action)
+                    .map(|prepared| Box::new(prepared) as Box<dyn std::any::Any>)
+            });
+        }
+        outcome
     }
 }
 
@@ -636,7 +845,7 @@ impl LoadedModule for ProxyComponent {
         respond: Respond,
         preemption: Preemption,
     ) -> SandboxFuture {
-        Box::pin(async move { self.handle(invocation, request, respond, preemption).await })
+        Box::pin(self.handle(invocation, request, respond, preemption))
     }
 }
 

@@ -502,6 +502,45 @@ fn an_http_handler_answers_the_request() {
     }
 }
 
+/// An idle worker instantiates a handler's next sandbox ahead of its
+/// request (`luge_sandboxes_made_ahead`), and requests take them
+/// (`..._used`); each request still has an instance of its own (the
+/// guest's count of requests served reads 1) with its own environment
+/// (`LUGE_REQUEST_ID`, the response's `x-request-id`), and a sandbox made
+/// for one route's function never serves another's.
+#[test]
+fn http_handler_sandboxes_made_ahead_are_fresh_and_the_requests_own() {
+    if !on_wasmtime() {
+        return;
+    }
+    let (_dir, luge) = serve_handler(&[("/a/fresh", ""), ("/b/fresh", "")], &["--workers", "1"]);
+    let mut ids = std::collections::BTreeSet::new();
+    for i in 0..25 {
+        let path = if (10..15).contains(&i) { "/b/fresh" } else { "/a/fresh" };
+        let reply = luge.send("GET", path, &[], b"");
+        assert_eq!(reply.status, 200, "{path}");
+        let id = reply.header("x-request-id").to_owned();
+        assert_eq!(String::from_utf8_lossy(&reply.body), format!("1 {id}"), "{path}");
+        assert!(ids.insert(id));
+    }
+    let samples = crate::metrics::scrape(&luge);
+    let made = crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total");
+    let used = crate::metrics::value(&samples, "luge_sandboxes_made_ahead_used_total");
+    // One client, one request at a time: the worker is idle after each,
+    // and all but the first of each run of one route's requests can take
+    // a sandbox made ahead (22 of 25).
+    assert!(used >= 15.0, "made {made}, used {used}");
+    assert!(made >= used, "made {made}, used {used}");
+    // The other front end has no idle worker of its own: none made.
+    let (_dir, luge) = serve_handler(&[("/a/fresh", "")], &["--front-end", "threads"]);
+    for _ in 0..5 {
+        let reply = luge.send("GET", "/a/fresh", &[], b"");
+        assert_eq!(reply.status, 200);
+    }
+    let samples = crate::metrics::scrape(&luge);
+    assert_eq!(crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total"), 0.0);
+}
+
 /// Bodies stream both ways: a 16 MiB request echoed back chunk by chunk,
 /// and a 48 MiB response, more than a function's captured output may
 /// hold (32 MiB), so it cannot have been collected first. A body past

@@ -46,14 +46,14 @@ fn parse(text: &str) -> Vec<(String, f64)> {
     samples
 }
 
-fn value(samples: &[(String, f64)], series: &str) -> f64 {
+pub(crate) fn value(samples: &[(String, f64)], series: &str) -> f64 {
     samples
         .iter()
         .find(|(s, _)| s == series)
         .map_or(0.0, |(_, v)| *v)
 }
 
-fn scrape(luge: &Luge) -> Vec<(String, f64)> {
+pub(crate) fn scrape(luge: &Luge) -> Vec<(String, f64)> {
     let (status, body) = luge.request("GET", "/metrics", b"");
     assert_eq!(status, 200);
     parse(&String::from_utf8(body).unwrap())
