@@ -291,7 +291,11 @@ mod tests {
         assert!(deferred.prepare(), "the pending preparation runs later");
         let before = dropped.get();
         drop(deferred);
-        assert_eq!(dropped.get(), before + 1, "the held one goes with the worker");
+        assert_eq!(
+            dropped.get(),
+            before + 1,
+            "the held one goes with the worker"
+        );
         // With one slot, a teardown displaces the prepared sandbox.
         let one = Deferred::enable(1);
         ask(11);

@@ -655,14 +655,23 @@ impl ProxyComponent {
                 took: started.elapsed(),
             }),
             // The pool was full for the moment: try again another time.
-            Some(Err(e)) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() => {
+            Some(Err(e))
+                if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                    .is_some() =>
+            {
                 None
             }
             failed => {
                 self.ahead.store(false, Ordering::Relaxed);
+                // Its root cause only: a trap's message (an interrupt past
+                // AHEAD_WITHIN), or that the start waited.
+                let why = match failed.and_then(Result::err) {
+                    Some(error) => error.root_cause().to_string(),
+                    None => "its start waited on a host call".to_owned(),
+                };
                 tracing::info!(
                     function = %action.name,
-                    error = ?failed.and_then(Result::err),
+                    %why,
                     "instantiating ahead of requests failed; the handler is instantiated on demand from now on"
                 );
                 None

@@ -516,11 +516,19 @@ fn http_handler_sandboxes_made_ahead_are_fresh_and_the_requests_own() {
     let (_dir, luge) = serve_handler(&[("/a/fresh", ""), ("/b/fresh", "")], &["--workers", "1"]);
     let mut ids = std::collections::BTreeSet::new();
     for i in 0..25 {
-        let path = if (10..15).contains(&i) { "/b/fresh" } else { "/a/fresh" };
+        let path = if (10..15).contains(&i) {
+            "/b/fresh"
+        } else {
+            "/a/fresh"
+        };
         let reply = luge.send("GET", path, &[], b"");
         assert_eq!(reply.status, 200, "{path}");
         let id = reply.header("x-request-id").to_owned();
-        assert_eq!(String::from_utf8_lossy(&reply.body), format!("1 {id}"), "{path}");
+        assert_eq!(
+            String::from_utf8_lossy(&reply.body),
+            format!("1 {id}"),
+            "{path}"
+        );
         assert!(ids.insert(id));
     }
     let samples = crate::metrics::scrape(&luge);
@@ -538,7 +546,54 @@ fn http_handler_sandboxes_made_ahead_are_fresh_and_the_requests_own() {
         assert_eq!(reply.status, 200);
     }
     let samples = crate::metrics::scrape(&luge);
-    assert_eq!(crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total"), 0.0);
+    assert_eq!(
+        crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total"),
+        0.0
+    );
+}
+
+/// A hostile tenant's slow start (actions/wat/slow-start.wat: milliseconds
+/// of guest work before its instance exists) never runs on a worker's idle
+/// time: a handler whose instantiation was slow is instantiated on demand
+/// only, however often it is asked for, while a quick one beside it is
+/// made ahead.
+#[test]
+fn a_handler_with_a_slow_start_is_not_made_ahead() {
+    if !on_wasmtime() {
+        return;
+    }
+    let site = Site::new(
+        &["http-handler"],
+        "[[routes]]\npath = \"/slow\"\nmodule = \"slow-start.wasm\"\n\n\
+         [[routes]]\npath = \"/hello\"\nmodule = \"http-handler.wasm\"\n",
+    );
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../actions/wat/slow-start.wat");
+    let slow = wat::parse_file(source).unwrap_or_else(|e| panic!("{source}: {e}"));
+    let dir = site.config().parent().unwrap().to_owned();
+    std::fs::write(dir.join("slow-start.wasm"), slow).unwrap();
+    let luge = site.start(&["--workers", "1"]);
+    let made = |luge: &Luge| {
+        let samples = crate::metrics::scrape(luge);
+        crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total")
+    };
+    for _ in 0..5 {
+        let (status, body) = luge.request("GET", "/slow", b"");
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(status, 500, "{body}");
+        assert!(body.contains("returned without a response"), "{body}");
+    }
+    assert_eq!(made(&luge), 0.0);
+    // Not even tried: a preparation that ran into the start would have
+    // been interrupted (1 ms), and said so.
+    assert!(
+        !luge.stderr_shows("instantiating ahead"),
+        "{}",
+        luge.stderr()
+    );
+    for _ in 0..5 {
+        assert_eq!(luge.request("GET", "/hello", b"").0, 200);
+    }
+    assert!(made(&luge) >= 4.0);
 }
 
 /// Bodies stream both ways: a 16 MiB request echoed back chunk by chunk,
