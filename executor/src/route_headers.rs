@@ -11,8 +11,7 @@ use luge_host::RouteMatch;
 /// once: a name given as a string is parsed at every use.
 const SPIN_FULL_URL: HeaderName = HeaderName::from_static("spin-full-url");
 const SPIN_MATCHED_ROUTE: HeaderName = HeaderName::from_static("spin-matched-route");
-const SPIN_RAW_COMPONENT_ROUTE: HeaderName =
-    HeaderName::from_static("spin-raw-component-route");
+const SPIN_RAW_COMPONENT_ROUTE: HeaderName = HeaderName::from_static("spin-raw-component-route");
 const SPIN_COMPONENT_ROUTE: HeaderName = HeaderName::from_static("spin-component-route");
 const SPIN_PATH_INFO: HeaderName = HeaderName::from_static("spin-path-info");
 const SPIN_BASE_PATH: HeaderName = HeaderName::from_static("spin-base-path");

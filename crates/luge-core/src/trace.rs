@@ -22,6 +22,10 @@ pub enum InstanceKind {
     /// An instance kept from an earlier invocation (a warm container, a
     /// Proto-Faaslet restore).
     Reused,
+    /// Instantiated in a fresh store by an idle worker before the
+    /// invocation arrived (`crate::teardown::prepare_when_idle`): its
+    /// instantiation is no part of the invocation's time on the worker.
+    Ahead,
 }
 
 impl InstanceKind {
@@ -31,6 +35,7 @@ impl InstanceKind {
             InstanceKind::Fresh => "fresh",
             InstanceKind::Pooled => "pooled",
             InstanceKind::Reused => "reused",
+            InstanceKind::Ahead => "ahead",
         }
     }
 }
@@ -321,12 +326,14 @@ pub fn phase(
     }
 }
 
-/// Records the engine's three phases of a sandbox in a fresh instance:
-/// `luge.instantiate` from `started` until the instance was `ready`,
-/// `luge.run` until its entry returned (`ran`), `luge.teardown` until its
-/// store was freed and its output taken (`ended`).
+/// Records the engine's three phases of a sandbox in an instance of
+/// `kind` (fresh, or made ahead): `luge.instantiate` from `started` until
+/// the instance was `ready`, `luge.run` until its entry returned (`ran`),
+/// `luge.teardown` until its store was freed and its output taken
+/// (`ended`).
 pub fn phases(
     trace: &Arc<dyn Trace>,
+    kind: InstanceKind,
     started: Instant,
     ready: Instant,
     ran: Instant,
@@ -338,7 +345,7 @@ pub fn phases(
         "luge.instantiate",
         started,
         ready,
-        vec![("luge.instance", InstanceKind::Fresh.as_str().into())],
+        vec![("luge.instance", kind.as_str().into())],
     );
     phase(trace, "luge.run", ready, ran, Vec::new());
     phase(trace, "luge.teardown", ran, ended, Vec::new());

@@ -314,7 +314,10 @@ struct Sandbox {
     store: Store<ComponentState>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
+    /// Where its time limit counts from: when its store was made.
     started: Instant,
+    /// Whether it was made ahead of its invocation, by an idle worker.
+    ahead: bool,
 }
 
 impl Shared {
@@ -346,6 +349,7 @@ impl Shared {
             stdout,
             stderr,
             started,
+            ahead: false,
         })
     }
 
@@ -381,9 +385,16 @@ impl Shared {
             return sandbox.finish(result, invocation);
         };
         let ready = sandbox.store.data().instantiated.unwrap_or(sandbox.started);
-        let (started, ran) = (sandbox.started, Instant::now());
+        // Made ahead: instantiated before the invocation, in no time of its
+        // own on the worker (the time limit still counts it).
+        let (kind, started) = if sandbox.ahead {
+            (luge_core::trace::InstanceKind::Ahead, ready)
+        } else {
+            (luge_core::trace::InstanceKind::Fresh, sandbox.started)
+        };
+        let ran = Instant::now();
         let outcome = sandbox.finish(result, invocation);
-        luge_core::trace::phases(trace, started, ready, ran, Instant::now());
+        luge_core::trace::phases(trace, kind, started, ready, ran, Instant::now());
         outcome
     }
 
@@ -568,8 +579,8 @@ pub struct ProxyComponent {
     pre: ProxyPre<ComponentState>,
     shared: Shared,
     /// Whether its sandboxes are made ahead of their requests on workers
-    /// that do so (`luge_core::teardown`); cleared for good once its
-    /// instantiation proved slow or a preparation failed.
+    /// that do so (`luge_core::teardown`); cleared for good once a
+    /// preparation failed.
     ahead: AtomicBool,
 }
 
@@ -650,6 +661,7 @@ impl ProxyComponent {
                     stdout,
                     stderr,
                     started,
+                    ahead: true,
                 },
                 proxy,
                 took: started.elapsed(),

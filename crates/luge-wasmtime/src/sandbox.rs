@@ -270,7 +270,14 @@ impl LoadedModule for SandboxModule {
             };
             let ran = Instant::now();
             let outcome = sandbox.finish(result, started);
-            luge_core::trace::phases(trace, started, ready, ran, Instant::now());
+            luge_core::trace::phases(
+                trace,
+                luge_core::trace::InstanceKind::Fresh,
+                started,
+                ready,
+                ran,
+                Instant::now(),
+            );
             outcome
         })
     }

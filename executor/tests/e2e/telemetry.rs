@@ -731,3 +731,43 @@ fn state_operations_are_host_call_spans() {
         }
     }
 }
+
+/// An HTTP handler's sandbox made ahead of its request (by an idle
+/// worker) reads back as such: its `luge.instantiate` phase is empty, with
+/// `luge.instance` `ahead`, and the phases still line up and fit in the
+/// request's span; the first request's instance is `fresh`.
+#[test]
+fn a_sandbox_made_ahead_has_an_empty_instantiate_phase() {
+    if !on_wasmtime() {
+        return;
+    }
+    let jaeger = JaegerServer::start().unwrap();
+    let (luge, _dir) = traced_site(&jaeger, "luge-e2e-ahead", "grpc", &[]);
+    let mut kinds = Vec::new();
+    for n in 0..6 {
+        let (header, trace, _) = traceparent(40 + n);
+        let reply = luge.send("GET", "/b/hello", &[("traceparent", &header)], b"");
+        assert_eq!(reply.status, 200);
+        // The request's span and its five phases.
+        let spans = Spans::of(
+            &jaeger
+                .wait_for_trace(&trace, 6, Duration::from_secs(20))
+                .unwrap(),
+        );
+        let root = spans.named("GET /b/...");
+        assert_eq!(root.len(), 1);
+        spans.assert_phases(root[0]);
+        let instantiate = spans.named("luge.instantiate");
+        assert_eq!(instantiate.len(), 1);
+        let kind = Spans::tag(instantiate[0], "luge.instance").cloned();
+        if kind == Some(json!("ahead")) {
+            assert!(instantiate[0]["duration"].as_i64().unwrap() <= 2);
+        }
+        kinds.push(kind);
+    }
+    assert_eq!(kinds[0], Some(json!("fresh")));
+    // Each worker's first request instantiates on demand; after it, the
+    // worker is idle between one request and the next.
+    let ahead = kinds.iter().filter(|k| **k == Some(json!("ahead"))).count();
+    assert!(ahead >= 3, "{kinds:?}");
+}
