@@ -74,6 +74,7 @@ fn bench(c: &mut Criterion) {
             span.phase("luge.queue", now, now);
             luge_core::trace::phases(
                 &(std::sync::Arc::clone(&span) as std::sync::Arc<dyn Trace>),
+                luge_core::trace::InstanceKind::Fresh,
                 now,
                 now,
                 now,
