@@ -13,7 +13,7 @@
 //! function's grants name the origin (its `Hooks`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use luge_core::handler::{BodyError, HandlerError, Request, Respond};
@@ -272,6 +272,7 @@ pub(crate) fn load(
             pre,
             shared,
             ahead: AtomicBool::new(true),
+            quickest: AtomicU64::new(u64::MAX),
         }));
     }
     match CommandPre::new(pre) {
@@ -582,21 +583,35 @@ pub struct ProxyComponent {
     /// that do so (`luge_core::teardown`); cleared for good once a
     /// preparation failed.
     ahead: AtomicBool,
+    /// Its quickest instantiation so far, in nanoseconds (`u64::MAX`:
+    /// none yet), against [`AHEAD_BELOW`]. The quickest, not the last: on
+    /// a loaded host the worker may lose its core in the middle of any
+    /// instantiation, while a start that does real work is never quick.
+    quickest: AtomicU64,
 }
 
-/// A handler whose last instantiation took longer than this is not
-/// instantiated ahead of its next request: its start does real work (large
+/// A handler none of whose instantiations took at most this is not
+/// instantiated ahead of its requests: its start does real work (large
 /// data segments, a start function), which a request arriving at its
 /// worker meanwhile would wait for, as a preparation is no job the
 /// scheduler can preempt. A typical handler instantiates in 5-15 µs
-/// (docs/BENCHMARKS.md); 200 µs leaves room for a slow moment of the host.
+/// (docs/BENCHMARKS.md).
 const AHEAD_BELOW: Duration = Duration::from_micros(200);
 
-/// A preparation is interrupted past this (its epoch deadline, one tick of
-/// the ticker's at least): the backstop for a start that is fast on a
-/// request and slow ahead of one. The handler is then instantiated on
-/// demand from then on.
+/// A preparation is interrupted once it has used this much of its
+/// worker's CPU time (checked at each epoch tick while guest code runs):
+/// the backstop for a start that is fast on a request and slow ahead of
+/// one. The handler is then instantiated on demand from then on.
 const AHEAD_WITHIN: Duration = Duration::from_millis(1);
+
+/// The CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
 
 /// A handler's sandbox made ahead of its request: a store set up for the
 /// function's action with no request's own parts yet, and the instance in
@@ -638,8 +653,12 @@ impl ProxyComponent {
             quantum: AHEAD_WITHIN,
             enabled: false,
         };
+        // The worker's own CPU time, not the clock's: a worker that loses
+        // its core to another process in the middle of a start is no
+        // slower start.
+        let cpu = thread_cpu_time();
         crate::sandbox::schedule_with(&mut store, &self.shared.ticker, within, move || {
-            started.elapsed() >= AHEAD_WITHIN
+            thread_cpu_time().saturating_sub(cpu) >= AHEAD_WITHIN
         });
         let instantiated = {
             let _running = self.shared.ticker.enter();
@@ -821,14 +840,20 @@ impl ProxyComponent {
                 .await
         };
         let outcome = self.shared.run_in(sandbox, &invocation, body).await;
-        // After a request that went well, and whose instantiation (ahead or
-        // on demand) was quick, the worker makes the function's next
-        // sandbox when it has nothing else to do.
-        let took = took.or(match on_demand.load(Ordering::Relaxed) {
-            u64::MAX => None,
-            nanos => Some(Duration::from_nanos(nanos)),
-        });
-        let quick = took.is_some_and(|took| took <= AHEAD_BELOW);
+        // After a request that went well, of a handler that instantiates
+        // quickly (ahead or on demand), the worker makes the function's
+        // next sandbox when it has nothing else to do.
+        let took = match took {
+            Some(took) => u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+            None => on_demand.load(Ordering::Relaxed),
+        };
+        // A plain load first: once the quickest is known, requests on every
+        // core only read its cache line.
+        let mut quickest = self.quickest.load(Ordering::Relaxed);
+        if took < quickest {
+            quickest = self.quickest.fetch_min(took, Ordering::Relaxed).min(took);
+        }
+        let quick = u128::from(quickest) <= AHEAD_BELOW.as_nanos();
         if ahead && quick && outcome.termination == luge_core::Termination::Exited(0) {
             let this = Arc::clone(&self);
             let action = Arc::clone(&invocation.action);
