@@ -671,6 +671,19 @@ impl ProxyComponent {
                 std::task::Poll::Pending => None,
             }
         };
+        // A start that used more of the worker than a quick handler does
+        // (quick on demand once, slow ahead of requests) is run ahead no
+        // more: per loaded module, at most one preparation per worker takes
+        // more than AHEAD_BELOW of CPU time (and none past AHEAD_WITHIN).
+        let used = thread_cpu_time().saturating_sub(cpu);
+        // Said once, by the first worker to find it.
+        if used > AHEAD_BELOW && self.ahead.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                function = %action.name,
+                cpu_us = used.as_micros(),
+                "instantiating ahead of requests took too long; the handler is instantiated on demand from now on"
+            );
+        }
         match instantiated {
             Some(Ok(proxy)) => Some(Prepared {
                 module: Arc::clone(self),

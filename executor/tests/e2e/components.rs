@@ -600,6 +600,50 @@ fn a_handler_with_a_slow_start_is_not_made_ahead() {
     assert!(made(&luge) >= 1.0);
 }
 
+/// A handler that passes for a quick one on demand now and then
+/// (actions/wat/fickle-start.wat: its start is quick one time in four, half
+/// a millisecond of guest work otherwise) runs its slow start on a
+/// worker's idle time at most once: a preparation that used more CPU time
+/// than a quick handler does ends preparing for it, and no sandbox is made
+/// ahead for it after that.
+#[test]
+fn a_handler_quick_only_now_and_then_is_made_ahead_no_more() {
+    if !on_wasmtime() {
+        return;
+    }
+    let site = Site::new(
+        &[],
+        "[[routes]]\npath = \"/fickle\"\nmodule = \"fickle-start.wasm\"\n",
+    );
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../actions/wat/fickle-start.wat"
+    );
+    let fickle = wat::parse_file(source).unwrap_or_else(|e| panic!("{source}: {e}"));
+    let dir = site.config().parent().unwrap().to_owned();
+    std::fs::write(dir.join("fickle-start.wasm"), fickle).unwrap();
+    let luge = site.start(&["--workers", "1"]);
+    let made = |luge: &Luge| {
+        let samples = crate::metrics::scrape(luge);
+        crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total")
+    };
+    // Until a quick start on demand has let a slow one run ahead: one in
+    // four is quick, three in four of the preparations then are slow.
+    let stopped = "the handler is instantiated on demand from now on";
+    for _ in 0..200 {
+        assert_eq!(luge.request("GET", "/fickle", b"").0, 500);
+        if luge.stderr().contains(stopped) {
+            break;
+        }
+    }
+    assert!(luge.stderr_shows(stopped), "{}", luge.stderr());
+    let before = made(&luge);
+    for _ in 0..20 {
+        assert_eq!(luge.request("GET", "/fickle", b"").0, 500);
+    }
+    assert_eq!(made(&luge), before);
+}
+
 /// Bodies stream both ways: a 16 MiB request echoed back chunk by chunk,
 /// and a 48 MiB response, more than a function's captured output may
 /// hold (32 MiB), so it cannot have been collected first. A body past
