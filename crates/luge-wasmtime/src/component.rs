@@ -705,19 +705,21 @@ impl ProxyComponent {
             {
                 None
             }
+            // Said once, unless the CPU time it used was said above.
             failed => {
-                self.ahead.store(false, Ordering::Relaxed);
-                // Its root cause only: a trap's message (an interrupt past
-                // AHEAD_WITHIN), or that the start waited.
-                let why = match failed.and_then(Result::err) {
-                    Some(error) => error.root_cause().to_string(),
-                    None => "its start waited on a host call".to_owned(),
-                };
-                tracing::info!(
-                    function = %action.name,
-                    %why,
-                    "instantiating ahead of requests failed; the handler is instantiated on demand from now on"
-                );
+                if self.ahead.swap(false, Ordering::Relaxed) {
+                    // Its root cause only: a trap's message (an interrupt
+                    // past AHEAD_WITHIN), or that the start waited.
+                    let why = match failed.and_then(Result::err) {
+                        Some(error) => error.root_cause().to_string(),
+                        None => "its start waited on a host call".to_owned(),
+                    };
+                    tracing::info!(
+                        function = %action.name,
+                        %why,
+                        "instantiating ahead of requests failed; the handler is instantiated on demand from now on"
+                    );
+                }
                 None
             }
         }
