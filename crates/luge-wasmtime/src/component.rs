@@ -789,18 +789,22 @@ impl ProxyComponent {
         preemption: Preemption,
     ) -> Outcome {
         let ahead = self.ahead.load(Ordering::Relaxed) && luge_core::teardown::defers();
-        let (sandbox, proxy, took) =
-            match ahead.then(|| self.take_prepared(&invocation, preemption)) {
-                Some(Some(Ok((sandbox, proxy, took)))) => (sandbox, Some(proxy), Some(took)),
-                Some(Some(Err(outcome))) => return outcome,
-                _ => match self
-                    .shared
-                    .sandbox(self.pre.engine(), &invocation, Some(preemption))
-                {
-                    Ok(sandbox) => (sandbox, None, None),
-                    Err(outcome) => return outcome,
-                },
-            };
+        let prepared = if ahead {
+            self.take_prepared(&invocation, preemption)
+        } else {
+            None
+        };
+        let (sandbox, proxy, took) = match prepared {
+            Some(Ok((sandbox, proxy, took))) => (sandbox, Some(proxy), Some(took)),
+            Some(Err(outcome)) => return outcome,
+            None => match self
+                .shared
+                .sandbox(self.pre.engine(), &invocation, Some(preemption))
+            {
+                Ok(sandbox) => (sandbox, None, None),
+                Err(outcome) => return outcome,
+            },
+        };
         // How long instantiating on demand took, in nanoseconds.
         let on_demand = std::sync::atomic::AtomicU64::new(u64::MAX);
         let pre = &self.pre;

@@ -531,9 +531,7 @@ fn http_handler_sandboxes_made_ahead_are_fresh_and_the_requests_own() {
         );
         assert!(ids.insert(id));
     }
-    let samples = crate::metrics::scrape(&luge);
-    let made = crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total");
-    let used = crate::metrics::value(&samples, "luge_sandboxes_made_ahead_used_total");
+    let (made, used) = made_ahead(&luge);
     // One client, one request at a time: the worker is idle after each,
     // and all but the first of each run of one route's requests can take
     // a sandbox made ahead (22 of 25; fewer on a loaded machine, where an
@@ -546,11 +544,29 @@ fn http_handler_sandboxes_made_ahead_are_fresh_and_the_requests_own() {
         let reply = luge.send("GET", "/a/fresh", &[], b"");
         assert_eq!(reply.status, 200);
     }
-    let samples = crate::metrics::scrape(&luge);
-    assert_eq!(
+    assert_eq!(made_ahead(&luge).0, 0.0);
+}
+
+/// A site with the examples `modules`, the probes `probes` (each
+/// actions/wat/NAME.wat, written as NAME.wasm) and `toml`.
+fn site_with_probes(modules: &[&str], probes: &[&str], toml: &str) -> Site {
+    let site = Site::new(modules, toml);
+    let dir = site.config().parent().unwrap().to_owned();
+    for name in probes {
+        let source = format!("{}/../actions/wat/{name}.wat", env!("CARGO_MANIFEST_DIR"));
+        let wasm = wat::parse_file(&source).unwrap_or_else(|e| panic!("{source}: {e}"));
+        std::fs::write(dir.join(format!("{name}.wasm")), wasm).unwrap();
+    }
+    site
+}
+
+/// `luge_sandboxes_made_ahead_total` and `..._used_total` now.
+fn made_ahead(luge: &Luge) -> (f64, f64) {
+    let samples = crate::metrics::scrape(luge);
+    (
         crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total"),
-        0.0
-    );
+        crate::metrics::value(&samples, "luge_sandboxes_made_ahead_used_total"),
+    )
 }
 
 /// A hostile tenant's slow start (actions/wat/slow-start.wat: milliseconds
@@ -563,20 +579,14 @@ fn a_handler_with_a_slow_start_is_not_made_ahead() {
     if !on_wasmtime() {
         return;
     }
-    let site = Site::new(
+    let site = site_with_probes(
         &["http-handler"],
+        &["slow-start"],
         "[[routes]]\npath = \"/slow\"\nmodule = \"slow-start.wasm\"\n\n\
          [[routes]]\npath = \"/hello\"\nmodule = \"http-handler.wasm\"\n",
     );
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../actions/wat/slow-start.wat");
-    let slow = wat::parse_file(source).unwrap_or_else(|e| panic!("{source}: {e}"));
-    let dir = site.config().parent().unwrap().to_owned();
-    std::fs::write(dir.join("slow-start.wasm"), slow).unwrap();
     let luge = site.start(&["--workers", "1"]);
-    let made = |luge: &Luge| {
-        let samples = crate::metrics::scrape(luge);
-        crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total")
-    };
+    let made = |luge: &Luge| made_ahead(luge).0;
     for _ in 0..5 {
         let (status, body) = luge.request("GET", "/slow", b"");
         let body = String::from_utf8_lossy(&body);
@@ -611,22 +621,13 @@ fn a_handler_quick_only_now_and_then_is_made_ahead_no_more() {
     if !on_wasmtime() {
         return;
     }
-    let site = Site::new(
+    let site = site_with_probes(
         &[],
+        &["fickle-start"],
         "[[routes]]\npath = \"/fickle\"\nmodule = \"fickle-start.wasm\"\n",
     );
-    let source = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../actions/wat/fickle-start.wat"
-    );
-    let fickle = wat::parse_file(source).unwrap_or_else(|e| panic!("{source}: {e}"));
-    let dir = site.config().parent().unwrap().to_owned();
-    std::fs::write(dir.join("fickle-start.wasm"), fickle).unwrap();
     let luge = site.start(&["--workers", "1"]);
-    let made = |luge: &Luge| {
-        let samples = crate::metrics::scrape(luge);
-        crate::metrics::value(&samples, "luge_sandboxes_made_ahead_total")
-    };
+    let made = |luge: &Luge| made_ahead(luge).0;
     // Until a quick start on demand has let a slow one run ahead: one in
     // four is quick, three in four of the preparations then are slow.
     let stopped = "the handler is instantiated on demand from now on";
