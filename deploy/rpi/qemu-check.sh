@@ -8,10 +8,13 @@ target=aarch64-unknown-linux-gnu
 # Both engines in one build: Wasmtime (native code precompiled on x86) and
 # WAMR (the interpreter, for the smallest boards).
 export ENGINES=wasmtime,wamr
-# The benches compile for aarch64 too (dev profile, in the same build;
-# `cargo bench --target ...` on the Pi side for figures).
-PROFILE=${PROFILE:-dev} BENCHES=1 deploy/rpi/build.sh
-dir=target/$target/$([ "${PROFILE:-dev}" = dev ] && echo debug || echo "$PROFILE")
+# The benches compile for aarch64 too (in the same build; `cargo bench
+# --target ...` on the Pi side for figures). The profile is the dev one
+# with unoptimized dependencies (Cargo.toml, `cross-check`): this check
+# builds everything once and runs it for seconds.
+profile=${PROFILE:-cross-check}
+PROFILE=$profile BENCHES=1 deploy/rpi/build.sh
+dir=target/$target/$([ "$profile" = dev ] && echo debug || echo "$profile")
 if ! command -v qemu-aarch64 >/dev/null; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
