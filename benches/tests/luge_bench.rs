@@ -1,4 +1,4 @@
-//! `luge-bench all`, shortened (one round, one-second windows), end to end:
+//! `luge-bench all`, shortened (one round, half-second windows), end to end:
 //! every experiment starts Luge on 127.0.0.1, drives it, and writes its
 //! CSV, markdown table, machine description and (where it has series) SVG
 //! plot, with plausible numbers in them.
@@ -39,7 +39,7 @@ fn run_into(args: &[&str]) -> tempfile::TempDir {
 
 #[test]
 fn every_experiment_writes_its_results() {
-    let out = run_into(&["all", "--seconds", "1", "--rounds", "1"]);
+    let out = run_into(&["all", "--seconds", "0.5", "--rounds", "1"]);
 
     for (experiment, plotted) in [
         ("cold-start", true),
@@ -59,6 +59,11 @@ fn every_experiment_writes_its_results() {
         ("scaling", true),
         ("fairness", false),
         ("wasi-p3", true),
+        ("outbound", false),
+        ("sqlite", false),
+        ("triggers", false),
+        ("trigger-flood", false),
+        ("telemetry", true),
     ] {
         let dir = out.path().join(experiment);
         let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
@@ -173,6 +178,40 @@ fn every_experiment_writes_its_results() {
         let busy = number(row[7].trim_end_matches(" %"));
         assert!(busy > 0.0 && busy <= 150.0, "{row:?}");
     }
+    // Outgoing requests and SQLite: every row's requests answered (the
+    // last column counts errors) at a positive rate.
+    for experiment in ["outbound", "sqlite"] {
+        let table = rows(&out.path().join(experiment));
+        assert!(table.len() >= 6, "{experiment}: {table:?}");
+        for row in &table {
+            assert!(number(&row[3]) > 0.0, "{experiment}: {row:?}");
+            assert_eq!(row.last().unwrap(), "0", "{experiment}: {row:?}");
+        }
+    }
+    // Triggers: both brokers at three rates; at 1000 msg/s the handlers
+    // reply to most messages (QoS 0 and pub/sub may drop a few).
+    let triggers = rows(&out.path().join("triggers"));
+    assert_eq!(triggers.len(), 6, "{triggers:?}");
+    for row in triggers.iter().filter(|r| r[1] == "1000") {
+        assert!(
+            number(&row[4]) >= 0.9 * number(&row[2]) && number(&row[2]) > 0.0,
+            "{row:?}"
+        );
+    }
+    // The flood: all its messages published, and the HTTP route beside it
+    // answered every time.
+    let flood = rows(&out.path().join("trigger-flood"));
+    assert_eq!(flood.len(), 2, "{flood:?}");
+    assert_eq!(flood[1][1], "100000", "{flood:?}");
+    assert!(flood.iter().all(|r| r[6] == "100.00"), "{flood:?}");
+    // Telemetry: four servers, two workloads, two connection counts, one
+    // round; every request answered.
+    let telemetry = rows(&out.path().join("telemetry"));
+    assert_eq!(telemetry.len(), 16, "{telemetry:?}");
+    assert!(
+        telemetry.iter().all(|r| r[1] == "1" && r[8] == "0"),
+        "{telemetry:?}"
+    );
     // State: three operations at two sizes; both ways of sharing a value;
     // the counter on both tiers at 1 and 2 workers.
     assert_eq!(rows(&out.path().join("state-ops")).len(), 6);
@@ -214,4 +253,22 @@ fn an_unknown_engine_is_refused_by_name() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("engine \"v8\" is not built"), "{stderr}");
+}
+
+/// `--seconds` takes a fraction of one, and refuses what is no length of
+/// time before any experiment starts.
+#[test]
+fn seconds_that_are_no_window_are_refused() {
+    for bad in ["0", "-1", "NaN", "inf", "1e9", "soon"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
+            .args(["memory", &format!("--seconds={bad}")])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("is not a number of seconds above 0"),
+            "{bad}: {stderr}"
+        );
+    }
 }

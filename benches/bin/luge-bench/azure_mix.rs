@@ -108,7 +108,7 @@ pub(crate) fn azure_mix(setup: &Setup, window: Duration) -> anyhow::Result<Repor
         ],
         notes: format!(
             "62 warm containers on one `luge serve`; open-loop Poisson arrivals at {rate} req/s for {} s (seed 0x1a2e); 45 % + 45 % of requests to f0 (hash, 2000 BLAKE3 rounds) and f1 (echo), 10 % spread over f2..f61 (alternately hash and echo). Latency over HTTP on 127.0.0.1 from the scheduled arrival, one client thread per request.",
-            window.as_secs()
+            window.as_secs_f64()
         ),
     })
 }

@@ -124,7 +124,7 @@ pub(crate) fn calls_overhead(setup: &Setup, window: Duration) -> anyhow::Result<
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`fanout` (Rust SDK) asked for no call or for one call of `noop`, over one keep-alive HTTP/1.1 connection on 127.0.0.1 (hyper client, one request at a time) for {:.0} s after 1 s of warm-up; `[server] workers = {}`. Fused: `--fuse-calls-under-us 1000` (the callee runs on its caller's worker once measured). The last row is the callee reached as its own HTTP request instead of a call.",
+            "`fanout` (Rust SDK) asked for no call or for one call of `noop`, over one keep-alive HTTP/1.1 connection on 127.0.0.1 (hyper client, one request at a time) for {} s after 1 s of warm-up; `[server] workers = {}`. Fused: `--fuse-calls-under-us 1000` (the callee runs on its caller's worker once measured). The last row is the callee reached as its own HTTP request instead of a call.",
             window.as_secs_f64(),
             cores()
         ),
@@ -390,7 +390,7 @@ pub(crate) fn calls_social(setup: &Setup, window: Duration) -> anyhow::Result<Re
         y_desc: "end-to-end latency, ms",
         series,
         notes: format!(
-            "`compose-post` fans out to text (which calls url-shorten and user-mention), user, media and unique-id, then to post-storage and home-timeline: 9 sandboxes per post; the HTTP composition runs the 8 services other than compose-post and text as separate requests from the client, with the same dependencies (two rounds of parallel requests). Capacity: 16 clients back to back for 2 s. Open loop: Poisson arrivals at 50/70/90 % of the scheduled variant's capacity, {:.0} s measured after 1 s, latency from each arrival's scheduled time; the generator (one thread, hyper client, keep-alive pool) shares this machine's {} cores with the server.",
+            "`compose-post` fans out to text (which calls url-shorten and user-mention), user, media and unique-id, then to post-storage and home-timeline: 9 sandboxes per post; the HTTP composition runs the 8 services other than compose-post and text as separate requests from the client, with the same dependencies (two rounds of parallel requests). Capacity: 16 clients back to back for 2 s. Open loop: Poisson arrivals at 50/70/90 % of the scheduled variant's capacity, {} s measured after 1 s, latency from each arrival's scheduled time; the generator (one thread, hyper client, keep-alive pool) shares this machine's {} cores with the server.",
             window.as_secs_f64(),
             cores()
         ),

@@ -102,7 +102,7 @@ pub(crate) fn churn(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
         series: vec![("avg".into(), avg_series), ("p99".into(), p99_series)],
         notes: format!(
             "`noop.wasm` sandboxes (instantiate, run `_start`, tear down) submitted to luge-sched (one pinned worker per core, edf) at a fixed rate for {} s each, no HTTP; latency from the scheduled submission to completion. The native row spawns the C `ping` built with `cc -O2` 300 times in sequence (Sledge Table 3 compares 61 µs avg / 146 µs p99 per sandbox with 487 / 588 µs for fork+exec).",
-            window.as_secs()
+            window.as_secs_f64()
         ),
     })
 }

@@ -216,7 +216,7 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "Default admission flags: `--max-pending` from the sandbox pool, a call tree bounded at a quarter of it, places shared between tenants (a function route's name), an eighth kept for tenants within their share. The victim is `c-echo` over one keep-alive connection, one request at a time, {:.0} s after {:.1} s of warm-up, during the attack. A fan-out's callees are charged to the tenant `outer`, the root of their call tree. `[server] workers` = this machine's cores.",
+            "Default admission flags: `--max-pending` from the sandbox pool, a call tree bounded at a quarter of it, places shared between tenants (a function route's name), an eighth kept for tenants within their share. The victim is `c-echo` over one keep-alive connection, one request at a time, {} s after {:.1} s of warm-up, during the attack. A fan-out's callees are charged to the tenant `outer`, the root of their call tree. `[server] workers` = this machine's cores.",
             window.as_secs_f64(),
             warmup.as_secs_f64(),
         ),

@@ -112,17 +112,21 @@ struct Cli {
     /// Results folder.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Seconds of load per point where an experiment drives load.
-    #[arg(long, default_value_t = 4)]
-    seconds: u64,
+    /// Seconds of load per point where an experiment drives load (a
+    /// fraction of one too: the suite's smoke run takes 0.5).
+    #[arg(long, default_value_t = 4.0, value_parser = positive_seconds)]
+    seconds: f64,
     /// Engine to run on: wasmtime, or with the crate's features wasmer,
     /// wasmer-singlepass, wamr.
     #[arg(long, default_value = "wasmtime")]
     engine: String,
-    /// Rounds per point of the cold-start experiment (each round starts
-    /// `n` fresh containers at once).
-    #[arg(long, default_value_t = 10)]
-    rounds: usize,
+    /// Rounds per point: of the cold-start experiment (each round starts
+    /// `n` fresh containers at once), and the like for chains, calls'
+    /// fan-out, shared state, snapshots and Python (default 10); of the
+    /// telemetry experiment, whose servers take turns in each round
+    /// (default 2).
+    #[arg(long)]
+    rounds: Option<usize>,
     /// scaling: only these server core counts (comma-separated; default
     /// every power of two up to half the machine's cores).
     #[arg(long, value_delimiter = ',')]
@@ -162,7 +166,11 @@ fn main() -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/luge-bench"));
-    let window = Duration::from_secs(cli.seconds);
+    let window = Duration::from_secs_f64(cli.seconds);
+    // Ten rounds of the quick experiments give their percentiles enough
+    // samples; the telemetry experiment's rounds are long (16 points
+    // each), and two show a drift of the machine.
+    let rounds = cli.rounds.unwrap_or(10).max(1);
     let setup = Setup {
         engine: cli.engine.clone(),
         runtime: luge_benches::runtime_named(&cli.engine)?,
@@ -197,19 +205,19 @@ fn main() -> anyhow::Result<()> {
     };
     for experiment in experiments {
         let report = match experiment {
-            Experiment::ColdStart => cold_start(&setup, cli.rounds.max(1)),
+            Experiment::ColdStart => cold_start(&setup, rounds),
             Experiment::AzureMix => azure_mix(&setup, window),
             Experiment::Churn => churn(&setup, window),
             Experiment::Memory => memory(&setup),
-            Experiment::Chains => chains(&setup, cli.rounds.max(1) * 50),
+            Experiment::Chains => chains(&setup, rounds * 50),
             Experiment::CallsOverhead => calls_overhead(&setup, window),
-            Experiment::CallsFanout => calls_fanout(&setup, cli.rounds.max(1)),
+            Experiment::CallsFanout => calls_fanout(&setup, rounds),
             Experiment::CallsSocial => calls_social(&setup, window),
             Experiment::StateOps => state_ops(&setup),
-            Experiment::StateShared => state_shared(&setup, cli.rounds.max(1)),
+            Experiment::StateShared => state_shared(&setup, rounds),
             Experiment::StateCounter => state_counter(&setup, window),
-            Experiment::Snapshots => snapshots(&setup, cli.rounds.max(1)),
-            Experiment::Python => python(&setup, cli.rounds.max(1)),
+            Experiment::Snapshots => snapshots(&setup, rounds),
+            Experiment::Python => python(&setup, rounds),
             Experiment::HttpProxy => http_proxy(&setup, window),
             Experiment::Outbound => outbound::outbound(&setup, window),
             Experiment::Sqlite => sqlite::sqlite(&setup, window),
@@ -227,7 +235,9 @@ fn main() -> anyhow::Result<()> {
             ),
             Experiment::Fairness => fairness(&setup, window),
             Experiment::WasiP3 => wasi_p3::wasi_p3(&setup, window),
-            Experiment::Telemetry => telemetry::telemetry(&setup, window),
+            Experiment::Telemetry => {
+                telemetry::telemetry(&setup, window, cli.rounds.unwrap_or(2).max(1))
+            }
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;
@@ -235,6 +245,14 @@ fn main() -> anyhow::Result<()> {
         eprintln!("wrote {}", dir.display());
     }
     Ok(())
+}
+
+/// `--seconds`: a finite number above zero, and at most a day.
+fn positive_seconds(text: &str) -> anyhow::Result<f64> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
+        _ => anyhow::bail!("{text:?} is not a number of seconds above 0 and at most 86400"),
+    }
 }
 
 /// The engine every experiment runs on.

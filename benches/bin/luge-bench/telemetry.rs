@@ -4,8 +4,8 @@
 //! (`parentbased_traceidratio`, 0.01) with and without the FaaS metrics,
 //! and on at 100 %, the last two
 //! exporting over OTLP/gRPC to a real Jaeger on loopback. Each point is
-//! measured in two rounds, the servers in turn within a round, so a
-//! drift of the machine falls on all of them: req/s at 64 connections and
+//! measured in rounds (two by default), the servers in turn within a
+//! round, so a drift of the machine falls on all of them: req/s at 64 connections and
 //! the server's CPU per request, then p50 at one connection.
 
 use std::process::Command;
@@ -41,7 +41,7 @@ const CONFIGS: [(&str, &[(&str, &str)]); 4] = [
     ("on, 100 % sampled", &[("OTEL_TRACES_SAMPLER", "always_on")]),
 ];
 
-pub(crate) fn telemetry(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
+pub(crate) fn telemetry(setup: &Setup, window: Duration, rounds: usize) -> anyhow::Result<Report> {
     let jaeger = JaegerServer::start()?;
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler"))?;
@@ -76,7 +76,7 @@ pub(crate) fn telemetry(setup: &Setup, window: Duration) -> anyhow::Result<Repor
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for (what, path, expect_len) in targets {
         for connections in [64, 1] {
-            for round in 1..=2 {
+            for round in 1..=rounds {
                 for ((name, _), served) in CONFIGS.iter().zip(&servers) {
                     let target = Target {
                         addr: served.addr,
@@ -119,7 +119,8 @@ pub(crate) fn telemetry(setup: &Setup, window: Duration) -> anyhow::Result<Repor
         y_desc: "requests per second at 64 connections",
         series,
         notes: format!(
-            "Four `luge serve` processes of this build with the same site, telemetry off, on with `parentbased_traceidratio` 0.01 (with the FaaS metrics, and without: `OTEL_METRICS_EXPORTER=none`), and on with `always_on`, the last two exporting spans, function logs and FaaS metrics over OTLP/gRPC to Jaeger v1.76.0 (all-in-one, in-memory) on 127.0.0.1. Points in two rounds, the servers in turn in each, each point starting once Jaeger (on the same two cores) has ingested the last one's spans; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window. Requests carry no traceparent, so the 1 % server samples by its own ratio.",
+            "Four `luge serve` processes of this build with the same site, telemetry off, on with `parentbased_traceidratio` 0.01 (with the FaaS metrics, and without: `OTEL_METRICS_EXPORTER=none`), and on with `always_on`, the last two exporting spans, function logs and FaaS metrics over OTLP/gRPC to Jaeger v1.76.0 (all-in-one, in-memory) on 127.0.0.1. Points in {} rounds, the servers in turn in each, each point starting once Jaeger (on the same two cores) has ingested the last one's spans; a closed-loop client of keep-alive connections on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks) over the window. Requests carry no traceparent, so the 1 % server samples by its own ratio.",
+            rounds,
             window.as_millis()
         ),
     })

@@ -150,7 +150,7 @@ async fn publisher(
 
 /// One round: `echo:SEQ` on `topic` at `rate` per second (as fast as
 /// it goes when `None`) for `window`, then up to 3 s for the last
-/// replies.
+/// replies (half a second after the last one came).
 async fn round(
     broker: &str,
     url: &str,
@@ -181,9 +181,19 @@ async fn round(
         seq += 1;
     }
     let elapsed = started.elapsed();
+    // The last replies: until every message has one, or none came for
+    // half a second (what was dropped never replies), 3 s at most.
     let settle = Instant::now();
-    while !sent.lock().expect("sent").is_empty() && settle.elapsed() < Duration::from_secs(3) {
+    let (mut replied, mut last_reply) = (latencies.lock().expect("latencies").len(), settle);
+    while !sent.lock().expect("sent").is_empty()
+        && settle.elapsed() < Duration::from_secs(3)
+        && last_reply.elapsed() < Duration::from_millis(500)
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = latencies.lock().expect("latencies").len();
+        if now != replied {
+            (replied, last_reply) = (now, Instant::now());
+        }
     }
     listener.abort();
     if let Some(driver) = driver {
@@ -309,7 +319,7 @@ pub(crate) fn triggers(setup: &Setup, window: Duration) -> anyhow::Result<Report
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`luge serve` (this build, its own process) with redis-server and mosquitto on loopback; the handlers are the Spin app's event components (spin-sdk 7 `#[redis_subscriber]`, a `spin:mqtt-trigger@3.0.0` component) as luge.toml `[[functions]]`, each trigger with `max_in_flight = 64`. Each message `echo:SEQ` is published (Redis PUBLISH on one multiplexed connection; MQTT QoS 0) at the offered rate for {} ms; the handler opens a connection (spin:redis / spin:mqtt, under its grant) and publishes SEQ on `acks`, where the bench is subscribed: latency is publish to reply, an upper bound on publish to handler. Messages beyond the trigger's room are dropped (Redis pub/sub, MQTT QoS 0), so `replied` below `published` is what was dropped or still running after 3 s. Server CPU from /proc/PID/stat (10 ms ticks) over the replied messages. The bench (publisher, subscriber) shares the machine's cores with Luge and the brokers.",
+            "`luge serve` (this build, its own process) with redis-server and mosquitto on loopback; the handlers are the Spin app's event components (spin-sdk 7 `#[redis_subscriber]`, a `spin:mqtt-trigger@3.0.0` component) as luge.toml `[[functions]]`, each trigger with `max_in_flight = 64`. Each message `echo:SEQ` is published (Redis PUBLISH on one multiplexed connection; MQTT QoS 0) at the offered rate for {} ms; the handler opens a connection (spin:redis / spin:mqtt, under its grant) and publishes SEQ on `acks`, where the bench is subscribed: latency is publish to reply, an upper bound on publish to handler. Messages beyond the trigger's room are dropped (Redis pub/sub, MQTT QoS 0), so `replied` below `published` is what was dropped or still running once no reply had come for half a second (3 s at most). Server CPU from /proc/PID/stat (10 ms ticks) over the replied messages. The bench (publisher, subscriber) shares the machine's cores with Luge and the brokers.",
             window.as_millis()
         ),
     })
