@@ -22,6 +22,7 @@
 pub mod component;
 pub mod config;
 mod connections;
+mod driver;
 pub mod epoch;
 mod event_types;
 pub mod events;

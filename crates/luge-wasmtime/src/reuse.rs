@@ -19,7 +19,7 @@
 //!
 //! How it runs: an instance is a future (its driver) that owns the store
 //! and turns its event loop, taking requests from its inbox. The driver
-//! is shared ([`futures_util::future::Shared`]) by the jobs of the requests
+//! is shared ([`Driver`]) by the jobs of the requests
 //! it serves and polled by whichever of them a worker runs, so the guest
 //! runs on the scheduler's workers, under EDF and preemption, and an idle
 //! instance costs no thread and no wake-up.
@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use futures_util::future::{BoxFuture, FutureExt, Shared as SharedFuture};
+use futures_util::future::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use luge_core::action::Reuse;
 use luge_core::calls::Calls;
@@ -48,6 +48,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi_http::p3::bindings::{Service, ServicePre};
 
 use crate::component::{ComponentState, Shared};
+use crate::driver::Driver;
 use crate::epoch::EpochTicker;
 use crate::sandbox::{schedule_with, termination};
 
@@ -82,7 +83,7 @@ struct Instance {
     action: Arc<Action>,
     inbox: Arc<Mutex<Inbox>>,
     /// Kept so that an idle instance lives on for the next request.
-    driver: SharedFuture<BoxFuture<'static, ()>>,
+    driver: Driver,
 }
 
 /// What passes between the requests and an instance's driver.
@@ -267,15 +268,13 @@ impl Instances {
                 next_id: 1,
                 ..Inbox::default()
             }));
-            let driver = drive(
+            let driver = Driver::new(drive(
                 pre.clone(),
                 shared.clone(),
                 Arc::clone(action),
                 preemption,
                 Arc::clone(&inbox),
-            )
-            .boxed()
-            .shared();
+            ));
             live.push(Instance {
                 action: Arc::clone(action),
                 inbox,
@@ -298,7 +297,7 @@ impl Instances {
 struct Joined {
     outcome: oneshot::Receiver<Outcome>,
     /// `None` once the instance has ended.
-    driver: Option<SharedFuture<BoxFuture<'static, ()>>>,
+    driver: Option<Driver>,
     /// The service's instances, retired as this request ends (the
     /// service may be gone by then).
     instances: Weak<Mutex<Vec<Instance>>>,
@@ -326,8 +325,8 @@ impl Future for Joined {
         // another job was polling the driver is then taken by the next
         // poll of any job of the instance, even one whose own outcome is
         // ready now (so no hand-over waits on a wake-up already spent).
-        if let Some(driver) = self.driver.as_mut()
-            && driver.poll_unpin(cx).is_ready()
+        if let Some(driver) = &self.driver
+            && driver.poll(cx).is_ready()
         {
             self.driver = None;
         }

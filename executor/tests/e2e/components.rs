@@ -991,6 +991,54 @@ fn wasi_03_services_and_commands() {
     assert!(body.to_string().contains("status 1"), "{body}");
 }
 
+/// Sixteen clients at once on a reused instance that takes sixteen, on
+/// two workers: every request is answered, promptly. The instance's
+/// driver is polled by whichever of its requests' jobs a worker runs; a
+/// wake-up lost between two of them (futures-util's `Shared`,
+/// rust-lang/futures-rs#2706) left requests waiting for their time limit
+/// (here 5 s, a 504) in most runs of a few seconds.
+#[test]
+fn a_reused_instance_serves_sixteen_clients_at_once_on_two_workers() {
+    if !on_wasmtime() {
+        return;
+    }
+    let site = Site::new(
+        &["http3"],
+        "[[routes]]\npath = \"/r/...\"\nmodule = \"http3.wasm\"\nreuse = 128\n\
+         reuse_concurrent = 16\nlimits = { timeout_ms = 5000 }\n",
+    );
+    let luge = site.start(&["--workers", "2"]);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    let served: usize = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..16)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut served = 0;
+                    while std::time::Instant::now() < until {
+                        let sent = std::time::Instant::now();
+                        let reply = luge.send("GET", "/r/hello", &[], b"");
+                        assert_eq!(
+                            reply.status,
+                            200,
+                            "{}",
+                            String::from_utf8_lossy(&reply.body)
+                        );
+                        assert!(
+                            sent.elapsed() < std::time::Duration::from_secs(2),
+                            "a request waited {:?}",
+                            sent.elapsed()
+                        );
+                        served += 1;
+                    }
+                    served
+                })
+            })
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).sum()
+    });
+    assert!(served >= 16, "{served} requests served");
+}
+
 /// Opt-in instance reuse for WASI 0.3 services: a fresh instance per
 /// request unless a route sets `reuse`; with it, one instance serves that
 /// many requests (the guest's own count shows it), `reuse_concurrent` of
