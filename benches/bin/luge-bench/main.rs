@@ -168,8 +168,7 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/luge-bench"));
     let window = Duration::from_secs_f64(cli.seconds);
     // Ten rounds of the quick experiments give their percentiles enough
-    // samples; the telemetry experiment's rounds are long (16 points
-    // each), and two show a drift of the machine.
+    // samples (the telemetry experiment has its own default).
     let rounds = cli.rounds.unwrap_or(10).max(1);
     let setup = Setup {
         engine: cli.engine.clone(),
@@ -235,9 +234,11 @@ fn main() -> anyhow::Result<()> {
             ),
             Experiment::Fairness => fairness(&setup, window),
             Experiment::WasiP3 => wasi_p3::wasi_p3(&setup, window),
-            Experiment::Telemetry => {
-                telemetry::telemetry(&setup, window, cli.rounds.unwrap_or(2).max(1))
-            }
+            Experiment::Telemetry => telemetry::telemetry(
+                &setup,
+                window,
+                cli.rounds.unwrap_or(telemetry::ROUNDS).max(1),
+            ),
             Experiment::All => unreachable!("expanded above"),
         }?;
         let dir = write(&out, &report, &setup)?;

@@ -5,8 +5,9 @@
 //! and on at 100 %, the last two
 //! exporting over OTLP/gRPC to a real Jaeger on loopback. Each point is
 //! measured in rounds (two by default), the servers in turn within a
-//! round, so a drift of the machine falls on all of them: req/s at 64 connections and
-//! the server's CPU per request, then p50 at one connection.
+//! round, so a drift of the machine falls on all of them: req/s at 64
+//! connections and the server's CPU per request, then p50 at one
+//! connection.
 
 use std::process::Command;
 use std::time::Duration;
@@ -19,6 +20,10 @@ use crate::http_proxy::{
     HELLO, LUGE_MARKER, Served, luge_serve, luge_site, measure, process_cpu, start,
 };
 use crate::{Report, Setup};
+
+/// Rounds by default: each is long (16 points), and two show a drift of
+/// the machine.
+pub(crate) const ROUNDS: usize = 2;
 
 /// The telemetry settings of each server.
 const CONFIGS: [(&str, &[(&str, &str)]); 4] = [

@@ -19,10 +19,10 @@
 //!
 //! How it runs: an instance is a future (its driver) that owns the store
 //! and turns its event loop, taking requests from its inbox. The driver
-//! is shared ([`Driver`]) by the jobs of the requests
-//! it serves and polled by whichever of them a worker runs, so the guest
-//! runs on the scheduler's workers, under EDF and preemption, and an idle
-//! instance costs no thread and no wake-up.
+//! ([`Driver`]) is shared by the jobs of the requests it serves and
+//! polled by whichever of them a worker runs, so the guest runs on the
+//! scheduler's workers, under EDF and preemption, and an idle instance
+//! costs no thread and no wake-up.
 
 use std::collections::VecDeque;
 use std::future::Future;
