@@ -69,6 +69,7 @@ fn overhead(c: &mut Criterion) {
                     function: Arc::clone(&name),
                     deadline: Instant::now() + Duration::from_secs(1),
                     expected: None,
+                    tenant: None,
                     future: Box::pin(async move {
                         let _ = tx.send(sandbox.await);
                     }),
@@ -148,6 +149,7 @@ fn in_batch(
             function: Arc::clone(name),
             deadline: Instant::now() + Duration::from_secs(1),
             expected: None,
+            tenant: None,
             future: Box::pin(async move {
                 work.await;
                 if remaining.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
@@ -205,6 +207,7 @@ fn urgent_delay(c: &mut Criterion) {
                 function: Arc::from("long"),
                 deadline: far,
                 expected: None,
+                tenant: None,
                 future: Box::pin(Spinner {
                     stop: Arc::clone(&stop),
                 }),
@@ -221,6 +224,7 @@ fn urgent_delay(c: &mut Criterion) {
                         function: Arc::clone(&name),
                         deadline: submitted,
                         expected: None,
+                        tenant: None,
                         future: Box::pin(async move {
                             let _ = tx.send(submitted.elapsed());
                         }),

@@ -26,6 +26,13 @@
 //! Each admitted invocation holds a sandbox slot while it runs, so `limit`
 //! is at most the pool's size (checked at start).
 //!
+//! Places bound what a tenant holds, not when its work runs: each tenant
+//! holding places also has one scheduler [`luge_sched::Tenant`], with the
+//! same weight, that every invocation it is charged for runs as, so a
+//! tenant that used more than its share of the workers waits behind the
+//! others (`luge_sched`'s share rule). It is forgotten with the tenant's
+//! last place.
+//!
 //! A lock, not atomics: the decision reads the whole holding table, and it
 //! is taken twice per invocation (admit, release) for a few hundred
 //! nanoseconds, against an invocation's tens of microseconds.
@@ -34,9 +41,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The weight of a tenant the operator did not name. Each named weight is
-/// relative to it.
-pub const DEFAULT_WEIGHT: u32 = 1;
+/// The weight of a tenant the operator did not name (the scheduler's, so
+/// that both count a share alike). Each named weight is relative to it.
+pub use luge_sched::DEFAULT_WEIGHT;
 
 /// Why a place was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -99,11 +106,18 @@ struct Shared {
 struct State {
     /// Places taken.
     held: usize,
-    /// Places by tenant; a tenant holding none has no entry, so the table
-    /// is never larger than `limit`.
-    tenants: HashMap<Arc<str>, usize>,
+    /// Places by tenant, and its scheduler tenant; a tenant holding none
+    /// has no entry, so the table is never larger than `limit`.
+    tenants: HashMap<Arc<str>, Holding>,
     /// The sum of the weights of the tenants in `tenants`.
     active_weight: u64,
+}
+
+/// What one tenant holds.
+#[derive(Debug)]
+struct Holding {
+    places: usize,
+    runs_as: Arc<luge_sched::Tenant>,
 }
 
 /// Everything one client request causes, charged to its tenant.
@@ -132,12 +146,20 @@ impl Tree {
 /// One admitted invocation (or chain); the place is freed when the last
 /// clone is dropped.
 #[derive(Debug, Clone)]
-pub struct Admitted(#[allow(dead_code)] Arc<Place>);
+pub struct Admitted(Arc<Place>);
+
+impl Admitted {
+    /// The scheduler tenant its invocation runs as: its tree's tenant's.
+    pub fn runs_as(&self) -> &Arc<luge_sched::Tenant> {
+        &self.0.runs_as
+    }
+}
 
 #[derive(Debug)]
 struct Place {
     shared: Arc<Shared>,
     tree: Arc<Tree>,
+    runs_as: Arc<luge_sched::Tenant>,
 }
 
 impl Drop for Place {
@@ -145,9 +167,9 @@ impl Drop for Place {
         self.tree.held.fetch_sub(1, Ordering::Relaxed);
         let mut state = self.shared.lock();
         state.held -= 1;
-        if let Some(places) = state.tenants.get_mut(&self.tree.tenant) {
-            *places -= 1;
-            if *places == 0 {
+        if let Some(holding) = state.tenants.get_mut(&self.tree.tenant) {
+            holding.places -= 1;
+            if holding.places == 0 {
                 state.tenants.remove(&self.tree.tenant);
                 state.active_weight -= u64::from(self.shared.weight(&self.tree.tenant));
             }
@@ -190,7 +212,7 @@ impl Admission {
         if state.held >= shared.limit {
             return refuse(Refused::Full);
         }
-        let holding = state.tenants.get(&tree.tenant).copied().unwrap_or(0);
+        let holding = state.tenants.get(&tree.tenant).map_or(0, |h| h.places);
         let active = state.active_weight + if holding == 0 { u64::from(weight) } else { 0 };
         // The share this tenant would have with one more default tenant.
         let share =
@@ -203,11 +225,20 @@ impl Admission {
         if holding == 0 {
             state.active_weight += u64::from(weight);
         }
-        *state.tenants.entry(Arc::clone(&tree.tenant)).or_insert(0) += 1;
+        let entry = state
+            .tenants
+            .entry(Arc::clone(&tree.tenant))
+            .or_insert_with(|| Holding {
+                places: 0,
+                runs_as: Arc::new(luge_sched::Tenant::new(weight)),
+            });
+        entry.places += 1;
+        let runs_as = Arc::clone(&entry.runs_as);
         drop(state);
         Ok(Admitted(Arc::new(Place {
             shared: Arc::clone(shared),
             tree: Arc::clone(tree),
+            runs_as,
         })))
     }
 
@@ -320,7 +351,10 @@ mod tests {
             held.extend(admission.try_admit(&small).ok());
         }
         let state = admission.shared.lock();
-        assert_eq!((state.tenants["big"], state.tenants["small"]), (60, 34));
+        assert_eq!(
+            (state.tenants["big"].places, state.tenants["small"].places),
+            (60, 34)
+        );
         drop(state);
         assert_eq!(admission.try_admit(&small).unwrap_err(), Refused::OverShare);
         assert_eq!(admission.try_admit(&big).unwrap_err(), Refused::OverShare);

@@ -54,6 +54,7 @@ pub async fn run(
         function: Arc::from(action.name.as_str()),
         deadline,
         expected: action.sched.expected_execution,
+        tenant: Some(Arc::clone(place.runs_as())),
         future: Box::pin(async move {
             // First poll: a worker picked the job up.
             let queue_delay = submitted.elapsed();

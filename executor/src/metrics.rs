@@ -541,6 +541,12 @@ impl Collector for Pulled {
         )?;
         counter(
             &mut encoder,
+            "over_share_jobs",
+            "Times a sandbox was queued behind other tenants' because its tenant had used more than its share of the workers lately.",
+            sched.over_share,
+        )?;
+        counter(
+            &mut encoder,
             "local_submits",
             "Invocations submitted by the worker that received the request, into its own queue (--front-end workers): run where they arrived unless stolen.",
             sched.local_submits,

@@ -49,6 +49,7 @@ pub(crate) fn churn(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
                 function: Arc::from("noop"),
                 deadline: arrival + Duration::from_millis(10),
                 expected: None,
+                tenant: None,
                 future: Box::pin(async move {
                     let outcome = sandbox.await;
                     let _ = tx.send((arrival, Instant::now(), outcome.termination.is_success()));

@@ -26,6 +26,11 @@
 //! request runs on the core that received it. Siblings steal such a job only
 //! when it would otherwise wait.
 //!
+//! Each job may belong to a [`Tenant`]: a tenant that used more than its
+//! share of the workers lately waits behind tenants within theirs (the
+//! `share` module says how), so one tenant's backlog of old deadlines
+//! cannot hold another's new requests.
+//!
 //! The scheduler knows nothing of HTTP, tokio or any engine. A front end that
 //! needs a runtime context on worker threads (WASI's timers) passes a
 //! [`WorkerWrapper`].
@@ -34,12 +39,14 @@
 mod policy;
 pub mod protocol;
 mod queue;
+mod share;
 mod stats;
 mod task;
 mod worker;
 
 pub use policy::Policy;
-pub use queue::RunQueue;
+pub use queue::{Rank, RunQueue};
+pub use share::{DEFAULT_WEIGHT, MAX_LEAD, OVER_LEAD, Tenant};
 pub use stats::{ExecutionStats, FunctionStats, SchedulerStats};
 pub use worker::{
     FrontEnd, FrontEndFactory, Job, JobProgress, Scheduler, SchedulerConfig, SchedulerError,

@@ -184,6 +184,10 @@ pub struct SchedulerStats {
     /// Jobs submitted by a worker's own front end into its own queue: run
     /// where they arrived, unless a sibling stole them.
     pub local_submits: u64,
+    /// Times a job was queued behind other tenants' because its tenant had
+    /// used more than its share of the workers lately (`Tenant`): queued
+    /// so, or moved there when its tenant went over while it waited.
+    pub over_share: u64,
     /// Busy time per worker, nanoseconds.
     pub busy_ns: Vec<u64>,
     /// Jobs run (polled at least once) per worker.
@@ -202,6 +206,7 @@ pub(crate) struct Counters {
     pub sibling_scans: AtomicU64,
     pub long_jobs: AtomicU64,
     pub local_submits: AtomicU64,
+    pub over_share: AtomicU64,
 }
 
 impl Counters {

@@ -32,6 +32,8 @@ pub(crate) struct Task {
     pub future: Mutex<Option<BoxFuture>>,
     pub state: TaskState,
     pub function: Arc<str>,
+    /// Who pays for its time, if anyone.
+    pub tenant: Option<Arc<crate::share::Tenant>>,
     /// The deadline the job was submitted with: misses are counted
     /// against it.
     pub deadline: Instant,

@@ -15,7 +15,8 @@ use crossbeam_deque::{Injector, Steal};
 use luge_core::preempt::PreemptSignal;
 
 use crate::policy::{Policy, Urgency};
-use crate::queue::RunQueue;
+use crate::queue::{Rank, RunQueue};
+use crate::share::Tenant;
 use crate::stats::{Counters, ExecutionStats, SchedulerStats};
 use crate::task::{self, Task};
 
@@ -221,6 +222,8 @@ pub struct Job {
     pub deadline: Instant,
     /// Declared expected execution time, used by SRSF until runs are measured.
     pub expected: Option<Duration>,
+    /// Who pays for its worker time; `None`: nobody, never over a share.
+    pub tenant: Option<Arc<Tenant>>,
     /// The work. It reports its own result (e.g. through a channel).
     pub future: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
 }
@@ -257,10 +260,25 @@ pub(crate) struct Shared {
     /// more urgent arrival should interrupt.
     running_key: Vec<AtomicU64>,
     base: Instant,
+    /// The weights of the tenants with jobs here, added (their share's
+    /// denominator, with one default weight for a newcomer).
+    active_weight: AtomicU64,
 }
 
 /// `running_key` of a worker running nothing.
 const IDLE_KEY: u64 = u64::MAX;
+
+/// Jobs over their tenant's share a worker takes out of the injector at
+/// one scheduling point, looking for one within its share behind them: a
+/// tenant's backlog of 32 waits behind a newcomer's job at the next point
+/// (the rest of a longer one at the points after), for 32 pops and pushes
+/// of a few tens of nanoseconds.
+const PULL_PAST_OVER_SHARE: usize = 32;
+
+/// Set in a `running_key` whose job's tenant is over its share: every job
+/// within its share then outranks it. Keys are ns since `base`, below this
+/// for 146 years.
+const OVER_SHARE_BIT: u64 = 1 << 62;
 
 impl task::Requeue for Shared {
     fn enqueue_woken(&self, task: Arc<Task>) {
@@ -306,15 +324,33 @@ impl Shared {
     }
 
     fn key_ns(&self, key: Instant) -> u64 {
-        (key.saturating_duration_since(self.base).as_nanos() as u64).min(IDLE_KEY - 1)
+        (key.saturating_duration_since(self.base).as_nanos() as u64).min(OVER_SHARE_BIT - 1)
+    }
+
+    /// A rank as one number, smaller more urgent (for `running_key`).
+    fn rank_ns(&self, rank: Rank) -> u64 {
+        let key = self.key_ns(rank.key);
+        if rank.over_share {
+            key | OVER_SHARE_BIT
+        } else {
+            key
+        }
+    }
+
+    /// `task`'s rank now.
+    fn rank(&self, task: &Task, now: Instant) -> Rank {
+        Rank {
+            over_share: task.tenant.as_ref().is_some_and(|t| t.over_share(now)),
+            key: self.key(task),
+        }
     }
 
     /// A new job that is more urgent than a running one, while no worker is
     /// free: ask the worker running the least urgent job to yield now
     /// rather than at the end of its quantum. Under FIFO a new job is never
     /// more urgent, so this never fires.
-    fn preempt_for(&self, key: Instant, long: bool) {
-        let key = self.key_ns(key);
+    fn preempt_for(&self, rank: Rank, long: bool) {
+        let key = self.rank_ns(rank);
         let least_urgent = self
             .workers_for(long)
             .map(|worker| (self.running_key[worker].load(Ordering::Acquire), worker))
@@ -328,10 +364,33 @@ impl Shared {
         }
     }
 
-    fn push_local(&self, worker: usize, task: Arc<Task>) {
-        let key = self.key(&task);
-        self.queue(worker).push(key, task);
+    /// Queues `task` on `worker`; whether it is over its tenant's share.
+    fn push_local(&self, worker: usize, task: Arc<Task>) -> bool {
+        let over_share = self.push_into(&mut self.queue(worker), task);
         self.backlog.fetch_add(1, Ordering::SeqCst);
+        over_share
+    }
+
+    /// Queues `task` in `queue` (locked), keyed and classed now; whether it
+    /// is over its tenant's share.
+    fn push_into(&self, queue: &mut RunQueue<Arc<Task>>, task: Arc<Task>) -> bool {
+        let key = self.key(&task);
+        let tenant = task.tenant.clone();
+        let over_share = queue.push_for(key, tenant, task, Instant::now());
+        if over_share {
+            Counters::add(&self.counters.over_share, 1);
+        }
+        over_share
+    }
+
+    /// `queue`'s heads classed as their tenants stand now, and its head's
+    /// rank.
+    fn settle(&self, queue: &mut RunQueue<Arc<Task>>) -> Option<Rank> {
+        let demoted = queue.settle(Instant::now());
+        if demoted > 0 {
+            Counters::add(&self.counters.over_share, demoted as u64);
+        }
+        queue.peek_rank()
     }
 
     /// A job whose I/O completed: back to the worker that last ran it.
@@ -383,7 +442,11 @@ impl Shared {
 
     /// Moves one new job from the injector into `worker`'s queue. One per
     /// scheduling point: the others stay in the injector, where every worker
-    /// sees them, instead of waiting behind this worker's current job.
+    /// sees them, instead of waiting behind this worker's current job. A job
+    /// over its tenant's share does not count: the worker goes on, up to
+    /// [`PULL_PAST_OVER_SHARE`] of them, so that a job within its share is
+    /// not held in the injector's arrival order behind a tenant's backlog
+    /// (the jobs passed would wait behind it in any queue).
     fn pull_injected(&self, worker: usize) {
         if self.sharding.is_some() && self.runs_long(worker) {
             Self::pull_one(&self.long_injector, |task| self.push_local(worker, task));
@@ -391,10 +454,17 @@ impl Shared {
         Self::pull_one(&self.injector, |task| self.push_local(worker, task));
     }
 
-    fn pull_one(injector: &Injector<Arc<Task>>, mut push: impl FnMut(Arc<Task>)) {
+    /// `push` returns whether the job it queued is over share.
+    fn pull_one(injector: &Injector<Arc<Task>>, mut push: impl FnMut(Arc<Task>) -> bool) {
+        let mut passed = 0;
         loop {
             match injector.steal() {
-                Steal::Success(task) => return push(task),
+                Steal::Success(task) => {
+                    if !push(task) || passed == PULL_PAST_OVER_SHARE {
+                        return;
+                    }
+                    passed += 1;
+                }
                 Steal::Empty => return,
                 Steal::Retry => continue,
             }
@@ -407,33 +477,40 @@ impl Shared {
     /// margin. Siblings locked at this instant are skipped, not waited for.
     fn next_task(&self, worker: usize) -> Option<Arc<Task>> {
         self.pull_injected(worker);
-        let (own_key, own_len) = {
-            let queue = self.queue(worker);
-            (queue.peek_key(), queue.len())
+        let (own_rank, own_len) = {
+            let mut queue = self.queue(worker);
+            (self.settle(&mut queue), queue.len())
         };
-        let mut best: Option<(Instant, usize)> = own_key.map(|k| (k, worker));
+        let mut best: Option<(Rank, usize)> = own_rank.map(|r| (r, worker));
         // Siblings are searched only when jobs wait beyond this worker's
         // own: otherwise the point costs the same for 2 workers or 64.
         if self.backlog.load(Ordering::SeqCst) > own_len {
             Counters::add(&self.counters.sibling_scans, 1);
             let runs_long = self.runs_long(worker);
             for other in (0..self.queues.len()).filter(|&w| w != worker) {
-                if let Ok(queue) = self.queues[other].try_lock()
-                    && let Some(key) = queue.peek_key()
-                    && best.is_none_or(|(best_key, from)| {
+                if let Ok(mut queue) = self.queues[other].try_lock()
+                    && let Some(rank) = self.settle(&mut queue)
+                    && best.is_none_or(|(best, from)| {
                         // Against this worker's own head, a sibling's job
-                        // must be more urgent by the margin.
+                        // must be more urgent by the margin (in the same
+                        // class: within a share beats over it).
                         let margin = if from == worker {
                             self.steal_margin
                         } else {
                             Duration::ZERO
                         };
-                        key.checked_add(margin).is_some_and(|k| k < best_key)
+                        match rank.over_share.cmp(&best.over_share) {
+                            std::cmp::Ordering::Less => true,
+                            std::cmp::Ordering::Greater => false,
+                            std::cmp::Ordering::Equal => {
+                                rank.key.checked_add(margin).is_some_and(|k| k < best.key)
+                            }
+                        }
                     })
                     // A long job stays on the long workers.
                     && (runs_long || queue.peek().is_some_and(|task| !task.long))
                 {
-                    best = Some((key, other));
+                    best = Some((rank, other));
                 }
             }
         }
@@ -464,8 +541,8 @@ impl Shared {
         // A request raised for the previous job is void: this one is the
         // most urgent the worker could find.
         self.signals[worker].clear();
-        self.running_key[worker].store(self.key_ns(self.key(&task)), Ordering::Release);
         let started = Instant::now();
+        self.running_key[worker].store(self.rank_ns(self.rank(&task, started)), Ordering::Release);
         CURRENT_JOB.with(|current| {
             current.set(Some((
                 task.yields.load(Ordering::Relaxed),
@@ -489,12 +566,25 @@ impl Shared {
         };
         CURRENT_JOB.with(|current| current.set(None));
         self.running_key[worker].store(IDLE_KEY, Ordering::Release);
-        let spent = started.elapsed().as_nanos() as u64;
-        self.busy_ns[worker].fetch_add(spent, Ordering::Relaxed);
-        task.cpu_ns.fetch_add(spent, Ordering::Relaxed);
+        let ended = Instant::now();
+        let spent = ended.saturating_duration_since(started);
+        self.busy_ns[worker].fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
+        task.cpu_ns
+            .fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
+        if let Some(tenant) = &task.tenant {
+            tenant.charge(
+                spent,
+                ended,
+                self.active_weight.load(Ordering::Relaxed),
+                self.queues.len(),
+            );
+        }
         match poll {
             Poll::Ready(()) => {
                 task.state.finish();
+                if let Some(tenant) = &task.tenant {
+                    self.leave(tenant);
+                }
                 // Free the sandbox now, not when the last waker clone goes.
                 *task.future.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 let missed = Instant::now() > task.deadline;
@@ -519,6 +609,23 @@ impl Shared {
         }
     }
 
+    /// `tenant` has one more job here: with its first, it counts in
+    /// `active_weight`.
+    fn join(&self, tenant: &Tenant) {
+        if tenant.jobs.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.active_weight
+                .fetch_add(u64::from(tenant.weight()), Ordering::Relaxed);
+        }
+    }
+
+    /// `tenant`'s job ended: with its last, it no longer counts.
+    fn leave(&self, tenant: &Tenant) {
+        if tenant.jobs.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.active_weight
+                .fetch_sub(u64::from(tenant.weight()), Ordering::Relaxed);
+        }
+    }
+
     /// The worker running on this thread, if it is one of this scheduler's.
     fn this_worker(&self) -> Option<usize> {
         let me = self as *const Self as usize;
@@ -533,10 +640,9 @@ impl Shared {
     /// the worker runs now.
     fn submit_here(&self, worker: usize, task: Arc<Task>) {
         let long = task.long;
-        let key = self.key(&task);
         let waiting = {
             let mut queue = self.queue(worker);
-            queue.push(key, task);
+            self.push_into(&mut queue, task);
             queue.len()
         };
         self.backlog.fetch_add(1, Ordering::SeqCst);
@@ -650,6 +756,7 @@ impl Scheduler {
             signals: (0..n).map(|_| PreemptSignal::new()).collect(),
             running_key: (0..n).map(|_| AtomicU64::new(IDLE_KEY)).collect(),
             base: Instant::now(),
+            active_weight: AtomicU64::new(0),
         });
         let cores = if config.pin {
             core_affinity::get_core_ids().unwrap_or_default()
@@ -709,6 +816,7 @@ impl Scheduler {
             future: Mutex::new(Some(job.future)),
             state: crate::protocol::TaskState::queued(),
             function: job.function,
+            tenant: job.tenant,
             deadline: job.deadline,
             window,
             postponed_ns: AtomicU64::new(0),
@@ -721,6 +829,9 @@ impl Scheduler {
             shared: Arc::downgrade(&self.shared) as std::sync::Weak<dyn task::Requeue>,
         });
         Counters::add(&self.shared.counters.submitted, 1);
+        if let Some(tenant) = &task.tenant {
+            self.shared.join(tenant);
+        }
         let long = task.long;
         // Submitted by a worker's front end: run where it arrived (a long
         // job only on a worker that runs long ones).
@@ -732,7 +843,7 @@ impl Scheduler {
             }
             return self.shared.submit_here(worker, task);
         }
-        let key = self.shared.key(&task);
+        let rank = self.shared.rank(&task, Instant::now());
         if long {
             Counters::add(&self.shared.counters.long_jobs, 1);
             self.shared.long_injector.push(task);
@@ -740,7 +851,7 @@ impl Scheduler {
             self.shared.injector.push(task);
         }
         if !self.shared.wake_any(long) {
-            self.shared.preempt_for(key, long);
+            self.shared.preempt_for(rank, long);
         }
     }
 
@@ -767,6 +878,7 @@ impl Scheduler {
             sibling_scans: c.sibling_scans.load(Ordering::Relaxed),
             long_jobs: c.long_jobs.load(Ordering::Relaxed),
             local_submits: c.local_submits.load(Ordering::Relaxed),
+            over_share: c.over_share.load(Ordering::Relaxed),
             busy_ns: self
                 .shared
                 .busy_ns

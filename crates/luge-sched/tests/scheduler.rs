@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use luge_sched::{Job, Policy, Scheduler, SchedulerConfig};
+use luge_sched::{Job, Policy, Scheduler, SchedulerConfig, Tenant};
 
 fn scheduler(workers: usize, policy: Policy) -> Scheduler {
     let config = SchedulerConfig {
@@ -89,6 +89,7 @@ fn job(
         function: Arc::from(name.as_str()),
         deadline,
         expected: None,
+        tenant: None,
         future: Box::pin(async move {
             work.await;
             let _ = done.send((name, Instant::now()));
@@ -293,6 +294,7 @@ fn a_panicking_job_does_not_kill_its_worker() {
         function: Arc::from("boom"),
         deadline: Instant::now(),
         expected: None,
+        tenant: None,
         future: Box::pin(async { panic!("job panics on purpose") }),
     });
     sched.submit(job("after", Instant::now(), spin(1, None), tx));
@@ -370,6 +372,7 @@ fn sharding_keeps_long_functions_on_the_long_workers() {
             function: Arc::from(name.as_str()),
             deadline: Instant::now() + Duration::from_secs(1),
             expected: Some(Duration::from_millis(expected_ms)),
+            tenant: None,
             future: Box::pin(async move {
                 let worker = std::thread::current().name().unwrap_or("").to_owned();
                 spin(run_ms, None).await;
@@ -525,6 +528,7 @@ fn where_it_ran(work: Spin, done: mpsc::Sender<String>) -> Job {
         function: Arc::from("where"),
         deadline: Instant::now() + Duration::from_millis(100),
         expected: None,
+        tenant: None,
         future: Box::pin(async move {
             work.await;
             let thread = std::thread::current().name().unwrap_or("?").to_owned();
@@ -589,6 +593,7 @@ fn a_steal_margin_keeps_busy_workers_on_their_own_jobs() {
                 function: Arc::from("own"),
                 deadline: Instant::now() + Duration::from_millis(100),
                 expected: None,
+                tenant: None,
                 future: Box::pin(async move {
                     spin(3, None).await;
                     let thread = std::thread::current().name().unwrap_or("?").to_owned();
@@ -634,6 +639,7 @@ fn a_busy_worker_takes_a_siblings_job_more_urgent_by_the_margin() {
         function: Arc::from(name),
         deadline: now + due,
         expected: None,
+        tenant: None,
         future: Box::pin({
             let done = tx.clone();
             let name = name.to_owned();
@@ -668,4 +674,100 @@ fn a_busy_worker_takes_a_siblings_job_more_urgent_by_the_margin() {
         "the urgent job waited {waited:?}: {:?}",
         sched.stats()
     );
+}
+
+/// `job`, run as `tenant`.
+fn job_of(
+    tenant: &Arc<Tenant>,
+    name: &str,
+    deadline: Instant,
+    work: impl Future<Output = ()> + Send + 'static,
+    done: mpsc::Sender<(String, Instant)>,
+) -> Job {
+    Job {
+        tenant: Some(Arc::clone(tenant)),
+        ..job(name, deadline, work, done)
+    }
+}
+
+/// Submits `jobs` from a job, as calls are: on a worker's thread, into its
+/// own queue (from another thread they would wait in the injector, which
+/// a worker takes from one at a time, in order).
+fn submit_from_a_worker(sched: &Arc<Scheduler>, jobs: Vec<Job>) {
+    let (submitted, done) = mpsc::channel();
+    let on_worker = Arc::clone(sched);
+    sched.submit(Job {
+        function: Arc::from("submitter"),
+        deadline: Instant::now(),
+        expected: None,
+        tenant: None,
+        future: Box::pin(async move {
+            for job in jobs {
+                on_worker.submit(job);
+            }
+            let _ = submitted.send(());
+        }),
+    });
+    done.recv().unwrap();
+}
+
+/// One worker. Tenant `a` has 100 jobs of 2 ms queued, all past their
+/// deadline (a call tree admitted a while ago); once 20 have run, tenant
+/// `b` submits one due in 100 ms. By deadline alone it would wait for all
+/// 80 others (as it does without tenants); `a` has used more than its
+/// share for 40 ms, so `b` runs at the worker's next scheduling point.
+#[test]
+fn a_tenant_over_its_share_waits_behind_one_within_it() {
+    let sched = Arc::new(scheduler(1, Policy::Edf));
+    let (a, b) = (Arc::new(Tenant::new(1)), Arc::new(Tenant::new(1)));
+    let (tx, rx) = mpsc::channel();
+    let past = Instant::now() - Duration::from_secs(1);
+    let jobs = (0..100)
+        .map(|i| job_of(&a, &format!("a{i}"), past, spin(2, None), tx.clone()))
+        .collect();
+    submit_from_a_worker(&sched, jobs);
+    for _ in 0..20 {
+        rx.recv().unwrap();
+    }
+    let due = Instant::now() + Duration::from_millis(100);
+    sched.submit(job_of(&b, "b", due, spin(1, None), tx));
+    let mut before_b = 0;
+    while rx.recv().unwrap().0 != "b" {
+        before_b += 1;
+    }
+    // The job `a` runs when `b` arrives, and at most one more: a
+    // scheduling point that pulled `b` in after it had picked.
+    assert!(before_b <= 2, "{before_b} of a's jobs ran before b's");
+    assert!(sched.stats().over_share > 0, "{:?}", sched.stats());
+    assert!(b.lead(Instant::now()) < Duration::from_millis(5));
+}
+
+/// A tenant alone that keeps the worker busy is over its share (one
+/// default weight is kept for a newcomer), and its jobs still run in
+/// deadline order: being over share only puts them behind other tenants'.
+#[test]
+fn a_tenant_alone_over_its_share_keeps_deadline_order() {
+    let sched = Arc::new(scheduler(1, Policy::Edf));
+    let a = Arc::new(Tenant::new(1));
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    // Submitted latest deadline first.
+    let jobs = (0..60u64)
+        .rev()
+        .map(|i| {
+            let due = now + Duration::from_millis(100 + i);
+            job_of(&a, &format!("{i:02}"), due, spin(2, None), tx.clone())
+        })
+        .collect();
+    submit_from_a_worker(&sched, jobs);
+    let order: Vec<String> = (0..60).map(|_| rx.recv().unwrap().0).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+    assert!(
+        a.over_share(Instant::now()),
+        "lead {:?}",
+        a.lead(Instant::now())
+    );
+    assert!(sched.stats().over_share > 0);
 }
