@@ -7,9 +7,16 @@
 //! - during the amplification of the issue: one request to a fan-out that
 //!   calls 256 fan-outs that each call 256 sleeping callees, and eight
 //!   such requests at once (the tenant then also meets its share);
+//!   The victim starts 300 ms after the attack, and again at the same
+//!   instant as eight of them (the call trees' start: tens of thousands of
+//!   calls admitted or refused, all with the roots' past deadline);
 //! - during a flood of 64 keep-alive connections on a sleeping route,
 //!   under the default bound and under 32 places (the flood then meets its
-//!   share).
+//!   share);
+//! - while 16 keep-alive connections keep a CPU-bound route busy: every
+//!   one of that tenant's waiting requests has an earlier deadline than
+//!   the victim's, and only its use of the workers beyond its share puts it
+//!   behind the victim (`luge_sched::Tenant`).
 //!
 //! The victim is one client, one request at a time (`c-echo`, a few tens
 //! of microseconds of work), for the whole window.
@@ -46,7 +53,15 @@ limits = { timeout_ms = 60000 }
 [[routes]]
 path = "/victim"
 module = "c-echo.wasm"
+
+[[routes]]
+path = "/burn"
+module = "spin.wasm"
 "#;
+
+/// Iterations of `spin`'s loop per `/burn` request: about 5 ms on the
+/// 2-core machine's Wasmtime.
+const BURN_ITERATIONS: u64 = 5_000_000;
 
 fn target(server: &Server, path: &str, body: Bytes) -> Target {
     Target {
@@ -73,13 +88,28 @@ fn row(scenario: &str, victim: &LoadReport, attacker: String) -> Vec<String> {
     ]
 }
 
-/// Admission counts of `tenant` from the server's metrics.
-fn admissions(server: &Server, tenant: &str) -> String {
-    let text = ureq::get(format!("{}/metrics", server.base))
+/// The server's metrics.
+fn metrics(server: &Server) -> String {
+    ureq::get(format!("{}/metrics", server.base))
         .call()
         .ok()
         .and_then(|mut r| r.body_mut().read_to_string().ok())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The sample `name` of the server's metrics (0 when absent).
+fn metric(server: &Server, name: &str) -> u64 {
+    metrics(server)
+        .lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// Admission counts of `tenant` from the server's metrics.
+fn admissions(server: &Server, tenant: &str) -> String {
+    let text = metrics(server);
     let count = |result: &str| -> u64 {
         let needle = format!("luge_admissions_total{{tenant=\"{tenant}\",result=\"{result}\"}}");
         text.lines()
@@ -105,7 +135,7 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
     // shorter window could then hold no whole request at all.
     let window = window.max(Duration::from_secs(1));
     let dir = tempfile::tempdir()?;
-    for name in ["fanout", "sleep", "c-echo"] {
+    for name in ["fanout", "sleep", "c-echo", "spin"] {
         std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name))?;
     }
     let victim_body = Bytes::from_static(b"hello");
@@ -132,18 +162,24 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
         .map(|_| json!({ "name": "inner", "input": { "calls": inner } }))
         .collect();
     let attack = json!({ "calls": outer });
-    for requests in [1usize, 8] {
-        let server = serve(setup, dir.path(), &format!("amplify-{requests}"), &[])?;
+    // (requests, how long the victim waits for the attack to start, and
+    // its warm-up).
+    for (requests, head_start, victim_warmup) in [
+        (1usize, Duration::from_millis(300), warmup),
+        (8, Duration::from_millis(300), warmup),
+        (8, Duration::ZERO, Duration::ZERO),
+    ] {
+        let tag = format!("amplify-{requests}-{}", head_start.as_millis());
+        let server = serve(setup, dir.path(), &tag, &[])?;
         let (victim, answered) = std::thread::scope(|scope| {
             let attackers: Vec<_> = (0..requests)
                 .map(|_| scope.spawn(|| server.post("/outer", &attack).0))
                 .collect();
-            // The attack takes its places before the victim starts.
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(head_start);
             let victim = load::closed_loop(
                 &target(&server, "/victim", victim_body.clone()),
                 1,
-                warmup,
+                victim_warmup,
                 window,
             );
             let answered = attackers
@@ -153,8 +189,13 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
                 .count();
             (victim, answered)
         });
+        let scenario = if head_start.is_zero() {
+            format!("{requests} x the same, the victim from the attack's first instant")
+        } else {
+            format!("{requests} x fan-out 256 x 256 sleeping calls")
+        };
         rows.push(row(
-            &format!("{requests} x fan-out 256 x 256 sleeping calls"),
+            &scenario,
             &victim,
             format!(
                 "{answered} of {requests} requests answered; callees: {}",
@@ -205,6 +246,38 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
         ));
     }
 
+    // 16 connections keeping the workers computing.
+    let server = serve(setup, dir.path(), "burn", &[])?;
+    let burn = Bytes::from(json!({ "iterations": BURN_ITERATIONS }).to_string());
+    let (victim, flood) = std::thread::scope(|scope| {
+        let flood = scope.spawn(|| {
+            load::closed_loop(
+                &target(&server, "/burn", burn),
+                16,
+                Duration::from_millis(300),
+                warmup + window,
+            )
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let victim = load::closed_loop(
+            &target(&server, "/victim", victim_body.clone()),
+            1,
+            warmup,
+            window,
+        );
+        (victim, flood.join().expect("flood"))
+    });
+    rows.push(row(
+        "16 connections keeping a CPU-bound route busy",
+        &victim,
+        format!(
+            "{} answered, p50 {:.2} ms; {} of its jobs queued over its share",
+            flood.ok,
+            f64::from(flood.percentile_us(50.0)) / 1e3,
+            metric(&server, "luge_over_share_jobs_total")
+        ),
+    ));
+
     Ok(Report {
         name: "fairness",
         title: "A victim route while another tenant amplifies or floods".into(),
@@ -222,7 +295,7 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "Default admission flags: `--max-pending` from the sandbox pool, a call tree bounded at a quarter of it, places shared between tenants (a function route's name), an eighth kept for tenants within their share. The victim is `c-echo` over one keep-alive connection, one request at a time, {} s after {:.1} s of warm-up, during the attack. A fan-out's callees are charged to the tenant `outer`, the root of their call tree. `[server] workers` = this machine's cores.",
+            "Default admission flags: `--max-pending` from the sandbox pool, a call tree bounded at a quarter of it, places shared between tenants (a function route's name), an eighth kept for tenants within their share. The victim is `c-echo` over one keep-alive connection, one request at a time, {} s after {:.1} s of warm-up, during the attack (no warm-up on the row that starts with the attack). A fan-out's callees are charged to the tenant `outer`, the root of their call tree. The CPU-bound route is `spin` with {BURN_ITERATIONS} iterations a request. `[server] workers` = this machine's cores.",
             window.as_secs_f64(),
             warmup.as_secs_f64(),
         ),
