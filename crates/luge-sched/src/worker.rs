@@ -261,7 +261,9 @@ pub(crate) struct Shared {
     running_key: Vec<AtomicU64>,
     base: Instant,
     /// The weights of the tenants with jobs here, added (their share's
-    /// denominator, with one default weight for a newcomer).
+    /// denominator, with one default weight for a newcomer). A tenant's
+    /// weight is added before its first job is queued, so the job that
+    /// takes it off again cannot end first: never below zero.
     active_weight: AtomicU64,
 }
 
