@@ -296,6 +296,16 @@ fn setup(specs: &[Spec]) -> Setup {
 /// that the rarest class (5 % of requests) has dozens of requests per point.
 const POINT_SECS: u64 = 12;
 
+/// Whether the deadline experiment runs the rows of `policy_preempt`
+/// ("edf no", "srsf 5 ms quantum"): all of them, or those that hold one of
+/// `LUGE_BENCH_ROWS`'s comma-separated texts ("edf no,fifo no").
+fn wanted_row(policy_preempt: &str) -> bool {
+    std::env::var("LUGE_BENCH_ROWS").map_or(true, |rows| {
+        rows.split(',')
+            .any(|row| policy_preempt.contains(row.trim()))
+    })
+}
+
 fn deadline_experiment() {
     // Four classes, 60/25/10/5 % of requests, service times growing 4x per
     // class: many small functions and a heavy tail, scaled to this machine.
@@ -348,6 +358,9 @@ fn deadline_experiment() {
         ] {
             let preempt =
                 quantum.map_or("no".to_owned(), |q| format!("{} ms quantum", q.as_millis()));
+            if !wanted_row(&format!("{label} {preempt}")) {
+                continue;
+            }
             for load in [50, 70, 90, 95] {
                 let completions = bench.run(
                     &classes,

@@ -270,12 +270,11 @@ pub(crate) struct Shared {
 /// `running_key` of a worker running nothing.
 const IDLE_KEY: u64 = u64::MAX;
 
-/// Jobs over their tenant's share a worker takes out of the injector at
-/// one scheduling point, looking for one within its share behind them: a
-/// tenant's backlog of 32 waits behind a newcomer's job at the next point
-/// (the rest of a longer one at the points after), for 32 pops and pushes
-/// of a few tens of nanoseconds.
-const PULL_PAST_OVER_SHARE: usize = 32;
+/// New jobs a worker takes out of the injector at one scheduling point:
+/// enough that the policy orders a backlog of new arrivals (a few hundred
+/// at most: admission bounds them), few enough that one point costs at
+/// most 64 pops and heap pushes of a few tens of nanoseconds each.
+const PULL_BATCH: usize = 64;
 
 /// Set in a `running_key` whose job's tenant is over its share: every job
 /// within its share then outranks it. Keys are ns since `base`, below this
@@ -399,7 +398,7 @@ impl Shared {
     fn enqueue_woken_here(&self, task: Arc<Task>) {
         let home = task.home.load(Ordering::Relaxed) % self.queues.len();
         let long = task.long;
-        self.push_local(home, task);
+        let _ = self.push_local(home, task);
         if !self.wake_worker(home) {
             self.wake_any(long);
         }
@@ -442,30 +441,50 @@ impl Shared {
             || self.backlog.load(Ordering::SeqCst) > 0
     }
 
-    /// Moves one new job from the injector into `worker`'s queue. One per
-    /// scheduling point: the others stay in the injector, where every worker
-    /// sees them, instead of waiting behind this worker's current job. A job
-    /// over its tenant's share does not count: the worker goes on, up to
-    /// [`PULL_PAST_OVER_SHARE`] of them, so that a job within its share is
-    /// not held in the injector's arrival order behind a tenant's backlog
-    /// (the jobs passed would wait behind it in any queue).
+    /// Moves the new jobs from the injector into `worker`'s queue, up to
+    /// [`PULL_BATCH`], where the policy orders them with the jobs already
+    /// queued; a sibling takes any of them it finds more urgent than its
+    /// own (an idle one any at all, `next_task`). The injector itself is
+    /// first come, first served: a worker that took one new job per
+    /// scheduling point ordered the waiting ones by arrival whatever the
+    /// policy, so without preemption EDF was FIFO, and a tenant over its
+    /// share held a newcomer's job in arrival order.
+    ///
+    /// One per point where that order is the policy's (FIFO): the others
+    /// stay in the injector, where the next worker free takes them. And
+    /// under sharding a long worker takes one short job per point: a short
+    /// job queued behind its long ones would wait for them, since the short
+    /// workers take no job from behind a long one. A job over its tenant's
+    /// share does not count towards either: the worker goes on (to
+    /// [`PULL_BATCH`] jobs in all) for one within its share, which would go
+    /// before those in any queue.
     fn pull_injected(&self, worker: usize) {
+        let batch = match self.policy {
+            Policy::Fifo => 1,
+            Policy::Edf | Policy::Srsf => PULL_BATCH,
+        };
         if self.sharding.is_some() && self.runs_long(worker) {
-            Self::pull_one(&self.long_injector, |task| self.push_local(worker, task));
+            Self::pull(&self.long_injector, batch, |task| {
+                self.push_local(worker, task)
+            });
+            Self::pull(&self.injector, 1, |task| self.push_local(worker, task));
+        } else {
+            Self::pull(&self.injector, batch, |task| self.push_local(worker, task));
         }
-        Self::pull_one(&self.injector, |task| self.push_local(worker, task));
     }
 
-    /// `push` returns whether the job it queued is over share.
-    fn pull_one(injector: &Injector<Arc<Task>>, mut push: impl FnMut(Arc<Task>) -> bool) {
-        let mut passed = 0;
-        loop {
+    /// Jobs from `injector` into `push` (which says whether the job is over
+    /// its tenant's share) until `most` within their share are, or
+    /// [`PULL_BATCH`] in all.
+    fn pull(injector: &Injector<Arc<Task>>, most: usize, mut push: impl FnMut(Arc<Task>) -> bool) {
+        let (mut within, mut pulled) = (0, 0);
+        while within < most && pulled < PULL_BATCH {
             match injector.steal() {
                 Steal::Success(task) => {
-                    if !push(task) || passed == PULL_PAST_OVER_SHARE {
-                        return;
+                    if !push(task) {
+                        within += 1;
                     }
-                    passed += 1;
+                    pulled += 1;
                 }
                 Steal::Empty => return,
                 Steal::Retry => continue,

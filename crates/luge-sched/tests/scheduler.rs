@@ -771,3 +771,25 @@ fn a_tenant_alone_over_its_share_keeps_deadline_order() {
     );
     assert!(sched.stats().over_share > 0);
 }
+
+/// Without preemption, EDF orders the new jobs waiting for a worker: one
+/// worker runs a 30 ms job while 20 jobs due in a second and then one due
+/// in 50 ms arrive from another thread (as requests do from a front end of
+/// threads); the urgent one runs next. A worker that took one new job per
+/// scheduling point ran them in arrival order, the urgent one last.
+#[test]
+fn edf_orders_new_jobs_that_wait_for_a_worker() {
+    let sched = scheduler(1, Policy::Edf);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    sched.submit(job("blocker", now, spin(30, None), tx.clone()));
+    // Wait until the worker runs it, so that the rest arrive behind it.
+    std::thread::sleep(Duration::from_millis(5));
+    for i in 0..20 {
+        let due = now + Duration::from_secs(1);
+        sched.submit(job(&format!("later{i}"), due, spin(1, None), tx.clone()));
+    }
+    sched.submit(job("urgent", now + Duration::from_millis(50), spin(1, None), tx));
+    let order: Vec<String> = (0..22).map(|_| rx.recv().unwrap().0).collect();
+    assert_eq!(order[..2], ["blocker", "urgent"], "{order:?}");
+}
