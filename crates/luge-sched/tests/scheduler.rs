@@ -789,7 +789,12 @@ fn edf_orders_new_jobs_that_wait_for_a_worker() {
         let due = now + Duration::from_secs(1);
         sched.submit(job(&format!("later{i}"), due, spin(1, None), tx.clone()));
     }
-    sched.submit(job("urgent", now + Duration::from_millis(50), spin(1, None), tx));
+    sched.submit(job(
+        "urgent",
+        now + Duration::from_millis(50),
+        spin(1, None),
+        tx,
+    ));
     let order: Vec<String> = (0..22).map(|_| rx.recv().unwrap().0).collect();
     assert_eq!(order[..2], ["blocker", "urgent"], "{order:?}");
 }
