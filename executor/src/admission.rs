@@ -281,6 +281,29 @@ mod tests {
     }
 
     #[test]
+    fn a_tenants_invocations_run_as_one_scheduler_tenant_of_its_weight() {
+        let admission = Admission::new(Policy {
+            weights: HashMap::from([("heavy".to_owned(), 3)]),
+            ..Policy::new(8)
+        });
+        let (heavy, other) = (Tree::new("heavy"), Tree::new("other"));
+        let first = admission.try_admit(&heavy).unwrap();
+        let second = admission.try_admit(&heavy).unwrap();
+        let theirs = admission.try_admit(&other).unwrap();
+        // One clock per tenant, whichever tree: a callee runs as its root.
+        assert!(Arc::ptr_eq(first.runs_as(), second.runs_as()));
+        assert!(!Arc::ptr_eq(first.runs_as(), theirs.runs_as()));
+        assert_eq!(first.runs_as().weight(), 3);
+        assert_eq!(theirs.runs_as().weight(), DEFAULT_WEIGHT);
+        // Forgotten with the tenant's last place: a later request starts
+        // within its share.
+        let old = Arc::clone(first.runs_as());
+        drop((first, second));
+        let again = admission.try_admit(&Tree::new("heavy")).unwrap();
+        assert!(!Arc::ptr_eq(&old, again.runs_as()));
+    }
+
+    #[test]
     fn bounded_and_released_on_drop() {
         let admission = admission(2);
         let tree = Tree::new("a");
