@@ -161,11 +161,6 @@ impl<T> RunQueue<T> {
         self.first().peek().map(|e| &e.item)
     }
 
-    /// The most urgent item's key.
-    pub fn peek_key(&self) -> Option<Instant> {
-        self.first().peek().map(|e| e.key)
-    }
-
     /// Where the most urgent item stands.
     pub fn peek_rank(&self) -> Option<Rank> {
         let over_share = self.within.is_empty();
