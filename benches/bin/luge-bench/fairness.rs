@@ -74,6 +74,11 @@ fn target(server: &Server, path: &str, body: Bytes) -> Target {
     }
 }
 
+/// The victim's request: `c-echo` of a few bytes.
+fn victim_target(server: &Server) -> Target {
+    target(server, "/victim", Bytes::from_static(b"hello"))
+}
+
 /// One row: what the victim saw.
 fn row(scenario: &str, victim: &LoadReport, attacker: String) -> Vec<String> {
     let sent = victim.ok + victim.errors;
@@ -88,6 +93,24 @@ fn row(scenario: &str, victim: &LoadReport, attacker: String) -> Vec<String> {
     ]
 }
 
+/// The victim (one connection to `/victim`) and a flood of `connections`
+/// on `flood`, which starts 300 ms ahead; each `(warm-up, window)`.
+fn beside_flood(
+    server: &Server,
+    flood: &Target,
+    connections: usize,
+    (flood_warmup, flood_window): (Duration, Duration),
+    (warmup, window): (Duration, Duration),
+) -> (LoadReport, LoadReport) {
+    std::thread::scope(|scope| {
+        let flood =
+            scope.spawn(|| load::closed_loop(flood, connections, flood_warmup, flood_window));
+        std::thread::sleep(Duration::from_millis(300));
+        let victim = load::closed_loop(&victim_target(server), 1, warmup, window);
+        (victim, flood.join().expect("flood"))
+    })
+}
+
 /// The server's metrics.
 fn metrics(server: &Server) -> String {
     ureq::get(format!("{}/metrics", server.base))
@@ -97,26 +120,28 @@ fn metrics(server: &Server) -> String {
         .unwrap_or_default()
 }
 
-/// The sample `name` of the server's metrics (0 when absent).
-fn metric(server: &Server, name: &str) -> u64 {
-    metrics(server)
-        .lines()
+/// The sample `name` (with its labels) of metrics `text` (0 when absent).
+fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }
 
+/// The sample `name` of the server's metrics (0 when absent).
+fn metric(server: &Server, name: &str) -> u64 {
+    sample(&metrics(server), name)
+}
+
 /// Admission counts of `tenant` from the server's metrics.
 fn admissions(server: &Server, tenant: &str) -> String {
     let text = metrics(server);
     let count = |result: &str| -> u64 {
-        let needle = format!("luge_admissions_total{{tenant=\"{tenant}\",result=\"{result}\"}}");
-        text.lines()
-            .find(|l| l.starts_with(&needle))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0, |v| v as u64)
+        sample(
+            &text,
+            &format!("luge_admissions_total{{tenant=\"{tenant}\",result=\"{result}\"}}"),
+        )
     };
     format!(
         "{} admitted, {} over share, {} tree bound, {} full",
@@ -138,18 +163,12 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
     for name in ["fanout", "sleep", "c-echo", "spin"] {
         std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name))?;
     }
-    let victim_body = Bytes::from_static(b"hello");
     let warmup = Duration::from_millis(500);
     let mut rows = Vec::new();
 
     // Alone.
     let server = serve(setup, dir.path(), "alone", &[])?;
-    let alone = load::closed_loop(
-        &target(&server, "/victim", victim_body.clone()),
-        1,
-        warmup,
-        window,
-    );
+    let alone = load::closed_loop(&victim_target(&server), 1, warmup, window);
     rows.push(row("alone", &alone, "-".into()));
 
     // Amplification: 1 and 8 requests of 1 + 256 + 65,536 invocations,
@@ -176,12 +195,7 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
                 .map(|_| scope.spawn(|| server.post("/outer", &attack).0))
                 .collect();
             std::thread::sleep(head_start);
-            let victim = load::closed_loop(
-                &target(&server, "/victim", victim_body.clone()),
-                1,
-                victim_warmup,
-                window,
-            );
+            let victim = load::closed_loop(&victim_target(&server), 1, victim_warmup, window);
             let answered = attackers
                 .into_iter()
                 .filter_map(|a| a.join().ok())
@@ -212,24 +226,13 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
             Some(n) => serve(setup, dir.path(), "flood-bounded", &["--max-pending", n])?,
         };
         let started = Instant::now();
-        let (victim, flood) = std::thread::scope(|scope| {
-            let flood = scope.spawn(|| {
-                load::closed_loop(
-                    &target(&server, "/sleep", Bytes::from_static(br#"{"ms": 50}"#)),
-                    64,
-                    Duration::ZERO,
-                    warmup + window + Duration::from_millis(300),
-                )
-            });
-            std::thread::sleep(Duration::from_millis(300));
-            let victim = load::closed_loop(
-                &target(&server, "/victim", victim_body.clone()),
-                1,
-                warmup,
-                window,
-            );
-            (victim, flood.join().expect("flood"))
-        });
+        let (victim, flood) = beside_flood(
+            &server,
+            &target(&server, "/sleep", Bytes::from_static(br#"{"ms": 50}"#)),
+            64,
+            (Duration::ZERO, warmup + window + Duration::from_millis(300)),
+            (warmup, window),
+        );
         anyhow::ensure!(started.elapsed() < window * 4, "the flood did not stop");
         rows.push(row(
             &match max_pending {
@@ -249,24 +252,13 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
     // 16 connections keeping the workers computing.
     let server = serve(setup, dir.path(), "burn", &[])?;
     let burn = Bytes::from(json!({ "iterations": BURN_ITERATIONS }).to_string());
-    let (victim, flood) = std::thread::scope(|scope| {
-        let flood = scope.spawn(|| {
-            load::closed_loop(
-                &target(&server, "/burn", burn),
-                16,
-                Duration::from_millis(300),
-                warmup + window,
-            )
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        let victim = load::closed_loop(
-            &target(&server, "/victim", victim_body.clone()),
-            1,
-            warmup,
-            window,
-        );
-        (victim, flood.join().expect("flood"))
-    });
+    let (victim, flood) = beside_flood(
+        &server,
+        &target(&server, "/burn", burn),
+        16,
+        (Duration::from_millis(300), warmup + window),
+        (warmup, window),
+    );
     rows.push(row(
         "16 connections keeping a CPU-bound route busy",
         &victim,
