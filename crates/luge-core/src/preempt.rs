@@ -1,6 +1,7 @@
 //! Early preemption: a scheduler asks the sandbox running on one of its
 //! worker threads to yield now, before its quantum ends, because a more
-//! urgent job arrived.
+//! urgent job arrived, or the worker's front end has requests waiting that
+//! it reads only between sandboxes.
 //!
 //! Without it, a job whose deadline is shorter than the quantum can miss it
 //! while a long job finishes its slice. The signal is a per-worker flag the
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 thread_local! {
     static SIGNAL: OnceCell<PreemptSignal> = const { OnceCell::new() };
+    static ARRIVALS: OnceCell<Box<dyn Fn() -> bool>> = const { OnceCell::new() };
 }
 
 /// One worker's flag.
@@ -55,6 +57,26 @@ pub fn requested() -> bool {
     })
 }
 
+/// Makes `arrived` the calling thread's test of whether input came for it
+/// that it can read only once the sandbox running on it yields (a worker
+/// that serves its own connections between sandboxes): what [`arrived`]
+/// answers there. It must be cheap, must not block, and answers each
+/// arrival once. A thread has one test for its life; later calls are
+/// ignored.
+pub fn watch_arrivals_on_this_thread(arrived: impl Fn() -> bool + 'static) {
+    ARRIVALS.with(|slot| {
+        let _ = slot.set(Box::new(arrived));
+    });
+}
+
+/// Whether input came, since the last call, that this thread reads only
+/// between sandboxes: a sandbox that has run a while should yield so that
+/// it is read (the scheduler cannot ask for a job it has not been given).
+/// Always `false` on threads without a test of arrivals.
+pub fn arrived() -> bool {
+    ARRIVALS.with(|slot| slot.get().is_some_and(|arrived| arrived()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +93,23 @@ mod tests {
         signal.raise();
         signal.clear();
         assert!(!requested());
+    }
+
+    #[test]
+    fn an_arrival_is_seen_once_and_only_on_its_thread() {
+        use std::cell::Cell;
+        use std::rc::Rc;
+        let waiting = Rc::new(Cell::new(0));
+        let seen = Rc::clone(&waiting);
+        watch_arrivals_on_this_thread(move || seen.replace(0) > 0);
+        assert!(!arrived());
+        waiting.set(3);
+        assert!(!requested(), "an arrival is not the scheduler's request");
+        std::thread::spawn(|| assert!(!arrived())).join().unwrap();
+        assert!(arrived());
+        assert!(!arrived());
+        // One test per thread: a second is ignored.
+        watch_arrivals_on_this_thread(|| true);
+        assert!(!arrived());
     }
 }

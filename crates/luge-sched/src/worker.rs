@@ -68,6 +68,12 @@ pub enum Step {
     Ran {
         /// Whether this worker's own queue holds more jobs.
         more: bool,
+        /// Whether the next job in this worker's own queue has run before
+        /// and yielded: it may hold the worker for a whole quantum, so the
+        /// front end should first serve its connections fully (write what
+        /// the jobs just run answered, read what arrived while they ran,
+        /// and queue its jobs), not only batch a few short jobs.
+        resumes: bool,
     },
     /// Nothing to run: the worker is announced asleep. Park until unparked
     /// or the timeout passes, then call again.
@@ -113,6 +119,8 @@ pub struct JobProgress {
     pub preemptions: u64,
     /// Worker time it has run, this poll so far included.
     pub cpu: Duration,
+    /// How long this poll has held the worker so far.
+    pub this_poll: Duration,
 }
 
 /// The job a worker of this thread is polling, read from inside its
@@ -120,9 +128,13 @@ pub struct JobProgress {
 pub fn current_job() -> Option<JobProgress> {
     CURRENT_JOB
         .with(Cell::get)
-        .map(|(preemptions, cpu_ns, since)| JobProgress {
-            preemptions,
-            cpu: Duration::from_nanos(cpu_ns) + since.elapsed(),
+        .map(|(preemptions, cpu_ns, since)| {
+            let this_poll = since.elapsed();
+            JobProgress {
+                preemptions,
+                cpu: Duration::from_nanos(cpu_ns) + this_poll,
+                this_poll,
+            }
         })
 }
 
@@ -688,14 +700,22 @@ impl Shared {
         if let Some(task) = self.next_task(worker) {
             self.jobs_run[worker].fetch_add(1, Ordering::Relaxed);
             self.run(worker, task);
-            let more = !self.queue(worker).is_empty();
-            return Step::Ran { more };
+            let queue = self.queue(worker);
+            return Step::Ran {
+                more: !queue.is_empty(),
+                resumes: queue
+                    .peek()
+                    .is_some_and(|next| next.yields.load(Ordering::Relaxed) > 0),
+            };
         }
         // Announce sleep, then look once more: a job enqueued before the
         // announcement is seen here, one after it unparks us.
         self.sleep.announce(worker);
         if self.has_work(worker) || self.shutdown.load(Ordering::Acquire) {
-            return Step::Ran { more: false };
+            return Step::Ran {
+                more: false,
+                resumes: false,
+            };
         }
         Step::Idle(IDLE_RECHECK)
     }

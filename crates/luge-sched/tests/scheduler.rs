@@ -574,6 +574,99 @@ fn front_ends_run_what_they_receive_where_it_arrived() {
     assert!(sched.stats().steals > 0, "{:?}", sched.stats());
 }
 
+/// A front end that submits `jobs` at the first scheduling point after the
+/// scheduler is known, and records what each `Step::Ran` said.
+struct Recording {
+    jobs: Vec<Job>,
+    scheduler: Arc<std::sync::OnceLock<std::sync::Weak<Scheduler>>>,
+    ran: Arc<Mutex<Vec<(bool, bool)>>>,
+}
+
+impl luge_sched::FrontEnd for Recording {
+    fn drive(&mut self, step: &mut dyn FnMut() -> luge_sched::Step) {
+        loop {
+            let next = step();
+            if !self.jobs.is_empty()
+                && let Some(sched) = self.scheduler.get().and_then(std::sync::Weak::upgrade)
+            {
+                self.jobs.drain(..).for_each(|job| sched.submit(job));
+            }
+            match next {
+                luge_sched::Step::Ran { more, resumes } => {
+                    self.ran.lock().unwrap().push((more, resumes));
+                }
+                luge_sched::Step::Idle(timeout) => {
+                    std::thread::park_timeout(timeout.min(Duration::from_millis(1)));
+                }
+                luge_sched::Step::Stop => return,
+            }
+        }
+    }
+}
+
+/// A front end learns when the next job is one that ran before and
+/// yielded (it may hold the worker a whole quantum, so the front end serves
+/// its connections fully first), and when it is new (a few may run before
+/// the front end turns): two instant jobs and a 10 ms one yielding every
+/// millisecond, queued together on one worker in that order of deadline.
+#[test]
+fn a_front_end_is_told_when_the_next_job_resumes_one_that_yielded() {
+    let (tx, rx) = mpsc::channel();
+    let job = |ms: u64, quantum: Option<u64>, due_ms: u64| {
+        let done = tx.clone();
+        Job {
+            function: Arc::from("recorded"),
+            deadline: Instant::now() + Duration::from_millis(due_ms),
+            expected: None,
+            tenant: None,
+            future: Box::pin(async move {
+                spin(ms, quantum).await;
+                let _ = done.send(());
+            }),
+        }
+    };
+    let jobs = vec![job(0, None, 100), job(0, None, 200), job(10, Some(1), 300)];
+    let scheduler = Arc::new(std::sync::OnceLock::new());
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let front = Mutex::new(Some(Recording {
+        jobs,
+        scheduler: Arc::clone(&scheduler),
+        ran: Arc::clone(&ran),
+    }));
+    let factory: luge_sched::FrontEndFactory = Arc::new(move |_| {
+        let front = front.lock().unwrap().take()?;
+        Some((
+            Box::new(front) as Box<dyn luge_sched::FrontEnd>,
+            Arc::new(std::thread::current()) as Arc<dyn luge_sched::Unpark>,
+        ))
+    });
+    let config = SchedulerConfig {
+        workers: 1,
+        policy: Policy::Edf,
+        pin: false,
+        ..Default::default()
+    };
+    let sched = Arc::new(Scheduler::start_with(&config, None, Some(factory)).unwrap());
+    let _ = scheduler.set(Arc::downgrade(&sched));
+    for _ in 0..3 {
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+    eventually(|| sched.stats().completed == 3);
+    let ran = ran.lock().unwrap().clone();
+    // Each instant job leaves new jobs queued; the long one's first slice
+    // leaves itself, having yielded; its last slice leaves nothing.
+    assert_eq!(
+        ran[..3],
+        [(true, false), (true, false), (true, true)],
+        "{ran:?}"
+    );
+    assert_eq!(ran.last(), Some(&(false, false)), "{ran:?}");
+    assert!(
+        ran.len() > 4,
+        "the long job yielded more than once: {ran:?}"
+    );
+}
+
 /// A steal margin keeps a busy worker on its own jobs: two workers, each
 /// with 20 jobs of 3 ms from its own front end, worker 0's all more urgent
 /// (earlier deadlines) than worker 1's. Strict EDF across workers (no

@@ -425,8 +425,9 @@ pub(crate) fn ended(
 
 /// Sets how a sandbox run as a future shares its worker: with preemption,
 /// checked at every epoch tick, it is stopped past its time limit or when
-/// cancelled, and yields at the end of its quantum, or at once when the
-/// scheduler asks because a more urgent job arrived. Without, it is checked
+/// cancelled, and yields at the end of its quantum, at once when the
+/// scheduler asks because a more urgent job arrived, or when requests came
+/// on connections its worker reads only between sandboxes. Without, it is checked
 /// once per quantum, only for the time limit and cancellation. (Core
 /// modules and components alike.)
 pub(crate) fn schedule<T: 'static>(
@@ -463,7 +464,10 @@ pub(crate) fn schedule_with<T: 'static>(
         }
         ticks_in_slice += 1;
         Ok(
-            if ticks_in_slice >= quantum || luge_core::preempt::requested() {
+            if ticks_in_slice >= quantum
+                || luge_core::preempt::requested()
+                || luge_core::preempt::arrived()
+            {
                 ticks_in_slice = 0;
                 UpdateDeadline::Yield(1)
             } else {
