@@ -121,6 +121,9 @@ struct Worker {
 impl FrontEnd for Worker {
     fn drive(&mut self, step: &mut dyn FnMut() -> Step) {
         let (wake, ambient, teardowns) = (&self.wake, &self.ambient, self.teardowns);
+        // Requests that arrive while this worker runs a sandbox make it
+        // yield within a tick, so that they are read (crate::arrivals).
+        crate::arrivals::watch_on_this_thread();
         // The whole worker runs inside `block_on`: when a job completes, the
         // connection task waiting for it is woken on this runtime's own
         // queue, with no system call.
@@ -156,14 +159,25 @@ impl FrontEnd for Worker {
                     // More jobs queued here, and the connections were
                     // served recently: run the next one first (a batch
                     // shares one turn's system calls).
-                    Step::Ran { more: true } if turned.elapsed() < TURN_AT_LEAST_EVERY => {
+                    Step::Ran {
+                        more: true,
+                        resumes: false,
+                    } if turned.elapsed() < TURN_AT_LEAST_EVERY => {
                         ran = Instant::now();
                     }
                     // `yield_now` is deferred until the runtime has polled
                     // its I/O driver: one pass over the ready connection
                     // tasks and one non-blocking epoll.
-                    Step::Ran { .. } => {
+                    Step::Ran { resumes, .. } => {
                         tokio::task::yield_now().await;
+                        // The next job ran before and may take a whole
+                        // quantum: the connections that epoll found ready
+                        // (requests that came while the last job ran, which
+                        // made it yield: crate::arrivals) are read now and
+                        // their jobs queued, rather than after that quantum.
+                        if resumes {
+                            tokio::task::yield_now().await;
+                        }
                         tear_down();
                         turned = Instant::now();
                         ran = turned;

@@ -292,6 +292,9 @@ fn connection<H, F>(
         return;
     };
     let _ = stream.set_nodelay(true);
+    // On a worker that serves its connections between sandboxes: a request
+    // on this one makes a running sandbox yield within a tick.
+    crate::arrivals::watch(std::os::fd::AsFd::as_fd(&stream));
     let mut draining = open.draining.subscribe();
     tokio::spawn(async move {
         let _place = place;

@@ -31,6 +31,7 @@
 
 pub mod admission;
 mod app;
+mod arrivals;
 mod assemble;
 mod auth;
 mod calls;

@@ -529,6 +529,12 @@ impl Collector for Pulled {
         )?;
         counter(
             &mut encoder,
+            "yields_for_arrivals",
+            "Running sandboxes that yielded before their quantum ended so that their worker could read requests that arrived on its connections.",
+            crate::arrivals::yields(),
+        )?;
+        counter(
+            &mut encoder,
             "deadline_renewals",
             "Sandboxes that ran a whole relative deadline without ending and were re-queued as new arrivals.",
             sched.renewals,

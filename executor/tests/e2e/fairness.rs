@@ -250,3 +250,97 @@ fn one_request_cannot_take_every_place_through_calls() {
         ) >= 17.0
     );
 }
+
+/// One request on a kept-alive raw connection: status and body (the reply
+/// must carry a Content-Length, as Luge's do).
+fn exchange(stream: &mut std::net::TcpStream, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    // One write: a second small one would wait for the first's delayed
+    // acknowledgement (Nagle's algorithm), tens of milliseconds.
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    stream.write_all(&request).unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "the connection closed");
+        reply.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&reply).to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .map(|n| n.trim().parse().unwrap())
+        .expect("a Content-Length");
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).unwrap();
+    (status, body)
+}
+
+/// A worker reads its own connections between sandboxes
+/// (`--front-end workers`, Wasmtime's default). A client whose kept-alive
+/// connection that worker took is read while another tenant's sandbox
+/// computes there: the sandbox yields within a tick or two for the
+/// arrival, where the worker once read it only at the sandbox's next
+/// scheduling point. With a 10 s quantum, that was after the whole
+/// computation.
+#[test]
+fn a_request_on_a_busy_workers_connection_is_read_within_ticks() {
+    if engine() != "wasmtime" {
+        return; // the other engines' connections are served beside the workers
+    }
+    let site = common::Site::new(
+        &["spin", "c-echo"],
+        r#"
+        [server]
+        workers = 1
+        quantum_us = 10000000
+
+        [[routes]]
+        path = "/burn"
+        module = "spin.wasm"
+        limits = { timeout_ms = 60000 }
+
+        [[routes]]
+        path = "/victim"
+        module = "c-echo.wasm"
+        "#,
+    );
+    let luge = site.start(&[]);
+    // The victim's connection, taken by the idle worker.
+    let mut victim = common::connect(&luge);
+    assert_eq!(
+        exchange(&mut victim, "/victim", b"hello"),
+        (200, b"hello".to_vec())
+    );
+    let burnt = AtomicBool::new(false);
+    // About 1.5 s of computation on this machine's Wasmtime.
+    let burn = serde_json::to_vec(&json!({ "iterations": 1_500_000_000u64 })).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let (status, body) = luge.request("POST", "/burn", &burn);
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+            burnt.store(true, Ordering::SeqCst);
+        });
+        // The burn has started and its tenant is over its share.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut waits = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let answer = exchange(&mut victim, "/victim", b"hello");
+            waits.push(started.elapsed());
+            assert_eq!(answer, (200, b"hello".to_vec()));
+        }
+        eprintln!("the victim waited {waits:?}");
+        assert!(
+            !burnt.load(Ordering::SeqCst),
+            "the victim was answered only after the computation ({waits:?})"
+        );
+    });
+    assert!(metric(&luge, "luge_yields_for_arrivals_total") > 0.0);
+}
