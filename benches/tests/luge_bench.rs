@@ -85,22 +85,25 @@ fn every_experiment_writes_its_results() {
     // amplifies one request (or eight) through calls or floods its route:
     // fair admission keeps places for a tenant within its share.
     let fairness = rows(&out.path().join("fairness"));
-    assert_eq!(fairness.len(), 7, "{fairness:?}");
+    assert_eq!(fairness.len(), 8, "{fairness:?}");
     for row in &fairness {
         assert!(number(&row[1]) > 0.0, "{row:?}");
         assert_eq!(row[2], "100.00 %", "{row:?}");
     }
     // Behind a tenant that keeps the workers computing, the victim waits a
     // fraction of what that tenant's own requests wait (by deadline alone
-    // it waited as long: the tenant's backlog).
-    let burn = &fairness[6];
-    let flood_p50 = burn[6]
-        .split("p50 ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .map(number)
-        .unwrap();
-    assert!(number(&burn[3]) * 2.0 < flood_p50, "{burn:?}");
+    // it waited as long: the tenant's backlog), whether its connection is
+    // served beside the busy workers or by one of them (which then yields
+    // to read its requests).
+    for burn in &fairness[6..] {
+        let flood_p50 = burn[6]
+            .split("p50 ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .map(number)
+            .unwrap();
+        assert!(number(&burn[3]) * 2.0 < flood_p50, "{burn:?}");
+    }
 
     // One row per concurrency level; every latency is a positive number.
     let cold = rows(&out.path().join("cold-start"));

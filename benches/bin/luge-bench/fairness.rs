@@ -16,7 +16,11 @@
 //! - while 16 keep-alive connections keep a CPU-bound route busy: every
 //!   one of that tenant's waiting requests has an earlier deadline than
 //!   the victim's, and only its use of the workers beyond its share puts it
-//!   behind the victim (`luge_sched::Tenant`).
+//!   behind the victim (`luge_sched::Tenant`). The victim connects while
+//!   they do (threads beside the busy workers take its connection), and
+//!   again, on a fresh server, before they start: a worker then reads its
+//!   requests itself, between sandboxes, and a running one yields to let
+//!   it (the executor's `arrivals`).
 //!
 //! The victim is one client, one request at a time (`c-echo`, a few tens
 //! of microseconds of work), for the whole window.
@@ -93,21 +97,49 @@ fn row(scenario: &str, victim: &LoadReport, attacker: String) -> Vec<String> {
     ]
 }
 
+/// How long the second of the victim and the flood starts after the first.
+const SECOND_AFTER: Duration = Duration::from_millis(300);
+
+/// Whether the victim's connection is opened before the flood's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Victim {
+    /// After: the workers are busy, so the connection is taken by the
+    /// threads that serve connections no worker took (`--front-end
+    /// workers`' grace), and its requests are handed to the workers.
+    After,
+    /// Before, on an idle server: a worker takes the connection and reads
+    /// its requests itself, between the flood's sandboxes.
+    Before,
+}
+
 /// The victim (one connection to `/victim`) and a flood of `connections`
-/// on `flood`, which starts 300 ms ahead; each `(warm-up, window)`.
+/// on `flood`, the second [`SECOND_AFTER`] the first; each `(warm-up,
+/// window)`. A victim that starts first warms up that much longer, so
+/// that it is measured only while the flood is.
 fn beside_flood(
     server: &Server,
     flood: &Target,
     connections: usize,
     (flood_warmup, flood_window): (Duration, Duration),
     (warmup, window): (Duration, Duration),
+    victim: Victim,
 ) -> (LoadReport, LoadReport) {
-    std::thread::scope(|scope| {
-        let flood =
-            scope.spawn(|| load::closed_loop(flood, connections, flood_warmup, flood_window));
-        std::thread::sleep(Duration::from_millis(300));
-        let victim = load::closed_loop(&victim_target(server), 1, warmup, window);
-        (victim, flood.join().expect("flood"))
+    let target = victim_target(server);
+    std::thread::scope(|scope| match victim {
+        Victim::After => {
+            let flood =
+                scope.spawn(|| load::closed_loop(flood, connections, flood_warmup, flood_window));
+            std::thread::sleep(SECOND_AFTER);
+            let victim = load::closed_loop(&target, 1, warmup, window);
+            (victim, flood.join().expect("flood"))
+        }
+        Victim::Before => {
+            let victim =
+                scope.spawn(|| load::closed_loop(&target, 1, SECOND_AFTER * 2 + warmup, window));
+            std::thread::sleep(SECOND_AFTER);
+            let flood = load::closed_loop(flood, connections, flood_warmup, flood_window);
+            (victim.join().expect("victim"), flood)
+        }
     })
 }
 
@@ -230,8 +262,9 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
             &server,
             &target(&server, "/sleep", Bytes::from_static(br#"{"ms": 50}"#)),
             64,
-            (Duration::ZERO, warmup + window + Duration::from_millis(300)),
+            (Duration::ZERO, warmup + window + SECOND_AFTER),
             (warmup, window),
+            Victim::After,
         );
         anyhow::ensure!(started.elapsed() < window * 4, "the flood did not stop");
         rows.push(row(
@@ -249,26 +282,34 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
         ));
     }
 
-    // 16 connections keeping the workers computing.
-    let server = serve(setup, dir.path(), "burn", &[])?;
-    let burn = Bytes::from(json!({ "iterations": BURN_ITERATIONS }).to_string());
-    let (victim, flood) = beside_flood(
-        &server,
-        &target(&server, "/burn", burn),
-        16,
-        (Duration::from_millis(300), warmup + window),
-        (warmup, window),
-    );
-    rows.push(row(
-        "16 connections keeping a CPU-bound route busy",
-        &victim,
-        format!(
-            "{} answered, p50 {:.2} ms; {} of its jobs queued over its share",
-            flood.ok,
-            f64::from(flood.percentile_us(50.0)) / 1e3,
-            metric(&server, "luge_over_share_jobs_total")
-        ),
-    ));
+    // 16 connections keeping the workers computing: the victim connects
+    // while they do, then (on a fresh server) before they start.
+    for victim_connects in [Victim::After, Victim::Before] {
+        let server = serve(setup, dir.path(), "burn", &[])?;
+        let burn = Bytes::from(json!({ "iterations": BURN_ITERATIONS }).to_string());
+        let (victim, flood) = beside_flood(
+            &server,
+            &target(&server, "/burn", burn),
+            16,
+            (SECOND_AFTER, warmup + window),
+            (warmup, window),
+            victim_connects,
+        );
+        rows.push(row(
+            match victim_connects {
+                Victim::After => "16 connections keeping a CPU-bound route busy",
+                Victim::Before => "the same, the victim's connection opened before the flood",
+            },
+            &victim,
+            format!(
+                "{} answered, p50 {:.2} ms; {} of its jobs queued over its share; {} sandboxes yielded to read arrivals",
+                flood.ok,
+                f64::from(flood.percentile_us(50.0)) / 1e3,
+                metric(&server, "luge_over_share_jobs_total"),
+                metric(&server, "luge_yields_for_arrivals_total"),
+            ),
+        ));
+    }
 
     Ok(Report {
         name: "fairness",
