@@ -156,26 +156,28 @@ impl FrontEnd for Worker {
                     step()
                 };
                 match next {
-                    // More jobs queued here, and the connections were
-                    // served recently: run the next one first (a batch
+                    // More jobs queued here, the next one short, and the
+                    // connections served recently: run it first (a batch
                     // shares one turn's system calls).
                     Step::Ran {
                         more: true,
-                        resumes: false,
+                        next_is_long: false,
                     } if turned.elapsed() < TURN_AT_LEAST_EVERY => {
                         ran = Instant::now();
                     }
                     // `yield_now` is deferred until the runtime has polled
                     // its I/O driver: one pass over the ready connection
                     // tasks and one non-blocking epoll.
-                    Step::Ran { resumes, .. } => {
+                    Step::Ran { next_is_long, .. } => {
                         tokio::task::yield_now().await;
-                        // The next job ran before and may take a whole
-                        // quantum: the connections that epoll found ready
-                        // (requests that came while the last job ran, which
+                        // The next job may hold the worker long (a quantum
+                        // if it ran before and yielded): the responses of
+                        // the jobs just run went out in the turn above, and
+                        // the connections its epoll found ready (requests
+                        // that came while the last job ran, which may have
                         // made it yield: crate::arrivals) are read now and
-                        // their jobs queued, rather than after that quantum.
-                        if resumes {
+                        // their jobs queued, rather than after that job.
+                        if next_is_long {
                             tokio::task::yield_now().await;
                         }
                         tear_down();

@@ -49,6 +49,6 @@ pub use queue::{Rank, RunQueue};
 pub use share::{DEFAULT_WEIGHT, MAX_LEAD, OVER_LEAD, Tenant};
 pub use stats::{ExecutionStats, FunctionStats, SchedulerStats};
 pub use worker::{
-    FrontEnd, FrontEndFactory, Job, JobProgress, Scheduler, SchedulerConfig, SchedulerError,
-    Sharding, Step, Unpark, WorkerWrapper, current_job,
+    FrontEnd, FrontEndFactory, Job, JobProgress, LONG_JOB, Scheduler, SchedulerConfig,
+    SchedulerError, Sharding, Step, Unpark, WorkerWrapper, current_job,
 };

@@ -574,10 +574,12 @@ fn front_ends_run_what_they_receive_where_it_arrived() {
     assert!(sched.stats().steals > 0, "{:?}", sched.stats());
 }
 
-/// A front end that submits `jobs` at the first scheduling point after the
-/// scheduler is known, and records what each `Step::Ran` said.
+/// A front end that submits, at each scheduling point, the batches of jobs
+/// sent to it (once the scheduler is known), and records what each
+/// `Step::Ran` said.
 struct Recording {
-    jobs: Vec<Job>,
+    jobs: mpsc::Receiver<Vec<Job>>,
+    waiting: Vec<Job>,
     scheduler: Arc<std::sync::OnceLock<std::sync::Weak<Scheduler>>>,
     ran: Arc<Mutex<Vec<(bool, bool)>>>,
 }
@@ -586,14 +588,17 @@ impl luge_sched::FrontEnd for Recording {
     fn drive(&mut self, step: &mut dyn FnMut() -> luge_sched::Step) {
         loop {
             let next = step();
-            if !self.jobs.is_empty()
+            while let Ok(batch) = self.jobs.try_recv() {
+                self.waiting.extend(batch);
+            }
+            if !self.waiting.is_empty()
                 && let Some(sched) = self.scheduler.get().and_then(std::sync::Weak::upgrade)
             {
-                self.jobs.drain(..).for_each(|job| sched.submit(job));
+                self.waiting.drain(..).for_each(|job| sched.submit(job));
             }
             match next {
-                luge_sched::Step::Ran { more, resumes } => {
-                    self.ran.lock().unwrap().push((more, resumes));
+                luge_sched::Step::Ran { more, next_is_long } => {
+                    self.ran.lock().unwrap().push((more, next_is_long));
                 }
                 luge_sched::Step::Idle(timeout) => {
                     std::thread::park_timeout(timeout.min(Duration::from_millis(1)));
@@ -604,18 +609,22 @@ impl luge_sched::FrontEnd for Recording {
     }
 }
 
-/// A front end learns when the next job is one that ran before and
-/// yielded (it may hold the worker a whole quantum, so the front end serves
-/// its connections fully first), and when it is new (a few may run before
-/// the front end turns): two instant jobs and a 10 ms one yielding every
-/// millisecond, queued together on one worker in that order of deadline.
+/// A front end learns when the next job may hold the worker long (so it
+/// serves its connections fully first), and when it is short (a few may
+/// run before the front end turns). One worker, EDF:
+///
+/// - two instant jobs and a 10 ms one yielding every millisecond, queued
+///   together in that order of deadline: the next job is long once the
+///   10 ms one has yielded;
+/// - a 2 ms job of a function that never yields, once alone, then behind
+///   an instant one: its function's recent runs make it long.
 #[test]
-fn a_front_end_is_told_when_the_next_job_resumes_one_that_yielded() {
+fn a_front_end_is_told_when_the_next_job_may_hold_the_worker_long() {
     let (tx, rx) = mpsc::channel();
-    let job = |ms: u64, quantum: Option<u64>, due_ms: u64| {
+    let job = |function: &str, ms: u64, quantum: Option<u64>, due_ms: u64| {
         let done = tx.clone();
         Job {
-            function: Arc::from("recorded"),
+            function: Arc::from(function),
             deadline: Instant::now() + Duration::from_millis(due_ms),
             expected: None,
             tenant: None,
@@ -625,11 +634,12 @@ fn a_front_end_is_told_when_the_next_job_resumes_one_that_yielded() {
             }),
         }
     };
-    let jobs = vec![job(0, None, 100), job(0, None, 200), job(10, Some(1), 300)];
+    let (send, jobs) = mpsc::channel();
     let scheduler = Arc::new(std::sync::OnceLock::new());
     let ran = Arc::new(Mutex::new(Vec::new()));
     let front = Mutex::new(Some(Recording {
         jobs,
+        waiting: Vec::new(),
         scheduler: Arc::clone(&scheduler),
         ran: Arc::clone(&ran),
     }));
@@ -648,23 +658,50 @@ fn a_front_end_is_told_when_the_next_job_resumes_one_that_yielded() {
     };
     let sched = Arc::new(Scheduler::start_with(&config, None, Some(factory)).unwrap());
     let _ = scheduler.set(Arc::downgrade(&sched));
-    for _ in 0..3 {
-        rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    }
-    eventually(|| sched.stats().completed == 3);
-    let ran = ran.lock().unwrap().clone();
-    // Each instant job leaves new jobs queued; the long one's first slice
-    // leaves itself, having yielded; its last slice leaves nothing.
+    // Runs `batch` and returns what the front end was told meanwhile, up to
+    // the step after the last job (a job reports before its step ends).
+    let sent = std::cell::Cell::new(0);
+    let run = |batch: Vec<Job>| {
+        let (count, mark) = (batch.len(), ran.lock().unwrap().len());
+        sent.set(sent.get() + count as u64);
+        send.send(batch).unwrap();
+        for _ in 0..count {
+            rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+        eventually(|| {
+            let ran = ran.lock().unwrap();
+            sched.stats().completed == sent.get()
+                && ran.len() > mark
+                && ran.last() == Some(&(false, false))
+        });
+        ran.lock().unwrap()[mark..].to_vec()
+    };
+
+    // Each function runs here for the first time, but "slow" at the end:
+    // an instant job's recorded run is its poll's wall time, which a busy
+    // machine may stretch past LONG_JOB.
+    let told = run(vec![
+        job("first", 0, None, 100),
+        job("second", 0, None, 200),
+        job("yielding", 10, Some(1), 300),
+    ]);
+    // Each instant job leaves a job with no history next; the long one's
+    // first slice leaves itself, having yielded; its last slice leaves
+    // nothing.
     assert_eq!(
-        ran[..3],
+        told[..3],
         [(true, false), (true, false), (true, true)],
-        "{ran:?}"
+        "{told:?}"
     );
-    assert_eq!(ran.last(), Some(&(false, false)), "{ran:?}");
+    assert_eq!(told.last(), Some(&(false, false)), "{told:?}");
     assert!(
-        ran.len() > 4,
-        "the long job yielded more than once: {ran:?}"
+        told.len() > 4,
+        "the long job yielded more than once: {told:?}"
     );
+
+    run(vec![job("slow", 2, None, 100)]);
+    let told = run(vec![job("third", 0, None, 100), job("slow", 2, None, 200)]);
+    assert_eq!(told, [(true, true), (false, false)]);
 }
 
 /// A steal margin keeps a busy worker on its own jobs: two workers, each
