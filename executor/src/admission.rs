@@ -31,7 +31,9 @@
 //! same weight, that every invocation it is charged for runs as, so a
 //! tenant that used more than its share of the workers waits behind the
 //! others (`luge_sched`'s share rule). It is forgotten with the tenant's
-//! last place.
+//! last place if it is within its share then; a clock that leads the real
+//! clock is kept, a bounded number of them, until it no longer leads, so a
+//! tenant cannot escape the rule by pausing between bursts of requests.
 //!
 //! A lock, not atomics: the decision reads the whole holding table, and it
 //! is taken twice per invocation (admit, release) for a few hundred
@@ -40,6 +42,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// The weight of a tenant the operator did not name (the scheduler's, so
 /// that both count a share alike). Each named weight is relative to it.
@@ -111,6 +114,13 @@ struct State {
     tenants: HashMap<Arc<str>, Holding>,
     /// The sum of the weights of the tenants in `tenants`.
     active_weight: u64,
+    /// Scheduler tenants that released their last place while their clock
+    /// led the real clock (they had used more than their share): a request
+    /// soon after takes the clock up again, so a tenant cannot shed what it
+    /// used by pausing between bursts. At most `limit` entries.
+    resting: HashMap<Arc<str>, Arc<luge_sched::Tenant>>,
+    /// When `resting` was last cleared of clocks that no longer lead.
+    resting_pruned: Option<Instant>,
 }
 
 /// What one tenant holds.
@@ -169,9 +179,14 @@ impl Drop for Place {
         state.held -= 1;
         if let Some(holding) = state.tenants.get_mut(&self.tree.tenant) {
             holding.places -= 1;
-            if holding.places == 0 {
-                state.tenants.remove(&self.tree.tenant);
+            if holding.places == 0
+                && let Some(holding) = state.tenants.remove(&self.tree.tenant)
+            {
                 state.active_weight -= u64::from(self.shared.weight(&self.tree.tenant));
+                if !holding.runs_as.lead(Instant::now()).is_zero() {
+                    let limit = self.shared.limit;
+                    state.rest(Arc::clone(&self.tree.tenant), holding.runs_as, limit);
+                }
             }
         }
     }
@@ -225,12 +240,21 @@ impl Admission {
         if holding == 0 {
             state.active_weight += u64::from(weight);
         }
+        let resting = if holding == 0 {
+            state.resting.remove(&tree.tenant)
+        } else {
+            None
+        };
         let entry = state
             .tenants
             .entry(Arc::clone(&tree.tenant))
             .or_insert_with(|| Holding {
                 places: 0,
-                runs_as: Arc::new(luge_sched::Tenant::new(weight)),
+                // Its clock if it still leads; a fresh one (within its
+                // share) otherwise.
+                runs_as: resting
+                    .filter(|clock| !clock.lead(Instant::now()).is_zero())
+                    .unwrap_or_else(|| Arc::new(luge_sched::Tenant::new(weight))),
             });
         entry.places += 1;
         let runs_as = Arc::clone(&entry.runs_as);
@@ -253,6 +277,32 @@ impl Admission {
     }
 }
 
+impl State {
+    /// Keeps `tenant`'s leading clock while it holds no place, within
+    /// `limit` entries: when full, clocks that no longer lead are dropped
+    /// (at most once per `luge_sched::MAX_LEAD`, the longest any leads, so
+    /// the sweep is paid for by that many releases), then, if still full,
+    /// an arbitrary one.
+    fn rest(&mut self, tenant: Arc<str>, clock: Arc<luge_sched::Tenant>, limit: usize) {
+        if self.resting.len() >= limit {
+            let now = Instant::now();
+            if self
+                .resting_pruned
+                .is_none_or(|at| now.saturating_duration_since(at) >= luge_sched::MAX_LEAD)
+            {
+                self.resting.retain(|_, clock| !clock.lead(now).is_zero());
+                self.resting_pruned = Some(now);
+            }
+            if self.resting.len() >= limit
+                && let Some(any) = self.resting.keys().next().cloned()
+            {
+                self.resting.remove(&any);
+            }
+        }
+        self.resting.insert(tenant, clock);
+    }
+}
+
 impl Shared {
     fn weight(&self, tenant: &str) -> u32 {
         self.weights
@@ -272,6 +322,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn admission(limit: usize) -> Admission {
         Admission::new(Policy {
@@ -295,12 +346,48 @@ mod tests {
         assert!(!Arc::ptr_eq(first.runs_as(), theirs.runs_as()));
         assert_eq!(first.runs_as().weight(), 3);
         assert_eq!(theirs.runs_as().weight(), DEFAULT_WEIGHT);
-        // Forgotten with the tenant's last place: a later request starts
-        // within its share.
+        // Forgotten with the tenant's last place when it was within its
+        // share: a later request starts afresh.
         let old = Arc::clone(first.runs_as());
         drop((first, second));
         let again = admission.try_admit(&Tree::new("heavy")).unwrap();
         assert!(!Arc::ptr_eq(&old, again.runs_as()));
+    }
+
+    #[test]
+    fn a_tenant_over_its_share_keeps_its_clock_between_bursts_until_it_no_longer_leads() {
+        let admission = admission(4);
+        let burst = admission.try_admit(&Tree::new("bursty")).unwrap();
+        let clock = Arc::clone(burst.runs_as());
+        // It used one worker for 20 ms alone: its clock leads by 40 ms.
+        clock.charge(Duration::from_millis(20), Instant::now(), 1, 1);
+        assert!(!clock.lead(Instant::now()).is_zero());
+        drop(burst);
+        assert!(admission.shared.lock().tenants.is_empty());
+        // The next burst, soon after, runs on the same clock.
+        let next = admission.try_admit(&Tree::new("bursty")).unwrap();
+        assert!(Arc::ptr_eq(&clock, next.runs_as()));
+        drop(next);
+        // Once the clock no longer leads, the tenant starts afresh.
+        let lead = clock.lead(Instant::now());
+        std::thread::sleep(lead + Duration::from_millis(5));
+        let later = admission.try_admit(&Tree::new("bursty")).unwrap();
+        assert!(!Arc::ptr_eq(&clock, later.runs_as()));
+        assert!(admission.shared.lock().resting.is_empty());
+    }
+
+    #[test]
+    fn resting_clocks_are_bounded_by_the_places() {
+        let admission = admission(4);
+        for i in 0..100 {
+            let place = admission.try_admit(&Tree::new(&format!("t{i}"))).unwrap();
+            place
+                .runs_as()
+                .charge(Duration::from_millis(50), Instant::now(), 1, 1);
+        }
+        let state = admission.shared.lock();
+        assert!(state.resting.len() <= 4, "{}", state.resting.len());
+        assert!(state.tenants.is_empty());
     }
 
     #[test]
