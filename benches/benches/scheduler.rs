@@ -277,6 +277,7 @@ fn metrics(c: &mut Criterion) {
         Arc::new(unpinned_edf(1)),
         None,
         None,
+        None,
     );
     let mut group = c.benchmark_group("metrics");
     for threads in [1u32, 2] {

@@ -97,6 +97,7 @@ impl App {
         let metrics = Metrics::new(
             Arc::clone(&settings.registry),
             Arc::clone(&settings.scheduler),
+            settings.worker_runtimes.clone(),
             state,
             settings.telemetry.clone(),
         );

@@ -25,6 +25,7 @@ use std::cell::OnceCell;
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -45,9 +46,6 @@ const WAITS_PER_ASK: usize = 4;
 /// one after that, while a short job (most requests take tens of
 /// microseconds) runs to its end, and the worker reads the arrival then.
 const HELD_BEFORE_READ: Duration = Duration::from_micros(500);
-
-/// Sandboxes that yielded so that their worker could read arrivals.
-static YIELDS: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     static WATCH: OnceCell<Rc<Arrivals>> = const { OnceCell::new() };
@@ -107,9 +105,11 @@ impl Arrivals {
 /// Makes the calling thread (a worker that serves its connections between
 /// sandboxes) watch for arrivals on the connections it accepts from now on,
 /// and the jobs it runs yield to read them once they have held it for
-/// [`HELD_BEFORE_READ`]. Without an epoll set (the kernel refused one),
-/// connections are read at scheduling points only, as they were.
-pub(crate) fn watch_on_this_thread() {
+/// [`HELD_BEFORE_READ`], counting those yields in `yields` (shared by the
+/// executor's workers, for its metrics). Without an epoll set (the kernel
+/// refused one), connections are read at scheduling points only, as they
+/// were.
+pub(crate) fn watch_on_this_thread(yields: Arc<AtomicU64>) {
     let arrivals = match Arrivals::new() {
         Ok(arrivals) => Rc::new(arrivals),
         Err(e) => {
@@ -122,16 +122,17 @@ pub(crate) fn watch_on_this_thread() {
             let Some(job) = luge_sched::current_job() else {
                 return false;
             };
-            let yields = job.this_poll >= HELD_BEFORE_READ && asked.arrived();
-            if yields {
-                YIELDS.fetch_add(1, Ordering::Relaxed);
+            let yielding = job.this_poll >= HELD_BEFORE_READ && asked.arrived();
+            if yielding {
+                // Relaxed: a count read by the metrics, ordering nothing.
+                yields.fetch_add(1, Ordering::Relaxed);
                 tracing::trace!(
                     held_us = job.this_poll.as_micros(),
                     cpu_us = job.cpu.as_micros(),
                     "a job yields for arrivals"
                 );
             }
-            yields
+            yielding
         });
     }
 }
@@ -148,12 +149,6 @@ pub(crate) fn watch(connection: BorrowedFd<'_>) {
             tracing::debug!(error = %e, "connection not watched for arrivals");
         }
     });
-}
-
-/// Sandboxes that yielded early so that their worker could read requests
-/// that arrived on its connections.
-pub(crate) fn yields() -> u64 {
-    YIELDS.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]
@@ -201,7 +196,7 @@ mod tests {
     #[test]
     fn only_a_watching_thread_watches_and_only_a_job_held_long_yields() {
         std::thread::spawn(|| {
-            watch_on_this_thread();
+            watch_on_this_thread(Arc::default());
             let (mut client, server) = UnixStream::pair().unwrap();
             watch(server.as_fd());
             client.write_all(b"x").unwrap();

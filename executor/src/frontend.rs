@@ -20,6 +20,7 @@
 //! are for Wasmtime only.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use luge_sched::{FrontEnd, FrontEndFactory, Step, Unpark};
@@ -45,12 +46,21 @@ pub enum FrontEndKind {
 #[derive(Debug)]
 pub struct WorkerRuntimes {
     handles: Vec<Handle>,
+    /// Sandboxes that yielded so that their worker could read requests that
+    /// arrived on its connections (crate::arrivals), all workers together.
+    yields_for_arrivals: Arc<AtomicU64>,
 }
 
 impl WorkerRuntimes {
     /// One handle per worker, in worker order.
     pub fn handles(&self) -> &[Handle] {
         &self.handles
+    }
+
+    /// Sandboxes that yielded before their quantum ended so that their
+    /// worker could read requests that arrived on its connections.
+    pub fn yields_for_arrivals(&self) -> u64 {
+        self.yields_for_arrivals.load(Ordering::Relaxed)
     }
 }
 
@@ -74,6 +84,8 @@ pub fn per_worker(
         })
         .collect::<std::io::Result<Vec<Runtime>>>()?;
     let handles = runtimes.iter().map(|rt| rt.handle().clone()).collect();
+    let yields_for_arrivals = Arc::new(AtomicU64::new(0));
+    let yields = Arc::clone(&yields_for_arrivals);
     let slots = std::sync::Mutex::new(runtimes.into_iter().map(Some).collect::<Vec<_>>());
     let factory: FrontEndFactory = Arc::new(move |worker| {
         // Each worker takes its own slot once, at start. (Were it empty,
@@ -87,11 +99,18 @@ pub fn per_worker(
                 wake: Arc::clone(&wake),
                 ambient: ambient.clone(),
                 teardowns,
+                yields_for_arrivals: Arc::clone(&yields),
             }) as Box<dyn FrontEnd>,
             Arc::new(Wake(wake)) as Arc<dyn Unpark>,
         ))
     });
-    Ok((factory, Arc::new(WorkerRuntimes { handles })))
+    Ok((
+        factory,
+        Arc::new(WorkerRuntimes {
+            handles,
+            yields_for_arrivals,
+        }),
+    ))
 }
 
 /// How long a worker with jobs queued may run them before it serves its
@@ -116,6 +135,8 @@ struct Worker {
     ambient: Handle,
     /// Finished sandboxes it may tear down after their responses are out.
     teardowns: usize,
+    /// Where its sandboxes' yields for arrivals are counted.
+    yields_for_arrivals: Arc<AtomicU64>,
 }
 
 impl FrontEnd for Worker {
@@ -123,7 +144,7 @@ impl FrontEnd for Worker {
         let (wake, ambient, teardowns) = (&self.wake, &self.ambient, self.teardowns);
         // Requests that arrive while this worker runs a sandbox make it
         // yield within a tick, so that they are read (crate::arrivals).
-        crate::arrivals::watch_on_this_thread();
+        crate::arrivals::watch_on_this_thread(Arc::clone(&self.yields_for_arrivals));
         // The whole worker runs inside `block_on`: when a job completes, the
         // connection task waiting for it is woken on this runtime's own
         // queue, with no system call.

@@ -194,10 +194,12 @@ fn labels(function: &str) -> FunctionLabels {
 }
 
 impl Metrics {
-    /// Metrics over `registry` and `scheduler`.
+    /// Metrics over `registry`, `scheduler` and the workers' front ends
+    /// (`front_ends`, where they serve connections).
     pub fn new(
         modules: Arc<ModuleRegistry>,
         scheduler: Arc<Scheduler>,
+        front_ends: Option<Arc<crate::frontend::WorkerRuntimes>>,
         state: Option<Arc<luge_state::StateStore>>,
         telemetry: Option<luge_telemetry::Telemetry>,
     ) -> Self {
@@ -253,6 +255,7 @@ impl Metrics {
         registry.register_collector(Box::new(Pulled {
             modules,
             scheduler,
+            front_ends,
             state,
             telemetry,
         }));
@@ -447,6 +450,8 @@ impl Metrics {
 struct Pulled {
     modules: Arc<ModuleRegistry>,
     scheduler: Arc<Scheduler>,
+    /// The workers' front ends, if they serve connections.
+    front_ends: Option<Arc<crate::frontend::WorkerRuntimes>>,
     state: Option<Arc<luge_state::StateStore>>,
     telemetry: Option<luge_telemetry::Telemetry>,
 }
@@ -531,7 +536,9 @@ impl Collector for Pulled {
             &mut encoder,
             "yields_for_arrivals",
             "Running sandboxes that yielded before their quantum ended so that their worker could read requests that arrived on its connections.",
-            crate::arrivals::yields(),
+            self.front_ends
+                .as_ref()
+                .map_or(0, |front_ends| front_ends.yields_for_arrivals()),
         )?;
         counter(
             &mut encoder,
