@@ -435,7 +435,7 @@ fn silent_connections_time_out_and_connections_are_bounded() {
                 stream
                     .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
                     .unwrap();
-                let status = read_head_and_body(&mut stream);
+                let status = read_one_reply(&mut stream).0;
                 if status == 200 {
                     break stream;
                 }
@@ -515,32 +515,4 @@ fn modules_over_the_compile_budget_are_refused() {
         "{:?}",
         started.elapsed()
     );
-}
-
-/// Reads one reply from a keep-alive connection (its head, then as many
-/// body bytes as its `content-length` says) and gives its status.
-fn read_head_and_body(stream: &mut std::net::TcpStream) -> u16 {
-    let mut reply = Vec::new();
-    let mut chunk = [0u8; 1024];
-    loop {
-        let text = String::from_utf8_lossy(&reply).to_ascii_lowercase();
-        if let Some(head_end) = text.find("\r\n\r\n") {
-            let length = text[..head_end]
-                .lines()
-                .find_map(|line| line.strip_prefix("content-length:"))
-                .and_then(|value| value.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            if reply.len() >= head_end + 4 + length {
-                return text
-                    .split(' ')
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-            }
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return 0,
-            Ok(n) => reply.extend_from_slice(&chunk[..n]),
-        }
-    }
 }

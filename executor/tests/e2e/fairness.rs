@@ -251,10 +251,9 @@ fn one_request_cannot_take_every_place_through_calls() {
     );
 }
 
-/// One request on a kept-alive raw connection: status and body (the reply
-/// must carry a Content-Length, as Luge's do).
+/// One request on a kept-alive raw connection: status and body.
 fn exchange(stream: &mut std::net::TcpStream, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     // One write: a second small one would wait for the first's delayed
     // acknowledgement (Nagle's algorithm), tens of milliseconds.
     let mut request = format!(
@@ -264,22 +263,7 @@ fn exchange(stream: &mut std::net::TcpStream, path: &str, body: &[u8]) -> (u16, 
     .into_bytes();
     request.extend_from_slice(body);
     stream.write_all(&request).unwrap();
-    let mut reply = Vec::new();
-    let mut byte = [0u8; 1];
-    while !reply.ends_with(b"\r\n\r\n") {
-        assert_eq!(stream.read(&mut byte).unwrap(), 1, "the connection closed");
-        reply.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&reply).to_ascii_lowercase();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let length: usize = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .map(|n| n.trim().parse().unwrap())
-        .expect("a Content-Length");
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).unwrap();
-    (status, body)
+    common::read_one_reply(stream)
 }
 
 /// A worker reads its own connections between sandboxes

@@ -622,6 +622,38 @@ pub fn read_reply(stream: &mut std::net::TcpStream) -> (u16, serde_json::Value) 
     )
 }
 
+/// Reads one reply from a keep-alive connection (its head, then as many
+/// body bytes as its `content-length` says): its status and body; status 0
+/// if the connection ends or fails first.
+pub fn read_one_reply(stream: &mut std::net::TcpStream) -> (u16, Vec<u8>) {
+    use std::io::Read;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let text = String::from_utf8_lossy(&reply).to_ascii_lowercase();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let length = text[..head_end]
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|value| value.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            let body = head_end + 4;
+            if reply.len() >= body + length {
+                let status = text
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                return (status, reply[body..body + length].to_vec());
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return (0, Vec::new()),
+            Ok(n) => reply.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
 /// A raw connection to `luge`.
 pub fn connect(luge: &Luge) -> std::net::TcpStream {
     let addr = luge.base.trim_start_matches("http://");
