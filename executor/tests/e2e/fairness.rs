@@ -339,5 +339,13 @@ fn a_request_on_a_busy_workers_connection_is_read_within_ticks() {
             "the victim was answered only after the computation ({waits:?})"
         );
     });
-    assert!(metric(&luge, "luge_yields_for_arrivals_total") > 0.0);
+    // Each arrival costs the computation at most one yield (edges are
+    // reported once), plus one ask that consumes what came while the worker
+    // was idle: a client cannot make a sandbox yield more often than it
+    // sends.
+    let yields = metric(&luge, "luge_yields_for_arrivals_total");
+    assert!(
+        (1.0..=6.0).contains(&yields),
+        "{yields} yields for 5 requests"
+    );
 }
