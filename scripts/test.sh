@@ -25,11 +25,16 @@ cargo test --workspace --all-features
 # preemptions per execution (see tests/loom.rs).
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg luge_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p luge-sched --test loom
+# CI (LUGE_TEST_LEAN=1) keeps no build it will not use again: on a machine
+# with little disk the gigabytes go to the builds that follow.
+lean() { [ "${LUGE_TEST_LEAN:-0}" = 1 ] && rm -rf "$@" || true; }
+lean target/loom
 # Coverage-guided fuzzing of what a tenant controls (fuzz/: libFuzzer on
 # stable, a build of its own in target/fuzz): each target for 15 s from its
 # seeds, a smoke run. `scripts/fuzz.sh 3600` runs an hour per target.
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 ./scripts/fuzz.sh 15
+lean target/fuzz
 # The engine-neutral end-to-end tests (executor/tests/e2e, one binary)
 # against each other engine; `scheduling` is Wasmtime's alone (only it
 # preempts). `--workspace` keeps the feature set of the run above, so the
