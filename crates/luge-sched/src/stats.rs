@@ -91,17 +91,13 @@ impl ExecutionStats {
     }
 
     /// Execution time of `function`'s last recorded run, else `seed`, else
-    /// zero: no percentile is selected, so it is cheap enough to ask after
-    /// every job (one shard lock and a lookup).
-    pub fn last(&self, function: &str, seed: Option<Duration>) -> Duration {
-        match self
-            .shard(function)
+    /// `None` (nothing is known of it): no percentile is selected, so it is
+    /// cheap enough to ask after every job (one shard lock and a lookup).
+    pub fn last(&self, function: &str, seed: Option<Duration>) -> Option<Duration> {
+        self.shard(function)
             .get(function)
-            .and_then(|r| r.recent.back())
-        {
-            Some(last) => *last,
-            None => seed.unwrap_or(Duration::ZERO),
-        }
+            .and_then(|r| r.recent.back().copied())
+            .or(seed)
     }
 
     /// Expected execution time of `function`: the percentile of recent runs,
@@ -263,14 +259,15 @@ mod tests {
     fn the_last_run_is_seeded_then_the_latest_recorded() {
         let stats = ExecutionStats::new(90.0);
         let ms = Duration::from_millis;
-        assert_eq!(stats.last("f", None), Duration::ZERO);
-        assert_eq!(stats.last("f", Some(ms(3))), ms(3));
+        assert_eq!(stats.last("f", None), None);
+        assert_eq!(stats.last("f", Some(ms(3))), Some(ms(3)));
         let f: Arc<str> = Arc::from("f");
         for i in [9, 1, 4] {
             stats.record(&f, ms(i), false, 0);
         }
-        assert_eq!(stats.last("f", Some(ms(3))), ms(4));
-        assert_eq!(stats.last("g", None), Duration::ZERO);
+        assert_eq!(stats.last("f", Some(ms(3))), Some(ms(4)));
+        assert_eq!(stats.last("f", None), Some(ms(4)));
+        assert_eq!(stats.last("g", None), None);
     }
 
     #[test]

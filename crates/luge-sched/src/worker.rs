@@ -69,8 +69,9 @@ pub enum Step {
         /// Whether this worker's own queue holds more jobs.
         more: bool,
         /// Whether the next job in this worker's own queue may hold the
-        /// worker long: it has run before and yielded, or its function's
-        /// last run took at least [`LONG_JOB`]. The front end should
+        /// worker long: it has run before and yielded, its function's
+        /// last run took at least [`LONG_JOB`], or its function has not
+        /// run yet. The front end should
         /// then serve its connections fully first (write what the jobs
         /// just run answered, read what arrived while they ran, and queue
         /// its jobs), not batch it with the jobs just run.
@@ -360,13 +361,18 @@ impl Shared {
     /// Whether `task` may hold its worker long when it runs next: it
     /// yielded before (a quantum's end or an early preemption), or its
     /// function's last run (else the submitter's estimate) took at least
-    /// [`LONG_JOB`]. The last run, not the SRSF percentile: selecting that
-    /// after every job was 1.5 % of a C ping's CPU on 16 cores (see
-    /// `ExecutionStats`), and a short function misjudged long costs only
-    /// one more turn of the front end.
+    /// [`LONG_JOB`], or nothing is known of its function yet (its first
+    /// run, or its record forgotten): a first run may be a whole quantum.
+    /// The last run, not the SRSF percentile: selecting that after every
+    /// job was 1.5 % of a C ping's CPU on 16 cores (see `ExecutionStats`),
+    /// and a short function misjudged long costs only one more turn of the
+    /// front end.
     fn may_hold_long(&self, task: &Task) -> bool {
         task.yields.load(Ordering::Relaxed) > 0
-            || self.stats.last(&task.function, task.expected_seed) >= LONG_JOB
+            || self
+                .stats
+                .last(&task.function, task.expected_seed)
+                .is_none_or(|last| last >= LONG_JOB)
     }
 
     /// `task`'s rank now.

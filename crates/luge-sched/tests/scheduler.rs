@@ -621,12 +621,13 @@ impl luge_sched::FrontEnd for Recording {
 #[test]
 fn a_front_end_is_told_when_the_next_job_may_hold_the_worker_long() {
     let (tx, rx) = mpsc::channel();
-    let job = |function: &str, ms: u64, quantum: Option<u64>, due_ms: u64| {
+    // `expected`: the submitter's estimate, used until the function has run.
+    let job = |function: &str, ms: u64, quantum: Option<u64>, due_ms: u64, expected| {
         let done = tx.clone();
         Job {
             function: Arc::from(function),
             deadline: Instant::now() + Duration::from_millis(due_ms),
-            expected: None,
+            expected,
             tenant: None,
             future: Box::pin(async move {
                 spin(ms, quantum).await;
@@ -677,15 +678,16 @@ fn a_front_end_is_told_when_the_next_job_may_hold_the_worker_long() {
         ran.lock().unwrap()[mark..].to_vec()
     };
 
-    // Each function runs here for the first time, but "slow" at the end:
-    // an instant job's recorded run is its poll's wall time, which a busy
-    // machine may stretch past LONG_JOB.
+    // Each function declared short runs here for the first time, so its
+    // estimate decides: an instant job's recorded run is its poll's wall
+    // time, which a busy machine may stretch past LONG_JOB.
+    let short = Some(Duration::ZERO);
     let told = run(vec![
-        job("first", 0, None, 100),
-        job("second", 0, None, 200),
-        job("yielding", 10, Some(1), 300),
+        job("first", 0, None, 100, short),
+        job("second", 0, None, 200, short),
+        job("yielding", 10, Some(1), 300, short),
     ]);
-    // Each instant job leaves a job with no history next; the long one's
+    // Each instant job leaves a job declared short next; the long one's
     // first slice leaves itself, having yielded; its last slice leaves
     // nothing.
     assert_eq!(
@@ -699,8 +701,31 @@ fn a_front_end_is_told_when_the_next_job_may_hold_the_worker_long() {
         "the long job yielded more than once: {told:?}"
     );
 
-    run(vec![job("slow", 2, None, 100)]);
-    let told = run(vec![job("third", 0, None, 100), job("slow", 2, None, 200)]);
+    // A function nothing is known of may hold the worker a quantum on its
+    // first run, as may one declared long.
+    let told = run(vec![
+        job("fourth", 0, None, 100, short),
+        job("unknown", 0, None, 200, None),
+    ]);
+    assert_eq!(told, [(true, true), (false, false)]);
+    let told = run(vec![
+        job("fifth", 0, None, 100, short),
+        job(
+            "declared-long",
+            0,
+            None,
+            200,
+            Some(Duration::from_millis(1)),
+        ),
+    ]);
+    assert_eq!(told, [(true, true), (false, false)]);
+
+    // Its last run decides once it has run, over its estimate.
+    run(vec![job("slow", 2, None, 100, short)]);
+    let told = run(vec![
+        job("third", 0, None, 100, short),
+        job("slow", 2, None, 200, short),
+    ]);
     assert_eq!(told, [(true, true), (false, false)]);
 }
 
