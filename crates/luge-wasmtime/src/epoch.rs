@@ -52,6 +52,7 @@ impl EpochTicker {
             .name("luge-epoch".into())
             .spawn(move || {
                 let Ok(ticker) = rx.recv() else { return };
+                wake_promptly();
                 Self::run(&ticker, &engine);
             })?;
         let ticker = Arc::new(Self {
@@ -68,6 +69,10 @@ impl EpochTicker {
     fn run(ticker: &Weak<Self>, engine: &EngineWeak) {
         // When the last sandbox was seen to end, while none runs.
         let mut idle_since: Option<Instant> = None;
+        // When the next tick is due: ticks keep their cadence however late
+        // one woke (a sleep of `tick` after each would add every wake-up's
+        // delay to all the ticks after it).
+        let mut due = Instant::now();
         loop {
             let (running, tick) = match ticker.upgrade() {
                 Some(t) => (t.running.load(Ordering::Acquire), t.tick),
@@ -91,7 +96,15 @@ impl EpochTicker {
             } else {
                 idle_since = None;
             }
-            thread::sleep(tick);
+            // A tick missed by a whole tick or more (a park, a stall) is not
+            // made up: the cadence restarts from now.
+            let now = Instant::now();
+            due = if due + tick > now {
+                due + tick
+            } else {
+                now + tick
+            };
+            thread::sleep(due - now);
             match engine.upgrade() {
                 Some(engine) => engine.increment_epoch(),
                 None => return,
@@ -136,5 +149,120 @@ pub struct RunningGuard<'a> {
 impl Drop for RunningGuard<'_> {
     fn drop(&mut self) {
         self.ticker.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The shortest slice Linux's EEVDF scheduler grants a task (its
+/// `sched_runtime` floor since 6.12).
+const SLICE: Duration = Duration::from_micros(100);
+
+/// Has the calling thread (the ticker) run as soon as it wakes, even on a
+/// core that a sandbox keeps busy: a tick that comes late is a quantum, a
+/// timeout or an arrival's yield that comes late.
+///
+/// - **A short slice.** A worker that shares its core with the ticker
+///   (every core a worker, or a server confined with `taskset`) is a task
+///   that never sleeps; under EEVDF (Linux 6.6 and later) the ticker's
+///   wake-up then waits, now and then, for the worker's slice to end (see
+///   docs/BENCHMARKS.md, "A tick on time"). A slice asked for with
+///   `sched_setattr` (Linux 6.12; no privilege is needed, and older
+///   kernels ignore it) gives the ticker an earlier deadline, so its
+///   wake-up preempts the worker. It runs a few microseconds per tick, so
+///   it takes nothing from the worker.
+/// - **No timer slack.** Linux lets a normal thread's sleep end up to 50 µs
+///   late, to batch wake-ups; the ticker asks for none.
+///
+/// Either failing leaves the ticker as it was, its ticks merely later.
+fn wake_promptly() {
+    if let Err(e) = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1)) {
+        tracing::debug!(error = %e, "the epoch ticker keeps its timer slack");
+    }
+    if let Err(e) = set_slice(SLICE) {
+        tracing::debug!(error = %e, "the epoch ticker keeps the default slice");
+    }
+}
+
+/// Linux's `struct sched_attr` (include/uapi/linux/sched/types.h) in its
+/// first version, 48 bytes, as `sched_setattr(2)` reads it (`size` says
+/// which version).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
+
+/// Asks for `slice` as the calling thread's EEVDF slice, keeping its
+/// policy (`SCHED_OTHER`) and nice value.
+fn set_slice(slice: Duration) -> std::io::Result<()> {
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_nice: rustix::process::getpriority_process(None).unwrap_or(0),
+        sched_runtime: u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX),
+        ..SchedAttr::default()
+    };
+    // SAFETY: `sched_setattr(0: the calling thread, attr, flags 0)` only
+    // reads `attr.size` bytes from `attr`, a live, initialised `#[repr(C)]`
+    // value laid out as the kernel's first `struct sched_attr`, whose size
+    // `size` holds.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &raw const attr, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `luge-epoch` thread's id under /proc (a test's own process may
+    /// run other engines' tickers beside this one: any will do, all are
+    /// started alike).
+    fn ticker_thread() -> Option<String> {
+        std::fs::read_dir("/proc/self/task")
+            .ok()?
+            .flatten()
+            .map(|task| task.file_name().to_string_lossy().into_owned())
+            .find(|tid| {
+                std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+                    .is_ok_and(|name| name.trim() == "luge-epoch")
+            })
+    }
+
+    #[test]
+    fn the_ticker_asks_for_a_short_slice_and_no_timer_slack() {
+        let engine = Engine::default();
+        let _ticker = EpochTicker::start(&engine, Duration::from_millis(1)).unwrap();
+        // It sets both as it starts; give it the time to.
+        let mut tid = None;
+        for _ in 0..200 {
+            tid = ticker_thread().filter(|tid| {
+                std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns"))
+                    .is_ok_and(|slack| slack.trim() == "1")
+            });
+            if tid.is_some() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let tid = tid.expect("a luge-epoch thread with a timer slack of 1 ns");
+        // `se.slice` is shown where the kernel has EEVDF and its scheduler
+        // statistics (6.6 and later, with SCHED_DEBUG, as this machine's
+        // and CI's); it is a custom slice from 6.12.
+        let sched =
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).unwrap_or_default();
+        match sched.lines().find(|line| line.starts_with("se.slice")) {
+            Some(line) => assert!(line.ends_with(&format!(" {}", SLICE.as_nanos())), "{line}"),
+            None => eprintln!("this kernel shows no se.slice: the slice is not checked"),
+        }
     }
 }
