@@ -71,6 +71,8 @@ def main():
     p.add_argument("--pin", type=int)
     p.add_argument("--bin", default=os.path.join(ROOT, "target/release/luge-bench"))
     p.add_argument("--port", type=int, default=9311)
+    p.add_argument("--server-arg", action="append", default=[],
+                   help="passed on to `luge-bench serve` (e.g. --server-arg=--front-end=threads)")
     a = p.parse_args()
     if a.rounds > ROUTES - 2:
         raise SystemExit(f"at most {ROUTES - 2} rounds (one fresh route each)")
@@ -78,7 +80,7 @@ def main():
     with open(os.path.join(work, "luge.toml"), "w") as f:
         f.write(config(os.path.join(ROOT, "target/wasm")))
     cmd = [a.bin, "serve", "--listen", f"127.0.0.1:{a.port}", "--engine", "wasmtime",
-           "--config", "luge.toml", "--cache-dir", work, "--state-dir", os.path.join(work, "state")]
+           "--config", "luge.toml", "--cache-dir", work, "--state-dir", os.path.join(work, "state")] + a.server_arg
     if a.pin is not None:
         cmd = ["taskset", "-c", str(a.pin)] + cmd
     server = subprocess.Popen(cmd, cwd=work, env=dict(os.environ, LUGE_BENCH_SERVE="1"),
