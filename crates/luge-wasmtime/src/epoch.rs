@@ -199,11 +199,18 @@ struct SchedAttr {
 }
 
 /// Asks for `slice` as the calling thread's EEVDF slice, keeping its
-/// policy (`SCHED_OTHER`) and nice value.
+/// policy and nice value. Only a normal or batch thread is changed: one the
+/// operator made idle stays as it was, and a real-time one needs no slice.
 fn set_slice(slice: Duration) -> std::io::Result<()> {
+    // SAFETY: `sched_getscheduler(0)` reads the calling thread's policy;
+    // it takes no pointer.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy != libc::SCHED_OTHER && policy != libc::SCHED_BATCH {
+        return Ok(());
+    }
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
-        sched_policy: libc::SCHED_OTHER as u32,
+        sched_policy: u32::try_from(policy).unwrap_or_default(),
         sched_nice: rustix::process::getpriority_process(None).unwrap_or(0),
         sched_runtime: u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX),
         ..SchedAttr::default()
