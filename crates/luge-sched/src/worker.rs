@@ -71,10 +71,10 @@ pub enum Step {
         /// Whether the next job in this worker's own queue may hold the
         /// worker long: it has run before and yielded, its function's
         /// last run took at least [`LONG_JOB`], or its function has not
-        /// run yet. The front end should
-        /// then serve its connections fully first (write what the jobs
-        /// just run answered, read what arrived while they ran, and queue
-        /// its jobs), not batch it with the jobs just run.
+        /// run yet. The front end should then serve its connections fully
+        /// first (write what the jobs just run answered, read what arrived
+        /// while they ran, and queue its jobs), not batch it with the jobs
+        /// just run.
         next_is_long: bool,
     },
     /// Nothing to run: the worker is announced asleep. Park until unparked
