@@ -17,16 +17,15 @@ cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev
 # The telemetry tests' collector: a real Jaeger, built once from source.
 ./scripts/build-jaeger.sh
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --all-features -- -D warnings
-cargo test --workspace --all-features
 # The scheduler's lock-free protocols (luge-sched's `protocol` module),
 # model-checked with loom in a build of their own (`--cfg luge_loom`, its
-# own target directory so the build above stays cached). Bounded at three
+# own target directory so the main build stays cached). Bounded at three
 # preemptions per execution (see tests/loom.rs).
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg luge_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p luge-sched --test loom
-# CI (LUGE_TEST_LEAN=1) keeps no build it will not use again: on a machine
-# with little disk the gigabytes go to the builds that follow.
+# Both run before the main build, and CI (LUGE_TEST_LEAN=1) drops each
+# once run: the disk a run needs at its peak is then the main build's
+# alone (a CI machine once finished the suite with 42 MB left).
 lean() { [ "${LUGE_TEST_LEAN:-0}" = 1 ] && rm -rf "$@" || true; }
 lean target/loom
 # Coverage-guided fuzzing of what a tenant controls (fuzz/: libFuzzer on
@@ -35,6 +34,8 @@ lean target/loom
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 ./scripts/fuzz.sh 15
 lean target/fuzz
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo test --workspace --all-features
 # The engine-neutral end-to-end tests (executor/tests/e2e, one binary)
 # against each other engine; `scheduling` is Wasmtime's alone (only it
 # preempts). `--workspace` keeps the feature set of the run above, so the
