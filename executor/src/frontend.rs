@@ -114,9 +114,15 @@ pub fn per_worker(
 }
 
 /// How long a worker with jobs queued may run them before it serves its
-/// connections again (responses of finished jobs wait that long at most):
-/// a few short functions' worth, far below a quantum.
-const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(100);
+/// connections again (responses of finished jobs wait that long, and one
+/// short job more, at most): several short functions' worth, far below a
+/// quantum or an epoch tick. A turn costs more than its system calls: the
+/// connections' code and data displace the engine's, and each batch of
+/// responses wakes the clients once. Measured on the 2-core VM with the
+/// server on a core of its own at 64 connections (docs/BENCHMARKS.md,
+/// "Fewer turns under load"): 100 µs cost a `wasi:http` request 42-46 µs
+/// of CPU, 300 µs 37-40 µs; 500 and 1000 µs gained no more.
+const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(300);
 
 /// How long a worker that just ran a job polls for more before it parks:
 /// a loopback round trip and then some, so that a client sending one
