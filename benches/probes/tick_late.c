@@ -20,6 +20,7 @@ struct sched_attr { uint32_t size, sched_policy; uint64_t sched_flags; int32_t s
 static volatile int stop;
 static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e6+t.tv_nsec/1e3;}
 static void *spin(void*a){ while(!stop){} return 0; }
+static int cmp(const void*x,const void*y){double a=*(const double*)x,b=*(const double*)y;return a<b?-1:a>b;}
 int main(int argc,char**argv){
   long slice = argc>1 ? atol(argv[1]) : 0;
   pthread_t t; pthread_create(&t,0,spin,0);
@@ -29,7 +30,6 @@ int main(int argc,char**argv){
   double late[2000]; int n=0;
   for(int i=0;i<2000;i++){ double s=now(); usleep(1000); late[n++]=now()-s-1000; }
   stop=1; pthread_join(t,0);
-  int cmp(const void*x,const void*y){double a=*(double*)x,b=*(double*)y;return a<b?-1:a>b;}
   qsort(late,n,sizeof(double),cmp);
   printf("slice %ld us: late p50 %.0f p90 %.0f p99 %.0f max %.0f us\n",slice,late[n/2],late[n*9/10],late[n*99/100],late[n-1]);
 }

@@ -38,8 +38,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The most teardowns one thread keeps at once. A batch of short jobs
 /// between two turns of a worker's connections may be longer (up to the
 /// front end's bound, 300 µs of jobs); its older sandboxes are then torn
-/// down during the batch, which costs the same CPU and only delays the
-/// batch's responses, all written at the turn that ends it.
+/// down during the batch: the same CPU, spent before the batch's
+/// responses are written (at the turn that ends it) rather than after.
 pub const MAX_DEFERRED: usize = 4;
 
 /// One thread's deferred teardowns and its sandbox made ahead.
