@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use http_body_util::{BodyExt, Empty};
 use luge_benches::{init_body, key, registry, runtime, wasm};
-use luge_core::{Action, Invocation};
+use luge_core::handler::{BodyError, Request};
+use luge_core::{Action, Invocation, Preemption};
 use luge_openwhisk::{Container, InitSettings, LogBuffer};
 use luge_registry::{ModuleCode, ModuleRegistry, artifact};
 
@@ -86,5 +88,74 @@ fn sandbox(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, precompile, init_from_artifact, sandbox);
+/// A `wasi:http` request on the engine alone: instantiate the component,
+/// hand it the request, read its whole response, tear the sandbox down.
+/// No connection, no scheduler: the engine's share of a component request
+/// (issue 49, item 1), which a server's CPU per request adds the kernel's
+/// and the front end's to.
+fn http_sandbox(c: &mut Criterion) {
+    let registry = registry();
+    let module = registry
+        .load(&ModuleCode::Wasm(wasm("http-handler")))
+        .expect("loads");
+    assert!(module.serves_http());
+    let action = Arc::new(Action::command("http-handler"));
+    let preemption = Preemption {
+        quantum: std::time::Duration::from_millis(5),
+        enabled: true,
+    };
+    let executor = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mut group = c.benchmark_group("sandbox");
+    group.bench_function(
+        "instantiate+handle+teardown http-handler (wasi:http)",
+        |b| {
+            b.iter(|| {
+                executor.block_on(async {
+                    let request: Request = http::Request::get("http://localhost/hello")
+                        .body(
+                            Empty::new()
+                                .map_err(|e| -> BodyError { match e {} })
+                                .boxed_unsync(),
+                        )
+                        .expect("a request");
+                    let (respond, answered) = tokio::sync::oneshot::channel();
+                    let sandbox = Arc::clone(&module).start_http(
+                        Invocation::new(Arc::clone(&action), Vec::new()),
+                        request,
+                        Box::new(move |response| {
+                            let _ = respond.send(response);
+                        }),
+                        preemption,
+                    );
+                    let read = async {
+                        let response = answered.await.expect("answered").expect("a response");
+                        assert_eq!(response.status(), 200);
+                        response
+                            .into_body()
+                            .collect()
+                            .await
+                            .expect("a body")
+                            .to_bytes()
+                    };
+                    let (outcome, body) = tokio::join!(sandbox, read);
+                    assert!(outcome.termination.is_success());
+                    assert!(!body.is_empty());
+                    body
+                })
+            })
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    precompile,
+    init_from_artifact,
+    sandbox,
+    http_sandbox
+);
 criterion_main!(benches);
