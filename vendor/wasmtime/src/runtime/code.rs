@@ -11,7 +11,7 @@ use core::ops::{Add, Range, Sub};
 use wasmtime_core::error::OutOfMemory;
 #[cfg(feature = "component-model")]
 use wasmtime_environ::component::ComponentTypes;
-use wasmtime_environ::{FuncKey, ModuleTypes, StaticModuleIndex};
+use wasmtime_environ::{FuncKey, FunctionLoc, ModuleTypes, StaticModuleIndex};
 
 macro_rules! define_pc_kind {
     ($ty:ident) => {
@@ -434,5 +434,14 @@ impl<'a> ModuleWithCode<'a> {
     pub fn function(&self, key: FuncKey) -> &[u8] {
         let range = self.module.compiled_module().function_range(key);
         &self.store_code.text()[range]
+    }
+
+    /// Luge: the slice in the text section of the function at `loc`, found
+    /// ahead (`CompiledModule::funcref_locs`).
+    #[inline]
+    pub fn function_at(&self, loc: &FunctionLoc) -> &[u8] {
+        let start = usize::try_from(loc.start).unwrap();
+        let end = usize::try_from(loc.start + loc.length).unwrap();
+        &self.store_code.text()[start..end]
     }
 }

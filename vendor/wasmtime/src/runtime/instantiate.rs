@@ -12,7 +12,8 @@ use core::ops::Range;
 use core::str;
 use wasmtime_environ::{
     CompiledFunctionsTable, CompiledModuleInfo, DefinedFuncIndex, FilePos, FuncIndex, FuncKey,
-    FunctionLoc, FunctionName, Metadata, Module, ModuleInternedTypeIndex, StaticModuleIndex,
+    FuncRefIndex, FunctionLoc, FunctionName, Metadata, Module, ModuleInternedTypeIndex, PrimaryMap,
+    StaticModuleIndex,
 };
 
 /// A compiled wasm module, ready to be instantiated.
@@ -25,6 +26,12 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// Luge: each escaping defined function's array-to-Wasm trampoline and
+    /// Wasm body, located in `index` once here rather than by two searches
+    /// per function reference at every instantiation. `None` for an
+    /// imported function, or one whose code lacks either (its funcref is
+    /// then located by key, as upstream does).
+    funcref_locs: PrimaryMap<FuncRefIndex, Option<(FunctionLoc, FunctionLoc)>>,
 }
 
 impl CompiledModule {
@@ -51,6 +58,7 @@ impl CompiledModule {
         index: Arc<CompiledFunctionsTable>,
         profiler: &dyn ProfilingAgent,
     ) -> Result<Self> {
+        let funcref_locs = locate_funcrefs(&info.module, &index);
         let mut ret = Self {
             unique_id: CompiledModuleId::new(),
             engine_code,
@@ -58,6 +66,7 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
+            funcref_locs,
         };
         ret.register_profiling(profiler)?;
 
@@ -165,6 +174,13 @@ impl CompiledModule {
         }
     }
 
+    /// Luge: where the escaping function `func_ref` lies, as its
+    /// array-to-Wasm trampoline and its Wasm body (see `funcref_locs`).
+    #[inline]
+    pub fn funcref_locs(&self, func_ref: FuncRefIndex) -> Option<(FunctionLoc, FunctionLoc)> {
+        self.funcref_locs.get(func_ref).copied().flatten()
+    }
+
     /// Gets the function location information for a given function index.
     pub fn func_loc(&self, key: FuncKey) -> &FunctionLoc {
         self.index
@@ -269,4 +285,33 @@ impl<'a> SymbolizeContext<'a> {
     pub fn code_section_offset(&self) -> u64 {
         self.code_section_offset
     }
+}
+
+/// Luge: locates every escaping defined function of `module` in `index`
+/// (see `CompiledModule::funcref_locs`).
+fn locate_funcrefs(
+    module: &Module,
+    index: &CompiledFunctionsTable,
+) -> PrimaryMap<FuncRefIndex, Option<(FunctionLoc, FunctionLoc)>> {
+    let mut locs = PrimaryMap::with_capacity(module.num_escaped_funcs);
+    for _ in 0..module.num_escaped_funcs {
+        locs.push(None);
+    }
+    for (func_index, func) in module.functions.iter() {
+        let Some(def_index) = module.defined_func_index(func_index) else {
+            continue;
+        };
+        let Some(slot) = locs.get_mut(func.func_ref) else {
+            continue;
+        };
+        let array_to_wasm = index.func_loc(FuncKey::ArrayToWasmTrampoline(
+            module.module_index,
+            def_index,
+        ));
+        let wasm = index.func_loc(FuncKey::DefinedWasmFunction(module.module_index, def_index));
+        if let (Some(array_to_wasm), Some(wasm)) = (array_to_wasm, wasm) {
+            *slot = Some((*array_to_wasm, *wasm));
+        }
+    }
+    locs
 }

@@ -33,9 +33,9 @@ use wasmtime_environ::ModuleInternedTypeIndex;
 use wasmtime_environ::error::OutOfMemory;
 use wasmtime_environ::{
     Abi, DefinedFuncIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
-    DefinedTagIndex, EntityIndex, EntityRef, FuncIndex, FuncKey, GlobalConstValue, GlobalIndex,
-    HostPtr, MemoryIndex, MemoryInitialization, ModuleStartup, PassiveElemIndex, PtrSize,
-    RuntimeDataIndex, TableIndex, TagIndex, VMCONTEXT_MAGIC, VMOffsets, VMSharedTypeIndex,
+    DefinedTagIndex, EntityIndex, EntityRef, FuncIndex, FuncKey, FunctionLoc, GlobalConstValue,
+    GlobalIndex, HostPtr, MemoryIndex, MemoryInitialization, ModuleStartup, PassiveElemIndex,
+    PtrSize, RuntimeDataIndex, TableIndex, TagIndex, VMCONTEXT_MAGIC, VMOffsets, VMSharedTypeIndex,
     WasmRefType, packed_option::ReservedValue,
 };
 #[cfg(feature = "wmemcheck")]
@@ -882,8 +882,13 @@ impl Instance {
         let vmctx_offset = self.offsets().vmctx_func_ref(func.func_ref);
         let array_to_wasm_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
         let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
+        // Luge: located when the module was loaded, if it could be.
+        let locs = self
+            .runtime_module()
+            .and_then(|m| m.compiled_module().funcref_locs(func.func_ref));
         // SAFETY: the type/offset/keys here are all valid for the defined
-        // function at `def_index`.
+        // function at `def_index`, and `locs`, when found, are where the
+        // module's code has the functions those keys name.
         unsafe {
             self.initialize_and_return_funcref(
                 registry,
@@ -891,6 +896,7 @@ impl Instance {
                 vmctx_offset,
                 array_to_wasm_key,
                 wasm_key,
+                locs,
             )
         }
     }
@@ -918,6 +924,7 @@ impl Instance {
                 vmctx_offset,
                 array_to_wasm_key,
                 wasm_key,
+                None,
             )
         }
     }
@@ -931,6 +938,11 @@ impl Instance {
     /// function and `vmctx_offset` is indeed the correct offset for the
     /// functions here. Effectively all the arguments here must be "logically
     /// correct" for the `VMFuncRef` being initialized.
+    ///
+    /// Luge: `locs`, when given, are where the code of this instance's
+    /// module has the functions `array_to_wasm_key` and `wasm_key` name,
+    /// found ahead (`CompiledModule::funcref_locs`); they are used instead
+    /// of searching for the keys.
     unsafe fn initialize_and_return_funcref(
         self: Pin<&mut Self>,
         registry: &ModuleRegistry,
@@ -938,6 +950,7 @@ impl Instance {
         vmctx_offset: u32,
         array_to_wasm_key: FuncKey,
         wasm_key: FuncKey,
+        locs: Option<(FunctionLoc, FunctionLoc)>,
     ) -> Option<NonNull<VMFuncRef>> {
         // For now, we eagerly initialize an funcref struct in-place whenever
         // asked for a reference to it. This is mostly fine, because in practice
@@ -967,18 +980,21 @@ impl Instance {
         )
         .expect("module not in store");
 
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
+        let (array_to_wasm, wasm) = match &locs {
+            Some((array_to_wasm, wasm)) => (
+                module_with_code.function_at(array_to_wasm),
+                module_with_code.function_at(wasm),
+            ),
+            None => (
+                module_with_code.function(array_to_wasm_key),
+                module_with_code.function(wasm_key),
+            ),
+        };
+
+        let array_call = VmPtr::from(NonNull::from(array_to_wasm).cast());
 
         let wasm_call = Some(VmPtr::from(
-            NonNull::new(
-                module_with_code
-                    .function(wasm_key)
-                    .as_ptr()
-                    .cast::<VMWasmCallFunction>()
-                    .cast_mut(),
-            )
-            .unwrap(),
+            NonNull::new(wasm.as_ptr().cast::<VMWasmCallFunction>().cast_mut()).unwrap(),
         ));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
