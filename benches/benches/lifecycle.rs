@@ -100,6 +100,8 @@ fn http_sandbox(c: &mut Criterion) {
         .expect("loads");
     assert!(module.serves_http());
     let action = Arc::new(Action::command("http-handler"));
+    // As `luge serve` runs it by default (a 5 ms quantum, preemption on);
+    // the hello ends long before its first quantum does.
     let preemption = Preemption {
         quantum: std::time::Duration::from_millis(5),
         enabled: true,
