@@ -31,8 +31,8 @@ fn set_for<B>(request: &mut hyper::Request<B>, route: &str, base: &str, path_inf
     let full_url = full_url(request);
     // An exact route is its own base: the same value, shared.
     let (route, base) = match value(route) {
-        Some(value) if base == route => (Some(value.clone()), Some(value)),
-        value => (value, self::value(base)),
+        Some(shared) if base == route => (Some(shared.clone()), Some(shared)),
+        route => (route, value(base)),
     };
     let headers = request.headers_mut();
     // Room for all six at once: the map a request is parsed into has
@@ -94,13 +94,25 @@ fn full_url<B>(request: &hyper::Request<B>) -> Option<HeaderValue> {
 mod tests {
     use super::*;
 
-    fn header<'a, B>(request: &'a hyper::Request<B>, name: &str) -> Vec<&'a str> {
-        request
-            .headers()
-            .get_all(name)
-            .iter()
-            .map(|v| v.to_str().unwrap())
-            .collect()
+    /// The six route headers' values, in the order `set` lists them, each
+    /// as every value the request has under the name.
+    fn six<B>(request: &hyper::Request<B>) -> [Vec<&str>; 6] {
+        [
+            SPIN_FULL_URL,
+            SPIN_MATCHED_ROUTE,
+            SPIN_RAW_COMPONENT_ROUTE,
+            SPIN_COMPONENT_ROUTE,
+            SPIN_PATH_INFO,
+            SPIN_BASE_PATH,
+        ]
+        .map(|name| {
+            request
+                .headers()
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap())
+                .collect()
+        })
     }
 
     #[test]
@@ -114,15 +126,17 @@ mod tests {
             .unwrap();
         set_for(&mut request, "/h/...", "/h", "/a/b");
         assert_eq!(
-            header(&request, "spin-full-url"),
-            ["http://example.test:8080/h/a/b?q=1"]
+            six(&request),
+            [
+                vec!["http://example.test:8080/h/a/b?q=1"],
+                vec!["/h/..."],
+                vec!["/h/..."],
+                vec!["/h"],
+                vec!["/a/b"],
+                vec!["/"],
+            ]
         );
-        assert_eq!(header(&request, "spin-matched-route"), ["/h/..."]);
-        assert_eq!(header(&request, "spin-raw-component-route"), ["/h/..."]);
-        assert_eq!(header(&request, "spin-component-route"), ["/h"]);
-        assert_eq!(header(&request, "spin-path-info"), ["/a/b"]);
-        assert_eq!(header(&request, "spin-base-path"), ["/"]);
-        assert_eq!(header(&request, "host"), ["example.test:8080"]);
+        assert_eq!(request.headers()["host"], "example.test:8080");
     }
 
     #[test]
@@ -133,12 +147,16 @@ mod tests {
             .unwrap();
         set_for(&mut request, "/hello", "/hello", "");
         assert_eq!(
-            header(&request, "spin-full-url"),
-            ["http://from-uri.test/hello"]
+            six(&request),
+            [
+                vec!["http://from-uri.test/hello"],
+                vec!["/hello"],
+                vec!["/hello"],
+                vec!["/hello"],
+                vec![""],
+                vec!["/"],
+            ]
         );
-        assert_eq!(header(&request, "spin-matched-route"), ["/hello"]);
-        assert_eq!(header(&request, "spin-component-route"), ["/hello"]);
-        assert_eq!(header(&request, "spin-path-info"), [""; 1]);
     }
 
     #[test]
@@ -148,7 +166,8 @@ mod tests {
             .body(())
             .unwrap();
         set_for(&mut request, "/p/...", "/p", "/bad\nline");
-        assert!(header(&request, "spin-path-info").is_empty());
-        assert_eq!(header(&request, "spin-component-route"), ["/p"]);
+        let [.., component_route, path_info, _] = six(&request);
+        assert!(path_info.is_empty());
+        assert_eq!(component_route, ["/p"]);
     }
 }
