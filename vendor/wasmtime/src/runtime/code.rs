@@ -440,8 +440,14 @@ impl<'a> ModuleWithCode<'a> {
     /// ahead (`CompiledModule::funcref_locs`).
     #[inline]
     pub fn function_at(&self, loc: &FunctionLoc) -> &[u8] {
-        let start = usize::try_from(loc.start).unwrap();
-        let end = usize::try_from(loc.start + loc.length).unwrap();
-        &self.store_code.text()[start..end]
+        function_in(self.store_code.text(), loc)
     }
+}
+
+/// Luge: the slice of `text` (a text section) holding the function at `loc`.
+#[inline]
+pub fn function_in<'a>(text: &'a [u8], loc: &FunctionLoc) -> &'a [u8] {
+    let start = usize::try_from(loc.start).unwrap();
+    let end = usize::try_from(loc.start + loc.length).unwrap();
+    &text[start..end]
 }

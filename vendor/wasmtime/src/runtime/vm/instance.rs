@@ -973,22 +973,42 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
-        let module_with_code = ModuleWithCode::in_store(
-            registry,
-            self.runtime_module()
-                .expect("funcref impossible in fake module"),
-        )
-        .expect("module not in store");
+        let module = self
+            .runtime_module()
+            .expect("funcref impossible in fake module");
 
+        // Luge: without guest debugging a store runs the engine's own code
+        // (`StoreCode::new` shares it rather than copying it), so a function
+        // located ahead is read from the engine's text, without the store's
+        // two map lookups for its copy of the same text.
+        let shared_code = !cfg!(feature = "debug") || !module.engine().tunables().debug_guest;
+        let module_with_code;
         let (array_to_wasm, wasm) = match &locs {
-            Some((array_to_wasm, wasm)) => (
-                module_with_code.function_at(array_to_wasm),
-                module_with_code.function_at(wasm),
-            ),
-            None => (
-                module_with_code.function(array_to_wasm_key),
-                module_with_code.function(wasm_key),
-            ),
+            Some((array_to_wasm, wasm)) if shared_code => {
+                debug_assert!(
+                    registry.store_code(module.engine_code()).is_some(),
+                    "module not in store"
+                );
+                let text = module.engine_code().text();
+                (
+                    crate::code::function_in(text, array_to_wasm),
+                    crate::code::function_in(text, wasm),
+                )
+            }
+            _ => {
+                module_with_code =
+                    ModuleWithCode::in_store(registry, module).expect("module not in store");
+                match &locs {
+                    Some((array_to_wasm, wasm)) => (
+                        module_with_code.function_at(array_to_wasm),
+                        module_with_code.function_at(wasm),
+                    ),
+                    None => (
+                        module_with_code.function(array_to_wasm_key),
+                        module_with_code.function(wasm_key),
+                    ),
+                }
+            }
         };
 
         let array_call = VmPtr::from(NonNull::from(array_to_wasm).cast());
