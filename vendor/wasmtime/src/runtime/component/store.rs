@@ -468,7 +468,15 @@ impl StoreOpaque {
             #[cfg(feature = "component-model-async")]
             ComponentTaskState::Concurrent(_) => unreachable!(),
         };
-        state.scopes.push(CallContext::default())?;
+        // Luge: the last ended call's context, reset, when there is one.
+        let cx = match state.spare.take() {
+            Some(mut cx) => {
+                cx.reset();
+                cx
+            }
+            None => CallContext::default(),
+        };
+        state.scopes.push(cx)?;
         Ok(())
     }
 
@@ -478,7 +486,9 @@ impl StoreOpaque {
             #[cfg(feature = "component-model-async")]
             ComponentTaskState::Concurrent(_) => unreachable!(),
         };
-        state.scopes.pop();
+        if let Some(cx) = state.scopes.pop() {
+            state.spare = Some(cx);
+        }
     }
 
     pub(crate) fn hostcall_fuel(&self) -> usize {
@@ -632,6 +642,9 @@ impl<T> StoreContextMut<'_, T> {
 #[derive(Default)]
 pub struct ComponentTasksNotConcurrent {
     scopes: TryVec<CallContext>,
+    /// Luge: the context of the call that ended last, kept for the next
+    /// call's (its lenders' room is reused).
+    spare: Option<CallContext>,
 }
 
 impl ComponentTaskState {

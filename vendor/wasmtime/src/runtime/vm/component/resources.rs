@@ -182,6 +182,17 @@ pub struct CallContext {
     borrow_count: u32,
 }
 
+impl CallContext {
+    /// Luge: makes an ended call's context a new call's, as
+    /// `CallContext::default()` would be, but keeping the room its lenders
+    /// had (a call that lifts a borrowed own resource otherwise allocates
+    /// it anew).
+    pub fn reset(&mut self) {
+        self.lenders.clear();
+        self.borrow_count = 0;
+    }
+}
+
 impl ResourceTables<'_> {
     fn table_for_resource(
         &mut self,
@@ -337,13 +348,19 @@ impl ResourceTables<'_> {
         if cx.borrow_count > 0 {
             bail!("borrow handles still remain at the end of the call")
         }
-        for lender in mem::take(&mut cx.lenders) {
+        let mut lenders = mem::take(&mut cx.lenders);
+        for lender in lenders.drain(..) {
             // Note the panics here which should never get triggered in theory
             // due to the dynamic tracking of borrows and such employed for
             // resources.
             let (table, counter) = self.table_for_index(&lender);
             table.resource_undo_lend(counter, lender).unwrap();
         }
+        // Luge: the emptied list goes back, its room kept for the next call
+        // (`CallContext::reset`).
+        self.task_state
+            .call_context(self.current_scope_id()?)?
+            .lenders = lenders;
         Ok(())
     }
 }
