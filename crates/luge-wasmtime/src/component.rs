@@ -947,6 +947,14 @@ type Sent = wasmtime_wasi_http::Result<(
 )>;
 
 impl WasiHttpHooks for Hooks {
+    /// Wasmtime's own forbidden headers (`DEFAULT_FORBIDDEN_HEADERS`, what
+    /// its `forbidden_header_filter` holds, which stays as it is for WASI
+    /// 0.3), checked without the default's boxed filter: that is made anew
+    /// for each header the guest sees or sets, an allocation each.
+    fn is_forbidden_header(&mut self, name: &http::HeaderName) -> bool {
+        forbidden_header(name)
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<wasmtime_wasi_http::WasiBody>,
@@ -1003,6 +1011,12 @@ impl WasiHttpHooks for Hooks {
             sent
         })
     }
+}
+
+/// Whether a guest may neither see nor set the header `name`: Wasmtime's
+/// defaults (hop-by-hop headers, `host`, `http2-settings`...).
+fn forbidden_header(name: &http::HeaderName) -> bool {
+    wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS.contains(name)
 }
 
 /// The client span of an outgoing request in `trace` (OpenTelemetry's
@@ -1180,5 +1194,32 @@ mod tests {
         }
         assert!(linker(&synchronous, Synchronous).is_ok());
         assert!(linker(&concurrent, Concurrent).is_ok());
+    }
+
+    /// The hooks' header check forbids exactly what Wasmtime's default
+    /// filter does (which WASI 0.3's fields still use), for its forbidden
+    /// headers and for ordinary ones.
+    #[test]
+    fn forbidden_headers_are_wasmtimes_defaults() {
+        struct Defaults;
+        impl WasiHttpHooks for Defaults {
+            fn send_request(
+                &mut self,
+                _: http::Request<wasmtime_wasi_http::WasiBody>,
+                _: Option<wasmtime_wasi_http::RequestOptions>,
+                _: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            ) -> Box<dyn Future<Output = Sent> + Send> {
+                unreachable!("the test sends nothing")
+            }
+        }
+        let filter = Defaults.forbidden_header_filter();
+        let ordinary = ["content-type", "x-luge", "authorization", "spin-full-url"]
+            .map(http::HeaderName::from_static);
+        let headers = wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS;
+        assert!(headers.iter().all(forbidden_header));
+        assert!(!ordinary.iter().any(forbidden_header));
+        for name in headers.iter().chain(&ordinary) {
+            assert_eq!(forbidden_header(name), filter(name), "{name}");
+        }
     }
 }
