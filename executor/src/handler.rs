@@ -91,7 +91,7 @@ impl Handler for HttpHandler {
         // see dispatch::run) only if the client leaves before the head.
         // It reports its own outcome (stderr, a failure) as it ends,
         // whether or not its response was answered by then.
-        let function_name = function.name.clone();
+        let reporter = Arc::clone(&function);
         let run_span = span.clone();
         let run = tokio::spawn(async move {
             let outcome = app
@@ -99,14 +99,13 @@ impl Handler for HttpHandler {
                     &action, cancel, sandbox, arrived, deadline, place, &run_span,
                 )
                 .await;
-            report(&function_name, request_id, &outcome);
+            report(&reporter.name, request_id, &outcome);
             outcome
         });
         let handle = run.abort_handle();
         let abort = UnlessDisarmed::new(move || handle.abort());
         let answered = answered.await;
         abort.disarm();
-        let name = function.name.clone();
         match answered {
             Ok(answer) => {
                 // Its task runs on to the end of the body and reports.
@@ -116,7 +115,7 @@ impl Handler for HttpHandler {
                     span.set(|| vec![KeyValue::new("http.response.status_code", status)]);
                 }
                 answer.unwrap_or_else(|error| {
-                    tracing::warn!(function = %name, %error, "handler answered an error");
+                    tracing::warn!(function = %function.name, %error, "handler answered an error");
                     http::json_error(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
                 })
             }
