@@ -157,7 +157,7 @@ fn http_span(app: &App, request: &Request, route: &RouteMatch, id: u64, arrived:
     span.set(|| {
         vec![
             KeyValue::new("http.request.method", method.to_owned()),
-            KeyValue::new("http.route", route.route.clone()),
+            KeyValue::new("http.route", route.route.to_string()),
             KeyValue::new("url.path", request.uri().path().to_owned()),
             KeyValue::new("faas.invocation_id", id.to_string()),
         ]

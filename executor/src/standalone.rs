@@ -442,7 +442,7 @@ fn request_env(
         ("LUGE_REQUEST_ID".to_owned(), input.request_id.to_string()),
     ];
     if let Some(route) = route {
-        env.push(("SCRIPT_NAME".to_owned(), route.base.clone()));
+        env.push(("SCRIPT_NAME".to_owned(), route.base.to_string()));
         env.push(("PATH_INFO".to_owned(), route.path_info.clone()));
     }
     if let Some(stage) = chain_stage {

@@ -102,11 +102,12 @@ pub enum HostError {
 pub struct RouteMatch {
     /// The function served.
     pub function: Arc<Function>,
-    /// The route as declared (`/api/...`, or the exact path).
-    pub route: String,
+    /// The route as declared (`/api/...`, or the exact path): shared with
+    /// the route table, which made it when the route was added.
+    pub route: Arc<str>,
     /// The path the route is based at (`/api` for `/api/...`, `` for
-    /// `/...`, the path itself for an exact route).
-    pub base: String,
+    /// `/...`, the path itself for an exact route): shared as `route` is.
+    pub base: Arc<str>,
     /// The rest of the request path after `base` (`/x/y`, or empty).
     pub path_info: String,
 }
@@ -116,18 +117,53 @@ impl RouteMatch {
     /// chained request), as its first route would have matched it: the
     /// part of `path` under a prefix route's base is the path info.
     pub fn by_name(function: Arc<Function>, path: &str) -> Self {
-        let route = function.routes.first().cloned().unwrap_or_default();
-        let (base, path_info) = match crate::spec::route_prefix(&route) {
-            Some(base) => (
-                base.to_owned(),
-                path.strip_prefix(base).unwrap_or(path).to_owned(),
-            ),
-            None => (route.clone(), String::new()),
+        let route = function
+            .routes
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        let served = Served::new(route, Arc::clone(&function));
+        let path_info = match crate::spec::route_prefix(route) {
+            Some(base) => path.strip_prefix(base).unwrap_or(path).to_owned(),
+            None => String::new(),
+        };
+        served.matched(path_info)
+    }
+}
+
+/// A function on one of its routes, as the route table holds it: the
+/// route's strings are made once, when the route is added, and each
+/// request's [`RouteMatch`] shares them.
+#[derive(Debug)]
+struct Served {
+    function: Arc<Function>,
+    route: Arc<str>,
+    base: Arc<str>,
+}
+
+impl Served {
+    /// `function` on `route` (as declared: `/api/...` or an exact path).
+    fn new(route: &str, function: Arc<Function>) -> Self {
+        let declared: Arc<str> = Arc::from(route);
+        let base = match route_prefix(route) {
+            Some(base) => Arc::from(base),
+            // An exact route is its own base.
+            None => Arc::clone(&declared),
         };
         Self {
             function,
-            route,
+            route: declared,
             base,
+        }
+    }
+
+    /// The match of a request whose path goes on with `path_info` past
+    /// the route's base.
+    fn matched(&self, path_info: String) -> RouteMatch {
+        RouteMatch {
+            function: Arc::clone(&self.function),
+            route: Arc::clone(&self.route),
+            base: Arc::clone(&self.base),
             path_info,
         }
     }
@@ -136,14 +172,14 @@ impl RouteMatch {
 /// Routes of one listener: exact paths, and prefixes (`/api/...`).
 #[derive(Debug, Default)]
 struct Routes {
-    exact: HashMap<String, Arc<Function>>,
+    exact: HashMap<String, Served>,
     /// By base (`/api`, or `` for `/...`).
-    prefixes: HashMap<String, Arc<Function>>,
+    prefixes: HashMap<String, Served>,
 }
 
 impl Routes {
     /// The table a route goes in, and its key there.
-    fn slot<'a>(&mut self, path: &'a str) -> (&mut HashMap<String, Arc<Function>>, &'a str) {
+    fn slot<'a>(&mut self, path: &'a str) -> (&mut HashMap<String, Served>, &'a str) {
         match route_prefix(path) {
             Some(base) => (&mut self.prefixes, base),
             None => (&mut self.exact, path),
@@ -177,23 +213,28 @@ impl RouteTable {
     /// names the prefix route itself).
     pub fn get(&self, path: &str) -> Option<Arc<Function>> {
         let routes = self.read();
-        match route_prefix(path) {
-            Some(base) => routes.prefixes.get(base).cloned(),
-            None => routes.exact.get(path).cloned(),
-        }
+        let served = match route_prefix(path) {
+            Some(base) => routes.prefixes.get(base),
+            None => routes.exact.get(path),
+        };
+        served.map(|served| Arc::clone(&served.function))
+    }
+
+    /// The exact route of a request for `path` (not a prefix route's).
+    pub fn exact(&self, path: &str) -> Option<RouteMatch> {
+        let routes = self.read();
+        routes
+            .exact
+            .get(path)
+            .map(|served| served.matched(String::new()))
     }
 
     /// The route a request for `path` takes: its exact route, else the
     /// prefix route with the longest base that `path` is, or is under.
     pub fn lookup(&self, path: &str) -> Option<RouteMatch> {
         let routes = self.read();
-        if let Some(function) = routes.exact.get(path) {
-            return Some(RouteMatch {
-                function: Arc::clone(function),
-                route: path.to_owned(),
-                base: path.to_owned(),
-                path_info: String::new(),
-            });
+        if let Some(served) = routes.exact.get(path) {
+            return Some(served.matched(String::new()));
         }
         self.prefixed_in(&routes, path)
     }
@@ -214,13 +255,8 @@ impl RouteTable {
             .filter(|&end| end <= MAX_ROUTE_BYTES);
         for end in ancestors {
             let base = &path[..end];
-            if let Some(function) = routes.prefixes.get(base) {
-                return Some(RouteMatch {
-                    function: Arc::clone(function),
-                    route: format!("{base}/..."),
-                    base: base.to_owned(),
-                    path_info: path[end..].to_owned(),
-                });
+            if let Some(served) = routes.prefixes.get(base) {
+                return Some(served.matched(path[end..].to_owned()));
             }
         }
         None
@@ -234,13 +270,13 @@ impl RouteTable {
             if let Some(owner) = table.get(key) {
                 return Err(HostError::RouteTaken {
                     path: path.clone(),
-                    owner: owner.name.clone(),
+                    owner: owner.function.name.clone(),
                 });
             }
         }
         for path in &function.routes {
             let (table, key) = map.slot(path);
-            table.insert(key.to_owned(), Arc::clone(&function));
+            table.insert(key.to_owned(), Served::new(path, Arc::clone(&function)));
         }
         Ok(())
     }
@@ -256,7 +292,7 @@ impl RouteTable {
         if let Some(function) = next {
             for path in &function.routes {
                 let (table, key) = map.slot(path);
-                table.insert(key.to_owned(), Arc::clone(function));
+                table.insert(key.to_owned(), Served::new(path, Arc::clone(function)));
             }
         }
     }
@@ -264,17 +300,18 @@ impl RouteTable {
     /// The function named `name`: preferably the one on `/{name}`.
     fn by_name(&self, name: &str) -> Option<Arc<Function>> {
         let routes = self.read();
-        if let Some(function) = routes
+        if let Some(served) = routes
             .exact
             .get(&format!("/{name}"))
-            .filter(|f| f.name == name)
+            .filter(|s| s.function.name == name)
         {
-            return Some(Arc::clone(function));
+            return Some(Arc::clone(&served.function));
         }
         routes
             .exact
             .values()
             .chain(routes.prefixes.values())
+            .map(|served| &served.function)
             .find(|f| f.name == name)
             .cloned()
     }
@@ -768,15 +805,7 @@ impl FunctionHost {
 
     /// The exact route of a request for `path` on the main listener.
     pub fn route(&self, path: &str) -> Option<RouteMatch> {
-        self.routes
-            .get(path)
-            .filter(|_| route_prefix(path).is_none())
-            .map(|function| RouteMatch {
-                function,
-                route: path.to_owned(),
-                base: path.to_owned(),
-                path_info: String::new(),
-            })
+        self.routes.exact(path)
     }
 
     /// The prefix route of a request for `path` on the main listener (the
