@@ -33,7 +33,10 @@ export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
 # WAMR's CMake build cross-compiles through the cmake crate, which hands
 # CMake the target's C compiler (CC_aarch64_unknown_linux_gnu) and system.
-# The engines, as features of both binaries' packages.
+# The engines, as features of both binaries' packages. Without default
+# features the binaries keep the system's malloc: the executor's default
+# `mimalloc` feature trades about 7 MB of resident memory per process for
+# CPU, the wrong trade on a Pi (executor/Cargo.toml).
 features=""
 for engine in ${engines//,/ }; do
     features+="luge-executor/$engine,luge-precompile/$engine,"

@@ -57,6 +57,30 @@ mod triggers;
 
 use tracing_subscriber::EnvFilter;
 
+/// The global allocator of the executor's binaries (`luge`, and
+/// `luge-bench`, which serves as `luge` does): mimalloc with the
+/// `mimalloc` feature, a default; the system's malloc without it.
+///
+/// Why mimalloc: a component request makes about 100 heap allocations and
+/// as many frees, nine of them past glibc's thread cache (the instances'
+/// contexts, the store, hyper's buffers), and glibc's `malloc` and `free`
+/// were 10-11 % of the server's CPU at 64 connections. mimalloc's
+/// per-thread free lists took that to 2.5 µs less CPU per request (7 %).
+/// What it costs: about 7 MB more resident per process, and a little more
+/// per running sandbox (docs/BENCHMARKS.md, "mimalloc as the binaries'
+/// allocator"). A binary declares it so:
+///
+/// ```ignore
+/// #[global_allocator]
+/// static ALLOCATOR: luge_executor::Allocator = luge_executor::Allocator {};
+/// ```
+#[cfg(feature = "mimalloc")]
+pub type Allocator = mimalloc::MiMalloc;
+/// The global allocator of the executor's binaries: the system's malloc
+/// (a build without the `mimalloc` feature).
+#[cfg(not(feature = "mimalloc"))]
+pub type Allocator = std::alloc::System;
+
 /// Runs the executor for parsed command-line arguments: `luge run` until
 /// its module ends (its exit status returned), the servers until a
 /// shutdown signal (0).

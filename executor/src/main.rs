@@ -4,6 +4,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// The allocator is the library's choice (see its `Allocator`).
+#[global_allocator]
+static ALLOCATOR: luge_executor::Allocator = luge_executor::Allocator {};
+
 fn main() -> ExitCode {
     match luge_executor::main_with(luge_executor::cli::Cli::parse()) {
         Ok(status) => ExitCode::from(status),

@@ -149,6 +149,11 @@ struct Cli {
     luge_args: Vec<String>,
 }
 
+// The `luge` binary's allocator: this binary serves as it does (the
+// http-proxy, scaling and memory experiments measure that allocator).
+#[global_allocator]
+static ALLOCATOR: luge_executor::Allocator = luge_executor::Allocator {};
+
 fn main() -> anyhow::Result<()> {
     // The http-proxy experiment runs Luge as a process of its own (to
     // measure its CPU alone): this binary, serving.
