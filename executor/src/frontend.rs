@@ -49,6 +49,9 @@ pub struct WorkerRuntimes {
     /// Sandboxes that yielded so that their worker could read requests that
     /// arrived on its connections (crate::arrivals), all workers together.
     yields_for_arrivals: Arc<AtomicU64>,
+    /// Connections the workers left for the threads beside them
+    /// (`http::serve_unclaimed`).
+    unclaimed: Arc<AtomicU64>,
 }
 
 impl WorkerRuntimes {
@@ -61,6 +64,12 @@ impl WorkerRuntimes {
     /// worker could read requests that arrived on its connections.
     pub fn yields_for_arrivals(&self) -> u64 {
         self.yields_for_arrivals.load(Ordering::Relaxed)
+    }
+
+    /// Where the connections that the workers left for the threads beside
+    /// them are counted.
+    pub fn unclaimed(&self) -> &Arc<AtomicU64> {
+        &self.unclaimed
     }
 }
 
@@ -109,6 +118,7 @@ pub fn per_worker(
         Arc::new(WorkerRuntimes {
             handles,
             yields_for_arrivals,
+            unclaimed: Arc::default(),
         }),
     ))
 }

@@ -141,6 +141,10 @@ pub struct Open {
     /// `true` once the server drains: each connection finishes the request
     /// it is serving and closes.
     draining: tokio::sync::watch::Sender<bool>,
+    /// Connections accepted by every loop sharing this, ever: how
+    /// [`serve_unclaimed`] tells workers that are accepting, slowly, from
+    /// workers that are not.
+    accepted: std::sync::atomic::AtomicU64,
 }
 
 /// Places for `limits.max_connections` connections.
@@ -149,6 +153,7 @@ pub fn open_connections(limits: &ConnectionLimits) -> OpenConnections {
         places: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
         max: limits.max_connections,
         draining: tokio::sync::watch::channel(false).0,
+        accepted: std::sync::atomic::AtomicU64::new(0),
     })
 }
 
@@ -201,8 +206,8 @@ pub async fn serve<H, F>(
     }
 }
 
-/// Serves the connections of `listener` that no other loop accepting from
-/// the same socket took within `grace` of their arrival, until `shutdown`
+/// Serves the connections of `listener` that wait while no other loop
+/// accepting from the same socket took any for `grace`, until `shutdown`
 /// completes. With worker front ends, this loop on the ambient runtime
 /// bounds how long a new connection waits while every worker runs a
 /// sandbox (accepting only at scheduling points): such a connection is
@@ -211,6 +216,7 @@ pub async fn serve<H, F>(
 pub async fn serve_unclaimed<H, F>(
     listener: std::net::TcpListener,
     grace: Duration,
+    unclaimed: Arc<std::sync::atomic::AtomicU64>,
     handler: H,
     limits: ConnectionLimits,
     open: OpenConnections,
@@ -244,8 +250,21 @@ pub async fn serve_unclaimed<H, F>(
             },
             () = &mut shutdown => return,
         };
-        // The workers' chance first.
+        // The workers' chance first. A worker accepts one connection per
+        // turn of its runtime, so a burst of them (a client opening 64 at
+        // once) takes the workers longer than the grace while they do
+        // accept: those are theirs all the same. Only when no loop has
+        // accepted for a whole grace are the workers taken to be held up
+        // (each running a sandbox to its quantum's end). A connection
+        // served here costs every request two thread switches and two
+        // wake-ups, and it stays here for its whole life: at 64
+        // connections on one worker, a tenth of them once ended up here
+        // (docs/BENCHMARKS.md, "Connections left to the workers").
+        let before = open.accepted.load(std::sync::atomic::Ordering::Relaxed);
         tokio::time::sleep(grace).await;
+        if open.accepted.load(std::sync::atomic::Ordering::Relaxed) != before {
+            continue;
+        }
         // `WouldBlock` (a worker took it) clears the readiness: wait again.
         let Ok(accepted) = guard.try_io(|listener| listener.get_ref().accept()) else {
             continue;
@@ -260,6 +279,7 @@ pub async fn serve_unclaimed<H, F>(
                 continue;
             }
         };
+        unclaimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!(%peer, "connection unclaimed by the workers: served by the threads");
         connection(stream, peer, handler.clone(), limits, &open);
     }
@@ -277,6 +297,8 @@ fn connection<H, F>(
     H: Fn(Request) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
+    open.accepted
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let Ok(place) = Arc::clone(&open.places).try_acquire_owned() else {
         tracing::warn!(%peer, limit = limits.max_connections, "too many open connections: refused");
         tokio::spawn(async move {

@@ -542,6 +542,16 @@ impl Collector for Pulled {
         )?;
         counter(
             &mut encoder,
+            "connections_unclaimed",
+            "Connections the workers accepted none of for the grace while they waited, served by the threads beside the workers (--front-end workers): each of their requests is handed to a worker and back.",
+            self.front_ends.as_ref().map_or(0, |front_ends| {
+                front_ends
+                    .unclaimed()
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            }),
+        )?;
+        counter(
+            &mut encoder,
             "deadline_renewals",
             "Sandboxes that ran a whole relative deadline without ending and were re-queued as new arrivals.",
             sched.renewals,

@@ -118,10 +118,11 @@ async fn serve_sites(
     }
 }
 
-/// How long a new connection may wait for a worker to accept it before
-/// this runtime's threads do (`http::serve_unclaimed`): a worker running
-/// short functions reaches a scheduling point within tens of µs, one running
-/// a long sandbox only at the end of its quantum (5 ms by default).
+/// How long the workers may accept no connection at all, while one
+/// waits, before this runtime's threads take it (`http::serve_unclaimed`):
+/// a worker running short functions reaches a scheduling point within
+/// tens of µs (and accepts one connection per such turn), one running a
+/// long sandbox only at the end of its quantum (5 ms by default).
 const UNCLAIMED_GRACE: Duration = Duration::from_millis(2);
 
 /// Serves the main listener: on every worker's runtime, all accepting from
@@ -147,6 +148,7 @@ async fn serve_main(
         Ok(socket) => loops.push(tokio::spawn(http::serve_unclaimed(
             socket,
             UNCLAIMED_GRACE,
+            Arc::clone(runtimes.unclaimed()),
             handler.clone(),
             limits,
             Arc::clone(&open),

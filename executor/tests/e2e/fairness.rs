@@ -349,3 +349,58 @@ fn a_request_on_a_busy_workers_connection_is_read_within_ticks() {
         "{yields} yields for 5 requests"
     );
 }
+
+/// A burst of new connections while the one worker is busy serving others
+/// stays with the worker (`--front-end workers`): it accepts one
+/// connection per turn of its runtime, so taking 96 of them lasts longer
+/// than the 2 ms grace, but it is accepting, and the threads beside it take
+/// a connection only when no worker has accepted any for the grace. Before,
+/// they took whatever had waited the grace, and each request on such a
+/// connection went to the worker and back for the connection's life.
+#[test]
+fn a_burst_of_connections_on_a_busy_worker_stays_with_the_workers() {
+    if engine() != "wasmtime" {
+        return; // the other engines' connections are served beside the workers
+    }
+    let site = common::Site::new(
+        &["c-echo"],
+        r#"
+        [server]
+        workers = 1
+
+        [[routes]]
+        path = "/echo"
+        module = "c-echo.wasm"
+        "#,
+    );
+    let luge = site.start(&[]);
+    let busy = AtomicBool::new(true);
+    let served = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        // Four clients keep the worker turning through requests.
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let mut stream = common::connect(&luge);
+                while busy.load(Ordering::SeqCst) {
+                    assert_eq!(exchange(&mut stream, "/echo", b"busy").0, 200);
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        // The burst: all connected first, then one request on each.
+        let mut burst: Vec<_> = (0..96).map(|_| common::connect(&luge)).collect();
+        for stream in &mut burst {
+            assert_eq!(exchange(stream, "/echo", b"new"), (200, b"new".to_vec()));
+            served.fetch_add(1, Ordering::SeqCst);
+        }
+        busy.store(false, Ordering::SeqCst);
+    });
+    assert_eq!(served.load(Ordering::SeqCst), 96);
+    // A loaded machine may keep the worker's thread off the cores past the
+    // grace now and then: a few, not a share of the burst.
+    let unclaimed = metric(&luge, "luge_connections_unclaimed_total");
+    assert!(
+        unclaimed <= 4.0,
+        "{unclaimed} of 96 connections left to the threads"
+    );
+}
