@@ -742,10 +742,32 @@ fn a_sandbox_made_ahead_has_an_empty_instantiate_phase() {
         return;
     }
     let jaeger = JaegerServer::start().unwrap();
-    let (luge, _dir) = traced_site(&jaeger, "luge-e2e-ahead", "grpc", &[]);
+    // A preparation that used more than 200 µs of its thread's CPU turns
+    // making ahead off for the module, and a machine loaded enough (a
+    // vCPU descheduled under it, say) makes one do so now and then: a
+    // fresh server then, three at most.
+    for attempt in 0..3u64 {
+        let kinds = traced_kinds(&jaeger, 40 + 10 * attempt);
+        assert_eq!(kinds[0], Some(json!("fresh")));
+        // Each worker's first request instantiates on demand; after it, the
+        // worker is idle between one request and the next (most are made
+        // ahead; fewer on a loaded machine).
+        let ahead = kinds.iter().filter(|k| **k == Some(json!("ahead"))).count();
+        if ahead >= 1 {
+            return;
+        }
+        eprintln!("attempt {attempt}: none made ahead: {kinds:?}");
+    }
+    panic!("no sandbox was made ahead in three servers");
+}
+
+/// The `luge.instance` of the `luge.instantiate` phase of eight requests
+/// in a row to a fresh traced server, each checked as the test above says.
+fn traced_kinds(jaeger: &JaegerServer, first_trace: u64) -> Vec<Option<Value>> {
+    let (luge, _dir) = traced_site(jaeger, "luge-e2e-ahead", "grpc", &[]);
     let mut kinds = Vec::new();
     for n in 0..8 {
-        let (header, trace, _) = traceparent(40 + n);
+        let (header, trace, _) = traceparent(first_trace + n);
         let reply = luge.send("GET", "/b/hello", &[("traceparent", &header)], b"");
         assert_eq!(reply.status, 200);
         // The request's span and its five phases.
@@ -765,10 +787,5 @@ fn a_sandbox_made_ahead_has_an_empty_instantiate_phase() {
         }
         kinds.push(kind);
     }
-    assert_eq!(kinds[0], Some(json!("fresh")));
-    // Each worker's first request instantiates on demand; after it, the
-    // worker is idle between one request and the next (most are made
-    // ahead; fewer on a loaded machine).
-    let ahead = kinds.iter().filter(|k| **k == Some(json!("ahead"))).count();
-    assert!(ahead >= 1, "{kinds:?}");
+    kinds
 }
