@@ -49,9 +49,10 @@ pub struct WorkerRuntimes {
     /// Sandboxes that yielded so that their worker could read requests that
     /// arrived on its connections (crate::arrivals), all workers together.
     yields_for_arrivals: Arc<AtomicU64>,
-    /// Connections the workers left for the threads beside them
+    /// Connections the workers' loops accepted from the main listener, and
+    /// those they left for the threads beside them
     /// (`http::serve_unclaimed`).
-    unclaimed: Arc<AtomicU64>,
+    connections: crate::http::UnclaimedCounts,
 }
 
 impl WorkerRuntimes {
@@ -66,10 +67,11 @@ impl WorkerRuntimes {
         self.yields_for_arrivals.load(Ordering::Relaxed)
     }
 
-    /// Where the connections that the workers left for the threads beside
-    /// them are counted.
-    pub fn unclaimed(&self) -> &Arc<AtomicU64> {
-        &self.unclaimed
+    /// Where the connections that the workers accepted from the main
+    /// listener, and those they left for the threads beside them, are
+    /// counted.
+    pub fn connections(&self) -> &crate::http::UnclaimedCounts {
+        &self.connections
     }
 }
 
@@ -118,7 +120,10 @@ pub fn per_worker(
         Arc::new(WorkerRuntimes {
             handles,
             yields_for_arrivals,
-            unclaimed: Arc::default(),
+            connections: crate::http::UnclaimedCounts {
+                accepted: Arc::default(),
+                unclaimed: Arc::default(),
+            },
         }),
     ))
 }

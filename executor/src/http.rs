@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -141,10 +142,6 @@ pub struct Open {
     /// `true` once the server drains: each connection finishes the request
     /// it is serving and closes.
     draining: tokio::sync::watch::Sender<bool>,
-    /// Connections accepted by every loop sharing this, ever: how
-    /// [`serve_unclaimed`] tells workers that are accepting, slowly, from
-    /// workers that are not.
-    accepted: std::sync::atomic::AtomicU64,
 }
 
 /// Places for `limits.max_connections` connections.
@@ -153,7 +150,6 @@ pub fn open_connections(limits: &ConnectionLimits) -> OpenConnections {
         places: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
         max: limits.max_connections,
         draining: tokio::sync::watch::channel(false).0,
-        accepted: std::sync::atomic::AtomicU64::new(0),
     })
 }
 
@@ -173,12 +169,15 @@ pub async fn drain(open: &OpenConnections, within: Duration) -> usize {
 }
 
 /// Serves connections on `listener` until `shutdown` completes. Connection
-/// tasks are spawned on the runtime this runs on.
+/// tasks are spawned on the runtime this runs on. Each connection accepted
+/// is counted in `accepted`, where given (a worker's loop: see
+/// [`serve_unclaimed`]).
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: H,
     limits: ConnectionLimits,
     open: OpenConnections,
+    accepted: Option<Arc<AtomicU64>>,
     shutdown: impl Future<Output = ()>,
 ) where
     H: Fn(Request) -> F + Clone + Send + Sync + 'static,
@@ -198,12 +197,26 @@ pub async fn serve<H, F>(
             },
             () = &mut shutdown => return,
         };
+        if let Some(accepted) = &accepted {
+            accepted.fetch_add(1, Ordering::Relaxed);
+        }
         connection(stream, peer, handler.clone(), limits, &open);
         // One connection per pass: where several loops accept from one
         // listener (the workers'), each free one takes a share of a burst
         // of connections instead of the first awake taking them all.
         tokio::task::yield_now().await;
     }
+}
+
+/// What [`serve_unclaimed`] reads and counts.
+#[derive(Debug, Clone)]
+pub struct UnclaimedCounts {
+    /// Connections the other loops on the same socket accepted (each
+    /// [`serve`]'s `accepted`): how this loop tells workers that accept
+    /// slowly from workers that do not accept at all.
+    pub accepted: Arc<AtomicU64>,
+    /// Connections this loop took.
+    pub unclaimed: Arc<AtomicU64>,
 }
 
 /// Serves the connections of `listener` that wait while no other loop
@@ -216,7 +229,7 @@ pub async fn serve<H, F>(
 pub async fn serve_unclaimed<H, F>(
     listener: std::net::TcpListener,
     grace: Duration,
-    unclaimed: Arc<std::sync::atomic::AtomicU64>,
+    counts: UnclaimedCounts,
     handler: H,
     limits: ConnectionLimits,
     open: OpenConnections,
@@ -260,9 +273,9 @@ pub async fn serve_unclaimed<H, F>(
         // wake-ups, and it stays here for its whole life: at 64
         // connections on one worker, a tenth of them once ended up here
         // (docs/BENCHMARKS.md, "Connections left to the workers").
-        let before = open.accepted.load(std::sync::atomic::Ordering::Relaxed);
+        let before = counts.accepted.load(Ordering::Relaxed);
         tokio::time::sleep(grace).await;
-        if open.accepted.load(std::sync::atomic::Ordering::Relaxed) != before {
+        if counts.accepted.load(Ordering::Relaxed) != before {
             continue;
         }
         // `WouldBlock` (a worker took it) clears the readiness: wait again.
@@ -279,7 +292,7 @@ pub async fn serve_unclaimed<H, F>(
                 continue;
             }
         };
-        unclaimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        counts.unclaimed.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(%peer, "connection unclaimed by the workers: served by the threads");
         connection(stream, peer, handler.clone(), limits, &open);
     }
@@ -297,8 +310,6 @@ fn connection<H, F>(
     H: Fn(Request) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
-    open.accepted
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let Ok(place) = Arc::clone(&open.places).try_acquire_owned() else {
         tracing::warn!(%peer, limit = limits.max_connections, "too many open connections: refused");
         tokio::spawn(async move {

@@ -546,7 +546,8 @@ impl Collector for Pulled {
             "Connections the workers accepted none of for the grace while they waited, served by the threads beside the workers (--front-end workers): each of their requests is handed to a worker and back.",
             self.front_ends.as_ref().map_or(0, |front_ends| {
                 front_ends
-                    .unclaimed()
+                    .connections()
+                    .unclaimed
                     .load(std::sync::atomic::Ordering::Relaxed)
             }),
         )?;

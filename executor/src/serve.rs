@@ -84,6 +84,7 @@ async fn serve_sites(
             handler,
             limits,
             Arc::clone(&open),
+            None,
             until_stopped(stopped.clone()),
         )));
     }
@@ -137,7 +138,15 @@ async fn serve_main(
     let limits = app.settings.connections;
     let handler = handler(Arc::clone(app), Site::Main);
     let Some(runtimes) = app.settings.worker_runtimes.clone() else {
-        return http::serve(listener, handler, limits, open, until_stopped(stopped)).await;
+        return http::serve(
+            listener,
+            handler,
+            limits,
+            open,
+            None,
+            until_stopped(stopped),
+        )
+        .await;
     };
     let socket = match listener.into_std() {
         Ok(socket) => socket,
@@ -148,7 +157,7 @@ async fn serve_main(
         Ok(socket) => loops.push(tokio::spawn(http::serve_unclaimed(
             socket,
             UNCLAIMED_GRACE,
-            Arc::clone(runtimes.unclaimed()),
+            runtimes.connections().clone(),
             handler.clone(),
             limits,
             Arc::clone(&open),
@@ -167,10 +176,13 @@ async fn serve_main(
             }
         };
         let (handler, open) = (handler.clone(), Arc::clone(&open));
+        let accepted = Arc::clone(&runtimes.connections().accepted);
         let shutdown = until_stopped(stopped.clone());
         loops.push(runtime.spawn(async move {
             match TcpListener::from_std(socket) {
-                Ok(listener) => http::serve(listener, handler, limits, open, shutdown).await,
+                Ok(listener) => {
+                    http::serve(listener, handler, limits, open, Some(accepted), shutdown).await
+                }
                 Err(e) => tracing::error!(worker, error = %e, "cannot listen on a worker"),
             }
         }));
