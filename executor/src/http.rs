@@ -467,3 +467,107 @@ pub fn reply(reply: Reply) -> Response {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json(status, &reply.body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fallback loop leaves connections to workers that accept them
+    /// one by one more slowly than the grace lasts, and takes them when the
+    /// workers accept nothing for a grace. A "worker" here is a loop that
+    /// accepts one connection every `GRACE / 10`; the grace is long (20 ms)
+    /// so that a loaded machine's scheduling does not look like a worker
+    /// held up. The old rule (take whatever waited the grace) took one
+    /// connection per grace of the 100 ms the burst takes to accept: 6 of
+    /// the 50.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_fallback_takes_only_what_the_workers_leave() {
+        const GRACE: Duration = Duration::from_millis(20);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let counts = UnclaimedCounts {
+            accepted: Arc::default(),
+            unclaimed: Arc::default(),
+        };
+        let limits = ConnectionLimits {
+            max_connections: 1000,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+        };
+        let open = open_connections(&limits);
+        let handler = |_: Request| async { hyper::Response::new(full("ok")) };
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let until = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = stopped.wait_for(|&s| s).await;
+        };
+        let fallback = tokio::spawn(serve_unclaimed(
+            listener.try_clone().unwrap(),
+            GRACE,
+            counts.clone(),
+            handler,
+            limits,
+            Arc::clone(&open),
+            until(stopped.clone()),
+        ));
+        // The slow worker, until it is told to stop accepting.
+        let worker_listener = TcpListener::from_std({
+            let l = listener.try_clone().unwrap();
+            l.set_nonblocking(true).unwrap();
+            l
+        })
+        .unwrap();
+        let (accepting, mut told) = tokio::sync::watch::channel(true);
+        let accepted = Arc::clone(&counts.accepted);
+        let worker = tokio::spawn(async move {
+            let mut kept = Vec::new();
+            while *told.borrow_and_update() {
+                tokio::select! {
+                    Ok((stream, _)) = worker_listener.accept() => {
+                        accepted.fetch_add(1, Ordering::Relaxed);
+                        kept.push(stream);
+                        tokio::time::sleep(GRACE / 10).await;
+                    }
+                    _ = told.changed() => {}
+                }
+            }
+            kept.len()
+        });
+        tokio::time::sleep(GRACE).await;
+        // A burst the worker takes about 100 ms to accept.
+        let burst: Vec<_> = (0..50)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while counts.accepted.load(Ordering::Relaxed) + counts.unclaimed.load(Ordering::Relaxed)
+            < 50
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the burst was not accepted"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // At most one grace-long stall of a loaded machine's scheduling.
+        assert!(
+            counts.unclaimed.load(Ordering::Relaxed) <= 1,
+            "{} of 50 taken from an accepting worker",
+            counts.unclaimed.load(Ordering::Relaxed)
+        );
+        // The worker stops accepting: a connection now is the fallback's,
+        // after about a grace.
+        accepting.send_replace(false);
+        let taken = worker.await.unwrap();
+        let before = counts.unclaimed.load(Ordering::Relaxed);
+        let _late = std::net::TcpStream::connect(addr).unwrap();
+        while counts.unclaimed.load(Ordering::Relaxed) == before {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the fallback took nothing"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(taken >= 49);
+        drop(burst);
+        stop.send_replace(true);
+        fallback.await.unwrap();
+    }
+}
