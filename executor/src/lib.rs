@@ -64,8 +64,8 @@ use tracing_subscriber::EnvFilter;
 /// Why mimalloc: a component request makes about 100 heap allocations and
 /// as many frees, nine of them past glibc's thread cache (the instances'
 /// contexts, the store, hyper's buffers), and glibc's `malloc` and `free`
-/// were 10-11 % of the server's CPU at 64 connections. mimalloc's
-/// per-thread free lists took that to 2.5 µs less CPU per request (7 %).
+/// were 10-11 % of the server's CPU at 64 connections. With mimalloc's
+/// per-thread free lists a request costs about 3 µs less CPU (8 %).
 /// What it costs: about 7 MB more resident per process, and a little more
 /// per running sandbox (docs/BENCHMARKS.md, "mimalloc as the binaries'
 /// allocator"). A binary declares it so:
