@@ -315,17 +315,8 @@ fn a_request_on_a_busy_workers_connection_is_read_within_ticks() {
         }
     }
     let mut victim = victim.expect("no connection of the victim's was taken by the worker");
-    let burnt = AtomicBool::new(false);
-    // About 1.5 s of computation on this machine's Wasmtime.
-    let burn = serde_json::to_vec(&json!({ "iterations": 1_500_000_000u64 })).unwrap();
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            let (status, body) = luge.request("POST", "/burn", &burn);
-            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-            burnt.store(true, Ordering::SeqCst);
-        });
-        // The burn has started and its tenant is over its share.
-        std::thread::sleep(Duration::from_millis(300));
+    // The burn has started and its tenant is over its share.
+    let (waits, burnt) = while_burning(&luge, || {
         let mut waits = Vec::new();
         for _ in 0..5 {
             let started = Instant::now();
@@ -333,12 +324,13 @@ fn a_request_on_a_busy_workers_connection_is_read_within_ticks() {
             waits.push(started.elapsed());
             assert_eq!(answer, (200, b"hello".to_vec()));
         }
-        eprintln!("the victim waited {waits:?}");
-        assert!(
-            !burnt.load(Ordering::SeqCst),
-            "the victim was answered only after the computation ({waits:?})"
-        );
+        waits
     });
+    eprintln!("the victim waited {waits:?}");
+    assert!(
+        !burnt,
+        "the victim was answered only after the computation ({waits:?})"
+    );
     // Each arrival costs the computation at most one yield (edges are
     // reported once), plus one ask that consumes what came while the worker
     // was idle: a client cannot make a sandbox yield more often than it
@@ -376,16 +368,7 @@ fn a_new_connection_while_the_worker_computes_is_served_beside_it_and_counted() 
     );
     let luge = site.start(&[]);
     let before = metric(&luge, "luge_connections_unclaimed_total");
-    let burnt = AtomicBool::new(false);
-    // About 1.5 s of computation on this machine's Wasmtime.
-    let burn = serde_json::to_vec(&json!({ "iterations": 1_500_000_000u64 })).unwrap();
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            let (status, body) = luge.request("POST", "/burn", &burn);
-            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-            burnt.store(true, Ordering::SeqCst);
-        });
-        std::thread::sleep(Duration::from_millis(300));
+    let ((), burnt) = while_burning(&luge, || {
         for _ in 0..3 {
             use std::io::Write;
             let mut stream = common::connect(&luge);
@@ -394,13 +377,31 @@ fn a_new_connection_while_the_worker_computes_is_served_beside_it_and_counted() 
                 .unwrap();
             assert_eq!(common::read_one_reply(&mut stream).0, 200);
         }
-        assert!(
-            !burnt.load(Ordering::SeqCst),
-            "the new connections were answered only after the computation"
-        );
     });
+    assert!(
+        !burnt,
+        "the new connections were answered only after the computation"
+    );
     let taken = metric(&luge, "luge_connections_unclaimed_total") - before;
     // The three (the metrics scrapes' pooled connection came while the
     // worker was idle, and took none, or one on a loaded machine).
     assert!((3.0..=4.0).contains(&taken), "{taken} connections taken");
+}
+
+/// Runs `during` while `/burn` computes for about 1.5 s (this machine's
+/// Wasmtime) on another connection, from 300 ms into it; returns what
+/// `during` returned and whether the computation had ended by then.
+fn while_burning<R>(luge: &Luge, during: impl FnOnce() -> R) -> (R, bool) {
+    let burnt = AtomicBool::new(false);
+    let burn = serde_json::to_vec(&json!({ "iterations": 1_500_000_000u64 })).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let (status, body) = luge.request("POST", "/burn", &burn);
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+            burnt.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let result = during();
+        (result, burnt.load(Ordering::SeqCst))
+    })
 }
