@@ -280,20 +280,13 @@ fn a_request_on_a_busy_workers_connection_is_read_within_ticks() {
     }
     let site = common::Site::new(
         &["spin", "c-echo"],
-        r#"
-        [server]
-        workers = 1
-        quantum_us = 10000000
-
-        [[routes]]
-        path = "/burn"
-        module = "spin.wasm"
-        limits = { timeout_ms = 60000 }
-
+        &format!(
+            r#"{ONE_WORKER_BURNING}
         [[routes]]
         path = "/victim"
         module = "c-echo.wasm"
-        "#,
+        "#
+        ),
     );
     let luge = site.start(&[]);
     // The victim's connection, taken by the idle worker: its request is
@@ -353,19 +346,7 @@ fn a_new_connection_while_the_worker_computes_is_served_beside_it_and_counted() 
     if engine() != "wasmtime" {
         return; // the other engines' connections are served beside the workers
     }
-    let site = common::Site::new(
-        &["spin"],
-        r#"
-        [server]
-        workers = 1
-        quantum_us = 10000000
-
-        [[routes]]
-        path = "/burn"
-        module = "spin.wasm"
-        limits = { timeout_ms = 60000 }
-        "#,
-    );
+    let site = common::Site::new(&["spin"], ONE_WORKER_BURNING);
     let luge = site.start(&[]);
     let before = metric(&luge, "luge_connections_unclaimed_total");
     let ((), burnt) = while_burning(&luge, || {
@@ -387,6 +368,19 @@ fn a_new_connection_while_the_worker_computes_is_served_beside_it_and_counted() 
     // worker was idle, and took none, or one on a loaded machine).
     assert!((3.0..=4.0).contains(&taken), "{taken} connections taken");
 }
+
+/// One worker, a quantum longer than any test, and `/burn` (spin.wasm):
+/// while it computes, the worker reaches no scheduling point.
+const ONE_WORKER_BURNING: &str = r#"
+        [server]
+        workers = 1
+        quantum_us = 10000000
+
+        [[routes]]
+        path = "/burn"
+        module = "spin.wasm"
+        limits = { timeout_ms = 60000 }
+"#;
 
 /// Runs `during` while `/burn` computes for about 1.5 s (this machine's
 /// Wasmtime) on another connection, from 300 ms into it; returns what
