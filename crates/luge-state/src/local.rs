@@ -108,9 +108,30 @@ impl Namespace {
     }
 }
 
+/// The store's memtable: writes are held in memory up to this many bytes
+/// of keys and values, then written out as a table on disk. Every write
+/// adds to it, an overwrite of a key as much as a new key (an LSM tree
+/// keeps each version until the flush), so this bounds what a churn of
+/// writes holds in memory beside the maps. A small write (a 40-byte key
+/// and value) costs about 130 bytes of RSS there, so 8 MiB, the low end
+/// of fjall's recommended range, holds about 20 MiB and flushes every
+/// 170,000 or so such writes; fjall's default, 64 MiB, let about 160 MiB
+/// build up first (docs/BENCHMARKS.md, "The soak's own state").
+const MEMTABLE_BYTES: u64 = 8 << 20;
+
+/// The store's block cache. Reads are served from the in-memory maps; the
+/// store is read only at start and at a reopen, one pass over every value,
+/// which a cache does not speed up. fjall's default, 32 MiB, would keep
+/// the blocks of that pass: a second copy of values the maps hold.
+const CACHE_BYTES: u64 = 1 << 20;
+
 fn open_disk(dir: &Path) -> Result<Disk, fjall::Error> {
-    let db = fjall::Database::builder(dir).open()?;
-    let values = db.keyspace("values", fjall::KeyspaceCreateOptions::default)?;
+    let db = fjall::Database::builder(dir)
+        .cache_size(CACHE_BYTES)
+        .open()?;
+    let values = db.keyspace("values", || {
+        fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+    })?;
     Ok(Disk { db, values })
 }
 
@@ -366,5 +387,49 @@ impl LocalTier {
         }
         *persisted.failing() = Failing::No;
         tracing::info!("state store reopened");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Overwrites of a few keys past [`MEMTABLE_BYTES`] are written out to
+    /// a table on disk rather than held in the store's memory (with
+    /// fjall's default of 64 MiB, 16 MiB of them stay in the memtable),
+    /// and the last value of each key is what a restart reads back.
+    #[test]
+    fn overwrites_past_the_memtable_bound_go_to_disk() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let tier = LocalTier::open(dir.path()).expect("opens");
+        let quotas = Quotas::default();
+        let value = vec![7u8; 4096];
+        let writes = 2 * MEMTABLE_BYTES as usize / value.len();
+        for i in 0..writes {
+            let mut last = value.clone();
+            last[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            tier.update("ns", &format!("k{}", i % 16), &quotas, |_| {
+                Ok((Change::Set(last), ()))
+            })
+            .expect("written");
+        }
+        let tables = || {
+            let persisted = tier.disk.as_ref().expect("persisted");
+            let disk = persisted.read();
+            disk.as_ref().expect("open").values.table_count()
+        };
+        // Flushes run on the store's own threads.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tables() == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(tables() > 0, "no table written after {writes} writes");
+        drop(tier);
+        let reopened = LocalTier::open(dir.path()).expect("reopens");
+        for k in 0..16 {
+            let newest = (0..writes).rev().find(|i| i % 16 == k).expect("written");
+            let got = reopened.get("ns", &format!("k{k}")).expect("a value");
+            assert_eq!(got[..8], (newest as u64).to_le_bytes());
+        }
     }
 }
