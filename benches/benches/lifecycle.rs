@@ -113,44 +113,117 @@ fn http_sandbox(c: &mut Criterion) {
     let mut group = c.benchmark_group("sandbox");
     group.bench_function(
         "instantiate+handle+teardown http-handler (wasi:http)",
-        |b| {
-            b.iter(|| {
-                executor.block_on(async {
-                    let request: Request = http::Request::get("http://localhost/hello")
-                        .body(
-                            Empty::new()
-                                .map_err(|e| -> BodyError { match e {} })
-                                .boxed_unsync(),
-                        )
-                        .expect("a request");
-                    let (respond, answered) = tokio::sync::oneshot::channel();
-                    let sandbox = Arc::clone(&module).start_http(
-                        Invocation::new(Arc::clone(&action), Vec::new()),
-                        request,
-                        Box::new(move |response| {
-                            let _ = respond.send(response);
-                        }),
-                        preemption,
-                    );
-                    let read = async {
-                        let response = answered.await.expect("answered").expect("a response");
-                        assert_eq!(response.status(), 200);
-                        response
-                            .into_body()
-                            .collect()
-                            .await
-                            .expect("a body")
-                            .to_bytes()
-                    };
-                    let (outcome, body) = tokio::join!(sandbox, read);
-                    assert!(outcome.termination.is_success());
-                    assert!(!body.is_empty());
-                    body
-                })
-            })
-        },
+        |b| b.iter(|| handle_hello(&executor, &module, &action, preemption)),
     );
+    // The same lifecycle on every core at once (at most 8), one thread
+    // pinned to each, all on one loaded module: the time per lifecycle on
+    // a thread. Against the single thread's above, what the engine's path
+    // loses when every core runs it (what the cores share: the pool, the
+    // module, the process's memory map, caches), the per-core rate of issue
+    // 49's items 2 and 3 without a front end, a connection or a client.
+    let cores = allowed_cores();
+    let threads = cores.len().clamp(1, 8);
+    if threads > 1 {
+        group.bench_function(
+            format!("instantiate+handle+teardown http-handler (wasi:http), {threads} threads"),
+            |b| {
+                b.iter_custom(|iters| {
+                    let start = std::sync::Barrier::new(threads);
+                    let took: Vec<std::time::Duration> = std::thread::scope(|scope| {
+                        let running: Vec<_> = cores[..threads]
+                            .iter()
+                            .map(|&core| {
+                                let (start, module, action) = (&start, &module, &action);
+                                scope.spawn(move || {
+                                    pin_to(core);
+                                    let executor = tokio::runtime::Builder::new_current_thread()
+                                        .enable_all()
+                                        .build()
+                                        .expect("a runtime");
+                                    start.wait();
+                                    let began = std::time::Instant::now();
+                                    for _ in 0..iters {
+                                        std::hint::black_box(handle_hello(
+                                            &executor, module, action, preemption,
+                                        ));
+                                    }
+                                    began.elapsed()
+                                })
+                            })
+                            .collect();
+                        running
+                            .into_iter()
+                            .map(|t| t.join().expect("a lifecycle thread"))
+                            .collect()
+                    });
+                    // The threads' mean: each ran `iters`, so this is the
+                    // time per lifecycle on a thread (the slowest thread's
+                    // would add each round's worst hiccup).
+                    took.iter().sum::<std::time::Duration>() / threads as u32
+                })
+            },
+        );
+    }
     group.finish();
+}
+
+/// One hello on `module`: a sandbox made, handed a GET, its whole
+/// response read, the sandbox torn down.
+fn handle_hello(
+    executor: &tokio::runtime::Runtime,
+    module: &Arc<dyn luge_core::runtime::LoadedModule>,
+    action: &Arc<Action>,
+    preemption: Preemption,
+) -> bytes::Bytes {
+    executor.block_on(async {
+        let request: Request = http::Request::get("http://localhost/hello")
+            .body(
+                Empty::new()
+                    .map_err(|e| -> BodyError { match e {} })
+                    .boxed_unsync(),
+            )
+            .expect("a request");
+        let (respond, answered) = tokio::sync::oneshot::channel();
+        let sandbox = Arc::clone(module).start_http(
+            Invocation::new(Arc::clone(action), Vec::new()),
+            request,
+            Box::new(move |response| {
+                let _ = respond.send(response);
+            }),
+            preemption,
+        );
+        let read = async {
+            let response = answered.await.expect("answered").expect("a response");
+            assert_eq!(response.status(), 200);
+            response
+                .into_body()
+                .collect()
+                .await
+                .expect("a body")
+                .to_bytes()
+        };
+        let (outcome, body) = tokio::join!(sandbox, read);
+        assert!(outcome.termination.is_success());
+        assert!(!body.is_empty());
+        body
+    })
+}
+
+/// The cores this process may run on, in order.
+fn allowed_cores() -> Vec<usize> {
+    let Ok(allowed) = rustix::thread::sched_getaffinity(None) else {
+        return vec![0];
+    };
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| allowed.is_set(c))
+        .collect()
+}
+
+/// Confines the calling thread to `core` (left unconfined if that fails).
+fn pin_to(core: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(core);
+    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 criterion_group!(

@@ -124,7 +124,8 @@ struct Cli {
     /// `n` fresh containers at once), and the like for chains, calls'
     /// fan-out, shared state, snapshots and Python (default 10); of the
     /// telemetry experiment, whose servers take turns in each round
-    /// (default 2).
+    /// (default 2); of the scaling sweep, each round all of it, with the
+    /// rounds' medians after them (default 1).
     #[arg(long)]
     rounds: Option<usize>,
     /// scaling: only these server core counts (comma-separated; default
@@ -235,6 +236,7 @@ fn main() -> anyhow::Result<()> {
                     rows: cli.only.clone(),
                     connections: cli.connections,
                     no_p50: cli.no_p50,
+                    rounds: cli.rounds.unwrap_or(1).max(1),
                 },
             ),
             Experiment::Fairness => fairness(&setup, window),

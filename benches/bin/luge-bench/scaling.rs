@@ -149,6 +149,11 @@ pub(crate) struct Only {
     /// Leave out the one-connection p50 (so that a profile of the run
     /// holds the throughput point alone).
     pub(crate) no_p50: bool,
+    /// Times the whole sweep runs, one after another: a machine whose
+    /// points drift from minute to minute (the lent device's one-core
+    /// point moved by a third between runs) is read by the rounds' median,
+    /// each server measured in every round.
+    pub(crate) rounds: usize,
 }
 
 /// `connections` spread over one client thread per core of `client`, each
@@ -216,10 +221,14 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         "[[routes]]\npath = \"/ping\"\nmodule = \"ping.wasm\"\n\n[[routes]]\npath = \"/hello\"\nmodule = \"handler.wasm\"\n",
     )?;
 
+    // The round under way (counted from 0): read by the points and the
+    // servers' state folders while the sweep moves it on.
+    let round = std::cell::Cell::new(0usize);
     let luge = |n: usize, front_end: &str, on: &[usize]| -> anyhow::Result<Served> {
         let workers = n.to_string();
         let extra = ["--front-end", front_end, "--workers", &workers];
-        let mut luge = luge_serve(setup, dir.path(), &format!("state-{front_end}-{n}"), &extra)?;
+        let state = format!("state-{front_end}-{n}-{}", round.get());
+        let mut luge = luge_serve(setup, dir.path(), &state, &extra)?;
         confine(&mut luge, on);
         start(luge, LUGE_MARKER)
     };
@@ -287,6 +296,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         rows.push(vec![
             name.to_owned(),
             n.to_string(),
+            (round.get() + 1).to_string(),
             physical_cores(&servers[..n]).to_string(),
             format!("{:.0}", loaded.throughput()),
             format!("{:.0}", loaded.throughput() / n as f64),
@@ -306,21 +316,27 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         ["c-ping", "component"].map(|w| format!("luge --front-end {front_end}, {w}"))
     };
     const WASMTIME_ROW: &str = "wasmtime serve, component";
-    for &n in &counts {
-        let on = &servers[..n];
-        for front_end in ["workers", "threads"] {
-            let [ping, component] = rows_of(front_end);
-            if !wanted(&ping) && !wanted(&component) {
-                continue;
+    for _ in 0..only.rounds.max(1) {
+        for &n in &counts {
+            let on = &servers[..n];
+            for front_end in ["workers", "threads"] {
+                let [ping, component] = rows_of(front_end);
+                if !wanted(&ping) && !wanted(&component) {
+                    continue;
+                }
+                let served = luge(n, front_end, on)?;
+                point(&ping, n, &served, "/ping", None);
+                point(&component, n, &served, "/hello", Some(HELLO.len()));
             }
-            let served = luge(n, front_end, on)?;
-            point(&ping, n, &served, "/ping", None);
-            point(&component, n, &served, "/hello", Some(HELLO.len()));
+            if wanted(WASMTIME_ROW) {
+                let served = wasmtime(on)?;
+                point(WASMTIME_ROW, n, &served, "/hello", Some(HELLO.len()));
+            }
         }
-        if wanted(WASMTIME_ROW) {
-            let served = wasmtime(on)?;
-            point(WASMTIME_ROW, n, &served, "/hello", Some(HELLO.len()));
-        }
+        round.set(round.get() + 1);
+    }
+    if only.rounds > 1 {
+        rows.extend(medians(&rows));
     }
     anyhow::ensure!(
         !rows.is_empty(),
@@ -333,6 +349,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         columns: vec![
             "server, workload",
             "cores",
+            "round",
             "physical cores",
             "req/s (throughput point)",
             "req/s per core",
@@ -356,9 +373,98 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
     })
 }
 
+/// The columns [`medians`] takes the median of (req/s, req/s per core,
+/// CPU µs per request, the one-connection p50), by index in a row.
+const MEDIAN_COLUMNS: [usize; 4] = [4, 5, 6, 10];
+
+/// One row per server, workload and core count of `rows` (each round's),
+/// with the median over its rounds of each of [`MEDIAN_COLUMNS`] and
+/// "median" as its round; the other measured columns are left out ("-").
+fn medians(rows: &[Vec<String>]) -> Vec<Vec<String>> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for row in rows {
+        let key = (row[0].as_str(), row[1].as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(name, cores)| {
+            let of_key: Vec<&Vec<String>> = rows
+                .iter()
+                .filter(|row| row[0] == name && row[1] == cores)
+                .collect();
+            let mut median = vec!["-".to_owned(); of_key[0].len()];
+            median[0] = name.to_owned();
+            median[1] = cores.to_owned();
+            median[2] = "median".to_owned();
+            median[3] = of_key[0][3].clone();
+            for column in MEDIAN_COLUMNS {
+                let mut values: Vec<f64> = of_key
+                    .iter()
+                    .filter_map(|row| row[column].parse::<f64>().ok())
+                    .collect();
+                values.sort_by(f64::total_cmp);
+                if let Some(&middle) = values.get(values.len() / 2) {
+                    // An even count takes the mean of the middle two.
+                    let value = if values.len().is_multiple_of(2) {
+                        (values[values.len() / 2 - 1] + middle) / 2.0
+                    } else {
+                        middle
+                    };
+                    median[column] = if column == 6 {
+                        format!("{value:.1}")
+                    } else {
+                        format!("{value:.0}")
+                    };
+                }
+            }
+            median
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::split_by_physical_core;
+    use super::{medians, split_by_physical_core};
+
+    #[test]
+    fn medians_are_per_server_and_core_count_over_the_rounds() {
+        let row = |name: &str, cores: &str, round: &str, rate: &str, cpu: &str, p50: &str| {
+            let mut row = vec!["x".to_owned(); 12];
+            row[0] = name.to_owned();
+            row[1] = cores.to_owned();
+            row[2] = round.to_owned();
+            row[4] = rate.to_owned();
+            row[5] = rate.to_owned();
+            row[6] = cpu.to_owned();
+            row[10] = p50.to_owned();
+            row
+        };
+        let rows = vec![
+            row("a", "1", "1", "100", "10.0", "40"),
+            row("a", "2", "1", "300", "8.0", "-"),
+            row("a", "1", "2", "130", "7.5", "50"),
+            row("a", "2", "2", "200", "9.0", "-"),
+            row("a", "1", "3", "90", "12.0", "45"),
+        ];
+        let medians = medians(&rows);
+        assert_eq!(medians.len(), 2);
+        assert_eq!(medians[0][..3], ["a", "1", "median"]);
+        assert_eq!(
+            (medians[0][4].as_str(), medians[0][6].as_str()),
+            ("100", "10.0")
+        );
+        assert_eq!(medians[0][10], "45");
+        // Two rounds: the middle two's mean; no p50 measured: none.
+        assert_eq!(medians[1][..3], ["a", "2", "median"]);
+        assert_eq!(
+            (medians[1][4].as_str(), medians[1][6].as_str()),
+            ("250", "8.5")
+        );
+        assert_eq!(medians[1][10], "-");
+        assert_eq!(medians[1][7], "-");
+    }
 
     #[test]
     fn client_and_servers_share_no_physical_core() {
