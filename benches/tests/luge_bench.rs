@@ -182,14 +182,16 @@ fn every_experiment_writes_its_results() {
         "{scaling:?}"
     );
     for row in &scaling {
-        assert_eq!(row.len(), 11, "{row:?}");
-        assert!(number(&row[3]) > 0.0 && row[10] == "0", "{row:?}");
+        assert_eq!(row.len(), 12, "{row:?}");
+        // One round (`--rounds 1`): no medians after it.
+        assert_eq!(row[2], "1", "{row:?}");
+        assert!(number(&row[4]) > 0.0 && row[11] == "0", "{row:?}");
         // Steals read from Luge's own metrics; none for `wasmtime serve`.
-        assert_eq!(row[0].starts_with("wasmtime"), row[8] == "-", "{row:?}");
+        assert_eq!(row[0].starts_with("wasmtime"), row[9] == "-", "{row:?}");
         // Server cores on as many physical cores, at most.
-        assert!(number(&row[2]) >= 1.0 && number(&row[2]) <= number(&row[1]));
+        assert!(number(&row[3]) >= 1.0 && number(&row[3]) <= number(&row[1]));
         // How busy the client was: a share of its cores, read from /proc.
-        let busy = number(row[7].trim_end_matches(" %"));
+        let busy = number(row[8].trim_end_matches(" %"));
         assert!(busy > 0.0 && busy <= 150.0, "{row:?}");
     }
     // Outgoing requests and SQLite: every row's requests answered (the
