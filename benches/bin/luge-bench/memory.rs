@@ -17,7 +17,7 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
         200
     );
     let containers = 200;
-    let before = resident();
+    let before = settled_resident();
     for i in 1..=containers {
         assert_eq!(server.post(&format!("/warm{i}/init"), &init).0, 200);
     }
@@ -32,7 +32,7 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
     let artifacts = (0..distinct)
         .map(|i| registry.compile_sealed(&variant(&sleep, 1_000 + i)))
         .collect::<Result<Vec<_>, _>>()?;
-    let before_distinct = resident();
+    let before_distinct = settled_resident();
     for (i, artifact) in artifacts.iter().enumerate() {
         assert_eq!(
             server
@@ -43,7 +43,7 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
     }
     let per_module_container = resident().saturating_sub(before_distinct) as f64 / distinct as f64;
     let running = 64;
-    let idle = resident();
+    let idle = settled_resident();
     let peak = std::thread::scope(|s| {
         for i in 0..running {
             let server = &server;
@@ -88,6 +88,27 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
             "`sleep.wasm` (Rust) on one in-process `luge serve`; RSS of the process from /proc/self/statm. {containers} extra containers of the loaded module; {distinct} containers each initialized from its own sealed artifact of the same code (a distinct content hash); then {running} of the first kind each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container."
         ),
     })
+}
+
+/// [`resident`] once it holds still: read every 50 ms until two readings
+/// in a row are within 64 KiB of each other (at most 2 s). A baseline is
+/// taken so, because what an earlier experiment of the same process
+/// started may still be giving memory back (a server's pools and threads
+/// torn down, an allocator's delayed purges), and a baseline read in the
+/// middle of that left a later reading below it: the distinct-artifact row
+/// read 0 KiB once in `luge-bench all`.
+fn settled_resident() -> u64 {
+    const STILL: u64 = 64 << 10;
+    let mut last = resident();
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = resident();
+        if now.abs_diff(last) < STILL {
+            return now;
+        }
+        last = now;
+    }
+    last
 }
 
 /// This process's resident memory, read once the allocator has given back

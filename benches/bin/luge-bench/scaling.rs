@@ -336,7 +336,19 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         round.set(round.get() + 1);
     }
     if only.rounds > 1 {
-        rows.extend(medians(&rows));
+        let medians = medians(&rows);
+        // The plot draws the medians: one point per core count and server.
+        series = Vec::new();
+        for row in &medians {
+            let (Ok(n), Ok(rate)) = (row[1].parse::<f64>(), row[4].parse::<f64>()) else {
+                continue;
+            };
+            match series.iter_mut().find(|(s, _)| *s == row[0]) {
+                Some((_, points)) => points.push((n, rate)),
+                None => series.push((row[0].clone(), vec![(n, rate)])),
+            }
+        }
+        rows.extend(medians);
     }
     anyhow::ensure!(
         !rows.is_empty(),
