@@ -58,6 +58,17 @@ pub fn registry() -> ModuleRegistry {
     ModuleRegistry::new(runtime(), key(), None)
 }
 
+/// The cores this process may run on, in order (core 0 alone when the
+/// affinity cannot be read).
+pub fn allowed_cores() -> Vec<usize> {
+    let Ok(allowed) = rustix::thread::sched_getaffinity(None) else {
+        return vec![0];
+    };
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| allowed.is_set(c))
+        .collect()
+}
+
 /// An OpenWhisk init body for `code` (entry `main`).
 pub fn init_body(code: &[u8]) -> Value {
     luge_testkit::init_body(code, "main", json!({}))

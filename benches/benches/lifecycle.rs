@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use http_body_util::{BodyExt, Empty};
-use luge_benches::{init_body, key, registry, runtime, wasm};
+use luge_benches::{allowed_cores, init_body, key, registry, runtime, wasm};
 use luge_core::handler::{BodyError, Request};
 use luge_core::{Action, Invocation, Preemption};
 use luge_openwhisk::{Container, InitSettings, LogBuffer};
@@ -207,16 +207,6 @@ fn handle_hello(
         assert!(!body.is_empty());
         body
     })
-}
-
-/// The cores this process may run on, in order.
-fn allowed_cores() -> Vec<usize> {
-    let Ok(allowed) = rustix::thread::sched_getaffinity(None) else {
-        return vec![0];
-    };
-    (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&c| allowed.is_set(c))
-        .collect()
 }
 
 /// Confines the calling thread to `core` (left unconfined if that fails).

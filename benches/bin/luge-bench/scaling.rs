@@ -20,6 +20,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
+use luge_benches::allowed_cores;
 use luge_benches::load::{self, LoadReport, Target};
 use luge_benches::wasm;
 
@@ -39,14 +40,6 @@ fn cpu_set(cores: &[usize]) -> rustix::thread::CpuSet {
         set.set(core);
     }
     set
-}
-
-/// The cores this process may run on, in order.
-fn allowed_cores() -> Vec<usize> {
-    let allowed = rustix::thread::sched_getaffinity(None).unwrap_or_else(|_| cpu_set(&[0]));
-    (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&c| allowed.is_set(c))
-        .collect()
 }
 
 /// The physical core `cpu` is a hardware thread of (package, core id), from
