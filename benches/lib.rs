@@ -69,6 +69,20 @@ pub fn allowed_cores() -> Vec<usize> {
         .collect()
 }
 
+/// The CPU set of cores `cores`.
+pub fn cpu_set(cores: &[usize]) -> rustix::thread::CpuSet {
+    let mut set = rustix::thread::CpuSet::new();
+    for &core in cores {
+        set.set(core);
+    }
+    set
+}
+
+/// Confines the calling thread to `core` (left unconfined if that fails).
+pub fn pin_to(core: usize) {
+    let _ = rustix::thread::sched_setaffinity(None, &cpu_set(&[core]));
+}
+
 /// An OpenWhisk init body for `code` (entry `main`).
 pub fn init_body(code: &[u8]) -> Value {
     luge_testkit::init_body(code, "main", json!({}))

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use http_body_util::{BodyExt, Empty};
-use luge_benches::{allowed_cores, init_body, key, registry, runtime, wasm};
+use luge_benches::{allowed_cores, init_body, key, pin_to, registry, runtime, wasm};
 use luge_core::handler::{BodyError, Request};
 use luge_core::{Action, Invocation, Preemption};
 use luge_openwhisk::{Container, InitSettings, LogBuffer};
@@ -207,13 +207,6 @@ fn handle_hello(
         assert!(!body.is_empty());
         body
     })
-}
-
-/// Confines the calling thread to `core` (left unconfined if that fails).
-fn pin_to(core: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 criterion_group!(

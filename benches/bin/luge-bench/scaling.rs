@@ -20,9 +20,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use luge_benches::allowed_cores;
 use luge_benches::load::{self, LoadReport, Target};
 use luge_benches::wasm;
+use luge_benches::{allowed_cores, cpu_set, pin_to};
 
 use crate::http_proxy::{
     HELLO, LUGE_MARKER, Served, free_port, luge_serve, luge_site, process_cpu, start, wasmtime_cli,
@@ -32,15 +32,6 @@ use crate::{Report, Setup};
 /// Connections of the throughput point by default (the wrk runs
 /// used 64).
 pub(crate) const CONNECTIONS: usize = 64;
-
-/// The CPU set of cores `cores`.
-fn cpu_set(cores: &[usize]) -> rustix::thread::CpuSet {
-    let mut set = rustix::thread::CpuSet::new();
-    for &core in cores {
-        set.set(core);
-    }
-    set
-}
 
 /// The physical core `cpu` is a hardware thread of (package, core id), from
 /// sysfs; a CPU whose topology cannot be read counts as a core of its own.
@@ -165,7 +156,7 @@ fn drive(
                 let core = client[i % client.len()];
                 let share = connections / threads + usize::from(i < connections % threads);
                 scope.spawn(move || {
-                    let _ = rustix::thread::sched_setaffinity(None, &cpu_set(&[core]));
+                    pin_to(core);
                     load::closed_loop(target, share, warmup, window)
                 })
             })
@@ -378,9 +369,10 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
     })
 }
 
-/// The columns [`medians`] takes the median of (req/s, req/s per core,
-/// CPU µs per request, the one-connection p50), by index in a row.
-const MEDIAN_COLUMNS: [usize; 4] = [4, 5, 6, 10];
+/// The columns [`medians`] takes the median of, by index in a row, each
+/// with the decimals it is written with: req/s, req/s per core, CPU µs
+/// per request, the one-connection p50.
+const MEDIAN_COLUMNS: [(usize, usize); 4] = [(4, 0), (5, 0), (6, 1), (10, 0)];
 
 /// One row per server, workload and core count of `rows` (each round's),
 /// with the median over its rounds of each of [`MEDIAN_COLUMNS`] and
@@ -404,7 +396,7 @@ fn medians(rows: &[Vec<String>]) -> Vec<Vec<String>> {
             median[1] = cores.to_owned();
             median[2] = "median".to_owned();
             median[3] = of_key[0][3].clone();
-            for column in MEDIAN_COLUMNS {
+            for (column, decimals) in MEDIAN_COLUMNS {
                 let mut values: Vec<f64> = of_key
                     .iter()
                     .filter_map(|row| row[column].parse::<f64>().ok())
@@ -417,11 +409,7 @@ fn medians(rows: &[Vec<String>]) -> Vec<Vec<String>> {
                     } else {
                         middle
                     };
-                    median[column] = if column == 6 {
-                        format!("{value:.1}")
-                    } else {
-                        format!("{value:.0}")
-                    };
+                    median[column] = format!("{value:.decimals$}");
                 }
             }
             median
