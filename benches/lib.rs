@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 pub mod load;
+pub mod proc;
 pub mod stats;
 
 use clap::Parser;

@@ -72,6 +72,10 @@ export LUGE_BUILT_DIR="$here/built"
     date -u
     uname -a
     lscpu 2>/dev/null || true
+    # The kernel's flags (a guest's virtualisation mode, idle polling)
+    # and the host's steal so far, per CPU (the eighth number).
+    cat /proc/cmdline 2>/dev/null || true
+    grep '^cpu' /proc/stat 2>/dev/null || true
 } > "$results/machine.txt"
 "$work/luge-bench" scaling --seconds "${SECONDS_PER_POINT:-3}" --rounds "${ROUNDS:-2}" \
     --out "$results" "$@" 2>&1 | tee "$results/scaling.txt"

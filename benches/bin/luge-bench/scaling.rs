@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use luge_benches::load::{self, LoadReport, Target};
 use luge_benches::wasm;
-use luge_benches::{allowed_cores, cpu_set, pin_to};
+use luge_benches::{allowed_cores, cpu_set, pin_to, proc};
 
 use crate::http_proxy::{
     HELLO, LUGE_MARKER, Served, free_port, luge_serve, luge_site, process_cpu, start, wasmtime_cli,
@@ -249,12 +249,17 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             load::tlb_shootdowns(),
             stolen_so_far(),
         );
+        let (threads, steal) = (proc::threads(served.child.id()), proc::steal(&servers[..n]));
         let started = std::time::Instant::now();
         let loaded = drive(&target, connections, client, Duration::ZERO, window);
         let (cpu, ours, tlb) = (
             served.cpu().saturating_sub(cpu),
             process_cpu("self").saturating_sub(ours),
             (tlb, load::tlb_shootdowns()),
+        );
+        let (threads, steal) = (
+            proc::threads(served.child.id()).since(threads),
+            proc::Steal::percent_since(proc::steal(&servers[..n]), steal),
         );
         // Requests whose job ran on another worker than the one that
         // received it (the worker front end); "-" for other servers.
@@ -289,6 +294,12 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             format!("{:.0} %", client_busy * 100.0),
             stolen,
             p50,
+            format!(
+                "{:.2}",
+                threads.involuntary as f64 / loaded.ok.max(1) as f64
+            ),
+            threads.ticker_percent(),
+            steal,
             (loaded.errors + errors).to_string(),
         ]);
         match series.iter_mut().find(|(s, _)| s == name) {
@@ -354,6 +365,9 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             "client cores busy",
             "jobs stolen",
             "p50 µs (1 conn)",
+            "involuntary switches/request",
+            "epoch ticker % of CPU",
+            "host steal % (server cores)",
             "errors",
         ],
         rows,
@@ -361,7 +375,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         y_desc: "requests per second (throughput point)",
         series,
         notes: format!(
-            "Throughput point: {} keep-alive connections of a closed-loop client on cores {client:?} ({} threads, pinned); each server confined to its first n of cores {servers:?} by CPU affinity (client and servers on separate physical cores; the servers' cores one hardware thread per physical core first, then their siblings), Luge with `--workers n`. c-ping on a `[[routes]]` route; the component is `actions/http` (hello path) on a route of Luge and under `wasmtime serve -S cli`. {} ms per throughput point and half that for the one-connection p50, each after 500 ms of warm-up outside the window; server CPU from /proc/PID/stat (10 ms ticks) over the window; client cores busy: this process's CPU over the window divided by its client threads' wall time; jobs stolen: Luge's `luge_steals_total` over the window per request (a job run by another worker than the one whose queue it was in).",
+            "Throughput point: {} keep-alive connections of a closed-loop client on cores {client:?} ({} threads, pinned); each server confined to its first n of cores {servers:?} by CPU affinity (client and servers on separate physical cores; the servers' cores one hardware thread per physical core first, then their siblings), Luge with `--workers n`. c-ping on a `[[routes]]` route; the component is `actions/http` (hello path) on a route of Luge and under `wasmtime serve -S cli`. {} ms per throughput point and half that for the one-connection p50, each after 500 ms of warm-up outside the window; server CPU from /proc/PID/stat (10 ms ticks) over the window; client cores busy: this process's CPU over the window divided by its client threads' wall time; jobs stolen: Luge's `luge_steals_total` over the window per request (a job run by another worker than the one whose queue it was in); involuntary switches: the server's threads' `nonvoluntary_ctxt_switches` over the window per request (a thread preempted while it could still run: on one core, mostly the epoch ticker's wake-ups); epoch ticker: Luge's `luge-epoch` thread's share of the server's CPU (`schedstat`); host steal: the share of the server cores' clock ticks the host ran something else in (`/proc/stat`'s steal, which a virtual machine's CPU times may or may not leave out).",
             only.connections,
             client.len().min(only.connections),
             window.as_millis()
@@ -371,8 +385,10 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
 
 /// The columns [`medians`] takes the median of, by index in a row, each
 /// with the decimals it is written with: req/s, req/s per core, CPU µs
-/// per request, the one-connection p50.
-const MEDIAN_COLUMNS: [(usize, usize); 4] = [(4, 0), (5, 0), (6, 1), (10, 0)];
+/// per request, the one-connection p50, involuntary switches per request,
+/// the ticker's share and the host's steal.
+const MEDIAN_COLUMNS: [(usize, usize); 7] =
+    [(4, 0), (5, 0), (6, 1), (10, 0), (11, 2), (12, 1), (13, 1)];
 
 /// One row per server, workload and core count of `rows` (each round's),
 /// with the median over its rounds of each of [`MEDIAN_COLUMNS`] and
@@ -424,7 +440,7 @@ mod tests {
     #[test]
     fn medians_are_per_server_and_core_count_over_the_rounds() {
         let row = |name: &str, cores: &str, round: &str, rate: &str, cpu: &str, p50: &str| {
-            let mut row = vec!["x".to_owned(); 12];
+            let mut row = vec!["x".to_owned(); 15];
             row[0] = name.to_owned();
             row[1] = cores.to_owned();
             row[2] = round.to_owned();
