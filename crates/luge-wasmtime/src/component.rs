@@ -273,6 +273,7 @@ pub(crate) fn load(
             shared,
             ahead: AtomicBool::new(true),
             quickest: AtomicU64::new(u64::MAX),
+            preparations: Preparations::default(),
         }));
     }
     match CommandPre::new(pre) {
@@ -581,13 +582,53 @@ pub struct ProxyComponent {
     shared: Shared,
     /// Whether its sandboxes are made ahead of their requests on workers
     /// that do so (`luge_core::teardown`); cleared for good once a
-    /// preparation failed.
+    /// preparation failed, or once too many were slow ([`Preparations`]).
     ahead: AtomicBool,
     /// Its quickest instantiation so far, in nanoseconds (`u64::MAX`:
     /// none yet), against [`AHEAD_BELOW`]. The quickest, not the last: on
     /// a loaded host the worker may lose its core in the middle of any
     /// instantiation, while a start that does real work is never quick.
     quickest: AtomicU64,
+    /// Its preparations so far, and how many of them were slow.
+    preparations: Preparations,
+}
+
+/// At most one preparation in this many may be slow (more than
+/// [`AHEAD_BELOW`] of CPU time, or interrupted at [`AHEAD_WITHIN`]) before
+/// a handler is made ahead no more.
+///
+/// Not one in all: on a busy host a quick handler's preparation is slow now
+/// and then for the host's own reasons (on the 2-core machine, after a
+/// burst of 64 connections, one took 467 µs of CPU among about 120,000 of
+/// 10-20 µs; docs/BENCHMARKS.md), and a single one turned a long-lived
+/// server's preparations off for good. A handler whose start does real
+/// work is slow nearly every time, and its first slow preparation before
+/// 64 quick ones ends them at once. A hostile start that is slow on
+/// purpose now and then gets at most one idle millisecond of its worker in
+/// 64 preparations.
+const SLOW_AT_MOST_ONE_IN: u64 = 64;
+
+/// A loaded handler's preparations: how many ran, and how many of them were
+/// slow. Counted by every worker that prepares for it (relaxed: the two
+/// counts are read together only to decide whether to go on, and a worker
+/// that reads one count a little stale decides as if it had come first).
+#[derive(Debug, Default)]
+struct Preparations {
+    made: AtomicU64,
+    slow: AtomicU64,
+}
+
+impl Preparations {
+    /// Counts a preparation that was `slow` or not; whether slow ones are
+    /// now too many (more than one in [`SLOW_AT_MOST_ONE_IN`]).
+    fn too_often_slow(&self, slow: bool) -> bool {
+        let made = self.made.fetch_add(1, Ordering::Relaxed) + 1;
+        if !slow {
+            return false;
+        }
+        let slow = self.slow.fetch_add(1, Ordering::Relaxed) + 1;
+        slow.saturating_mul(SLOW_AT_MOST_ONE_IN) > made
+    }
 }
 
 /// A handler none of whose instantiations took at most this is not
@@ -673,11 +714,14 @@ impl ProxyComponent {
         };
         // A start that used more of the worker than a quick handler does
         // (quick on demand once, slow ahead of requests) is run ahead no
-        // more: per loaded module, at most one preparation per worker takes
-        // more than AHEAD_BELOW of CPU time (and none past AHEAD_WITHIN).
+        // more once that happens too often: per loaded module, at most one
+        // preparation in SLOW_AT_MOST_ONE_IN (and one per worker racing it)
+        // takes more than AHEAD_BELOW of CPU time, and none past
+        // AHEAD_WITHIN.
         let used = thread_cpu_time().saturating_sub(cpu);
+        let slow = used > AHEAD_BELOW;
         // Said once, by the first worker to find it.
-        if used > AHEAD_BELOW && self.ahead.swap(false, Ordering::Relaxed) {
+        if self.preparations.too_often_slow(slow) && self.ahead.swap(false, Ordering::Relaxed) {
             tracing::info!(
                 function = %action.name,
                 cpu_us = used.as_micros(),
@@ -702,6 +746,14 @@ impl ProxyComponent {
             Some(Err(e))
                 if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
                     .is_some() =>
+            {
+                None
+            }
+            // Interrupted at AHEAD_WITHIN: a slow preparation, counted
+            // above with the others.
+            Some(Err(e))
+                if slow
+                    && e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) =>
             {
                 None
             }
@@ -1173,6 +1225,32 @@ mod tests {
             ..WasmtimeConfig::default()
         };
         Engine::new(&config.to_wasmtime(abi).expect("config")).expect("engine")
+    }
+
+    /// A slow preparation before any quick one ends preparing at once; after
+    /// 64 quick ones one slow one is borne, a second only after 128 in all;
+    /// quick ones never end it.
+    #[test]
+    fn a_slow_preparation_now_and_then_is_borne_and_often_is_not() {
+        let first_slow = Preparations::default();
+        assert!(first_slow.too_often_slow(true));
+
+        let mostly_quick = Preparations::default();
+        for _ in 0..SLOW_AT_MOST_ONE_IN - 1 {
+            assert!(!mostly_quick.too_often_slow(false));
+        }
+        // The 64th, slow: one in 64.
+        assert!(!mostly_quick.too_often_slow(true));
+        // A second slow one at 65: too soon.
+        assert!(mostly_quick.too_often_slow(true));
+
+        let spaced = Preparations::default();
+        for round in 0..10 {
+            for _ in 0..SLOW_AT_MOST_ONE_IN - 1 {
+                assert!(!spaced.too_often_slow(false));
+            }
+            assert!(!spaced.too_often_slow(true), "round {round}");
+        }
     }
 
     /// A slice marked synchronous links on the synchronous engine, and one

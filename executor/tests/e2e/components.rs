@@ -614,8 +614,9 @@ fn a_handler_with_a_slow_start_is_not_made_ahead() {
 /// (actions/wat/fickle-start.wat: its start is quick one time in four, half
 /// a millisecond of guest work otherwise) runs its slow start on a
 /// worker's idle time at most once: a preparation that used more CPU time
-/// than a quick handler does ends preparing for it, and no sandbox is made
-/// ahead for it after that.
+/// than a quick handler does, before 64 quick ones (which one in four
+/// never makes), ends preparing for it, and no sandbox is made ahead for
+/// it after that.
 #[test]
 fn a_handler_quick_only_now_and_then_is_made_ahead_no_more() {
     if !on_wasmtime() {
