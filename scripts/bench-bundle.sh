@@ -12,9 +12,12 @@
 #
 # run.sh writes into RESULTS: the machine (uname, lscpu, the bundle's
 # commit), `luge-bench scaling` with the rounds' medians (ROUNDS, default
-# 2, of SECONDS_PER_POINT, default 3; other flags are passed on), and the
+# 2, of SECONDS_PER_POINT, default 3; other flags are passed on), the
 # lifecycle bench on one thread and on every core at once (LIFECYCLE=0
-# leaves it out).
+# leaves it out), and, where this machine has perf, a flat profile of
+# each server's own threads at one core (PROFILE=0 leaves it out): perf
+# travels with every library it links, loaded by the loader it came with,
+# since the lent machine has none, and luge-bench keeps its symbols.
 set -euo pipefail
 out=${1:?usage: scripts/bench-bundle.sh DIR}
 cd "$(dirname "$0")/.."
@@ -33,7 +36,9 @@ pack() { # SOURCE NAME: stripped, then xz
     strip -o "$out/bin/$2" "$1"
     xz -T0 -6 -f "$out/bin/$2"
 }
-pack target/release/luge-bench luge-bench
+# Its symbols kept (2 MiB more, compressed): the profile names its code.
+cp target/release/luge-bench "$out/bin/luge-bench"
+xz -T0 -6 -f "$out/bin/luge-bench"
 pack "$lifecycle" lifecycle
 # The scaling table's two (c-ping, the `actions/http` hello) and what the
 # lifecycle bench's groups load.
@@ -44,6 +49,19 @@ if [ -x target/tools/wasmtime ]; then
     pack target/tools/wasmtime wasmtime
 else
     echo "bench-bundle: no target/tools/wasmtime (./scripts/setup.sh): the wasmtime serve rows will fail" >&2
+fi
+perf=$(command -v perf || true)
+if [ -n "$perf" ]; then
+    # perf, its libraries and the loader, in one archive (about 8 MiB).
+    staging=$(mktemp -d)
+    mkdir -p "$staging/perf/lib"
+    cp -L "$perf" "$staging/perf/perf"
+    ldd "$perf" | awk '/=>/ { print $3 } /ld-linux/ { print $1 }' | grep / |
+        while read -r library; do cp -L "$library" "$staging/perf/lib/"; done
+    tar -C "$staging" -cJf "$out/perf.tar.xz" perf
+    rm -rf "$staging"
+else
+    echo "bench-bundle: no perf here: run.sh will take no profile" >&2
 fi
 git rev-parse HEAD > "$out/commit"
 git status --porcelain | grep -q . && echo "(with uncommitted changes)" >> "$out/commit"
@@ -83,6 +101,40 @@ if [ "${LIFECYCLE:-1}" != 0 ]; then
     # criterion writes its reports under the working folder.
     (cd "$work" && "$work/lifecycle" --bench "http-handler" --measurement-time 3 --noplot) \
         2>&1 | tee "$results/lifecycle.txt"
+fi
+if [ -f "$here/perf.tar.xz" ] && [ "${PROFILE:-1}" != 0 ]; then
+    tar -C "$work" -xJf "$here/perf.tar.xz"
+    perf() { "$work/perf/lib/ld-linux-x86-64.so.2" --library-path "$work/perf/lib" "$work/perf/perf" "$@"; }
+    # One server at a time on one core, 64 connections, every CPU sampled
+    # 999 times a second (software clock: a guest may have no hardware
+    # counters); the report keeps the server's own threads. Luge's are its
+    # workers, the epoch ticker and the ambient runtime; `wasmtime
+    # serve`'s its main thread and tokio's. The client's threads are
+    # luge-bench's unnamed ones, left out.
+    for point in "workers, component|component|luge-worker-0,luge-epoch,tokio-rt-worker" \
+        "workers, c-ping|c-ping|luge-worker-0,luge-epoch,tokio-rt-worker" \
+        "wasmtime|wasmtime|wasmtime,tokio-rt-worker"; do
+        IFS='|' read -r row tag comms <<< "$point"
+        data="$work/perf-$tag.data"
+        if ! perf record -q -a -e cpu-clock -F 999 -o "$data" -- "$work/luge-bench" scaling --cores 1 \
+            --only "$row" --rounds 1 --seconds 4 --no-p50 --out "$results/profile-$tag" \
+            > "$results/profile-$tag.log" 2>&1; then
+            echo "run.sh: no profile of $row (see profile-$tag.log)" >&2
+            continue
+        fi
+        {
+            echo "## $row: samples by thread (every CPU)"
+            perf report -i "$data" --sort comm --stdio 2>/dev/null | grep -v '^#' | grep . | head -20
+            # (By thread and library: perf 6.1 sorts a comm-filtered
+            # report by library alone wrongly.)
+            echo "## $row: the server's threads ($comms), by thread and library"
+            perf report -i "$data" --comms "$comms" --percentage relative --sort comm,dso \
+                --stdio 2>/dev/null | grep -v '^#' | grep . | head -20
+            echo "## $row: the server's threads, by library and symbol"
+            perf report -i "$data" --comms "$comms" --percentage relative --sort dso,sym \
+                --stdio --percent-limit 0.3 2>/dev/null | grep -v '^#' | grep .
+        } > "$results/profile-$tag.txt"
+    done
 fi
 RUN
 chmod +x "$out/run.sh"
