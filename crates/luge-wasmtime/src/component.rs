@@ -1227,9 +1227,9 @@ mod tests {
         Engine::new(&config.to_wasmtime(abi).expect("config")).expect("engine")
     }
 
-    /// A slow preparation before any quick one ends preparing at once; after
-    /// 64 quick ones one slow one is borne, a second only after 128 in all;
-    /// quick ones never end it.
+    /// A slow preparation before any quick one ends preparing at once; a
+    /// slow one after 63 quick ones (one in 64) is borne, and a second one
+    /// right after it is not; one slow in every 64 is borne for good.
     #[test]
     fn a_slow_preparation_now_and_then_is_borne_and_often_is_not() {
         let first_slow = Preparations::default();
