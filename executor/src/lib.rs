@@ -68,7 +68,11 @@ use tracing_subscriber::EnvFilter;
 /// per-thread free lists a request costs about 3 µs less CPU (8 %).
 /// What it costs: about 7 MB more resident per process, and a little more
 /// per running sandbox (docs/BENCHMARKS.md, "mimalloc as the binaries'
-/// allocator"). A binary declares it so:
+/// allocator"); and in a process that compiles a module, about 30 MB
+/// more for the Spin app's component, freed by the compile's threads and
+/// held until they allocate again (docs/BENCHMARKS.md, "Luge on
+/// Kubernetes", measured again 2026-11-30; not yet returned). A binary
+/// declares it so:
 ///
 /// ```ignore
 /// #[global_allocator]
