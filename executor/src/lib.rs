@@ -68,11 +68,11 @@ use tracing_subscriber::EnvFilter;
 /// per-thread free lists a request costs about 3 µs less CPU (8 %).
 /// What it costs: about 7 MB more resident per process, and a little more
 /// per running sandbox (docs/BENCHMARKS.md, "mimalloc as the binaries'
-/// allocator"); and in a process that compiles a module, about 30 MB
-/// more for the Spin app's component, freed by the compile's threads and
-/// held until they allocate again (docs/BENCHMARKS.md, "Luge on
-/// Kubernetes", measured again 2026-11-30; not yet returned). A binary
-/// declares it so:
+/// allocator"). What a compile frees stays with the threads it ran on
+/// until they allocate again (about 30 MB for a Spin app's component):
+/// `luge serve` returns it once its start-up compiles are done
+/// ([`release_compile_memory`]; docs/BENCHMARKS.md, "Luge on Kubernetes",
+/// measured again 2026-11-30). A binary declares it so:
 ///
 /// ```ignore
 /// #[global_allocator]
@@ -100,6 +100,16 @@ pub fn release_free_memory() {
     unsafe {
         libmimalloc_sys::mi_collect(true);
     }
+}
+
+/// [`release_free_memory`] on every thread a compile may have run on: the
+/// calling one and rayon's pool, where Wasmtime compiles a module's
+/// functions in parallel (and whose threads allocate nothing between
+/// compiles). Starts rayon's pool if no compile has yet.
+pub(crate) fn release_compile_memory() {
+    release_free_memory();
+    #[cfg(feature = "mimalloc")]
+    rayon::broadcast(|_| release_free_memory());
 }
 
 /// Runs the executor for parsed command-line arguments: `luge run` until
