@@ -124,8 +124,9 @@ pub struct Steal {
 }
 
 impl Steal {
-    /// The host's share between `earlier` and `self`, in per cent, as a
-    /// table cell ("-" where either reading is missing or no tick passed).
+    /// The host's share of the ticks between readings `earlier` and
+    /// `later`, in per cent, as a table cell ("-" where either reading is
+    /// missing or no tick passed).
     pub fn percent_since(later: Option<Steal>, earlier: Option<Steal>) -> String {
         match (later, earlier) {
             (Some(later), Some(earlier)) if later.total > earlier.total => format!(
