@@ -355,7 +355,13 @@ impl Options {
         let _ = luge_outbound::install(outbound);
         // Initialisations for snapshots run under the default limits.
         let limits = self.limit_policy()?;
-        let mut registry = ModuleRegistry::new(runtime, key, Some(cache_dir.join("modules")));
+        // What each compile frees goes back to the system once it is done
+        // (about 30 MB for a Spin app's component; docs/BENCHMARKS.md,
+        // "Luge on Kubernetes"): the allocator holds a thread's freed pages
+        // until that thread allocates again, which the compile's threads
+        // seldom do. Start-up compiles, uploads and OpenWhisk `/init`s alike.
+        let mut registry = ModuleRegistry::new(runtime, key, Some(cache_dir.join("modules")))
+            .with_after_compile(crate::release_compile_memory);
         if let Some(preinit) = luge_engines::preinitializer(&limits.default)? {
             registry = registry.with_preinitializer(preinit);
         }

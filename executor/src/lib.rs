@@ -70,7 +70,7 @@ use tracing_subscriber::EnvFilter;
 /// per running sandbox (docs/BENCHMARKS.md, "mimalloc as the binaries'
 /// allocator"). What a compile frees stays with the threads it ran on
 /// until they allocate again (about 30 MB for a Spin app's component):
-/// `luge serve` returns it once its start-up compiles are done
+/// the servers' registry returns it after each compile
 /// ([`release_compile_memory`]; docs/BENCHMARKS.md, "Luge on Kubernetes",
 /// measured again 2026-11-30). A binary declares it so:
 ///

@@ -31,13 +31,6 @@ const DRAIN_GRACE: Duration = Duration::from_secs(25);
 /// Runs the command until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let (listen, executor) = build(cli)?;
-    // What compiling the site's modules freed goes back to the system now
-    // (about 30 MB for a Spin app's component; docs/BENCHMARKS.md, "Luge
-    // on Kubernetes"): the allocator holds a thread's freed pages until
-    // that thread allocates again, which the compile's threads seldom do.
-    if executor.0.settings.registry.stats().compiles > 0 {
-        crate::release_compile_memory();
-    }
     // Tenants are announced before the main listener, so whoever waits for
     // the main announcement finds the tenants' already written.
     let mut tenants = Vec::with_capacity(executor.0.tenants.len());

@@ -211,6 +211,33 @@ fn modules_are_shared_by_hash_and_freed_with_last_user() {
 }
 
 #[test]
+fn the_after_compile_hook_runs_once_per_compile_and_only_then() {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    fn count() {
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let runs = || RUNS.load(std::sync::atomic::Ordering::Relaxed);
+    let dir = tempfile::tempdir().unwrap();
+    let registry =
+        ModuleRegistry::new(runtime(), key(), Some(dir.path().into())).with_after_compile(count);
+    let echo = load(&registry, "echo");
+    assert_eq!((registry.stats().compiles, runs()), (1, 1));
+    // Shared while loaded, then read back from the cache: no compile.
+    drop(load(&registry, "echo"));
+    drop(echo);
+    drop(load(&registry, "echo"));
+    assert_eq!((registry.stats().disk_hits, runs()), (1, 1));
+    // A sealed artifact is loaded, not compiled.
+    let sealed = registry.compile_sealed(&wasm("c-echo")).unwrap();
+    assert_eq!(runs(), 2);
+    drop(registry.load(&ModuleCode::Artifact(sealed)).unwrap());
+    assert_eq!(runs(), 2);
+    // Code refused before any compile (a function body that does not
+    // validate) does not run it.
+    assert_eq!((registry.stats().compiles, runs()), (2, 2));
+}
+
+#[test]
 fn disk_cache_makes_a_restart_warm() {
     let dir = tempfile::tempdir().unwrap();
     let first = ModuleRegistry::new(runtime(), key(), Some(dir.path().into()));
