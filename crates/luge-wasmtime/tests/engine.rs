@@ -234,6 +234,14 @@ fn the_after_compile_hook_runs_once_per_compile_and_only_then() {
     assert_eq!(runs(), 2);
     // Code refused before any compile (a function body that does not
     // validate) does not run it.
+    let invalid = [
+        &b"\0asm\x01\0\0\0"[..],
+        b"\x01\x04\x01\x60\0\0",       // types: () -> ()
+        b"\x03\x02\x01\0",             // one function of it
+        b"\x0a\x05\x01\x03\0\x6a\x0b", // its body: i32.add on an empty stack
+    ]
+    .concat();
+    assert!(registry.load(&ModuleCode::Wasm(invalid)).is_err());
     assert_eq!((registry.stats().compiles, runs()), (2, 2));
 }
 
