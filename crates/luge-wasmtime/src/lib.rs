@@ -176,6 +176,28 @@ impl WasmtimeRuntime {
         })
     }
 
+    /// An engine of `abi` to compile one module with, dropped with it.
+    ///
+    /// Wasmtime keeps each compiling thread's Cranelift context (its
+    /// buffers grown to the largest function compiled) for as long as the
+    /// engine that compiled lives: 5 MB after the `wasi:http` hello, 13 MB
+    /// after a Spin app's component. Compiled by a serving engine, that
+    /// stayed in the process for good; compiled by this one, it goes with
+    /// the compile (docs/BENCHMARKS.md, "Luge on Kubernetes"). The code is
+    /// the same: the settings that shape it are the serving engine's, less
+    /// the pool, which only places instances (and Wasmtime checks that an
+    /// artifact's settings match the engine that loads it). Making an
+    /// engine without a pool costs a few microseconds, against a compile's
+    /// milliseconds at least.
+    fn compile_engine(&self, abi: ComponentAbi) -> Result<Engine, EngineError> {
+        let config = WasmtimeConfig {
+            pooling: false,
+            ..self.config.clone()
+        };
+        Engine::new(&config.to_wasmtime(abi)?)
+            .map_err(|e| EngineError::config("the engine that compiles", e))
+    }
+
     /// The concurrent engine, made now if this is the first time it is
     /// needed; a failure to make it is kept and returned to every caller.
     fn concurrent(&self) -> Result<&AbiEngine, EngineError> {
@@ -355,14 +377,19 @@ impl WasmRuntime for WasmtimeRuntime {
         if component::is_component(wasm) {
             // The synchronous engine refuses (in validation, before it
             // compiles) a component that uses the async ABI; that one, and
-            // a component that is no component at all, is compiled by the
+            // a component that is no component at all, is compiled for the
             // concurrent engine, whose refusal is the one reported.
-            if let Ok(payload) = self.synchronous.engine.precompile_component(wasm) {
+            if let Ok(payload) = self
+                .compile_engine(ComponentAbi::Synchronous)?
+                .precompile_component(wasm)
+            {
                 return Ok(payload);
             }
+            // Made now, as it is to load what compiles: a host that cannot
+            // make it refuses such components here.
+            self.concurrent()?;
             return self
-                .concurrent()?
-                .engine
+                .compile_engine(ComponentAbi::Concurrent)?
                 .precompile_component(wasm)
                 .map_err(|e| EngineError::InvalidModule(e.into()));
         }
@@ -370,8 +397,7 @@ impl WasmRuntime for WasmtimeRuntime {
         // functions (see `luge_core::start`).
         luge_core::start::refuse_reserved(wasm)
             .map_err(|e| EngineError::InvalidModule(e.into()))?;
-        self.synchronous
-            .engine
+        self.compile_engine(ComponentAbi::Synchronous)?
             .precompile_module(wasm)
             .map_err(|e| EngineError::InvalidModule(e.into()))
     }
