@@ -102,14 +102,27 @@ pub fn release_free_memory() {
     }
 }
 
-/// [`release_free_memory`] on every thread a compile may have run on: the
+/// Gives back what a compile freed, whichever allocator the binary uses:
+/// [`release_free_memory`] on every thread a compile may have run on (the
 /// calling one and rayon's pool, where Wasmtime compiles a module's
-/// functions in parallel (and whose threads allocate nothing between
-/// compiles). Starts rayon's pool if no compile has yet.
-pub(crate) fn release_compile_memory() {
+/// functions in parallel, and whose threads allocate nothing between
+/// compiles), and glibc's `malloc_trim` for a binary that allocates with
+/// glibc's malloc (containerd-shim-luge: it declares no global
+/// allocator), which otherwise keeps freed memory at the top of its heaps
+/// and in its threads' arenas. Starts rayon's pool if no compile has yet.
+/// Run by the servers' registry after each compile
+/// (`ModuleRegistry::with_after_compile`).
+pub fn release_compile_memory() {
     release_free_memory();
     #[cfg(feature = "mimalloc")]
     rayon::broadcast(|_| release_free_memory());
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only returns free memory of glibc's heaps to
+    // the system, under their locks; it may be called from any thread at
+    // any time and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Runs the executor for parsed command-line arguments: `luge run` until

@@ -111,7 +111,10 @@ impl LugeCompiler {
             &blake3::Hash::from(fingerprint).to_hex()[..16]
         );
         Ok(Self {
-            registry: ModuleRegistry::new(runtime, key.key.clone(), None),
+            // What each compile freed goes back to the node at once (the
+            // shim lives as long as its pod).
+            registry: ModuleRegistry::new(runtime, key.key.clone(), None)
+                .with_after_compile(luge_executor::release_compile_memory),
             cache_key,
         })
     }
