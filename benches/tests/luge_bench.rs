@@ -134,7 +134,9 @@ fn every_experiment_writes_its_results() {
     // Containers cost something, and a container with its own module more
     // than one sharing a loaded module.
     let memory = rows(&out.path().join("memory"));
-    assert_eq!(memory.len(), 3);
+    assert_eq!(memory.len(), 4);
+    // What a compile keeps: measured, in KiB (0 when all is given back).
+    assert!(number(&memory[3][1]) >= 0.0, "{memory:?}");
     let kib = |r: usize| number(&memory[r][1]);
     // A plain route, then chains of 1-5 stages, each answered (a failed
     // request stops the experiment) in positive time.

@@ -3,9 +3,13 @@
 
 use std::time::Duration;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
 use luge_benches::{init_body, wasm};
 use serde_json::json;
 
+use crate::http_proxy::{LUGE_MARKER, luge_serve, luge_site, start};
 use crate::{Report, Setup, variant};
 
 pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
@@ -59,6 +63,12 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
     });
     let per_sandbox = peak.saturating_sub(idle) as f64 / running as f64;
     let gib = (1u64 << 30) as f64;
+    // Wasmtime's alone: the other engines run no components.
+    let kept = if setup.engine == "wasmtime" {
+        format!("{:.1}", kept_after_compile(setup)? as f64 / 1024.0)
+    } else {
+        "-".to_owned()
+    };
     let rows = vec![
         vec![
             "warm container with its own module (distinct artifact)".into(),
@@ -75,6 +85,11 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
             format!("{:.1}", per_sandbox / 1024.0),
             format!("{:.0}", gib / per_sandbox.max(1.0)),
         ],
+        vec![
+            "kept after a compile (a server that compiled the wasi:http component, less one that loaded it compiled)".into(),
+            kept,
+            "-".into(),
+        ],
     ];
     Ok(Report {
         name: "memory",
@@ -85,9 +100,64 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`sleep.wasm` (Rust) on one in-process `luge serve`; RSS of the process from /proc/self/statm. {containers} extra containers of the loaded module; {distinct} containers each initialized from its own sealed artifact of the same code (a distinct content hash); then {running} of the first kind each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container."
+            "`sleep.wasm` (Rust) on one in-process `luge serve`; RSS of the process from /proc/self/statm. {containers} extra containers of the loaded module; {distinct} containers each initialized from its own sealed artifact of the same code (a distinct content hash); then {running} of the first kind each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container. Kept after a compile: two `luge serve` processes (this binary serving) of the `http-handler` component, each answering {KEPT_REQUESTS} requests, the first compiling it, the second loading what the first left in the compile cache; the difference of their anonymous resident memory (RssAnon), once it holds still: what a compile leaves in the process (Cranelift's contexts, the allocator's freed pages), 0 when it gives all back."
         ),
     })
+}
+
+/// Requests each server of [`kept_after_compile`] answers before it is
+/// read: a few, so that what serving allocates is in both readings.
+const KEPT_REQUESTS: usize = 20;
+
+/// What compiling the `wasi:http` component leaves in a `luge serve`
+/// process, in bytes: the anonymous resident memory of one that compiled
+/// it less that of one that loaded the artifact the first one cached, each
+/// after [`KEPT_REQUESTS`] requests. The allocator's freed pages that it
+/// holds count, as they do for the kernel (`luge serve` gives them back
+/// after a compile; docs/BENCHMARKS.md, "Luge on Kubernetes").
+fn kept_after_compile(setup: &Setup) -> anyhow::Result<u64> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler"))?;
+    luge_site(
+        dir.path(),
+        "[[routes]]\npath = \"/hello\"\nmodule = \"handler.wasm\"\n",
+    )?;
+    let mut anon = [0; 2];
+    for (reading, state) in anon.iter_mut().zip(["compiled", "cached"]) {
+        let served = start(luge_serve(setup, dir.path(), state, &[])?, LUGE_MARKER)?;
+        for _ in 0..KEPT_REQUESTS {
+            anyhow::ensure!(
+                answers(served.addr, "/hello")?,
+                "the {state} server did not answer GET /hello with 200"
+            );
+        }
+        *reading = settled(|| rss_anon(served.child.id()));
+    }
+    Ok(anon[0].saturating_sub(anon[1]))
+}
+
+/// Whether `GET path` on `addr` is answered 200 (one connection, closed).
+fn answers(addr: SocketAddr, path: &str) -> anyhow::Result<bool> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply)?;
+    Ok(reply.starts_with(b"HTTP/1.1 200 "))
+}
+
+/// Process `pid`'s anonymous resident memory in bytes (`RssAnon`), 0 if it
+/// cannot be read.
+fn rss_anon(pid: u32) -> u64 {
+    i32::try_from(pid)
+        .ok()
+        .and_then(|pid| procfs::process::Process::new(pid).ok())
+        .and_then(|process| process.status().ok())
+        .and_then(|status| status.rssanon)
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// [`resident`] once it holds still: read every 50 ms until two readings
@@ -98,11 +168,16 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
 /// middle of that left a later reading below it: the distinct-artifact row
 /// read 0 KiB once in `luge-bench all`.
 fn settled_resident() -> u64 {
+    settled(resident)
+}
+
+/// `read` once it holds still (see [`settled_resident`]).
+fn settled(read: impl Fn() -> u64) -> u64 {
     const STILL: u64 = 64 << 10;
-    let mut last = resident();
+    let mut last = read();
     for _ in 0..40 {
         std::thread::sleep(Duration::from_millis(50));
-        let now = resident();
+        let now = read();
         if now.abs_diff(last) < STILL {
             return now;
         }
