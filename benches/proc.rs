@@ -50,6 +50,18 @@ impl Threads {
     }
 }
 
+/// Process `pid`'s anonymous resident memory in bytes (`RssAnon` in
+/// `/proc/PID/status`): what it allocated and touched, without the code
+/// and files it maps. 0 if it cannot be read (it ended).
+pub fn rss_anon(pid: u32) -> u64 {
+    i32::try_from(pid)
+        .ok()
+        .and_then(|pid| procfs::process::Process::new(pid).ok())
+        .and_then(|process| process.status().ok())
+        .and_then(|status| status.rssanon)
+        .map_or(0, |kib| kib * 1024)
+}
+
 /// Process `pid`'s threads now (all zero if it cannot be read: it ended).
 pub fn threads(pid: u32) -> Threads {
     let Ok(tasks) = i32::try_from(pid)
@@ -142,6 +154,19 @@ impl Steal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anonymous_memory_is_read_and_an_ended_process_has_none() {
+        let mine = rss_anon(std::process::id());
+        // What this test process touched: its heap and stacks at least.
+        let touched = std::hint::black_box(vec![1u8; 4 << 20]);
+        assert!(rss_anon(std::process::id()) >= mine + (2 << 20));
+        drop(touched);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(rss_anon(pid), 0);
+    }
 
     #[test]
     fn steal_is_summed_over_the_cores_asked_for_by_number() {

@@ -1,12 +1,11 @@
 //! `memory`: RSS per warm container and per running sandbox, and how many
 //! fit in 1 GiB (WOW Table II, Faasm Table 3).
 
-use std::time::Duration;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
-use luge_benches::{init_body, wasm};
+use luge_benches::{init_body, proc, wasm};
 use serde_json::json;
 
 use crate::http_proxy::{LUGE_MARKER, luge_serve, luge_site, start};
@@ -131,7 +130,7 @@ fn kept_after_compile(setup: &Setup) -> anyhow::Result<u64> {
                 "the {state} server did not answer GET /hello with 200"
             );
         }
-        *reading = settled(|| rss_anon(served.child.id()));
+        *reading = settled(|| proc::rss_anon(served.child.id()));
     }
     Ok(anon[0].saturating_sub(anon[1]))
 }
@@ -147,17 +146,6 @@ fn answers(addr: SocketAddr, path: &str) -> anyhow::Result<bool> {
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply)?;
     Ok(reply.starts_with(b"HTTP/1.1 200 "))
-}
-
-/// Process `pid`'s anonymous resident memory in bytes (`RssAnon`), 0 if it
-/// cannot be read.
-fn rss_anon(pid: u32) -> u64 {
-    i32::try_from(pid)
-        .ok()
-        .and_then(|pid| procfs::process::Process::new(pid).ok())
-        .and_then(|process| process.status().ok())
-        .and_then(|status| status.rssanon)
-        .map_or(0, |kib| kib * 1024)
 }
 
 /// [`resident`] once it holds still: read every 50 ms until two readings
