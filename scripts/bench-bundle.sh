@@ -8,7 +8,7 @@
 # `wasmtime` CLI they compare with (when ./scripts/setup.sh installed it);
 # and `run.sh`, which unpacks them and runs the measurements.
 #
-#   scripts/bench-bundle.sh DIR          # about 42 MiB with the wasmtime CLI and perf
+#   scripts/bench-bundle.sh DIR          # about 40 MiB with the wasmtime CLI and perf
 #   DIR/run.sh RESULTS [--cores 1,8] [--only workers]
 #
 # run.sh writes into RESULTS: the machine (uname, lscpu, the bundle's
