@@ -9,6 +9,7 @@
 # and `run.sh`, which unpacks them and runs the measurements.
 #
 #   scripts/bench-bundle.sh DIR          # about 40 MiB with the wasmtime CLI and perf
+#   PGO=1 scripts/bench-bundle.sh DIR    # luge-bench built by scripts/pgo.sh
 #   DIR/run.sh RESULTS [--cores 1,8] [--only workers]
 #
 # run.sh writes into RESULTS: the machine (uname, lscpu, the bundle's
@@ -23,7 +24,15 @@ set -euo pipefail
 out=${1:?usage: scripts/bench-bundle.sh DIR}
 cd "$(dirname "$0")/.."
 [ -f target/wasm/http-handler.wasm ] || ./scripts/build-actions.sh
-cargo build --release -p luge-benches --bin luge-bench
+# PGO=1: luge-bench laid out by a profile of its own serving
+# (scripts/pgo.sh), the lifecycle bench as it is.
+if [ "${PGO:-0}" = 1 ]; then
+    ./scripts/pgo.sh
+    luge_bench="target/$(rustc -vV | sed -n 's/^host: //p')/release/luge-bench"
+else
+    cargo build --release -p luge-benches --bin luge-bench
+    luge_bench=target/release/luge-bench
+fi
 lifecycle=$(cargo bench --profile release -p luge-benches --bench lifecycle --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json, sys
 for line in sys.stdin:
@@ -38,7 +47,7 @@ pack() { # SOURCE NAME: stripped, then xz
     xz -T0 -6 -f "$out/bin/$2"
 }
 # Its symbols kept (2 MiB more, compressed): the profile names its code.
-cp target/release/luge-bench "$out/bin/luge-bench"
+cp "$luge_bench" "$out/bin/luge-bench"
 xz -T0 -6 -f "$out/bin/luge-bench"
 pack "$lifecycle" lifecycle
 # The scaling table's two (c-ping, the `actions/http` hello) and what the
@@ -66,6 +75,7 @@ else
 fi
 git rev-parse HEAD > "$out/commit"
 git status --porcelain | grep -q . && echo "(with uncommitted changes)" >> "$out/commit"
+[ "${PGO:-0}" = 1 ] && echo "(luge-bench built with profile-guided optimization, scripts/pgo.sh)" >> "$out/commit"
 
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash

@@ -23,14 +23,29 @@ pub(crate) const SERVE_ENV: &str = "LUGE_BENCH_SERVE";
 /// What the hello path answers, as a length check.
 pub(crate) const HELLO: &str = "hello from a wasi:http component\n";
 
-/// A server process under test; killed when dropped.
+/// A server process under test; stopped when dropped.
 pub(crate) struct Served {
     pub(crate) child: Child,
     pub(crate) addr: std::net::SocketAddr,
 }
 
+/// How long a server asked to stop (SIGTERM) has to exit before it is
+/// killed: an idle `luge serve` exits at once, and its exit is what writes
+/// an instrumented build's profile (scripts/pgo.sh).
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
 impl Drop for Served {
     fn drop(&mut self) {
+        let stopped = rustix::process::Pid::from_raw(self.child.id() as i32).is_some_and(|pid| {
+            rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok()
+        });
+        let until = std::time::Instant::now() + STOP_GRACE;
+        while stopped && std::time::Instant::now() < until {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
