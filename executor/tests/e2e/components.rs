@@ -535,7 +535,8 @@ fn http_handler_sandboxes_made_ahead_are_fresh_and_the_requests_own() {
     // One client, one request at a time: the worker is idle after each,
     // and all but the first of each run of one route's requests can take
     // a sandbox made ahead (22 of 25; fewer on a loaded machine, where an
-    // instantiation can take longer than the filter's 200 µs).
+    // instantiation can take longer than the filter's 200 µs, 1 ms in
+    // this debug build).
     assert!(used >= 5.0, "made {made}, used {used}");
     assert!(made >= used, "made {made}, used {used}");
     // The other front end has no idle worker of its own: none made.
@@ -595,7 +596,7 @@ fn a_handler_with_a_slow_start_is_not_made_ahead() {
     }
     assert_eq!(made(&luge), 0.0);
     // Not even tried: a preparation that ran into the start would have
-    // been interrupted (1 ms), and said so.
+    // been interrupted (1 ms, 5 ms in this debug build), and said so.
     assert!(
         !luge.stderr_shows("instantiating ahead"),
         "{}",
@@ -603,7 +604,8 @@ fn a_handler_with_a_slow_start_is_not_made_ahead() {
     );
     // The positive control: the same worker makes the quick one ahead
     // (not after every request on a loaded machine, where an
-    // instantiation can take longer than the filter's 200 µs).
+    // instantiation can take longer than the filter's 200 µs, 1 ms in
+    // this debug build).
     for _ in 0..10 {
         assert_eq!(luge.request("GET", "/hello", b"").0, 200);
     }
@@ -611,8 +613,8 @@ fn a_handler_with_a_slow_start_is_not_made_ahead() {
 }
 
 /// A handler that passes for a quick one on demand now and then
-/// (actions/wat/fickle-start.wat: its start is quick one time in four, half
-/// a millisecond of guest work otherwise) runs its slow start on a
+/// (actions/wat/fickle-start.wat: its start is quick one time in four,
+/// milliseconds of guest work otherwise) runs its slow start on a
 /// worker's idle time at most once: a preparation that used more CPU time
 /// than a quick handler does, before 64 quick ones (which one in four
 /// never makes), ends preparing for it, and no sandbox is made ahead for
