@@ -184,21 +184,24 @@ fn every_experiment_writes_its_results() {
         "{scaling:?}"
     );
     for row in &scaling {
-        assert_eq!(row.len(), 15, "{row:?}");
+        assert_eq!(row.len(), 16, "{row:?}");
         // One round (`--rounds 1`): no medians after it.
         assert_eq!(row[2], "1", "{row:?}");
-        assert!(number(&row[4]) > 0.0 && row[14] == "0", "{row:?}");
+        assert!(number(&row[4]) > 0.0 && row[15] == "0", "{row:?}");
+        // The one-connection point: a p50, and server CPU per request
+        // (some: the server ran every request).
+        assert!(number(&row[10]) > 0.0 && number(&row[11]) > 0.0, "{row:?}");
         // What the kernel counted: preemptions per request, the ticker's
         // share of Luge's CPU (it ticks while sandboxes run, so some, but
         // little), and the host's steal (a share, where it is counted).
-        assert!(number(&row[11]) >= 0.0, "{row:?}");
+        assert!(number(&row[12]) >= 0.0, "{row:?}");
         if row[0].starts_with("luge") {
-            let ticker = number(&row[12]);
+            let ticker = number(&row[13]);
             assert!(ticker > 0.0 && ticker < 50.0, "{row:?}");
         } else {
-            assert_eq!(row[12], "-", "{row:?}");
+            assert_eq!(row[13], "-", "{row:?}");
         }
-        assert!(row[13] == "-" || (0.0..=100.0).contains(&number(&row[13])));
+        assert!(row[14] == "-" || (0.0..=100.0).contains(&number(&row[14])));
         // Steals read from Luge's own metrics; none for `wasmtime serve`.
         assert_eq!(row[0].starts_with("wasmtime"), row[9] == "-", "{row:?}");
         // Server cores on as many physical cores, at most.

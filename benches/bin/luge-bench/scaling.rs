@@ -274,12 +274,21 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         // nothing else meanwhile).
         let client_busy = ours.as_secs_f64()
             / (started.elapsed().as_secs_f64() * client.len().min(connections) as f64);
-        let p50 = if only.no_p50 {
-            "-".to_owned()
+        // The one-connection point: its p50, and the server's CPU per
+        // request there (what a request costs when the server waits for
+        // each: wake-ups, and a worker's spin between requests).
+        let (p50, single_cpu) = if only.no_p50 {
+            ("-".to_owned(), "-".to_owned())
         } else {
-            let single = drive(&target, 1, client, WARMUP, window / 2);
+            drive(&target, 1, client, Duration::ZERO, WARMUP);
+            let cpu = served.cpu();
+            let single = drive(&target, 1, client, Duration::ZERO, window / 2);
+            let cpu = served.cpu().saturating_sub(cpu);
             errors += single.errors;
-            single.percentile_us(50.0).to_string()
+            (
+                single.percentile_us(50.0).to_string(),
+                format!("{:.1}", cpu.as_secs_f64() * 1e6 / single.ok.max(1) as f64),
+            )
         };
         let per_request_us = cpu.as_secs_f64() * 1e6 / loaded.ok.max(1) as f64;
         rows.push(vec![
@@ -294,6 +303,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             format!("{:.0} %", client_busy * 100.0),
             stolen,
             p50,
+            single_cpu,
             format!(
                 "{:.2}",
                 threads.involuntary as f64 / loaded.ok.max(1) as f64
@@ -365,6 +375,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             "client cores busy",
             "jobs stolen",
             "p50 µs (1 conn)",
+            "server CPU µs/request (1 conn)",
             "involuntary switches/request",
             "epoch ticker % of CPU",
             "host steal % (server cores)",
@@ -375,7 +386,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         y_desc: "requests per second (throughput point)",
         series,
         notes: format!(
-            "Throughput point: {} keep-alive connections of a closed-loop client on cores {client:?} ({} threads, pinned); each server confined to its first n of cores {servers:?} by CPU affinity (client and servers on separate physical cores; the servers' cores one hardware thread per physical core first, then their siblings), Luge with `--workers n`. c-ping on a `[[routes]]` route; the component is `actions/http` (hello path) on a route of Luge and under `wasmtime serve -S cli`. {} ms per throughput point and half that for the one-connection p50, each after 500 ms of warm-up outside the window; server CPU from /proc/PID/stat (10 ms ticks) over the window; client cores busy: this process's CPU over the window divided by its client threads' wall time; jobs stolen: Luge's `luge_steals_total` over the window per request (a job run by another worker than the one whose queue it was in); involuntary switches: the server's threads' `nonvoluntary_ctxt_switches` over the window per request (a thread preempted while it could still run: on one core, mostly the epoch ticker's wake-ups); epoch ticker: Luge's `luge-epoch` thread's share of the server's CPU (`schedstat`); host steal: the share of the server cores' clock ticks the host ran something else in (`/proc/stat`'s steal, which a virtual machine's CPU times may or may not leave out).",
+            "Throughput point: {} keep-alive connections of a closed-loop client on cores {client:?} ({} threads, pinned); each server confined to its first n of cores {servers:?} by CPU affinity (client and servers on separate physical cores; the servers' cores one hardware thread per physical core first, then their siblings), Luge with `--workers n`. c-ping on a `[[routes]]` route; the component is `actions/http` (hello path) on a route of Luge and under `wasmtime serve -S cli`. {} ms per throughput point and half that for the one-connection point (its p50 and the server's CPU per request), each after 500 ms of warm-up outside the window; server CPU from /proc/PID/stat (10 ms ticks) over the window; client cores busy: this process's CPU over the window divided by its client threads' wall time; jobs stolen: Luge's `luge_steals_total` over the window per request (a job run by another worker than the one whose queue it was in); involuntary switches: the server's threads' `nonvoluntary_ctxt_switches` over the window per request (a thread preempted while it could still run: on one core, mostly the epoch ticker's wake-ups); epoch ticker: Luge's `luge-epoch` thread's share of the server's CPU (`schedstat`); host steal: the share of the server cores' clock ticks the host ran something else in (`/proc/stat`'s steal, which a virtual machine's CPU times may or may not leave out).",
             only.connections,
             client.len().min(only.connections),
             window.as_millis()
@@ -385,10 +396,18 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
 
 /// The columns [`medians`] takes the median of, by index in a row, each
 /// with the decimals it is written with: req/s, req/s per core, CPU µs
-/// per request, the one-connection p50, involuntary switches per request,
-/// the ticker's share and the host's steal.
-const MEDIAN_COLUMNS: [(usize, usize); 7] =
-    [(4, 0), (5, 0), (6, 1), (10, 0), (11, 2), (12, 1), (13, 1)];
+/// per request, the one-connection p50 and CPU per request, involuntary
+/// switches per request, the ticker's share and the host's steal.
+const MEDIAN_COLUMNS: [(usize, usize); 8] = [
+    (4, 0),
+    (5, 0),
+    (6, 1),
+    (10, 0),
+    (11, 1),
+    (12, 2),
+    (13, 1),
+    (14, 1),
+];
 
 /// One row per server, workload and core count of `rows` (each round's),
 /// with the median over its rounds of each of [`MEDIAN_COLUMNS`] and
@@ -440,7 +459,7 @@ mod tests {
     #[test]
     fn medians_are_per_server_and_core_count_over_the_rounds() {
         let row = |name: &str, cores: &str, round: &str, rate: &str, cpu: &str, p50: &str| {
-            let mut row = vec!["x".to_owned(); 15];
+            let mut row = vec!["x".to_owned(); 16];
             row[0] = name.to_owned();
             row[1] = cores.to_owned();
             row[2] = round.to_owned();
