@@ -305,6 +305,12 @@ pub fn tlb_shootdowns() -> Option<u64> {
     )
 }
 
+/// Microseconds of `cpu` (a server's, over a window) per request of the
+/// `requests` it answered then (none answered: all of it).
+pub fn cpu_us_per_request(cpu: Duration, requests: u64) -> f64 {
+    cpu.as_secs_f64() * 1e6 / requests.max(1) as f64
+}
+
 /// TLB shootdowns per request between two [`tlb_shootdowns`] readings, as
 /// a table cell ("-" where the kernel does not count them).
 pub fn shootdowns_per_request(before: Option<u64>, after: Option<u64>, requests: u64) -> String {

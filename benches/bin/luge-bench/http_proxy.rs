@@ -230,7 +230,7 @@ pub(crate) fn measure(
         served.cpu().saturating_sub(cpu),
         (tlb, load::tlb_shootdowns()),
     );
-    let per_request_us = cpu.as_secs_f64() * 1e6 / report.ok.max(1) as f64;
+    let per_request_us = load::cpu_us_per_request(cpu, report.ok);
     let row = vec![
         connections.to_string(),
         format!("{:.0}", report.throughput()),

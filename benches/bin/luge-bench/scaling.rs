@@ -287,10 +287,10 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             errors += single.errors;
             (
                 single.percentile_us(50.0).to_string(),
-                format!("{:.1}", cpu.as_secs_f64() * 1e6 / single.ok.max(1) as f64),
+                format!("{:.1}", load::cpu_us_per_request(cpu, single.ok)),
             )
         };
-        let per_request_us = cpu.as_secs_f64() * 1e6 / loaded.ok.max(1) as f64;
+        let per_request_us = load::cpu_us_per_request(cpu, loaded.ok);
         rows.push(vec![
             name.to_owned(),
             n.to_string(),

@@ -295,7 +295,10 @@ pub(crate) fn triggers(setup: &Setup, window: Duration) -> anyhow::Result<Report
                 format!("{:.0}", r.acked as f64 / r.elapsed.as_secs_f64()),
                 format!("{:.2}", r.latencies.percentile_ms(50.0)),
                 format!("{:.2}", r.latencies.percentile_ms(99.0)),
-                format!("{:.0}", cpu.as_secs_f64() * 1e6 / (r.acked.max(1) as f64)),
+                format!(
+                    "{:.0}",
+                    luge_benches::load::cpu_us_per_request(cpu, r.acked)
+                ),
             ]);
             std::thread::sleep(Duration::from_secs(1));
         }
