@@ -161,6 +161,37 @@ async fn connect(addr: SocketAddr) -> Option<hyper::client::conn::http1::SendReq
     Some(sender)
 }
 
+/// Sends `target`'s request once on a connection of its own and waits up
+/// to `timeout` for the whole answer: its status and body, or `None` if the
+/// connection failed or the time ran out. For the requests that set up an
+/// experiment (seeding a store), whose first answer may take a sandbox's
+/// cold start and so must not be bound to a load window.
+pub fn once(target: &Target, timeout: Duration) -> Option<(hyper::StatusCode, Bytes)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        tokio::time::timeout(timeout, async {
+            let mut sender = connect(target.addr).await?;
+            let mut request = hyper::Request::builder()
+                .method(target.method.clone())
+                .uri(&target.path)
+                .header(hyper::header::HOST, "127.0.0.1")
+                .body(Full::new(target.body.clone()))
+                .expect("request");
+            request.headers_mut().extend(target.headers.iter().cloned());
+            let response = sender.send_request(request).await.ok()?;
+            let status = response.status();
+            let body = response.into_body().collect().await.ok()?.to_bytes();
+            Some((status, body))
+        })
+        .await
+        .ok()
+        .flatten()
+    })
+}
+
 /// Keep-alive connections to one server, shared by the tasks of an
 /// open-loop run: a task takes an idle one (or opens one) per request and
 /// gives it back after reading the answer.

@@ -27,13 +27,19 @@ fn number(field: &str) -> f64 {
 /// after checking that the run succeeded.
 fn run_into(args: &[&str]) -> tempfile::TempDir {
     let out = tempfile::tempdir().unwrap();
-    let status = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
+    let run = Command::new(env!("CARGO_BIN_EXE_luge-bench"))
         .args(args)
         .arg("--out")
         .arg(out.path())
-        .status()
+        .stdout(std::process::Stdio::inherit())
+        .output()
         .unwrap();
-    assert!(status.success(), "luge-bench {args:?}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    eprint!("{stderr}");
+    // The error line itself, not the backtrace's end, is what a CI log's
+    // tail shows of a failure.
+    let error = stderr.lines().find(|l| l.starts_with("Error: "));
+    assert!(run.status.success(), "luge-bench {args:?}: {error:?}");
     out
 }
 

@@ -123,11 +123,16 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
             expect_len: None,
             headers: Vec::new(),
         };
-        let seeded = load::closed_loop(&target, 1, Duration::ZERO, Duration::from_millis(50));
-        anyhow::ensure!(
-            seeded.ok > 0 && seeded.errors == 0,
-            "the Spin app did not store into {store}"
-        );
+        // One request, waited for: a 50 ms load window once held it, and a
+        // debug build's first answer (the Spin app's cold start) took 42-56 ms.
+        match load::once(&target, Duration::from_secs(30)) {
+            Some((status, _)) if status == hyper::StatusCode::OK => {}
+            Some((status, body)) => anyhow::bail!(
+                "the Spin app did not store into {store}: {status} {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            ),
+            None => anyhow::bail!("the Spin app did not store into {store}: no answer in 30 s"),
+        }
     }
     let spin_cases = [
         (
