@@ -34,8 +34,10 @@ lean target/loom
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 ./scripts/fuzz.sh 15
 lean target/fuzz
-cargo clippy --workspace --all-targets --all-features -- -D warnings
-cargo test --workspace --all-features
+# Clippy with `-D warnings` on every target (tests and benches included),
+# in the same build as the tests (scripts/cargo-linted.sh says why).
+./scripts/cargo-linted.sh test --workspace --all-targets --all-features --no-run
+./scripts/cargo-linted.sh test --workspace --all-features
 # The engine-neutral end-to-end tests (executor/tests/e2e, one binary)
 # against each other engine; `scheduling` is Wasmtime's alone (only it
 # preempts). `--workspace` keeps the feature set of the run above, so the
@@ -43,7 +45,7 @@ cargo test --workspace --all-features
 # differently and rebuild them all.
 for engine in wasmer wamr; do
     echo "== end-to-end suite on $engine"
-    LUGE_TEST_ENGINE=$engine cargo test --workspace --all-features --test e2e
+    LUGE_TEST_ENGINE=$engine ./scripts/cargo-linted.sh test --workspace --all-features --test e2e
 done
 # WASI 0.1 conformance: wasi-testsuite's Rust and C tests through `luge
 # run` on every engine; each engine's known failures are listed (and

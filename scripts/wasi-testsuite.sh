@@ -33,7 +33,9 @@ done
 cp "$src"/c/src/*.json "$out/c/"
 rm -rf "$out/c/fs-tests.dir" && cp -r "$src/c/src/fs-tests.dir" "$out/c/"
 
-cargo build --quiet --workspace --all-features --bin luge
+# The suite's build of the workspace (scripts/cargo-linted.sh): nothing
+# rebuilt after scripts/test.sh.
+./scripts/cargo-linted.sh build --quiet --workspace --all-features --bin luge
 status=0
 for engine in "${engines[@]}"; do
     python3 scripts/wasi-testsuite/run.py target/debug/luge "$engine" "$out" || status=1
