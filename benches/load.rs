@@ -95,6 +95,18 @@ pub fn closed_loop(
     })
 }
 
+/// `target`'s request: its method, path, body and headers, Host set.
+fn request(target: &Target) -> hyper::Request<Full<Bytes>> {
+    let mut request = hyper::Request::builder()
+        .method(target.method.clone())
+        .uri(&target.path)
+        .header(hyper::header::HOST, "127.0.0.1")
+        .body(Full::new(target.body.clone()))
+        .expect("request");
+    request.headers_mut().extend(target.headers.iter().cloned());
+    request
+}
+
 async fn client(target: Target, start: Instant, end: Instant) -> LoadReport {
     let mut report = LoadReport::default();
     let mut sender = None;
@@ -108,13 +120,7 @@ async fn client(target: Target, start: Instant, end: Instant) -> LoadReport {
             }
         }
         let Some(s) = sender.as_mut() else { continue };
-        let mut request = hyper::Request::builder()
-            .method(target.method.clone())
-            .uri(&target.path)
-            .header(hyper::header::HOST, "127.0.0.1")
-            .body(Full::new(target.body.clone()))
-            .expect("request");
-        request.headers_mut().extend(target.headers.iter().cloned());
+        let request = request(&target);
         let sent = Instant::now();
         let answer = match s.send_request(request).await {
             Ok(response) => {
@@ -174,13 +180,7 @@ pub fn once(target: &Target, timeout: Duration) -> Option<(hyper::StatusCode, By
     runtime.block_on(async {
         tokio::time::timeout(timeout, async {
             let mut sender = connect(target.addr).await?;
-            let mut request = hyper::Request::builder()
-                .method(target.method.clone())
-                .uri(&target.path)
-                .header(hyper::header::HOST, "127.0.0.1")
-                .body(Full::new(target.body.clone()))
-                .expect("request");
-            request.headers_mut().extend(target.headers.iter().cloned());
+            let request = request(target);
             let response = sender.send_request(request).await.ok()?;
             let status = response.status();
             let body = response.into_body().collect().await.ok()?.to_bytes();
