@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use containerd_shim_wasm::sandbox::Sandbox;
 use containerd_shim_wasm::sandbox::context::{RuntimeContext, Source};
-use containerd_shim_wasm::shim::{Compiler, Shim, Version, version};
+use containerd_shim_wasm::shim::{Compiler, Shim, Version};
 
 use crate::app::{self, App};
 use crate::compiler::{self, LugeCompiler};
@@ -23,8 +23,17 @@ impl Shim for LugeShim {
         "luge"
     }
 
+    /// The package's version; the revision says `<none>`, as runwasi's
+    /// own default does. Not runwasi's `version!()`: it reads the revision
+    /// with `git describe --dirty` at compile time, which rewrites
+    /// `.git/index`, on which the expansion then depends, so every later
+    /// cargo command rebuilt this crate and its binaries (20-30 s each, six
+    /// times in a CI run).
     fn version() -> Version {
-        version!()
+        Version {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: "<none>",
+        }
     }
 
     /// Wasm layers are compiled here, once per node and image, and kept in
