@@ -27,7 +27,7 @@ impl Shim for LugeShim {
     /// own default does. Not runwasi's `version!()`: it reads the revision
     /// with `git describe --dirty` at compile time, which rewrites
     /// `.git/index`, on which the expansion then depends, so every later
-    /// cargo command rebuilt this crate and its binaries (20-30 s each, six
+    /// cargo command rebuilt this crate and its binaries (15-33 s each, five
     /// times in a CI run).
     fn version() -> Version {
         Version {
