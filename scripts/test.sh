@@ -13,6 +13,19 @@ cd "$(dirname "$0")/.."
 # change in the main workspace must be carried into it (fail in seconds,
 # not after the whole build).
 cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
+# The aarch64 check's profile sets back to opt-level 0 every package the
+# dev profile optimizes (Cargo.toml, `cross-check`): the two lists agree.
+python3 - <<'PY'
+import sys, tomllib
+profiles = tomllib.load(open("Cargo.toml", "rb"))["profile"]
+def named(profile, level):
+    return {name for name, settings in profiles[profile]["package"].items()
+            if settings.get("opt-level") == level}
+dev, cross = named("dev", 2), named("cross-check", 0)
+if dev != cross:
+    sys.exit(f"Cargo.toml: optimized in dev, not set back in cross-check: {sorted(dev - cross)}; "
+             f"set back in cross-check, not optimized in dev: {sorted(cross - dev)}")
+PY
 ./scripts/build-actions.sh
 # The telemetry tests' collector: a real Jaeger, built once from source.
 ./scripts/build-jaeger.sh
