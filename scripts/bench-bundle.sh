@@ -14,12 +14,15 @@
 #
 # run.sh writes into RESULTS: the machine (uname, lscpu, the bundle's
 # commit), `luge-bench scaling` with the rounds' medians (ROUNDS, default
-# 2, of SECONDS_PER_POINT, default 3; other flags are passed on), the
-# lifecycle bench on one thread and on every core at once (LIFECYCLE=0
-# leaves it out), and, where this machine has perf, a flat profile of
-# each server's own threads at one core (PROFILE=0 leaves it out): perf
-# travels with every library it links, loaded by the loader it came with,
-# since the lent machine has none, and luge-bench keeps its symbols.
+# 2, of SECONDS_PER_POINT, default 3; other flags are passed on;
+# SCALING=0 leaves it out), the lifecycle bench on one thread and on
+# every core at once (LIFECYCLE=0 leaves it out), and, where this machine
+# has perf, each server's one-connection cycle taken apart by
+# scripts/critical-path.awk (CRITICAL_PATH=0 leaves it out) and a flat
+# profile of each server's own threads at one core (PROFILE=0 leaves it
+# out): perf travels with every library it links, loaded by the loader it
+# came with, since the lent machine has none, and luge-bench keeps its
+# symbols.
 set -euo pipefail
 out=${1:?usage: scripts/bench-bundle.sh DIR}
 cd "$(dirname "$0")/.."
@@ -73,6 +76,7 @@ if [ -n "$perf" ]; then
 else
     echo "bench-bundle: no perf here: run.sh will take no profile" >&2
 fi
+cp scripts/critical-path.awk "$out/"
 git rev-parse HEAD > "$out/commit"
 git status --porcelain | grep -q . && echo "(with uncommitted changes)" >> "$out/commit"
 [ "${PGO:-0}" = 1 ] && echo "(luge-bench built with profile-guided optimization, scripts/pgo.sh)" >> "$out/commit"
@@ -106,16 +110,45 @@ export LUGE_BUILT_DIR="$here/built"
     cat /proc/cmdline 2>/dev/null || true
     grep '^cpu' /proc/stat 2>/dev/null || true
 } > "$results/machine.txt"
-"$work/luge-bench" scaling --seconds "${SECONDS_PER_POINT:-3}" --rounds "${ROUNDS:-2}" \
-    --out "$results" "$@" 2>&1 | tee "$results/scaling.txt"
+if [ "${SCALING:-1}" != 0 ]; then
+    "$work/luge-bench" scaling --seconds "${SECONDS_PER_POINT:-3}" --rounds "${ROUNDS:-2}" \
+        --out "$results" "$@" 2>&1 | tee "$results/scaling.txt"
+fi
 if [ "${LIFECYCLE:-1}" != 0 ]; then
     # criterion writes its reports under the working folder.
     (cd "$work" && "$work/lifecycle" --bench "http-handler" --measurement-time 3 --noplot) \
         2>&1 | tee "$results/lifecycle.txt"
 fi
-if [ -f "$here/perf.tar.xz" ] && [ "${PROFILE:-1}" != 0 ]; then
+if [ -f "$here/perf.tar.xz" ]; then
     tar -C "$work" -xJf "$here/perf.tar.xz"
     perf() { "$work/perf/lib/ld-linux-x86-64.so.2" --library-path "$work/perf/lib" "$work/perf/perf" "$@"; }
+fi
+# The one-connection cycle taken apart (issue 49's item 4: a p50 is the
+# server's time, the send, and what lies outside the server): each
+# server alone on one core, one connection, the kernel's timestamps of
+# its reads and writes (scripts/critical-path.awk says what each part is).
+if [ -f "$here/perf.tar.xz" ] && [ "${CRITICAL_PATH:-1}" != 0 ]; then
+    for point in "workers, component|component|luge-worker-0" \
+        "workers, c-ping|c-ping|luge-worker-0" \
+        "wasmtime|wasmtime|wasmtime,tokio-rt-worker"; do
+        IFS='|' read -r row tag comms <<< "$point"
+        data="$work/critical-$tag.data"
+        if ! perf record -q -a -o "$data" -e syscalls:sys_enter_recvfrom -e syscalls:sys_exit_recvfrom \
+            -e syscalls:sys_enter_writev -e syscalls:sys_exit_writev -e syscalls:sys_enter_sendto \
+            -e syscalls:sys_exit_sendto -- "$work/luge-bench" scaling \
+            --cores 1 --only "$row" --rounds 1 --seconds 3 --connections 1 --no-p50 \
+            --out "$results/critical-$tag" > "$results/critical-path-$tag.log" 2>&1; then
+            echo "run.sh: no critical path of $row (see critical-path-$tag.log)" >&2
+            continue
+        fi
+        {
+            echo "## $row, one connection: the server's threads ($comms)"
+            perf script -i "$data" --ns --comms "$comms" -F tid,time,event,trace 2>/dev/null |
+                awk -f "$here/critical-path.awk"
+        } > "$results/critical-path-$tag.txt"
+    done
+fi
+if [ -f "$here/perf.tar.xz" ] && [ "${PROFILE:-1}" != 0 ]; then
     # One server at a time on one core, 64 connections, every CPU sampled
     # 999 times a second (software clock: a guest may have no hardware
     # counters); the report keeps the server's own threads. Luge's are its
