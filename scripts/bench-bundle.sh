@@ -127,22 +127,27 @@ fi
 # server's time, the send, and what lies outside the server): each
 # server alone on one core, one connection, the kernel's timestamps of
 # its reads and writes (scripts/critical-path.awk says what each part is).
+# CRITICAL_CORES (default 1) gives the servers more cores: the one
+# connection is then served by whichever worker accepted it.
 if [ -f "$here/perf.tar.xz" ] && [ "${CRITICAL_PATH:-1}" != 0 ]; then
-    for point in "workers, component|component|luge-worker-0" \
-        "workers, c-ping|c-ping|luge-worker-0" \
+    cores=${CRITICAL_CORES:-1}
+    workers=""
+    for ((i = 0; i < cores; i++)); do workers+="${workers:+,}luge-worker-$i"; done
+    for point in "workers, component|component|$workers" \
+        "workers, c-ping|c-ping|$workers" \
         "wasmtime|wasmtime|wasmtime,tokio-rt-worker"; do
         IFS='|' read -r row tag comms <<< "$point"
         data="$work/critical-$tag.data"
         if ! perf record -q -a -o "$data" -e syscalls:sys_enter_recvfrom -e syscalls:sys_exit_recvfrom \
             -e syscalls:sys_enter_writev -e syscalls:sys_exit_writev -e syscalls:sys_enter_sendto \
             -e syscalls:sys_exit_sendto -- "$work/luge-bench" scaling \
-            --cores 1 --only "$row" --rounds 1 --seconds 3 --connections 1 --no-p50 \
+            --cores "$cores" --only "$row" --rounds 1 --seconds 3 --connections 1 --no-p50 \
             --out "$results/critical-$tag" > "$results/critical-path-$tag.log" 2>&1; then
             echo "run.sh: no critical path of $row (see critical-path-$tag.log)" >&2
             continue
         fi
         {
-            echo "## $row, one connection: the server's threads ($comms)"
+            echo "## $row, one connection, $cores server cores: the server's threads ($comms)"
             perf script -i "$data" --ns --comms "$comms" -F tid,time,event,trace 2>/dev/null |
                 awk -f "$here/critical-path.awk"
         } > "$results/critical-path-$tag.txt"
