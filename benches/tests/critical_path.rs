@@ -1,7 +1,9 @@
 //! `scripts/critical-path.awk` (run by the device bundle's `run.sh`) on a
-//! `perf script` text made by hand: two connections served by two
-//! threads, a read that found nothing (EAGAIN), the end of a stream and a
-//! write with no request before it, each of which must be left out.
+//! `perf script` text made by hand: two connections, one answered by
+//! `writev` on the thread that read it, the other read on one thread and
+//! answered by `sendto` on another; a read that found nothing (EAGAIN)
+//! between a request and its response, the end of a stream, and a write
+//! with no request before it, none of which may count.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
