@@ -125,10 +125,10 @@ if [ -f "$here/perf.tar.xz" ]; then
 fi
 # The one-connection cycle taken apart (issue 49's item 4: a p50 is the
 # server's time, the send, and what lies outside the server): each
-# server alone on one core, one connection, the kernel's timestamps of
-# its reads and writes (scripts/critical-path.awk says what each part is).
-# CRITICAL_CORES (default 1) gives the servers more cores: the one
-# connection is then served by whichever worker accepted it.
+# server alone on its cores (CRITICAL_CORES, default 1; with more, the
+# connection is served by whichever worker accepted it), one connection,
+# the kernel's timestamps of its reads and writes
+# (scripts/critical-path.awk says what each part is).
 if [ -f "$here/perf.tar.xz" ] && [ "${CRITICAL_PATH:-1}" != 0 ]; then
     cores=${CRITICAL_CORES:-1}
     workers=""
