@@ -123,6 +123,12 @@ if [ -f "$here/perf.tar.xz" ]; then
     tar -C "$work" -xJf "$here/perf.tar.xz"
     perf() { "$work/perf/lib/ld-linux-x86-64.so.2" --library-path "$work/perf/lib" "$work/perf/perf" "$@"; }
 fi
+# The servers the perf steps below take one at a time: the scaling row
+# (`--only`) and the tag their files are named by.
+servers=("workers, component|component" "workers, c-ping|c-ping" "wasmtime|wasmtime")
+# threads TAG LUGE: the server's own threads, as perf names them: `wasmtime
+# serve`'s main thread and tokio's, or Luge's that the step names.
+threads() { if [ "$1" = wasmtime ]; then echo wasmtime,tokio-rt-worker; else echo "$2"; fi; }
 # The one-connection cycle taken apart (issue 49's item 4: a p50 is the
 # server's time, the send, and what lies outside the server): each
 # server alone on its cores (CRITICAL_CORES, default 1; with more, the
@@ -133,10 +139,9 @@ if [ -f "$here/perf.tar.xz" ] && [ "${CRITICAL_PATH:-1}" != 0 ]; then
     cores=${CRITICAL_CORES:-1}
     workers=""
     for ((i = 0; i < cores; i++)); do workers+="${workers:+,}luge-worker-$i"; done
-    for point in "workers, component|component|$workers" \
-        "workers, c-ping|c-ping|$workers" \
-        "wasmtime|wasmtime|wasmtime,tokio-rt-worker"; do
-        IFS='|' read -r row tag comms <<< "$point"
+    for server in "${servers[@]}"; do
+        IFS='|' read -r row tag <<< "$server"
+        comms=$(threads "$tag" "$workers")
         data="$work/critical-$tag.data"
         if ! perf record -q -a -o "$data" -e syscalls:sys_enter_recvfrom -e syscalls:sys_exit_recvfrom \
             -e syscalls:sys_enter_writev -e syscalls:sys_exit_writev -e syscalls:sys_enter_sendto \
@@ -160,10 +165,9 @@ if [ -f "$here/perf.tar.xz" ] && [ "${PROFILE:-1}" != 0 ]; then
     # workers, the epoch ticker and the ambient runtime; `wasmtime
     # serve`'s its main thread and tokio's. The client's threads are
     # luge-bench's unnamed ones, left out.
-    for point in "workers, component|component|luge-worker-0,luge-epoch,tokio-rt-worker" \
-        "workers, c-ping|c-ping|luge-worker-0,luge-epoch,tokio-rt-worker" \
-        "wasmtime|wasmtime|wasmtime,tokio-rt-worker"; do
-        IFS='|' read -r row tag comms <<< "$point"
+    for server in "${servers[@]}"; do
+        IFS='|' read -r row tag <<< "$server"
+        comms=$(threads "$tag" luge-worker-0,luge-epoch,tokio-rt-worker)
         data="$work/perf-$tag.data"
         if ! perf record -q -a -e cpu-clock -F 999 -o "$data" -- "$work/luge-bench" scaling --cores 1 \
             --only "$row" --rounds 1 --seconds 4 --no-p50 --out "$results/profile-$tag" \

@@ -50,15 +50,14 @@ function pct(kind, p,    want, seen, b) {
 event ~ /sys_enter_(recvfrom|writev|sendto)$/ {
     fd = $5
     sub(/,$/, "", fd)
-    pending[tid] = fd
-    if (event !~ /recvfrom$/) {
-        if (fd in received) {
-            sending[tid] = us
-            bucket("server", us - received[fd])
-            delete received[fd]
-            if (fd in wrote) bucket("cycle", us - wrote[fd])
-            wrote[fd] = us
-        }
+    if (event ~ /recvfrom$/) {
+        reading[tid] = fd
+    } else if (fd in received) {
+        sending[tid] = us
+        bucket("server", us - received[fd])
+        delete received[fd]
+        if (fd in wrote) bucket("cycle", us - wrote[fd])
+        wrote[fd] = us
     }
     next
 }
@@ -66,14 +65,13 @@ event ~ /sys_exit_recvfrom$/ {
     # A request's bytes: a positive count (errors such as EAGAIN print as
     # 0xffff..., the end of the stream as 0x0).
     ret = $4
-    if ((tid in pending) && ret != "0x0" && ret !~ /^0xffffffff/) received[pending[tid]] = us
-    delete pending[tid]
+    if ((tid in reading) && ret != "0x0" && ret !~ /^0xffffffff/) received[reading[tid]] = us
+    delete reading[tid]
     next
 }
 event ~ /sys_exit_(writev|sendto)$/ {
     if (tid in sending) bucket("send", us - sending[tid])
     delete sending[tid]
-    delete pending[tid]
     next
 }
 END {
