@@ -144,8 +144,11 @@ const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(300);
 /// request after another finds its worker awake. Measured on the 2-core
 /// VM (docs/BENCHMARKS.md, issue 27): a C ping at one connection went from
 /// a p50 of 96-125 µs to 57-61 µs; 30-200 µs all helped, 100 µs had the
-/// best p99. A worker spins at most this long after its last job, so an
-/// idle executor stays idle.
+/// best p99. Measured again on 2026-12-01 ("Parking instead of
+/// spinning"): parking at once put 30-35 µs on that p50 and saved no CPU
+/// per request, as the VM charges a parked worker's wake-up to it. A
+/// worker spins at most this long after its last job, so an idle executor
+/// stays idle.
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(100);
 
 /// A worker's runtime, what ends its park, and the ambient runtime its jobs
