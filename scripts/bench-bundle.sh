@@ -109,6 +109,15 @@ export LUGE_BUILT_DIR="$here/built"
     # and the host's steal so far, per CPU (the eighth number).
     cat /proc/cmdline 2>/dev/null || true
     grep '^cpu' /proc/stat 2>/dev/null || true
+    # What a one-connection cycle pays outside the server: whether the
+    # clock is read without a system call (tsc, kvm-clock), and whether an
+    # idle vCPU halts at once (docs/BENCHMARKS.md, "Parking instead of
+    # spinning": on the 2-core VM, haltpoll with guest_halt_poll_ns 0).
+    for knob in devices/system/clocksource/clocksource0/current_clocksource \
+        devices/system/cpu/cpuidle/current_driver devices/system/cpu/cpuidle/current_governor \
+        module/haltpoll/parameters/guest_halt_poll_ns; do
+        if [ -r "/sys/$knob" ]; then echo "$knob: $(cat "/sys/$knob")"; fi
+    done
 } > "$results/machine.txt"
 if [ "${SCALING:-1}" != 0 ]; then
     "$work/luge-bench" scaling --seconds "${SECONDS_PER_POINT:-3}" --rounds "${ROUNDS:-2}" \
