@@ -144,9 +144,10 @@ const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(300);
 /// request after another finds its worker awake. Measured on the 2-core
 /// VM (docs/BENCHMARKS.md, issue 27): a C ping at one connection went from
 /// a p50 of 96-125 µs to 57-61 µs; 30-200 µs all helped, 100 µs had the
-/// best p99. Measured again on 2026-12-01 ("Parking instead of
-/// spinning"): parking at once put 30-35 µs on that p50 and saved no CPU
-/// per request, as the VM charges a parked worker's wake-up to it. A
+/// best p99. Measured again on 2026-12-01 for a `wasi:http` component
+/// ("Parking instead of spinning"): parking at once put 30-35 µs on its
+/// p50 at one connection and saved no CPU per request (the park, the
+/// thread switches and the wake-up cost about what the spin does). A
 /// worker spins at most this long after its last job, so an idle executor
 /// stays idle.
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(100);
