@@ -13,9 +13,10 @@
 #   DIR/run.sh RESULTS [--cores 1,8] [--only workers]
 #
 # run.sh writes into RESULTS: the machine (uname, lscpu, the bundle's
-# commit), `luge-bench scaling` with the rounds' medians (ROUNDS, default
-# 2, of SECONDS_PER_POINT, default 3; other flags are passed on;
-# SCALING=0 leaves it out), the lifecycle bench on one thread and on
+# commit, the clock source and how an idle vCPU waits), `luge-bench
+# scaling` with the rounds' medians (ROUNDS, default 2, of
+# SECONDS_PER_POINT, default 3; other flags are passed on; SCALING=0
+# leaves it out), the lifecycle bench on one thread and on
 # every core at once (LIFECYCLE=0 leaves it out), and, where this machine
 # has perf, each server's one-connection cycle taken apart by
 # scripts/critical-path.awk (CRITICAL_PATH=0 leaves it out) and a flat
