@@ -70,7 +70,7 @@ const VICTIM_CAP: Duration = Duration::from_secs(60);
 /// has sent `at_least` (within [`VICTIM_CAP`]): how many, how many
 /// answered 200, and the slowest. A count as well as a window: on a loaded
 /// 2-core CI machine (a debug build, other tests compiling beside it) one
-/// request under the flood once took 0.6 s, so a window alone saw four.
+/// request under the flood once took 0.7 s, so a window alone saw four.
 fn victim(luge: &Luge, window: Duration, at_least: usize) -> (usize, usize, Duration) {
     let started = Instant::now();
     let (mut sent, mut answered, mut slowest) = (0, 0, Duration::ZERO);
