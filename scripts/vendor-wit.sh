@@ -10,8 +10,12 @@
 # - wasmtime-wasi-keyvalue 48.0.8 and wasmtime-wasi-config 48.0.8:
 #   wasi:keyvalue 0.2.0-draft, wasi:config 0.2.0-rc.1;
 # - spin-sdk 3.1.1: Spin 2's unversioned fermyon:spin, only its Redis
-#   types and inbound-redis (a Redis trigger's older export), and
+#   types and inbound-redis (a Redis trigger's older export),
+#   fermyon:spin@2.0.0's interfaces Luge serves (what spin-sdk 2 and 3
+#   import: key-value, variables, sqlite, redis, mqtt), and
 #   spin:postgres@3.0.0 (what spin-sdk 3 and 4 import);
+# - spin-sdk 5.1.0: spin:postgres@4.0.0 (what spin-sdk 5 imports, and
+#   wit-bindgen against Spin 3's WIT: its synchronous functions);
 # - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
 #   0.2.0-draft-2024-09-27, Spin's interfaces and wasi:otel 0.2.0-rc.2
 #   (its uses of wasi:clocks relabelled 0.2.10, as the WASI packages are);
@@ -56,8 +60,22 @@ publish = false
 [dependencies]
 spin-sdk = { version = "=3.1.1", default-features = false }
 TOML
+# spin:postgres@4.0.0, from the spin-sdk that ships it, likewise apart.
+mkdir -p "$work/spin5/src"
+touch "$work/spin5/src/lib.rs"
+cat > "$work/spin5/Cargo.toml" <<'TOML'
+[package]
+name = "luge-wit-spin5"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+spin-sdk = { version = "=5.1.0", default-features = false }
+TOML
 cargo fetch --quiet --manifest-path "$work/sources/Cargo.toml"
 cargo fetch --quiet --manifest-path "$work/spin2/Cargo.toml"
+cargo fetch --quiet --manifest-path "$work/spin5/Cargo.toml"
 # Each source crate's directory in the registry cache.
 src() {
     cargo metadata --format-version 1 --manifest-path "$work/sources/Cargo.toml" |
@@ -98,6 +116,22 @@ mkdir -p "$work/deps/fermyon-spin"
 { echo "package fermyon:spin;"; echo; cat "$spin2/wit/deps/spin@unversioned/redis-types.wit"; } \
     > "$work/deps/fermyon-spin/redis-types.wit"
 cp "$spin2/wit/deps/spin@unversioned/inbound-redis.wit" "$work/deps/fermyon-spin/inbound-redis.wit"
+# fermyon:spin@2.0.0: the interfaces Luge serves, under a package line of
+# their own (the package's world.wit, which also names llm, postgres and
+# mysql and WASI release candidates, is not taken). Written before WIT
+# renamed float32 and float64 (the same types).
+mkdir -p "$work/deps/fermyon-spin2"
+echo "package fermyon:spin@2.0.0;" > "$work/deps/fermyon-spin2/package.wit"
+for interface in key-value variables sqlite redis mqtt; do
+    sed -E 's/\bfloat32\b/f32/g; s/\bfloat64\b/f64/g' \
+        "$spin2/wit/deps/spin@2.0.0/$interface.wit" > "$work/deps/fermyon-spin2/$interface.wit"
+done
+spin5="$(cargo metadata --format-version 1 --manifest-path "$work/spin5/Cargo.toml" |
+    python3 -c 'import json, sys, os
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == "spin-sdk":
+        print(os.path.dirname(p["manifest_path"]))')"
+cp -r "$spin5/wit/deps/spin-postgres@4.0.0" "$work/deps/spin-postgres40"
 # Written before WIT renamed float32 and float64 (the same types).
 mkdir -p "$work/deps/spin-postgres3"
 sed -E 's/\bfloat32\b/f32/g; s/\bfloat64\b/f64/g' \

@@ -81,6 +81,9 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
             .filter_map(|(what, path)| Some((what, path?)))
             .collect();
             let mut settings = common.settings(&secrets)?;
+            // Spin adds no `x-request-id`: an app served as Spin serves it
+            // sees none unless the operator asks.
+            settings.request_id_header = common.request_id_header.unwrap_or(host.spin.is_none());
             settings.telemetry = crate::telemetry::start(
                 config.as_ref().and_then(|c| c.telemetry.as_ref()),
                 config.as_ref().map(|c| c.file.as_path()),

@@ -107,6 +107,9 @@ pub struct Settings {
     /// OpenTelemetry export, when on (from the environment; `luge serve`
     /// adds its config's `[telemetry]`).
     pub telemetry: Option<luge_telemetry::Telemetry>,
+    /// Whether every response carries `x-request-id` (`luge serve` with a
+    /// Spin app sets it off unless asked: see `--request-id-header`).
+    pub request_id_header: bool,
 }
 
 impl Options {
@@ -402,6 +405,9 @@ impl Options {
             connections,
             fuse_calls_under: Duration::from_micros(self.fuse_calls_under_us.unwrap_or(0)),
             telemetry: None,
+            // On unless asked off; `luge serve --spin` decides again where
+            // it knows it serves a Spin app.
+            request_id_header: self.request_id_header.unwrap_or(true),
         })
     }
 }

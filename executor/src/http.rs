@@ -333,7 +333,10 @@ fn connection<H, F>(
         let _place = place;
         let idle = Arc::new(Idle::new());
         let activity = Arc::clone(&idle);
-        let service = service_fn(move |req| {
+        let service = service_fn(move |mut req: Request| {
+            // Spin's `spin-client-addr` (crate::route_headers).
+            req.extensions_mut()
+                .insert(crate::route_headers::ClientAddr(peer));
             let handler = handler.clone();
             let busy = Idle::begin(&activity);
             async move {

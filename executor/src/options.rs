@@ -299,6 +299,12 @@ options! {
         /// which gives up per-request isolation [default: refused].
         #[arg(long, num_args = 0, default_missing_value = "true")]
         pub allow_reuse_with_grants: Option<bool>,
+        /// `luge serve`: answer every request with its id in
+        /// `x-request-id` (the id logs and traces carry) [default: on,
+        /// but off when serving a Spin app (`--spin`): Spin adds no such
+        /// header, and its apps and conformance suite see every header].
+        #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+        pub request_id_header: Option<bool>,
     }
 }
 
@@ -315,6 +321,7 @@ impl Options {
                 "--allow-reuse-with-grants",
                 self.allow_reuse_with_grants.is_some(),
             ),
+            ("--request-id-header", self.request_id_header.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))

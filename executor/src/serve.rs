@@ -211,8 +211,11 @@ fn handler(
         let span = tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path());
         Box::pin(
             async move {
+                let with_id = app.settings.request_id_header;
                 let mut response = routes::handle(app, site, id, request).await;
-                response.headers_mut().insert(REQUEST_ID, request_id(id));
+                if with_id {
+                    response.headers_mut().insert(REQUEST_ID, request_id(id));
+                }
                 response
             }
             .instrument(span),

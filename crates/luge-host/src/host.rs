@@ -97,19 +97,35 @@ pub enum HostError {
     Store(#[from] StoreError),
 }
 
-/// A request path's route: the function, and how the path matched.
+/// A request path's route: the function, and how the path matched, with
+/// what Spin's HTTP trigger tells a handler about it (its `spin-*` request
+/// headers), each computed as Spin computes it.
 #[derive(Debug, Clone)]
 pub struct RouteMatch {
     /// The function served.
     pub function: Arc<Function>,
-    /// The route as declared (`/api/...`, or the exact path): shared with
-    /// the route table, which made it when the route was added.
+    /// The route as the table holds it (the app's base joined, `/` for the
+    /// root): shared with the route table, which made it when the route
+    /// was added.
     pub route: Arc<str>,
     /// The path the route is based at (`/api` for `/api/...`, `` for
-    /// `/...`, the path itself for an exact route): shared as `route` is.
+    /// `/...`, the route itself otherwise): shared as `route` is.
     pub base: Arc<str>,
-    /// The rest of the request path after `base` (`/x/y`, or empty).
+    /// The rest of the request path that the route's trailing wildcard
+    /// took (`/x/y`, `/` for a trailing slash, or empty), as Spin's
+    /// `spin-path-info`.
     pub path_info: String,
+    /// Spin's `spin-matched-route`: the route with the app's base, one
+    /// trailing slash dropped (so `` for the root).
+    pub matched_route: Arc<str>,
+    /// Spin's `spin-raw-component-route`: the route as the manifest wrote
+    /// it, before the app's base.
+    pub raw_route: Arc<str>,
+    /// Spin's `spin-component-route`: `raw_route` without its `/...`.
+    pub component_route: Arc<str>,
+    /// Each `:name` segment's name and value, in route order (Spin's
+    /// `spin-path-match-NAME`).
+    pub captures: Vec<(Box<str>, String)>,
 }
 
 impl RouteMatch {
@@ -127,7 +143,7 @@ impl RouteMatch {
             Some(base) => path.strip_prefix(base).unwrap_or(path).to_owned(),
             None => String::new(),
         };
-        served.matched(path_info)
+        served.matched(path_info, Vec::new())
     }
 }
 
@@ -139,60 +155,142 @@ struct Served {
     function: Arc<Function>,
     route: Arc<str>,
     base: Arc<str>,
+    matched_route: Arc<str>,
+    raw_route: Arc<str>,
+    component_route: Arc<str>,
+    /// Ends in a wildcard (`/...`), whose capture is the path info.
+    wildcard: bool,
+    /// Every segment is literal: no `:name`, no wildcard. Only these are
+    /// consulted before the executor's own API (a `:name` could match
+    /// `/healthz`).
+    literal: bool,
 }
 
 impl Served {
-    /// `function` on `route` (as declared: `/api/...` or an exact path).
+    /// `function` on `route` (as the table holds it: `/api/...`, `/:id`
+    /// or an exact path, the app's base joined).
     fn new(route: &str, function: Arc<Function>) -> Self {
         let declared: Arc<str> = Arc::from(route);
-        let base = match route_prefix(route) {
+        let prefix = route_prefix(route);
+        let base = match prefix {
             Some(base) => Arc::from(base),
-            // An exact route is its own base.
+            // A route without a wildcard is its own base.
             None => Arc::clone(&declared),
+        };
+        // As Spin's router: the based route loses one trailing slash.
+        let matched_route = match route.strip_suffix('/') {
+            Some(stripped) => Arc::from(stripped),
+            None => Arc::clone(&declared),
+        };
+        let raw_route: Arc<str> = match &function.spec.declared_route {
+            Some(raw) => Arc::from(raw.as_str()),
+            None => Arc::clone(&declared),
+        };
+        let component_route = match route_prefix(&raw_route) {
+            Some(stripped) => Arc::from(stripped),
+            None => Arc::clone(&raw_route),
         };
         Self {
             function,
+            literal: prefix.is_none() && !crate::spec::has_parameters(route),
+            wildcard: prefix.is_some(),
             route: declared,
             base,
+            matched_route,
+            raw_route,
+            component_route,
         }
     }
 
-    /// The match of a request whose path goes on with `path_info` past
-    /// the route's base.
-    fn matched(&self, path_info: String) -> RouteMatch {
+    /// The route as `routefinder` takes it: Spin's `/...` is its `/*`.
+    fn finder_spec(&self) -> String {
+        match route_prefix(&self.route) {
+            Some(base) => format!("{base}/*"),
+            None => self.route.to_string(),
+        }
+    }
+
+    /// The match of a request with `path_info` after the route's base and
+    /// `captures` of its `:name` segments.
+    fn matched(&self, path_info: String, captures: Vec<(Box<str>, String)>) -> RouteMatch {
         RouteMatch {
             function: Arc::clone(&self.function),
             route: Arc::clone(&self.route),
             base: Arc::clone(&self.base),
             path_info,
+            matched_route: Arc::clone(&self.matched_route),
+            raw_route: Arc::clone(&self.raw_route),
+            component_route: Arc::clone(&self.component_route),
+            captures,
         }
     }
 }
 
-/// Routes of one listener: exact paths, and prefixes (`/api/...`).
+/// Routes of one listener: each route's function by the route, and the
+/// same routes as Spin's router finds them.
 #[derive(Debug, Default)]
 struct Routes {
-    exact: HashMap<String, Served>,
-    /// By base (`/api`, or `` for `/...`).
-    prefixes: HashMap<String, Served>,
+    /// By route as the table holds it; a route is served once.
+    declared: BTreeMap<String, Arc<Served>>,
+    /// Spin's precedence, from the crate Spin's router is built on
+    /// (`routefinder`): segment by segment, a literal before a `:name`
+    /// before a wildcard, so an exact route beats a wildcard and a longer
+    /// wildcard a shorter one. Rebuilt whole on every change (only
+    /// configuration and uploads change routes, never a request).
+    finder: routefinder::Router<Arc<Served>>,
 }
 
 impl Routes {
-    /// The table a route goes in, and its key there.
-    fn slot<'a>(&mut self, path: &'a str) -> (&mut HashMap<String, Served>, &'a str) {
-        match route_prefix(path) {
-            Some(base) => (&mut self.prefixes, base),
-            None => (&mut self.exact, path),
+    fn add(&mut self, path: &str, function: &Arc<Function>) {
+        self.declared.insert(
+            path.to_owned(),
+            Arc::new(Served::new(path, Arc::clone(function))),
+        );
+    }
+
+    /// Makes `finder` anew from `declared`.
+    fn rebuild(&mut self) {
+        let mut finder = routefinder::Router::new();
+        for (path, served) in &self.declared {
+            // Every route was checked where it was declared
+            // (`check_route_path`): one routefinder refuses is a bug,
+            // logged, and the route is not served.
+            if let Err(e) = finder.add(served.finder_spec(), Arc::clone(served)) {
+                tracing::error!(route = %path, error = %e, "route not served");
+            }
         }
+        self.finder = finder;
+    }
+
+    /// The best route for `path`, as Spin's router picks it.
+    fn best(&self, path: &str) -> Option<(Arc<Served>, RouteMatch)> {
+        let found = self.finder.best_match(path)?;
+        let served = Arc::clone(found.handler());
+        let captures = found.captures();
+        let path_info = if served.wildcard {
+            // Spin keeps the trailing slash routefinder drops.
+            let rest = captures.wildcard().unwrap_or_default();
+            match (rest.is_empty(), path.ends_with('/')) {
+                (true, false) => String::new(),
+                (true, true) => "/".to_owned(),
+                (false, false) => format!("/{rest}"),
+                (false, true) => format!("/{rest}/"),
+            }
+        } else {
+            String::new()
+        };
+        let named = captures
+            .params()
+            .iter()
+            .map(|c| (Box::from(c.name()), c.value().to_owned()))
+            .collect();
+        let matched = served.matched(path_info, named);
+        Some((served, matched))
     }
 }
 
-/// The longest a route path is (checked where routes are declared): no
-/// ancestor of a request path longer than this can be a prefix's base, so
-/// a lookup tries at most this many bases, however long the request path.
-const MAX_ROUTE_BYTES: usize = 256;
-
-/// Functions by path: exact routes first, then the longest prefix route.
+/// Functions by path, matched as Spin's router matches them (see
+/// [`Routes`]).
 #[derive(Debug, Default)]
 pub struct RouteTable {
     map: RwLock<Routes>,
@@ -200,8 +298,8 @@ pub struct RouteTable {
 
 impl RouteTable {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Routes> {
-        // Updates are single inserts and removes: a poisoned lock still holds
-        // a consistent map.
+        // Updates are whole rebuilds under the write lock: a poisoned lock
+        // still holds a consistent map.
         self.map.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -212,62 +310,37 @@ impl RouteTable {
     /// The function served on exactly `path` (a declared route: `/api/...`
     /// names the prefix route itself).
     pub fn get(&self, path: &str) -> Option<Arc<Function>> {
-        let routes = self.read();
-        let served = match route_prefix(path) {
-            Some(base) => routes.prefixes.get(base),
-            None => routes.exact.get(path),
-        };
-        served.map(|served| Arc::clone(&served.function))
-    }
-
-    /// The exact route of a request for `path` (not a prefix route's).
-    pub fn exact(&self, path: &str) -> Option<RouteMatch> {
-        let routes = self.read();
-        routes
-            .exact
+        self.read()
+            .declared
             .get(path)
-            .map(|served| served.matched(String::new()))
+            .map(|served| Arc::clone(&served.function))
     }
 
-    /// The route a request for `path` takes: its exact route, else the
-    /// prefix route with the longest base that `path` is, or is under.
+    /// The route a request for `path` takes when that route is literal
+    /// (no `:name`, no wildcard); the others are consulted after the
+    /// executor's own API ([`RouteTable::prefixed`]).
+    pub fn exact(&self, path: &str) -> Option<RouteMatch> {
+        let (served, matched) = self.read().best(path)?;
+        served.literal.then_some(matched)
+    }
+
+    /// The route a request for `path` takes, as Spin's router picks it.
     pub fn lookup(&self, path: &str) -> Option<RouteMatch> {
-        let routes = self.read();
-        if let Some(served) = routes.exact.get(path) {
-            return Some(served.matched(String::new()));
-        }
-        self.prefixed_in(&routes, path)
+        self.read().best(path).map(|(_, matched)| matched)
     }
 
-    /// The prefix route of `path` only (see [`RouteTable::lookup`]).
+    /// The route a request for `path` takes when it is not literal (see
+    /// [`RouteTable::exact`]).
     pub fn prefixed(&self, path: &str) -> Option<RouteMatch> {
-        self.prefixed_in(&self.read(), path)
-    }
-
-    fn prefixed_in(&self, routes: &Routes, path: &str) -> Option<RouteMatch> {
-        if routes.prefixes.is_empty() {
-            return None;
-        }
-        // `path` itself, then each ancestor at a '/' (longest first), then
-        // the catch-all's empty base; never one longer than a route can be.
-        let ancestors = std::iter::once(path.len())
-            .chain(path.match_indices('/').map(|(at, _)| at).rev())
-            .filter(|&end| end <= MAX_ROUTE_BYTES);
-        for end in ancestors {
-            let base = &path[..end];
-            if let Some(served) = routes.prefixes.get(base) {
-                return Some(served.matched(path[end..].to_owned()));
-            }
-        }
-        None
+        let (served, matched) = self.read().best(path)?;
+        (!served.literal).then_some(matched)
     }
 
     /// Adds `function` on each of its routes; refuses a taken path.
     pub fn insert(&self, function: Arc<Function>) -> Result<(), HostError> {
         let mut map = self.write();
         for path in &function.routes {
-            let (table, key) = map.slot(path);
-            if let Some(owner) = table.get(key) {
+            if let Some(owner) = map.declared.get(path) {
                 return Err(HostError::RouteTaken {
                     path: path.clone(),
                     owner: owner.function.name.clone(),
@@ -275,9 +348,9 @@ impl RouteTable {
             }
         }
         for path in &function.routes {
-            let (table, key) = map.slot(path);
-            table.insert(key.to_owned(), Served::new(path, Arc::clone(&function)));
+            map.add(path, &function);
         }
+        map.rebuild();
         Ok(())
     }
 
@@ -286,31 +359,29 @@ impl RouteTable {
     fn swap(&self, previous: Option<&Arc<Function>>, next: Option<&Arc<Function>>) {
         let mut map = self.write();
         for path in previous.iter().flat_map(|f| &f.routes) {
-            let (table, key) = map.slot(path);
-            table.remove(key);
+            map.declared.remove(path);
         }
         if let Some(function) = next {
             for path in &function.routes {
-                let (table, key) = map.slot(path);
-                table.insert(key.to_owned(), Served::new(path, Arc::clone(function)));
+                map.add(path, function);
             }
         }
+        map.rebuild();
     }
 
     /// The function named `name`: preferably the one on `/{name}`.
     fn by_name(&self, name: &str) -> Option<Arc<Function>> {
         let routes = self.read();
         if let Some(served) = routes
-            .exact
+            .declared
             .get(&format!("/{name}"))
             .filter(|s| s.function.name == name)
         {
             return Some(Arc::clone(&served.function));
         }
         routes
-            .exact
+            .declared
             .values()
-            .chain(routes.prefixes.values())
             .map(|served| &served.function)
             .find(|f| f.name == name)
             .cloned()
@@ -318,8 +389,7 @@ impl RouteTable {
 
     /// Number of routes.
     pub fn len(&self) -> usize {
-        let routes = self.read();
-        routes.exact.len() + routes.prefixes.len()
+        self.read().declared.len()
     }
 
     /// Whether there are none.
@@ -795,12 +865,19 @@ impl FunctionHost {
     }
 
     /// The function other functions call `name`: an uploaded function of
-    /// that name, else the configured route of that name.
+    /// that name, else the configured route of that name, else a function
+    /// on triggers only (a Spin component on a private route).
     pub fn by_name(&self, name: &str) -> Option<Arc<Function>> {
         if let Some(function) = self.uploaded(name) {
             return Some(function);
         }
-        self.routes.by_name(name)
+        self.routes.by_name(name).or_else(|| {
+            self.triggered
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(name)
+                .cloned()
+        })
     }
 
     /// The exact route of a request for `path` on the main listener.
@@ -817,5 +894,223 @@ impl FunctionHost {
     /// Routes on the main listener.
     pub fn route_count(&self) -> usize {
         self.routes.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use luge_core::{Invocation, LoadedModule, Outcome};
+
+    /// A module never run: the route table only holds it.
+    struct Unrun;
+
+    impl LoadedModule for Unrun {
+        fn has_export(&self, _: &str) -> bool {
+            false
+        }
+        fn run(&self, _: Invocation) -> Outcome {
+            unreachable!("the route table's tests run nothing")
+        }
+        fn code_size(&self) -> usize {
+            0
+        }
+    }
+
+    /// A table of functions, each named `name` on `route` (the route as a
+    /// Spin manifest wrote it, served under `base`).
+    fn table(base: &str, routes: &[(&str, &str)]) -> RouteTable {
+        let table = RouteTable::default();
+        for &(name, raw) in routes {
+            let route = if base == "/" {
+                raw.to_owned()
+            } else {
+                format!("{base}{raw}")
+            };
+            let function = Function {
+                name: name.to_owned(),
+                routes: vec![route],
+                action: Arc::new(Action::command(name)),
+                module: Arc::new(Unrun),
+                spec: FunctionSpec {
+                    declared_route: Some(raw.to_owned()),
+                    ..FunctionSpec::default()
+                },
+                origin: Origin::Config,
+            };
+            table.insert(Arc::new(function)).unwrap();
+        }
+        table
+    }
+
+    fn served(table: &RouteTable, path: &str) -> Option<String> {
+        table.lookup(path).map(|m| m.function.name.clone())
+    }
+
+    /// Spin's router tests (spin-http's `routes.rs`), as a table: the
+    /// routes, then each path and the component Spin serves it with.
+    #[test]
+    fn precedence_is_spins() {
+        /// The app's base, its components on their routes, and each path
+        /// with the component Spin serves it with.
+        type Case<'a> = (
+            &'a str,
+            &'a [(&'a str, &'a str)],
+            &'a [(&'a str, Option<&'a str>)],
+        );
+        let cases: &[Case] = &[
+            // test_router_exact
+            (
+                "/",
+                &[("foo", "/foo"), ("foobar", "/foo/bar")],
+                &[("/foo", Some("foo")), ("/foo/bar", Some("foobar"))],
+            ),
+            // test_router_respects_base
+            (
+                "/base",
+                &[("foo", "/foo"), ("foobar", "/foo/bar")],
+                &[
+                    ("/base/foo", Some("foo")),
+                    ("/base/foo/bar", Some("foobar")),
+                    ("/foo", None),
+                ],
+            ),
+            // test_router_wildcard
+            (
+                "/",
+                &[("all", "/...")],
+                &[
+                    ("/foo/bar", Some("all")),
+                    ("/abc/", Some("all")),
+                    ("/", Some("all")),
+                ],
+            ),
+            // test_router_respects_longest_match, in both orders
+            (
+                "/",
+                &[
+                    ("one", "/one/..."),
+                    ("onetwo", "/one/two/..."),
+                    ("onetwothree", "/one/two/three/..."),
+                ],
+                &[
+                    ("/one/two/three/four", Some("onetwothree")),
+                    ("/one/two/x", Some("onetwo")),
+                    ("/one", Some("one")),
+                ],
+            ),
+            (
+                "/",
+                &[
+                    ("onetwothree", "/one/two/three/..."),
+                    ("onetwo", "/one/two/..."),
+                    ("one", "/one/..."),
+                ],
+                &[("/one/two/three/four", Some("onetwothree"))],
+            ),
+            // test_router_exact_beats_wildcard; the root is exact
+            (
+                "/",
+                &[("exact", "/one"), ("wildcard", "/..."), ("root", "/")],
+                &[
+                    ("/one", Some("exact")),
+                    ("/", Some("root")),
+                    ("/two", Some("wildcard")),
+                ],
+            ),
+            // A wildcard's base ends at a segment boundary.
+            (
+                "/",
+                &[("api", "/api/..."), ("all", "/...")],
+                &[
+                    ("/apix", Some("all")),
+                    ("/api", Some("api")),
+                    ("/api/x", Some("api")),
+                ],
+            ),
+            // A literal beats a parameter, segment by segment; trailing
+            // slashes are ignored, as routefinder does.
+            (
+                "/",
+                &[
+                    ("param", "/users/:id"),
+                    ("me", "/users/me"),
+                    ("rest", "/users/..."),
+                ],
+                &[
+                    ("/users/me", Some("me")),
+                    ("/users/me/", Some("me")),
+                    ("/users/42", Some("param")),
+                    ("/users/42/x", Some("rest")),
+                ],
+            ),
+        ];
+        for (base, routes, paths) in cases {
+            let table = table(base, routes);
+            for (path, expected) in *paths {
+                assert_eq!(
+                    served(&table, path).as_deref(),
+                    *expected,
+                    "{routes:?} under {base:?}: {path}"
+                );
+            }
+        }
+    }
+
+    /// Spin's `trailing_wildcard_respects_trailing_slash` and
+    /// `named_wildcard_is_captured`, and the headers' other values.
+    #[test]
+    fn captures_and_path_info_are_spins() {
+        let wild = table_with("/test/...");
+        for (path, info) in [
+            ("/test", ""),
+            ("/test/", "/"),
+            ("/test/hello", "/hello"),
+            ("/test/hello/", "/hello/"),
+        ] {
+            assert_eq!(wild.lookup(path).unwrap().path_info, info, "{path}");
+        }
+        let named = table_with("/1/:two/...");
+        let m = named.lookup("/1/2/3").unwrap();
+        assert_eq!(m.captures, [("two".into(), "2".to_owned())]);
+        assert_eq!(m.path_info, "/3");
+        let shaped = table_with("/base/:path_segment/:path_end/...");
+        let m = shaped.lookup("/base/path/end/rest").unwrap();
+        assert_eq!(
+            m.captures,
+            [
+                ("path_segment".into(), "path".to_owned()),
+                ("path_end".into(), "end".to_owned())
+            ]
+        );
+        assert_eq!(&*m.matched_route, "/base/:path_segment/:path_end/...");
+        assert_eq!(&*m.component_route, "/base/:path_segment/:path_end");
+        assert_eq!(m.path_info, "/rest");
+        // The root's matched route is empty, as Spin's based route is.
+        let root = table_with("/");
+        let m = root.lookup("/").unwrap();
+        assert_eq!((&*m.matched_route, &*m.raw_route), ("", "/"));
+        // Under a base, the raw route is the manifest's.
+        let based = table("/api", &[("c", "/items/...")]);
+        let m = based.lookup("/api/items/7").unwrap();
+        assert_eq!(&*m.matched_route, "/api/items/...");
+        assert_eq!(&*m.raw_route, "/items/...");
+        assert_eq!(&*m.component_route, "/items");
+        assert_eq!(m.path_info, "/7");
+    }
+
+    fn table_with(route: &str) -> RouteTable {
+        table("/", &[("comp", route)])
+    }
+
+    /// Literal routes come before the executor's own API; the others after
+    /// it, so a `:name` cannot take `/healthz`.
+    #[test]
+    fn only_literal_routes_are_exact() {
+        let table = table("/", &[("p", "/:any"), ("lit", "/lit")]);
+        assert!(table.exact("/healthz").is_none());
+        assert_eq!(table.prefixed("/healthz").unwrap().function.name, "p");
+        assert_eq!(table.exact("/lit").unwrap().function.name, "lit");
+        assert!(table.prefixed("/lit").is_none());
     }
 }

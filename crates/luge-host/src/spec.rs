@@ -77,6 +77,12 @@ pub struct FunctionSpec {
     /// Spin loader only; no config or upload names it.
     #[serde(skip)]
     pub private_store: Option<String>,
+    /// The route as a Spin manifest wrote it, before the app's `base`
+    /// (`[application.trigger.http] base`) was joined to it: what Spin
+    /// tells the function as `spin-raw-component-route`. Set by the Spin
+    /// loader only; `None`: the route itself.
+    #[serde(skip)]
+    pub declared_route: Option<String>,
     /// The SQLite databases it may open (`spin:sqlite`), by label:
     /// `default`, its own database, kept across restarts, or a database
     /// the operator's runtime config names. None by default.
@@ -227,12 +233,15 @@ pub fn route_prefix(path: &str) -> Option<&str> {
     path.strip_suffix(PREFIX_SUFFIX)
 }
 
-/// Checks that `path` can be a configured route: absolute, no empty, `.` or
-/// `..` segments, no query, not one of the executor's own paths. A route
-/// ending in `/...` is a prefix route (see [`PREFIX_SUFFIX`]); `/...`
-/// alone takes every path nothing else serves.
+/// Checks that `path` can be a configured route: `/` (the root, as in
+/// Spin), or absolute with no empty, `.` or `..` segments, no query, not
+/// one of the executor's own paths. A route ending in `/...` is a prefix
+/// route (see [`PREFIX_SUFFIX`]); `/...` alone takes every path nothing
+/// else serves. A segment `:name` (letters, digits, `_`) matches any one
+/// segment, as in Spin, and is given to the function as
+/// `spin-path-match-NAME`.
 pub fn check_route_path(path: &str) -> Result<(), SpecError> {
-    if path == PREFIX_SUFFIX {
+    if path == PREFIX_SUFFIX || path == "/" {
         return Ok(());
     }
     if let Some(base) = route_prefix(path) {
@@ -248,7 +257,7 @@ pub fn check_route_path(path: &str) -> Result<(), SpecError> {
             });
         }
     }
-    check_exact_path(route_prefix(path).unwrap_or(path)).map_err(|e| match e {
+    check_path(route_prefix(path).unwrap_or(path), true).map_err(|e| match e {
         SpecError::Path { reason, .. } => SpecError::Path {
             path: path.to_owned(),
             reason,
@@ -257,8 +266,29 @@ pub fn check_route_path(path: &str) -> Result<(), SpecError> {
     })
 }
 
-/// [`check_route_path`] for paths that cannot be prefixes (chains).
+/// [`check_route_path`] for paths that are neither prefixes nor have
+/// parameters (chains).
 pub fn check_exact_path(path: &str) -> Result<(), SpecError> {
+    if path == "/" {
+        return Ok(());
+    }
+    check_path(path, false)
+}
+
+/// The longest a parameter's name is.
+const MAX_PARAMETER_NAME: usize = 64;
+
+/// Whether `segment` is a parameter (`:name`).
+fn is_parameter(segment: &str) -> bool {
+    segment.starts_with(':')
+}
+
+/// Whether `route` has a `:name` segment.
+pub fn has_parameters(route: &str) -> bool {
+    route.split('/').any(is_parameter)
+}
+
+fn check_path(path: &str, parameters: bool) -> Result<(), SpecError> {
     let bad = |reason| {
         Err(SpecError::Path {
             path: path.to_owned(),
@@ -266,19 +296,35 @@ pub fn check_exact_path(path: &str) -> Result<(), SpecError> {
         })
     };
     if !path.starts_with('/') || path.len() < 2 {
-        return bad("a route is an absolute path such as \"/fib\"");
+        return bad("a route is an absolute path such as \"/fib\", or \"/\"");
     }
     if path.len() > 256 || !path.bytes().all(|b| b.is_ascii_graphic()) || path.contains(['?', '#'])
     {
         return bad("a route is at most 256 printable ASCII characters, without '?' or '#'");
     }
-    if path[1..]
-        .split('/')
-        .any(|s| s.is_empty() || s == "." || s == ".." || s == "...")
-    {
+    let segments = || path[1..].split('/');
+    if segments().any(|s| s.is_empty() || s == "." || s == ".." || s == "...") {
         return bad(
             "empty, '.', '..' and '...' segments are not allowed ('/...' ends a prefix route)",
         );
+    }
+    for segment in segments() {
+        let name = match segment.strip_prefix(':') {
+            Some(name) if parameters => name,
+            Some(_) => return bad("a parameter (':name') is not allowed here"),
+            None if segment.contains([':', '*']) => {
+                return bad(
+                    "':' only starts a parameter segment (':name'), and '*' is not allowed ('/...' ends a prefix route)",
+                );
+            }
+            None => continue,
+        };
+        if name.is_empty()
+            || name.len() > MAX_PARAMETER_NAME
+            || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return bad("a parameter is ':' and 1-64 letters, digits and '_'");
+        }
     }
     if RESERVED.contains(&path) || RESERVED_PREFIXES.iter().any(|p| path.starts_with(p)) {
         return bad("reserved for the executor (/healthz, /metrics, /v1/..., /fn/...)");
@@ -400,6 +446,15 @@ impl FunctionSpec {
         action.reuse = reuse;
         action.capabilities.sqlite.owner =
             Some(self.app.clone().unwrap_or_else(|| name.to_owned()));
+        // A Spin component opens the stores its manifest lists and no
+        // other, as on Spin.
+        if self.app.is_some() {
+            let mut labels = self.state.clone();
+            if self.private_store.is_some() {
+                labels.push(luge_core::keyvalue::DEFAULT_BUCKET.to_owned());
+            }
+            action.capabilities.key_value_labels = Some(labels);
+        }
         Ok(action)
     }
 
@@ -487,17 +542,32 @@ mod tests {
 
     #[test]
     fn route_paths_are_checked() {
-        for good in ["/fib", "/a/b", "/tenant-1/fn_x.v2", "/api/...", "/..."] {
+        for good in [
+            "/fib",
+            "/a/b",
+            "/tenant-1/fn_x.v2",
+            "/api/...",
+            "/...",
+            "/",
+            "/base/:path_segment/:end/...",
+            "/users/:id",
+        ] {
             assert!(check_route_path(good).is_ok(), "{good}");
         }
         for bad in ["/a/.../...", "/healthz/...", "/v1/...", "/fn/...", "//..."] {
             assert!(check_route_path(bad).is_err(), "{bad}");
         }
         assert!(check_exact_path("/api/...").is_err());
+        assert!(check_exact_path("/a/:id").is_err());
+        assert!(check_exact_path("/").is_ok());
         for bad in [
             "",
-            "/",
             "fib",
+            "/a/:",
+            "/a/:b-c",
+            "/a/x:y",
+            "/a/*",
+            "/a/b*",
             "/a//b",
             "/a/../b",
             "/./a",

@@ -29,9 +29,17 @@
 //!   operator's `--fs-root`, like every grant Luge makes. Glob patterns
 //!   and single files are refused by name (a grant is a directory).
 //!
-//! Everything else a component may import and Luge does not serve
-//! (LLM, Spin 2's `fermyon:spin` interfaces) is refused when the component is
-//! loaded, naming the import, never at request time.
+//! Components built for Spin 2 and 3 (`fermyon:spin@2.0.0`'s key-value,
+//! variables, sqlite, redis and mqtt) get the same grants as Spin 4's.
+//! Everything else a component may import and Luge does not serve (LLM,
+//! Spin 2's postgres and mysql) is refused when the component is loaded,
+//! naming the import, never at request time.
+//!
+//! Routes are Spin's: `/`, exact paths, `/...` wildcards, `:name`
+//! segments, `{ private = true }` (reached only by `NAME.spin.internal`),
+//! all under `[application.trigger.http] base`, matched with Spin's own
+//! precedence ([`crate::host`]); a route given twice is served by the
+//! later trigger, with a warning, as Spin does.
 //!
 //! `[[trigger.redis]]` (`channel`, `component`, an `address` of its own
 //! or `[application.trigger.redis]`'s, templates of app variables in
@@ -81,9 +89,43 @@ struct AppVariable {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct HttpTrigger {
-    route: String,
+    route: HttpRoute,
     component: String,
+    #[serde(default)]
+    id: Option<String>,
+    /// Spin's `executor = { type = "spin" | "wagi" }`; Luge runs a
+    /// component as what it exports, so only Spin's own is taken.
+    #[serde(default)]
+    executor: Option<toml::Table>,
+}
+
+/// A `[[trigger.http]]`'s `route`: a path, or `{ private = true }` (a
+/// component only other components reach, by `NAME.spin.internal`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum HttpRoute {
+    Path(String),
+    Private { private: bool },
+}
+
+/// Spin's route with the app's `base` (`sanitize_with_base` in Spin's
+/// router): each loses one trailing slash, the route is made absolute,
+/// and the root is `/`.
+fn based_route(base: &str, route: &str) -> String {
+    let strip = |s: &str| s.strip_suffix('/').unwrap_or(s).to_owned();
+    let route = if route.starts_with('/') {
+        route.to_owned()
+    } else {
+        format!("/{route}")
+    };
+    let based = format!("{}{}", strip(base), strip(&route));
+    if based.is_empty() {
+        "/".to_owned()
+    } else {
+        based
+    }
 }
 
 /// A `[[trigger.redis]]`, `[[trigger.mqtt]]` or `[[trigger.cron]]`:
@@ -236,6 +278,23 @@ pub fn parse(
         Ok((spec, module))
     };
     let mut loaded = SpinApp::default();
+    // `[application.trigger.http] base`: every route's prefix (Spin's
+    // default `/`).
+    let http_base = match manifest
+        .application
+        .get("trigger")
+        .and_then(|t| t.get("http"))
+        .and_then(|h| h.get("base"))
+    {
+        None => "/".to_owned(),
+        Some(toml::Value::String(base)) if base.starts_with('/') => base.clone(),
+        Some(_) => {
+            return Err(error(
+                "application.trigger.http.base",
+                "the base is an absolute path such as \"/\" or \"/api\"".to_owned(),
+            ));
+        }
+    };
     let mut count = 0;
     for (kind, triggers) in &manifest.trigger {
         count += triggers.len();
@@ -266,13 +325,47 @@ pub fn parse(
                         toml::Value::Table(trigger.clone()).try_into().map_err(
                             |e: toml::de::Error| error(&location, e.message().trim().to_owned()),
                         )?;
-                    check_route_path(&trigger.route)
-                        .map_err(|e| error(&format!("{location}.route"), e.to_string()))?;
-                    if loaded.routes.iter().any(|r| r.path == trigger.route) {
+                    if let Some(kind) = trigger
+                        .executor
+                        .as_ref()
+                        .and_then(|e| e.get("type"))
+                        .and_then(toml::Value::as_str)
+                        .filter(|kind| *kind != "spin")
+                    {
                         return Err(error(
-                            &format!("{location}.route"),
-                            format!("{:?} is routed twice", trigger.route),
+                            &format!("{location}.executor"),
+                            format!("Luge runs Spin's executor only, not {kind:?}"),
                         ));
+                    }
+                    let _ = &trigger.id;
+                    let raw = match &trigger.route {
+                        HttpRoute::Path(path) => path.clone(),
+                        // As Spin: served to other components only.
+                        HttpRoute::Private { private: true } => {
+                            let (spec, module) = component(&trigger.component, &location)?;
+                            push_triggered(&mut loaded, &trigger.component, spec, module);
+                            continue;
+                        }
+                        HttpRoute::Private { private: false } => {
+                            return Err(error(
+                                &format!("{location}.route"),
+                                "a route is a path or { private = true }".to_owned(),
+                            ));
+                        }
+                    };
+                    let route = based_route(&http_base, &raw);
+                    check_route_path(&route)
+                        .map_err(|e| error(&format!("{location}.route"), e.to_string()))?;
+                    // As Spin's router: a route given twice is served by
+                    // the later trigger, with a warning.
+                    if let Some(at) = loaded.routes.iter().position(|r| r.path == route) {
+                        tracing::warn!(
+                            route = %route,
+                            replaced = loaded.routes[at].spec.name.as_deref().unwrap_or_default(),
+                            by = %trigger.component,
+                            "a route is given twice in the Spin manifest: the later one is served"
+                        );
+                        loaded.routes.remove(at);
                     }
                     // A component on several triggers is one function on
                     // each route, all under the component's name: one
@@ -280,12 +373,13 @@ pub fn parse(
                     // `NAME.spin.internal`.
                     let (spec, module) = component(&trigger.component, &location)?;
                     loaded.routes.push(ConfiguredRoute {
-                        path: trigger.route.clone(),
+                        path: route.clone(),
                         module: module.clone(),
                         spec: FunctionSpec {
-                            path: Some(trigger.route.clone()),
+                            path: Some(route),
                             module: Some(module),
                             name: Some(trigger.component.clone()),
+                            declared_route: Some(raw),
                             ..spec
                         },
                     });
@@ -371,21 +465,8 @@ pub fn parse(
                         }
                     }
                     .map_err(|m| error(&location, m))?;
-                    if !loaded
-                        .triggered
-                        .iter()
-                        .any(|f| f.spec.name.as_deref() == Some(&entry.component))
-                    {
-                        let (spec, module) = component(&entry.component, &location)?;
-                        loaded.triggered.push(TriggeredFunction {
-                            module: module.clone(),
-                            spec: FunctionSpec {
-                                module: Some(module),
-                                name: Some(entry.component.clone()),
-                                ..spec
-                            },
-                        });
-                    }
+                    let (spec, module) = component(&entry.component, &location)?;
+                    push_triggered(&mut loaded, &entry.component, spec, module);
                     let max_in_flight = crate::trigger::in_flight(&source, None)
                         .map_err(|m| error(&location, m))?;
                     loaded.triggers.push(ConfiguredTrigger {
@@ -412,6 +493,26 @@ pub fn parse(
         ));
     }
     Ok(loaded)
+}
+
+/// Adds `component` to the functions served on triggers only (other
+/// triggers, private HTTP routes), once however many name it.
+fn push_triggered(loaded: &mut SpinApp, component: &str, spec: FunctionSpec, module: PathBuf) {
+    if loaded
+        .triggered
+        .iter()
+        .any(|f| f.spec.name.as_deref() == Some(component))
+    {
+        return;
+    }
+    loaded.triggered.push(TriggeredFunction {
+        module: module.clone(),
+        spec: FunctionSpec {
+            module: Some(module),
+            name: Some(component.to_owned()),
+            ..spec
+        },
+    });
 }
 
 /// The owner of the app's `default` key-value store: `spin.` and the

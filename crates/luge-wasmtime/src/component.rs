@@ -144,7 +144,21 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
                 .keyvalue
                 .view(&mut state.table, &state.action.capabilities.global_stores),
             variables: &state.action.variables.0,
+            labels: state.action.capabilities.key_value_labels.as_deref(),
         })
+    }),
+    ("fermyon:spin@2.0.0", Synchronous, |l| {
+        crate::spin2::add_to_linker(
+            l,
+            |state: &mut ComponentState| crate::spin::SpinView {
+                kv: state
+                    .keyvalue
+                    .view(&mut state.table, &state.action.capabilities.global_stores),
+                variables: &state.action.variables.0,
+                labels: state.action.capabilities.key_value_labels.as_deref(),
+            },
+            ComponentState::connections,
+        )
     }),
     ("spin:sqlite", Concurrent, |l| {
         crate::sqlite::add_to_linker(l, ComponentState::connections)
@@ -154,6 +168,9 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
     }),
     ("spin:postgres 4", Concurrent, |l| {
         crate::postgres::add_to_linker(l, ComponentState::connections)
+    }),
+    ("spin:postgres 4.0", Synchronous, |l| {
+        crate::postgres40::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:postgres 3", Synchronous, |l| {
         crate::postgres3::add_to_linker(l, ComponentState::connections)
@@ -243,6 +260,11 @@ const SERVED: &[&str] = &[
     "spin:mqtt/mqtt@3.",
     "fermyon:spin-cron/cron-types@2.",
     "fermyon:spin/redis-types",
+    "fermyon:spin/key-value@2.0.",
+    "fermyon:spin/variables@2.0.",
+    "fermyon:spin/sqlite@2.0.",
+    "fermyon:spin/redis@2.0.",
+    "fermyon:spin/mqtt@2.0.",
     "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];
 

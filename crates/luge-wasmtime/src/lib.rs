@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod component;
+pub mod componentize;
 pub mod config;
 mod connections;
 mod driver;
@@ -37,12 +38,14 @@ mod otel;
 mod p3;
 mod postgres;
 mod postgres3;
+mod postgres40;
 mod redis;
 mod reuse;
 
 pub mod sandbox;
 mod service;
 mod spin;
+mod spin2;
 mod sqlite;
 mod wasi_config;
 
@@ -374,6 +377,13 @@ impl WasmRuntime for WasmtimeRuntime {
     }
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
+        // A plain module built against a WIT world is compiled as the
+        // component it describes (see `componentize`).
+        let componentized = match componentize::componentize(wasm) {
+            Some(component) => Some(component?),
+            None => None,
+        };
+        let wasm = componentized.as_deref().unwrap_or(wasm);
         if component::is_component(wasm) {
             // The synchronous engine refuses (in validation, before it
             // compiles) a component that uses the async ABI; that one, and

@@ -47,6 +47,18 @@ fn error(error: MqttError) -> mqtt::Error {
     }
 }
 
+/// `error` for the guest, as `wrap` tells it; an address the grants do
+/// not allow in Spin's words (`connection-failed("address ADDRESS is not
+/// permitted")`), the reason logged where it was refused.
+pub(crate) fn refused<W>(error: MqttError, address: &str, wrap: impl FnOnce(MqttError) -> W) -> W {
+    match error {
+        MqttError::Connect(luge_outbound::SendError::Denied(_)) => wrap(
+            MqttError::ConnectionFailed(format!("address {address} is not permitted")),
+        ),
+        other => wrap(other),
+    }
+}
+
 impl mqtt::Host for ConnectionsView<'_> {}
 
 impl mqtt::HostConnection for ConnectionsView<'_> {
@@ -77,7 +89,7 @@ impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
         if let Err(e) = &opened {
             tracing::debug!(function = %action.name, error = %e, "outbound mqtt refused");
         }
-        accessor.with(|mut access| access.get().keep(opened, error))
+        accessor.with(|mut access| access.get().keep(opened, |e| refused(e, &address, error)))
     }
 
     async fn publish(

@@ -17,7 +17,7 @@ use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReade
 use crate::connections::{ConnectionsView, Handle, rows_answer};
 use crate::limits::max_answer_bytes;
 
-mod generated {
+pub(crate) mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "luge:worlds/host-postgres",
@@ -30,7 +30,7 @@ mod generated {
     });
 }
 
-use generated::spin::postgres4_2_0::postgres as wit;
+pub(crate) use generated::spin::postgres4_2_0::postgres as wit;
 
 /// An open connection, as the guest's `connection` resource holds it.
 pub type PgConnection = Handle<pg::Connection>;
@@ -46,7 +46,7 @@ impl HasData for HasPostgres {
     type Data<'a> = ConnectionsView<'a>;
 }
 
-fn error(error: PgError) -> wit::Error {
+pub(crate) fn error(error: PgError) -> wit::Error {
     match error {
         PgError::Connect(_)
         | PgError::ConnectionFailed(_)
@@ -203,7 +203,7 @@ fn column(column: pg::Column) -> wit::Column {
 /// What opening a connection needs from the store, taken before awaiting.
 type Opening = (Arc<Action>, Instant);
 
-async fn open(
+pub(crate) async fn open(
     (action, deadline): Opening,
     address: &str,
     ca_root: Option<&str>,
@@ -223,7 +223,7 @@ async fn open(
     opened
 }
 
-async fn query(
+pub(crate) async fn query(
     (connection, deadline): (Arc<pg::Connection>, Instant),
     statement: String,
     params: Vec<wit::ParameterValue>,
@@ -242,7 +242,7 @@ async fn query(
     ))
 }
 
-async fn execute(
+pub(crate) async fn execute(
     (connection, deadline): (Arc<pg::Connection>, Instant),
     statement: String,
     params: Vec<wit::ParameterValue>,

@@ -40,7 +40,11 @@ impl HasData for HasRedis {
 
 fn error(error: RedisError) -> redis::Error {
     match error {
-        RedisError::InvalidAddress => redis::Error::InvalidAddress,
+        // As Spin answers an address its grants do not allow (the reason
+        // is logged where the connection was refused).
+        RedisError::InvalidAddress | RedisError::Connect(luge_outbound::SendError::Denied(_)) => {
+            redis::Error::InvalidAddress
+        }
         RedisError::TooManyConnections => redis::Error::TooManyConnections,
         RedisError::TypeError(_) => redis::Error::TypeError,
         other => redis::Error::Other(other.to_string()),

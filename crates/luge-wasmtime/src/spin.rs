@@ -33,6 +33,23 @@ use generated::spin::variables::variables;
 pub struct SpinView<'a> {
     pub(crate) kv: WasiKeyValue<'a>,
     pub(crate) variables: &'a [(String, String)],
+    /// The labels a Spin component may open (its manifest's
+    /// `key_value_stores`); `None`: every label.
+    pub(crate) labels: Option<&'a [String]>,
+}
+
+impl SpinView<'_> {
+    /// Opens the store `label`: access denied where the function is a Spin
+    /// component whose manifest does not list it, as Spin answers.
+    pub(crate) fn open_store(&mut self, label: &str) -> Result<Resource<kv::Bucket>, KvError> {
+        if self
+            .labels
+            .is_some_and(|labels| !labels.iter().any(|granted| granted == label))
+        {
+            return Err(KvError::AccessDenied);
+        }
+        self.kv.open_bucket(label).map_err(|e| e.0)
+    }
 }
 
 /// Spin's interfaces' host state, for the bindings.
@@ -83,7 +100,7 @@ impl<T> key_value::HostStoreWithStore<T> for HasSpin {
     ) -> wasmtime::Result<Result<Resource<kv::Bucket>, key_value::Error>> {
         accessor.with(|mut access| {
             let mut view = access.get();
-            Ok(view.kv.open_bucket(&label).map_err(|e| kv_error(e.0)))
+            Ok(view.open_store(&label).map_err(kv_error))
         })
     }
 

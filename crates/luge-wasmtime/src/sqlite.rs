@@ -76,7 +76,7 @@ fn row_out(values: Vec<luge_sqlite::Value>) -> sqlite::RowResult {
 }
 
 /// Opens `label` for the action's grant: no `default` without an owner.
-async fn open(
+pub(crate) async fn open(
     (action, deadline): (Arc<Action>, Instant),
     label: &str,
 ) -> Result<luge_sqlite::Connection, SqliteError> {

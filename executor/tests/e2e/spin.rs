@@ -290,7 +290,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     drop(luge);
 
     // A component that does not list `default` never reaches the app's
-    // store: its `default` is a store of its own.
+    // store: opening it is access denied, as on Spin.
     let unlisted = ungranted.replace(
         "key_value_stores = [\"default\"]\n\n[component.backend.variables]",
         "\n[component.backend.variables]",
@@ -304,9 +304,11 @@ fn a_spin_app_gets_what_its_manifest_grants() {
     );
     assert_eq!(text(&luge, "PUT", "/kv/secret", b"the app's").0, 200);
     assert_get(&luge, "/kv/secret", "the app's");
-    assert_eq!(text(&luge, "GET", "/backend/kv/secret", b"").0, 404);
-    assert_eq!(text(&luge, "PUT", "/backend/kv/secret", b"its own").0, 200);
-    assert_get(&luge, "/backend/kv/secret", "its own");
+    for method in ["GET", "PUT"] {
+        let (status, body) = text(&luge, method, "/backend/kv/secret", b"its own");
+        assert_eq!(status, 500, "{method}: {body}");
+        assert!(body.contains("AccessDenied"), "{method}: {body}");
+    }
     assert_get(&luge, "/kv/secret", "the app's");
     drop(luge);
 
@@ -400,4 +402,121 @@ fn unserved_imports_are_refused_at_start_by_name() {
         error.contains("does not serve: acme:made-up/thing@1.0.0, fermyon:spin/llm@2.0.0;"),
         "{error}"
     );
+}
+
+/// Every route form Spin has, each request given the `spin-*` headers
+/// Spin computes (the conformance suite's `request-shape`, byte for
+/// byte), and no header Luge adds unasked: Spin sends no `x-request-id`.
+#[test]
+fn every_spin_route_form_and_its_headers() {
+    if !on_wasmtime() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("h.wasm"), wasm("http-handler")).unwrap();
+    let manifest = dir.path().join("spin.toml");
+    std::fs::write(
+        &manifest,
+        r#"
+        spin_manifest_version = 2
+        [application]
+        name = "routes"
+        [application.trigger.http]
+        base = "/app"
+
+        [[trigger.http]]
+        route = "/"
+        component = "root"
+        [[trigger.http]]
+        route = "/base/:path_segment/:path_end/..."
+        component = "shape"
+        [[trigger.http]]
+        route = "/users/:id"
+        component = "user"
+        [[trigger.http]]
+        route = { private = true }
+        component = "hidden"
+
+        [component.root]
+        source = "h.wasm"
+        [component.shape]
+        source = "h.wasm"
+        [component.user]
+        source = "h.wasm"
+        [component.hidden]
+        source = "h.wasm"
+        "#,
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "--spin",
+        path_str(&manifest),
+        "--state-dir",
+        path_str(state.path()),
+    ];
+    let luge = Luge::start("serve", &args);
+    // The root under the app's base.
+    let reply = luge.send("GET", "/app", &[], b"");
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert!(reply.headers.get("x-request-id").is_none());
+    // `request-shape`: parameters and a wildcard, every header as Spin's.
+    let reply = luge.send(
+        "GET",
+        "/app/base/path/end/rest/echo?key=value",
+        &[("spin-path-match-path-end", "forged")],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    assert!(reply.headers.get("x-request-id").is_none());
+    let base = luge.base.clone();
+    for (name, value) in [
+        ("spin-path-info", "/rest/echo"),
+        (
+            "spin-matched-route",
+            "/app/base/:path_segment/:path_end/...",
+        ),
+        (
+            "spin-raw-component-route",
+            "/base/:path_segment/:path_end/...",
+        ),
+        ("spin-component-route", "/base/:path_segment/:path_end"),
+        ("spin-path-match-path-segment", "path"),
+        ("spin-path-match-path-end", "end"),
+        ("spin-base-path", "/"),
+    ] {
+        assert_eq!(reply.header(name), value, "{name}");
+    }
+    let authority = base.trim_start_matches("http://");
+    assert_eq!(
+        reply.header("spin-full-url"),
+        format!("http://{authority}/app/base/path/end/rest/echo?key=value")
+    );
+    let client: std::net::SocketAddr = reply.header("spin-client-addr").parse().unwrap();
+    assert!(client.ip().is_loopback());
+    // A parameter alone; a trailing slash is the same route, as Spin's
+    // router takes it.
+    let reply = luge.send("GET", "/app/users/echo", &[], b"");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("spin-path-match-id"), "echo");
+    assert_eq!(reply.header("spin-path-info"), "");
+    assert_eq!(luge.send("GET", "/app/users/42/", &[], b"").status, 200);
+    // A private component has no route; nothing outside the base is
+    // served; the executor's own endpoints stay its own.
+    for path in ["/app/hidden", "/", "/base/a/b/echo", "/app/users/a/b"] {
+        assert_eq!(luge.send("GET", path, &[], b"").status, 404, "{path}");
+    }
+    assert_eq!(luge.send("GET", "/healthz", &[], b"").status, 200);
+    drop(luge);
+    // Asked for, the request id comes back.
+    let mut asked = args.to_vec();
+    asked.push("--request-id-header");
+    let luge = Luge::start("serve", &asked);
+    let reply = luge.send("GET", "/app", &[], b"");
+    assert!(!reply.header("x-request-id").is_empty());
 }

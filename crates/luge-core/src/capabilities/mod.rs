@@ -72,6 +72,12 @@ pub struct Capabilities {
     pub network: Network,
     /// The SQLite databases it may open; none by default.
     pub sqlite: SqliteGrant,
+    /// The key-value store labels Spin's interfaces may open, where the
+    /// function is a Spin component (its `key_value_stores`): opening any
+    /// other is refused as access denied, as Spin refuses it. `None` (every
+    /// other function): every label opens, and a store outside `state` is
+    /// refused at its first use.
+    pub key_value_labels: Option<Vec<String>>,
 }
 
 /// Everything Luge reads from an action's annotations.
@@ -257,6 +263,8 @@ impl Capabilities {
             // No annotation widens it: `luge run` alone sets `Inherit`.
             network: Network::Granted,
             sqlite: sqlite::grant(&annotations.sqlite)?,
+            // Set by the Spin loader's spec only, never by an annotation.
+            key_value_labels: None,
         })
     }
 }
