@@ -46,6 +46,12 @@ cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-pg3.wasm" "$out/sp
 # A command recording its own spans through wasi:otel.
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-otel.wasm" "$out/spin-otel.wasm"
 
+# A Spin app as spin-sdk 3 builds it: a wasm32-wasip1 module (Spin 2's
+# fermyon:spin@2.0.0), made a component when Luge loads it; built where
+# its spin.toml finds it (its own workspace), and copied as spin-sdk3.wasm.
+cargo build --quiet --manifest-path "$root/actions/spin/sdk3/Cargo.toml" --target wasm32-wasip1 --release
+cp "$root/actions/spin/sdk3/target/wasm32-wasip1/release/luge_spin_sdk3_app.wasm" "$out/spin-sdk3.wasm"
+
 # Python functions with componentize-py (./scripts/setup.sh installs it
 # under target/tools): py-<name>.wasm, WASI 0.2 components of the world
 # each is written for (wit/, Luge's one WIT root, shared with JavaScript and

@@ -520,3 +520,70 @@ fn every_spin_route_form_and_its_headers() {
     let reply = luge.send("GET", "/app", &[], b"");
     assert!(!reply.header("x-request-id").is_empty());
 }
+
+/// An app as spin-sdk 3 builds it: a `wasm32-wasip1` module importing Spin
+/// 2's `fermyon:spin@2.0.0`, made a component at load (the WASI preview 1
+/// adapter serves its `fd_write`), with the same grants as a Spin 4 app's:
+/// its manifest's stores and databases, and nothing else.
+#[test]
+fn a_spin_sdk_3_module_runs_unchanged() {
+    if !on_wasmtime() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
+    let manifest = |grants: &str| {
+        format!(
+            r#"
+            spin_manifest_version = 2
+            [application]
+            name = "sdk3"
+            [variables]
+            name = {{ default = "Luge" }}
+            [[trigger.http]]
+            route = "/..."
+            component = "app"
+            [component.app]
+            source = "app.wasm"
+            {grants}
+            [component.app.variables]
+            name = "{{{{ name }}}}"
+            "#
+        )
+    };
+    let file = dir.path().join("spin.toml");
+    std::fs::write(
+        &file,
+        manifest("key_value_stores = [\"default\"]\nsqlite_databases = [\"default\"]"),
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "--spin",
+        path_str(&file),
+        "--state-dir",
+        path_str(state.path()),
+    ];
+    let luge = Luge::start("serve", &args);
+    assert_get(&luge, "/hello", "hello from spin-sdk 3, Luge\n");
+    assert_eq!(
+        text(&luge, "GET", "/kv/k", b""),
+        (404, "no such key".into())
+    );
+    assert_eq!(text(&luge, "PUT", "/kv/k", b"v"), (200, "stored".into()));
+    assert_get(&luge, "/kv/k", "v");
+    assert_get(&luge, "/kv", "k");
+    assert_eq!(
+        text(&luge, "POST", "/sql", b"select 1, 'x', 2.5, null"),
+        (200, "1|x|2.5|null".into())
+    );
+    assert_get(&luge, "/log", "logged");
+    drop(luge);
+    // Without grants: Spin's answers, the store and database refused.
+    std::fs::write(&file, manifest("")).unwrap();
+    let luge = Luge::start("serve", &args);
+    let (status, body) = text(&luge, "GET", "/kv/k", b"");
+    assert_eq!((status, body.as_str()), (500, "Error::AccessDenied"));
+    let (status, body) = text(&luge, "POST", "/sql", b"select 1");
+    assert_eq!((status, body.as_str()), (500, "Error::AccessDenied"));
+}
