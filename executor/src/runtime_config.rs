@@ -14,11 +14,45 @@ use anyhow::{Context, bail};
 /// Spin sections Luge does not serve yet, named in the refusal.
 const NOT_SERVED: &[&str] = &["llm_compute"];
 
-/// The runtime config file `file`, parsed; errors name it.
+/// The runtime config file `file`, parsed; errors name it (and the line
+/// of a syntax error), never its content.
 fn read(file: &Path) -> anyhow::Result<toml::Table> {
     let at = || format!("--runtime-config-file {}", file.display());
-    let text = std::fs::read_to_string(file).with_context(at)?;
-    toml::from_str(&text).with_context(at)
+    let text = luge_core::files::read_config_text(file).with_context(at)?;
+    toml::from_str(&text).map_err(|e: toml::de::Error| {
+        let line = e
+            .span()
+            .map(|span| format!("line {}: ", luge_core::files::line_of(&text, span.start)))
+            .unwrap_or_default();
+        anyhow::anyhow!("{}: {line}{}", at(), e.message().trim())
+    })
+}
+
+/// The variables of the dotenv file `path`, as Spin's `env` provider reads
+/// them; a line that is not `NAME=VALUE` is named by its number, never
+/// quoted.
+fn dotenv(path: &Path) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let text = luge_core::files::read_config_text(path)?;
+    let mut values = std::collections::BTreeMap::new();
+    for item in dotenvy::from_read_iter(text.as_bytes()) {
+        match item {
+            Ok((name, value)) => {
+                values.insert(name, value);
+            }
+            Err(dotenvy::Error::LineParse(line, _)) => {
+                let number = text
+                    .lines()
+                    .position(|l| l == line || l.contains(line.as_str()));
+                match number {
+                    Some(index) => bail!("line {}: not NAME=VALUE", index + 1),
+                    None => bail!("a line is not NAME=VALUE"),
+                }
+            }
+            Err(dotenvy::Error::Io(e)) => return Err(e.into()),
+            Err(_) => bail!("not a dotenv file"),
+        }
+    }
+    Ok(values)
 }
 
 /// The outbound settings of `ca_file` (the operator's CA bundle) and
@@ -29,7 +63,10 @@ pub fn outbound(
     runtime_config: Option<&Path>,
 ) -> anyhow::Result<luge_outbound::Config> {
     let pem = ca_file
-        .map(|file| std::fs::read(file).with_context(|| format!("--ca-file {}", file.display())))
+        .map(|file| {
+            luge_core::files::read_bounded(file, luge_core::files::MAX_CONFIG_FILE_BYTES)
+                .with_context(|| format!("--ca-file {}", file.display()))
+        })
         .transpose()?;
     let mut config = luge_outbound::Config::new(pem.as_deref()).with_context(|| {
         format!(
@@ -293,18 +330,15 @@ impl VariableProviders {
                         prefix,
                         dotenv_path,
                     } => {
-                        let mut dotenv = std::collections::BTreeMap::new();
-                        if let Some(path) = dotenv_path {
-                            let path = dir.join(path);
-                            for item in dotenvy::from_path_iter(&path).with_context(|| {
-                                format!("{}: dotenv_path {}", here(), path.display())
-                            })? {
-                                let (name, value) = item.with_context(|| {
+                        let dotenv = match dotenv_path {
+                            Some(path) => {
+                                let path = dir.join(path);
+                                dotenv(&path).with_context(|| {
                                     format!("{}: dotenv_path {}", here(), path.display())
-                                })?;
-                                dotenv.insert(name, value);
+                                })?
                             }
-                        }
+                            None => std::collections::BTreeMap::new(),
+                        };
                         Provider::Env {
                             prefix: prefix.unwrap_or_else(|| "SPIN_VARIABLE".to_owned()),
                             dotenv,

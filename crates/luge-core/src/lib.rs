@@ -37,6 +37,7 @@ pub mod calls;
 pub mod capabilities;
 pub mod error;
 pub mod event;
+pub mod files;
 pub mod handler;
 pub mod hints;
 pub mod hostapi;

@@ -141,10 +141,10 @@ struct RawConfig<S> {
 impl<S: ServerTable> Config<S> {
     /// Reads and checks the config at `file`.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        let text = luge_core::files::read_config_text(file).map_err(|e| ConfigError {
             file: file.to_owned(),
             location: "file".to_owned(),
-            message: e.to_string(),
+            message: e.reason(),
         })?;
         let base = file.parent().unwrap_or(Path::new("."));
         Self::parse(file, &text, base)

@@ -62,10 +62,10 @@ struct RawRoute {
 
 /// Reads a Sledge spec file.
 pub fn load(file: &Path) -> Result<Vec<Tenant>, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+    let text = luge_core::files::read_config_text(file).map_err(|e| ConfigError {
         file: file.to_owned(),
         location: "file".to_owned(),
-        message: e.to_string(),
+        message: e.reason(),
     })?;
     parse(file, &text, file.parent().unwrap_or(Path::new(".")))
 }

@@ -187,10 +187,10 @@ pub fn load(
     fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SpinApp, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+    let text = luge_core::files::read_config_text(file).map_err(|e| ConfigError {
         file: file.to_owned(),
         location: "file".to_owned(),
-        message: e.to_string(),
+        message: e.reason(),
     })?;
     let base = file.parent().unwrap_or(Path::new("."));
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());

@@ -34,6 +34,10 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 /// key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// A file that could not be read (missing, not a regular file, too
+    /// large).
+    #[error(transparent)]
+    File(#[from] luge_core::files::FileError),
     /// A certificate file that is not PEM certificates.
     #[error("{file}: {reason}")]
     Pem {
@@ -170,11 +174,13 @@ fn certificates(file: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, 
     Ok(certs)
 }
 
+/// A PEM file the operator names: a regular file, at most
+/// `MAX_CONFIG_FILE_BYTES`; an error names it, never its content.
 fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path).map_err(|e| ConfigError::Pem {
-        file: path.display().to_string(),
-        reason: e.to_string(),
-    })
+    Ok(luge_core::files::read_bounded(
+        path,
+        luge_core::files::MAX_CONFIG_FILE_BYTES,
+    )?)
 }
 
 /// A client config trusting `roots`, offering HTTP/2 and HTTP/1.1, with
@@ -382,14 +388,14 @@ impl Config {
         })
     }
 
-    /// Whether the operator blocks every connection to `addr`.
+    /// Whether the operator blocks every connection to `addr`: any address
+    /// it reaches (`luge_core::capabilities::outbound::reached`: an
+    /// unspecified address is this host's loopback) blocked.
     pub(crate) fn blocks(&self, addr: std::net::IpAddr) -> bool {
-        let addr = match addr {
-            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, std::net::IpAddr::V4),
-            v4 => v4,
-        };
-        (self.block_private && !luge_core::capabilities::outbound::is_public(addr))
-            || self.blocked.iter().any(|net| net.contains(&addr))
+        luge_core::capabilities::outbound::reached(addr).any(|addr| {
+            (self.block_private && !luge_core::capabilities::outbound::is_public(addr))
+                || self.blocked.iter().any(|net| net.contains(&addr))
+        })
     }
 }
 
@@ -419,6 +425,50 @@ mod tests {
     /// What a driver is handed as PEM is exactly what Luge's own clients
     /// trust: the operator's bundle read back certificate for
     /// certificate, and a `[[client_tls]]` rule's own roots and identity.
+    /// Every spelling of this host is blocked with its loopback network:
+    /// the unspecified addresses, IPv4-mapped or not.
+    #[test]
+    fn every_spelling_of_this_host_is_blocked_with_loopback() {
+        let config = Config::new(None)
+            .expect("config")
+            .outbound_networking(&OutboundNetworkingToml {
+                block_networks: vec!["127.0.0.0/8".to_owned(), "::1/128".to_owned()],
+            })
+            .expect("blocks");
+        for blocked in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "0.0.0.0",
+            "::",
+            "::ffff:0.0.0.0",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(config.blocks(blocked.parse().unwrap()), "{blocked}");
+        }
+        for open in ["93.184.216.34", "10.0.0.1", "::ffff:93.184.216.34"] {
+            assert!(!config.blocks(open.parse().unwrap()), "{open}");
+        }
+        // Only the IPv4 loopback blocked: `::` still reaches this host.
+        let v4_only = Config::new(None)
+            .expect("config")
+            .outbound_networking(&OutboundNetworkingToml {
+                block_networks: vec!["127.0.0.0/8".to_owned()],
+            })
+            .expect("blocks");
+        assert!(v4_only.blocks("::".parse().unwrap()));
+        // `private` blocks them all.
+        let private = Config::new(None)
+            .expect("config")
+            .outbound_networking(&OutboundNetworkingToml {
+                block_networks: vec!["private".to_owned()],
+            })
+            .expect("blocks");
+        for blocked in ["0.0.0.0", "::", "::ffff:0.0.0.0", "127.0.0.1"] {
+            assert!(private.blocks(blocked.parse().unwrap()), "{blocked}");
+        }
+    }
+
     #[test]
     fn trust_as_pem_is_what_the_clients_trust() {
         let ca = rcgen::generate_simple_self_signed(vec!["ca.example".to_owned()]).expect("ca");

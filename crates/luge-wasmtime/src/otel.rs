@@ -116,10 +116,21 @@ fn hex_u128(text: &str) -> Option<u128> {
         .flatten()
 }
 
+/// A guest's time (seconds and nanoseconds since the Unix epoch, any
+/// `u64` and `u32` it likes), clamped to what OTLP carries: nanoseconds
+/// since the epoch in a `u64` (until the year 2554). Checked arithmetic:
+/// no time a guest hands over overflows.
 fn time(datetime: &Datetime) -> SystemTime {
+    let nanos = datetime
+        .seconds
+        .checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(u64::from(datetime.nanoseconds.min(999_999_999))))
+        .unwrap_or(u64::MAX);
+    // Representable on every target Luge builds for (64-bit seconds);
+    // checked all the same.
     SystemTime::UNIX_EPOCH
-        + Duration::from_secs(datetime.seconds)
-        + Duration::from_nanos(u64::from(datetime.nanoseconds.min(999_999_999)))
+        .checked_add(Duration::from_nanos(nanos))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// An attribute's value, which wasi:otel encodes as JSON: a string,
@@ -274,5 +285,35 @@ impl metrics::Host for OtelView<'_> {
         Ok(Err(
             "this host does not forward a function's metrics (see its FaaS metrics)".to_owned(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: u64, nanoseconds: u32) -> Duration {
+        time(&Datetime {
+            seconds,
+            nanoseconds,
+        })
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+    }
+
+    #[test]
+    fn a_guests_times_are_clamped_never_an_overflow() {
+        assert_eq!(at(1, 5), Duration::new(1, 5));
+        // Nanoseconds past a second count as the second's last.
+        assert_eq!(at(1, u32::MAX), Duration::new(1, 999_999_999));
+        let end = Duration::from_nanos(u64::MAX);
+        for (seconds, nanoseconds) in [
+            (u64::MAX, 0),
+            (u64::MAX, u32::MAX),
+            (1 << 63, 0),
+            (u64::MAX / 1_000_000_000, 999_999_999),
+        ] {
+            assert_eq!(at(seconds, nanoseconds), end, "{seconds} {nanoseconds}");
+        }
     }
 }

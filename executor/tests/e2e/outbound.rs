@@ -119,6 +119,90 @@ fn a_ca_file_that_holds_no_certificate_is_refused_at_start() {
     );
 }
 
+/// The files an operator's configuration names are read only when they
+/// are regular files, within a bound, and an error names the file and the
+/// line, never what the file holds: a `/dev/zero` CA bundle, a FIFO, a
+/// directory or a dotenv file that is some other file (`/etc/shadow`)
+/// stop the start at once with the reason.
+#[test]
+fn operator_files_are_bounded_regular_and_never_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let rc = dir.path().join("rc.toml");
+    let site = Site::new(&[], "");
+    let start = |rc: &std::path::Path| {
+        site.try_start(&["--runtime-config-file", path_str(rc)])
+            .err()
+            .expect("refused")
+    };
+    for (what, file) in [
+        ("a device", "/dev/zero".to_owned()),
+        ("a directory", path_str(dir.path()).to_owned()),
+    ] {
+        std::fs::write(
+            &rc,
+            format!(
+                "[[client_tls]]\ncomponent_ids = [\"x\"]\nhosts = [\"localhost\"]\nca_roots_file = \"{file}\"\n"
+            ),
+        )
+        .unwrap();
+        let refused = start(&rc);
+        assert!(
+            refused.contains(&format!("{file}: not a regular file")),
+            "{what}: {refused}"
+        );
+    }
+    for file in ["/dev/zero", path_str(dir.path())] {
+        let refused = site.try_start(&["--ca-file", file]).err().expect("refused");
+        assert!(refused.contains("not a regular file"), "{file}: {refused}");
+    }
+    // A runtime config that is not TOML: its line, never its text.
+    std::fs::write(&rc, "a = 1\nroot:$6$s3cr3t-hash:19000:0:99999:7:::\n").unwrap();
+    let refused = start(&rc);
+    assert!(refused.contains("line 2"), "{refused}");
+    assert!(!refused.contains("s3cr3t"), "{refused}");
+    // A dotenv file that is not one, for a Spin app's variables.
+    if on_wasmtime() {
+        std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
+        let manifest = dir.path().join("spin.toml");
+        std::fs::write(
+            &manifest,
+            "spin_manifest_version = 2\n[application]\nname = \"a\"\n\
+             [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
+             [component.app]\nsource = \"app.wasm\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("secret.env"),
+            "GOOD=1\nroot:$6$s3cr3t-hash:19000:0:99999:7:::\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &rc,
+            "[[variables_provider]]\ntype = \"env\"\ndotenv_path = \"secret.env\"\n",
+        )
+        .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let refused = Luge::try_start(
+            "serve",
+            &[
+                "--spin",
+                path_str(&manifest),
+                "--runtime-config-file",
+                path_str(&rc),
+                "--state-dir",
+                path_str(state.path()),
+            ],
+        )
+        .err()
+        .expect("refused");
+        assert!(
+            refused.contains("secret.env") && refused.contains("line 2"),
+            "{refused}"
+        );
+        assert!(!refused.contains("s3cr3t"), "{refused}");
+    }
+}
+
 /// `allowed_outbound_hosts` as Spin writes it, enforced on each request:
 /// a wildcard host reaches public addresses only (127.0.0.1 is not, so it
 /// is denied even though `*` matches it); a grant naming 127.0.0.1 does
@@ -227,17 +311,39 @@ fn spins_client_tls_and_blocked_networks_shape_outgoing_connections() {
     drop(luge);
 
     // A blocked network: the grant names 127.0.0.1, the operator's block
-    // wins.
+    // wins; and whatever this host is spelt as: the unspecified addresses
+    // (`0.0.0.0`, `[::]`, `[::ffff:0.0.0.0]`) reach it too, and are
+    // blocked with it.
     std::fs::write(
         &rc,
-        "[outbound_networking]\nblock_networks = [\"127.0.0.0/8\"]\n",
+        "[outbound_networking]\nblock_networks = [\"127.0.0.0/8\", \"::1/128\"]\n",
     )
     .unwrap();
-    let (_site, luge) = serve_handler(&routes, &["--runtime-config-file", path_str(&rc)]);
+    let spellings = ["0.0.0.0", "[::]", "[::ffff:0.0.0.0]"];
+    let zero = format!(
+        "name = \"zero\"\nallowed_outbound_hosts = [{}]",
+        spellings
+            .iter()
+            .map(|host| format!("\"https://{host}:{port}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let blocked_routes = [
+        ("/mtls/fetch", mtls.as_str()),
+        ("/zero/fetch", zero.as_str()),
+    ];
+    let (_site, luge) = serve_handler(&blocked_routes, &["--runtime-config-file", path_str(&rc)]);
     let reply = luge.send("GET", "/mtls/fetch", &[("x-fetch", &url)], b"");
     let body = String::from_utf8_lossy(&reply.body).to_string();
     assert_eq!(reply.status, 502, "{body}");
     assert!(body.contains("HttpRequestDenied"), "{body}");
+    for host in spellings {
+        let url = format!("https://{host}:{port}/page");
+        let reply = luge.send("GET", "/zero/fetch", &[("x-fetch", &url)], b"");
+        let body = String::from_utf8_lossy(&reply.body).to_string();
+        assert_eq!(reply.status, 502, "{host}: {body}");
+        assert!(body.contains("HttpRequestDenied"), "{host}: {body}");
+    }
 
     // Sections Luge does not serve stop the start, by name.
     std::fs::write(&rc, "[llm_compute]\ntype = \"spin\"\n").unwrap();

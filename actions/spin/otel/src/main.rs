@@ -8,6 +8,10 @@
 //! - `forged`: a span claiming the invocation's own span id;
 //! - `foreign`: a span of another trace;
 //! - `unstarted`: a span never announced by `on-start`;
+//! - `far`: a span that starts at 2^63 seconds and ends, with an event, at
+//!   `u64::MAX` seconds, and a log record stamped `u64::MAX` seconds and
+//!   4,294,967,295 nanoseconds (the host clamps such times, and never
+//!   overflows on them);
 //! - `flood`: 300 more spans, past the host's bound per invocation.
 
 mod bindings {
@@ -154,6 +158,49 @@ fn main() {
         dropped_attributes: 0,
         dropped_events: 0,
         dropped_links: 0,
+    });
+    let far = context(&trace, &span_id(5));
+    let end_of_time = wall_clock::Datetime {
+        seconds: u64::MAX,
+        nanoseconds: u32::MAX,
+    };
+    tracing::on_start(&far);
+    tracing::on_end(&tracing::SpanData {
+        span_context: far,
+        parent_span_id: outer.span_id.clone(),
+        span_kind: tracing::SpanKind::Internal,
+        name: "far".to_owned(),
+        start_time: wall_clock::Datetime {
+            seconds: 1 << 63,
+            nanoseconds: 0,
+        },
+        end_time: end_of_time,
+        attributes: Vec::new(),
+        events: vec![tracing::Event {
+            name: "at the end of time".to_owned(),
+            time: end_of_time,
+            attributes: Vec::new(),
+        }],
+        links: Vec::new(),
+        status: tracing::Status::Unset,
+        instrumentation_scope: scope(),
+        dropped_attributes: 0,
+        dropped_events: 0,
+        dropped_links: 0,
+    });
+    logs::on_emit(&logs::LogRecord {
+        timestamp: Some(end_of_time),
+        observed_timestamp: Some(end_of_time),
+        severity_text: None,
+        severity_number: None,
+        body: Some("\"a record from the end of time\"".to_owned()),
+        attributes: None,
+        event_name: None,
+        resource: None,
+        instrumentation_scope: None,
+        trace_id: None,
+        span_id: None,
+        trace_flags: None,
     });
     for n in 0..300 {
         span(

@@ -372,6 +372,29 @@ pub fn numeric_name(host: &str) -> bool {
         })
 }
 
+/// The addresses a connection to `addr` reaches, as the kernel takes
+/// them: an IPv4-mapped IPv6 address is its IPv4 address, and an
+/// unspecified address (`0.0.0.0`, `::`, `::ffff:0.0.0.0`) means this
+/// host, so both loopback addresses. Every check of an address a function
+/// names (a grant's range, the operator's blocks) looks at each of these:
+/// one spelling of this host is never let through where another is
+/// refused.
+pub fn reached(addr: IpAddr) -> impl Iterator<Item = IpAddr> {
+    let addr = match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        v4 => v4,
+    };
+    let (first, second) = if addr.is_unspecified() {
+        (
+            IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            Some(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)),
+        )
+    } else {
+        (addr, None)
+    };
+    std::iter::once(first).chain(second)
+}
+
 /// Whether `addr` is globally routable: not loopback, private, shared,
 /// link-local, unique-local, unspecified, multicast, broadcast,
 /// documentation or reserved (an IPv4-mapped IPv6 address as its IPv4).
@@ -542,6 +565,25 @@ pub(super) fn annotate(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_spelling_of_this_host_reaches_its_loopback() {
+        let reached = |addr: &str| super::reached(addr.parse().unwrap()).collect::<Vec<_>>();
+        let both: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), "::1".parse().unwrap()];
+        for unspecified in ["0.0.0.0", "::", "::ffff:0.0.0.0"] {
+            assert_eq!(reached(unspecified), both, "{unspecified}");
+        }
+        assert_eq!(
+            reached("::ffff:10.1.2.3"),
+            ["10.1.2.3".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(
+            reached("93.184.216.34"),
+            ["93.184.216.34".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(reached("::1"), ["::1".parse::<IpAddr>().unwrap()]);
+    }
+
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     use super::*;
