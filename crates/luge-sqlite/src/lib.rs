@@ -23,7 +23,11 @@
 //!   result set larger than the caller's bound is an error, read row by
 //!   row so the host never holds more than the bound; a single value is
 //!   at most [`MAX_VALUE_BYTES`]; a database file grows to at most
-//!   [`MAX_DATABASE_BYTES`] (then `database-full`); at most
+//!   [`MAX_DATABASE_BYTES`] (then `database-full`), its temporary
+//!   tables, indices and views to at most [`MAX_TEMP_BYTES`], and a
+//!   connection on which a statement made any of them is closed, not
+//!   kept, when its invocation lets go of it (so nothing a request makes
+//!   survives it on a pooled connection, temporary files included); at most
 //!   [`MAX_CONNECTIONS_PER_DATABASE`] connections to one database are
 //!   open at once across every invocation (one more waits for a free one
 //!   until its deadline), so no tenant exhausts file descriptors.
@@ -66,6 +70,13 @@ pub const MAX_STATEMENT_BYTES: usize = 1 << 20;
 /// `database-full`. 1 GiB: every function's `default` database lies on
 /// the host's disk, and one tenant must not fill it.
 pub const MAX_DATABASE_BYTES: u64 = 1 << 30;
+
+/// The largest a connection's temporary database (`CREATE TEMP TABLE`,
+/// temporary indices and views) may grow, bytes: past it a statement gets
+/// `database-full`. 64 MiB: room for a working set, while the 32
+/// connections a database may have hold at most 2 GiB of temporary files
+/// between them, each only until its invocation ends.
+pub const MAX_TEMP_BYTES: u64 = 64 << 20;
 
 /// Idle connections kept per database for the next invocation (opening
 /// one, with its hardening, costs about 100 µs): 4, as idle HTTP
@@ -365,6 +376,9 @@ struct Open {
     connection: rusqlite::Connection,
     /// Read by the progress handler.
     deadline: Arc<Mutex<Instant>>,
+    /// Set by the authorizer when a statement made a temporary table,
+    /// index, trigger or view: such a connection is closed, never kept.
+    made_temporary: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One database's connection slots and idle connections.
@@ -398,8 +412,12 @@ impl Drop for Inner {
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        // Kept only outside a transaction, and only a few.
-        if let Some(open) = open.filter(|open| open.connection.is_autocommit()) {
+        // Kept only outside a transaction, with nothing temporary left of
+        // its invocation, and only a few; any other is closed here (SQLite
+        // rolls back, and removes its temporary files).
+        if let Some(open) = open.filter(|open| {
+            open.connection.is_autocommit() && !open.made_temporary.load(Ordering::Relaxed)
+        }) {
             let mut idle = self.slot.idle.lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < MAX_IDLE_PER_DATABASE {
                 idle.push(open);
@@ -442,6 +460,11 @@ fn open_file(path: &Path, deadline: Instant) -> Result<Open, SqliteError> {
         "max_page_count",
         (MAX_DATABASE_BYTES / PAGE_SIZE) as i64,
     )?;
+    connection.pragma_update(
+        Some("temp"),
+        "max_page_count",
+        (MAX_TEMP_BYTES / PAGE_SIZE) as i64,
+    )?;
     connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
     connection.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA,
@@ -450,7 +473,20 @@ fn open_file(path: &Path, deadline: Instant) -> Result<Open, SqliteError> {
     connection.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
     connection.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES as i32)?;
     connection.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_STATEMENT_BYTES as i32)?;
-    connection.authorizer(Some(authorize))?;
+    let made_temporary = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let marks = Arc::clone(&made_temporary);
+    connection.authorizer(Some(move |context: AuthContext<'_>| {
+        if matches!(
+            context.action,
+            AuthAction::CreateTempTable { .. }
+                | AuthAction::CreateTempIndex { .. }
+                | AuthAction::CreateTempTrigger { .. }
+                | AuthAction::CreateTempView { .. }
+        ) {
+            marks.store(true, Ordering::Relaxed);
+        }
+        authorize(context)
+    }))?;
     let deadline = Arc::new(Mutex::new(deadline));
     let checked = Arc::clone(&deadline);
     connection.progress_handler(
@@ -460,6 +496,7 @@ fn open_file(path: &Path, deadline: Instant) -> Result<Open, SqliteError> {
     Ok(Open {
         connection,
         deadline,
+        made_temporary,
     })
 }
 
@@ -848,6 +885,58 @@ mod tests {
             .unwrap();
     }
 
+    /// Temporary tables are bounded as the database is, and what a
+    /// request made temporary does not outlive its connection: the next
+    /// invocation gets a fresh one.
+    #[tokio::test]
+    async fn temporary_storage_is_bounded_and_never_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let databases = Databases::new(Some(dir.path().to_owned()));
+        let grant = granted(&["default"]);
+        let open = || databases.open("default", &grant, "fn", later());
+        async fn run(connection: &Connection, sql: &str) -> Result<Rows, SqliteError> {
+            connection
+                .execute(sql.into(), vec![], later(), 1 << 20)
+                .await
+        }
+        let connection = open().await.unwrap();
+        run(&connection, "CREATE TEMP TABLE t (b BLOB)")
+            .await
+            .unwrap();
+        // Past the bound: 1 MB blobs, far more than it holds.
+        let mut inserted = 0;
+        let error = loop {
+            match run(&connection, "INSERT INTO t VALUES (randomblob(1000000))").await {
+                Ok(_) => inserted += 1,
+                Err(e) => break e,
+            }
+            assert!(
+                inserted <= MAX_TEMP_BYTES / 1_000_000,
+                "the bound held nothing"
+            );
+        };
+        assert!(matches!(error, SqliteError::DatabaseFull), "{error}");
+        assert!(inserted >= 32, "{inserted}");
+        drop(connection);
+        // The next invocation finds no temporary table: a new connection.
+        let connection = open().await.unwrap();
+        let rows = run(&connection, "SELECT count(*) FROM sqlite_temp_master")
+            .await
+            .unwrap();
+        assert_eq!(rows.rows, vec![vec![Value::Integer(0)]]);
+        // A connection that made nothing temporary is kept.
+        run(&connection, "CREATE TABLE kept (x)").await.unwrap();
+        drop(connection);
+        let idle = databases
+            .open
+            .lock()
+            .unwrap()
+            .values()
+            .map(|slot| slot.idle.lock().unwrap().len())
+            .sum::<usize>();
+        assert_eq!(idle, 1);
+    }
+
     #[tokio::test]
     async fn a_full_database_says_so() {
         let dir = tempfile::tempdir().unwrap();
@@ -862,7 +951,9 @@ mod tests {
             open.connection
                 .pragma_update(None, "max_page_count", 8)
                 .unwrap();
-            open.connection.authorizer(Some(authorize)).unwrap();
+            open.connection
+                .authorizer(Some(authorize as fn(AuthContext<'_>) -> Authorization))
+                .unwrap();
         }
         connection
             .execute("CREATE TABLE t (b BLOB)".into(), vec![], later(), 1 << 20)

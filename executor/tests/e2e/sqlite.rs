@@ -162,3 +162,55 @@ fn luge_toml_routes_open_their_own_and_the_runtime_configs_databases() {
         "{error}"
     );
 }
+
+/// Temporary tables count against a bound as the database does, and what
+/// a request makes temporary ends with it: the next request finds none,
+/// and the server holds no temporary file of it afterwards.
+#[test]
+fn temporary_tables_are_bounded_and_end_with_their_request() {
+    if !on_wasmtime() {
+        return;
+    }
+    let upstream = upstream();
+    let state_dir = tempfile::tempdir().unwrap();
+    let luge = serve_app(state_dir.path(), &upstream);
+    // A deleted file the server holds open (SQLite's temporary files are).
+    let deleted = || {
+        std::fs::read_dir(format!("/proc/{}/fd", luge.pid()))
+            .map(|fds| {
+                fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                    .filter(|target| target.to_string_lossy().ends_with("(deleted)"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let before = deleted();
+    // One request fills a temporary table past the bound: refused as full.
+    let (status, body) = post(
+        &luge,
+        "/sql",
+        "CREATE TEMP TABLE t AS WITH RECURSIVE n(i) AS \
+         (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) \
+         SELECT randomblob(1000000) AS b FROM n",
+    );
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("DatabaseFull"), "{body}");
+    // A temporary table that fits ends with its request too: the next
+    // requests see none.
+    assert_eq!(post(&luge, "/sql", "CREATE TEMP TABLE small (x)").0, 200);
+    for _ in 0..3 {
+        assert_eq!(
+            post(
+                &luge,
+                "/sql",
+                "SELECT count(*) AS c FROM sqlite_temp_master"
+            ),
+            (200, "c\n0".into())
+        );
+    }
+    assert!(
+        deleted() <= before,
+        "{} deleted files held, {before} before",
+        deleted()
+    );
+}
