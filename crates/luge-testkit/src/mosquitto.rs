@@ -88,6 +88,35 @@ impl MosquittoServer {
         self.publish_lines(topic, &[message], qos)
     }
 
+    /// Publishes `message` (any bytes, any size the broker takes) on
+    /// `topic` at `qos`.
+    pub fn publish_bytes(
+        &self,
+        topic: &str,
+        message: &[u8],
+        qos: u8,
+    ) -> Result<(), MosquittoError> {
+        let mut child = Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-t", topic, "-q", &qos.to_string(), "-s"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(MosquittoError::Spawn)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(message)?;
+        }
+        let output = child.wait_with_output()?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(MosquittoError::Publish(
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            ))
+        }
+    }
+
     /// Publishes each of `messages` (one per line, none holding a newline)
     /// on `topic` at `qos`, in order, over one connection.
     pub fn publish_lines(

@@ -2,12 +2,13 @@
 //! `username`, `password` and `keep_alive_interval`), and per trigger a
 //! `topic` (a filter: `+` and `#` wildcards) and a `qos`.
 //!
-//! One MQTT 3.1.1 connection per broker and credentials carries every
-//! filter its triggers name, each subscribed once (at the highest QoS any
-//! trigger on it asks). The session is persistent (`clean_session`
-//! false) under a client id stable across restarts ([`Broker::client_id`]),
-//! so the broker keeps what was sent and not acknowledged while Luge was
-//! down, and sends it again when Luge is back:
+//! One MQTT 5 connection per broker and credentials carries every filter
+//! its triggers name, each subscribed once (at the highest QoS any trigger
+//! on it asks). The session is persistent (no clean start, and kept
+//! [`SESSION_EXPIRY`] after a disconnect) under a client id stable across
+//! restarts ([`Broker::client_id`]), so the broker keeps what was sent and
+//! not acknowledged while Luge was down, and sends it again when Luge is
+//! back:
 //!
 //! - QoS 0: each trigger on the topic is offered the message; one with no
 //!   room loses it (dropped, counted).
@@ -20,9 +21,17 @@
 //!   [`MAX_ATTEMPTS`] failures; then it is acknowledged and logged, so a
 //!   message that always fails cannot hold the connection forever.
 //!
-//! A lost connection is resumed with backoff (the broker's restart, a
-//! network failure); what the broker kept for the session arrives then.
-//! Every packet is bounded by [`MAX_PACKET_BYTES`].
+//! A lost connection is resumed with exponential backoff (the broker's
+//! restart, a network failure), reset only once a connection has stayed up
+//! [`HEALTHY_AFTER`]; what the broker kept for the session arrives then.
+//!
+//! Every packet is bounded by [`MAX_PACKET_BYTES`], and the broker is told
+//! so when Luge connects (MQTT 5's maximum packet size, why the trigger
+//! speaks MQTT 5): a larger message is not sent to Luge at all, the broker
+//! dropping it as MQTT 5 has it, so one oversized message can never stall
+//! the session by being sent again at every reconnect. One that arrives
+//! all the same (a broker that ignores the property) is acknowledged,
+//! dropped, counted as lost and logged.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,13 +39,27 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use luge_core::event::{Event, EventKind};
-use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, Publish, QoS};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
+use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
 
 use crate::{EventSource, Handled, Sink, SourceError};
 
-/// The largest packet accepted from a broker (and sent to it): a message
-/// past it ends the connection instead of growing the host's memory.
-pub const MAX_PACKET_BYTES: usize = 1 << 20;
+/// The largest packet accepted from a broker (and sent to it), told to the
+/// broker when Luge connects: a message past it is not sent to Luge.
+pub const MAX_PACKET_BYTES: u32 = 1 << 20;
+
+/// How long the broker keeps the session after the connection ends (MQTT
+/// 5's session expiry; 3.1.1's persistent session kept it forever): a
+/// day, for restarts and outages, after which a config no longer served
+/// stops costing the broker.
+pub const SESSION_EXPIRY: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a connection must stay up before the reconnect backoff starts
+/// again from [`FIRST_BACKOFF`]: a broker that accepts the connection and
+/// then drops it at once is retried ever more slowly, up to
+/// [`MAX_BACKOFF`].
+pub const HEALTHY_AFTER: Duration = Duration::from_secs(10);
 
 /// QoS 1 messages taken and not yet acknowledged, at most, per
 /// connection; past it a message is left to the broker to send again.
@@ -196,7 +219,7 @@ pub struct Filter {
 impl Filter {
     /// `topic` (a filter, wildcards allowed) at `qos` (`0`, `1` or `2`).
     pub fn new(topic: &str, qos: &str) -> Result<Self, SourceError> {
-        if topic.is_empty() || topic.len() > 1024 || !rumqttc::valid_filter(topic) {
+        if topic.is_empty() || topic.len() > 1024 || !rumqttc::v5::mqttbytes::valid_filter(topic) {
             return Err(SourceError::Topic(topic.to_owned()));
         }
         let qos = match qos.trim() {
@@ -266,9 +289,10 @@ impl MqttSource {
         );
         options
             .set_keep_alive(self.broker.keep_alive)
-            .set_clean_session(false)
+            .set_clean_start(false)
+            .set_session_expiry_interval(Some(SESSION_EXPIRY.as_secs() as u32))
             .set_manual_acks(true)
-            .set_max_packet_size(MAX_PACKET_BYTES, MAX_PACKET_BYTES);
+            .set_max_packet_size(Some(MAX_PACKET_BYTES));
         if let Some(username) = &self.broker.username {
             options.set_credentials(
                 username.clone(),
@@ -293,7 +317,7 @@ impl Shared {
     /// Counts a failure of `publish`: whether it may be tried again.
     fn may_retry(&self, publish: &Publish) -> bool {
         let mut hasher = blake3::Hasher::new();
-        hasher.update(publish.topic.as_bytes());
+        hasher.update(&publish.topic);
         hasher.update(&[0]);
         hasher.update(&publish.payload);
         let key = *hasher.finalize().as_bytes();
@@ -315,23 +339,38 @@ impl Shared {
 impl MqttSource {
     /// Hands `publish` to the triggers whose filter matches its topic.
     fn dispatch(&self, publish: Publish, client: &AsyncClient, shared: &Arc<Shared>) {
+        // Topics are UTF-8 in MQTT; a broker that sends another is not
+        // followed (the message is acknowledged and dropped below).
+        let topic = String::from_utf8_lossy(&publish.topic).into_owned();
         let sinks: Vec<Arc<dyn Sink>> = self
             .subscriptions
             .iter()
-            .filter(|(filter, _)| rumqttc::matches(&publish.topic, &filter.topic))
+            .filter(|(filter, _)| rumqttc::v5::mqttbytes::matches(&topic, &filter.topic))
             .map(|(_, sink)| Arc::clone(sink))
             .collect();
+        let event = Event {
+            kind: EventKind::Mqtt {
+                topic: topic.clone(),
+            },
+            payload: publish.payload.to_vec(),
+        };
+        // Past the bound though the broker was told it (one that ignores
+        // it): acknowledged and dropped, never handled, counted and said.
+        if publish.payload.len() > MAX_PACKET_BYTES as usize {
+            tracing::warn!(%topic, bytes = publish.payload.len(), limit = MAX_PACKET_BYTES, "message over the bound: acknowledged and dropped");
+            for sink in &sinks {
+                sink.lost(&event);
+            }
+            if publish.qos != QoS::AtMostOnce {
+                let _ = client.try_ack(&publish);
+            }
+            return;
+        }
         if publish.dup {
             for sink in &sinks {
                 sink.redelivered();
             }
         }
-        let event = Event {
-            kind: EventKind::Mqtt {
-                topic: publish.topic.clone(),
-            },
-            payload: publish.payload.to_vec(),
-        };
         if publish.qos == QoS::AtMostOnce {
             for sink in &sinks {
                 crate::deliver(sink, event.clone());
@@ -356,7 +395,7 @@ impl MqttSource {
             }
             if succeeded || !shared.may_retry(&publish) {
                 if !succeeded {
-                    tracing::warn!(topic = %publish.topic, attempts = MAX_ATTEMPTS, "message failed every attempt; acknowledged all the same");
+                    tracing::warn!(topic = %String::from_utf8_lossy(&publish.topic), attempts = MAX_ATTEMPTS, "message failed every attempt; acknowledged all the same");
                 }
                 // The connection may be gone: the broker then sends it
                 // again, and it is handled again (at least once).
@@ -384,6 +423,8 @@ impl EventSource for MqttSource {
                 resume: tokio::sync::Notify::new(),
             });
             let mut backoff = FIRST_BACKOFF;
+            // When the connection now up was made; `None` while down.
+            let mut connected: Option<tokio::time::Instant> = None;
             // One connection per pass; a new one resumes the session.
             loop {
                 let (client, mut eventloop) = AsyncClient::new(self.options(), 64);
@@ -391,7 +432,7 @@ impl EventSource for MqttSource {
                     tokio::select! {
                         polled = eventloop.poll() => match polled {
                             Ok(MqttEvent::Incoming(Packet::ConnAck(ack))) => {
-                                backoff = FIRST_BACKOFF;
+                                connected = Some(tokio::time::Instant::now());
                                 tracing::info!(%broker, session_present = ack.session_present, "connected");
                                 if !ack.session_present {
                                     for (topic, qos) in self.filters() {
@@ -406,6 +447,11 @@ impl EventSource for MqttSource {
                             }
                             Ok(_) => {}
                             Err(error) => {
+                                // Only a connection that stayed up starts
+                                // the backoff again.
+                                if connected.take().is_some_and(|at| at.elapsed() >= HEALTHY_AFTER) {
+                                    backoff = FIRST_BACKOFF;
+                                }
                                 tracing::warn!(%broker, %error, retry_in = ?backoff, "connection lost");
                                 tokio::time::sleep(backoff).await;
                                 backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -111,6 +111,23 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
         events(&luge, "trigger.mqtt[0]", "failed") == 3.0
     });
     assert!(events(&luge, "trigger.mqtt[0]", "redelivered") >= 2.0);
+    // A message past the bound (2 MiB, QoS 1) is never sent to Luge (the
+    // broker was told its maximum packet size): the trigger goes on with
+    // the next, without reconnecting for it.
+    let lost_before = luge.stderr().matches("connection lost").count();
+    broker
+        .publish_bytes("sensors/big", &vec![b'x'; 2 << 20], 1)
+        .unwrap();
+    broker.publish("sensors/after", "22.0", 1).unwrap();
+    eventually("the message after the big one", || {
+        luge.get_text("/kv/last-mqtt") == "sensors/after 22.0"
+    });
+    assert_eq!(
+        luge.stderr().matches("connection lost").count(),
+        lost_before,
+        "{}",
+        luge.stderr()
+    );
     // The app's HTTP component publishes (spin:mqtt, under its mqtt://
     // grant) to the broker, and the MQTT component receives it.
     let (status, body) = luge.request("POST", "/mqtt/publish/sensors/outbound", b"from the app");
