@@ -17,15 +17,20 @@
 //!   (`max_allowed_packet`, which the driver enforces as it reads), and
 //!   the rows of a result set together too.
 //! - **How long.** The connection and every statement end by the
-//!   invocation's deadline.
+//!   invocation's deadline, on the server too: a statement still running
+//!   at its deadline, or when its invocation ended while it ran, is
+//!   stopped with `KILL QUERY` on a second connection to the same checked
+//!   address, with the same credentials.
 //! - **How many.** At most [`MAX_CONNECTIONS_PER_FUNCTION`] connections
-//!   per function at once across its invocations.
+//!   per function at once across its invocations; a connection counts
+//!   until a statement it left running was killed (or [`KILL_TIMEOUT`]
+//!   passed).
 //! - **Secrets.** The URL may hold a password: no error or log repeats it.
 
 #![deny(missing_docs)]
 
-use std::sync::LazyLock;
-use std::time::Instant;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use luge_core::capabilities::AllowedHosts;
 use luge_outbound::Slots;
@@ -44,6 +49,9 @@ const BINARY_CHARSET: u16 = 63;
 /// Why a MySQL call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MysqlError {
+    /// Opened outside a tokio runtime (a host bug, not a guest's).
+    #[error("no async runtime to run the connection on")]
+    NoRuntime,
     /// Not a `mysql://` URL Luge can connect with.
     #[error("not a mysql://host[:port]/db address Luge can use")]
     InvalidAddress,
@@ -178,11 +186,61 @@ pub struct RowSet {
 
 static SLOTS: LazyLock<Slots> = LazyLock::new(|| Slots::new(MAX_CONNECTIONS_PER_FUNCTION));
 
+/// How long stopping a statement may take (connecting again, `KILL
+/// QUERY`): past it the connection's slot is given back all the same.
+pub const KILL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// An open connection to a MySQL or MariaDB server.
 pub struct Connection {
     conn: Mutex<mysql_async::Conn>,
     max_bytes: usize,
-    _slot: OwnedSemaphorePermit,
+    /// How to reach the server again (the checked address, the same
+    /// credentials), to stop a statement this connection left running.
+    opts: mysql_async::Opts,
+    /// The server's id of this connection (`KILL QUERY`'s argument).
+    id: u32,
+    /// The function's connection slot, shared with a kill in flight.
+    slot: Arc<OwnedSemaphorePermit>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// A statement running on a connection: one dropped before it finished
+/// (its invocation ended while it ran), or past its deadline, is killed
+/// on the server.
+struct Running<'a> {
+    connection: &'a Connection,
+    finished: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.connection.kill_in_background();
+        }
+    }
+}
+
+impl Connection {
+    /// Stops what runs on the server now, in the background (`KILL QUERY`
+    /// on a connection of its own); the slot is held until it is done.
+    fn kill_in_background(&self) {
+        let (opts, id, slot) = (self.opts.clone(), self.id, Arc::clone(&self.slot));
+        self.runtime.spawn(async move {
+            let kill = async {
+                let mut conn = mysql_async::Conn::new(opts).await?;
+                conn.query_drop(format!("KILL QUERY {id}")).await?;
+                conn.disconnect().await
+            };
+            match tokio::time::timeout(KILL_TIMEOUT, kill).await {
+                Ok(Ok(())) => tracing::debug!(id, "outbound mysql statement killed"),
+                Ok(Err(error)) => {
+                    tracing::warn!(id, error = %described(error), "outbound mysql KILL QUERY failed")
+                }
+                Err(_) => tracing::warn!(id, "outbound mysql KILL QUERY timed out"),
+            }
+            drop(slot);
+        });
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -243,14 +301,19 @@ pub async fn open(
         .socket(None::<String>)
         .max_allowed_packet(Some(max_bytes))
         .stmt_cache_size(Some(16));
-    let conn = timeout_at(deadline.into(), mysql_async::Conn::new(opts))
+    let opts = mysql_async::Opts::from(opts);
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| MysqlError::NoRuntime)?;
+    let conn = timeout_at(deadline.into(), mysql_async::Conn::new(opts.clone()))
         .await
         .map_err(|_| MysqlError::Deadline)?
         .map_err(|e| MysqlError::ConnectionFailed(described(e)))?;
     Ok(Connection {
+        id: conn.id(),
         conn: Mutex::new(conn),
         max_bytes,
-        _slot: slot,
+        opts,
+        slot: Arc::new(slot),
+        runtime,
     })
 }
 
@@ -399,6 +462,10 @@ impl Connection {
     ) -> Result<RowSet, MysqlError> {
         let params: Vec<mysql_async::Value> = params.into_iter().map(param).collect();
         let max_bytes = self.max_bytes;
+        let mut running = Running {
+            connection: self,
+            finished: false,
+        };
         let run = async {
             let mut conn = self.conn.lock().await;
             let mut result = conn
@@ -441,9 +508,11 @@ impl Connection {
             }
             Ok(set)
         };
-        timeout_at(deadline.into(), run)
-            .await
-            .map_err(|_| MysqlError::Deadline)?
+        let ended = timeout_at(deadline.into(), run).await;
+        // Finished, or past its deadline: killed now.
+        running.finished = ended.is_ok();
+        drop(running);
+        ended.map_err(|_| MysqlError::Deadline)?
     }
 
     /// Runs `statement` with `params` by `deadline`, its rows dropped.
@@ -454,15 +523,21 @@ impl Connection {
         deadline: Instant,
     ) -> Result<(), MysqlError> {
         let params: Vec<mysql_async::Value> = params.into_iter().map(param).collect();
+        let mut running = Running {
+            connection: self,
+            finished: false,
+        };
         let run = async {
             let mut conn = self.conn.lock().await;
             conn.exec_drop(statement, mysql_async::Params::Positional(params))
                 .await
                 .map_err(|e| MysqlError::Query(described(e)))
         };
-        timeout_at(deadline.into(), run)
-            .await
-            .map_err(|_| MysqlError::Deadline)?
+        let ended = timeout_at(deadline.into(), run).await;
+        // Finished, or past its deadline: killed now.
+        running.finished = ended.is_ok();
+        drop(running);
+        ended.map_err(|_| MysqlError::Deadline)?
     }
 }
 
@@ -477,6 +552,59 @@ mod tests {
 
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(20)
+    }
+
+    /// Connections running `SLEEP`, as the server lists them.
+    async fn sleeping(watcher: &Connection) -> usize {
+        let set = watcher
+            .query(
+                "SELECT id FROM information_schema.processlist \
+                 WHERE info LIKE 'SELECT SLEEP%' AND command <> 'Sleep'",
+                vec![],
+                later(),
+            )
+            .await
+            .unwrap();
+        set.rows.len()
+    }
+
+    async fn until_none_sleeps(watcher: &Connection, within: Duration) -> usize {
+        let until = Instant::now() + within;
+        loop {
+            let n = sleeping(watcher).await;
+            if n == 0 || Instant::now() >= until {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A statement past its deadline, or whose invocation ended while it
+    /// ran, is killed on the server (`KILL QUERY`), not left to run on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn statements_past_their_deadline_are_killed_on_the_server() {
+        let server = MariaDbServer::start().unwrap();
+        let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
+        let watcher = open("watcher", &granted, &server.url(), later(), 1 << 20)
+            .await
+            .unwrap();
+        let c = open("sleeper", &granted, &server.url(), later(), 1 << 20)
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let ended = c.query("SELECT SLEEP(120)", vec![], deadline).await;
+        assert!(matches!(ended, Err(MysqlError::Deadline)), "{ended:?}");
+        assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
+        let other = open("sleeper", &granted, &server.url(), later(), 1 << 20)
+            .await
+            .unwrap();
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(300),
+            other.execute("SELECT SLEEP(120)", vec![], later()),
+        )
+        .await;
+        assert!(dropped.is_err());
+        assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,10 +22,16 @@
 //!   converted and as the bytes read off the socket, so a server that
 //!   answers a gigabyte costs the host no more than that.
 //! - **How long.** The connection, its handshake and every query end by
-//!   the invocation's deadline.
+//!   the invocation's deadline, on the server too: a statement still
+//!   running when its deadline passes, or when its connection is dropped
+//!   (the invocation ended), is cancelled with PostgreSQL's cancel request
+//!   (libpq's `PQcancel`), sent to the very address the connection was
+//!   checked and made to (never a new lookup).
 //! - **How many.** At most [`MAX_CONNECTIONS_PER_FUNCTION`] connections
 //!   per function at once across its invocations; one more fails at
-//!   once.
+//!   once. A connection counts until the server has let it go: its slot
+//!   is given back only once a statement it left running was cancelled
+//!   (or [`CANCEL_TIMEOUT`] passed).
 //! - **Secrets.** The connection string may hold a password (from a
 //!   variable): it is never logged, and no error repeats the string.
 //!
@@ -41,10 +47,11 @@
 
 mod tls;
 
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::str::FromStr;
-use std::sync::LazyLock;
-use std::time::Instant;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use chrono::{Datelike, Timelike};
 use futures_util::StreamExt;
@@ -372,18 +379,92 @@ pub struct RowSet {
 
 static SLOTS: LazyLock<Slots> = LazyLock::new(|| Slots::new(MAX_CONNECTIONS_PER_FUNCTION));
 
+/// How long a cancel request may take (connecting, and the server
+/// closing the request's connection once it has signalled the backend):
+/// past it the connection's slot is given back all the same.
+pub const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How to stop a statement on the server: PostgreSQL's cancel request
+/// (the backend's id and secret), sent over a new connection to the
+/// address the session was made to, in the session's TLS mode.
+struct Canceller {
+    token: tokio_postgres::CancelToken,
+    addr: SocketAddr,
+    tls: Option<tls::Rustls>,
+}
+
+impl Canceller {
+    /// Sends the cancel request, by [`CANCEL_TIMEOUT`]; logged, never
+    /// an error for anyone to handle.
+    async fn cancel(&self) {
+        let send = async {
+            let stream = tokio::net::TcpStream::connect(self.addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            match &self.tls {
+                Some(tls) => self.token.cancel_query_raw(stream, tls.clone()).await,
+                None => self.token.cancel_query_raw(stream, NoTls).await,
+            }
+            .map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(CANCEL_TIMEOUT, send).await {
+            Ok(Ok(())) => {
+                tracing::debug!(server = %self.addr, "outbound postgres statement cancelled")
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(server = %self.addr, %error, "outbound postgres cancel request failed")
+            }
+            Err(_) => {
+                tracing::warn!(server = %self.addr, "outbound postgres cancel request timed out")
+            }
+        }
+    }
+}
+
 /// An open connection to a PostgreSQL server.
 pub struct Connection {
     client: Client,
     budget: Budget,
     max_bytes: usize,
     driver: tokio::task::AbortHandle,
-    _slot: OwnedSemaphorePermit,
+    canceller: Arc<Canceller>,
+    /// The function's connection slot, shared with a cancel request in
+    /// flight: given back when both are done.
+    slot: Arc<OwnedSemaphorePermit>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// A statement running on a connection: one dropped before it finished
+/// (its invocation ended while it ran) is cancelled on the server, not
+/// left to run on.
+struct Running<'a> {
+    connection: &'a Connection,
+    finished: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.connection.cancel_in_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Cancels what runs on the server now, in the background; the slot
+    /// is held until the request is done.
+    fn cancel_in_background(&self) {
+        let (canceller, slot) = (Arc::clone(&self.canceller), Arc::clone(&self.slot));
+        self.runtime.spawn(async move {
+            canceller.cancel().await;
+            drop(slot);
+        });
     }
 }
 
@@ -429,6 +510,11 @@ pub async fn open(
         .try_take(function)
         .ok_or(PgError::TooManyConnections)?;
     let stream = luge_outbound::connect(grants, "postgres", &host, port, deadline).await?;
+    // The address checked and connected to: where a cancel request goes.
+    let addr = stream
+        .peer_addr()
+        .map_err(|e| PgError::Connect(luge_outbound::SendError::Connect(e)))?;
+    let cancel_tls = tls.clone();
     let (stream, budget) = Budgeted::new(stream, max_bytes);
     let session_failed = |e: tokio_postgres::Error| match PgError::from(e) {
         PgError::Db(db) => PgError::ConnectionFailed(db.as_text),
@@ -452,12 +538,19 @@ pub async fn open(
             (client, drive(&runtime, connection))
         }
     };
+    let canceller = Arc::new(Canceller {
+        token: client.cancel_token(),
+        addr,
+        tls: cancel_tls,
+    });
     Ok(Connection {
         client,
         budget,
         max_bytes,
         driver,
-        _slot: slot,
+        canceller,
+        slot: Arc::new(slot),
+        runtime,
     })
 }
 
@@ -493,6 +586,10 @@ impl Connection {
             .collect::<Result<Vec<_>, _>>()?;
         self.budget.reset(self.max_bytes);
         let max_bytes = self.max_bytes;
+        let mut running = Running {
+            connection: self,
+            finished: false,
+        };
         let run = async {
             let rows = self
                 .client
@@ -529,7 +626,11 @@ impl Connection {
             }
             Ok(set)
         };
-        match timeout_at(deadline.into(), run).await {
+        let ended = timeout_at(deadline.into(), run).await;
+        // Finished, or past its deadline: cancelled now.
+        running.finished = ended.is_ok();
+        drop(running);
+        match ended {
             Err(_) => Err(PgError::Deadline),
             Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(max_bytes)),
             Ok(result) => result,
@@ -550,7 +651,15 @@ impl Connection {
         self.budget.reset(self.max_bytes);
         let refs: Vec<&(dyn ToSql + Sync)> =
             params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-        match timeout_at(deadline.into(), self.client.execute(statement, &refs)).await {
+        let mut running = Running {
+            connection: self,
+            finished: false,
+        };
+        let ended = timeout_at(deadline.into(), self.client.execute(statement, &refs)).await;
+        // Finished, or past its deadline: cancelled now.
+        running.finished = ended.is_ok();
+        drop(running);
+        match ended {
             Err(_) => Err(PgError::Deadline),
             Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(self.max_bytes)),
             Ok(result) => result.map_err(PgError::from),
@@ -1001,6 +1110,87 @@ mod tests {
             c.query("SELECT pg_sleep(10)", vec![], soon).await,
             Err(PgError::Deadline)
         ));
+    }
+
+    /// Backends of function `name` still running a `pg_sleep`, as the
+    /// server sees them.
+    async fn sleeping(watcher: &Connection) -> i64 {
+        let set = watcher
+            .query(
+                "SELECT count(*)::int8 FROM pg_stat_activity \
+                 WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
+                vec![],
+                later(),
+            )
+            .await
+            .unwrap();
+        match set.rows[0][0] {
+            Value::Int64(n) => n,
+            ref other => panic!("{other:?}"),
+        }
+    }
+
+    /// Waits until no backend sleeps, at most `within`.
+    async fn until_none_sleeps(watcher: &Connection, within: Duration) -> i64 {
+        let until = Instant::now() + within;
+        loop {
+            let n = sleeping(watcher).await;
+            if n == 0 || Instant::now() >= until {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A statement past its deadline is cancelled on the server, as is one
+    /// whose invocation ended while it ran (its future dropped); the
+    /// function's slots come back once the server has let them go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn statements_past_their_deadline_are_cancelled_on_the_server() {
+        let server = PostgresServer::start().unwrap();
+        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
+        let watcher = open("watcher", &granted, &server.url(), None, later(), 1 << 20)
+            .await
+            .unwrap();
+        // Every slot of the function, each running a long statement to its
+        // deadline.
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
+            held.push(
+                open("sleeper", &granted, &server.url(), None, later(), 1 << 20)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let runs = held
+            .iter()
+            .map(|c| c.query("SELECT pg_sleep(120)", vec![], deadline));
+        for ended in futures_util::future::join_all(runs).await {
+            assert!(matches!(ended, Err(PgError::Deadline)), "{ended:?}");
+        }
+        assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
+        // A statement whose caller went away.
+        let c = &held[0];
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(300),
+            c.execute("SELECT pg_sleep(120)", vec![], later()),
+        )
+        .await;
+        assert!(dropped.is_err());
+        assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
+        // The slots come back once the connections are gone.
+        drop(held);
+        let until = Instant::now() + Duration::from_secs(10);
+        let reopened = loop {
+            match open("sleeper", &granted, &server.url(), None, later(), 1 << 20).await {
+                Err(PgError::TooManyConnections) if Instant::now() < until => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => break other,
+            }
+        };
+        assert!(reopened.is_ok(), "{reopened:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, TlsConnect};
 
 /// Connects a stream with TLS to the server `name`.
+#[derive(Clone)]
 pub(crate) struct Rustls {
     pub(crate) config: Arc<rustls::ClientConfig>,
     pub(crate) name: ServerName<'static>,

@@ -128,6 +128,33 @@ fn a_luge_toml_route_queries_postgres_within_its_deadline() {
         "{:?}",
         started.elapsed()
     );
+    // Nor on the server: 24 of them at once (more than the function's 16
+    // connections), each cancelled there at its deadline; none is left
+    // running, and the function's connections are free again.
+    let sleeping = || {
+        post(
+            "/p/pg/query",
+            "SELECT count(*)::int4 AS n FROM pg_stat_activity \
+             WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
+        )
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..24 {
+            scope.spawn(|| post("/p/pg/query", "SELECT pg_sleep(120)"));
+        }
+    });
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = sleeping();
+        if status == 200 && body.ends_with("DbValue::Int32(0)") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "still running on the server: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // A wrong password: refused, and not repeated.
     let (status, body) = post("/wrong/pg/query", "SELECT 1");
     assert_eq!(status, 500, "{body}");
