@@ -210,8 +210,12 @@ pub fn parse(
         location: location.to_owned(),
         message,
     };
-    let manifest: Manifest =
+    let table: toml::Table =
         toml::from_str(text).map_err(|e| error("syntax", e.message().trim().to_owned()))?;
+    check_keys(&table).map_err(|(location, message)| error(&location, message))?;
+    let manifest: Manifest = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| error("syntax", e.message().trim().to_owned()))?;
     if manifest.spin_manifest_version != 2 {
         return Err(error(
             "spin_manifest_version",
@@ -495,6 +499,117 @@ pub fn parse(
     Ok(loaded)
 }
 
+/// The keys of a Spin manifest (v2) and what Luge does with each: every
+/// key is served, ignored with a warning (it only describes or builds the
+/// app), or refused by name; none is dropped unseen. docs/SPIN.md is the
+/// same table in words.
+const TOP_KEYS: Keys = Keys {
+    served: &[
+        "spin_manifest_version",
+        "application",
+        "variables",
+        "trigger",
+        "component",
+    ],
+    ignored: &[],
+    refused: &[],
+};
+
+const APPLICATION_KEYS: Keys = Keys {
+    served: &["name", "trigger"],
+    ignored: &["version", "description", "authors", "targets"],
+    refused: &[],
+};
+
+const COMPONENT_KEYS: Keys = Keys {
+    served: &[
+        "source",
+        "allowed_outbound_hosts",
+        "key_value_stores",
+        "sqlite_databases",
+        "variables",
+        "files",
+        "environment",
+    ],
+    ignored: &["description", "build", "exclude_files", "tool"],
+    refused: &[
+        ("ai_models", "Spin's LLM interface is not served"),
+        (
+            "dependencies",
+            "component dependencies (composition) are not served",
+        ),
+        (
+            "dependencies_inherit_configuration",
+            "component dependencies (composition) are not served",
+        ),
+        (
+            "allowed_http_hosts",
+            "Spin 1's key: use allowed_outbound_hosts",
+        ),
+    ],
+};
+
+/// One table's keys: served, ignored with a warning, refused (and why).
+struct Keys {
+    served: &'static [&'static str],
+    ignored: &'static [&'static str],
+    refused: &'static [(&'static str, &'static str)],
+}
+
+impl Keys {
+    /// Checks the keys of `table` at `location` (`component.app`).
+    fn check(&self, table: &toml::Table, location: &str) -> Result<(), (String, String)> {
+        let at = |key: &str| {
+            if location.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{location}.{key}")
+            }
+        };
+        for (key, value) in table {
+            if self.served.contains(&key.as_str()) {
+                continue;
+            }
+            // Nothing asked (`ai_models = []`, as a locked app may write
+            // it): nothing to refuse.
+            if value.as_array().is_some_and(|a| a.is_empty()) {
+                continue;
+            }
+            if self.ignored.contains(&key.as_str()) {
+                tracing::warn!(key = %at(key), "a Spin manifest key Luge ignores (it describes or builds the app)");
+                continue;
+            }
+            if let Some((_, why)) = self.refused.iter().find(|(refused, _)| refused == key) {
+                return Err((at(key), format!("not served: {why}")));
+            }
+            return Err((at(key), "an unknown Spin manifest key".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// Checks every key of the manifest `table` (see [`TOP_KEYS`]).
+fn check_keys(table: &toml::Table) -> Result<(), (String, String)> {
+    if table.contains_key("spin_version") {
+        return Err((
+            "spin_version".to_owned(),
+            "Spin manifest version 1 is not served: Luge reads version 2 (`spin_manifest_version = 2`, what `spin doctor` converts to)".to_owned(),
+        ));
+    }
+    TOP_KEYS.check(table, "")?;
+    if let Some(toml::Value::Table(application)) = table.get("application") {
+        APPLICATION_KEYS.check(application, "application")?;
+    }
+    if let Some(toml::Value::Table(components)) = table.get("component") {
+        for (id, component) in components {
+            if let toml::Value::Table(component) = component {
+                COMPONENT_KEYS.check(component, &format!("component.{id}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Adds `component` to the functions served on triggers only (other
 /// triggers, private HTTP routes), once however many name it.
 fn push_triggered(loaded: &mut SpinApp, component: &str, spec: FunctionSpec, module: PathBuf) {
@@ -669,6 +784,48 @@ fn expand(template: &str, app: &BTreeMap<String, String>) -> Result<String, Stri
 
 #[cfg(test)]
 mod tests {
+
+    /// Every manifest key is served, ignored with a warning, or refused
+    /// by name: none is dropped unseen.
+    #[test]
+    fn every_manifest_key_is_served_ignored_or_refused_by_name() {
+        let manifest = |extra: &str, component: &str| {
+            format!(
+                "spin_manifest_version = 2\n{extra}\n[application]\nname = \"a\"\n\
+                 description = \"ignored\"\n\
+                 [[trigger.http]]\nroute = \"/\"\ncomponent = \"c\"\n\
+                 [component.c]\nsource = \"c.wasm\"\n{component}\n"
+            )
+        };
+        let parsed = |text: &str| {
+            parse(Path::new("spin.toml"), text, Path::new("."), None, &|_| {
+                None
+            })
+        };
+        assert!(parsed(&manifest("", "build = { command = \"make\" }")).is_ok());
+        for (extra, component, location, says) in [
+            (
+                "",
+                "ai_models = [\"llama2-chat\"]",
+                "component.c.ai_models",
+                "LLM",
+            ),
+            (
+                "",
+                "allowed_http_hosts = [\"x\"]",
+                "component.c.allowed_http_hosts",
+                "allowed_outbound_hosts",
+            ),
+            ("", "colour = \"blue\"", "component.c.colour", "unknown"),
+            ("extra = 1", "", "extra", "unknown"),
+            ("spin_version = \"1\"", "", "spin_version", "version 1"),
+        ] {
+            let error = parsed(&manifest(extra, component)).unwrap_err();
+            assert_eq!(error.location, location, "{error}");
+            assert!(error.message.contains(says), "{error}");
+        }
+    }
+
     use super::*;
 
     const APP: &str = r#"
