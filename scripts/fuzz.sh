@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer) of what a tenant controls: OpenWhisk
 # bodies, code and artifact detection, luge.toml and the Sledge spec, upload
-# metadata, and every host API import (fuzz/, see its Cargo.toml for why
+# metadata, every host API import, and the times, sizes and values guests
+# hand the capabilities (fuzz/, see its Cargo.toml for why
 # libFuzzer on stable). Usage:
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]
@@ -15,7 +16,7 @@ seconds=${1:-15}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(openwhisk_bodies code config upload_metadata host_api)
+    targets=(openwhisk_bodies code config upload_metadata host_api guest_values)
 fi
 host=$(rustc -vV | sed -n 's/^host: //p')
 # cargo-fuzz's instrumentation, without AddressSanitizer (nightly only).

@@ -9,9 +9,7 @@
 #![no_main]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -19,7 +17,7 @@ use luge_core::calls::{
     CallError, CallMode, CallResult, CallStatus, CallTable, Calls, PendingCall,
 };
 use luge_core::hostapi::{self, Host, Parts, SliceMemory, Step, imports};
-use luge_core::state::{State, StateError, Tier};
+use luge_core::state::State;
 
 const GUEST_MEMORY: usize = 64 << 10;
 /// The guest's memory, an echoed call's output of that size, and room.
@@ -104,94 +102,9 @@ impl Calls for Echo {
     }
 }
 
-/// Both tiers in one map.
-#[derive(Default)]
-struct MapState(Mutex<HashMap<String, Vec<u8>>>);
-
-impl MapState {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<u8>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-impl State for MapState {
-    fn get(&self, key: &str, _: Tier) -> Result<Arc<[u8]>, StateError> {
-        self.map()
-            .get(key)
-            .map(|v| Arc::from(v.as_slice()))
-            .ok_or(StateError::NotFound)
-    }
-    fn set(&self, key: &str, value: &[u8], _: Tier) -> Result<(), StateError> {
-        self.map().insert(key.to_owned(), value.to_vec());
-        Ok(())
-    }
-    fn delete(&self, key: &str, _: Tier) -> Result<(), StateError> {
-        self.map().remove(key).map(drop).ok_or(StateError::NotFound)
-    }
-    fn append(&self, key: &str, value: &[u8], _: Tier) -> Result<u64, StateError> {
-        let mut map = self.map();
-        let entry = map.entry(key.to_owned()).or_default();
-        if entry.len() + value.len() > GUEST_MEMORY {
-            return Err(StateError::OverQuota);
-        }
-        entry.extend_from_slice(value);
-        Ok(entry.len() as u64)
-    }
-    fn cas(&self, key: &str, old: Option<&[u8]>, new: &[u8], _: Tier) -> Result<bool, StateError> {
-        let mut map = self.map();
-        if map.get(key).map(Vec::as_slice) != old {
-            return Ok(false);
-        }
-        map.insert(key.to_owned(), new.to_vec());
-        Ok(true)
-    }
-    fn add(&self, key: &str, delta: i64, _: Tier) -> Result<i64, StateError> {
-        let mut map = self.map();
-        let old = match map.get(key) {
-            None => 0,
-            Some(v) => i64::from_le_bytes(
-                v.as_slice()
-                    .try_into()
-                    .map_err(|_| StateError::BadArgument)?,
-            ),
-        };
-        let new = old.wrapping_add(delta);
-        map.insert(key.to_owned(), new.to_le_bytes().to_vec());
-        Ok(new)
-    }
-    fn pull(&self, _: &str) -> Result<(), StateError> {
-        Ok(())
-    }
-    fn push(&self, _: &str) -> Result<(), StateError> {
-        Ok(())
-    }
-    fn try_lock(&self, _: &str, _: Duration) -> Result<bool, StateError> {
-        Ok(true)
-    }
-    fn unlock(&self, _: &str) -> Result<(), StateError> {
-        Ok(())
-    }
-    fn keys(
-        &self,
-        prefix: &str,
-        _: Tier,
-        cursor: u64,
-        limit: usize,
-    ) -> Result<luge_core::state::KeyPage, StateError> {
-        let mut keys: Vec<String> = self
-            .map()
-            .keys()
-            .filter_map(|key| key.strip_prefix(prefix).map(str::to_owned))
-            .collect();
-        keys.sort();
-        Ok(luge_core::state::page(keys.iter(), cursor, limit))
-    }
-    fn wait_until(&self) -> Instant {
-        Instant::now() + Duration::from_millis(10)
-    }
-}
+#[path = "support/map_state.rs"]
+mod map_state;
+use map_state::MapState;
 
 struct FuzzHost {
     memory: Vec<u8>,

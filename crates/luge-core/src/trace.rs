@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How the instance an invocation ran in came to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,6 +211,22 @@ pub struct GuestSpan {
 
 /// An event of a function's span: its name, when, its attributes.
 pub type GuestEvent = (String, SystemTime, Vec<(String, Value)>);
+
+/// A time a guest hands over (seconds and nanoseconds since the Unix
+/// epoch, any `u64` and `u32` it likes: `wasi:clocks`' datetime), clamped
+/// to what OTLP carries: nanoseconds since the epoch in a `u64` (until the
+/// year 2554). Checked arithmetic: no time a guest gives overflows.
+pub fn guest_time(seconds: u64, nanoseconds: u32) -> SystemTime {
+    let nanos = seconds
+        .checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(u64::from(nanoseconds.min(999_999_999))))
+        .unwrap_or(u64::MAX);
+    // Representable on every target Luge builds for (64-bit seconds);
+    // checked all the same.
+    SystemTime::UNIX_EPOCH
+        .checked_add(Duration::from_nanos(nanos))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
 
 /// A log record a function emitted itself (wasi:otel), after the
 /// binding's checks.

@@ -20,7 +20,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use luge_core::trace::{Context, GuestKind, GuestLog, GuestSpan, Trace, Value};
 use wasmtime::component::HasData;
@@ -116,21 +116,9 @@ fn hex_u128(text: &str) -> Option<u128> {
         .flatten()
 }
 
-/// A guest's time (seconds and nanoseconds since the Unix epoch, any
-/// `u64` and `u32` it likes), clamped to what OTLP carries: nanoseconds
-/// since the epoch in a `u64` (until the year 2554). Checked arithmetic:
-/// no time a guest hands over overflows.
+/// A guest's time, clamped ([`luge_core::trace::guest_time`]).
 fn time(datetime: &Datetime) -> SystemTime {
-    let nanos = datetime
-        .seconds
-        .checked_mul(1_000_000_000)
-        .and_then(|n| n.checked_add(u64::from(datetime.nanoseconds.min(999_999_999))))
-        .unwrap_or(u64::MAX);
-    // Representable on every target Luge builds for (64-bit seconds);
-    // checked all the same.
-    SystemTime::UNIX_EPOCH
-        .checked_add(Duration::from_nanos(nanos))
-        .unwrap_or(SystemTime::UNIX_EPOCH)
+    luge_core::trace::guest_time(datetime.seconds, datetime.nanoseconds)
 }
 
 /// An attribute's value, which wasi:otel encodes as JSON: a string,
@@ -290,6 +278,8 @@ impl metrics::Host for OtelView<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn at(seconds: u64, nanoseconds: u32) -> Duration {
