@@ -232,11 +232,17 @@ impl Served {
 struct Routes {
     /// By route as the table holds it; a route is served once.
     declared: BTreeMap<String, Arc<Served>>,
-    /// Spin's precedence, from the crate Spin's router is built on
-    /// (`routefinder`): segment by segment, a literal before a `:name`
-    /// before a wildcard, so an exact route beats a wildcard and a longer
-    /// wildcard a shorter one. Rebuilt whole on every change (only
-    /// configuration and uploads change routes, never a request).
+    /// The literal routes (no `:name`, no wildcard), by the route without
+    /// its leading and trailing slashes: a path that is one of them, so
+    /// trimmed, takes it, as Spin's router would (a literal beats every
+    /// other route on the path), in one hash lookup however many routes
+    /// a host serves (uploads are many).
+    literal: HashMap<String, Arc<Served>>,
+    /// The other routes with Spin's precedence, from the crate Spin's
+    /// router is built on (`routefinder`): segment by segment, a literal
+    /// before a `:name` before a wildcard, so a longer wildcard beats a
+    /// shorter one. Rebuilt whole on every change (only configuration and
+    /// uploads change routes, never a request).
     finder: routefinder::Router<Arc<Served>>,
 }
 
@@ -248,10 +254,15 @@ impl Routes {
         );
     }
 
-    /// Makes `finder` anew from `declared`.
+    /// Makes `literal` and `finder` anew from `declared`.
     fn rebuild(&mut self) {
         let mut finder = routefinder::Router::new();
+        let mut literal = HashMap::new();
         for (path, served) in &self.declared {
+            if served.literal {
+                literal.insert(path.trim_matches('/').to_owned(), Arc::clone(served));
+                continue;
+            }
             // Every route was checked where it was declared
             // (`check_route_path`): one routefinder refuses is a bug,
             // logged, and the route is not served.
@@ -260,10 +271,15 @@ impl Routes {
             }
         }
         self.finder = finder;
+        self.literal = literal;
     }
 
     /// The best route for `path`, as Spin's router picks it.
     fn best(&self, path: &str) -> Option<(Arc<Served>, RouteMatch)> {
+        if let Some(served) = self.literal.get(path.trim_matches('/')) {
+            let matched = served.matched(String::new(), Vec::new());
+            return Some((Arc::clone(served), matched));
+        }
         let found = self.finder.best_match(path)?;
         let served = Arc::clone(found.handler());
         let captures = found.captures();
