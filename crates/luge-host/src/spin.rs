@@ -702,7 +702,7 @@ fn component_spec(
         let label = label.strip_prefix("global:").unwrap_or(label);
         // `default` (on either tier) is the app's store, shared by the
         // components that list it (as on Spin); one that does not list it
-        // opens a store of its own under that label.
+        // is refused it (`access-denied`, as on Spin).
         if label == luge_core::keyvalue::DEFAULT_BUCKET {
             private_store = Some(app_store.to_owned());
             continue;

@@ -40,12 +40,16 @@ pub struct SpinView<'a> {
 
 impl SpinView<'_> {
     /// Opens the store `label`: access denied where the function is a Spin
-    /// component whose manifest does not list it, as Spin answers.
+    /// component whose manifest does not list it, as Spin answers
+    /// (`global:NAME`, Luge's name for the store NAME on the Redis tier,
+    /// is listed as NAME or as itself).
     pub(crate) fn open_store(&mut self, label: &str) -> Result<Resource<kv::Bucket>, KvError> {
-        if self
-            .labels
-            .is_some_and(|labels| !labels.iter().any(|granted| granted == label))
-        {
+        let plain = label.strip_prefix("global:").unwrap_or(label);
+        if self.labels.is_some_and(|labels| {
+            !labels
+                .iter()
+                .any(|granted| granted == label || granted == plain)
+        }) {
             return Err(KvError::AccessDenied);
         }
         self.kv.open_bucket(label).map_err(|e| e.0)
