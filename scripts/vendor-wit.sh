@@ -12,7 +12,8 @@
 # - spin-sdk 3.1.1: Spin 2's unversioned fermyon:spin, only its Redis
 #   types and inbound-redis (a Redis trigger's older export),
 #   fermyon:spin@2.0.0's interfaces Luge serves (what spin-sdk 2 and 3
-#   import: key-value, variables, sqlite, redis, mqtt), and
+#   import: key-value, variables, sqlite, redis, mqtt, postgres, mysql),
+#   and
 #   spin:postgres@3.0.0 (what spin-sdk 3 and 4 import);
 # - spin-sdk 5.1.0: spin:postgres@4.0.0 (what spin-sdk 5 imports, and
 #   wit-bindgen against Spin 3's WIT: its synchronous functions);
@@ -122,7 +123,7 @@ cp "$spin2/wit/deps/spin@unversioned/inbound-redis.wit" "$work/deps/fermyon-spin
 # renamed float32 and float64 (the same types).
 mkdir -p "$work/deps/fermyon-spin2"
 echo "package fermyon:spin@2.0.0;" > "$work/deps/fermyon-spin2/package.wit"
-for interface in key-value variables sqlite redis mqtt; do
+for interface in key-value variables sqlite redis mqtt rdbms-types postgres mysql; do
     sed -E 's/\bfloat32\b/f32/g; s/\bfloat64\b/f64/g' \
         "$spin2/wit/deps/spin@2.0.0/$interface.wit" > "$work/deps/fermyon-spin2/$interface.wit"
 done

@@ -124,12 +124,12 @@ pub enum Unsupported {
     Link(#[source] Cause),
     /// A component importing interfaces Luge does not serve.
     #[error(
-        "the component imports what Luge does not offer (it serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis and mqtt)"
+        "the component imports what Luge does not offer (it serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql)"
     )]
     ComponentImports(#[source] Cause),
     /// A component importing interfaces Luge does not serve, each named.
     #[error(
-        "the component imports what Luge does not serve: {}; Luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis and mqtt",
+        "the component imports what Luge does not serve: {}; Luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql",
         .0.join(", ")
     )]
     NotServed(Vec<String>),

@@ -30,10 +30,10 @@
 //!   and single files are refused by name (a grant is a directory).
 //!
 //! Components built for Spin 2 and 3 (`fermyon:spin@2.0.0`'s key-value,
-//! variables, sqlite, redis and mqtt) get the same grants as Spin 4's.
-//! Everything else a component may import and Luge does not serve (LLM,
-//! Spin 2's postgres and mysql) is refused when the component is loaded,
-//! naming the import, never at request time.
+//! variables, sqlite, redis, mqtt, postgres and mysql) get the same grants
+//! as Spin 4's. Everything else a component may import and Luge does not
+//! serve (LLM) is refused when the component is loaded, naming the import,
+//! never at request time.
 //!
 //! Routes are Spin's: `/`, exact paths, `/...` wildcards, `:name`
 //! segments, `{ private = true }` (reached only by `NAME.spin.internal`),

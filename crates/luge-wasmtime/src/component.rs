@@ -160,6 +160,9 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
             ComponentState::connections,
         )
     }),
+    ("fermyon:spin@2.0.0 postgres, mysql", Synchronous, |l| {
+        crate::spin2_rdbms::add_to_linker(l, ComponentState::connections)
+    }),
     ("spin:sqlite", Concurrent, |l| {
         crate::sqlite::add_to_linker(l, ComponentState::connections)
     }),
@@ -265,6 +268,9 @@ const SERVED: &[&str] = &[
     "fermyon:spin/sqlite@2.0.",
     "fermyon:spin/redis@2.0.",
     "fermyon:spin/mqtt@2.0.",
+    "fermyon:spin/rdbms-types@2.0.",
+    "fermyon:spin/postgres@2.0.",
+    "fermyon:spin/mysql@2.0.",
     "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];
 

@@ -46,6 +46,7 @@ pub mod sandbox;
 mod service;
 mod spin;
 mod spin2;
+mod spin2_rdbms;
 mod sqlite;
 mod wasi_config;
 

@@ -15,7 +15,7 @@ use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReade
 use crate::connections::{ConnectionsView, Handle, rows_answer};
 use crate::limits::max_answer_bytes;
 
-mod generated {
+pub(crate) mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "luge:worlds/host-mysql",
@@ -26,7 +26,7 @@ mod generated {
     });
 }
 
-use generated::spin::mysql::mysql as wit;
+pub(crate) use generated::spin::mysql::mysql as wit;
 
 /// An open connection, as the guest's `connection` resource holds it.
 pub type MysqlConnection = Handle<mysql::Connection>;
@@ -38,7 +38,7 @@ impl HasData for HasMysql {
     type Data<'a> = ConnectionsView<'a>;
 }
 
-fn error(error: MysqlError) -> wit::Error {
+pub(crate) fn error(error: MysqlError) -> wit::Error {
     match error {
         MysqlError::Connect(_)
         | MysqlError::ConnectionFailed(_)
@@ -50,7 +50,7 @@ fn error(error: MysqlError) -> wit::Error {
     }
 }
 
-fn param(value: wit::ParameterValue) -> mysql::Param {
+pub(crate) fn param(value: wit::ParameterValue) -> mysql::Param {
     use wit::ParameterValue as P;
     match value {
         P::Boolean(b) => mysql::Param::Boolean(b),
@@ -70,7 +70,7 @@ fn param(value: wit::ParameterValue) -> mysql::Param {
     }
 }
 
-fn value(value: mysql::Value) -> wit::DbValue {
+pub(crate) fn value(value: mysql::Value) -> wit::DbValue {
     use wit::DbValue as V;
     match value {
         mysql::Value::Int8(i) => V::Int8(i),
@@ -90,7 +90,7 @@ fn value(value: mysql::Value) -> wit::DbValue {
     }
 }
 
-fn column(column: mysql::Column) -> wit::Column {
+pub(crate) fn column(column: mysql::Column) -> wit::Column {
     use wit::DbDataType as T;
     wit::Column {
         name: column.name,

@@ -10,8 +10,9 @@
 //! MQTT broker a connection of its crate opened under the function's
 //! grants, ended by the invocation's deadline and bounded by
 //! [`max_answer_bytes`]. A grant means the same whichever version a
-//! function imports. Spin 2's `llm`, `postgres` and `mysql` are not served
-//! (an import of one is refused at load, by name).
+//! function imports. Spin 2's `postgres` and `mysql` are bound in
+//! [`crate::spin2_rdbms`]; its `llm` is not served (an import of it is
+//! refused at load, by name).
 //!
 //! These interfaces are synchronous for the guest; their host functions
 //! wait on the network or the blocking pool as the other bindings' do.

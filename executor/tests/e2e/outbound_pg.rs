@@ -268,3 +268,75 @@ fn older_sdks_postgres_interface_is_served() {
     assert_eq!(status, 500, "{body}");
     assert!(luge.stderr_shows("not granted"), "{}", luge.stderr());
 }
+
+/// Spin 2's `fermyon:spin/postgres@2.0.0` and `mysql@2.0.0`, from an app
+/// as spin-sdk 3 builds it (a `wasm32-wasip1` module): the same grants as
+/// Spin 4's interfaces, and the same servers.
+#[test]
+fn spin_2s_postgres_and_mysql_are_served() {
+    if !on_wasmtime() {
+        return;
+    }
+    let pg = PostgresServer::start().unwrap();
+    let my = luge_testkit::mariadb::MariaDbServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
+    let manifest = dir.path().join("spin.toml");
+    let write = |grants: &str| {
+        std::fs::write(
+            &manifest,
+            format!(
+                r#"
+                spin_manifest_version = 2
+                [application]
+                name = "sdk3-rdbms"
+                [[trigger.http]]
+                route = "/..."
+                component = "app"
+                [component.app]
+                source = "app.wasm"
+                allowed_outbound_hosts = [{grants}]
+                [component.app.variables]
+                pg_address = "{}"
+                mysql_address = "{}"
+                "#,
+                pg.url(),
+                my.url()
+            ),
+        )
+        .unwrap()
+    };
+    write(&format!(
+        "\"postgres://127.0.0.1:{}\", \"mysql://127.0.0.1:{}\"",
+        pg.port, my.port
+    ));
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "--spin",
+        path_str(&manifest),
+        "--state-dir",
+        path_str(state.path()),
+    ];
+    let luge = Luge::start("serve", &args);
+    let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
+    assert_eq!(
+        post(
+            "/pg",
+            "SELECT 41 + 1 AS answer, 'x'::text AS s, NULL::int AS z, now() AS t"
+        ),
+        (200, "answer|s|z|t\n42|x|null|unsupported".into())
+    );
+    assert_eq!(
+        post("/mysql", "SELECT 41 + 1 AS answer, 'x' AS s, NULL AS z"),
+        (200, "answer|s|z\n42|x|null".into())
+    );
+    drop(luge);
+    // Without the grants: refused, as Spin 4's interfaces are.
+    write("");
+    let luge = Luge::start("serve", &args);
+    for path in ["/pg", "/mysql"] {
+        let (status, body) = text(&luge, "POST", path, b"SELECT 1");
+        assert_eq!(status, 500, "{path}: {body}");
+        assert!(body.contains("ConnectionFailed"), "{path}: {body}");
+    }
+}
