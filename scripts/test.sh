@@ -64,6 +64,10 @@ done
 # run` on every engine; each engine's known failures are listed (and
 # explained) in scripts/wasi-testsuite/expected-<engine>.txt.
 ./scripts/wasi-testsuite.sh
+# Spin's conformance suite (fermyon/conformance-tests) against `luge serve
+# --spin`: 19 tests, each app's services on loopback. Needs a checkout in
+# SPIN_CONFORMANCE_SRC; CI has none: there it says SKIPPED and why.
+./scripts/spin-conformance.sh
 # The OpenWhisk kit against a real OpenWhisk: compiles the factory against
 # OPENWHISK_SRC and runs actions through OpenWhisk's standalone server. CI
 # has no OpenWhisk checkout: there it says SKIPPED and why.
