@@ -204,22 +204,6 @@ pub struct Connection {
     runtime: tokio::runtime::Handle,
 }
 
-/// A statement running on a connection: one dropped before it finished
-/// (its invocation ended while it ran), or past its deadline, is killed
-/// on the server.
-struct Running<'a> {
-    connection: &'a Connection,
-    finished: bool,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if !self.finished {
-            self.connection.kill_in_background();
-        }
-    }
-}
-
 impl Connection {
     /// Stops what runs on the server now, in the background (`KILL QUERY`
     /// on a connection of its own); the slot is held until it is done.
@@ -462,10 +446,8 @@ impl Connection {
     ) -> Result<RowSet, MysqlError> {
         let params: Vec<mysql_async::Value> = params.into_iter().map(param).collect();
         let max_bytes = self.max_bytes;
-        let mut running = Running {
-            connection: self,
-            finished: false,
-        };
+        // Stopped on the server unless it finishes (see below).
+        let running = luge_outbound::Unfinished::new(|| self.kill_in_background());
         let run = async {
             let mut conn = self.conn.lock().await;
             let mut result = conn
@@ -510,8 +492,11 @@ impl Connection {
         };
         let ended = timeout_at(deadline.into(), run).await;
         // Finished, or past its deadline: killed now.
-        running.finished = ended.is_ok();
-        drop(running);
+        if ended.is_ok() {
+            running.finished();
+        } else {
+            drop(running);
+        }
         ended.map_err(|_| MysqlError::Deadline)?
     }
 
@@ -523,10 +508,8 @@ impl Connection {
         deadline: Instant,
     ) -> Result<(), MysqlError> {
         let params: Vec<mysql_async::Value> = params.into_iter().map(param).collect();
-        let mut running = Running {
-            connection: self,
-            finished: false,
-        };
+        // Stopped on the server unless it finishes (see below).
+        let running = luge_outbound::Unfinished::new(|| self.kill_in_background());
         let run = async {
             let mut conn = self.conn.lock().await;
             conn.exec_drop(statement, mysql_async::Params::Positional(params))
@@ -535,8 +518,11 @@ impl Connection {
         };
         let ended = timeout_at(deadline.into(), run).await;
         // Finished, or past its deadline: killed now.
-        running.finished = ended.is_ok();
-        drop(running);
+        if ended.is_ok() {
+            running.finished();
+        } else {
+            drop(running);
+        }
         ended.map_err(|_| MysqlError::Deadline)?
     }
 }

@@ -434,22 +434,6 @@ pub struct Connection {
     runtime: tokio::runtime::Handle,
 }
 
-/// A statement running on a connection: one dropped before it finished
-/// (its invocation ended while it ran) is cancelled on the server, not
-/// left to run on.
-struct Running<'a> {
-    connection: &'a Connection,
-    finished: bool,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if !self.finished {
-            self.connection.cancel_in_background();
-        }
-    }
-}
-
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection").finish_non_exhaustive()
@@ -586,10 +570,8 @@ impl Connection {
             .collect::<Result<Vec<_>, _>>()?;
         self.budget.reset(self.max_bytes);
         let max_bytes = self.max_bytes;
-        let mut running = Running {
-            connection: self,
-            finished: false,
-        };
+        // Stopped on the server unless it finishes (see below).
+        let running = luge_outbound::Unfinished::new(|| self.cancel_in_background());
         let run = async {
             let rows = self
                 .client
@@ -628,8 +610,11 @@ impl Connection {
         };
         let ended = timeout_at(deadline.into(), run).await;
         // Finished, or past its deadline: cancelled now.
-        running.finished = ended.is_ok();
-        drop(running);
+        if ended.is_ok() {
+            running.finished();
+        } else {
+            drop(running);
+        }
         match ended {
             Err(_) => Err(PgError::Deadline),
             Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(max_bytes)),
@@ -651,14 +636,15 @@ impl Connection {
         self.budget.reset(self.max_bytes);
         let refs: Vec<&(dyn ToSql + Sync)> =
             params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-        let mut running = Running {
-            connection: self,
-            finished: false,
-        };
+        // Stopped on the server unless it finishes (see below).
+        let running = luge_outbound::Unfinished::new(|| self.cancel_in_background());
         let ended = timeout_at(deadline.into(), self.client.execute(statement, &refs)).await;
         // Finished, or past its deadline: cancelled now.
-        running.finished = ended.is_ok();
-        drop(running);
+        if ended.is_ok() {
+            running.finished();
+        } else {
+            drop(running);
+        }
         match ended {
             Err(_) => Err(PgError::Deadline),
             Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(self.max_bytes)),

@@ -115,9 +115,11 @@ pub enum SendError {
 mod budget;
 mod config;
 mod slots;
+mod unfinished;
 
 pub use budget::{Budget, Budgeted};
 pub use slots::Slots;
+pub use unfinished::Unfinished;
 
 pub use config::{ClientTlsToml, Config, ConfigError, OutboundNetworkingToml, TrustPem};
 
