@@ -24,7 +24,7 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
     for i in 1..=containers {
         assert_eq!(server.post(&format!("/warm{i}/init"), &init).0, 200);
     }
-    let per_container = resident().saturating_sub(before) as f64 / containers as f64;
+    let per_container = settled_resident().saturating_sub(before) as f64 / containers as f64;
 
     // Containers that each bring their own module (a distinct content hash
     // of the same code, sealed ahead): what WOW's per-container figure
@@ -44,7 +44,8 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
             200
         );
     }
-    let per_module_container = resident().saturating_sub(before_distinct) as f64 / distinct as f64;
+    let per_module_container =
+        settled_resident().saturating_sub(before_distinct) as f64 / distinct as f64;
     let running = 64;
     let idle = settled_resident();
     let peak = std::thread::scope(|s| {
@@ -175,9 +176,13 @@ fn settled(read: impl Fn() -> u64) -> u64 {
 }
 
 /// This process's resident memory, read once the allocator has given back
-/// what it holds freed (`luge_executor::release_free_memory`): each
-/// reading counts what is in use.
+/// what it holds freed on every thread that may have freed it
+/// (`luge_executor::release_compile_memory`: this one and rayon's, where
+/// the sealed artifacts above were compiled): each reading counts what is
+/// in use. Releasing on this thread alone left the compiles' freed pages
+/// to mimalloc's delayed purge, which gave them back in the middle of the
+/// distinct-artifact inits and read that row as 0 KiB in CI.
 fn resident() -> u64 {
-    luge_executor::release_free_memory();
+    luge_executor::release_compile_memory();
     luge_benches::rss_bytes()
 }
