@@ -46,6 +46,11 @@ cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-pg3.wasm" "$out/sp
 # A command recording its own spans through wasi:otel.
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-otel.wasm" "$out/spin-otel.wasm"
 
+# A Spin app as spin-sdk 2 builds it: a wasm32-wasip1 module (Spin 2's
+# fermyon:spin@2.0.0, WASI 0.2.0-rc-2023-10-18's wasi:http), likewise.
+cargo build --quiet --manifest-path "$root/actions/spin/sdk2/Cargo.toml" --target wasm32-wasip1 --release
+cp "$root/actions/spin/sdk2/target/wasm32-wasip1/release/luge_spin_sdk2_app.wasm" "$out/spin-sdk2.wasm"
+
 # A Spin app as spin-sdk 3 builds it: a wasm32-wasip1 module (Spin 2's
 # fermyon:spin@2.0.0), made a component when Luge loads it; built where
 # its spin.toml finds it (its own workspace), and copied as spin-sdk3.wasm.

@@ -15,6 +15,8 @@
 #   import: key-value, variables, sqlite, redis, mqtt, postgres, mysql),
 #   and
 #   spin:postgres@3.0.0 (what spin-sdk 3 and 4 import);
+# - spin-sdk 2.2.0: WASI's 0.2.0-rc-2023-10-18 candidate (what spin-sdk 2
+#   imports and exports), as deps/PACKAGE-2023-10-18, unchanged;
 # - spin-sdk 5.1.0: spin:postgres@4.0.0 (what spin-sdk 5 imports, and
 #   wit-bindgen against Spin 3's WIT: its synchronous functions);
 # - spin-sdk 7.0.0: wasi:keyvalue 0.2.0-draft2, wasi:config
@@ -61,6 +63,19 @@ publish = false
 [dependencies]
 spin-sdk = { version = "=3.1.1", default-features = false }
 TOML
+# WASI 0.2.0-rc-2023-10-18, from spin-sdk 2.2.0, likewise apart.
+mkdir -p "$work/spin22/src"
+touch "$work/spin22/src/lib.rs"
+cat > "$work/spin22/Cargo.toml" <<'TOML'
+[package]
+name = "luge-wit-spin22"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+spin-sdk = { version = "=2.2.0", default-features = false }
+TOML
 # spin:postgres@4.0.0, from the spin-sdk that ships it, likewise apart.
 mkdir -p "$work/spin5/src"
 touch "$work/spin5/src/lib.rs"
@@ -77,6 +92,7 @@ TOML
 cargo fetch --quiet --manifest-path "$work/sources/Cargo.toml"
 cargo fetch --quiet --manifest-path "$work/spin2/Cargo.toml"
 cargo fetch --quiet --manifest-path "$work/spin5/Cargo.toml"
+cargo fetch --quiet --manifest-path "$work/spin22/Cargo.toml"
 # Each source crate's directory in the registry cache.
 src() {
     cargo metadata --format-version 1 --manifest-path "$work/sources/Cargo.toml" |
@@ -137,6 +153,15 @@ cp -r "$spin5/wit/deps/spin-postgres@4.0.0" "$work/deps/spin-postgres40"
 mkdir -p "$work/deps/spin-postgres3"
 sed -E 's/\bfloat32\b/f32/g; s/\bfloat64\b/f64/g' \
     "$spin2/wit/deps/spin-postgres@3.0.0/postgres.wit" > "$work/deps/spin-postgres3/postgres.wit"
+
+spin22="$(cargo metadata --format-version 1 --manifest-path "$work/spin22/Cargo.toml" |
+    python3 -c 'import json, sys, os
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == "spin-sdk":
+        print(os.path.dirname(p["manifest_path"]))')"
+for package in cli clocks filesystem http io random sockets; do
+    cp -r "$spin22/wit-2023-10-18/deps/$package" "$work/deps/$package-2023-10-18"
+done
 
 # Vendored by hand (see above): kept as they are.
 for package in spin-cron spin-mqtt-trigger; do

@@ -124,15 +124,22 @@ pub enum Unsupported {
     Link(#[source] Cause),
     /// A component importing interfaces Luge does not serve.
     #[error(
-        "the component imports what Luge does not offer (it serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql)"
+        "the component imports what Luge does not offer (luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), WASI 0.2.0-rc-2023-10-18's wasi:http proxy world (spin-sdk 2's), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql)"
     )]
     ComponentImports(#[source] Cause),
     /// A component importing interfaces Luge does not serve, each named.
     #[error(
-        "the component imports what Luge does not serve: {}; Luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql",
+        "the component imports what Luge does not serve: {}; Luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), WASI 0.2.0-rc-2023-10-18's wasi:http proxy world (spin-sdk 2's), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql",
         .0.join(", ")
     )]
     NotServed(Vec<String>),
+    /// A component of Spin 1 (spin-sdk 1's unversioned `fermyon:spin`
+    /// interfaces, each named), which Luge does not serve.
+    #[error(
+        "the component imports Spin 1's unversioned interfaces ({}), which Luge does not serve: Spin 1 apps (spin-sdk 1.x) predate the component model Luge runs; rebuild it with spin-sdk 2 or later, whose interfaces Luge serves",
+        .0.join(", ")
+    )]
+    Spin1(Vec<String>),
     /// A component that is neither a command nor an HTTP handler.
     #[error(
         "a component runs as a function when it exports wasi:cli/run (a command) or wasi:http's incoming-handler or handler (an HTTP handler); this one exports none of them"

@@ -20,7 +20,7 @@ use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{
     EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Unsupported,
 };
-use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
+use wasmtime::component::{Component, InstancePre, Linker, Resource, ResourceTable};
 use wasmtime::{AsContextMut, Engine, Store};
 use wasmtime_wasi::cli::StdoutStream;
 use wasmtime_wasi::p2::bindings::CommandPre;
@@ -119,6 +119,11 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
     ("wasi:http 0.2", Synchronous, |l| {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)
     }),
+    (
+        "WASI 0.2.0-rc-2023-10-18, its wasi:http",
+        Synchronous,
+        |l| crate::wasi_2023_10_18::add_to_linker(l),
+    ),
     ("WASI 0.3", Concurrent, |l| {
         wasmtime_wasi::p3::add_to_linker(l)
     }),
@@ -225,7 +230,14 @@ pub(crate) fn prepare(
 ) -> Result<(InstancePre<ComponentState>, Shared), EngineError> {
     let pre = linker.instantiate_pre(component).map_err(|e| {
         let unserved = not_served(component, linker.engine());
-        EngineError::from(if unserved.is_empty() {
+        let spin1: Vec<String> = unserved
+            .iter()
+            .filter(|name| is_spin1(name))
+            .cloned()
+            .collect();
+        EngineError::from(if !spin1.is_empty() {
+            Unsupported::Spin1(spin1)
+        } else if unserved.is_empty() {
             Unsupported::ComponentImports(e.into())
         } else {
             Unsupported::NotServed(unserved)
@@ -274,6 +286,46 @@ const SERVED: &[&str] = &[
     "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];
 
+/// The interfaces of WASI's 0.2.0-rc-2023-10-18 candidate the linker
+/// serves (`crate::wasi_2023_10_18`: its `wasi:http/proxy` world but the
+/// timezone); the candidate's others, and every other candidate's, are
+/// named at load.
+const SERVED_RC_2023_10_18: &[&str] = &[
+    "wasi:io/poll@",
+    "wasi:io/streams@",
+    "wasi:clocks/wall-clock@",
+    "wasi:clocks/monotonic-clock@",
+    "wasi:random/random@",
+    "wasi:cli/stdin@",
+    "wasi:cli/stdout@",
+    "wasi:cli/stderr@",
+    "wasi:http/types@",
+    "wasi:http/outgoing-handler@",
+];
+
+/// Whether the linker serves the import `name` (see [`SERVED`] and
+/// [`SERVED_RC_2023_10_18`]).
+fn served(name: &str) -> bool {
+    if let Some((interface, version)) = name.split_once('@')
+        && version.starts_with("0.2.0-rc-")
+    {
+        return version == "0.2.0-rc-2023-10-18"
+            && SERVED_RC_2023_10_18
+                .iter()
+                .any(|served| served.strip_suffix('@') == Some(interface));
+    }
+    SERVED.iter().any(|served| name.starts_with(served))
+}
+
+/// Whether `name` is one of Spin 1's unversioned `fermyon:spin`
+/// interfaces (`fermyon:spin/inbound-http`, `fermyon:spin/key-value`...);
+/// Spin 2's are `@2.0.0`, and Spin 2's unversioned Redis types, which
+/// Luge serves, are not Spin 1's alone.
+fn is_spin1(name: &str) -> bool {
+    name.strip_prefix("fermyon:spin/")
+        .is_some_and(|interface| !interface.contains('@') && !served(name))
+}
+
 /// Imports of `component` from packages Luge does not serve (a Spin app's
 /// `spin:sqlite`, `fermyon:spin/llm`...), each named; at most 16.
 fn not_served(component: &Component, engine: &Engine) -> Vec<String> {
@@ -281,7 +333,7 @@ fn not_served(component: &Component, engine: &Engine) -> Vec<String> {
         .component_type()
         .imports(engine)
         .map(|(name, _)| name)
-        .filter(|name| !SERVED.iter().any(|served| name.starts_with(served)))
+        .filter(|name| !served(name))
         .take(16)
         .map(str::to_owned)
         .collect()
@@ -295,7 +347,7 @@ pub(crate) fn load(
 ) -> Result<Arc<dyn LoadedModule>, EngineError> {
     // A handler first: a Rust binary that exports the incoming handler
     // also exports wasi:cli/run (its `main`), but is meant as a handler.
-    if let Ok(pre) = ProxyPre::new(pre.clone()) {
+    if let Some(pre) = HandlerPre::new(&pre) {
         return Ok(Arc::new(ProxyComponent {
             pre,
             shared,
@@ -604,9 +656,78 @@ impl CommandWorld for CommandPre<ComponentState> {
     }
 }
 
+/// The `wasi:http/incoming-handler` a handler component exports, of
+/// either version Luge serves, pre-instantiated: WASI 0.2's, or the
+/// 0.2.0-rc-2023-10-18 candidate's (spin-sdk 2's). Both take the same
+/// request and response resources, so everything around the call is one.
+enum HandlerPre {
+    V0_2(ProxyPre<ComponentState>),
+    Rc2023_10_18(crate::wasi_2023_10_18::ProxyPre<ComponentState>),
+}
+
+/// An instance of a [`HandlerPre`].
+enum Handler {
+    V0_2(wasmtime_wasi_http::p2::bindings::Proxy),
+    Rc2023_10_18(crate::wasi_2023_10_18::Proxy),
+}
+
+impl HandlerPre {
+    /// The handler `pre` exports, if it exports one (0.2's first).
+    fn new(pre: &InstancePre<ComponentState>) -> Option<Self> {
+        if let Ok(pre) = ProxyPre::new(pre.clone()) {
+            return Some(Self::V0_2(pre));
+        }
+        crate::wasi_2023_10_18::ProxyPre::new(pre.clone())
+            .ok()
+            .map(Self::Rc2023_10_18)
+    }
+
+    fn engine(&self) -> &Engine {
+        match self {
+            Self::V0_2(pre) => pre.engine(),
+            Self::Rc2023_10_18(pre) => pre.engine(),
+        }
+    }
+
+    async fn instantiate_async(
+        &self,
+        store: &mut Store<ComponentState>,
+    ) -> wasmtime::Result<Handler> {
+        Ok(match self {
+            Self::V0_2(pre) => Handler::V0_2(pre.instantiate_async(store).await?),
+            Self::Rc2023_10_18(pre) => Handler::Rc2023_10_18(pre.instantiate_async(store).await?),
+        })
+    }
+}
+
+impl Handler {
+    /// Calls the handler's `handle` with `request` and `outparam`.
+    async fn call_handle(
+        &self,
+        store: &mut Store<ComponentState>,
+        request: Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+        outparam: Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+    ) -> wasmtime::Result<()> {
+        match self {
+            Self::V0_2(proxy) => {
+                proxy
+                    .wasi_http_incoming_handler()
+                    .call_handle(store, request, outparam)
+                    .await
+            }
+            Self::Rc2023_10_18(proxy) => {
+                proxy
+                    .wasi_http0_2_0_rc_2023_10_18_incoming_handler()
+                    .call_handle(store, request, outparam)
+                    .await
+            }
+        }
+    }
+}
+
 /// A loaded `wasi:http/proxy` component: an HTTP handler.
 pub struct ProxyComponent {
-    pre: ProxyPre<ComponentState>,
+    pre: HandlerPre,
     shared: Shared,
     /// Whether its sandboxes are made ahead of their requests on workers
     /// that do so (`luge_core::teardown`); cleared for good once a
@@ -707,7 +828,7 @@ struct Prepared {
     module: Arc<ProxyComponent>,
     action: Arc<luge_core::Action>,
     sandbox: Sandbox,
-    proxy: wasmtime_wasi_http::p2::bindings::Proxy,
+    proxy: Handler,
     /// How long the instantiation took: counted in the request's time, as
     /// when it instantiates on demand.
     took: Duration,
@@ -830,7 +951,7 @@ impl ProxyComponent {
         self: &Arc<Self>,
         invocation: &Invocation,
         preemption: Preemption,
-    ) -> Option<Result<(Sandbox, wasmtime_wasi_http::p2::bindings::Proxy, Duration), Outcome>> {
+    ) -> Option<Result<(Sandbox, Handler, Duration), Outcome>> {
         let key = Self::ahead_key(&invocation.action);
         let prepared = luge_core::teardown::take_prepared(key)?
             .downcast::<Prepared>()
@@ -950,10 +1071,7 @@ impl ProxyComponent {
                     proxy
                 }
             };
-            proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut *store, request, outparam)
-                .await
+            proxy.call_handle(&mut *store, request, outparam).await
         };
         let outcome = self.shared.run_in(sandbox, &invocation, body).await;
         // After a request that went well, of a handler that instantiates
@@ -1317,6 +1435,41 @@ mod tests {
         }
         assert!(linker(&synchronous, Synchronous).is_ok());
         assert!(linker(&concurrent, Concurrent).is_ok());
+    }
+
+    /// Of WASI's release candidates, 2023-10-18's proxy world is served
+    /// (but its timezone) and nothing else; Spin 1's unversioned
+    /// interfaces are told apart from Spin 2's, which are versioned, and
+    /// from the unversioned Redis types Luge serves.
+    #[test]
+    fn served_names_the_candidate_interfaces_and_spin_1() {
+        for name in [
+            "wasi:io/poll@0.2.0-rc-2023-10-18",
+            "wasi:io/streams@0.2.0-rc-2023-10-18",
+            "wasi:http/types@0.2.0-rc-2023-10-18",
+            "wasi:http/outgoing-handler@0.2.0-rc-2023-10-18",
+            "wasi:cli/stderr@0.2.0-rc-2023-10-18",
+            "wasi:io/poll@0.2.6",
+            "fermyon:spin/key-value@2.0.0",
+            "fermyon:spin/redis-types",
+        ] {
+            assert!(served(name), "{name}");
+            assert!(!is_spin1(name), "{name}");
+        }
+        for name in [
+            "wasi:clocks/timezone@0.2.0-rc-2023-10-18",
+            "wasi:filesystem/types@0.2.0-rc-2023-10-18",
+            "wasi:sockets/tcp@0.2.0-rc-2023-10-18",
+            "wasi:http/types@0.2.0-rc-2023-11-10",
+            "wasi:io/poll@0.2.0-rc-2023-11-10",
+            "wasi:http/types@0.2.0-rc-2023-10-18x",
+            "fermyon:spin/llm@2.0.0",
+        ] {
+            assert!(!served(name), "{name}");
+        }
+        assert!(is_spin1("fermyon:spin/key-value"));
+        assert!(is_spin1("fermyon:spin/inbound-http"));
+        assert!(!is_spin1("fermyon:spin/llm@2.0.0"));
     }
 
     /// The hooks' header check forbids exactly what Wasmtime's default

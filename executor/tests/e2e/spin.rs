@@ -402,6 +402,42 @@ fn unserved_imports_are_refused_at_start_by_name() {
         error.contains("does not serve: acme:made-up/thing@1.0.0, fermyon:spin/llm@2.0.0;"),
         "{error}"
     );
+    // WASI's later candidate (Spin 2.2's JavaScript and Python SDKs), and
+    // the earlier one's interfaces Luge does not serve, named likewise.
+    let component = wat::parse_str(
+        r#"(component
+            (import "wasi:io/poll@0.2.0-rc-2023-10-18" (instance))
+            (import "wasi:clocks/timezone@0.2.0-rc-2023-10-18" (instance (export "utc-offset" (func))))
+            (import "wasi:http/types@0.2.0-rc-2023-11-10" (instance (export "x" (func)))))"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("app.wasm"), component).unwrap();
+    let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
+        .err()
+        .unwrap();
+    assert!(
+        error.contains(
+            "does not serve: wasi:clocks/timezone@0.2.0-rc-2023-10-18, wasi:http/types@0.2.0-rc-2023-11-10;"
+        ),
+        "{error}"
+    );
+    // A Spin 1 component: refused with the reason, not as unknown.
+    let component = wat::parse_str(
+        r#"(component
+            (import "fermyon:spin/key-value" (instance (export "open" (func))))
+            (import "fermyon:spin/config" (instance (export "get-config" (func)))))"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("app.wasm"), component).unwrap();
+    let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
+        .err()
+        .unwrap();
+    assert!(
+        error.contains(
+            "imports Spin 1's unversioned interfaces (fermyon:spin/key-value, fermyon:spin/config)"
+        ) && error.contains("rebuild it with spin-sdk 2 or later"),
+        "{error}"
+    );
 }
 
 /// Every route form Spin has, each request given the `spin-*` headers
@@ -527,17 +563,69 @@ fn every_spin_route_form_and_its_headers() {
 /// its manifest's stores and databases, and nothing else.
 #[test]
 fn a_spin_sdk_3_module_runs_unchanged() {
+    if on_wasmtime() {
+        spin_sdk_module_runs_unchanged("spin-sdk3", "3", "");
+    }
+}
+
+/// An app as spin-sdk 2 builds it: the same, and its handler exported and
+/// its bodies streamed through WASI's 0.2.0-rc-2023-10-18 candidate, which
+/// Luge serves on WASI 0.2's resources; its outgoing requests through the
+/// candidate's outgoing handler, on the same grants as a 0.2 component's.
+#[test]
+fn a_spin_sdk_2_module_runs_unchanged() {
     if !on_wasmtime() {
         return;
     }
+    // A one-page HTTP server on 127.0.0.1.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            let mut buf = [0; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
+            );
+        }
+    });
+    let (luge, _dir, _state) = spin_sdk_module_runs_unchanged(
+        "spin-sdk2",
+        "2",
+        &format!("allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]"),
+    );
+    let url = format!("http://127.0.0.1:{port}/page");
+    assert_eq!(
+        text(&luge, "POST", "/fetch", url.as_bytes()),
+        (200, "200 upstream!".into())
+    );
+    // Granted the origin: another port is refused, as for a 0.2 component.
+    let other = format!("http://127.0.0.1:{}/page", port.wrapping_add(1));
+    let (status, body) = text(&luge, "POST", "/fetch", other.as_bytes());
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("HttpRequestDenied"), "{body}");
+}
+
+/// Runs the spin-sdk `version` app `wasm` (actions/spin/sdk2, sdk3) under a
+/// manifest granting its store and database and `grants` besides, checks
+/// each of its routes, then checks that without grants its store and
+/// database are refused as Spin refuses them; returns a server of the
+/// granted app, and the folders of its manifest and state, which it needs.
+fn spin_sdk_module_runs_unchanged(
+    wasm_name: &str,
+    version: &str,
+    grants: &str,
+) -> (Luge, tempfile::TempDir, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
+    std::fs::write(dir.path().join("app.wasm"), wasm(wasm_name)).unwrap();
     let manifest = |grants: &str| {
         format!(
             r#"
             spin_manifest_version = 2
             [application]
-            name = "sdk3"
+            name = "sdk"
             [variables]
             name = {{ default = "Luge" }}
             [[trigger.http]]
@@ -552,11 +640,6 @@ fn a_spin_sdk_3_module_runs_unchanged() {
         )
     };
     let file = dir.path().join("spin.toml");
-    std::fs::write(
-        &file,
-        manifest("key_value_stores = [\"default\"]\nsqlite_databases = [\"default\"]"),
-    )
-    .unwrap();
     let state = tempfile::tempdir().unwrap();
     let args = [
         "--spin",
@@ -564,8 +647,27 @@ fn a_spin_sdk_3_module_runs_unchanged() {
         "--state-dir",
         path_str(state.path()),
     ];
+    // Without grants: Spin's answers, the store and database refused.
+    std::fs::write(&file, manifest("")).unwrap();
     let luge = Luge::start("serve", &args);
-    assert_get(&luge, "/hello", "hello from spin-sdk 3, Luge\n");
+    let (status, body) = text(&luge, "GET", "/kv/k", b"");
+    assert_eq!((status, body.as_str()), (500, "Error::AccessDenied"));
+    let (status, body) = text(&luge, "POST", "/sql", b"select 1");
+    assert_eq!((status, body.as_str()), (500, "Error::AccessDenied"));
+    drop(luge);
+    std::fs::write(
+        &file,
+        manifest(&format!(
+            "key_value_stores = [\"default\"]\nsqlite_databases = [\"default\"]\n{grants}"
+        )),
+    )
+    .unwrap();
+    let luge = Luge::start("serve", &args);
+    assert_get(
+        &luge,
+        "/hello",
+        &format!("hello from spin-sdk {version}, Luge\n"),
+    );
     assert_eq!(
         text(&luge, "GET", "/kv/k", b""),
         (404, "no such key".into())
@@ -578,12 +680,5 @@ fn a_spin_sdk_3_module_runs_unchanged() {
         (200, "1|x|2.5|null".into())
     );
     assert_get(&luge, "/log", "logged");
-    drop(luge);
-    // Without grants: Spin's answers, the store and database refused.
-    std::fs::write(&file, manifest("")).unwrap();
-    let luge = Luge::start("serve", &args);
-    let (status, body) = text(&luge, "GET", "/kv/k", b"");
-    assert_eq!((status, body.as_str()), (500, "Error::AccessDenied"));
-    let (status, body) = text(&luge, "POST", "/sql", b"select 1");
-    assert_eq!((status, body.as_str()), (500, "Error::AccessDenied"));
+    (luge, dir, state)
 }
