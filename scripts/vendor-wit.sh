@@ -24,8 +24,9 @@
 #   (its uses of wasi:clocks relabelled 0.2.10, as the WASI packages are);
 # - by hand, as no crate ships them: deps/spin-cron, the cron.wit of
 #   fermyon/spin-trigger-cron at 328d368, and deps/spin-mqtt-trigger, the
-#   spin-mqtt.wit of spinframework/spin-trigger-mqtt at 6382318 (kept as
-#   they are here).
+#   spin-mqtt.wit of spinframework/spin-trigger-mqtt at 6382318, and
+#   deps/spin-postgres41, spin:postgres@4.1.0 from spinframework/spin's
+#   wit/ at 94a8fc8 (no spin-sdk ships it; kept as they are here).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-refresh}"
@@ -164,7 +165,7 @@ for package in cli clocks filesystem http io random sockets; do
 done
 
 # Vendored by hand (see above): kept as they are.
-for package in spin-cron spin-mqtt-trigger; do
+for package in spin-cron spin-mqtt-trigger spin-postgres41; do
     cp -r "$root/wit/deps/$package" "$work/deps/$package"
 done
 

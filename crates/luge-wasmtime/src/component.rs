@@ -1437,6 +1437,53 @@ mod tests {
         assert!(linker(&concurrent, Concurrent).is_ok());
     }
 
+    /// A component importing each world of Luge's WIT root that a hand
+    /// linked binding serves (`spin:postgres` 4.0 and 4.1, Spin 2's
+    /// PostgreSQL and MySQL), every function of it, made from the WIT with
+    /// `wit-component`'s dummy module, links on the synchronous engine:
+    /// the hand-written names and types are the WIT's.
+    #[test]
+    fn hand_linked_interfaces_link_as_their_wit_says() {
+        let mut resolve = wit_parser::Resolve::default();
+        let (package, _) = resolve
+            .push_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
+            .expect("Luge's WIT root");
+        let engine = engine(Synchronous);
+        let linker = linker(&engine, Synchronous).expect("linker");
+        for world in [
+            "host-postgres40",
+            "host-postgres41",
+            "host-spin2",
+            "host-spin2-rdbms",
+        ] {
+            let world = resolve
+                .select_world(&[package], Some(world))
+                .expect("world");
+            let mut module = wit_component::dummy_module(
+                &resolve,
+                world,
+                wit_parser::ManglingAndAbi::Standard32,
+            );
+            wit_component::embed_component_metadata(
+                &mut module,
+                &resolve,
+                world,
+                wit_component::StringEncoding::UTF8,
+            )
+            .expect("metadata");
+            let component = wit_component::ComponentEncoder::default()
+                .module(&module)
+                .expect("module")
+                .validate(true)
+                .encode()
+                .expect("component");
+            let component = Component::new(&engine, component).expect("compiles");
+            linker
+                .instantiate_pre(&component)
+                .unwrap_or_else(|e| panic!("{}: {e:?}", resolve.worlds[world].name));
+        }
+    }
+
     /// Of WASI's release candidates, 2023-10-18's proxy world is served
     /// (but its timezone) and nothing else; Spin 1's unversioned
     /// interfaces are told apart from Spin 2's, which are versioned, and

@@ -1,32 +1,91 @@
-//! `spin:postgres@4.0.0` for components that do not use the async ABI
-//! (spin-sdk 5, and wit-bindgen against Spin 3's WIT, as Spin's
+//! `spin:postgres@4.0.0` and `4.1.0` for components that do not use the
+//! async ABI (spin-sdk 5, and wit-bindgen against Spin 3's WIT, as Spin's
 //! conformance suite builds its `postgres` component), bound to the very
 //! code [`crate::postgres`] binds 4.2 with: the same grants, deadline and
 //! bound on every result set. Components that use the async ABI get every
 //! 4.x from the 4.2 binding, on the concurrent engine.
 //!
-//! 4.0 is 4.2 without its builder and its `async` functions, every type
-//! the same: rather than generate a second set of types and convert
-//! between them, its three functions and its resource are linked by hand
-//! with 4.2's types, which Wasmtime checks against the component's 4.0
-//! types (structurally) when it is instantiated. The WIT, kept for that
-//! check's reference and for guests, is `spin-sdk` 5.1.0's (Luge's WIT
-//! root wit/, deps/spin-postgres40; Apache-2.0 WITH LLVM-exception).
+//! 4.1 is 4.2 without its `async` functions, and 4.0 is 4.1 without its
+//! connection builder, every type the same: rather than generate two more
+//! sets of types and convert between them, their functions and resources
+//! are linked by hand with 4.2's types, which Wasmtime checks against the
+//! component's types (structurally) when it is instantiated (the test
+//! `each_version_links` holds that true). The WIT, kept for that check's
+//! reference and for guests, is `spin-sdk` 5.1.0's for 4.0 (Luge's WIT
+//! root wit/, deps/spin-postgres40) and Spin's for 4.1 (deps/
+//! spin-postgres41, from spinframework/spin at 94a8fc8, as no spin-sdk
+//! ships it); both Apache-2.0 WITH LLVM-exception.
 
 use wasmtime::component::{Linker, Resource, ResourceType};
 
 use crate::connections::ConnectionsView;
-use crate::postgres::{PgConnection, error, execute, open, query, wit};
+use crate::postgres::{PgConnection, PgConnectionBuilder, error, execute, open, query, wit};
 
-/// The interface's name, as 4.0 guests import it.
-const INTERFACE: &str = "spin:postgres/postgres@4.0.0";
+/// The interfaces' names, as 4.0 and 4.1 guests import them.
+const INTERFACES: [&str; 2] = [
+    "spin:postgres/postgres@4.0.0",
+    "spin:postgres/postgres@4.1.0",
+];
 
-/// Adds `spin:postgres@4.0.0` to `linker`.
+/// Adds `spin:postgres@4.0.0` and `4.1.0` to `linker`.
 pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {
-    let mut instance = linker.instance(INTERFACE)?;
+    for interface in INTERFACES {
+        add_version(linker, view, interface)?;
+    }
+    Ok(())
+}
+
+/// Adds `interface`, 4.0 or 4.1 (the builder: an extra export, which a 4.0
+/// component's import does not name and Wasmtime lets be).
+fn add_version<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
+    interface: &str,
+) -> wasmtime::Result<()> {
+    let mut instance = linker.instance(interface)?;
+    instance.resource_async(
+        "connection-builder",
+        ResourceType::host::<PgConnectionBuilder>(),
+        move |mut store, rep| {
+            Box::new(async move {
+                let mut view = view(store.data_mut());
+                wit::HostConnectionBuilder::drop(&mut view, Resource::new_own(rep)).await
+            })
+        },
+    )?;
+    instance.func_wrap_async(
+        "[constructor]connection-builder",
+        move |mut store, (address,): (String,)| {
+            Box::new(async move {
+                let mut view = view(store.data_mut());
+                Ok((wit::HostConnectionBuilder::new(&mut view, address).await?,))
+            })
+        },
+    )?;
+    instance.func_wrap_async(
+        "[method]connection-builder.set-ca-root",
+        move |mut store, (builder, certificate): (Resource<PgConnectionBuilder>, String)| {
+            Box::new(async move {
+                let mut view = view(store.data_mut());
+                Ok((
+                    wit::HostConnectionBuilder::set_ca_root(&mut view, builder, certificate)
+                        .await?,
+                ))
+            })
+        },
+    )?;
+    instance.func_wrap_async(
+        "[method]connection-builder.build",
+        move |mut store, (builder,): (Resource<PgConnectionBuilder>,)| {
+            Box::new(async move {
+                let mut view = view(store.data_mut());
+                Ok((wit::HostConnectionBuilder::build(&mut view, builder).await?,))
+            })
+        },
+    )?;
     instance.resource_async(
         "connection",
         ResourceType::host::<PgConnection>(),
