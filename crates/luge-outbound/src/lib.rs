@@ -264,6 +264,49 @@ pub async fn permitted_addresses(
     port: u16,
     deadline: Instant,
 ) -> Result<Vec<SocketAddr>, SendError> {
+    permitted_addresses_via(&System, grants, scheme, host, port, deadline).await
+}
+
+/// What looks a name up: the system's resolver ([`System`]) in Luge; in
+/// the tests, one whose answers the test controls (a rebinding one).
+trait Resolve: Sync {
+    /// The addresses of `name`, each with `port`.
+    fn lookup(
+        &self,
+        name: &str,
+        port: u16,
+    ) -> impl std::future::Future<Output = std::io::Result<Vec<SocketAddr>>> + Send;
+}
+
+/// The system's resolver (getaddrinfo, on tokio's blocking threads).
+struct System;
+
+impl Resolve for System {
+    fn lookup(
+        &self,
+        name: &str,
+        port: u16,
+    ) -> impl std::future::Future<Output = std::io::Result<Vec<SocketAddr>>> + Send {
+        let name = name.to_owned();
+        async move {
+            Ok(tokio::net::lookup_host((name.as_str(), port))
+                .await?
+                .take(MAX_ADDRESSES)
+                .collect())
+        }
+    }
+}
+
+/// [`permitted_addresses`], names looked up by `resolver`: once, every
+/// answer checked.
+async fn permitted_addresses_via(
+    resolver: &impl Resolve,
+    grants: &AllowedHosts,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<Vec<SocketAddr>, SendError> {
     let deadline = tokio::time::Instant::from_std(deadline);
     if !grants.allows(scheme, host, port) {
         return Err(SendError::Denied(format!("{scheme}://{host}:{port}")));
@@ -271,15 +314,18 @@ pub async fn permitted_addresses(
     let name = bare(host);
     let answers: Vec<SocketAddr> = match name.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => timeout_at(deadline, tokio::net::lookup_host((name, port)))
-            .await
-            .map_err(|_| SendError::DnsTimeout)?
-            .map_err(|source| SendError::Dns {
-                host: name.to_owned(),
-                source,
-            })?
-            .take(MAX_ADDRESSES)
-            .collect(),
+        Err(_) => {
+            let mut answers = timeout_at(deadline, resolver.lookup(name, port))
+                .await
+                .map_err(|_| SendError::DnsTimeout)?
+                .map_err(|source| SendError::Dns {
+                    host: name.to_owned(),
+                    source,
+                })?;
+            // A resolver of the tests' may answer more.
+            answers.truncate(MAX_ADDRESSES);
+            answers
+        }
     };
     let config = config()?;
     let permitted: Vec<SocketAddr> = answers
@@ -307,7 +353,21 @@ pub async fn connect(
     port: u16,
     deadline: Instant,
 ) -> Result<TcpStream, SendError> {
-    let permitted = permitted_addresses(grants, scheme, host, port, deadline).await?;
+    connect_via(&System, grants, scheme, host, port, deadline).await
+}
+
+/// [`connect`], names looked up by `resolver`: the connection goes to one
+/// of the addresses that were checked, never to a name looked up again.
+async fn connect_via(
+    resolver: &impl Resolve,
+    grants: &AllowedHosts,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<TcpStream, SendError> {
+    let permitted =
+        permitted_addresses_via(resolver, grants, scheme, host, port, deadline).await?;
     let deadline = tokio::time::Instant::from_std(deadline);
     let name = bare(host);
     let mut last = None;
@@ -773,6 +833,110 @@ mod tests {
 
     fn grants(entries: &[String]) -> AllowedHosts {
         AllowedHosts::parse(entries, &Variables::default()).unwrap()
+    }
+
+    /// A resolver a rebinding attacker runs: its first answer for a name
+    /// is `first`, every later one `then`; it counts its lookups.
+    struct Rebinding {
+        first: Vec<SocketAddr>,
+        then: Vec<SocketAddr>,
+        lookups: AtomicUsize,
+    }
+
+    impl Resolve for Rebinding {
+        fn lookup(
+            &self,
+            _: &str,
+            _: u16,
+        ) -> impl std::future::Future<Output = std::io::Result<Vec<SocketAddr>>> + Send {
+            let answer = if self.lookups.fetch_add(1, Ordering::SeqCst) == 0 {
+                self.first.clone()
+            } else {
+                self.then.clone()
+            };
+            async move { Ok(answer) }
+        }
+    }
+
+    /// A listener on `ip` (at `port`, or any if 0) counting what it
+    /// accepts.
+    async fn counting(ip: &str, port: u16) -> (u16, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind((ip, port)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        (port, accepted)
+    }
+
+    /// DNS rebinding: a name whose answer changes between the check and
+    /// the connection (127.0.0.1, granted by name, then 127.0.0.2, where
+    /// another server listens) is looked up once per connection, and the
+    /// connection goes to the address that was checked; under a wildcard
+    /// grant, an answer that is not public is refused whatever came
+    /// before, and nothing is reached.
+    #[tokio::test]
+    async fn a_rebinding_answer_changes_nothing_between_check_and_connect() {
+        let (port, checked) = counting("127.0.0.1", 0).await;
+        // The other server, on the same port of another loopback address.
+        let (_, other) = counting("127.0.0.2", port).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let rebinding = Rebinding {
+            first: vec![SocketAddr::from(([127, 0, 0, 1], port))],
+            then: vec![SocketAddr::from(([127, 0, 0, 2], port))],
+            lookups: AtomicUsize::new(0),
+        };
+        let named = grants(&[format!("tcp://rebind.test:{port}")]);
+        let stream = connect_via(&rebinding, &named, "tcp", "rebind.test", port, deadline)
+            .await
+            .unwrap();
+        assert_eq!(
+            stream.peer_addr().unwrap(),
+            SocketAddr::from(([127, 0, 0, 1], port))
+        );
+        assert_eq!(rebinding.lookups.load(Ordering::SeqCst), 1);
+        // Addresses handed to a driver are the checked ones, too.
+        let addresses = permitted_addresses_via(
+            &rebinding,
+            &named,
+            "tcp",
+            "rebind.test",
+            port,
+            deadline,
+        )
+        .await
+        .unwrap();
+        assert_eq!(addresses, [SocketAddr::from(([127, 0, 0, 2], port))]);
+        assert_eq!(rebinding.lookups.load(Ordering::SeqCst), 2);
+        // A wildcard grant reaches public addresses only: the loopback
+        // answer is refused, first or later.
+        let wildcard = grants(&[format!("tcp://*.rebind.test:{port}")]);
+        for _ in 0..2 {
+            let refused =
+                connect_via(&rebinding, &wildcard, "tcp", "a.rebind.test", port, deadline).await;
+            assert!(
+                matches!(refused, Err(SendError::AddressProhibited(_))),
+                "{refused:?}"
+            );
+        }
+        let fresh = Rebinding {
+            first: vec![SocketAddr::from(([127, 0, 0, 1], port))],
+            then: Vec::new(),
+            lookups: AtomicUsize::new(0),
+        };
+        let refused = connect_via(&fresh, &wildcard, "tcp", "a.rebind.test", port, deadline).await;
+        assert!(
+            matches!(refused, Err(SendError::AddressProhibited(_))),
+            "{refused:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(checked.load(Ordering::SeqCst), 1);
+        assert_eq!(other.load(Ordering::SeqCst), 0);
     }
 
     async fn get(
