@@ -366,8 +366,7 @@ async fn connect_via(
     port: u16,
     deadline: Instant,
 ) -> Result<TcpStream, SendError> {
-    let permitted =
-        permitted_addresses_via(resolver, grants, scheme, host, port, deadline).await?;
+    let permitted = permitted_addresses_via(resolver, grants, scheme, host, port, deadline).await?;
     let deadline = tokio::time::Instant::from_std(deadline);
     let name = bare(host);
     let mut last = None;
@@ -901,24 +900,25 @@ mod tests {
         );
         assert_eq!(rebinding.lookups.load(Ordering::SeqCst), 1);
         // Addresses handed to a driver are the checked ones, too.
-        let addresses = permitted_addresses_via(
-            &rebinding,
-            &named,
-            "tcp",
-            "rebind.test",
-            port,
-            deadline,
-        )
-        .await
-        .unwrap();
+        let addresses =
+            permitted_addresses_via(&rebinding, &named, "tcp", "rebind.test", port, deadline)
+                .await
+                .unwrap();
         assert_eq!(addresses, [SocketAddr::from(([127, 0, 0, 2], port))]);
         assert_eq!(rebinding.lookups.load(Ordering::SeqCst), 2);
         // A wildcard grant reaches public addresses only: the loopback
         // answer is refused, first or later.
         let wildcard = grants(&[format!("tcp://*.rebind.test:{port}")]);
         for _ in 0..2 {
-            let refused =
-                connect_via(&rebinding, &wildcard, "tcp", "a.rebind.test", port, deadline).await;
+            let refused = connect_via(
+                &rebinding,
+                &wildcard,
+                "tcp",
+                "a.rebind.test",
+                port,
+                deadline,
+            )
+            .await;
             assert!(
                 matches!(refused, Err(SendError::AddressProhibited(_))),
                 "{refused:?}"

@@ -165,6 +165,54 @@ fn pong_server() -> u16 {
     port
 }
 
+/// A UDP peer on 127.0.0.1 that answers each `ping` with `pong`, but
+/// first has another socket on 127.0.0.1 (not granted) send `spoof` to
+/// the pinger; the peer's port.
+fn spoofed_udp_peer() -> u16 {
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let spoofer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = peer.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while let Ok((n, from)) = peer.recv_from(&mut buf) {
+            if &buf[..n] == b"ping" {
+                let _ = spoofer.send_to(b"spoof", from);
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let _ = peer.send_to(b"pong", from);
+            }
+        }
+    });
+    port
+}
+
+/// A datagram from a peer no grant names, to a socket that is not
+/// connected (so the kernel lets anyone's through), is dropped before the
+/// function sees it; the granted peer's reply is received. Under
+/// `--inherit-network`, which checks nothing, the spoofed one is first.
+#[test]
+fn udp_datagrams_from_a_peer_not_granted_are_dropped() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let sockets = module("sockets3");
+    let sockets = sockets.to_str().unwrap();
+    let port = spoofed_udp_peer();
+    let target = format!("127.0.0.1:{port}");
+    let grant = format!("udp://127.0.0.1:{port}");
+    let out = luge_run(&["--allow-outbound", &grant, sockets, "udp", &target]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("pong from {target}")
+    );
+    let out = luge_run(&["--inherit-network", sockets, "udp", &target]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("spoof from 127.0.0.1:"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn wasi_sockets_reach_what_the_flags_grant_and_the_host_network_only_by_inherit_network() {
     let sockets = module("sockets3");

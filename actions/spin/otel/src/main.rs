@@ -22,7 +22,9 @@ mod bindings {
     });
 }
 
-use bindings::wasi::clocks::wall_clock;
+// Versioned: the WIT root holds two versions of wasi:clocks (0.2.10 and
+// 0.2.0-rc-2023-10-18), so wit-bindgen names each module with its version.
+use bindings::wasi::clocks0_2_10::wall_clock;
 use bindings::wasi::otel::{logs, tracing, types};
 
 /// A fresh span id: the clock's nanoseconds mixed with a counter.

@@ -6,6 +6,9 @@
 //!   two sockets on 127.0.0.1. Prints `tcp ping` and `udp ping`.
 //! - `connect IP:PORT`: sends `ping\n` to a TCP server and prints what
 //!   came back before it closed.
+//! - `udp IP:PORT`: sends `ping` from a UDP socket bound to 127.0.0.1 (not
+//!   connected: it may hear from anyone) to the peer, and prints the first
+//!   datagram it receives and its sender (`pong from 127.0.0.1:PORT`).
 //! - `resolve NAME`: prints the addresses `ip-name-lookup` gives.
 //! - `listen`: prints the address of a TCP listener on 127.0.0.1 (as a
 //!   line, at once), answers one connection with `pong`, and ends.
@@ -29,6 +32,7 @@ impl wasip3::exports::cli::run::Guest for Command {
         let result = match args.as_slice() {
             ["loop"] => round_trips().await,
             ["connect", addr] => connect(addr).await,
+            ["udp", addr] => udp(addr).await,
             ["resolve", name] => resolve(name).await,
             ["listen"] => listen().await,
             _ => Err(Failure("usage", "invalid-argument".into())),
@@ -134,7 +138,8 @@ async fn round_trips() -> Result<String, Failure> {
     Ok(out)
 }
 
-async fn connect(addr: &str) -> Result<String, Failure> {
+/// `IP:PORT` (IPv4) as a socket address.
+fn parse(addr: &str) -> Result<IpSocketAddress, Failure> {
     let bad = || Failure("address", "invalid-argument".into());
     let (ip, port) = addr.split_once(':').ok_or_else(bad)?;
     let octets: Vec<u8> = ip.split('.').filter_map(|o| o.parse().ok()).collect();
@@ -142,14 +147,35 @@ async fn connect(addr: &str) -> Result<String, Failure> {
         return Err(bad());
     };
     let port = port.parse().map_err(|_| bad())?;
-    let socket = TcpSocket::create(IpAddressFamily::Ipv4).map_err(at("create"))?;
+    Ok(IpSocketAddress::Ipv4(Ipv4SocketAddress {
+        port,
+        address: (a, b, c, d),
+    }))
+}
+
+async fn udp(addr: &str) -> Result<String, Failure> {
+    let peer = parse(addr)?;
+    let socket = UdpSocket::create(IpAddressFamily::Ipv4).map_err(at("udp create"))?;
+    socket.bind(loopback(0)).map_err(at("udp bind"))?;
     socket
-        .connect(IpSocketAddress::Ipv4(Ipv4SocketAddress {
+        .send(b"ping".to_vec(), Some(peer))
+        .await
+        .map_err(at("udp send"))?;
+    let (datagram, from) = socket.receive().await.map_err(at("udp receive"))?;
+    let from = match from {
+        IpSocketAddress::Ipv4(Ipv4SocketAddress {
             port,
             address: (a, b, c, d),
-        }))
-        .await
-        .map_err(at("connect"))?;
+        }) => format!("{a}.{b}.{c}.{d}:{port}"),
+        IpSocketAddress::Ipv6(v6) => format!("{v6:?}"),
+    };
+    Ok(format!("{} from {from}", String::from_utf8_lossy(&datagram)))
+}
+
+async fn connect(addr: &str) -> Result<String, Failure> {
+    let peer = parse(addr)?;
+    let socket = TcpSocket::create(IpAddressFamily::Ipv4).map_err(at("create"))?;
+    socket.connect(peer).await.map_err(at("connect"))?;
     send(&socket, b"ping\n".to_vec()).await?;
     let reply = receive(&socket).await?;
     Ok(String::from_utf8_lossy(&reply).into_owned())
