@@ -235,7 +235,11 @@ fn older_sdks_postgres_interface_is_served() {
          allowed_outbound_hosts = [\"postgres://127.0.0.1:{port}\"]\n\
          env = {{ PG_ADDRESS = \"{url}\" }}\n\
          [[routes]]\npath = \"/ungranted\"\nmodule = \"spin-pg3.wasm\"\n\
-         env = {{ PG_ADDRESS = \"{url}\" }}\n",
+         env = {{ PG_ADDRESS = \"{url}\" }}\n\
+         [[routes]]\npath = \"/timed\"\nmodule = \"spin-pg3.wasm\"\n\
+         allowed_outbound_hosts = [\"postgres://127.0.0.1:{port}\"]\n\
+         env = {{ PG_ADDRESS = \"{url}\" }}\n\
+         limits = {{ timeout_ms = 1500 }}\n",
         url = pg.url()
     );
     let site = Site::new(&["spin-pg3"], &routes);
@@ -267,6 +271,39 @@ fn older_sdks_postgres_interface_is_served() {
     let (status, body) = post("/ungranted", "SELECT 1");
     assert_eq!(status, 500, "{body}");
     assert!(luge.stderr_shows("not granted"), "{}", luge.stderr());
+    // The attacks on 4.2 hold on 3.0 (one binding's code): a gigabyte
+    // selected is an error, not the host's memory...
+    let (status, body) = post(
+        "/pg3",
+        "SELECT repeat('x', 10000) FROM generate_series(1, 100000)",
+    );
+    assert_eq!(status, 500, "{body}");
+    assert!(luge.stderr_shows("larger than"), "{}", luge.stderr());
+    // ...and 24 queries at once past their deadline (more than the
+    // function's 16 connections) are cancelled on the server: none left
+    // running, the function's connections free again.
+    std::thread::scope(|scope| {
+        for _ in 0..24 {
+            scope.spawn(|| post("/timed", "SELECT pg_sleep(120)"));
+        }
+    });
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = post(
+            "/pg3",
+            "SELECT count(*)::int4 AS n FROM pg_stat_activity \
+             WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
+        );
+        if status == 200 && body.ends_with("DbValue::Int32(0)") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "still running on the server: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(post("/timed", "SELECT 2 AS two").0, 200);
 }
 
 /// Spin 2's `fermyon:spin/postgres@2.0.0` and `mysql@2.0.0`, from an app
