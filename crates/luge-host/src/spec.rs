@@ -513,6 +513,74 @@ impl FunctionSpec {
 mod tests {
     use super::*;
 
+    /// Grants of every scheme, given the two ways a tenant gives them (an
+    /// OpenWhisk action's `http.allowed_outbound_hosts` annotation, an
+    /// upload's `allowed_outbound_hosts` metadata), are one grant: parsed
+    /// by the one grammar, refused alike, and each reaching its own
+    /// scheme, host and port only; a wildcard reaches no loopback address
+    /// whichever door it came through.
+    #[test]
+    fn grants_through_annotations_and_uploads_are_one_grant_for_every_scheme() {
+        use luge_core::capabilities::Capabilities;
+        use std::net::{IpAddr, Ipv4Addr};
+        let by_annotation = |grants: &serde_json::Value| {
+            Annotations::parse(&serde_json::json!({ "http.allowed_outbound_hosts": grants }))
+                .and_then(|a| Capabilities::grant(&a, None))
+                .map(|c| c.outbound)
+                .map_err(|e| e.to_string())
+        };
+        let by_upload = |grants: &serde_json::Value| {
+            serde_json::from_value::<FunctionSpec>(
+                serde_json::json!({ "allowed_outbound_hosts": grants }),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|spec| spec.annotations().map_err(|e| e.to_string()))
+            .and_then(|a| Capabilities::grant(&a, None).map_err(|e| e.to_string()))
+            .map(|c| c.outbound)
+        };
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        for scheme in [
+            "http", "https", "tcp", "udp", "postgres", "mysql", "redis", "rediss", "mqtt",
+        ] {
+            let exact = serde_json::json!([format!("{scheme}://127.0.0.1:7000")]);
+            let (annotated, uploaded) = (by_annotation(&exact), by_upload(&exact));
+            assert_eq!(annotated, uploaded, "{scheme}");
+            let grant = annotated.expect(scheme);
+            assert!(grant.allows(scheme, "127.0.0.1", 7000), "{scheme}");
+            assert!(
+                grant.permits_address(scheme, "127.0.0.1", 7000, loopback),
+                "{scheme}"
+            );
+            assert!(!grant.allows(scheme, "127.0.0.1", 7001), "{scheme}");
+            assert!(!grant.allows(scheme, "127.0.0.2", 7000), "{scheme}");
+            let other = if scheme == "tcp" { "udp" } else { "tcp" };
+            assert!(!grant.allows(other, "127.0.0.1", 7000), "{scheme}");
+            // A wildcard: any host of the scheme, public addresses only.
+            let wildcard = serde_json::json!([format!("{scheme}://*:*")]);
+            let (annotated, uploaded) = (by_annotation(&wildcard), by_upload(&wildcard));
+            assert_eq!(annotated, uploaded, "{scheme}");
+            let grant = annotated.expect(scheme);
+            assert!(grant.allows(scheme, "example.com", 5), "{scheme}");
+            for name in ["localhost", "127.0.0.1", "0.0.0.0"] {
+                assert!(
+                    !grant.allows(scheme, name, 7000)
+                        || !grant.permits_address(scheme, name, 7000, loopback),
+                    "{scheme}: {name}"
+                );
+            }
+            // Refused alike: a grant that is not one, and a template whose
+            // variable is not given.
+            for bad in [
+                serde_json::json!([format!("{scheme}://")]),
+                serde_json::json!([format!("{scheme}://{{{{ host }}}}:1")]),
+                serde_json::json!(format!("{scheme}://127.0.0.1:7000")),
+            ] {
+                let (annotated, uploaded) = (by_annotation(&bad), by_upload(&bad));
+                assert!(annotated.is_err() && uploaded.is_err(), "{scheme}: {bad}");
+            }
+        }
+    }
+
     /// An engine that enforces every grant and compiles nothing.
     #[derive(Debug)]
     struct AnyGrant(luge_core::EngineId);

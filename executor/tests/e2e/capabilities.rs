@@ -141,3 +141,62 @@ fn wasi_env_and_args_annotations() {
         "host environment leaked: {out}"
     );
 }
+
+/// A TCP server on 127.0.0.1 that answers each connection with
+/// `{"pong":true}` (a dictionary, an OpenWhisk action's result) once it
+/// has read `ping\n`; its port.
+fn pong_server() -> u16 {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        while let Ok((mut stream, _)) = listener.accept() {
+            let mut line = [0u8; 5];
+            if stream.read_exact(&mut line).is_ok() && &line == b"ping\n" {
+                let _ = stream.write_all(br#"{"pong":true}"#);
+            }
+        }
+    });
+    port
+}
+
+/// A socket grant given through an OpenWhisk action's annotation
+/// (`http.allowed_outbound_hosts`, as every scheme's is) reaches its own
+/// address and no other; without it, or with another scheme's, the
+/// action has no socket there. Every refused connection is to a server
+/// that listens, so only the grant refuses it.
+#[test]
+fn a_socket_grant_through_an_annotation_reaches_its_address_only() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let luge = Luge::start("serve", &[]);
+    let (port, other) = (pong_server(), pong_server());
+    let target = format!("127.0.0.1:{port}");
+    let run = |action: &str, to: &str, grants: serde_json::Value| {
+        let annotations = json!({"annotations": {
+            "wasi.args": ["connect", to],
+            "http.allowed_outbound_hosts": grants,
+        }});
+        let (status, body) = luge.post(
+            &format!("/{action}/init"),
+            &init_body(&wasm("sockets3"), "main", annotations),
+        );
+        assert_eq!(status, 200, "{body}");
+        luge.post(&format!("/{action}/run"), &json!({"value": {}}))
+    };
+    let grant = json!([format!("tcp://{target}")]);
+    assert_eq!(
+        run("granted", &target, grant.clone()),
+        (200, json!({"pong": true}))
+    );
+    let refused = (502, json!({"error": "The action exited with status 1."}));
+    let elsewhere = format!("127.0.0.1:{other}");
+    assert_eq!(run("elsewhere", &elsewhere, grant), refused);
+    assert_eq!(run("none", &target, json!([])), refused);
+    assert_eq!(
+        run("udp", &target, json!([format!("udp://{target}")])),
+        refused
+    );
+    assert_eq!(run("wildcard", &target, json!(["tcp://*:*"])), refused);
+}

@@ -966,3 +966,60 @@ fn prefix_routes_are_checked_where_declared() {
         assert!(err.contains(says), "{routes}: {err}");
     }
 }
+
+/// A socket grant given in an upload's metadata reaches its own address
+/// and no other, as the same grant through an annotation does
+/// (`capabilities::a_socket_grant_through_an_annotation_reaches_its_address_only`):
+/// the refused uploads connect to a server that listens, so only the
+/// grant refuses them.
+#[test]
+fn a_socket_grant_in_upload_metadata_reaches_its_address_only() {
+    if common::engine() != "wasmtime" {
+        return;
+    }
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        while let Ok((mut stream, _)) = listener.accept() {
+            let mut line = [0u8; 5];
+            if stream.read_exact(&mut line).is_ok() && &line == b"ping\n" {
+                let _ = stream.write_all(b"pong");
+            }
+        }
+    });
+    let host = Host::new();
+    let luge = host.start(&[]);
+    let upload = |name: &str, grants: serde_json::Value| {
+        let upload = json!({
+            "code": luge_testkit::b64(&wasm("sockets3")),
+            "metadata": { "args": ["connect", target], "allowed_outbound_hosts": grants }
+        });
+        let reply = put(&luge, name, upload.to_string().as_bytes());
+        assert_eq!(reply.status, 201, "{}", reply.json());
+        let reply = luge.send("POST", &format!("/fn/{name}"), &[], b"");
+        (
+            reply.status,
+            String::from_utf8_lossy(&reply.body).into_owned(),
+        )
+    };
+    assert_eq!(
+        upload("granted", json!([format!("tcp://{target}")])),
+        (200, "pong".into())
+    );
+    for (name, grants) in [
+        ("none", json!([])),
+        ("udp", json!([format!("udp://{target}")])),
+        ("wildcard", json!(["tcp://*:*"])),
+    ] {
+        let (status, body) = upload(name, grants);
+        assert_eq!(status, 500, "{name}: {body}");
+        assert!(body.contains("exited with status 1"), "{name}: {body}");
+        // Its own words: no socket at all without a grant of its kind
+        // (`create`), none to this address otherwise (`connect`).
+        let denied = luge.stderr().lines().any(|line| {
+            line.contains(": access-denied") && line.contains(&format!("function=\"{name}\""))
+        });
+        assert!(denied, "{name}: {}", luge.stderr());
+    }
+}
