@@ -36,6 +36,8 @@ cp "$root/actions/spin/target/wasm32-wasip2/release/luge_http3_examples.wasm" "$
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_cli3_examples.wasm" "$out/cli3.wasm"
 # A WASI 0.3 command on wasi:sockets@0.3.0, for `luge run`'s network grants.
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_sockets3_examples.wasm" "$out/sockets3.wasm"
+# A wasi:http handler of WASI's 0.2.0-rc-2023-11-10 candidate.
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge_http_rc.wasm" "$out/http-rc.wasm"
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_app.wasm" "$out/spin-app.wasm"
 # Its event components, for luge.toml functions on triggers (luge-bench).
 for component in subscriber mqtt cron; do

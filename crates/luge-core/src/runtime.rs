@@ -124,12 +124,12 @@ pub enum Unsupported {
     Link(#[source] Cause),
     /// A component importing interfaces Luge does not serve.
     #[error(
-        "the component imports what Luge does not offer (luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), WASI 0.2.0-rc-2023-10-18's wasi:http proxy world (spin-sdk 2's), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql)"
+        "the component imports what Luge does not offer (luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), the wasi:http proxy worlds of WASI's 0.2.0-rc-2023-10-18 and -11-10 candidates (spin-sdk 2's), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql)"
     )]
     ComponentImports(#[source] Cause),
     /// A component importing interfaces Luge does not serve, each named.
     #[error(
-        "the component imports what Luge does not serve: {}; Luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), WASI 0.2.0-rc-2023-10-18's wasi:http proxy world (spin-sdk 2's), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql",
+        "the component imports what Luge does not serve: {}; Luge serves WASI 0.2 and 0.3 (cli, clocks, filesystem, io, random, sockets, http), the wasi:http proxy worlds of WASI's 0.2.0-rc-2023-10-18 and -11-10 candidates (spin-sdk 2's), wasi:config, wasi:keyvalue, wasi:otel, Spin's spin:key-value, spin:variables, spin:sqlite, spin:redis, spin:mqtt, spin:postgres (3.0, 4.x) and spin:mysql, and Spin 2's fermyon:spin key-value, variables, sqlite, redis, mqtt, postgres and mysql",
         .0.join(", ")
     )]
     NotServed(Vec<String>),

@@ -124,6 +124,11 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
         Synchronous,
         |l| crate::wasi_2023_10_18::add_to_linker(l),
     ),
+    (
+        "WASI 0.2.0-rc-2023-11-10, its wasi:http",
+        Synchronous,
+        |l| crate::wasi_2023_11_10::add_to_linker(l),
+    ),
     ("WASI 0.3", Concurrent, |l| {
         wasmtime_wasi::p3::add_to_linker(l)
     }),
@@ -286,11 +291,13 @@ const SERVED: &[&str] = &[
     "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];
 
-/// The interfaces of WASI's 0.2.0-rc-2023-10-18 candidate the linker
-/// serves (`crate::wasi_2023_10_18`: its `wasi:http/proxy` world but the
-/// timezone); the candidate's others, and every other candidate's, are
+/// The interfaces of WASI's 0.2.0-rc-2023-10-18 and 2023-11-10
+/// candidates the linker serves (`crate::wasi_2023_10_18`, `_11_10`: their
+/// `wasi:http/proxy` worlds, but 10-18's timezone; 11-10's `wasi:io/error`
+/// besides); the candidates' others, and every other candidate's, are
 /// named at load.
-const SERVED_RC_2023_10_18: &[&str] = &[
+const SERVED_RC: &[&str] = &[
+    "wasi:io/error@",
     "wasi:io/poll@",
     "wasi:io/streams@",
     "wasi:clocks/wall-clock@",
@@ -304,15 +311,16 @@ const SERVED_RC_2023_10_18: &[&str] = &[
 ];
 
 /// Whether the linker serves the import `name` (see [`SERVED`] and
-/// [`SERVED_RC_2023_10_18`]).
+/// [`SERVED_RC`]).
 fn served(name: &str) -> bool {
     if let Some((interface, version)) = name.split_once('@')
         && version.starts_with("0.2.0-rc-")
     {
-        return version == "0.2.0-rc-2023-10-18"
-            && SERVED_RC_2023_10_18
+        return ["0.2.0-rc-2023-10-18", "0.2.0-rc-2023-11-10"].contains(&version)
+            && SERVED_RC
                 .iter()
-                .any(|served| served.strip_suffix('@') == Some(interface));
+                .any(|served| served.strip_suffix('@') == Some(interface))
+            && !(version == "0.2.0-rc-2023-10-18" && interface == "wasi:io/error");
     }
     SERVED.iter().any(|served| name.starts_with(served))
 }
@@ -657,18 +665,21 @@ impl CommandWorld for CommandPre<ComponentState> {
 }
 
 /// The `wasi:http/incoming-handler` a handler component exports, of
-/// either version Luge serves, pre-instantiated: WASI 0.2's, or the
-/// 0.2.0-rc-2023-10-18 candidate's (spin-sdk 2's). Both take the same
-/// request and response resources, so everything around the call is one.
+/// whichever version Luge serves, pre-instantiated: WASI 0.2's, or a
+/// release candidate's (2023-10-18: spin-sdk 2's; 2023-11-10). All take
+/// the same request and response resources, so everything around the
+/// call is one.
 enum HandlerPre {
     V0_2(ProxyPre<ComponentState>),
     Rc2023_10_18(crate::wasi_2023_10_18::ProxyPre<ComponentState>),
+    Rc2023_11_10(crate::wasi_2023_11_10::ProxyPre<ComponentState>),
 }
 
 /// An instance of a [`HandlerPre`].
 enum Handler {
     V0_2(wasmtime_wasi_http::p2::bindings::Proxy),
     Rc2023_10_18(crate::wasi_2023_10_18::Proxy),
+    Rc2023_11_10(crate::wasi_2023_11_10::Proxy),
 }
 
 impl HandlerPre {
@@ -677,15 +688,19 @@ impl HandlerPre {
         if let Ok(pre) = ProxyPre::new(pre.clone()) {
             return Some(Self::V0_2(pre));
         }
-        crate::wasi_2023_10_18::ProxyPre::new(pre.clone())
+        if let Ok(pre) = crate::wasi_2023_10_18::ProxyPre::new(pre.clone()) {
+            return Some(Self::Rc2023_10_18(pre));
+        }
+        crate::wasi_2023_11_10::ProxyPre::new(pre.clone())
             .ok()
-            .map(Self::Rc2023_10_18)
+            .map(Self::Rc2023_11_10)
     }
 
     fn engine(&self) -> &Engine {
         match self {
             Self::V0_2(pre) => pre.engine(),
             Self::Rc2023_10_18(pre) => pre.engine(),
+            Self::Rc2023_11_10(pre) => pre.engine(),
         }
     }
 
@@ -696,6 +711,7 @@ impl HandlerPre {
         Ok(match self {
             Self::V0_2(pre) => Handler::V0_2(pre.instantiate_async(store).await?),
             Self::Rc2023_10_18(pre) => Handler::Rc2023_10_18(pre.instantiate_async(store).await?),
+            Self::Rc2023_11_10(pre) => Handler::Rc2023_11_10(pre.instantiate_async(store).await?),
         })
     }
 }
@@ -718,6 +734,12 @@ impl Handler {
             Self::Rc2023_10_18(proxy) => {
                 proxy
                     .wasi_http0_2_0_rc_2023_10_18_incoming_handler()
+                    .call_handle(store, request, outparam)
+                    .await
+            }
+            Self::Rc2023_11_10(proxy) => {
+                proxy
+                    .wasi_http0_2_0_rc_2023_11_10_incoming_handler()
                     .call_handle(store, request, outparam)
                     .await
             }
@@ -1484,8 +1506,8 @@ mod tests {
         }
     }
 
-    /// Of WASI's release candidates, 2023-10-18's proxy world is served
-    /// (but its timezone) and nothing else; Spin 1's unversioned
+    /// Of WASI's release candidates, 2023-10-18's and 2023-11-10's proxy
+    /// worlds are served (but the first's timezone) and nothing else; Spin 1's unversioned
     /// interfaces are told apart from Spin 2's, which are versioned, and
     /// from the unversioned Redis types Luge serves.
     #[test]
@@ -1496,6 +1518,9 @@ mod tests {
             "wasi:http/types@0.2.0-rc-2023-10-18",
             "wasi:http/outgoing-handler@0.2.0-rc-2023-10-18",
             "wasi:cli/stderr@0.2.0-rc-2023-10-18",
+            "wasi:http/types@0.2.0-rc-2023-11-10",
+            "wasi:io/error@0.2.0-rc-2023-11-10",
+            "wasi:io/poll@0.2.0-rc-2023-11-10",
             "wasi:io/poll@0.2.6",
             "fermyon:spin/key-value@2.0.0",
             "fermyon:spin/redis-types",
@@ -1507,8 +1532,9 @@ mod tests {
             "wasi:clocks/timezone@0.2.0-rc-2023-10-18",
             "wasi:filesystem/types@0.2.0-rc-2023-10-18",
             "wasi:sockets/tcp@0.2.0-rc-2023-10-18",
-            "wasi:http/types@0.2.0-rc-2023-11-10",
-            "wasi:io/poll@0.2.0-rc-2023-11-10",
+            "wasi:io/error@0.2.0-rc-2023-10-18",
+            "wasi:filesystem/types@0.2.0-rc-2023-11-10",
+            "wasi:io/poll@0.2.0-rc-2023-12-05",
             "wasi:http/types@0.2.0-rc-2023-10-18x",
             "fermyon:spin/llm@2.0.0",
         ] {

@@ -49,6 +49,7 @@ mod spin2;
 mod spin2_rdbms;
 mod sqlite;
 mod wasi_2023_10_18;
+mod wasi_2023_11_10;
 mod wasi_config;
 
 use std::sync::{Arc, OnceLock};

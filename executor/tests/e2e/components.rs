@@ -468,6 +468,54 @@ pub(crate) fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (Site, Lu
     (site, luge)
 }
 
+/// A handler of WASI's 0.2.0-rc-2023-11-10 candidate (actions/spin/
+/// http-rc, its own bindings): its request and body read through the
+/// candidate's types and streams, its outgoing request through the
+/// candidate's handler on the same grants as a 0.2 component's.
+#[test]
+fn a_wasi_http_release_candidate_handler_runs_unchanged() {
+    if !on_wasmtime() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            let mut buf = [0; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
+            );
+        }
+    });
+    let toml = format!(
+        "[[routes]]\npath = \"/rc/...\"\nmodule = \"http-rc.wasm\"\n\
+         allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]\n"
+    );
+    let site = Site::new(&["http-rc"], &toml);
+    let luge = site.start(&[]);
+    let reply = luge.send("POST", "/rc/echo?x=1", &[], b"the body");
+    assert_eq!(
+        (reply.status, String::from_utf8_lossy(&reply.body).as_ref()),
+        (200, "rc-2023-11-10 POST /rc/echo?x=1 the body")
+    );
+    assert_eq!(reply.header("content-type"), "text/plain");
+    let url = format!("http://127.0.0.1:{port}/page");
+    let reply = luge.send("GET", "/rc/f", &[("x-fetch", &url)], b"");
+    assert_eq!(
+        String::from_utf8_lossy(&reply.body),
+        "rc-2023-11-10 GET /rc/f  | 200 upstream!"
+    );
+    let other = format!("http://127.0.0.1:{}/page", port.wrapping_add(1));
+    let reply = luge.send("GET", "/rc/f", &[("x-fetch", &other)], b"");
+    assert_eq!(
+        String::from_utf8_lossy(&reply.body),
+        "rc-2023-11-10 GET /rc/f  | error ErrorCode::HttpRequestDenied"
+    );
+}
+
 /// A wasi:http handler sees the method, path with query, headers and body
 /// of the request, and its response (status, headers, body) is the
 /// client's; a fresh instance per request.

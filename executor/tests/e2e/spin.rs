@@ -402,13 +402,13 @@ fn unserved_imports_are_refused_at_start_by_name() {
         error.contains("does not serve: acme:made-up/thing@1.0.0, fermyon:spin/llm@2.0.0;"),
         "{error}"
     );
-    // WASI's later candidate (Spin 2.2's JavaScript and Python SDKs), and
-    // the earlier one's interfaces Luge does not serve, named likewise.
+    // A later candidate of WASI's, and the interfaces of the candidates
+    // Luge serves that it does not, named likewise.
     let component = wat::parse_str(
         r#"(component
             (import "wasi:io/poll@0.2.0-rc-2023-10-18" (instance))
             (import "wasi:clocks/timezone@0.2.0-rc-2023-10-18" (instance (export "utc-offset" (func))))
-            (import "wasi:http/types@0.2.0-rc-2023-11-10" (instance (export "x" (func)))))"#,
+            (import "wasi:http/types@0.2.0-rc-2023-12-05" (instance (export "x" (func)))))"#,
     )
     .unwrap();
     std::fs::write(dir.path().join("app.wasm"), component).unwrap();
@@ -417,7 +417,7 @@ fn unserved_imports_are_refused_at_start_by_name() {
         .unwrap();
     assert!(
         error.contains(
-            "does not serve: wasi:clocks/timezone@0.2.0-rc-2023-10-18, wasi:http/types@0.2.0-rc-2023-11-10;"
+            "does not serve: wasi:clocks/timezone@0.2.0-rc-2023-10-18, wasi:http/types@0.2.0-rc-2023-12-05;"
         ),
         "{error}"
     );

@@ -1,0 +1,1134 @@
+//! WASI 0.2.0-rc-2023-11-10, the release candidate of the tools of late
+//! 2023 (Spin 2.1-2.2's JavaScript and Python SDKs, `wit-bindgen` 0.14-0.16,
+//! `wasmtime` 15): its `wasi:http/proxy` world (`wasi:http` types, outgoing
+//! and incoming handlers, and the `wasi:io`, `wasi:clocks`, `wasi:random`
+//! and `wasi:cli` stdio interfaces it names), each function forwarded to
+//! Wasmtime's WASI 0.2 implementation on the same resources and hooks
+//! (grants, connection bounds, deadlines), as [`crate::wasi_2023_10_18`]
+//! does for the candidate before it. Its filesystem and sockets are not
+//! served.
+//!
+//! Adapted from Spin's `factor-wasi` and `factor-outbound-http`
+//! (`wasi_2023_11_10.rs` in each, spinframework/spin at 94a8fc8, Apache-2.0
+//! WITH LLVM-exception), with one change: a request's timeouts, which this
+//! candidate gives in milliseconds, are converted to WASI 0.2's
+//! nanoseconds (checked: a guest's `u64::MAX` is the longest wait, never an
+//! overflow), where Spin passes the number through.
+
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+use wasmtime_wasi::cli::{WasiCli, WasiCliCtxView};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksCtxView};
+use wasmtime_wasi::random::{WasiRandom, WasiRandomCtx};
+use wasmtime_wasi_http::{WasiHttp, WasiHttpCtxView};
+
+use crate::component::ComponentState;
+
+mod latest {
+    pub use wasmtime_wasi::p2::bindings::*;
+    pub use wasmtime_wasi_http::p2::bindings::http;
+}
+
+mod bindings {
+    use super::latest;
+
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "wasi:http/proxy@0.2.0-rc-2023-11-10",
+        imports: {
+            "wasi:io/streams.[drop]input-stream": async | trappable,
+            "wasi:io/streams.[drop]output-stream": async | trappable,
+            "wasi:io/streams.[method]input-stream.blocking-read": async | trappable,
+            "wasi:io/streams.[method]input-stream.blocking-skip": async | trappable,
+            "wasi:io/streams.[method]output-stream.blocking-splice": async | trappable,
+            "wasi:io/streams.[method]output-stream.blocking-flush": async | trappable,
+            "wasi:io/streams.[method]output-stream.blocking-write-and-flush": async | trappable,
+            "wasi:io/streams.[method]output-stream.blocking-write-zeroes-and-flush": async | trappable,
+            "wasi:io/poll.[method]pollable.block": async | trappable,
+            "wasi:io/poll.[method]pollable.ready": async | trappable,
+            "wasi:io/poll.poll": async | trappable,
+            default: trappable,
+        },
+        exports: { default: async },
+        require_store_data_send: true,
+        with: {
+            "wasi:io/poll.pollable": latest::io::poll::Pollable,
+            "wasi:io/streams.input-stream": latest::io::streams::InputStream,
+            "wasi:io/streams.output-stream": latest::io::streams::OutputStream,
+            "wasi:io/error.error": latest::io::error::Error,
+            "wasi:http/types.incoming-response": latest::http::types::IncomingResponse,
+            "wasi:http/types.incoming-request": latest::http::types::IncomingRequest,
+            "wasi:http/types.incoming-body": latest::http::types::IncomingBody,
+            "wasi:http/types.outgoing-response": latest::http::types::OutgoingResponse,
+            "wasi:http/types.outgoing-request": latest::http::types::OutgoingRequest,
+            "wasi:http/types.outgoing-body": latest::http::types::OutgoingBody,
+            "wasi:http/types.fields": latest::http::types::Fields,
+            "wasi:http/types.response-outparam": latest::http::types::ResponseOutparam,
+            "wasi:http/types.future-incoming-response": latest::http::types::FutureIncomingResponse,
+            "wasi:http/types.future-trailers": latest::http::types::FutureTrailers,
+            "wasi:http/types.request-options": latest::http::types::RequestOptions,
+        },
+    });
+}
+
+mod wasi {
+    pub use super::bindings::wasi::{
+        cli0_2_0_rc_2023_11_10 as cli, clocks0_2_0_rc_2023_11_10 as clocks,
+        http0_2_0_rc_2023_11_10 as http, io0_2_0_rc_2023_11_10 as io,
+        random0_2_0_rc_2023_11_10 as random,
+    };
+}
+
+/// The candidate's `wasi:http/proxy` world, whose `incoming-handler` a
+/// handler of it exports.
+pub(crate) use bindings::{Proxy, ProxyPre};
+
+use wasi::clocks::monotonic_clock::{Duration, Instant};
+use wasi::clocks::wall_clock::Datetime;
+use wasi::http::types::{
+    DnsErrorPayload, ErrorCode as HttpErrorCode, FieldSizePayload, Fields, FutureIncomingResponse,
+    FutureTrailers, HeaderError, Headers, IncomingBody, IncomingRequest, IncomingResponse, Method,
+    OutgoingBody, OutgoingRequest, OutgoingResponse, RequestOptions, ResponseOutparam, Scheme,
+    StatusCode, TlsAlertReceivedPayload, Trailers,
+};
+use wasi::io::poll::Pollable;
+use wasi::io::streams::{Error as IoError, InputStream, OutputStream, StreamError};
+
+/// The resource table, as the candidate's `wasi:io` sees the state.
+struct HasIo;
+
+impl HasData for HasIo {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// Links the candidate's interfaces, each on the view of
+/// [`ComponentState`] Wasmtime's 0.2 implementation of it takes.
+pub(crate) fn add_to_linker(linker: &mut Linker<ComponentState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::{WasiView, cli::WasiCliView, clocks::WasiClocksView};
+    use wasmtime_wasi_http::WasiHttpView;
+    let l = linker;
+    wasi::io::poll::add_to_linker::<_, HasIo>(l, |s| s.ctx().table)?;
+    wasi::io::error::add_to_linker::<_, HasIo>(l, |s| s.ctx().table)?;
+    wasi::io::streams::add_to_linker::<_, HasIo>(l, |s| s.ctx().table)?;
+    wasi::clocks::monotonic_clock::add_to_linker::<_, WasiClocks>(l, |s| s.clocks())?;
+    wasi::clocks::wall_clock::add_to_linker::<_, WasiClocks>(l, |s| s.clocks())?;
+    wasi::random::random::add_to_linker::<_, WasiRandom>(l, |s| s.ctx().ctx.random())?;
+    wasi::cli::stdin::add_to_linker::<_, WasiCli>(l, |s| s.cli())?;
+    wasi::cli::stdout::add_to_linker::<_, WasiCli>(l, |s| s.cli())?;
+    wasi::cli::stderr::add_to_linker::<_, WasiCli>(l, |s| s.cli())?;
+    wasi::http::types::add_to_linker::<_, WasiHttp>(l, |s| s.http())?;
+    wasi::http::outgoing_handler::add_to_linker::<_, WasiHttp>(l, |s| s.http())?;
+    Ok(())
+}
+
+/// A guest's milliseconds as WASI 0.2's nanoseconds; past `u64` the
+/// longest wait there is.
+fn ms_to_ns(ms: u64) -> u64 {
+    ms.saturating_mul(1_000_000)
+}
+
+/// WASI 0.2's nanoseconds as the candidate's milliseconds.
+fn ns_to_ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+impl wasi::clocks::monotonic_clock::Host for WasiClocksCtxView<'_> {
+    fn now(&mut self) -> wasmtime::Result<Instant> {
+        latest::clocks::monotonic_clock::Host::now(self)
+    }
+
+    fn resolution(&mut self) -> wasmtime::Result<Instant> {
+        latest::clocks::monotonic_clock::Host::resolution(self)
+    }
+
+    fn subscribe_instant(&mut self, when: Instant) -> wasmtime::Result<Resource<Pollable>> {
+        latest::clocks::monotonic_clock::Host::subscribe_instant(self, when)
+    }
+
+    fn subscribe_duration(&mut self, when: Duration) -> wasmtime::Result<Resource<Pollable>> {
+        latest::clocks::monotonic_clock::Host::subscribe_duration(self, when)
+    }
+}
+
+impl wasi::clocks::wall_clock::Host for WasiClocksCtxView<'_> {
+    fn now(&mut self) -> wasmtime::Result<Datetime> {
+        Ok(latest::clocks::wall_clock::Host::now(self)?.into())
+    }
+
+    fn resolution(&mut self) -> wasmtime::Result<Datetime> {
+        Ok(latest::clocks::wall_clock::Host::resolution(self)?.into())
+    }
+}
+
+impl wasi::io::poll::Host for ResourceTable {
+    async fn poll(&mut self, list: Vec<Resource<Pollable>>) -> wasmtime::Result<Vec<u32>> {
+        latest::io::poll::Host::poll(self, list).await
+    }
+}
+
+impl wasi::io::poll::HostPollable for ResourceTable {
+    async fn block(&mut self, rep: Resource<Pollable>) -> wasmtime::Result<()> {
+        latest::io::poll::HostPollable::block(self, rep).await
+    }
+
+    async fn ready(&mut self, rep: Resource<Pollable>) -> wasmtime::Result<bool> {
+        latest::io::poll::HostPollable::ready(self, rep).await
+    }
+
+    fn drop(&mut self, rep: Resource<Pollable>) -> wasmtime::Result<()> {
+        latest::io::poll::HostPollable::drop(self, rep)
+    }
+}
+
+impl wasi::io::error::Host for ResourceTable {}
+
+impl wasi::io::error::HostError for ResourceTable {
+    fn to_debug_string(&mut self, self_: Resource<IoError>) -> wasmtime::Result<String> {
+        latest::io::error::HostError::to_debug_string(self, self_)
+    }
+
+    fn drop(&mut self, rep: Resource<IoError>) -> wasmtime::Result<()> {
+        latest::io::error::HostError::drop(self, rep)
+    }
+}
+
+fn convert_stream_result<T, T2>(
+    table: &mut ResourceTable,
+    result: Result<T, wasmtime_wasi::p2::StreamError>,
+) -> wasmtime::Result<Result<T2, StreamError>>
+where
+    T2: From<T>,
+{
+    match result {
+        Ok(e) => Ok(Ok(e.into())),
+        Err(wasmtime_wasi::p2::StreamError::Closed) => Ok(Err(StreamError::Closed)),
+        Err(wasmtime_wasi::p2::StreamError::LastOperationFailed(e)) => {
+            let e = table.push(e)?;
+            Ok(Err(StreamError::LastOperationFailed(e)))
+        }
+        Err(wasmtime_wasi::p2::StreamError::Trap(e)) => Err(e),
+    }
+}
+
+impl wasi::io::streams::Host for ResourceTable {}
+
+impl wasi::io::streams::HostInputStream for ResourceTable {
+    fn read(
+        &mut self,
+        self_: Resource<InputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<Vec<u8>, StreamError>> {
+        let result = latest::io::streams::HostInputStream::read(self, self_, len);
+        convert_stream_result(self, result)
+    }
+
+    async fn blocking_read(
+        &mut self,
+        self_: Resource<InputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<Vec<u8>, StreamError>> {
+        let result = latest::io::streams::HostInputStream::blocking_read(self, self_, len).await;
+        convert_stream_result(self, result)
+    }
+
+    fn skip(
+        &mut self,
+        self_: Resource<InputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<u64, StreamError>> {
+        let result = latest::io::streams::HostInputStream::skip(self, self_, len);
+        convert_stream_result(self, result)
+    }
+
+    async fn blocking_skip(
+        &mut self,
+        self_: Resource<InputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<u64, StreamError>> {
+        let result = latest::io::streams::HostInputStream::blocking_skip(self, self_, len).await;
+        convert_stream_result(self, result)
+    }
+
+    fn subscribe(&mut self, self_: Resource<InputStream>) -> wasmtime::Result<Resource<Pollable>> {
+        latest::io::streams::HostInputStream::subscribe(self, self_)
+    }
+
+    async fn drop(&mut self, rep: Resource<InputStream>) -> wasmtime::Result<()> {
+        latest::io::streams::HostInputStream::drop(self, rep).await
+    }
+}
+
+impl wasi::io::streams::HostOutputStream for ResourceTable {
+    fn check_write(
+        &mut self,
+        self_: Resource<OutputStream>,
+    ) -> wasmtime::Result<Result<u64, StreamError>> {
+        let result = latest::io::streams::HostOutputStream::check_write(self, self_);
+        convert_stream_result(self, result)
+    }
+
+    fn write(
+        &mut self,
+        self_: Resource<OutputStream>,
+        contents: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), StreamError>> {
+        let result = latest::io::streams::HostOutputStream::write(self, self_, contents);
+        convert_stream_result(self, result)
+    }
+
+    async fn blocking_write_and_flush(
+        &mut self,
+        self_: Resource<OutputStream>,
+        contents: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), StreamError>> {
+        let result =
+            latest::io::streams::HostOutputStream::blocking_write_and_flush(self, self_, contents)
+                .await;
+        convert_stream_result(self, result)
+    }
+
+    fn flush(
+        &mut self,
+        self_: Resource<OutputStream>,
+    ) -> wasmtime::Result<Result<(), StreamError>> {
+        let result = latest::io::streams::HostOutputStream::flush(self, self_);
+        convert_stream_result(self, result)
+    }
+
+    async fn blocking_flush(
+        &mut self,
+        self_: Resource<OutputStream>,
+    ) -> wasmtime::Result<Result<(), StreamError>> {
+        let result = latest::io::streams::HostOutputStream::blocking_flush(self, self_).await;
+        convert_stream_result(self, result)
+    }
+
+    fn subscribe(&mut self, self_: Resource<OutputStream>) -> wasmtime::Result<Resource<Pollable>> {
+        latest::io::streams::HostOutputStream::subscribe(self, self_)
+    }
+
+    fn write_zeroes(
+        &mut self,
+        self_: Resource<OutputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<(), StreamError>> {
+        let result = latest::io::streams::HostOutputStream::write_zeroes(self, self_, len);
+        convert_stream_result(self, result)
+    }
+
+    async fn blocking_write_zeroes_and_flush(
+        &mut self,
+        self_: Resource<OutputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<(), StreamError>> {
+        let result = latest::io::streams::HostOutputStream::blocking_write_zeroes_and_flush(
+            self, self_, len,
+        )
+        .await;
+        convert_stream_result(self, result)
+    }
+
+    fn splice(
+        &mut self,
+        self_: Resource<OutputStream>,
+        src: Resource<InputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<u64, StreamError>> {
+        let result = latest::io::streams::HostOutputStream::splice(self, self_, src, len);
+        convert_stream_result(self, result)
+    }
+
+    async fn blocking_splice(
+        &mut self,
+        self_: Resource<OutputStream>,
+        src: Resource<InputStream>,
+        len: u64,
+    ) -> wasmtime::Result<Result<u64, StreamError>> {
+        let result =
+            latest::io::streams::HostOutputStream::blocking_splice(self, self_, src, len).await;
+        convert_stream_result(self, result)
+    }
+
+    async fn drop(&mut self, rep: Resource<OutputStream>) -> wasmtime::Result<()> {
+        latest::io::streams::HostOutputStream::drop(self, rep).await
+    }
+}
+
+impl wasi::random::random::Host for WasiRandomCtx {
+    fn get_random_bytes(&mut self, len: u64) -> wasmtime::Result<Vec<u8>> {
+        latest::random::random::Host::get_random_bytes(self, len)
+    }
+
+    fn get_random_u64(&mut self) -> wasmtime::Result<u64> {
+        latest::random::random::Host::get_random_u64(self)
+    }
+}
+
+impl wasi::cli::stdin::Host for WasiCliCtxView<'_> {
+    fn get_stdin(&mut self) -> wasmtime::Result<Resource<InputStream>> {
+        latest::cli::stdin::Host::get_stdin(self)
+    }
+}
+
+impl wasi::cli::stdout::Host for WasiCliCtxView<'_> {
+    fn get_stdout(&mut self) -> wasmtime::Result<Resource<OutputStream>> {
+        latest::cli::stdout::Host::get_stdout(self)
+    }
+}
+
+impl wasi::cli::stderr::Host for WasiCliCtxView<'_> {
+    fn get_stderr(&mut self) -> wasmtime::Result<Resource<OutputStream>> {
+        latest::cli::stderr::Host::get_stderr(self)
+    }
+}
+
+/// `From` both ways between a 0.2 type and the candidate's of the same
+/// shape (Spin's `convert!`, trimmed to what this file converts).
+macro_rules! convert {
+    () => {};
+    ($kind:ident $from:path [<=>] $to:path { $($body:tt)* } $($rest:tt)*) => {
+        convert!($kind $from => $to { $($body)* });
+        convert!($kind $to => $from { $($body)* });
+        convert!($($rest)*);
+    };
+    (struct $from:ty => $to:path { $($field:ident,)* } $($rest:tt)*) => {
+        impl From<$from> for $to {
+            fn from(e: $from) -> $to {
+                $to {
+                    $( $field: e.$field.into(), )*
+                }
+            }
+        }
+        convert!($($rest)*);
+    };
+    (enum $from:path => $to:path { $($variant:ident $(($e:ident))?,)* } $($rest:tt)*) => {
+        impl From<$from> for $to {
+            fn from(e: $from) -> $to {
+                use $from as A;
+                use $to as B;
+                match e {
+                    $(
+                        A::$variant $(($e))? => B::$variant $(($e.into()))?,
+                    )*
+                }
+            }
+        }
+        convert!($($rest)*);
+    };
+}
+
+convert! {
+    struct latest::clocks::wall_clock::Datetime [<=>] Datetime {
+        seconds,
+        nanoseconds,
+    }
+}
+
+impl wasi::http::types::Host for WasiHttpCtxView<'_> {
+    fn http_error_code(
+        &mut self,
+        error: Resource<IoError>,
+    ) -> wasmtime::Result<Option<HttpErrorCode>> {
+        latest::http::types::Host::http_error_code(self, error).map(|e| e.map(|e| e.into()))
+    }
+}
+
+impl wasi::http::types::HostRequestOptions for WasiHttpCtxView<'_> {
+    fn new(&mut self) -> wasmtime::Result<Resource<RequestOptions>> {
+        latest::http::types::HostRequestOptions::new(self)
+    }
+
+    fn connect_timeout_ms(
+        &mut self,
+        self_: Resource<RequestOptions>,
+    ) -> wasmtime::Result<Option<u64>> {
+        Ok(latest::http::types::HostRequestOptions::connect_timeout(self, self_)?.map(ns_to_ms))
+    }
+
+    fn set_connect_timeout_ms(
+        &mut self,
+        self_: Resource<RequestOptions>,
+        duration: Option<u64>,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostRequestOptions::set_connect_timeout(
+            self,
+            self_,
+            duration.map(ms_to_ns),
+        )
+    }
+
+    fn first_byte_timeout_ms(
+        &mut self,
+        self_: Resource<RequestOptions>,
+    ) -> wasmtime::Result<Option<u64>> {
+        Ok(latest::http::types::HostRequestOptions::first_byte_timeout(self, self_)?.map(ns_to_ms))
+    }
+
+    fn set_first_byte_timeout_ms(
+        &mut self,
+        self_: Resource<RequestOptions>,
+        duration: Option<u64>,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostRequestOptions::set_first_byte_timeout(
+            self,
+            self_,
+            duration.map(ms_to_ns),
+        )
+    }
+
+    fn between_bytes_timeout_ms(
+        &mut self,
+        self_: Resource<RequestOptions>,
+    ) -> wasmtime::Result<Option<u64>> {
+        Ok(
+            latest::http::types::HostRequestOptions::between_bytes_timeout(self, self_)?
+                .map(ns_to_ms),
+        )
+    }
+
+    fn set_between_bytes_timeout_ms(
+        &mut self,
+        self_: Resource<RequestOptions>,
+        duration: Option<u64>,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostRequestOptions::set_between_bytes_timeout(
+            self,
+            self_,
+            duration.map(ms_to_ns),
+        )
+    }
+
+    fn drop(&mut self, self_: Resource<RequestOptions>) -> wasmtime::Result<()> {
+        latest::http::types::HostRequestOptions::drop(self, self_)
+    }
+}
+
+impl wasi::http::types::HostFields for WasiHttpCtxView<'_> {
+    fn new(&mut self) -> wasmtime::Result<Resource<Fields>> {
+        latest::http::types::HostFields::new(self)
+    }
+
+    fn from_list(
+        &mut self,
+        entries: Vec<(String, Vec<u8>)>,
+    ) -> wasmtime::Result<Result<Resource<Fields>, HeaderError>> {
+        match latest::http::types::HostFields::from_list(self, entries) {
+            Ok(r) => Ok(Ok(r)),
+            Err(e) => Ok(Err(e.try_into()?)),
+        }
+    }
+
+    fn get(&mut self, self_: Resource<Fields>, name: String) -> wasmtime::Result<Vec<Vec<u8>>> {
+        latest::http::types::HostFields::get(self, self_, name)
+    }
+
+    fn set(
+        &mut self,
+        self_: Resource<Fields>,
+        name: String,
+        value: Vec<Vec<u8>>,
+    ) -> wasmtime::Result<Result<(), HeaderError>> {
+        match latest::http::types::HostFields::set(self, self_, name, value) {
+            Ok(r) => Ok(Ok(r)),
+            Err(e) => Ok(Err(e.try_into()?)),
+        }
+    }
+
+    fn delete(
+        &mut self,
+        self_: Resource<Fields>,
+        name: String,
+    ) -> wasmtime::Result<Result<(), HeaderError>> {
+        match latest::http::types::HostFields::delete(self, self_, name) {
+            Ok(r) => Ok(Ok(r)),
+            Err(e) => Ok(Err(e.try_into()?)),
+        }
+    }
+
+    fn append(
+        &mut self,
+        self_: Resource<Fields>,
+        name: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), HeaderError>> {
+        match latest::http::types::HostFields::append(self, self_, name, value) {
+            Ok(r) => Ok(Ok(r)),
+            Err(e) => Ok(Err(e.try_into()?)),
+        }
+    }
+
+    fn entries(&mut self, self_: Resource<Fields>) -> wasmtime::Result<Vec<(String, Vec<u8>)>> {
+        latest::http::types::HostFields::entries(self, self_)
+    }
+
+    fn clone(&mut self, self_: Resource<Fields>) -> wasmtime::Result<Resource<Fields>> {
+        latest::http::types::HostFields::clone(self, self_)
+    }
+
+    fn drop(&mut self, rep: Resource<Fields>) -> wasmtime::Result<()> {
+        latest::http::types::HostFields::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostIncomingRequest for WasiHttpCtxView<'_> {
+    fn method(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Method> {
+        latest::http::types::HostIncomingRequest::method(self, self_).map(|e| e.into())
+    }
+
+    fn path_with_query(
+        &mut self,
+        self_: Resource<IncomingRequest>,
+    ) -> wasmtime::Result<Option<String>> {
+        latest::http::types::HostIncomingRequest::path_with_query(self, self_)
+    }
+
+    fn scheme(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Option<Scheme>> {
+        latest::http::types::HostIncomingRequest::scheme(self, self_).map(|e| e.map(|e| e.into()))
+    }
+
+    fn authority(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Option<String>> {
+        latest::http::types::HostIncomingRequest::authority(self, self_)
+    }
+
+    fn headers(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Resource<Headers>> {
+        latest::http::types::HostIncomingRequest::headers(self, self_)
+    }
+
+    fn consume(
+        &mut self,
+        self_: Resource<IncomingRequest>,
+    ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
+        latest::http::types::HostIncomingRequest::consume(self, self_)
+    }
+
+    fn drop(&mut self, rep: Resource<IncomingRequest>) -> wasmtime::Result<()> {
+        latest::http::types::HostIncomingRequest::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostIncomingResponse for WasiHttpCtxView<'_> {
+    fn status(&mut self, self_: Resource<IncomingResponse>) -> wasmtime::Result<StatusCode> {
+        latest::http::types::HostIncomingResponse::status(self, self_)
+    }
+
+    fn headers(
+        &mut self,
+        self_: Resource<IncomingResponse>,
+    ) -> wasmtime::Result<Resource<Headers>> {
+        latest::http::types::HostIncomingResponse::headers(self, self_)
+    }
+
+    fn consume(
+        &mut self,
+        self_: Resource<IncomingResponse>,
+    ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
+        latest::http::types::HostIncomingResponse::consume(self, self_)
+    }
+
+    fn drop(&mut self, rep: Resource<IncomingResponse>) -> wasmtime::Result<()> {
+        latest::http::types::HostIncomingResponse::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostIncomingBody for WasiHttpCtxView<'_> {
+    fn stream(
+        &mut self,
+        self_: Resource<IncomingBody>,
+    ) -> wasmtime::Result<Result<Resource<InputStream>, ()>> {
+        latest::http::types::HostIncomingBody::stream(self, self_)
+    }
+
+    fn finish(
+        &mut self,
+        this: Resource<IncomingBody>,
+    ) -> wasmtime::Result<Resource<FutureTrailers>> {
+        latest::http::types::HostIncomingBody::finish(self, this)
+    }
+
+    fn drop(&mut self, rep: Resource<IncomingBody>) -> wasmtime::Result<()> {
+        latest::http::types::HostIncomingBody::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostOutgoingRequest for WasiHttpCtxView<'_> {
+    fn new(&mut self, headers: Resource<Headers>) -> wasmtime::Result<Resource<OutgoingRequest>> {
+        latest::http::types::HostOutgoingRequest::new(self, headers)
+    }
+
+    fn method(&mut self, self_: Resource<OutgoingRequest>) -> wasmtime::Result<Method> {
+        latest::http::types::HostOutgoingRequest::method(self, self_).map(|m| m.into())
+    }
+
+    fn set_method(
+        &mut self,
+        self_: Resource<OutgoingRequest>,
+        method: Method,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostOutgoingRequest::set_method(self, self_, method.into())
+    }
+
+    fn path_with_query(
+        &mut self,
+        self_: Resource<OutgoingRequest>,
+    ) -> wasmtime::Result<Option<String>> {
+        latest::http::types::HostOutgoingRequest::path_with_query(self, self_)
+    }
+
+    fn set_path_with_query(
+        &mut self,
+        self_: Resource<OutgoingRequest>,
+        path_with_query: Option<String>,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostOutgoingRequest::set_path_with_query(self, self_, path_with_query)
+    }
+
+    fn scheme(&mut self, self_: Resource<OutgoingRequest>) -> wasmtime::Result<Option<Scheme>> {
+        latest::http::types::HostOutgoingRequest::scheme(self, self_).map(|s| s.map(|s| s.into()))
+    }
+
+    fn set_scheme(
+        &mut self,
+        self_: Resource<OutgoingRequest>,
+        scheme: Option<Scheme>,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostOutgoingRequest::set_scheme(self, self_, scheme.map(|s| s.into()))
+    }
+
+    fn authority(&mut self, self_: Resource<OutgoingRequest>) -> wasmtime::Result<Option<String>> {
+        latest::http::types::HostOutgoingRequest::authority(self, self_)
+    }
+
+    fn set_authority(
+        &mut self,
+        self_: Resource<OutgoingRequest>,
+        authority: Option<String>,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostOutgoingRequest::set_authority(self, self_, authority)
+    }
+
+    fn headers(&mut self, self_: Resource<OutgoingRequest>) -> wasmtime::Result<Resource<Headers>> {
+        latest::http::types::HostOutgoingRequest::headers(self, self_)
+    }
+
+    fn body(
+        &mut self,
+        self_: Resource<OutgoingRequest>,
+    ) -> wasmtime::Result<Result<Resource<OutgoingBody>, ()>> {
+        latest::http::types::HostOutgoingRequest::body(self, self_)
+    }
+
+    fn drop(&mut self, rep: Resource<OutgoingRequest>) -> wasmtime::Result<()> {
+        latest::http::types::HostOutgoingRequest::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostOutgoingResponse for WasiHttpCtxView<'_> {
+    fn new(&mut self, headers: Resource<Headers>) -> wasmtime::Result<Resource<OutgoingResponse>> {
+        let headers = latest::http::types::HostFields::clone(self, headers)?;
+        latest::http::types::HostOutgoingResponse::new(self, headers)
+    }
+
+    fn status_code(&mut self, self_: Resource<OutgoingResponse>) -> wasmtime::Result<StatusCode> {
+        latest::http::types::HostOutgoingResponse::status_code(self, self_)
+    }
+
+    fn set_status_code(
+        &mut self,
+        self_: Resource<OutgoingResponse>,
+        status_code: StatusCode,
+    ) -> wasmtime::Result<Result<(), ()>> {
+        latest::http::types::HostOutgoingResponse::set_status_code(self, self_, status_code)
+    }
+
+    fn headers(
+        &mut self,
+        self_: Resource<OutgoingResponse>,
+    ) -> wasmtime::Result<Resource<Headers>> {
+        latest::http::types::HostOutgoingResponse::headers(self, self_)
+    }
+
+    fn body(
+        &mut self,
+        self_: Resource<OutgoingResponse>,
+    ) -> wasmtime::Result<Result<Resource<OutgoingBody>, ()>> {
+        latest::http::types::HostOutgoingResponse::body(self, self_)
+    }
+
+    fn drop(&mut self, rep: Resource<OutgoingResponse>) -> wasmtime::Result<()> {
+        latest::http::types::HostOutgoingResponse::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostOutgoingBody for WasiHttpCtxView<'_> {
+    fn write(
+        &mut self,
+        self_: Resource<OutgoingBody>,
+    ) -> wasmtime::Result<Result<Resource<OutputStream>, ()>> {
+        latest::http::types::HostOutgoingBody::write(self, self_)
+    }
+
+    fn finish(
+        &mut self,
+        this: Resource<OutgoingBody>,
+        trailers: Option<Resource<Trailers>>,
+    ) -> wasmtime::Result<Result<(), HttpErrorCode>> {
+        match latest::http::types::HostOutgoingBody::finish(self, this, trailers) {
+            Ok(()) => Ok(Ok(())),
+            Err(e) => Ok(Err(e.downcast()?.into())),
+        }
+    }
+
+    fn drop(&mut self, rep: Resource<OutgoingBody>) -> wasmtime::Result<()> {
+        latest::http::types::HostOutgoingBody::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostResponseOutparam for WasiHttpCtxView<'_> {
+    fn set(
+        &mut self,
+        param: Resource<ResponseOutparam>,
+        response: Result<Resource<OutgoingResponse>, HttpErrorCode>,
+    ) -> wasmtime::Result<()> {
+        latest::http::types::HostResponseOutparam::set(self, param, response.map_err(|e| e.into()))
+    }
+
+    fn drop(&mut self, rep: Resource<ResponseOutparam>) -> wasmtime::Result<()> {
+        latest::http::types::HostResponseOutparam::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostFutureTrailers for WasiHttpCtxView<'_> {
+    fn subscribe(
+        &mut self,
+        self_: Resource<FutureTrailers>,
+    ) -> wasmtime::Result<Resource<Pollable>> {
+        latest::http::types::HostFutureTrailers::subscribe(self, self_)
+    }
+
+    fn get(
+        &mut self,
+        self_: Resource<FutureTrailers>,
+    ) -> wasmtime::Result<Option<Result<Option<Resource<Trailers>>, HttpErrorCode>>> {
+        match latest::http::types::HostFutureTrailers::get(self, self_)? {
+            Some(Ok(Ok(trailers))) => Ok(Some(Ok(trailers))),
+            Some(Ok(Err(e))) => Ok(Some(Err(e.into()))),
+            Some(Err(())) => wasmtime::bail!("trailers have already been retrieved"),
+            None => Ok(None),
+        }
+    }
+
+    fn drop(&mut self, rep: Resource<FutureTrailers>) -> wasmtime::Result<()> {
+        latest::http::types::HostFutureTrailers::drop(self, rep)
+    }
+}
+
+impl wasi::http::types::HostFutureIncomingResponse for WasiHttpCtxView<'_> {
+    fn get(
+        &mut self,
+        self_: Resource<FutureIncomingResponse>,
+    ) -> wasmtime::Result<Option<Result<Result<Resource<IncomingResponse>, HttpErrorCode>, ()>>>
+    {
+        match latest::http::types::HostFutureIncomingResponse::get(self, self_)? {
+            None => Ok(None),
+            Some(Ok(Ok(response))) => Ok(Some(Ok(Ok(response)))),
+            Some(Ok(Err(e))) => Ok(Some(Ok(Err(e.into())))),
+            Some(Err(())) => Ok(Some(Err(()))),
+        }
+    }
+
+    fn subscribe(
+        &mut self,
+        self_: Resource<FutureIncomingResponse>,
+    ) -> wasmtime::Result<Resource<Pollable>> {
+        latest::http::types::HostFutureIncomingResponse::subscribe(self, self_)
+    }
+
+    fn drop(&mut self, rep: Resource<FutureIncomingResponse>) -> wasmtime::Result<()> {
+        latest::http::types::HostFutureIncomingResponse::drop(self, rep)
+    }
+}
+
+impl wasi::http::outgoing_handler::Host for WasiHttpCtxView<'_> {
+    fn handle(
+        &mut self,
+        request: Resource<OutgoingRequest>,
+        options: Option<Resource<RequestOptions>>,
+    ) -> wasmtime::Result<Result<Resource<FutureIncomingResponse>, HttpErrorCode>> {
+        match latest::http::outgoing_handler::Host::handle(self, request, options) {
+            Ok(resp) => Ok(Ok(resp)),
+            Err(e) => Ok(Err(e.downcast()?.into())),
+        }
+    }
+}
+
+convert! {
+    enum latest::http::types::Method [<=>] Method {
+        Get,
+        Head,
+        Post,
+        Put,
+        Delete,
+        Connect,
+        Options,
+        Trace,
+        Patch,
+        Other(e),
+    }
+
+    enum latest::http::types::Scheme [<=>] Scheme {
+        Http,
+        Https,
+        Other(e),
+    }
+
+    enum latest::http::types::HeaderError => HeaderError {
+        InvalidSyntax,
+        Forbidden,
+        Immutable,
+    }
+
+    struct latest::http::types::DnsErrorPayload [<=>] DnsErrorPayload {
+        rcode,
+        info_code,
+    }
+
+    struct latest::http::types::TlsAlertReceivedPayload [<=>] TlsAlertReceivedPayload {
+        alert_id,
+        alert_message,
+    }
+
+    struct latest::http::types::FieldSizePayload [<=>] FieldSizePayload {
+        field_name,
+        field_size,
+    }
+}
+
+impl From<latest::http::types::ErrorCode> for HttpErrorCode {
+    fn from(e: latest::http::types::ErrorCode) -> Self {
+        match e {
+            latest::http::types::ErrorCode::DnsTimeout => HttpErrorCode::DnsTimeout,
+            latest::http::types::ErrorCode::DnsError(e) => HttpErrorCode::DnsError(e.into()),
+            latest::http::types::ErrorCode::DestinationNotFound => {
+                HttpErrorCode::DestinationNotFound
+            }
+            latest::http::types::ErrorCode::DestinationUnavailable => {
+                HttpErrorCode::DestinationUnavailable
+            }
+            latest::http::types::ErrorCode::DestinationIpProhibited => {
+                HttpErrorCode::DestinationIpProhibited
+            }
+            latest::http::types::ErrorCode::DestinationIpUnroutable => {
+                HttpErrorCode::DestinationIpUnroutable
+            }
+            latest::http::types::ErrorCode::ConnectionRefused => HttpErrorCode::ConnectionRefused,
+            latest::http::types::ErrorCode::ConnectionTerminated => {
+                HttpErrorCode::ConnectionTerminated
+            }
+            latest::http::types::ErrorCode::ConnectionTimeout => HttpErrorCode::ConnectionTimeout,
+            latest::http::types::ErrorCode::ConnectionReadTimeout => {
+                HttpErrorCode::ConnectionReadTimeout
+            }
+            latest::http::types::ErrorCode::ConnectionWriteTimeout => {
+                HttpErrorCode::ConnectionWriteTimeout
+            }
+            latest::http::types::ErrorCode::ConnectionLimitReached => {
+                HttpErrorCode::ConnectionLimitReached
+            }
+            latest::http::types::ErrorCode::TlsProtocolError => HttpErrorCode::TlsProtocolError,
+            latest::http::types::ErrorCode::TlsCertificateError => {
+                HttpErrorCode::TlsCertificateError
+            }
+            latest::http::types::ErrorCode::TlsAlertReceived(e) => {
+                HttpErrorCode::TlsAlertReceived(e.into())
+            }
+            latest::http::types::ErrorCode::HttpRequestDenied => HttpErrorCode::HttpRequestDenied,
+            latest::http::types::ErrorCode::HttpRequestLengthRequired => {
+                HttpErrorCode::HttpRequestLengthRequired
+            }
+            latest::http::types::ErrorCode::HttpRequestBodySize(e) => {
+                HttpErrorCode::HttpRequestBodySize(e)
+            }
+            latest::http::types::ErrorCode::HttpRequestMethodInvalid => {
+                HttpErrorCode::HttpRequestMethodInvalid
+            }
+            latest::http::types::ErrorCode::HttpRequestUriInvalid => {
+                HttpErrorCode::HttpRequestUriInvalid
+            }
+            latest::http::types::ErrorCode::HttpRequestUriTooLong => {
+                HttpErrorCode::HttpRequestUriTooLong
+            }
+            latest::http::types::ErrorCode::HttpRequestHeaderSectionSize(e) => {
+                HttpErrorCode::HttpRequestHeaderSectionSize(e)
+            }
+            latest::http::types::ErrorCode::HttpRequestHeaderSize(e) => {
+                HttpErrorCode::HttpRequestHeaderSize(e.map(|e| e.into()))
+            }
+            latest::http::types::ErrorCode::HttpRequestTrailerSectionSize(e) => {
+                HttpErrorCode::HttpRequestTrailerSectionSize(e)
+            }
+            latest::http::types::ErrorCode::HttpRequestTrailerSize(e) => {
+                HttpErrorCode::HttpRequestTrailerSize(e.into())
+            }
+            latest::http::types::ErrorCode::HttpResponseIncomplete => {
+                HttpErrorCode::HttpResponseIncomplete
+            }
+            latest::http::types::ErrorCode::HttpResponseHeaderSectionSize(e) => {
+                HttpErrorCode::HttpResponseHeaderSectionSize(e)
+            }
+            latest::http::types::ErrorCode::HttpResponseHeaderSize(e) => {
+                HttpErrorCode::HttpResponseHeaderSize(e.into())
+            }
+            latest::http::types::ErrorCode::HttpResponseBodySize(e) => {
+                HttpErrorCode::HttpResponseBodySize(e)
+            }
+            latest::http::types::ErrorCode::HttpResponseTrailerSectionSize(e) => {
+                HttpErrorCode::HttpResponseTrailerSectionSize(e)
+            }
+            latest::http::types::ErrorCode::HttpResponseTrailerSize(e) => {
+                HttpErrorCode::HttpResponseTrailerSize(e.into())
+            }
+            latest::http::types::ErrorCode::HttpResponseTransferCoding(e) => {
+                HttpErrorCode::HttpResponseTransferCoding(e)
+            }
+            latest::http::types::ErrorCode::HttpResponseContentCoding(e) => {
+                HttpErrorCode::HttpResponseContentCoding(e)
+            }
+            latest::http::types::ErrorCode::HttpResponseTimeout => {
+                HttpErrorCode::HttpResponseTimeout
+            }
+            latest::http::types::ErrorCode::HttpUpgradeFailed => HttpErrorCode::HttpUpgradeFailed,
+            latest::http::types::ErrorCode::HttpProtocolError => HttpErrorCode::HttpProtocolError,
+            latest::http::types::ErrorCode::LoopDetected => HttpErrorCode::LoopDetected,
+            latest::http::types::ErrorCode::ConfigurationError => HttpErrorCode::ConfigurationError,
+            latest::http::types::ErrorCode::InternalError(e) => HttpErrorCode::InternalError(e),
+        }
+    }
+}
+
+impl From<HttpErrorCode> for latest::http::types::ErrorCode {
+    fn from(e: HttpErrorCode) -> Self {
+        match e {
+            HttpErrorCode::DnsTimeout => latest::http::types::ErrorCode::DnsTimeout,
+            HttpErrorCode::DnsError(e) => latest::http::types::ErrorCode::DnsError(e.into()),
+            HttpErrorCode::DestinationNotFound => {
+                latest::http::types::ErrorCode::DestinationNotFound
+            }
+            HttpErrorCode::DestinationUnavailable => {
+                latest::http::types::ErrorCode::DestinationUnavailable
+            }
+            HttpErrorCode::DestinationIpProhibited => {
+                latest::http::types::ErrorCode::DestinationIpProhibited
+            }
+            HttpErrorCode::DestinationIpUnroutable => {
+                latest::http::types::ErrorCode::DestinationIpUnroutable
+            }
+            HttpErrorCode::ConnectionRefused => latest::http::types::ErrorCode::ConnectionRefused,
+            HttpErrorCode::ConnectionTerminated => {
+                latest::http::types::ErrorCode::ConnectionTerminated
+            }
+            HttpErrorCode::ConnectionTimeout => latest::http::types::ErrorCode::ConnectionTimeout,
+            HttpErrorCode::ConnectionReadTimeout => {
+                latest::http::types::ErrorCode::ConnectionReadTimeout
+            }
+            HttpErrorCode::ConnectionWriteTimeout => {
+                latest::http::types::ErrorCode::ConnectionWriteTimeout
+            }
+            HttpErrorCode::ConnectionLimitReached => {
+                latest::http::types::ErrorCode::ConnectionLimitReached
+            }
+            HttpErrorCode::TlsProtocolError => latest::http::types::ErrorCode::TlsProtocolError,
+            HttpErrorCode::TlsCertificateError => {
+                latest::http::types::ErrorCode::TlsCertificateError
+            }
+            HttpErrorCode::TlsAlertReceived(e) => {
+                latest::http::types::ErrorCode::TlsAlertReceived(e.into())
+            }
+            HttpErrorCode::HttpRequestDenied => latest::http::types::ErrorCode::HttpRequestDenied,
+            HttpErrorCode::HttpRequestLengthRequired => {
+                latest::http::types::ErrorCode::HttpRequestLengthRequired
+            }
+            HttpErrorCode::HttpRequestBodySize(e) => {
+                latest::http::types::ErrorCode::HttpRequestBodySize(e)
+            }
+            HttpErrorCode::HttpRequestMethodInvalid => {
+                latest::http::types::ErrorCode::HttpRequestMethodInvalid
+            }
+            HttpErrorCode::HttpRequestUriInvalid => {
+                latest::http::types::ErrorCode::HttpRequestUriInvalid
+            }
+            HttpErrorCode::HttpRequestUriTooLong => {
+                latest::http::types::ErrorCode::HttpRequestUriTooLong
+            }
+            HttpErrorCode::HttpRequestHeaderSectionSize(e) => {
+                latest::http::types::ErrorCode::HttpRequestHeaderSectionSize(e)
+            }
+            HttpErrorCode::HttpRequestHeaderSize(e) => {
+                latest::http::types::ErrorCode::HttpRequestHeaderSize(e.map(|e| e.into()))
+            }
+            HttpErrorCode::HttpRequestTrailerSectionSize(e) => {
+                latest::http::types::ErrorCode::HttpRequestTrailerSectionSize(e)
+            }
+            HttpErrorCode::HttpRequestTrailerSize(e) => {
+                latest::http::types::ErrorCode::HttpRequestTrailerSize(e.into())
+            }
+            HttpErrorCode::HttpResponseIncomplete => {
+                latest::http::types::ErrorCode::HttpResponseIncomplete
+            }
+            HttpErrorCode::HttpResponseHeaderSectionSize(e) => {
+                latest::http::types::ErrorCode::HttpResponseHeaderSectionSize(e)
+            }
+            HttpErrorCode::HttpResponseHeaderSize(e) => {
+                latest::http::types::ErrorCode::HttpResponseHeaderSize(e.into())
+            }
+            HttpErrorCode::HttpResponseBodySize(e) => {
+                latest::http::types::ErrorCode::HttpResponseBodySize(e)
+            }
+            HttpErrorCode::HttpResponseTrailerSectionSize(e) => {
+                latest::http::types::ErrorCode::HttpResponseTrailerSectionSize(e)
+            }
+            HttpErrorCode::HttpResponseTrailerSize(e) => {
+                latest::http::types::ErrorCode::HttpResponseTrailerSize(e.into())
+            }
+            HttpErrorCode::HttpResponseTransferCoding(e) => {
+                latest::http::types::ErrorCode::HttpResponseTransferCoding(e)
+            }
+            HttpErrorCode::HttpResponseContentCoding(e) => {
+                latest::http::types::ErrorCode::HttpResponseContentCoding(e)
+            }
+            HttpErrorCode::HttpResponseTimeout => {
+                latest::http::types::ErrorCode::HttpResponseTimeout
+            }
+            HttpErrorCode::HttpUpgradeFailed => latest::http::types::ErrorCode::HttpUpgradeFailed,
+            HttpErrorCode::HttpProtocolError => latest::http::types::ErrorCode::HttpProtocolError,
+            HttpErrorCode::LoopDetected => latest::http::types::ErrorCode::LoopDetected,
+            HttpErrorCode::ConfigurationError => latest::http::types::ErrorCode::ConfigurationError,
+            HttpErrorCode::InternalError(e) => latest::http::types::ErrorCode::InternalError(e),
+        }
+    }
+}
+
+impl TryFrom<wasmtime_wasi_http::p2::HeaderError> for wasi::http::types::HeaderError {
+    type Error = wasmtime::Error;
+    fn try_from(value: wasmtime_wasi_http::p2::HeaderError) -> Result<Self, Self::Error> {
+        let value = value.downcast()?;
+        Ok(match value {
+            latest::http::types::HeaderError::InvalidSyntax => Self::InvalidSyntax,
+            latest::http::types::HeaderError::Forbidden => Self::Forbidden,
+            latest::http::types::HeaderError::Immutable => Self::Immutable,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A guest's milliseconds are WASI 0.2's nanoseconds, checked: the
+    /// largest is the longest wait, never an overflow; and back.
+    #[test]
+    fn timeouts_convert_between_milliseconds_and_nanoseconds() {
+        assert_eq!(ms_to_ns(1_000), 1_000_000_000);
+        assert_eq!(ms_to_ns(u64::MAX), u64::MAX);
+        assert_eq!(ns_to_ms(ms_to_ns(18_446_744_073)), 18_446_744_073);
+        assert_eq!(ns_to_ms(999_999), 0);
+    }
+}
