@@ -25,6 +25,9 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "component")]
+pub mod component;
+
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -29,6 +29,9 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "component")]
+pub mod component;
+
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 

@@ -45,6 +45,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "component")]
+pub mod component;
 mod tls;
 
 use std::net::SocketAddr;

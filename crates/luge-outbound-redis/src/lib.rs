@@ -28,6 +28,9 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "component")]
+pub mod component;
+
 use std::sync::LazyLock;
 use std::time::Instant;
 

@@ -72,8 +72,8 @@ impl ComponentState {
 impl ComponentState {
     /// What Spin's connection interfaces work on (`spin:sqlite`,
     /// `spin:redis`, `spin:postgres`, `spin:mysql`).
-    fn connections(&mut self) -> crate::connections::ConnectionsView<'_> {
-        crate::connections::ConnectionsView {
+    fn connections(&mut self) -> luge_binding::ConnectionsView<'_> {
+        luge_binding::ConnectionsView {
             table: &mut self.table,
             action: &self.action,
             deadline: self.hooks.deadline,
@@ -174,25 +174,25 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
         crate::spin2_rdbms::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:sqlite", Concurrent, |l| {
-        crate::sqlite::add_to_linker(l, ComponentState::connections)
+        luge_sqlite::component::sqlite::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:redis", Concurrent, |l| {
-        crate::redis::add_to_linker(l, ComponentState::connections)
+        luge_outbound_redis::component::redis::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:postgres 4", Concurrent, |l| {
-        crate::postgres::add_to_linker(l, ComponentState::connections)
+        luge_outbound_pg::component::postgres::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:postgres 4.0", Synchronous, |l| {
-        crate::postgres40::add_to_linker(l, ComponentState::connections)
+        luge_outbound_pg::component::postgres40::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:postgres 3", Synchronous, |l| {
-        crate::postgres3::add_to_linker(l, ComponentState::connections)
+        luge_outbound_pg::component::postgres3::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:mysql", Concurrent, |l| {
-        crate::mysql::add_to_linker(l, ComponentState::connections)
+        luge_outbound_mysql::component::mysql::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:mqtt", Concurrent, |l| {
-        crate::mqtt::add_to_linker(l, ComponentState::connections)
+        luge_outbound_mqtt::component::mqtt::add_to_linker(l, ComponentState::connections)
     }),
     ("event types", Synchronous, |l| {
         crate::event_types::add_to_linker(l)

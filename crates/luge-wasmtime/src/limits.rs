@@ -56,13 +56,3 @@ impl ResourceLimiter for SandboxLimiter {
         Ok(allowed)
     }
 }
-
-/// The most bytes one host call answers a function with (a database's
-/// rows, a Redis reply): its memory limit, since the answer is copied
-/// into it, and at most 64 MiB, so that one call of a function with a
-/// large limit cannot hold more of the host's memory than that.
-pub(crate) fn max_answer_bytes(action: &luge_core::Action) -> usize {
-    usize::try_from(action.limits.memory_bytes)
-        .unwrap_or(usize::MAX)
-        .min(64 << 20)
-}

@@ -19,19 +19,18 @@
 //! The WIT is `spin-sdk` 3.1.1's (Luge's WIT root wit/,
 //! deps/fermyon-spin2; Apache-2.0 WITH LLVM-exception).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use luge_core::capabilities::check_variable;
 use luge_core::keyvalue::{self as kv, KvError};
 use wasmtime::component::{HasData, Resource};
 
-use crate::connections::ConnectionsView;
-use crate::limits::max_answer_bytes;
-use crate::mqtt::MqttConnection;
-use crate::redis::RedisConnection;
 use crate::spin::SpinView;
-use crate::sqlite::SqliteConnection;
+use luge_binding::ConnectionsView;
+use luge_binding::max_answer_bytes;
+use luge_outbound_mqtt::component::mqtt::MqttConnection;
+use luge_outbound_redis::component::redis::RedisConnection;
+use luge_sqlite::component::sqlite::SqliteConnection;
 
 mod generated {
     wasmtime::component::bindgen!({
@@ -40,9 +39,9 @@ mod generated {
         imports: { default: async | trappable },
         with: {
             "fermyon:spin/key-value@2.0.0.store": luge_core::keyvalue::Bucket,
-            "fermyon:spin/sqlite@2.0.0.connection": crate::sqlite::SqliteConnection,
-            "fermyon:spin/redis@2.0.0.connection": crate::redis::RedisConnection,
-            "fermyon:spin/mqtt@2.0.0.connection": crate::mqtt::MqttConnection,
+            "fermyon:spin/sqlite@2.0.0.connection": luge_sqlite::component::sqlite::SqliteConnection,
+            "fermyon:spin/redis@2.0.0.connection": luge_outbound_redis::component::redis::RedisConnection,
+            "fermyon:spin/mqtt@2.0.0.connection": luge_outbound_mqtt::component::mqtt::MqttConnection,
         },
     });
 }
@@ -204,7 +203,7 @@ impl sqlite::HostConnection for ConnectionsView<'_> {
         &mut self,
         database: String,
     ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
-        let opened = crate::sqlite::open(self.opening(), &database).await;
+        let opened = luge_sqlite::component::sqlite::open(self.opening(), &database).await;
         self.keep(opened, sqlite_error)
     }
 
@@ -258,24 +257,6 @@ fn redis_error(error: luge_outbound_redis::RedisError) -> redis::Error {
     }
 }
 
-impl ConnectionsView<'_> {
-    /// The Redis connection `connection` names, the deadline, and the span
-    /// of `operation` on it.
-    fn redis(
-        &self,
-        connection: &Resource<RedisConnection>,
-        operation: &'static str,
-    ) -> wasmtime::Result<(
-        Arc<luge_outbound_redis::Connection>,
-        std::time::Instant,
-        Option<luge_core::trace::HostSpan>,
-    )> {
-        let span = self.span(luge_core::trace::HostCall::KeyValue, "redis", operation);
-        let (connection, deadline) = self.held(connection)?;
-        Ok((connection, deadline, span))
-    }
-}
-
 /// `result` for the guest: its value, or the error it can tell apart.
 fn redis_answer<R>(
     result: Result<R, luge_outbound_redis::RedisError>,
@@ -311,7 +292,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         channel: String,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "publish")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "publish",
+        )?;
         redis_answer(c.publish(&channel, &payload, deadline).await)
     }
 
@@ -320,7 +306,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "get")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "get",
+        )?;
         redis_answer(c.get(&key, deadline).await)
     }
 
@@ -330,7 +321,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "set")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "set",
+        )?;
         redis_answer(c.set(&key, &value, deadline).await)
     }
 
@@ -339,7 +335,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<i64, redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "incr")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "incr",
+        )?;
         redis_answer(c.incr(&key, deadline).await)
     }
 
@@ -348,7 +349,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "del")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "del",
+        )?;
         redis_answer(c.del(&keys, deadline).await)
     }
 
@@ -358,7 +364,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "sadd")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "sadd",
+        )?;
         redis_answer(c.sadd(&key, &values, deadline).await)
     }
 
@@ -367,7 +378,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Vec<String>, redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "smembers")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "smembers",
+        )?;
         redis_answer(c.smembers(&key, deadline).await)
     }
 
@@ -377,7 +393,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = self.redis(&connection, "srem")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "srem",
+        )?;
         redis_answer(c.srem(&key, &values, deadline).await)
     }
 
@@ -388,7 +409,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         arguments: Vec<redis::RedisParameter>,
     ) -> wasmtime::Result<Result<Vec<redis::RedisResult>, redis::Error>> {
         use luge_outbound_redis::{Parameter, Reply};
-        let (c, deadline, _span) = self.redis(&connection, "execute")?;
+        let (c, deadline, _span) = self.operation(
+            &connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            "execute",
+        )?;
         let arguments: Vec<Parameter> = arguments
             .into_iter()
             .map(|argument| match argument {
@@ -455,7 +481,9 @@ impl mqtt::HostConnection for ConnectionsView<'_> {
         if let Err(e) = &opened {
             tracing::debug!(function = %action.name, error = %e, "outbound mqtt refused");
         }
-        self.keep(opened, |e| crate::mqtt::refused(e, &address, mqtt_error))
+        self.keep(opened, |e| {
+            luge_outbound_mqtt::component::mqtt::refused(e, &address, mqtt_error)
+        })
     }
 
     async fn publish(

@@ -7,7 +7,7 @@
 //!
 //! Their values are Spin 2's `rdbms-types`, which `spin:mysql@3.0.0` kept
 //! unchanged: rather than generate the same types a second time, the two
-//! interfaces are linked by hand with [`crate::mysql`]'s, which Wasmtime
+//! interfaces are linked by hand with [`luge_outbound_mysql::component::mysql`]'s, which Wasmtime
 //! checks (structurally: records, variants and enums are not nominal)
 //! against the component's own when it is instantiated; the one record
 //! 3.0 no longer has, `row-set`, is [`RowSet`]. PostgreSQL has no unsigned
@@ -19,10 +19,10 @@
 use luge_outbound_pg::{self as pg, PgError};
 use wasmtime::component::{ComponentType, Lift, Linker, Lower, Resource, ResourceType};
 
-use crate::connections::ConnectionsView;
-use crate::limits::max_answer_bytes;
-use crate::mysql::{MysqlConnection, wit};
-use crate::postgres::PgConnection;
+use luge_binding::ConnectionsView;
+use luge_binding::max_answer_bytes;
+use luge_outbound_mysql::component::mysql::{MysqlConnection, wit};
+use luge_outbound_pg::component::postgres::PgConnection;
 
 /// Spin 2's `row-set`: the columns, then each row's values.
 #[derive(ComponentType, Lift, Lower)]
@@ -133,7 +133,8 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
         move |mut store, (address,): (String,)| {
             Box::new(async move {
                 let opening = view(store.data_mut()).opening();
-                let opened = crate::postgres::open(opening, &address, None).await;
+                let opened =
+                    luge_outbound_pg::component::postgres::open(opening, &address, None).await;
                 Ok((view(store.data_mut()).keep(opened, pg_error)?,))
             })
         },
@@ -230,7 +231,8 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
                 if let Err(e) = &opened {
                     tracing::debug!(function = %action.name, error = %e, "outbound mysql refused");
                 }
-                Ok((view(store.data_mut()).keep(opened, crate::mysql::error)?,))
+                Ok((view(store.data_mut())
+                    .keep(opened, luge_outbound_mysql::component::mysql::error)?,))
             })
         },
     )?;
@@ -248,19 +250,30 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
                     let span = view.span(luge_core::trace::HostCall::Database, "mysql", "query");
                     (view.held(&connection)?, span)
                 };
-                let params = params.into_iter().map(crate::mysql::param).collect();
+                let params = params
+                    .into_iter()
+                    .map(luge_outbound_mysql::component::mysql::param)
+                    .collect();
                 let answer: Result<RowSet, wit::Error> = c
                     .query(&statement, params, deadline)
                     .await
                     .map(|set| RowSet {
-                        columns: set.columns.into_iter().map(crate::mysql::column).collect(),
+                        columns: set
+                            .columns
+                            .into_iter()
+                            .map(luge_outbound_mysql::component::mysql::column)
+                            .collect(),
                         rows: set
                             .rows
                             .into_iter()
-                            .map(|row| row.into_iter().map(crate::mysql::value).collect())
+                            .map(|row| {
+                                row.into_iter()
+                                    .map(luge_outbound_mysql::component::mysql::value)
+                                    .collect()
+                            })
                             .collect(),
                     })
-                    .map_err(crate::mysql::error);
+                    .map_err(luge_outbound_mysql::component::mysql::error);
                 Ok((answer,))
             })
         },
@@ -279,11 +292,14 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
                     let span = view.span(luge_core::trace::HostCall::Database, "mysql", "execute");
                     (view.held(&connection)?, span)
                 };
-                let params = params.into_iter().map(crate::mysql::param).collect();
+                let params = params
+                    .into_iter()
+                    .map(luge_outbound_mysql::component::mysql::param)
+                    .collect();
                 let answer: Result<(), wit::Error> = c
                     .execute(&statement, params, deadline)
                     .await
-                    .map_err(crate::mysql::error);
+                    .map_err(luge_outbound_mysql::component::mysql::error);
                 Ok((answer,))
             })
         },

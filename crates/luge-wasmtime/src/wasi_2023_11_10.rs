@@ -21,7 +21,6 @@ use wasmtime_wasi::clocks::{WasiClocks, WasiClocksCtxView};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomCtx};
 use wasmtime_wasi_http::{WasiHttp, WasiHttpCtxView};
 
-use crate::component::ComponentState;
 
 mod latest {
     pub use wasmtime_wasi::p2::bindings::*;
@@ -100,11 +99,13 @@ impl HasData for HasIo {
     type Data<'a> = &'a mut ResourceTable;
 }
 
-/// Links the candidate's interfaces, each on the view of
-/// [`ComponentState`] Wasmtime's 0.2 implementation of it takes.
-pub(crate) fn add_to_linker(linker: &mut Linker<ComponentState>) -> wasmtime::Result<()> {
-    use wasmtime_wasi::{WasiView, cli::WasiCliView, clocks::WasiClocksView};
-    use wasmtime_wasi_http::WasiHttpView;
+/// Links the candidate's interfaces, each on the view of the store's
+/// state Wasmtime's 0.2 implementation of it takes.
+pub(crate) fn add_to_linker<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
+where
+    T: wasmtime_wasi::WasiView + wasmtime_wasi_http::WasiHttpView + Send + 'static,
+{
+    use wasmtime_wasi::{cli::WasiCliView, clocks::WasiClocksView};
     let l = linker;
     wasi::io::poll::add_to_linker::<_, HasIo>(l, |s| s.ctx().table)?;
     wasi::io::error::add_to_linker::<_, HasIo>(l, |s| s.ctx().table)?;

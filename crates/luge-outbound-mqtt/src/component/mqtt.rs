@@ -9,11 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use luge_outbound_mqtt::MqttError;
+use crate::MqttError;
 use wasmtime::component::{Accessor, HasData, Resource};
 
-use crate::connections::{ConnectionsView, Handle};
+use luge_binding::{ConnectionsView, Handle};
 
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -28,10 +29,10 @@ mod generated {
 use generated::spin::mqtt::mqtt;
 
 /// An open connection, as the guest's `connection` resource holds it.
-pub type MqttConnection = Handle<luge_outbound_mqtt::Connection>;
+pub type MqttConnection = Handle<crate::Connection>;
 
 /// The bindings' host state.
-pub(crate) struct HasMqtt;
+pub struct HasMqtt;
 
 impl HasData for HasMqtt {
     type Data<'a> = ConnectionsView<'a>;
@@ -50,7 +51,7 @@ fn error(error: MqttError) -> mqtt::Error {
 /// `error` for the guest, as `wrap` tells it; an address the grants do
 /// not allow in Spin's words (`connection-failed("address ADDRESS is not
 /// permitted")`), the reason logged where it was refused.
-pub(crate) fn refused<W>(error: MqttError, address: &str, wrap: impl FnOnce(MqttError) -> W) -> W {
+pub fn refused<W>(error: MqttError, address: &str, wrap: impl FnOnce(MqttError) -> W) -> W {
     match error {
         MqttError::Connect(luge_outbound::SendError::Denied(_)) => wrap(
             MqttError::ConnectionFailed(format!("address {address} is not permitted")),
@@ -76,7 +77,7 @@ impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
         keep_alive_interval_in_secs: u64,
     ) -> wasmtime::Result<Result<Resource<MqttConnection>, mqtt::Error>> {
         let (action, deadline) = accessor.with(|mut access| access.get().opening());
-        let opened = luge_outbound_mqtt::open(
+        let opened = crate::open(
             &action.name,
             &action.capabilities.outbound,
             &address,
@@ -110,7 +111,7 @@ impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
             mqtt::Qos::AtLeastOnce => 1,
             mqtt::Qos::ExactlyOnce => 2,
         };
-        let c: Arc<luge_outbound_mqtt::Connection> = c;
+        let c: Arc<crate::Connection> = c;
         Ok(c.publish(&topic, payload, qos, deadline)
             .await
             .map_err(error))
@@ -118,7 +119,7 @@ impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
 }
 
 /// Adds `spin:mqtt@3.0.0` to `linker`, over `view`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {

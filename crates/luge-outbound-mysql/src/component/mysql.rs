@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_outbound_mysql::{self as mysql, MysqlError};
+use crate::{self as mysql, MysqlError};
 use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
-use crate::connections::{ConnectionsView, Handle, rows_answer};
-use crate::limits::max_answer_bytes;
+use luge_binding::max_answer_bytes;
+use luge_binding::{ConnectionsView, Handle, rows_answer};
 
-pub(crate) mod generated {
+#[allow(missing_docs)] // generated
+mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "luge:worlds/host-mysql",
@@ -26,19 +27,21 @@ pub(crate) mod generated {
     });
 }
 
-pub(crate) use generated::spin::mysql::mysql as wit;
+/// The generated bindings of the interface this module serves.
+pub use generated::spin::mysql::mysql as wit;
 
 /// An open connection, as the guest's `connection` resource holds it.
 pub type MysqlConnection = Handle<mysql::Connection>;
 
 /// The bindings' host state.
-pub(crate) struct HasMysql;
+pub struct HasMysql;
 
 impl HasData for HasMysql {
     type Data<'a> = ConnectionsView<'a>;
 }
 
-pub(crate) fn error(error: MysqlError) -> wit::Error {
+/// A client error in the interface's words.
+pub fn error(error: MysqlError) -> wit::Error {
     match error {
         MysqlError::Connect(_)
         | MysqlError::ConnectionFailed(_)
@@ -50,7 +53,8 @@ pub(crate) fn error(error: MysqlError) -> wit::Error {
     }
 }
 
-pub(crate) fn param(value: wit::ParameterValue) -> mysql::Param {
+/// A guest's parameter as the client takes it.
+pub fn param(value: wit::ParameterValue) -> mysql::Param {
     use wit::ParameterValue as P;
     match value {
         P::Boolean(b) => mysql::Param::Boolean(b),
@@ -70,7 +74,8 @@ pub(crate) fn param(value: wit::ParameterValue) -> mysql::Param {
     }
 }
 
-pub(crate) fn value(value: mysql::Value) -> wit::DbValue {
+/// A value the client read, in the interface's words.
+pub fn value(value: mysql::Value) -> wit::DbValue {
     use wit::DbValue as V;
     match value {
         mysql::Value::Int8(i) => V::Int8(i),
@@ -90,7 +95,8 @@ pub(crate) fn value(value: mysql::Value) -> wit::DbValue {
     }
 }
 
-pub(crate) fn column(column: mysql::Column) -> wit::Column {
+/// A column the client read, in the interface's words.
+pub fn column(column: mysql::Column) -> wit::Column {
     use wit::DbDataType as T;
     wit::Column {
         name: column.name,
@@ -204,7 +210,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
 }
 
 /// Adds `spin:mysql@3.0.0` to `linker`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {

@@ -9,12 +9,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_outbound_redis::{Parameter, RedisError, Reply};
+use crate::{Parameter, RedisError, Reply};
 use wasmtime::component::{Accessor, HasData, Resource};
 
-use crate::connections::{ConnectionsView, Handle};
-use crate::limits::max_answer_bytes;
+use luge_binding::max_answer_bytes;
+use luge_binding::{ConnectionsView, Handle};
 
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -29,10 +30,10 @@ mod generated {
 use generated::spin::redis::redis;
 
 /// An open connection, as the guest's `connection` resource holds it.
-pub type RedisConnection = Handle<luge_outbound_redis::Connection>;
+pub type RedisConnection = Handle<crate::Connection>;
 
 /// The bindings' host state.
-pub(crate) struct HasRedis;
+pub struct HasRedis;
 
 impl HasData for HasRedis {
     type Data<'a> = ConnectionsView<'a>;
@@ -51,12 +52,26 @@ fn error(error: RedisError) -> redis::Error {
     }
 }
 
-/// The connection `connection` names and the invocation's deadline.
+/// What every operation starts with: the connection `connection` names,
+/// the invocation's deadline, and the operation's span (held until the
+/// operation ends).
 fn held<T>(
     accessor: &Accessor<T, HasRedis>,
     connection: &Resource<RedisConnection>,
-) -> wasmtime::Result<(Arc<luge_outbound_redis::Connection>, Instant)> {
-    accessor.with(|mut access| access.get().held(connection))
+    operation: &'static str,
+) -> wasmtime::Result<(
+    Arc<crate::Connection>,
+    Instant,
+    Option<luge_core::trace::HostSpan>,
+)> {
+    accessor.with(|mut access| {
+        access.get().operation(
+            connection,
+            luge_core::trace::HostCall::KeyValue,
+            "redis",
+            operation,
+        )
+    })
 }
 
 impl redis::Host for ConnectionsView<'_> {}
@@ -81,7 +96,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
             let view = access.get();
             (Arc::clone(view.action), view.deadline)
         });
-        let opened = luge_outbound_redis::open(
+        let opened = crate::open(
             &action.name,
             &action.capabilities.outbound,
             &address,
@@ -101,12 +116,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         channel: String,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "publish")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "publish")?;
         answer(c.publish(&channel, &payload, deadline).await)
     }
 
@@ -115,12 +125,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "get")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "get")?;
         answer(c.get(&key, deadline).await)
     }
 
@@ -130,12 +135,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "set")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "set")?;
         answer(c.set(&key, &value, deadline).await)
     }
 
@@ -144,12 +144,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<i64, redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "incr")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "incr")?;
         answer(c.incr(&key, deadline).await)
     }
 
@@ -158,12 +153,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "del")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "del")?;
         answer(c.del(&keys, deadline).await)
     }
 
@@ -173,12 +163,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "sadd")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "sadd")?;
         answer(c.sadd(&key, &values, deadline).await)
     }
 
@@ -187,12 +172,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Vec<String>, redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "smembers")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "smembers")?;
         answer(c.smembers(&key, deadline).await)
     }
 
@@ -202,12 +182,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "srem")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "srem")?;
         answer(c.srem(&key, &values, deadline).await)
     }
 
@@ -217,12 +192,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         command: String,
         arguments: Vec<redis::RedisParameter>,
     ) -> wasmtime::Result<Result<Vec<redis::RedisResult>, redis::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::KeyValue, "redis", "execute")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = held(accessor, &connection, "execute")?;
         let arguments: Vec<Parameter> = arguments
             .into_iter()
             .map(|argument| match argument {
@@ -249,7 +219,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
 }
 
 /// Adds `spin:redis@3.0.0` to `linker`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {

@@ -10,14 +10,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::{self as pg, PgError};
 use luge_core::Action;
-use luge_outbound_pg::{self as pg, PgError};
 use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
-use crate::connections::{ConnectionsView, Handle, rows_answer};
-use crate::limits::max_answer_bytes;
+use luge_binding::max_answer_bytes;
+use luge_binding::{ConnectionsView, Handle, rows_answer};
 
-pub(crate) mod generated {
+#[allow(missing_docs)] // generated
+mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "luge:worlds/host-postgres",
@@ -30,7 +31,8 @@ pub(crate) mod generated {
     });
 }
 
-pub(crate) use generated::spin::postgres4_2_0::postgres as wit;
+/// The generated bindings of the interface this module serves.
+pub use generated::spin::postgres4_2_0::postgres as wit;
 
 /// An open connection, as the guest's `connection` resource holds it.
 pub type PgConnection = Handle<pg::Connection>;
@@ -40,13 +42,14 @@ pub type PgConnection = Handle<pg::Connection>;
 pub struct PgConnectionBuilder(String, Option<String>);
 
 /// The bindings' host state.
-pub(crate) struct HasPostgres;
+pub struct HasPostgres;
 
 impl HasData for HasPostgres {
     type Data<'a> = ConnectionsView<'a>;
 }
 
-pub(crate) fn error(error: PgError) -> wit::Error {
+/// A client error in the interface's words.
+pub fn error(error: PgError) -> wit::Error {
     match error {
         PgError::Connect(_)
         | PgError::ConnectionFailed(_)
@@ -201,9 +204,11 @@ fn column(column: pg::Column) -> wit::Column {
 }
 
 /// What opening a connection needs from the store, taken before awaiting.
-type Opening = (Arc<Action>, Instant);
+pub type Opening = (Arc<Action>, Instant);
 
-pub(crate) async fn open(
+/// Opens a connection to `address` for the action (its grants, its
+/// deadline, its answer bound), trusting `ca_root` alone when given.
+pub async fn open(
     (action, deadline): Opening,
     address: &str,
     ca_root: Option<&str>,
@@ -223,7 +228,8 @@ pub(crate) async fn open(
     opened
 }
 
-pub(crate) async fn query(
+/// Runs `statement` as a query by the deadline: its columns and rows.
+pub async fn query(
     (connection, deadline): (Arc<pg::Connection>, Instant),
     statement: String,
     params: Vec<wit::ParameterValue>,
@@ -242,7 +248,8 @@ pub(crate) async fn query(
     ))
 }
 
-pub(crate) async fn execute(
+/// Runs `statement` by the deadline: the rows it changed.
+pub async fn execute(
     (connection, deadline): (Arc<pg::Connection>, Instant),
     statement: String,
     params: Vec<wit::ParameterValue>,
@@ -410,7 +417,7 @@ impl<T> wit::HostConnectionBuilderWithStore<T> for HasPostgres {
 }
 
 /// Adds `spin:postgres@4.2.0` to `linker`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {

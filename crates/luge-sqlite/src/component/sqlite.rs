@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::SqliteError;
 use luge_core::Action;
-use luge_sqlite::SqliteError;
 use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
 
-use crate::connections::{ConnectionsView, Handle, rows_answer};
-use crate::limits::max_answer_bytes;
+use luge_binding::max_answer_bytes;
+use luge_binding::{ConnectionsView, Handle, rows_answer};
 
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -31,10 +32,10 @@ mod generated {
 use generated::spin::sqlite::sqlite;
 
 /// An open connection, as the guest's `connection` resource holds it.
-pub type SqliteConnection = Handle<luge_sqlite::Connection>;
+pub type SqliteConnection = Handle<crate::Connection>;
 
 /// The bindings' host state.
-pub(crate) struct HasSqlite;
+pub struct HasSqlite;
 
 impl HasData for HasSqlite {
     type Data<'a> = ConnectionsView<'a>;
@@ -50,36 +51,36 @@ fn error(error: SqliteError) -> sqlite::Error {
     }
 }
 
-fn value_in(value: sqlite::Value) -> luge_sqlite::Value {
+fn value_in(value: sqlite::Value) -> crate::Value {
     match value {
-        sqlite::Value::Integer(i) => luge_sqlite::Value::Integer(i),
-        sqlite::Value::Real(r) => luge_sqlite::Value::Real(r),
-        sqlite::Value::Text(t) => luge_sqlite::Value::Text(t),
-        sqlite::Value::Blob(b) => luge_sqlite::Value::Blob(b),
-        sqlite::Value::Null => luge_sqlite::Value::Null,
+        sqlite::Value::Integer(i) => crate::Value::Integer(i),
+        sqlite::Value::Real(r) => crate::Value::Real(r),
+        sqlite::Value::Text(t) => crate::Value::Text(t),
+        sqlite::Value::Blob(b) => crate::Value::Blob(b),
+        sqlite::Value::Null => crate::Value::Null,
     }
 }
 
-fn row_out(values: Vec<luge_sqlite::Value>) -> sqlite::RowResult {
+fn row_out(values: Vec<crate::Value>) -> sqlite::RowResult {
     sqlite::RowResult {
         values: values
             .into_iter()
             .map(|value| match value {
-                luge_sqlite::Value::Integer(i) => sqlite::Value::Integer(i),
-                luge_sqlite::Value::Real(r) => sqlite::Value::Real(r),
-                luge_sqlite::Value::Text(t) => sqlite::Value::Text(t),
-                luge_sqlite::Value::Blob(b) => sqlite::Value::Blob(b),
-                luge_sqlite::Value::Null => sqlite::Value::Null,
+                crate::Value::Integer(i) => sqlite::Value::Integer(i),
+                crate::Value::Real(r) => sqlite::Value::Real(r),
+                crate::Value::Text(t) => sqlite::Value::Text(t),
+                crate::Value::Blob(b) => sqlite::Value::Blob(b),
+                crate::Value::Null => sqlite::Value::Null,
             })
             .collect(),
     }
 }
 
 /// Opens `label` for the action's grant: no `default` without an owner.
-pub(crate) async fn open(
+pub async fn open(
     (action, deadline): (Arc<Action>, Instant),
     label: &str,
-) -> Result<luge_sqlite::Connection, SqliteError> {
+) -> Result<crate::Connection, SqliteError> {
     let grant = &action.capabilities.sqlite;
     let Some(owner) = &grant.owner else {
         return Err(if grant.databases.iter().any(|l| l == label) {
@@ -88,7 +89,7 @@ pub(crate) async fn open(
             SqliteError::AccessDenied
         });
     };
-    luge_sqlite::databases()
+    crate::databases()
         .open(label, &grant.databases, owner, deadline)
         .await
 }
@@ -98,16 +99,16 @@ pub(crate) async fn open(
 fn held(
     view: &ConnectionsView<'_>,
     connection: &Resource<SqliteConnection>,
-) -> wasmtime::Result<(Arc<luge_sqlite::Connection>, Instant, usize)> {
+) -> wasmtime::Result<(Arc<crate::Connection>, Instant, usize)> {
     let (connection, deadline) = view.held(connection)?;
     Ok((connection, deadline, max_answer_bytes(view.action)))
 }
 
 async fn execute(
-    (connection, deadline, max_bytes): (Arc<luge_sqlite::Connection>, Instant, usize),
+    (connection, deadline, max_bytes): (Arc<crate::Connection>, Instant, usize),
     statement: String,
     parameters: Vec<sqlite::Value>,
-) -> Result<luge_sqlite::Rows, sqlite::Error> {
+) -> Result<crate::Rows, sqlite::Error> {
     let parameters = parameters.into_iter().map(value_in).collect();
     connection
         .execute(statement, parameters, deadline, max_bytes)
@@ -216,7 +217,7 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
 }
 
 /// Adds `spin:sqlite@3.1.0` to `linker`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {

@@ -6,12 +6,13 @@
 //! as `other`. The WIT is `spin-sdk` 3.1.1's (Luge's WIT root wit/,
 //! deps/spin-postgres3; Apache-2.0 WITH LLVM-exception).
 
-use luge_outbound_pg::{self as pg, PgError};
+use crate::{self as pg, PgError};
 use wasmtime::component::{HasData, Resource};
 
-use crate::connections::{ConnectionsView, Handle};
-use crate::limits::max_answer_bytes;
+use luge_binding::max_answer_bytes;
+use luge_binding::{ConnectionsView, Handle};
 
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -27,7 +28,7 @@ mod generated {
 use generated::spin::postgres3_0_0::postgres as wit;
 
 /// The bindings' host state.
-pub(crate) struct HasPostgres3;
+pub struct HasPostgres3;
 
 impl HasData for HasPostgres3 {
     type Data<'a> = ConnectionsView<'a>;
@@ -190,7 +191,7 @@ impl wit::HostConnection for ConnectionsView<'_> {
 }
 
 /// Adds `spin:postgres@3.0.0` to `linker`, over `view`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {

@@ -18,8 +18,8 @@
 
 use wasmtime::component::{Linker, Resource, ResourceType};
 
-use crate::connections::ConnectionsView;
-use crate::postgres::{PgConnection, PgConnectionBuilder, error, execute, open, query, wit};
+use super::postgres::{PgConnection, PgConnectionBuilder, error, execute, open, query, wit};
+use luge_binding::ConnectionsView;
 
 /// The interfaces' names, as 4.0 and 4.1 guests import them.
 const INTERFACES: [&str; 2] = [
@@ -28,7 +28,7 @@ const INTERFACES: [&str; 2] = [
 ];
 
 /// Adds `spin:postgres@4.0.0` and `4.1.0` to `linker`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> ConnectionsView<'_>,
 ) -> wasmtime::Result<()> {

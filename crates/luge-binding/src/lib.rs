@@ -1,0 +1,148 @@
+//! What every capability's Wasmtime component binding shares (Spin's
+//! connection interfaces: `spin:sqlite`, `spin:redis`, `spin:postgres`,
+//! `spin:mysql`, `spin:mqtt`): the view of the store it works on, a
+//! connection as the guest's resource holds it, the bound on what one call
+//! answers, and WASI 0.3 answers of rows. Each binding lives in its
+//! capability's crate (behind its `component` feature) and only adapts its
+//! WIT types to that crate; `luge-wasmtime` links them (its `SLICES`) and
+//! builds the view from its store.
+//!
+//! It narrows Wasmtime to what a binding needs: a resource table, the
+//! action (its name, grants, limits), the invocation's deadline and trace.
+
+#![deny(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use luge_core::Action;
+use wasmtime::AsContextMut;
+use wasmtime::component::{FutureReader, Resource, ResourceTable, StreamReader};
+
+/// A connection as the guest's resource holds it, shared with a call
+/// still running when the guest drops it.
+pub struct Handle<C>(pub Arc<C>);
+
+/// What the bindings work on: the store's resource table, the action (its
+/// name, grants and limits) and the invocation's deadline.
+pub struct ConnectionsView<'a> {
+    /// The store's resource table: the guest's connections and what else
+    /// a binding hands it.
+    pub table: &'a mut ResourceTable,
+    /// The function: its name, grants and limits.
+    pub action: &'a Arc<Action>,
+    /// When the invocation's time runs out.
+    pub deadline: Instant,
+    /// The invocation's trace: each operation is a client span in it.
+    pub trace: Option<&'a Arc<dyn luge_core::trace::Trace>>,
+}
+
+impl ConnectionsView<'_> {
+    /// The span of one `operation` on a `system` (OpenTelemetry's
+    /// `db.system.name`: `postgresql`, `mysql`, `sqlite`, `redis`; or a
+    /// broker's), recorded when dropped; `None` when not traced. The
+    /// statement is not recorded: it may hold a secret.
+    pub fn span(
+        &self,
+        family: luge_core::trace::HostCall,
+        system: &'static str,
+        operation: &'static str,
+    ) -> Option<luge_core::trace::HostSpan> {
+        let mut span =
+            luge_core::trace::HostSpan::start(self.trace, family, format!("{operation} {system}"))?;
+        match family {
+            luge_core::trace::HostCall::Messaging => {
+                span.set("messaging.system", system);
+                span.set("messaging.operation.name", operation);
+            }
+            _ => {
+                span.set("db.system.name", system);
+                span.set("db.operation.name", operation);
+            }
+        }
+        Some(span)
+    }
+
+    /// The action and the deadline, taken before awaiting an open.
+    pub fn opening(&self) -> (Arc<Action>, Instant) {
+        (Arc::clone(self.action), self.deadline)
+    }
+
+    /// The connection `resource` names, and the deadline.
+    pub fn held<C: Send + Sync + 'static>(
+        &self,
+        resource: &Resource<Handle<C>>,
+    ) -> wasmtime::Result<(Arc<C>, Instant)> {
+        Ok((Arc::clone(&self.table.get(resource)?.0), self.deadline))
+    }
+
+    /// What every operation on a connection starts with: the connection
+    /// `resource` names, the deadline, and the span of `operation` on a
+    /// `system` (see [`Self::span`]).
+    pub fn operation<C: Send + Sync + 'static>(
+        &self,
+        resource: &Resource<Handle<C>>,
+        family: luge_core::trace::HostCall,
+        system: &'static str,
+        operation: &'static str,
+    ) -> wasmtime::Result<(Arc<C>, Instant, Option<luge_core::trace::HostSpan>)> {
+        let span = self.span(family, system, operation);
+        let (connection, deadline) = self.held(resource)?;
+        Ok((connection, deadline, span))
+    }
+
+    /// `opened` kept in the table for the guest, or its error as the
+    /// guest's (`error`).
+    pub fn keep<C: Send + Sync + 'static, E, W>(
+        &mut self,
+        opened: Result<C, E>,
+        error: impl FnOnce(E) -> W,
+    ) -> wasmtime::Result<Result<Resource<Handle<C>>, W>> {
+        match opened {
+            Ok(connection) => Ok(Ok(self.table.push(Handle(Arc::new(connection)))?)),
+            Err(e) => Ok(Err(error(e))),
+        }
+    }
+
+    /// Drops the guest's `resource` (a call still running keeps the
+    /// connection until it ends).
+    pub fn close<C: Send + Sync + 'static>(
+        &mut self,
+        resource: Resource<Handle<C>>,
+    ) -> wasmtime::Result<()> {
+        self.table.delete(resource)?;
+        Ok(())
+    }
+}
+
+/// A WASI 0.3 answer of rows: the stream of them, and how it ended.
+pub type RowsAnswer<R, E> = (StreamReader<R>, FutureReader<Result<(), E>>);
+
+/// Rows read whole (within their bound) before the answer, as a WASI 0.3
+/// call answers them: a stream that only hands them over, and a future
+/// that says the statement ended well.
+pub fn rows_answer<S: AsContextMut, R, E>(
+    mut store: S,
+    rows: Vec<R>,
+) -> wasmtime::Result<RowsAnswer<R, E>>
+where
+    R: wasmtime::component::Lower + wasmtime::component::Lift + Send + Sync + Unpin + 'static,
+    Result<(), E>: wasmtime::component::Lower + wasmtime::component::Lift + Send + Sync + 'static,
+{
+    let rows = StreamReader::new(&mut store, rows)?;
+    let ended = FutureReader::new(
+        &mut store,
+        std::future::ready(Ok::<_, wasmtime::Error>(Ok(()))),
+    )?;
+    Ok((rows, ended))
+}
+
+/// The most bytes one host call answers a function with (a database's
+/// rows, a Redis reply): its memory limit, since the answer is copied
+/// into it, and at most 64 MiB, so that one call of a function with a
+/// large limit cannot hold more of the host's memory than that.
+pub fn max_answer_bytes(action: &Action) -> usize {
+    usize::try_from(action.limits.memory_bytes)
+        .unwrap_or(usize::MAX)
+        .min(64 << 20)
+}
