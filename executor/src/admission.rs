@@ -65,7 +65,7 @@ pub enum Refused {
 
 /// The operator's settings.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct Places {
     /// Places in all.
     pub limit: usize,
     /// Places at most one call tree holds.
@@ -74,7 +74,7 @@ pub struct Policy {
     pub weights: HashMap<String, u32>,
 }
 
-impl Policy {
+impl Places {
     /// `limit` places, the default tree bound (a quarter of them, at least
     /// one) and every tenant at the default weight.
     pub fn new(limit: usize) -> Self {
@@ -194,7 +194,7 @@ impl Drop for Place {
 
 impl Admission {
     /// Admission under `policy`.
-    pub fn new(policy: Policy) -> Self {
+    pub fn new(policy: Places) -> Self {
         let limit = policy.limit;
         Self {
             shared: Arc::new(Shared {
@@ -325,17 +325,17 @@ mod tests {
     use std::time::Duration;
 
     fn admission(limit: usize) -> Admission {
-        Admission::new(Policy {
+        Admission::new(Places {
             tree_limit: limit,
-            ..Policy::new(limit)
+            ..Places::new(limit)
         })
     }
 
     #[test]
     fn a_tenants_invocations_run_as_one_scheduler_tenant_of_its_weight() {
-        let admission = Admission::new(Policy {
+        let admission = Admission::new(Places {
             weights: HashMap::from([("heavy".to_owned(), 3)]),
-            ..Policy::new(8)
+            ..Places::new(8)
         });
         let (heavy, other) = (Tree::new("heavy"), Tree::new("other"));
         let first = admission.try_admit(&heavy).unwrap();
@@ -443,10 +443,10 @@ mod tests {
 
     #[test]
     fn weights_set_the_shares_under_contention() {
-        let admission = Admission::new(Policy {
+        let admission = Admission::new(Places {
             tree_limit: 100,
             weights: HashMap::from([("big".to_owned(), 3)]),
-            ..Policy::new(100)
+            ..Places::new(100)
         });
         let (big, small) = (Tree::new("big"), Tree::new("small"));
         let mut held: Vec<_> = (0..50)
@@ -474,9 +474,9 @@ mod tests {
 
     #[test]
     fn a_tree_is_bounded_exactly_under_concurrent_calls() {
-        let admission = Admission::new(Policy {
+        let admission = Admission::new(Places {
             tree_limit: 10,
-            ..Policy::new(1000)
+            ..Places::new(1000)
         });
         let tree = Tree::new("fanout");
         let held = std::sync::Mutex::new(Vec::new());
@@ -497,9 +497,9 @@ mod tests {
 
     #[test]
     fn a_tree_is_bounded() {
-        let admission = Admission::new(Policy {
+        let admission = Admission::new(Places {
             tree_limit: 3,
-            ..Policy::new(64)
+            ..Places::new(64)
         });
         let tree = Tree::new("fanout");
         let held: Vec<_> = (0..3)

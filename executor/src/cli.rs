@@ -98,7 +98,7 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Bound on invocations in flight, and how tenants and call trees
     /// share it.
-    pub admission: crate::admission::Policy,
+    pub admission: crate::admission::Places,
     /// Bounds on client connections.
     pub connections: crate::http::ConnectionLimits,
     /// Callees whose p90 is at most this run fused (see
@@ -379,20 +379,20 @@ impl Options {
             },
             registry: Arc::new(registry),
             init: InitSettings {
-                policy: luge_registry::admit::Policy {
+                policy: luge_registry::admit::Bounds {
                     fs_root,
                     limits,
-                    ..luge_registry::admit::Policy::default()
+                    ..luge_registry::admit::Bounds::default()
                 },
                 ..InitSettings::default()
             },
             // 64 MiB: OpenWhisk's largest action (48 MB) base64-encoded.
             max_body_bytes: self.max_body_mb.unwrap_or(64) << 20,
-            admission: crate::admission::Policy {
+            admission: crate::admission::Places {
                 tree_limit: match self.max_tree_places {
                     Some(0) => bail!("--max-tree-places must be greater than zero"),
                     Some(n) => n,
-                    None => crate::admission::Policy::new(max_pending).tree_limit,
+                    None => crate::admission::Places::new(max_pending).tree_limit,
                 },
                 weights: self
                     .tenant_weights
@@ -400,7 +400,7 @@ impl Options {
                     .flatten()
                     .map(|w| (w.tenant.clone(), w.weight))
                     .collect(),
-                ..crate::admission::Policy::new(max_pending)
+                ..crate::admission::Places::new(max_pending)
             },
             connections,
             fuse_calls_under: Duration::from_micros(self.fuse_calls_under_us.unwrap_or(0)),

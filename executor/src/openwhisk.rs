@@ -143,7 +143,7 @@ async fn run(
     // The activation's span: named by the OpenWhisk action, its
     // activation id as `faas.invocation_id`.
     let env = &invocation.env;
-    let action = luge_openwhisk::activation::get(env, "__OW_ACTION_NAME")
+    let action = luge_openwhisk::activation::get(env, luge_openwhisk::activation::ACTION_NAME)
         .unwrap_or(invocation.action.name.as_str())
         .to_owned();
     let span = Span::start(
@@ -157,7 +157,9 @@ async fn run(
     .cold_start(cold);
     span.set(|| {
         let mut attributes = Vec::new();
-        if let Some(id) = luge_openwhisk::activation::get(env, "__OW_ACTIVATION_ID") {
+        if let Some(id) =
+            luge_openwhisk::activation::get(env, luge_openwhisk::activation::ACTIVATION_ID)
+        {
             attributes.push(KeyValue::new("faas.invocation_id", id.to_owned()));
         }
         if let Some(namespace) = luge_openwhisk::activation::namespace(env) {

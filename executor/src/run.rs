@@ -21,7 +21,7 @@ use luge_core::capabilities::{Annotations, DirRequest};
 use luge_core::limits::{LimitPolicy, RequestedLimits};
 use luge_core::{DirMode, Invocation, Termination};
 use luge_engines::{EngineKind, EngineSettings};
-use luge_registry::admit::{self, Policy, Wanted};
+use luge_registry::admit::{self, Bounds, Wanted};
 use luge_registry::{ArtifactKey, ModuleRegistry};
 
 /// Status for an ending that is not an exit (a trap, a limit): 128 +
@@ -139,7 +139,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ..Annotations::default()
     };
     // OpenWhisk's defaults and maxima, as `luge serve` has them.
-    let policy = Policy {
+    let policy = Bounds {
         fs_root: Some(PathBuf::from("/")),
         limits: LimitPolicy::default(),
         max_code_bytes: MAX_CODE_BYTES,

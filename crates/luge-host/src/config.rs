@@ -273,7 +273,7 @@ impl<S: ServerTable> Config<S> {
                 }
             };
             let (function, spec) = crate::trigger::table(table)
-                .map_err(|(field, message)| error(key(field), message))?;
+                .map_err(|(field, refused)| error(key(field), refused.to_string()))?;
             // A route's function, by its path or its name, or a function's.
             let function = routes
                 .iter()
@@ -295,7 +295,7 @@ impl<S: ServerTable> Config<S> {
                 })?;
             let trigger = spec
                 .checked(format!("triggers[{index}]"), function)
-                .map_err(|(field, message)| error(key(field), message))?;
+                .map_err(|(field, refused)| error(key(field), refused.to_string()))?;
             triggers.push(trigger);
         }
         Ok(Self {

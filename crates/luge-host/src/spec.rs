@@ -210,7 +210,7 @@ pub enum SpecError {
 pub struct HostPolicy {
     /// The operator's bounds on every function (directory grants' root,
     /// limits, code size), as every admission takes them.
-    pub admit: admit::Policy,
+    pub admit: admit::Bounds,
     /// Whether a route that holds grants (directories, calls, state
     /// namespaces, outgoing hosts, a Spin app's shared store) may opt into
     /// instance reuse; off by default, since a reused instance can carry

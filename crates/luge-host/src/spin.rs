@@ -468,11 +468,11 @@ pub fn parse(
                             crate::trigger::cron(expression)
                         }
                     }
-                    .map_err(|m| error(&location, m))?;
+                    .map_err(|refused| error(&location, refused.to_string()))?;
                     let (spec, module) = component(&entry.component, &location)?;
                     push_triggered(&mut loaded, &entry.component, spec, module);
                     let max_in_flight = crate::trigger::in_flight(&source, None)
-                        .map_err(|m| error(&location, m))?;
+                        .map_err(|refused| error(&location, refused.to_string()))?;
                     loaded.triggers.push(ConfiguredTrigger {
                         name: entry.id.clone().unwrap_or(location),
                         function: entry.component.clone(),

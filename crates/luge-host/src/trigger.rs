@@ -169,11 +169,11 @@ impl TriggerSpec {
         &self,
         name: String,
         function: String,
-    ) -> Result<ConfiguredTrigger, (&'static str, String)> {
+    ) -> Result<ConfiguredTrigger, (&'static str, TriggerError)> {
         let source = match (&self.cron, &self.redis, &self.mqtt) {
-            (Some(expression), None, None) => cron(expression).map_err(|m| ("cron", m))?,
+            (Some(expression), None, None) => cron(expression).map_err(|e| ("cron", e))?,
             (None, Some(redis), None) => {
-                self::redis(&redis.address, &redis.channel).map_err(|m| ("redis", m))?
+                self::redis(&redis.address, &redis.channel).map_err(|e| ("redis", e))?
             }
             (None, None, Some(table)) => mqtt(
                 &MqttSettings {
@@ -186,26 +186,15 @@ impl TriggerSpec {
                 &table.topic,
                 &table.qos.unwrap_or(1).to_string(),
             )
-            .map_err(|m| ("mqtt", m))?,
-            _ => {
-                return Err((
-                    "cron",
-                    "a trigger has one source: cron = \"...\", redis = { address, channel } or mqtt = { address, topic }"
-                        .to_owned(),
-                ));
-            }
+            .map_err(|e| ("mqtt", e))?,
+            _ => return Err(("cron", TriggerError::OneSource)),
         };
         let relative_deadline = match self.relative_deadline_us {
-            Some(0) => {
-                return Err((
-                    "relative_deadline_us",
-                    "a deadline is at least 1 µs".to_owned(),
-                ));
-            }
+            Some(0) => return Err(("relative_deadline_us", TriggerError::ZeroDeadline)),
             us => us.map(Duration::from_micros),
         };
         let max_in_flight =
-            in_flight(&source, self.max_in_flight).map_err(|m| ("max_in_flight", m))?;
+            in_flight(&source, self.max_in_flight).map_err(|e| ("max_in_flight", e))?;
         Ok(ConfiguredTrigger {
             name,
             function,
@@ -216,16 +205,38 @@ impl TriggerSpec {
     }
 }
 
-/// A cron source; the error as a message.
-pub(crate) fn cron(expression: &str) -> Result<Source, String> {
-    luge_trigger::cron::Schedule::parse(expression)
-        .map(|schedule| Source::Cron(Box::new(schedule)))
-        .map_err(|e| e.to_string())
+/// Why a trigger's settings are refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    /// Its source's settings (an expression, an address, a topic...).
+    #[error(transparent)]
+    Source(#[from] luge_trigger::SourceError),
+    /// No source, or more than one.
+    #[error(
+        "a trigger has one source: cron = \"...\", redis = {{ address, channel }} or mqtt = {{ address, topic }}"
+    )]
+    OneSource,
+    /// A relative deadline of 0.
+    #[error("a deadline is at least 1 µs")]
+    ZeroDeadline,
+    /// A schedule asked to run ticks at once.
+    #[error("a cron trigger runs one tick at a time (a tick due while the last runs is skipped)")]
+    CronInFlight,
+    /// A bound of events in flight out of its range.
+    #[error("1 to {MAX_IN_FLIGHT}")]
+    InFlight,
 }
 
-/// A Redis source; the error as a message.
-pub(crate) fn redis(address: &str, channel: &str) -> Result<Source, String> {
-    luge_trigger::redis::check(address, channel).map_err(|e| e.to_string())?;
+/// A cron source.
+pub(crate) fn cron(expression: &str) -> Result<Source, TriggerError> {
+    Ok(Source::Cron(Box::new(luge_trigger::cron::Schedule::parse(
+        expression,
+    )?)))
+}
+
+/// A Redis source.
+pub(crate) fn redis(address: &str, channel: &str) -> Result<Source, TriggerError> {
+    luge_trigger::redis::check(address, channel)?;
     Ok(Source::Redis {
         address: address.to_owned(),
         channel: channel.to_owned(),
@@ -241,17 +252,20 @@ pub(crate) struct MqttSettings<'a> {
     pub(crate) client_id: Option<&'a str>,
 }
 
-/// An MQTT source; the error as a message.
-pub(crate) fn mqtt(settings: &MqttSettings<'_>, topic: &str, qos: &str) -> Result<Source, String> {
+/// An MQTT source.
+pub(crate) fn mqtt(
+    settings: &MqttSettings<'_>,
+    topic: &str,
+    qos: &str,
+) -> Result<Source, TriggerError> {
     let broker = luge_trigger::mqtt::Broker::parse(
         settings.address,
         settings.username,
         settings.password,
         settings.keep_alive,
         settings.client_id,
-    )
-    .map_err(|e| e.to_string())?;
-    let filter = luge_trigger::mqtt::Filter::new(topic, qos).map_err(|e| e.to_string())?;
+    )?;
+    let filter = luge_trigger::mqtt::Filter::new(topic, qos)?;
     Ok(Source::Mqtt(Box::new(luge_trigger::mqtt::Subscription {
         broker,
         filter,
@@ -260,15 +274,12 @@ pub(crate) fn mqtt(settings: &MqttSettings<'_>, topic: &str, qos: &str) -> Resul
 
 /// A trigger's bound of events in flight: 1 for a schedule, else `asked`
 /// (1 to [`MAX_IN_FLIGHT`]) or [`DEFAULT_MAX_IN_FLIGHT`].
-pub(crate) fn in_flight(source: &Source, asked: Option<usize>) -> Result<usize, String> {
+pub(crate) fn in_flight(source: &Source, asked: Option<usize>) -> Result<usize, TriggerError> {
     match (source, asked) {
         (Source::Cron(_), None | Some(1)) => Ok(1),
-        (Source::Cron(_), Some(_)) => Err(
-            "a cron trigger runs one tick at a time (a tick due while the last runs is skipped)"
-                .to_owned(),
-        ),
+        (Source::Cron(_), Some(_)) => Err(TriggerError::CronInFlight),
         (_, None) => Ok(DEFAULT_MAX_IN_FLIGHT),
         (_, Some(n)) if (1..=MAX_IN_FLIGHT).contains(&n) => Ok(n),
-        (_, Some(_)) => Err(format!("1 to {MAX_IN_FLIGHT}")),
+        (_, Some(_)) => Err(TriggerError::InFlight),
     }
 }

@@ -6,6 +6,13 @@
 /// The prefix of every OpenWhisk context variable.
 pub const PREFIX: &str = "__OW_";
 
+/// The activation's namespace (the tenant).
+pub const NAMESPACE: &str = "__OW_NAMESPACE";
+/// The action's full name, `/namespace/[package/]action`.
+pub const ACTION_NAME: &str = "__OW_ACTION_NAME";
+/// The activation's id.
+pub const ACTIVATION_ID: &str = "__OW_ACTIVATION_ID";
+
 /// The value of `key` in `env`, an activation's `__OW_*` variables.
 pub fn get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
     env.iter()
@@ -16,14 +23,14 @@ pub fn get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
 /// The activation's OpenWhisk namespace (`__OW_NAMESPACE`), the tenant
 /// whose share of admission places it takes.
 pub fn namespace(env: &[(String, String)]) -> Option<&str> {
-    get(env, "__OW_NAMESPACE")
+    get(env, NAMESPACE)
 }
 
 /// The action's full name (`__OW_ACTION_NAME`, `/namespace/[package/]action`)
 /// split into its namespace and the rest; `None` when absent or not of
 /// that form.
 pub fn action_name(env: &[(String, String)]) -> Option<(&str, &str)> {
-    get(env, "__OW_ACTION_NAME")?
+    get(env, ACTION_NAME)?
         .trim_start_matches('/')
         .split_once('/')
 }

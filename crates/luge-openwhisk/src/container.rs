@@ -17,7 +17,7 @@ use crate::protocol::{self, Reply, status};
 #[derive(Debug, Clone, Default)]
 pub struct InitSettings {
     /// The operator's bounds: directory grants' root, limits, code size.
-    pub policy: admit::Policy,
+    pub policy: admit::Bounds,
     /// The container's own environment, which an action sees under its
     /// init's `env`: in `luge proxy`, the `__OW_*` variables OpenWhisk starts
     /// the container with (`__OW_API_HOST`); empty in `luge serve`, where the

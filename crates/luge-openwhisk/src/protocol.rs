@@ -366,7 +366,10 @@ pub fn parse_run(body: &[u8]) -> Result<RunRequest, Reply> {
             };
         }
         let rendered = luge_core::capabilities::env_value(&value);
-        context.push((format!("__OW_{}", key.to_uppercase()), rendered));
+        context.push((
+            format!("{}{}", crate::activation::PREFIX, key.to_uppercase()),
+            rendered,
+        ));
     }
     Ok(RunRequest {
         params: serde_json::to_vec(&params).unwrap_or_else(|_| b"{}".to_vec()),

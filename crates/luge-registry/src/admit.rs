@@ -32,7 +32,7 @@ use crate::registry::{Init, LoadError, ModuleRegistry};
 /// policy an OpenWhisk container's init, the standalone host and `luge
 /// run` each hold.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct Bounds {
     /// Root of directory grants; `None` refuses them all.
     pub fs_root: Option<PathBuf>,
     /// Default and largest limits.
@@ -45,7 +45,7 @@ pub struct Policy {
 /// room left for a precompiled artifact.
 pub const DEFAULT_MAX_CODE_BYTES: usize = 64 << 20;
 
-impl Default for Policy {
+impl Default for Bounds {
     /// No directory grants, OpenWhisk's limits, [`DEFAULT_MAX_CODE_BYTES`].
     fn default() -> Self {
         Self {
@@ -145,7 +145,7 @@ pub fn load_status(error: &LoadError) -> u16 {
 /// `entry`, with `env` (the caller's variables, then the annotations').
 pub fn action(
     runtime: &dyn WasmRuntime,
-    policy: &Policy,
+    policy: &Bounds,
     name: String,
     entry: String,
     mut env: Vec<(String, String)>,
@@ -176,7 +176,7 @@ pub fn action(
 /// (default: Wizer's) when it has one.
 pub fn load(
     registry: &ModuleRegistry,
-    policy: &Policy,
+    policy: &Bounds,
     bytes: Vec<u8>,
     action: &Action,
     init_function: Option<&str>,

@@ -21,7 +21,6 @@ use wasmtime_wasi::clocks::{WasiClocks, WasiClocksCtxView};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomCtx};
 use wasmtime_wasi_http::{WasiHttp, WasiHttpCtxView};
 
-
 mod latest {
     pub use wasmtime_wasi::p2::bindings::*;
     pub use wasmtime_wasi_http::p2::bindings::http;
