@@ -228,77 +228,18 @@ pub fn parse(
             format!("at most {MAX_COMPONENTS} components"),
         ));
     }
-    // The app's variables, resolved once.
-    let mut app = BTreeMap::new();
-    for (name, variable) in &manifest.variables {
-        let location = format!("variables.{name}");
-        luge_core::capabilities::check_variable(name, "")
-            .map_err(|e| error(&location, e.to_string()))?;
-        let provided = env(&format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()));
-        let value = match (provided, &variable.default, variable.required) {
-            (Some(value), _, _) => value,
-            (None, Some(default), false) => default.clone(),
-            (None, Some(_), true) => {
-                return Err(error(
-                    &location,
-                    "a variable is either required or has a default".to_owned(),
-                ));
-            }
-            (None, None, _) => {
-                return Err(error(
-                    &location,
-                    format!(
-                        "required, and not given: set SPIN_VARIABLE_{}",
-                        name.to_ascii_uppercase()
-                    ),
-                ));
-            }
-        };
-        app.insert(name.clone(), value);
-    }
-    let app_store = app_store(&manifest);
-    let ids: Vec<&str> = manifest.component.keys().map(String::as_str).collect();
-    // A component's spec and module, once per component however many
-    // triggers name it.
-    let component = |id: &str, location: &str| -> Result<(FunctionSpec, PathBuf), ConfigError> {
-        let component = manifest.component.get(id).ok_or_else(|| {
-            error(
-                &format!("{location}.component"),
-                format!("no [component.{id}]"),
-            )
-        })?;
-        let at = |field: &str| format!("component.{id}.{field}");
-        let spec = component_spec(component, &app, &app_store, &ids, &at, base, fs_root)
-            .map_err(|(l, m)| error(&l, m))?;
-        let module = match &component.source {
-            toml::Value::String(path) => base.join(path),
-            _ => {
-                return Err(error(
-                    &at("source"),
-                    "only a file path (relative to the manifest) is a source here".to_owned(),
-                ));
-            }
-        };
-        Ok((spec, module))
+    let app = app_variables(&manifest, env).map_err(|(l, m)| error(&l, m))?;
+    let loader = Loader {
+        file,
+        base,
+        fs_root,
+        app_store: app_store(&manifest),
+        ids: manifest.component.keys().map(String::as_str).collect(),
+        manifest: &manifest,
+        app,
     };
     let mut loaded = SpinApp::default();
-    // `[application.trigger.http] base`: every route's prefix (Spin's
-    // default `/`).
-    let http_base = match manifest
-        .application
-        .get("trigger")
-        .and_then(|t| t.get("http"))
-        .and_then(|h| h.get("base"))
-    {
-        None => "/".to_owned(),
-        Some(toml::Value::String(base)) if base.starts_with('/') => base.clone(),
-        Some(_) => {
-            return Err(error(
-                "application.trigger.http.base",
-                "the base is an absolute path such as \"/\" or \"/api\"".to_owned(),
-            ));
-        }
-    };
+    let http_base = loader.http_base()?;
     let mut count = 0;
     for (kind, triggers) in &manifest.trigger {
         count += triggers.len();
@@ -308,178 +249,12 @@ pub fn parse(
                 format!("at most {MAX_COMPONENTS} triggers"),
             ));
         }
-        // `[application.trigger.KIND]`: settings every trigger of the kind
-        // shares (the Redis trigger's `address`).
-        let settings = manifest
-            .application
-            .get("trigger")
-            .and_then(|t| t.get(kind.as_str()))
-            .cloned()
-            .unwrap_or(toml::Value::Table(toml::Table::new()));
         for (index, trigger) in triggers.iter().enumerate() {
             let location = format!("trigger.{kind}[{index}]");
-            let parsed = |table: &toml::Table| -> Result<TriggerEntry, ConfigError> {
-                toml::Value::Table(table.clone())
-                    .try_into()
-                    .map_err(|e: toml::de::Error| error(&location, e.message().trim().to_owned()))
-            };
             match kind.as_str() {
-                "http" => {
-                    let trigger: HttpTrigger =
-                        toml::Value::Table(trigger.clone()).try_into().map_err(
-                            |e: toml::de::Error| error(&location, e.message().trim().to_owned()),
-                        )?;
-                    if let Some(kind) = trigger
-                        .executor
-                        .as_ref()
-                        .and_then(|e| e.get("type"))
-                        .and_then(toml::Value::as_str)
-                        .filter(|kind| *kind != "spin")
-                    {
-                        return Err(error(
-                            &format!("{location}.executor"),
-                            format!("Luge runs Spin's executor only, not {kind:?}"),
-                        ));
-                    }
-                    let _ = &trigger.id;
-                    let raw = match &trigger.route {
-                        HttpRoute::Path(path) => path.clone(),
-                        // As Spin: served to other components only.
-                        HttpRoute::Private { private: true } => {
-                            let (spec, module) = component(&trigger.component, &location)?;
-                            push_triggered(&mut loaded, &trigger.component, spec, module);
-                            continue;
-                        }
-                        HttpRoute::Private { private: false } => {
-                            return Err(error(
-                                &format!("{location}.route"),
-                                "a route is a path or { private = true }".to_owned(),
-                            ));
-                        }
-                    };
-                    let route = based_route(&http_base, &raw);
-                    check_route_path(&route)
-                        .map_err(|e| error(&format!("{location}.route"), e.to_string()))?;
-                    // As Spin's router: a route given twice is served by
-                    // the later trigger, with a warning.
-                    if let Some(at) = loaded.routes.iter().position(|r| r.path == route) {
-                        tracing::warn!(
-                            route = %route,
-                            replaced = loaded.routes[at].spec.name.as_deref().unwrap_or_default(),
-                            by = %trigger.component,
-                            "a route is given twice in the Spin manifest: the later one is served"
-                        );
-                        loaded.routes.remove(at);
-                    }
-                    // A component on several triggers is one function on
-                    // each route, all under the component's name: one
-                    // code, one private store, one target of
-                    // `NAME.spin.internal`.
-                    let (spec, module) = component(&trigger.component, &location)?;
-                    loaded.routes.push(ConfiguredRoute {
-                        path: route.clone(),
-                        module: module.clone(),
-                        spec: FunctionSpec {
-                            path: Some(route),
-                            module: Some(module),
-                            name: Some(trigger.component.clone()),
-                            declared_route: Some(raw),
-                            ..spec
-                        },
-                    });
-                }
+                "http" => loader.http_trigger(&mut loaded, &http_base, &location, trigger)?,
                 "redis" | "cron" | "mqtt" => {
-                    let entry = parsed(trigger)?;
-                    let source = match kind.as_str() {
-                        "redis" => {
-                            let address = match (&entry.address, settings.get("address")) {
-                                (Some(address), _) => address.clone(),
-                                (None, Some(toml::Value::String(address))) => address.clone(),
-                                _ => {
-                                    return Err(error(
-                                        &format!("{location}.address"),
-                                        "no address: set [application.trigger.redis] address, or address here".to_owned(),
-                                    ));
-                                }
-                            };
-                            let address = expand(&address, &app)
-                                .map_err(|m| error(&format!("{location}.address"), m))?;
-                            let channel = entry.channel.as_deref().ok_or_else(|| {
-                                error(&location, "a Redis trigger names its channel".to_owned())
-                            })?;
-                            let channel = expand(channel, &app)
-                                .map_err(|m| error(&format!("{location}.channel"), m))?;
-                            crate::trigger::redis(&address, &channel)
-                        }
-                        "mqtt" => {
-                            // spin-trigger-mqtt's settings, every value a
-                            // string, templates of app variables allowed.
-                            let setting = |key: &str| -> Result<Option<String>, ConfigError> {
-                                match settings.get(key) {
-                                    None => Ok(None),
-                                    Some(toml::Value::String(value)) => expand(value, &app)
-                                        .map(Some)
-                                        .map_err(|m| error(&format!("application.trigger.mqtt.{key}"), m)),
-                                    Some(_) => Err(error(
-                                        &format!("application.trigger.mqtt.{key}"),
-                                        "a string".to_owned(),
-                                    )),
-                                }
-                            };
-                            let address = setting("address")?.ok_or_else(|| {
-                                error(
-                                    "application.trigger.mqtt.address",
-                                    "an MQTT trigger needs the broker's address".to_owned(),
-                                )
-                            })?;
-                            let keep_alive = match setting("keep_alive_interval")? {
-                                Some(seconds) => Some(Duration::from_secs(seconds.trim().parse().map_err(
-                                    |_| {
-                                        error(
-                                            "application.trigger.mqtt.keep_alive_interval",
-                                            "whole seconds".to_owned(),
-                                        )
-                                    },
-                                )?)),
-                                None => None,
-                            };
-                            let topic = entry.topic.as_deref().ok_or_else(|| {
-                                error(&location, "an MQTT trigger names its topic".to_owned())
-                            })?;
-                            let topic = expand(topic, &app)
-                                .map_err(|m| error(&format!("{location}.topic"), m))?;
-                            let (username, password) = (setting("username")?, setting("password")?);
-                            crate::trigger::mqtt(
-                                &crate::trigger::MqttSettings {
-                                    address: &address,
-                                    username: username.as_deref().filter(|u| !u.is_empty()),
-                                    password: password.as_deref().filter(|p| !p.is_empty()),
-                                    keep_alive,
-                                    client_id: None,
-                                },
-                                &topic,
-                                entry.qos.as_deref().unwrap_or("1"),
-                            )
-                        }
-                        _ => {
-                            let expression = entry.cron_expression.as_deref().ok_or_else(|| {
-                                error(&location, "a cron trigger has a cron_expression".to_owned())
-                            })?;
-                            crate::trigger::cron(expression)
-                        }
-                    }
-                    .map_err(|refused| error(&location, refused.to_string()))?;
-                    let (spec, module) = component(&entry.component, &location)?;
-                    push_triggered(&mut loaded, &entry.component, spec, module);
-                    let max_in_flight = crate::trigger::in_flight(&source, None)
-                        .map_err(|refused| error(&location, refused.to_string()))?;
-                    loaded.triggers.push(ConfiguredTrigger {
-                        name: entry.id.clone().unwrap_or(location),
-                        function: entry.component.clone(),
-                        source,
-                        relative_deadline: None,
-                        max_in_flight,
-                    });
+                    loader.event_trigger(&mut loaded, kind, location, trigger)?;
                 }
                 _ => {
                     return Err(error(
@@ -497,6 +272,318 @@ pub fn parse(
         ));
     }
     Ok(loaded)
+}
+
+/// The app's variables, resolved once: each from `SPIN_VARIABLE_NAME`
+/// (`env`), else its default; errors as (location, message).
+fn app_variables(
+    manifest: &Manifest,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, (String, String)> {
+    let mut app = BTreeMap::new();
+    for (name, variable) in &manifest.variables {
+        let location = format!("variables.{name}");
+        luge_core::capabilities::check_variable(name, "")
+            .map_err(|e| (location.clone(), e.to_string()))?;
+        let provided = env(&format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()));
+        let value = match (provided, &variable.default, variable.required) {
+            (Some(value), _, _) => value,
+            (None, Some(default), false) => default.clone(),
+            (None, Some(_), true) => {
+                return Err((
+                    location,
+                    "a variable is either required or has a default".to_owned(),
+                ));
+            }
+            (None, None, _) => {
+                return Err((
+                    location,
+                    format!(
+                        "required, and not given: set SPIN_VARIABLE_{}",
+                        name.to_ascii_uppercase()
+                    ),
+                ));
+            }
+        };
+        app.insert(name.clone(), value);
+    }
+    Ok(app)
+}
+
+/// What reading a manifest's triggers needs: the manifest, where it is,
+/// and what was resolved from it once (its variables, its store, its
+/// component ids).
+struct Loader<'a> {
+    file: &'a Path,
+    base: &'a Path,
+    fs_root: Option<&'a Path>,
+    manifest: &'a Manifest,
+    app: BTreeMap<String, String>,
+    app_store: String,
+    ids: Vec<&'a str>,
+}
+
+impl Loader<'_> {
+    fn error(&self, location: &str, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.to_owned(),
+            location: location.to_owned(),
+            message,
+        }
+    }
+
+    /// Component `id`'s spec and module (named by the trigger at
+    /// `location`), once per component however many triggers name it.
+    fn component(&self, id: &str, location: &str) -> Result<(FunctionSpec, PathBuf), ConfigError> {
+        let component = self.manifest.component.get(id).ok_or_else(|| {
+            self.error(
+                &format!("{location}.component"),
+                format!("no [component.{id}]"),
+            )
+        })?;
+        let at = |field: &str| format!("component.{id}.{field}");
+        let spec = component_spec(
+            component,
+            &self.app,
+            &self.app_store,
+            &self.ids,
+            &at,
+            self.base,
+            self.fs_root,
+        )
+        .map_err(|(l, m)| self.error(&l, m))?;
+        let module = match &component.source {
+            toml::Value::String(path) => self.base.join(path),
+            _ => {
+                return Err(self.error(
+                    &at("source"),
+                    "only a file path (relative to the manifest) is a source here".to_owned(),
+                ));
+            }
+        };
+        Ok((spec, module))
+    }
+
+    /// `[application.trigger.KIND]`: settings every trigger of the kind
+    /// shares (the Redis trigger's `address`, the MQTT trigger's broker).
+    fn settings(&self, kind: &str) -> toml::Value {
+        self.manifest
+            .application
+            .get("trigger")
+            .and_then(|t| t.get(kind))
+            .cloned()
+            .unwrap_or(toml::Value::Table(toml::Table::new()))
+    }
+
+    /// `[application.trigger.http] base`: every route's prefix (Spin's
+    /// default `/`).
+    fn http_base(&self) -> Result<String, ConfigError> {
+        match self.settings("http").get("base") {
+            None => Ok("/".to_owned()),
+            Some(toml::Value::String(base)) if base.starts_with('/') => Ok(base.clone()),
+            Some(_) => Err(self.error(
+                "application.trigger.http.base",
+                "the base is an absolute path such as \"/\" or \"/api\"".to_owned(),
+            )),
+        }
+    }
+
+    /// The HTTP trigger at `location`: a route of its component (under
+    /// `http_base`), or a private component only others reach.
+    fn http_trigger(
+        &self,
+        loaded: &mut SpinApp,
+        http_base: &str,
+        location: &str,
+        trigger: &toml::Table,
+    ) -> Result<(), ConfigError> {
+        let trigger: HttpTrigger = toml::Value::Table(trigger.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| self.error(location, e.message().trim().to_owned()))?;
+        if let Some(kind) = trigger
+            .executor
+            .as_ref()
+            .and_then(|e| e.get("type"))
+            .and_then(toml::Value::as_str)
+            .filter(|kind| *kind != "spin")
+        {
+            return Err(self.error(
+                &format!("{location}.executor"),
+                format!("Luge runs Spin's executor only, not {kind:?}"),
+            ));
+        }
+        let _ = &trigger.id;
+        let raw = match &trigger.route {
+            HttpRoute::Path(path) => path.clone(),
+            // As Spin: served to other components only.
+            HttpRoute::Private { private: true } => {
+                let (spec, module) = self.component(&trigger.component, location)?;
+                push_triggered(loaded, &trigger.component, spec, module);
+                return Ok(());
+            }
+            HttpRoute::Private { private: false } => {
+                return Err(self.error(
+                    &format!("{location}.route"),
+                    "a route is a path or { private = true }".to_owned(),
+                ));
+            }
+        };
+        let route = based_route(http_base, &raw);
+        check_route_path(&route)
+            .map_err(|e| self.error(&format!("{location}.route"), e.to_string()))?;
+        // As Spin's router: a route given twice is served by the later
+        // trigger, with a warning.
+        if let Some(at) = loaded.routes.iter().position(|r| r.path == route) {
+            tracing::warn!(
+                route = %route,
+                replaced = loaded.routes[at].spec.name.as_deref().unwrap_or_default(),
+                by = %trigger.component,
+                "a route is given twice in the Spin manifest: the later one is served"
+            );
+            loaded.routes.remove(at);
+        }
+        // A component on several triggers is one function on each route,
+        // all under the component's name: one code, one private store, one
+        // target of `NAME.spin.internal`.
+        let (spec, module) = self.component(&trigger.component, location)?;
+        loaded.routes.push(ConfiguredRoute {
+            path: route.clone(),
+            module: module.clone(),
+            spec: FunctionSpec {
+                path: Some(route),
+                module: Some(module),
+                name: Some(trigger.component.clone()),
+                declared_route: Some(raw),
+                ..spec
+            },
+        });
+        Ok(())
+    }
+
+    /// The Redis, MQTT or cron trigger at `location`: its source, checked,
+    /// and its component as a triggered function.
+    fn event_trigger(
+        &self,
+        loaded: &mut SpinApp,
+        kind: &str,
+        location: String,
+        trigger: &toml::Table,
+    ) -> Result<(), ConfigError> {
+        let entry: TriggerEntry = toml::Value::Table(trigger.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| self.error(&location, e.message().trim().to_owned()))?;
+        let source = match kind {
+            "redis" => self.redis_source(&entry, &location)?,
+            "mqtt" => self.mqtt_source(&entry, &location)?,
+            _ => {
+                let expression = entry.cron_expression.as_deref().ok_or_else(|| {
+                    self.error(&location, "a cron trigger has a cron_expression".to_owned())
+                })?;
+                crate::trigger::cron(expression)
+                    .map_err(|refused| self.error(&location, refused.to_string()))?
+            }
+        };
+        let (spec, module) = self.component(&entry.component, &location)?;
+        push_triggered(loaded, &entry.component, spec, module);
+        let max_in_flight = crate::trigger::in_flight(&source, None)
+            .map_err(|refused| self.error(&location, refused.to_string()))?;
+        loaded.triggers.push(ConfiguredTrigger {
+            name: entry.id.clone().unwrap_or(location),
+            function: entry.component.clone(),
+            source,
+            relative_deadline: None,
+            max_in_flight,
+        });
+        Ok(())
+    }
+
+    /// A Redis trigger's source: its address (its own, or the app's
+    /// `[application.trigger.redis] address`) and channel, templates of app
+    /// variables expanded.
+    fn redis_source(
+        &self,
+        entry: &TriggerEntry,
+        location: &str,
+    ) -> Result<luge_trigger::Source, ConfigError> {
+        let address = match (&entry.address, self.settings("redis").get("address")) {
+            (Some(address), _) => address.clone(),
+            (None, Some(toml::Value::String(address))) => address.clone(),
+            _ => {
+                return Err(self.error(
+                    &format!("{location}.address"),
+                    "no address: set [application.trigger.redis] address, or address here"
+                        .to_owned(),
+                ));
+            }
+        };
+        let address = expand(&address, &self.app)
+            .map_err(|m| self.error(&format!("{location}.address"), m))?;
+        let channel = entry
+            .channel
+            .as_deref()
+            .ok_or_else(|| self.error(location, "a Redis trigger names its channel".to_owned()))?;
+        let channel = expand(channel, &self.app)
+            .map_err(|m| self.error(&format!("{location}.channel"), m))?;
+        crate::trigger::redis(&address, &channel)
+            .map_err(|refused| self.error(location, refused.to_string()))
+    }
+
+    /// An MQTT trigger's source: spin-trigger-mqtt's settings (every value
+    /// a string, templates of app variables allowed) and the trigger's
+    /// topic and QoS.
+    fn mqtt_source(
+        &self,
+        entry: &TriggerEntry,
+        location: &str,
+    ) -> Result<luge_trigger::Source, ConfigError> {
+        let settings = self.settings("mqtt");
+        let setting = |key: &str| -> Result<Option<String>, ConfigError> {
+            let at = format!("application.trigger.mqtt.{key}");
+            match settings.get(key) {
+                None => Ok(None),
+                Some(toml::Value::String(value)) => expand(value, &self.app)
+                    .map(Some)
+                    .map_err(|m| self.error(&at, m)),
+                Some(_) => Err(self.error(&at, "a string".to_owned())),
+            }
+        };
+        let address = setting("address")?.ok_or_else(|| {
+            self.error(
+                "application.trigger.mqtt.address",
+                "an MQTT trigger needs the broker's address".to_owned(),
+            )
+        })?;
+        let keep_alive = match setting("keep_alive_interval")? {
+            Some(seconds) => Some(Duration::from_secs(seconds.trim().parse().map_err(
+                |_| {
+                    self.error(
+                        "application.trigger.mqtt.keep_alive_interval",
+                        "whole seconds".to_owned(),
+                    )
+                },
+            )?)),
+            None => None,
+        };
+        let topic = entry
+            .topic
+            .as_deref()
+            .ok_or_else(|| self.error(location, "an MQTT trigger names its topic".to_owned()))?;
+        let topic =
+            expand(topic, &self.app).map_err(|m| self.error(&format!("{location}.topic"), m))?;
+        let (username, password) = (setting("username")?, setting("password")?);
+        crate::trigger::mqtt(
+            &crate::trigger::MqttSettings {
+                address: &address,
+                username: username.as_deref().filter(|u| !u.is_empty()),
+                password: password.as_deref().filter(|p| !p.is_empty()),
+                keep_alive,
+                client_id: None,
+            },
+            &topic,
+            entry.qos.as_deref().unwrap_or("1"),
+        )
+        .map_err(|refused| self.error(location, refused.to_string()))
+    }
 }
 
 /// The keys of a Spin manifest (v2) and what Luge does with each: every
