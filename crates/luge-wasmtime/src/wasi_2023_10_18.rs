@@ -166,7 +166,15 @@ impl wasi::io::poll::HostPollable for ResourceTable {
     }
 }
 
-impl wasi::io::streams::Host for ResourceTable {}
+crate::wasi_candidates::io_streams! {
+        async fn forward(
+            &mut self,
+            _self_: Resource<OutputStream>,
+            _src: Resource<InputStream>,
+        ) -> wasmtime::Result<Result<u64, StreamError>> {
+            wasmtime::bail!("forward API no longer supported")
+        }
+}
 
 impl wasi::io::streams::HostError for ResourceTable {
     fn to_debug_string(&mut self, self_: Resource<Error>) -> wasmtime::Result<String> {
@@ -175,162 +183,6 @@ impl wasi::io::streams::HostError for ResourceTable {
 
     fn drop(&mut self, rep: Resource<Error>) -> wasmtime::Result<()> {
         latest::io::error::HostError::drop(self, rep)
-    }
-}
-
-impl wasi::io::streams::HostInputStream for ResourceTable {
-    fn read(
-        &mut self,
-        self_: Resource<InputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<Vec<u8>, StreamError>> {
-        let result = latest::io::streams::HostInputStream::read(self, self_, len);
-        convert_stream_result(self, result)
-    }
-
-    async fn blocking_read(
-        &mut self,
-        self_: Resource<InputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<Vec<u8>, StreamError>> {
-        let result = latest::io::streams::HostInputStream::blocking_read(self, self_, len).await;
-        convert_stream_result(self, result)
-    }
-
-    fn skip(
-        &mut self,
-        self_: Resource<InputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<u64, StreamError>> {
-        let result = latest::io::streams::HostInputStream::skip(self, self_, len);
-        convert_stream_result(self, result)
-    }
-
-    async fn blocking_skip(
-        &mut self,
-        self_: Resource<InputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<u64, StreamError>> {
-        let result = latest::io::streams::HostInputStream::blocking_skip(self, self_, len).await;
-        convert_stream_result(self, result)
-    }
-
-    fn subscribe(
-        &mut self,
-        self_: Resource<InputStream>,
-    ) -> wasmtime::Result<Resource<DynPollable>> {
-        latest::io::streams::HostInputStream::subscribe(self, self_)
-    }
-
-    async fn drop(&mut self, rep: Resource<InputStream>) -> wasmtime::Result<()> {
-        latest::io::streams::HostInputStream::drop(self, rep).await
-    }
-}
-
-impl wasi::io::streams::HostOutputStream for ResourceTable {
-    fn check_write(
-        &mut self,
-        self_: Resource<OutputStream>,
-    ) -> wasmtime::Result<Result<u64, StreamError>> {
-        let result = latest::io::streams::HostOutputStream::check_write(self, self_);
-        convert_stream_result(self, result)
-    }
-
-    fn write(
-        &mut self,
-        self_: Resource<OutputStream>,
-        contents: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), StreamError>> {
-        let result = latest::io::streams::HostOutputStream::write(self, self_, contents);
-        convert_stream_result(self, result)
-    }
-
-    async fn blocking_write_and_flush(
-        &mut self,
-        self_: Resource<OutputStream>,
-        contents: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), StreamError>> {
-        let result =
-            latest::io::streams::HostOutputStream::blocking_write_and_flush(self, self_, contents)
-                .await;
-        convert_stream_result(self, result)
-    }
-
-    fn flush(
-        &mut self,
-        self_: Resource<OutputStream>,
-    ) -> wasmtime::Result<Result<(), StreamError>> {
-        let result = latest::io::streams::HostOutputStream::flush(self, self_);
-        convert_stream_result(self, result)
-    }
-
-    async fn blocking_flush(
-        &mut self,
-        self_: Resource<OutputStream>,
-    ) -> wasmtime::Result<Result<(), StreamError>> {
-        let result = latest::io::streams::HostOutputStream::blocking_flush(self, self_).await;
-        convert_stream_result(self, result)
-    }
-
-    fn subscribe(
-        &mut self,
-        self_: Resource<OutputStream>,
-    ) -> wasmtime::Result<Resource<DynPollable>> {
-        latest::io::streams::HostOutputStream::subscribe(self, self_)
-    }
-
-    fn write_zeroes(
-        &mut self,
-        self_: Resource<OutputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<(), StreamError>> {
-        let result = latest::io::streams::HostOutputStream::write_zeroes(self, self_, len);
-        convert_stream_result(self, result)
-    }
-
-    async fn blocking_write_zeroes_and_flush(
-        &mut self,
-        self_: Resource<OutputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<(), StreamError>> {
-        let result = latest::io::streams::HostOutputStream::blocking_write_zeroes_and_flush(
-            self, self_, len,
-        )
-        .await;
-        convert_stream_result(self, result)
-    }
-
-    fn splice(
-        &mut self,
-        self_: Resource<OutputStream>,
-        src: Resource<InputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<u64, StreamError>> {
-        let result = latest::io::streams::HostOutputStream::splice(self, self_, src, len);
-        convert_stream_result(self, result)
-    }
-
-    async fn blocking_splice(
-        &mut self,
-        self_: Resource<OutputStream>,
-        src: Resource<InputStream>,
-        len: u64,
-    ) -> wasmtime::Result<Result<u64, StreamError>> {
-        let result =
-            latest::io::streams::HostOutputStream::blocking_splice(self, self_, src, len).await;
-        convert_stream_result(self, result)
-    }
-
-    async fn forward(
-        &mut self,
-        _self_: Resource<OutputStream>,
-        _src: Resource<InputStream>,
-    ) -> wasmtime::Result<Result<u64, StreamError>> {
-        wasmtime::bail!("forward API no longer supported")
-    }
-
-    async fn drop(&mut self, rep: Resource<OutputStream>) -> wasmtime::Result<()> {
-        latest::io::streams::HostOutputStream::drop(self, rep).await
     }
 }
 
@@ -755,26 +607,6 @@ impl wasi::http::outgoing_handler::Host for WasiHttpCtxView<'_> {
             Ok(resp) => Ok(Ok(resp)),
             Err(e) => Ok(Err(e.downcast()?.into())),
         }
-    }
-}
-
-/// A 0.2 stream's result in the candidate's words: its error a resource
-/// of the same table, a trap a trap.
-fn convert_stream_result<T, T2>(
-    table: &mut ResourceTable,
-    result: Result<T, wasmtime_wasi::p2::StreamError>,
-) -> wasmtime::Result<Result<T2, StreamError>>
-where
-    T2: From<T>,
-{
-    match result {
-        Ok(e) => Ok(Ok(e.into())),
-        Err(wasmtime_wasi::p2::StreamError::Closed) => Ok(Err(StreamError::Closed)),
-        Err(wasmtime_wasi::p2::StreamError::LastOperationFailed(e)) => {
-            let e = table.push(e)?;
-            Ok(Err(StreamError::LastOperationFailed(e)))
-        }
-        Err(wasmtime_wasi::p2::StreamError::Trap(e)) => Err(e),
     }
 }
 

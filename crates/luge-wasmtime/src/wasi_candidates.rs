@@ -1,0 +1,180 @@
+//! What WASI's release candidates served here (`wasi_2023_10_18`,
+//! `wasi_2023_11_10`) share, written once: their `wasi:io` streams, the
+//! same functions over the same resources in both, each forwarded to WASI
+//! 0.2's implementation. Expanded in each candidate's module, where its
+//! generated `wasi::io::streams` and its `latest` (Wasmtime's 0.2
+//! bindings) are in scope.
+
+/// The candidate's `wasi:io/streams` on the resource table: the input and
+/// output streams' functions (with `$output_stream_extra`, the output
+/// stream's functions one candidate has alone) and the conversion of a
+/// 0.2 stream result to the candidate's.
+macro_rules! io_streams {
+    ($($output_stream_extra:tt)*) => {
+        fn convert_stream_result<T, T2>(
+            table: &mut ResourceTable,
+            result: Result<T, wasmtime_wasi::p2::StreamError>,
+        ) -> wasmtime::Result<Result<T2, StreamError>>
+        where
+            T2: From<T>,
+        {
+            match result {
+                Ok(e) => Ok(Ok(e.into())),
+                Err(wasmtime_wasi::p2::StreamError::Closed) => Ok(Err(StreamError::Closed)),
+                Err(wasmtime_wasi::p2::StreamError::LastOperationFailed(e)) => {
+                    let e = table.push(e)?;
+                    Ok(Err(StreamError::LastOperationFailed(e)))
+                }
+                Err(wasmtime_wasi::p2::StreamError::Trap(e)) => Err(e),
+            }
+        }
+
+        impl wasi::io::streams::Host for ResourceTable {}
+
+        impl wasi::io::streams::HostInputStream for ResourceTable {
+            fn read(
+                &mut self,
+                self_: Resource<InputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<Vec<u8>, StreamError>> {
+                let result = latest::io::streams::HostInputStream::read(self, self_, len);
+                convert_stream_result(self, result)
+            }
+
+            async fn blocking_read(
+                &mut self,
+                self_: Resource<InputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<Vec<u8>, StreamError>> {
+                let result = latest::io::streams::HostInputStream::blocking_read(self, self_, len).await;
+                convert_stream_result(self, result)
+            }
+
+            fn skip(
+                &mut self,
+                self_: Resource<InputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<u64, StreamError>> {
+                let result = latest::io::streams::HostInputStream::skip(self, self_, len);
+                convert_stream_result(self, result)
+            }
+
+            async fn blocking_skip(
+                &mut self,
+                self_: Resource<InputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<u64, StreamError>> {
+                let result = latest::io::streams::HostInputStream::blocking_skip(self, self_, len).await;
+                convert_stream_result(self, result)
+            }
+
+            fn subscribe(&mut self, self_: Resource<InputStream>) -> wasmtime::Result<Resource<Pollable>> {
+                latest::io::streams::HostInputStream::subscribe(self, self_)
+            }
+
+            async fn drop(&mut self, rep: Resource<InputStream>) -> wasmtime::Result<()> {
+                latest::io::streams::HostInputStream::drop(self, rep).await
+            }
+        }
+
+        impl wasi::io::streams::HostOutputStream for ResourceTable {
+            fn check_write(
+                &mut self,
+                self_: Resource<OutputStream>,
+            ) -> wasmtime::Result<Result<u64, StreamError>> {
+                let result = latest::io::streams::HostOutputStream::check_write(self, self_);
+                convert_stream_result(self, result)
+            }
+
+            fn write(
+                &mut self,
+                self_: Resource<OutputStream>,
+                contents: Vec<u8>,
+            ) -> wasmtime::Result<Result<(), StreamError>> {
+                let result = latest::io::streams::HostOutputStream::write(self, self_, contents);
+                convert_stream_result(self, result)
+            }
+
+            async fn blocking_write_and_flush(
+                &mut self,
+                self_: Resource<OutputStream>,
+                contents: Vec<u8>,
+            ) -> wasmtime::Result<Result<(), StreamError>> {
+                let result =
+                    latest::io::streams::HostOutputStream::blocking_write_and_flush(self, self_, contents)
+                        .await;
+                convert_stream_result(self, result)
+            }
+
+            fn flush(
+                &mut self,
+                self_: Resource<OutputStream>,
+            ) -> wasmtime::Result<Result<(), StreamError>> {
+                let result = latest::io::streams::HostOutputStream::flush(self, self_);
+                convert_stream_result(self, result)
+            }
+
+            async fn blocking_flush(
+                &mut self,
+                self_: Resource<OutputStream>,
+            ) -> wasmtime::Result<Result<(), StreamError>> {
+                let result = latest::io::streams::HostOutputStream::blocking_flush(self, self_).await;
+                convert_stream_result(self, result)
+            }
+
+            fn subscribe(&mut self, self_: Resource<OutputStream>) -> wasmtime::Result<Resource<Pollable>> {
+                latest::io::streams::HostOutputStream::subscribe(self, self_)
+            }
+
+            fn write_zeroes(
+                &mut self,
+                self_: Resource<OutputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<(), StreamError>> {
+                let result = latest::io::streams::HostOutputStream::write_zeroes(self, self_, len);
+                convert_stream_result(self, result)
+            }
+
+            async fn blocking_write_zeroes_and_flush(
+                &mut self,
+                self_: Resource<OutputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<(), StreamError>> {
+                let result = latest::io::streams::HostOutputStream::blocking_write_zeroes_and_flush(
+                    self, self_, len,
+                )
+                .await;
+                convert_stream_result(self, result)
+            }
+
+            fn splice(
+                &mut self,
+                self_: Resource<OutputStream>,
+                src: Resource<InputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<u64, StreamError>> {
+                let result = latest::io::streams::HostOutputStream::splice(self, self_, src, len);
+                convert_stream_result(self, result)
+            }
+
+            async fn blocking_splice(
+                &mut self,
+                self_: Resource<OutputStream>,
+                src: Resource<InputStream>,
+                len: u64,
+            ) -> wasmtime::Result<Result<u64, StreamError>> {
+                let result =
+                    latest::io::streams::HostOutputStream::blocking_splice(self, self_, src, len).await;
+                convert_stream_result(self, result)
+            }
+
+            async fn drop(&mut self, rep: Resource<OutputStream>) -> wasmtime::Result<()> {
+                latest::io::streams::HostOutputStream::drop(self, rep).await
+            }
+
+                $($output_stream_extra)*
+            }
+    };
+}
+
+pub(crate) use io_streams;
