@@ -328,39 +328,7 @@ impl Inner {
     async fn run(&self, event: &Event, id: u64, arrived: Instant) -> Handled {
         let app = &self.app;
         let function = &self.function;
-        let span = Span::start(
-            app.settings.telemetry.as_ref(),
-            || format!("{} process", self.name),
-            &function.name,
-            match event.kind {
-                EventKind::Cron { .. } => telemetry::Trigger::Timer,
-                _ => telemetry::Trigger::PubSub,
-            },
-            None,
-            arrived,
-        )
-        // No one reads an event's stdout as an answer: it is its log.
-        .stdout_is_log(true);
-        span.set(|| {
-            let mut attributes = vec![
-                KeyValue::new("faas.invocation_id", id.to_string()),
-                KeyValue::new("luge.trigger", self.name.clone()),
-            ];
-            match &event.kind {
-                EventKind::Cron { timestamp } => {
-                    attributes.push(KeyValue::new("faas.cron", self.name.clone()));
-                    attributes.push(KeyValue::new("faas.time", *timestamp as i64));
-                }
-                kind => {
-                    attributes.push(KeyValue::new("messaging.system", kind.trigger()));
-                    attributes.push(KeyValue::new(
-                        "messaging.destination.name",
-                        kind.subject().to_owned(),
-                    ));
-                }
-            }
-            attributes
-        });
+        let span = self.span(event, id, arrived);
         let tree = Tree::new(&function.name);
         let place = match app.admit(&tree, &function.name) {
             Ok(place) => place,
@@ -419,16 +387,8 @@ impl Inner {
         let outcome = app
             .execute_started(&action, cancel, sandbox, arrived, deadline, place, &span)
             .await;
-        let lag = arrived.elapsed().saturating_sub(outcome.elapsed);
-        let lag = match event.kind {
-            // A tick's lag counts from when it was due.
-            EventKind::Cron { timestamp } => SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH + Duration::from_secs(timestamp))
-                .unwrap_or_default()
-                .saturating_sub(outcome.elapsed),
-            _ => lag,
-        };
-        app.metrics.observe_lag(&self.name, lag);
+        app.metrics
+            .observe_lag(&self.name, lag(event, arrived, outcome.elapsed));
         // Its log lines name the trigger and the event.
         tracing::info_span!("event", trigger = %self.name, event = id)
             .in_scope(|| log_stderr(&function.name, id, &outcome.stderr));
@@ -436,23 +396,73 @@ impl Inner {
             Some(status) => status.await.ok().flatten(),
             None => None,
         };
-        let succeeded = outcome.termination == Termination::Exited(0)
+        self.verdict(id, &outcome.termination, http, status)
+    }
+
+    /// The span of event `id`, which `arrived` then: a FaaS invocation of
+    /// the trigger's function, by a timer or a message.
+    fn span(&self, event: &Event, id: u64, arrived: Instant) -> Span {
+        let span = Span::start(
+            self.app.settings.telemetry.as_ref(),
+            || format!("{} process", self.name),
+            &self.function.name,
+            match event.kind {
+                EventKind::Cron { .. } => telemetry::Trigger::Timer,
+                _ => telemetry::Trigger::PubSub,
+            },
+            None,
+            arrived,
+        )
+        // No one reads an event's stdout as an answer: it is its log.
+        .stdout_is_log(true);
+        span.set(|| {
+            let mut attributes = vec![
+                KeyValue::new("faas.invocation_id", id.to_string()),
+                KeyValue::new("luge.trigger", self.name.clone()),
+            ];
+            match &event.kind {
+                EventKind::Cron { timestamp } => {
+                    attributes.push(KeyValue::new("faas.cron", self.name.clone()));
+                    attributes.push(KeyValue::new("faas.time", *timestamp as i64));
+                }
+                kind => {
+                    attributes.push(KeyValue::new("messaging.system", kind.trigger()));
+                    attributes.push(KeyValue::new(
+                        "messaging.destination.name",
+                        kind.subject().to_owned(),
+                    ));
+                }
+            }
+            attributes
+        });
+        span
+    }
+
+    /// Whether event `id` was handled: its function exited 0 and, for an
+    /// HTTP handler, answered a success `status`; a failure is logged with
+    /// why.
+    fn verdict(
+        &self,
+        id: u64,
+        termination: &Termination,
+        http: bool,
+        status: Option<Result<hyper::StatusCode, luge_core::handler::HandlerError>>,
+    ) -> Handled {
+        let function = &self.function.name;
+        let succeeded = *termination == Termination::Exited(0)
             && (!http || matches!(status, Some(Ok(s)) if s.is_success()));
         if succeeded {
-            tracing::debug!(trigger = %self.name, event = id, function = %function.name, "event handled");
-            Handled::Succeeded
-        } else {
-            let message = match (&outcome.termination, status) {
-                (Termination::Exited(0), Some(Ok(status))) => {
-                    format!("the handler answered {status}")
-                }
-                (Termination::Exited(0), Some(Err(error))) => error.to_string(),
-                (Termination::Exited(0), _) => "the handler answered no response".to_owned(),
-                (termination, _) => crate::invocation::failure_message(termination),
-            };
-            tracing::warn!(trigger = %self.name, event = id, function = %function.name, %message, "event failed");
-            Handled::Failed
+            tracing::debug!(trigger = %self.name, event = id, %function, "event handled");
+            return Handled::Succeeded;
         }
+        let message = match (termination, status) {
+            (Termination::Exited(0), Some(Ok(status))) => format!("the handler answered {status}"),
+            (Termination::Exited(0), Some(Err(error))) => error.to_string(),
+            (Termination::Exited(0), _) => "the handler answered no response".to_owned(),
+            (termination, _) => crate::invocation::failure_message(termination),
+        };
+        tracing::warn!(trigger = %self.name, event = id, %function, %message, "event failed");
+        Handled::Failed
     }
 
     /// The `POST /` an HTTP handler gets for `event`: CloudEvents'
@@ -497,4 +507,16 @@ impl Inner {
 /// `timestamp` (Unix seconds) as RFC 3339, for `ce-time`.
 fn rfc3339(timestamp: u64) -> Option<HeaderValue> {
     HeaderValue::from_str(&luge_trigger::cron::rfc3339(timestamp)?).ok()
+}
+
+/// How long `event`, which `arrived` then, waited before its function ran
+/// for `ran`: from its arrival, or for a tick from when it was due.
+fn lag(event: &Event, arrived: Instant, ran: Duration) -> Duration {
+    match event.kind {
+        EventKind::Cron { timestamp } => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH + Duration::from_secs(timestamp))
+            .unwrap_or_default()
+            .saturating_sub(ran),
+        _ => arrived.elapsed().saturating_sub(ran),
+    }
 }
