@@ -172,132 +172,14 @@ impl<S: ServerTable> Config<S> {
             *dir = base.join(&*dir);
         }
         let mut seen = HashSet::new();
-        let mut routes = Vec::with_capacity(raw.routes.len());
-        for (index, spec) in raw.routes.into_iter().enumerate() {
-            let key = |field: &str| format!("routes[{index}].{field}");
-            let path = spec
-                .path
-                .clone()
-                .ok_or_else(|| error(key("path"), "every route needs a path".to_owned()))?;
-            check_route_path(&path).map_err(|e| error(key("path"), e.to_string()))?;
-            if !seen.insert(path.clone()) {
-                return Err(error(key("path"), format!("{path:?} is configured twice")));
-            }
-            let module = spec
-                .module
-                .as_ref()
-                .map(|m| base.join(m))
-                .ok_or_else(|| error(key("module"), "every route needs a module".to_owned()))?;
-            if !spec.triggers.is_empty() {
-                return Err(error(
-                    key("triggers"),
-                    "a route's triggers are [[triggers]] entries naming it".to_owned(),
-                ));
-            }
-            routes.push(ConfiguredRoute { path, module, spec });
-        }
-        for (index, chain) in raw.chains.iter().enumerate() {
-            let key = |field: &str| format!("chains[{index}].{field}");
-            check_exact_path(&chain.path).map_err(|e| error(key("path"), e.to_string()))?;
-            if !seen.insert(chain.path.clone()) {
-                return Err(error(
-                    key("path"),
-                    format!("{:?} is configured twice", chain.path),
-                ));
-            }
-            if chain.stages.is_empty() || chain.stages.len() > MAX_STAGES {
-                return Err(error(
-                    key("stages"),
-                    format!("a chain has 1 to {MAX_STAGES} stages"),
-                ));
-            }
-            for (stage_index, stage) in chain.stages.iter().enumerate() {
-                if !routes.iter().any(|r| r.path == *stage) {
-                    return Err(error(
-                        key(&format!("stages[{stage_index}]")),
-                        format!(
-                            "{stage:?} is not a route of this file (a stage is the path of a [[routes]] entry)"
-                        ),
-                    ));
-                }
-            }
-        }
-        let mut functions = Vec::with_capacity(raw.functions.len());
-        for (index, spec) in raw.functions.into_iter().enumerate() {
-            let key = |field: &str| format!("functions[{index}].{field}");
-            if spec.path.is_some() {
-                return Err(error(
-                    key("path"),
-                    "a [[functions]] entry has no route (a function on a path is a [[routes]] entry)"
-                        .to_owned(),
-                ));
-            }
-            if !spec.triggers.is_empty() {
-                return Err(error(
-                    key("triggers"),
-                    "a function's triggers are [[triggers]] entries naming it".to_owned(),
-                ));
-            }
-            let name = spec
-                .name
-                .clone()
-                .ok_or_else(|| error(key("name"), "every function needs a name".to_owned()))?;
-            if routes.iter().any(|r| route_name(r) == name)
-                || functions
-                    .iter()
-                    .any(|f: &crate::trigger::TriggeredFunction| {
-                        f.spec.name.as_deref() == Some(&name)
-                    })
-            {
-                return Err(error(key("name"), format!("{name:?} is configured twice")));
-            }
-            let module =
-                spec.module.as_ref().map(|m| base.join(m)).ok_or_else(|| {
-                    error(key("module"), "every function needs a module".to_owned())
-                })?;
-            functions.push(crate::trigger::TriggeredFunction { module, spec });
-        }
-        if raw.triggers.len() > crate::trigger::MAX_TRIGGERS {
-            return Err(error(
-                "triggers".to_owned(),
-                format!("at most {} triggers", crate::trigger::MAX_TRIGGERS),
-            ));
-        }
-        let mut triggers = Vec::with_capacity(raw.triggers.len());
-        for (index, table) in raw.triggers.into_iter().enumerate() {
-            let key = |field: &str| {
-                if field.is_empty() {
-                    format!("triggers[{index}]")
-                } else {
-                    format!("triggers[{index}].{field}")
-                }
-            };
-            let (function, spec) = crate::trigger::table(table)
-                .map_err(|(field, refused)| error(key(field), refused.to_string()))?;
-            // A route's function, by its path or its name, or a function's.
-            let function = routes
-                .iter()
-                .find(|r| r.path == function || route_name(r) == function)
-                .map(route_name)
-                .or_else(|| {
-                    functions
-                        .iter()
-                        .find(|f| f.spec.name.as_deref() == Some(&function))
-                        .map(|_| function.clone())
-                })
-                .ok_or_else(|| {
-                    error(
-                        key("function"),
-                        format!(
-                            "{function:?} is not a function of this file (a trigger names the path or name of a [[routes]] entry, or the name of a [[functions]] entry)"
-                        ),
-                    )
-                })?;
-            let trigger = spec
-                .checked(format!("triggers[{index}]"), function)
-                .map_err(|(field, refused)| error(key(field), refused.to_string()))?;
-            triggers.push(trigger);
-        }
+        let routes = configured_routes(raw.routes, base, &mut seen)
+            .map_err(|(location, message)| error(location, message))?;
+        check_chains(&raw.chains, &routes, &mut seen)
+            .map_err(|(location, message)| error(location, message))?;
+        let functions = triggered_functions(raw.functions, &routes, base)
+            .map_err(|(location, message)| error(location, message))?;
+        let triggers = configured_triggers(raw.triggers, &routes, &functions)
+            .map_err(|(location, message)| error(location, message))?;
         Ok(Self {
             file: file.to_owned(),
             server,
@@ -309,6 +191,183 @@ impl<S: ServerTable> Config<S> {
             telemetry: raw.telemetry,
         })
     }
+}
+
+/// Errors of the steps of [`Config::parse`]: (location, message).
+type Refused = (String, String);
+
+fn refused(location: String, message: String) -> Refused {
+    (location, message)
+}
+
+/// The `[[routes]]`, each with a path (unique: `seen`) and a module
+/// (relative to `base`).
+fn configured_routes(
+    specs: Vec<FunctionSpec>,
+    base: &Path,
+    seen: &mut HashSet<String>,
+) -> Result<Vec<ConfiguredRoute>, Refused> {
+    let mut routes = Vec::with_capacity(specs.len());
+    for (index, spec) in specs.into_iter().enumerate() {
+        let key = |field: &str| format!("routes[{index}].{field}");
+        let path = spec
+            .path
+            .clone()
+            .ok_or_else(|| refused(key("path"), "every route needs a path".to_owned()))?;
+        check_route_path(&path).map_err(|e| refused(key("path"), e.to_string()))?;
+        if !seen.insert(path.clone()) {
+            return Err(refused(
+                key("path"),
+                format!("{path:?} is configured twice"),
+            ));
+        }
+        let module = spec
+            .module
+            .as_ref()
+            .map(|m| base.join(m))
+            .ok_or_else(|| refused(key("module"), "every route needs a module".to_owned()))?;
+        if !spec.triggers.is_empty() {
+            return Err(refused(
+                key("triggers"),
+                "a route's triggers are [[triggers]] entries naming it".to_owned(),
+            ));
+        }
+        routes.push(ConfiguredRoute { path, module, spec });
+    }
+    Ok(routes)
+}
+
+/// The `[[chains]]`: each on a path of its own (`seen`), its stages
+/// routes of this file.
+fn check_chains(
+    chains: &[ChainSpec],
+    routes: &[ConfiguredRoute],
+    seen: &mut HashSet<String>,
+) -> Result<(), Refused> {
+    for (index, chain) in chains.iter().enumerate() {
+        let key = |field: &str| format!("chains[{index}].{field}");
+        check_exact_path(&chain.path).map_err(|e| refused(key("path"), e.to_string()))?;
+        if !seen.insert(chain.path.clone()) {
+            return Err(refused(
+                key("path"),
+                format!("{:?} is configured twice", chain.path),
+            ));
+        }
+        if chain.stages.is_empty() || chain.stages.len() > MAX_STAGES {
+            return Err(refused(
+                key("stages"),
+                format!("a chain has 1 to {MAX_STAGES} stages"),
+            ));
+        }
+        for (stage_index, stage) in chain.stages.iter().enumerate() {
+            if !routes.iter().any(|r| r.path == *stage) {
+                return Err(refused(
+                    key(&format!("stages[{stage_index}]")),
+                    format!(
+                        "{stage:?} is not a route of this file (a stage is the path of a [[routes]] entry)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `[[functions]]`: functions without a route (a trigger's), each
+/// named once among the routes and functions.
+fn triggered_functions(
+    specs: Vec<FunctionSpec>,
+    routes: &[ConfiguredRoute],
+    base: &Path,
+) -> Result<Vec<crate::trigger::TriggeredFunction>, Refused> {
+    let mut functions = Vec::with_capacity(specs.len());
+    for (index, spec) in specs.into_iter().enumerate() {
+        let key = |field: &str| format!("functions[{index}].{field}");
+        if spec.path.is_some() {
+            return Err(refused(
+                key("path"),
+                "a [[functions]] entry has no route (a function on a path is a [[routes]] entry)"
+                    .to_owned(),
+            ));
+        }
+        if !spec.triggers.is_empty() {
+            return Err(refused(
+                key("triggers"),
+                "a function's triggers are [[triggers]] entries naming it".to_owned(),
+            ));
+        }
+        let name = spec
+            .name
+            .clone()
+            .ok_or_else(|| refused(key("name"), "every function needs a name".to_owned()))?;
+        if routes.iter().any(|r| route_name(r) == name)
+            || functions
+                .iter()
+                .any(|f: &crate::trigger::TriggeredFunction| f.spec.name.as_deref() == Some(&name))
+        {
+            return Err(refused(
+                key("name"),
+                format!("{name:?} is configured twice"),
+            ));
+        }
+        let module =
+            spec.module.as_ref().map(|m| base.join(m)).ok_or_else(|| {
+                refused(key("module"), "every function needs a module".to_owned())
+            })?;
+        functions.push(crate::trigger::TriggeredFunction { module, spec });
+    }
+    Ok(functions)
+}
+
+/// The `[[triggers]]`, each naming a route's function (by path or name)
+/// or a function's.
+fn configured_triggers(
+    tables: Vec<toml::Table>,
+    routes: &[ConfiguredRoute],
+    functions: &[crate::trigger::TriggeredFunction],
+) -> Result<Vec<crate::trigger::ConfiguredTrigger>, Refused> {
+    if tables.len() > crate::trigger::MAX_TRIGGERS {
+        return Err(refused(
+            "triggers".to_owned(),
+            format!("at most {} triggers", crate::trigger::MAX_TRIGGERS),
+        ));
+    }
+    let mut triggers = Vec::with_capacity(tables.len());
+    for (index, table) in tables.into_iter().enumerate() {
+        let key = |field: &str| {
+            if field.is_empty() {
+                format!("triggers[{index}]")
+            } else {
+                format!("triggers[{index}].{field}")
+            }
+        };
+        let (function, spec) = crate::trigger::table(table)
+            .map_err(|(field, message)| refused(key(field), message))?;
+        // A route's function, by its path or its name, or a function's.
+        let function = routes
+            .iter()
+            .find(|r| r.path == function || route_name(r) == function)
+            .map(route_name)
+            .or_else(|| {
+                functions
+                    .iter()
+                    .find(|f| f.spec.name.as_deref() == Some(&function))
+                    .map(|_| function.clone())
+            })
+            .ok_or_else(|| {
+                refused(
+                    key("function"),
+                    format!(
+                        "{function:?} is not a function of this file (a trigger names the path or name of a [[routes]] entry, or the name of a [[functions]] entry)"
+                    ),
+                )
+            })?;
+        let trigger = spec
+            .checked(format!("triggers[{index}]"), function)
+            .map_err(|(field, why)| refused(key(field), why.to_string()))?;
+        triggers.push(trigger);
+    }
+    Ok(triggers)
 }
 
 /// The name a configured route's function has: its `name`, else its path
