@@ -122,12 +122,12 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
     (
         "WASI 0.2.0-rc-2023-10-18, its wasi:http",
         Synchronous,
-        |l| crate::wasi_2023_10_18::add_to_linker(l),
+        |l| luge_wasi_candidates::wasi_2023_10_18::add_to_linker(l),
     ),
     (
         "WASI 0.2.0-rc-2023-11-10, its wasi:http",
         Synchronous,
-        |l| crate::wasi_2023_11_10::add_to_linker(l),
+        |l| luge_wasi_candidates::wasi_2023_11_10::add_to_linker(l),
     ),
     ("WASI 0.3", Concurrent, |l| {
         wasmtime_wasi::p3::add_to_linker(l)
@@ -292,7 +292,7 @@ const SERVED: &[&str] = &[
 ];
 
 /// The interfaces of WASI's 0.2.0-rc-2023-10-18 and 2023-11-10
-/// candidates the linker serves (`crate::wasi_2023_10_18`, `_11_10`: their
+/// candidates the linker serves (`luge_wasi_candidates`: their
 /// `wasi:http/proxy` worlds, but 10-18's timezone; 11-10's `wasi:io/error`
 /// besides); the candidates' others, and every other candidate's, are
 /// named at load.
@@ -671,15 +671,15 @@ impl CommandWorld for CommandPre<ComponentState> {
 /// call is one.
 enum HandlerPre {
     V0_2(ProxyPre<ComponentState>),
-    Rc2023_10_18(crate::wasi_2023_10_18::ProxyPre<ComponentState>),
-    Rc2023_11_10(crate::wasi_2023_11_10::ProxyPre<ComponentState>),
+    Rc2023_10_18(luge_wasi_candidates::wasi_2023_10_18::ProxyPre<ComponentState>),
+    Rc2023_11_10(luge_wasi_candidates::wasi_2023_11_10::ProxyPre<ComponentState>),
 }
 
 /// An instance of a [`HandlerPre`].
 enum Handler {
     V0_2(wasmtime_wasi_http::p2::bindings::Proxy),
-    Rc2023_10_18(crate::wasi_2023_10_18::Proxy),
-    Rc2023_11_10(crate::wasi_2023_11_10::Proxy),
+    Rc2023_10_18(luge_wasi_candidates::wasi_2023_10_18::Proxy),
+    Rc2023_11_10(luge_wasi_candidates::wasi_2023_11_10::Proxy),
 }
 
 impl HandlerPre {
@@ -688,10 +688,10 @@ impl HandlerPre {
         if let Ok(pre) = ProxyPre::new(pre.clone()) {
             return Some(Self::V0_2(pre));
         }
-        if let Ok(pre) = crate::wasi_2023_10_18::ProxyPre::new(pre.clone()) {
+        if let Ok(pre) = luge_wasi_candidates::wasi_2023_10_18::ProxyPre::new(pre.clone()) {
             return Some(Self::Rc2023_10_18(pre));
         }
-        crate::wasi_2023_11_10::ProxyPre::new(pre.clone())
+        luge_wasi_candidates::wasi_2023_11_10::ProxyPre::new(pre.clone())
             .ok()
             .map(Self::Rc2023_11_10)
     }

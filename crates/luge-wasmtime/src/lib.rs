@@ -40,9 +40,6 @@ mod service;
 mod spin;
 mod spin2;
 mod spin2_rdbms;
-mod wasi_2023_10_18;
-mod wasi_2023_11_10;
-mod wasi_candidates;
 mod wasi_config;
 
 use std::sync::{Arc, OnceLock};

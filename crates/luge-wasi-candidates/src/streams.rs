@@ -1,5 +1,5 @@
-//! What WASI's release candidates served here (`wasi_2023_10_18`,
-//! `wasi_2023_11_10`) share, written once: their `wasi:io` streams, the
+//! What WASI's release candidates served here ([`crate::wasi_2023_10_18`],
+//! [`crate::wasi_2023_11_10`]) share, written once: their `wasi:io` streams, the
 //! same functions over the same resources in both, each forwarded to WASI
 //! 0.2's implementation. Expanded in each candidate's module, where its
 //! generated `wasi::io::streams` and its `latest` (Wasmtime's 0.2

@@ -26,6 +26,7 @@ mod latest {
     pub use wasmtime_wasi_http::p2::bindings::http;
 }
 
+#[allow(missing_docs)] // generated
 mod bindings {
     use super::latest;
 
@@ -78,7 +79,7 @@ mod wasi {
 
 /// The candidate's `wasi:http/proxy` world, whose `incoming-handler` a
 /// handler of it exports.
-pub(crate) use bindings::{Proxy, ProxyPre};
+pub use bindings::{Proxy, ProxyPre};
 
 use wasi::clocks::monotonic_clock::{Duration, Instant};
 use wasi::clocks::wall_clock::Datetime;
@@ -100,7 +101,7 @@ impl HasData for HasIo {
 
 /// Links the candidate's interfaces, each on the view of the store's
 /// state Wasmtime's 0.2 implementation of it takes.
-pub(crate) fn add_to_linker<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
+pub fn add_to_linker<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
 where
     T: wasmtime_wasi::WasiView + wasmtime_wasi_http::WasiHttpView + Send + 'static,
 {
@@ -191,7 +192,7 @@ impl wasi::io::error::HostError for ResourceTable {
     }
 }
 
-crate::wasi_candidates::io_streams! {}
+crate::streams::io_streams! {}
 
 impl wasi::random::random::Host for WasiRandomCtx {
     fn get_random_bytes(&mut self, len: u64) -> wasmtime::Result<Vec<u8>> {
