@@ -7,7 +7,11 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]
 #
-# (default: 15 s for each target, as CI runs it). New inputs go to
+# (default: 15 s for each target, as CI runs it). An input that runs
+# longer than LUGE_FUZZ_TIMEOUT seconds (10 by default) is a failure; an
+# hour's run beside other work (`nice`) sets it higher, so that a unit
+# the scheduler left waiting is not taken for a hang (replay it alone:
+# `target/fuzz/HOST/release/TARGET FILE`). New inputs go to
 # target/fuzz/corpus/<target>; the seeds in fuzz/corpus/<target> are read.
 # A crash leaves its input in target/fuzz/artifacts/<target>/ and fails.
 set -euo pipefail
@@ -33,7 +37,7 @@ for target in "${targets[@]}"; do
     mkdir -p "target/fuzz/corpus/$target" "target/fuzz/artifacts/$target"
     echo "== fuzz $target for ${seconds} s"
     "target/fuzz/$host/release/$target" \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+        -max_total_time="$seconds" -timeout="${LUGE_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len=65536 \
         -artifact_prefix="target/fuzz/artifacts/$target/" -print_final_stats=1 \
         "target/fuzz/corpus/$target" "fuzz/corpus/$target" 2>&1 |
         grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|.*panicked|.*ERROR)' || true
