@@ -8,7 +8,9 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]
 #
 # (default: 15 s for each target, as CI runs it). An input that runs
-# longer than LUGE_FUZZ_TIMEOUT seconds (10 by default) is a failure; an
+# longer than LUGE_FUZZ_TIMEOUT seconds (10 by default) is a failure (and
+# only such an input is kept: libFuzzer's slow-unit reports start there
+# too, as the check below takes any kept file for a failure); an
 # hour's run beside other work (`nice`) sets it higher, so that a unit
 # the scheduler left waiting is not taken for a hang (replay it alone:
 # `target/fuzz/HOST/release/TARGET FILE`). New inputs go to
@@ -37,7 +39,8 @@ for target in "${targets[@]}"; do
     mkdir -p "target/fuzz/corpus/$target" "target/fuzz/artifacts/$target"
     echo "== fuzz $target for ${seconds} s"
     "target/fuzz/$host/release/$target" \
-        -max_total_time="$seconds" -timeout="${LUGE_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len=65536 \
+        -max_total_time="$seconds" -timeout="${LUGE_FUZZ_TIMEOUT:-10}" \
+        -report_slow_units="${LUGE_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len=65536 \
         -artifact_prefix="target/fuzz/artifacts/$target/" -print_final_stats=1 \
         "target/fuzz/corpus/$target" "fuzz/corpus/$target" 2>&1 |
         grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|.*panicked|.*ERROR)' || true
