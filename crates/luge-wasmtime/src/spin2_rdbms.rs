@@ -117,7 +117,15 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
 ) -> wasmtime::Result<()> {
     // Types only: nothing to define but the instance.
     linker.instance("fermyon:spin/rdbms-types@2.0.0")?;
+    add_postgres(linker, view)?;
+    add_mysql(linker, view)
+}
 
+/// `fermyon:spin/postgres@2.0.0`: its connection and its three functions.
+fn add_postgres<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
+) -> wasmtime::Result<()> {
     let mut postgres = linker.instance("fermyon:spin/postgres@2.0.0")?;
     postgres.resource_async(
         "connection",
@@ -204,7 +212,14 @@ pub(crate) fn add_to_linker<T: Send + 'static>(
             })
         },
     )?;
+    Ok(())
+}
 
+/// `fermyon:spin/mysql@2.0.0`: its connection and its three functions.
+fn add_mysql<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
+) -> wasmtime::Result<()> {
     let mut mysql = linker.instance("fermyon:spin/mysql@2.0.0")?;
     mysql.resource_async(
         "connection",
