@@ -196,10 +196,6 @@ impl<S: ServerTable> Config<S> {
 /// Errors of the steps of [`Config::parse`]: (location, message).
 type Refused = (String, String);
 
-fn refused(location: String, message: String) -> Refused {
-    (location, message)
-}
-
 /// The `[[routes]]`, each with a path (unique: `seen`) and a module
 /// (relative to `base`).
 fn configured_routes(
@@ -213,21 +209,18 @@ fn configured_routes(
         let path = spec
             .path
             .clone()
-            .ok_or_else(|| refused(key("path"), "every route needs a path".to_owned()))?;
-        check_route_path(&path).map_err(|e| refused(key("path"), e.to_string()))?;
+            .ok_or_else(|| (key("path"), "every route needs a path".to_owned()))?;
+        check_route_path(&path).map_err(|e| (key("path"), e.to_string()))?;
         if !seen.insert(path.clone()) {
-            return Err(refused(
-                key("path"),
-                format!("{path:?} is configured twice"),
-            ));
+            return Err((key("path"), format!("{path:?} is configured twice")));
         }
         let module = spec
             .module
             .as_ref()
             .map(|m| base.join(m))
-            .ok_or_else(|| refused(key("module"), "every route needs a module".to_owned()))?;
+            .ok_or_else(|| (key("module"), "every route needs a module".to_owned()))?;
         if !spec.triggers.is_empty() {
-            return Err(refused(
+            return Err((
                 key("triggers"),
                 "a route's triggers are [[triggers]] entries naming it".to_owned(),
             ));
@@ -246,22 +239,19 @@ fn check_chains(
 ) -> Result<(), Refused> {
     for (index, chain) in chains.iter().enumerate() {
         let key = |field: &str| format!("chains[{index}].{field}");
-        check_exact_path(&chain.path).map_err(|e| refused(key("path"), e.to_string()))?;
+        check_exact_path(&chain.path).map_err(|e| (key("path"), e.to_string()))?;
         if !seen.insert(chain.path.clone()) {
-            return Err(refused(
-                key("path"),
-                format!("{:?} is configured twice", chain.path),
-            ));
+            return Err((key("path"), format!("{:?} is configured twice", chain.path)));
         }
         if chain.stages.is_empty() || chain.stages.len() > MAX_STAGES {
-            return Err(refused(
+            return Err((
                 key("stages"),
                 format!("a chain has 1 to {MAX_STAGES} stages"),
             ));
         }
         for (stage_index, stage) in chain.stages.iter().enumerate() {
             if !routes.iter().any(|r| r.path == *stage) {
-                return Err(refused(
+                return Err((
                     key(&format!("stages[{stage_index}]")),
                     format!(
                         "{stage:?} is not a route of this file (a stage is the path of a [[routes]] entry)"
@@ -284,14 +274,14 @@ fn triggered_functions(
     for (index, spec) in specs.into_iter().enumerate() {
         let key = |field: &str| format!("functions[{index}].{field}");
         if spec.path.is_some() {
-            return Err(refused(
+            return Err((
                 key("path"),
                 "a [[functions]] entry has no route (a function on a path is a [[routes]] entry)"
                     .to_owned(),
             ));
         }
         if !spec.triggers.is_empty() {
-            return Err(refused(
+            return Err((
                 key("triggers"),
                 "a function's triggers are [[triggers]] entries naming it".to_owned(),
             ));
@@ -299,21 +289,19 @@ fn triggered_functions(
         let name = spec
             .name
             .clone()
-            .ok_or_else(|| refused(key("name"), "every function needs a name".to_owned()))?;
+            .ok_or_else(|| (key("name"), "every function needs a name".to_owned()))?;
         if routes.iter().any(|r| route_name(r) == name)
             || functions
                 .iter()
                 .any(|f: &crate::trigger::TriggeredFunction| f.spec.name.as_deref() == Some(&name))
         {
-            return Err(refused(
-                key("name"),
-                format!("{name:?} is configured twice"),
-            ));
+            return Err((key("name"), format!("{name:?} is configured twice")));
         }
-        let module =
-            spec.module.as_ref().map(|m| base.join(m)).ok_or_else(|| {
-                refused(key("module"), "every function needs a module".to_owned())
-            })?;
+        let module = spec
+            .module
+            .as_ref()
+            .map(|m| base.join(m))
+            .ok_or_else(|| (key("module"), "every function needs a module".to_owned()))?;
         functions.push(crate::trigger::TriggeredFunction { module, spec });
     }
     Ok(functions)
@@ -327,7 +315,7 @@ fn configured_triggers(
     functions: &[crate::trigger::TriggeredFunction],
 ) -> Result<Vec<crate::trigger::ConfiguredTrigger>, Refused> {
     if tables.len() > crate::trigger::MAX_TRIGGERS {
-        return Err(refused(
+        return Err((
             "triggers".to_owned(),
             format!("at most {} triggers", crate::trigger::MAX_TRIGGERS),
         ));
@@ -341,8 +329,8 @@ fn configured_triggers(
                 format!("triggers[{index}].{field}")
             }
         };
-        let (function, spec) = crate::trigger::table(table)
-            .map_err(|(field, message)| refused(key(field), message))?;
+        let (function, spec) =
+            crate::trigger::table(table).map_err(|(field, message)| (key(field), message))?;
         // A route's function, by its path or its name, or a function's.
         let function = routes
             .iter()
@@ -355,7 +343,7 @@ fn configured_triggers(
                     .map(|_| function.clone())
             })
             .ok_or_else(|| {
-                refused(
+                (
                     key("function"),
                     format!(
                         "{function:?} is not a function of this file (a trigger names the path or name of a [[routes]] entry, or the name of a [[functions]] entry)"
@@ -364,7 +352,7 @@ fn configured_triggers(
             })?;
         let trigger = spec
             .checked(format!("triggers[{index}]"), function)
-            .map_err(|(field, why)| refused(key(field), why.to_string()))?;
+            .map_err(|(field, why)| (key(field), why.to_string()))?;
         triggers.push(trigger);
     }
     Ok(triggers)

@@ -17,11 +17,10 @@
 //!   `spin_sdk::http::send` (the candidate's `wasi:http/outgoing-handler`):
 //!   the answer's status, a space, and its body;
 //! - `GET /log`: writes a line to stderr (WASI preview 1's `fd_write`,
-//!   served through the adapter) and answers `logged`;
-//! - `POST /pg` and `POST /mysql`: the body as one query on the server at
-//!   the `pg_address` or `mysql_address` variable (Spin 2's
-//!   `fermyon:spin/postgres@2.0.0` and `mysql@2.0.0`): the columns on the
-//!   first line, then each row's values, `|`-joined.
+//!   served through the adapter) and answers `logged`.
+//!
+//! Spin 2's PostgreSQL and MySQL are `actions/spin/sdk3`'s (the same
+//! `fermyon:spin@2.0.0` interfaces).
 //!
 //! Any error is a 500 with the error's `Debug` form as its body.
 
@@ -29,42 +28,6 @@ use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
 use spin_sdk::key_value::Store;
 use spin_sdk::sqlite::{Connection, Value};
-use spin_sdk::{mysql, pg};
-
-/// A Spin 2 row set as text: the columns, then each row.
-fn rows(set: pg::RowSet) -> String {
-    let mut lines = vec![set
-        .columns
-        .iter()
-        .map(|c| c.name.clone())
-        .collect::<Vec<_>>()
-        .join("|")];
-    for row in set.rows {
-        lines.push(
-            row.iter()
-                .map(|value| match value {
-                    pg::DbValue::Boolean(b) => b.to_string(),
-                    pg::DbValue::Int8(i) => i.to_string(),
-                    pg::DbValue::Int16(i) => i.to_string(),
-                    pg::DbValue::Int32(i) => i.to_string(),
-                    pg::DbValue::Int64(i) => i.to_string(),
-                    pg::DbValue::Uint8(i) => i.to_string(),
-                    pg::DbValue::Uint16(i) => i.to_string(),
-                    pg::DbValue::Uint32(i) => i.to_string(),
-                    pg::DbValue::Uint64(i) => i.to_string(),
-                    pg::DbValue::Floating32(f) => f.to_string(),
-                    pg::DbValue::Floating64(f) => f.to_string(),
-                    pg::DbValue::Str(s) => s.clone(),
-                    pg::DbValue::Binary(b) => format!("{} bytes", b.len()),
-                    pg::DbValue::DbNull => "null".to_owned(),
-                    pg::DbValue::Unsupported => "unsupported".to_owned(),
-                })
-                .collect::<Vec<_>>()
-                .join("|"),
-        );
-    }
-    lines.join("\n")
-}
 
 fn respond(status: u16, body: impl Into<String>) -> Response {
     Response::new(status, body.into())
@@ -125,36 +88,6 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
                     respond(200, rows.join("\n"))
                 }
                 Err(e) => respond(500, format!("{e:?}")),
-            }
-        }
-        (Method::Post, ["pg"]) => {
-            let statement = String::from_utf8_lossy(request.body()).into_owned();
-            let answer = spin_sdk::variables::get("pg_address")
-                .map_err(|e| format!("{e:?}"))
-                .and_then(|address| pg::Connection::open(&address).map_err(|e| format!("{e:?}")))
-                .and_then(|c| c.query(&statement, &[]).map_err(|e| format!("{e:?}")));
-            match answer {
-                Ok(set) => respond(200, rows(set)),
-                Err(e) => respond(500, e),
-            }
-        }
-        (Method::Post, ["mysql"]) => {
-            let statement = String::from_utf8_lossy(request.body()).into_owned();
-            let answer = spin_sdk::variables::get("mysql_address")
-                .map_err(|e| format!("{e:?}"))
-                .and_then(|address| {
-                    mysql::Connection::open(&address).map_err(|e| format!("{e:?}"))
-                })
-                .and_then(|c| c.query(&statement, &[]).map_err(|e| format!("{e:?}")));
-            match answer {
-                Ok(set) => respond(
-                    200,
-                    rows(pg::RowSet {
-                        columns: set.columns,
-                        rows: set.rows,
-                    }),
-                ),
-                Err(e) => respond(500, e),
             }
         }
         (Method::Post, ["fetch"]) => {
