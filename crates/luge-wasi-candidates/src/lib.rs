@@ -14,6 +14,6 @@
 
 #![deny(missing_docs)]
 
-mod streams;
+mod shared;
 pub mod wasi_2023_10_18;
 pub mod wasi_2023_11_10;

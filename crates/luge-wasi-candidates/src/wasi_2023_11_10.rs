@@ -150,16 +150,6 @@ impl wasi::clocks::monotonic_clock::Host for WasiClocksCtxView<'_> {
     }
 }
 
-impl wasi::clocks::wall_clock::Host for WasiClocksCtxView<'_> {
-    fn now(&mut self) -> wasmtime::Result<Datetime> {
-        Ok(latest::clocks::wall_clock::Host::now(self)?.into())
-    }
-
-    fn resolution(&mut self) -> wasmtime::Result<Datetime> {
-        Ok(latest::clocks::wall_clock::Host::resolution(self)?.into())
-    }
-}
-
 impl wasi::io::poll::Host for ResourceTable {
     async fn poll(&mut self, list: Vec<Resource<Pollable>>) -> wasmtime::Result<Vec<u32>> {
         latest::io::poll::Host::poll(self, list).await
@@ -192,35 +182,9 @@ impl wasi::io::error::HostError for ResourceTable {
     }
 }
 
-crate::streams::io_streams! {}
+crate::shared::alike!();
 
-impl wasi::random::random::Host for WasiRandomCtx {
-    fn get_random_bytes(&mut self, len: u64) -> wasmtime::Result<Vec<u8>> {
-        latest::random::random::Host::get_random_bytes(self, len)
-    }
-
-    fn get_random_u64(&mut self) -> wasmtime::Result<u64> {
-        latest::random::random::Host::get_random_u64(self)
-    }
-}
-
-impl wasi::cli::stdin::Host for WasiCliCtxView<'_> {
-    fn get_stdin(&mut self) -> wasmtime::Result<Resource<InputStream>> {
-        latest::cli::stdin::Host::get_stdin(self)
-    }
-}
-
-impl wasi::cli::stdout::Host for WasiCliCtxView<'_> {
-    fn get_stdout(&mut self) -> wasmtime::Result<Resource<OutputStream>> {
-        latest::cli::stdout::Host::get_stdout(self)
-    }
-}
-
-impl wasi::cli::stderr::Host for WasiCliCtxView<'_> {
-    fn get_stderr(&mut self) -> wasmtime::Result<Resource<OutputStream>> {
-        latest::cli::stderr::Host::get_stderr(self)
-    }
-}
+crate::shared::io_streams! {}
 
 /// `From` both ways between a 0.2 type and the candidate's of the same
 /// shape (Spin's `convert!`, trimmed to what this file converts).
@@ -407,86 +371,6 @@ impl wasi::http::types::HostFields for WasiHttpCtxView<'_> {
 
     fn drop(&mut self, rep: Resource<Fields>) -> wasmtime::Result<()> {
         latest::http::types::HostFields::drop(self, rep)
-    }
-}
-
-impl wasi::http::types::HostIncomingRequest for WasiHttpCtxView<'_> {
-    fn method(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Method> {
-        latest::http::types::HostIncomingRequest::method(self, self_).map(|e| e.into())
-    }
-
-    fn path_with_query(
-        &mut self,
-        self_: Resource<IncomingRequest>,
-    ) -> wasmtime::Result<Option<String>> {
-        latest::http::types::HostIncomingRequest::path_with_query(self, self_)
-    }
-
-    fn scheme(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Option<Scheme>> {
-        latest::http::types::HostIncomingRequest::scheme(self, self_).map(|e| e.map(|e| e.into()))
-    }
-
-    fn authority(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Option<String>> {
-        latest::http::types::HostIncomingRequest::authority(self, self_)
-    }
-
-    fn headers(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Resource<Headers>> {
-        latest::http::types::HostIncomingRequest::headers(self, self_)
-    }
-
-    fn consume(
-        &mut self,
-        self_: Resource<IncomingRequest>,
-    ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
-        latest::http::types::HostIncomingRequest::consume(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<IncomingRequest>) -> wasmtime::Result<()> {
-        latest::http::types::HostIncomingRequest::drop(self, rep)
-    }
-}
-
-impl wasi::http::types::HostIncomingResponse for WasiHttpCtxView<'_> {
-    fn status(&mut self, self_: Resource<IncomingResponse>) -> wasmtime::Result<StatusCode> {
-        latest::http::types::HostIncomingResponse::status(self, self_)
-    }
-
-    fn headers(
-        &mut self,
-        self_: Resource<IncomingResponse>,
-    ) -> wasmtime::Result<Resource<Headers>> {
-        latest::http::types::HostIncomingResponse::headers(self, self_)
-    }
-
-    fn consume(
-        &mut self,
-        self_: Resource<IncomingResponse>,
-    ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
-        latest::http::types::HostIncomingResponse::consume(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<IncomingResponse>) -> wasmtime::Result<()> {
-        latest::http::types::HostIncomingResponse::drop(self, rep)
-    }
-}
-
-impl wasi::http::types::HostIncomingBody for WasiHttpCtxView<'_> {
-    fn stream(
-        &mut self,
-        self_: Resource<IncomingBody>,
-    ) -> wasmtime::Result<Result<Resource<InputStream>, ()>> {
-        latest::http::types::HostIncomingBody::stream(self, self_)
-    }
-
-    fn finish(
-        &mut self,
-        this: Resource<IncomingBody>,
-    ) -> wasmtime::Result<Resource<FutureTrailers>> {
-        latest::http::types::HostIncomingBody::finish(self, this)
-    }
-
-    fn drop(&mut self, rep: Resource<IncomingBody>) -> wasmtime::Result<()> {
-        latest::http::types::HostIncomingBody::drop(self, rep)
     }
 }
 

@@ -1,6 +1,7 @@
 //! What WASI's release candidates served here ([`crate::wasi_2023_10_18`],
-//! [`crate::wasi_2023_11_10`]) share, written once: their `wasi:io` streams, the
-//! same functions over the same resources in both, each forwarded to WASI
+//! [`crate::wasi_2023_11_10`]) share, written once: their `wasi:io` streams
+//! and the functions alike to the letter in both (the same functions over
+//! the same resources), each forwarded to WASI
 //! 0.2's implementation. Expanded in each candidate's module, where its
 //! generated `wasi::io::streams` and its `latest` (Wasmtime's 0.2
 //! bindings) are in scope.
@@ -178,3 +179,143 @@ macro_rules! io_streams {
 }
 
 pub(crate) use io_streams;
+
+/// What the candidates' other interfaces have alike, to the letter: the
+/// incoming request, response and body of `wasi:http/types`, the wall
+/// clock, `wasi:random/random` and the `wasi:cli` stdio getters.
+macro_rules! alike {
+    () => {
+        impl wasi::http::types::HostIncomingRequest for WasiHttpCtxView<'_> {
+            fn method(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Method> {
+                latest::http::types::HostIncomingRequest::method(self, self_).map(|e| e.into())
+            }
+
+            fn path_with_query(
+                &mut self,
+                self_: Resource<IncomingRequest>,
+            ) -> wasmtime::Result<Option<String>> {
+                latest::http::types::HostIncomingRequest::path_with_query(self, self_)
+            }
+
+            fn scheme(
+                &mut self,
+                self_: Resource<IncomingRequest>,
+            ) -> wasmtime::Result<Option<Scheme>> {
+                latest::http::types::HostIncomingRequest::scheme(self, self_)
+                    .map(|e| e.map(|e| e.into()))
+            }
+
+            fn authority(
+                &mut self,
+                self_: Resource<IncomingRequest>,
+            ) -> wasmtime::Result<Option<String>> {
+                latest::http::types::HostIncomingRequest::authority(self, self_)
+            }
+
+            fn headers(
+                &mut self,
+                self_: Resource<IncomingRequest>,
+            ) -> wasmtime::Result<Resource<Headers>> {
+                latest::http::types::HostIncomingRequest::headers(self, self_)
+            }
+
+            fn consume(
+                &mut self,
+                self_: Resource<IncomingRequest>,
+            ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
+                latest::http::types::HostIncomingRequest::consume(self, self_)
+            }
+
+            fn drop(&mut self, rep: Resource<IncomingRequest>) -> wasmtime::Result<()> {
+                latest::http::types::HostIncomingRequest::drop(self, rep)
+            }
+        }
+
+        impl wasi::http::types::HostIncomingResponse for WasiHttpCtxView<'_> {
+            fn status(
+                &mut self,
+                self_: Resource<IncomingResponse>,
+            ) -> wasmtime::Result<StatusCode> {
+                latest::http::types::HostIncomingResponse::status(self, self_)
+            }
+
+            fn headers(
+                &mut self,
+                self_: Resource<IncomingResponse>,
+            ) -> wasmtime::Result<Resource<Headers>> {
+                latest::http::types::HostIncomingResponse::headers(self, self_)
+            }
+
+            fn consume(
+                &mut self,
+                self_: Resource<IncomingResponse>,
+            ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
+                latest::http::types::HostIncomingResponse::consume(self, self_)
+            }
+
+            fn drop(&mut self, rep: Resource<IncomingResponse>) -> wasmtime::Result<()> {
+                latest::http::types::HostIncomingResponse::drop(self, rep)
+            }
+        }
+
+        impl wasi::http::types::HostIncomingBody for WasiHttpCtxView<'_> {
+            fn stream(
+                &mut self,
+                self_: Resource<IncomingBody>,
+            ) -> wasmtime::Result<Result<Resource<InputStream>, ()>> {
+                latest::http::types::HostIncomingBody::stream(self, self_)
+            }
+
+            fn finish(
+                &mut self,
+                this: Resource<IncomingBody>,
+            ) -> wasmtime::Result<Resource<FutureTrailers>> {
+                latest::http::types::HostIncomingBody::finish(self, this)
+            }
+
+            fn drop(&mut self, rep: Resource<IncomingBody>) -> wasmtime::Result<()> {
+                latest::http::types::HostIncomingBody::drop(self, rep)
+            }
+        }
+
+        impl wasi::clocks::wall_clock::Host for WasiClocksCtxView<'_> {
+            fn now(&mut self) -> wasmtime::Result<Datetime> {
+                Ok(latest::clocks::wall_clock::Host::now(self)?.into())
+            }
+
+            fn resolution(&mut self) -> wasmtime::Result<Datetime> {
+                Ok(latest::clocks::wall_clock::Host::resolution(self)?.into())
+            }
+        }
+
+        impl wasi::random::random::Host for WasiRandomCtx {
+            fn get_random_bytes(&mut self, len: u64) -> wasmtime::Result<Vec<u8>> {
+                latest::random::random::Host::get_random_bytes(self, len)
+            }
+
+            fn get_random_u64(&mut self) -> wasmtime::Result<u64> {
+                latest::random::random::Host::get_random_u64(self)
+            }
+        }
+
+        impl wasi::cli::stdin::Host for WasiCliCtxView<'_> {
+            fn get_stdin(&mut self) -> wasmtime::Result<Resource<InputStream>> {
+                latest::cli::stdin::Host::get_stdin(self)
+            }
+        }
+
+        impl wasi::cli::stdout::Host for WasiCliCtxView<'_> {
+            fn get_stdout(&mut self) -> wasmtime::Result<Resource<OutputStream>> {
+                latest::cli::stdout::Host::get_stdout(self)
+            }
+        }
+
+        impl wasi::cli::stderr::Host for WasiCliCtxView<'_> {
+            fn get_stderr(&mut self) -> wasmtime::Result<Resource<OutputStream>> {
+                latest::cli::stderr::Host::get_stderr(self)
+            }
+        }
+    };
+}
+
+pub(crate) use alike;
