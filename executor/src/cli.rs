@@ -258,98 +258,23 @@ impl Options {
     /// tokio runtime. `secrets` are the mode's own operator files (token,
     /// store), kept, like the key and the cache, out of the fs root.
     pub fn settings(&self, secrets: &[(&str, &Path)]) -> anyhow::Result<Settings> {
-        let quantum_us = self.quantum_us.unwrap_or(DEFAULT_QUANTUM_US);
-        if quantum_us == 0 {
-            bail!("--quantum-us must be greater than zero");
-        }
-        if self.max_pending == Some(0) {
-            bail!("--max-pending must be greater than zero");
-        }
-        if self
-            .max_pending
-            .is_some_and(|n| n > self.max_sandboxes() as usize)
-        {
-            bail!(
-                "--max-pending {} exceeds --max-sandboxes {}: every admitted invocation needs a sandbox; lower --max-pending or raise --max-sandboxes",
-                self.max_pending.unwrap_or_default(),
-                self.max_sandboxes()
-            );
-        }
-        let connections = crate::http::ConnectionLimits {
-            max_connections: self
-                .max_connections
-                .unwrap_or_else(crate::http::ConnectionLimits::default_max_connections),
-            header_timeout: self
-                .header_timeout_ms
-                .map_or(crate::http::DEFAULT_HEADER_TIMEOUT, Duration::from_millis),
-        };
-        if connections.max_connections == 0 || connections.header_timeout.is_zero() {
-            bail!("--max-connections and --header-timeout-ms must be greater than zero");
-        }
+        let (quantum_us, connections) = self.checked_bounds()?;
         let cache_dir = self.cache_dir();
         let (key, source) = artifact::operator_key(self.key_file.as_deref(), &cache_dir)?;
         if let KeySource::Local(path) = &source {
             tracing::info!(path = %path.display(), "no --key-file or LUGE_KEY: using this host's local key");
         }
         let runtime = self.runtime()?;
-        // Every admitted invocation needs a sandbox slot; admitting more
-        // would turn overload into instantiation failures instead of 503s.
-        // The engine may have sized its pool below --max-sandboxes to fit
-        // the address space; then that is the bound.
-        let capacity = runtime
-            .capacity()
-            .unwrap_or(self.max_sandboxes() as usize)
-            .min(self.max_sandboxes() as usize);
-        // Worker front ends tear finished sandboxes down after their
-        // responses are out, a few per worker: those slots are kept out of
-        // the default admission (at most an eighth of the pool), and a
-        // `--max-pending` that leaves fewer gets fewer such teardowns.
-        let workers = self.workers().max(1);
         let front_end = self.front_end()?;
-        let reserve = match front_end {
-            FrontEndKind::Workers => {
-                (workers * luge_core::teardown::MAX_DEFERRED).min(capacity / 8)
-            }
-            FrontEndKind::Threads => 0,
-        };
-        let max_pending = match self.max_pending {
-            Some(n) if n > capacity => bail!(
-                "--max-pending {n} exceeds the {capacity} sandboxes this address space holds; lower --max-pending"
-            ),
-            Some(n) => n,
-            None => capacity - reserve,
-        };
-        let teardowns = (capacity - max_pending) / workers;
+        let (capacity, max_pending, teardowns) =
+            self.sandbox_places(runtime.as_ref(), front_end)?;
         tracing::info!(
             engine = %runtime.id(),
             sandboxes = capacity,
             cache = %cache_dir.display(),
             "engine ready"
         );
-        let fs_root = match &self.fs_root {
-            Some(root) => Some(
-                root.canonicalize()
-                    .with_context(|| format!("--fs-root {}", root.display()))?,
-            ),
-            None => None,
-        };
-        if let Some(root) = &fs_root {
-            let key_path = match &source {
-                KeySource::File(path) | KeySource::Local(path) => Some(path.as_path()),
-                KeySource::Environment => None,
-            };
-            let own = [
-                ("the artifact key", key_path),
-                ("--cache-dir", Some(&cache_dir)),
-            ];
-            for (what, path) in own
-                .into_iter()
-                .filter_map(|(what, path)| Some((what, path?)))
-                .chain(secrets.iter().copied())
-            {
-                refuse_under(root, what, path)?;
-            }
-        }
+        let fs_root = self.checked_fs_root(&source, &cache_dir, secrets)?;
         let outbound = crate::runtime_config::outbound(
             self.ca_file.as_deref(),
             self.runtime_config_file.as_deref(),
@@ -409,6 +334,113 @@ impl Options {
             // it knows it serves a Spin app.
             request_id_header: self.request_id_header.unwrap_or(true),
         })
+    }
+
+    /// The scheduler's quantum, microseconds, and the connection limits,
+    /// each flag checked alone and against the others.
+    fn checked_bounds(&self) -> anyhow::Result<(u64, crate::http::ConnectionLimits)> {
+        let quantum_us = self.quantum_us.unwrap_or(DEFAULT_QUANTUM_US);
+        if quantum_us == 0 {
+            bail!("--quantum-us must be greater than zero");
+        }
+        if self.max_pending == Some(0) {
+            bail!("--max-pending must be greater than zero");
+        }
+        if self
+            .max_pending
+            .is_some_and(|n| n > self.max_sandboxes() as usize)
+        {
+            bail!(
+                "--max-pending {} exceeds --max-sandboxes {}: every admitted invocation needs a sandbox; lower --max-pending or raise --max-sandboxes",
+                self.max_pending.unwrap_or_default(),
+                self.max_sandboxes()
+            );
+        }
+        let connections = crate::http::ConnectionLimits {
+            max_connections: self
+                .max_connections
+                .unwrap_or_else(crate::http::ConnectionLimits::default_max_connections),
+            header_timeout: self
+                .header_timeout_ms
+                .map_or(crate::http::DEFAULT_HEADER_TIMEOUT, Duration::from_millis),
+        };
+        if connections.max_connections == 0 || connections.header_timeout.is_zero() {
+            bail!("--max-connections and --header-timeout-ms must be greater than zero");
+        }
+        Ok((quantum_us, connections))
+    }
+
+    /// How many sandboxes `runtime` holds, how many invocations are
+    /// admitted at once (`--max-pending`), and how many finished sandboxes
+    /// each worker may leave to tear down after its responses are out.
+    fn sandbox_places(
+        &self,
+        runtime: &dyn luge_core::WasmRuntime,
+        front_end: FrontEndKind,
+    ) -> anyhow::Result<(usize, usize, usize)> {
+        // Every admitted invocation needs a sandbox slot; admitting more
+        // would turn overload into instantiation failures instead of 503s.
+        // The engine may have sized its pool below --max-sandboxes to fit
+        // the address space; then that is the bound.
+        let capacity = runtime
+            .capacity()
+            .unwrap_or(self.max_sandboxes() as usize)
+            .min(self.max_sandboxes() as usize);
+        // Worker front ends tear finished sandboxes down after their
+        // responses are out, a few per worker: those slots are kept out of
+        // the default admission (at most an eighth of the pool), and a
+        // `--max-pending` that leaves fewer gets fewer such teardowns.
+        let workers = self.workers().max(1);
+        let reserve = match front_end {
+            FrontEndKind::Workers => {
+                (workers * luge_core::teardown::MAX_DEFERRED).min(capacity / 8)
+            }
+            FrontEndKind::Threads => 0,
+        };
+        let max_pending = match self.max_pending {
+            Some(n) if n > capacity => bail!(
+                "--max-pending {n} exceeds the {capacity} sandboxes this address space holds; lower --max-pending"
+            ),
+            Some(n) => n,
+            None => capacity - reserve,
+        };
+        let teardowns = (capacity - max_pending) / workers;
+        Ok((capacity, max_pending, teardowns))
+    }
+
+    /// The canonical `--fs-root`, checked to reach none of the operator's
+    /// own files (the key, the cache, the mode's `secrets`).
+    fn checked_fs_root(
+        &self,
+        source: &KeySource,
+        cache_dir: &Path,
+        secrets: &[(&str, &Path)],
+    ) -> anyhow::Result<Option<PathBuf>> {
+        let fs_root = match &self.fs_root {
+            Some(root) => Some(
+                root.canonicalize()
+                    .with_context(|| format!("--fs-root {}", root.display()))?,
+            ),
+            None => None,
+        };
+        if let Some(root) = &fs_root {
+            let key_path = match source {
+                KeySource::File(path) | KeySource::Local(path) => Some(path.as_path()),
+                KeySource::Environment => None,
+            };
+            let own = [
+                ("the artifact key", key_path),
+                ("--cache-dir", Some(cache_dir)),
+            ];
+            for (what, path) in own
+                .into_iter()
+                .filter_map(|(what, path)| Some((what, path?)))
+                .chain(secrets.iter().copied())
+            {
+                refuse_under(root, what, path)?;
+            }
+        }
+        Ok(fs_root)
     }
 }
 

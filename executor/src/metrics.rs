@@ -478,33 +478,42 @@ fn gauge(
 
 impl Collector for Pulled {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.encode_modules(&mut encoder)?;
+        self.encode_scheduler(&mut encoder)?;
+        self.encode_families(&mut encoder)
+    }
+}
+
+impl Pulled {
+    /// The module cache's and the state's counts.
+    fn encode_modules(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let modules = self.modules.stats();
         counter(
-            &mut encoder,
+            encoder,
             "cold_starts",
             "Modules loaded (from an artifact, the disk cache or a compile).",
             modules.loads,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "compiles",
             "Wasm modules compiled.",
             modules.compiles,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "module_cache_hits",
             "Loads served by the on-disk cache.",
             modules.disk_hits,
         )?;
         gauge(
-            &mut encoder,
+            encoder,
             "modules_loaded",
             "Modules loaded and in use.",
             self.modules.live_modules() as i64,
         )?;
         gauge(
-            &mut encoder,
+            encoder,
             "module_code_bytes",
             "Engine code of the loaded modules, in bytes.",
             self.modules.live_code_bytes() as i64,
@@ -512,28 +521,33 @@ impl Collector for Pulled {
 
         if let Some(state) = &self.state {
             counter(
-                &mut encoder,
+                encoder,
                 "state_global_failures",
                 "Global-tier (Redis) state operations that failed: server down or slow.",
                 state.global_failures(),
             )?;
         }
 
+        Ok(())
+    }
+
+    /// The scheduler's and the front ends' counts.
+    fn encode_scheduler(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let sched = self.scheduler.stats();
         counter(
-            &mut encoder,
+            encoder,
             "preemptions",
             "Sandboxes that yielded at the end of a quantum.",
             sched.preemptions,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "early_preemptions",
             "Running sandboxes asked to yield before their quantum ended by a more urgent arrival.",
             sched.early_preemptions,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "yields_for_arrivals",
             "Running sandboxes that yielded before their quantum ended so that their worker could read requests that arrived on its connections.",
             self.front_ends
@@ -541,7 +555,7 @@ impl Collector for Pulled {
                 .map_or(0, |front_ends| front_ends.yields_for_arrivals()),
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "connections_unclaimed",
             "Connections the workers accepted none of for the grace while they waited, served by the threads beside the workers (--front-end workers): each of their requests is handed to a worker and back.",
             self.front_ends.as_ref().map_or(0, |front_ends| {
@@ -552,42 +566,49 @@ impl Collector for Pulled {
             }),
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "deadline_renewals",
             "Sandboxes that ran a whole relative deadline without ending and were re-queued as new arrivals.",
             sched.renewals,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "steals",
             "Jobs a worker took from another worker's queue.",
             sched.steals,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "over_share_jobs",
             "Times a sandbox was queued behind other tenants' because its tenant had used more than its share of the workers lately.",
             sched.over_share,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "local_submits",
             "Invocations submitted by the worker that received the request, into its own queue (--front-end workers): run where they arrived unless stolen.",
             sched.local_submits,
         )?;
         let (made_ahead, taken) = luge_core::teardown::made_ahead();
         counter(
-            &mut encoder,
+            encoder,
             "sandboxes_made_ahead",
             "HTTP handler sandboxes instantiated by an idle worker ahead of their requests.",
             made_ahead,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "sandboxes_made_ahead_used",
             "Sandboxes made ahead that a request took (the rest were replaced or dropped unused).",
             taken,
         )?;
+        Ok(())
+    }
+
+    /// The labelled families: busy time per worker, deadline misses per
+    /// function, telemetry records by signal and result.
+    fn encode_families(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let sched = self.scheduler.stats();
         let busy = ConstCounter::new(0.0f64);
         let mut family = encoder.encode_descriptor(
             "worker_busy_seconds",

@@ -209,6 +209,22 @@ pub fn write_app(
         return Err(invalid("components", format!("more than {MAX_ENTRIES}")));
     }
 
+    let mut manifest = app_tables(&app)?;
+    let (components, writes) = components(&app, content)?;
+    manifest.insert("component".into(), components.into());
+    let text = toml::to_string(&manifest)?;
+
+    for (relative, bytes) in writes {
+        write(&dir.join(relative), &bytes)?;
+    }
+    let path = dir.join(MANIFEST);
+    write(&path, text.as_bytes())?;
+    Ok(path)
+}
+
+/// The manifest of `app` but its components: its version,
+/// `[application]`, `[variables]` and `[[trigger.KIND]]` tables.
+fn app_tables(app: &LockedApp) -> Result<toml::Table, LockedError> {
     let mut manifest = toml::Table::new();
     manifest.insert("spin_manifest_version".into(), 2.into());
     let mut application = toml::Table::new();
@@ -266,8 +282,21 @@ pub fn write_app(
         ),
     );
 
+    Ok(manifest)
+}
+
+/// Each piece of content a component of the app needs, at its path under
+/// the app's directory.
+type Writes = Vec<(PathBuf, Vec<u8>)>;
+
+/// `app`'s `[component.ID]` tables, and the files they name, taken by
+/// digest from `content`.
+fn components(
+    app: &LockedApp,
+    content: &dyn Fn(&str) -> Option<Vec<u8>>,
+) -> Result<(toml::Table, Writes), LockedError> {
     let mut components = toml::Table::new();
-    let mut writes: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut writes: Writes = Vec::new();
     let mut files_seen = 0usize;
     for component in &app.components {
         let id = &component.id;
@@ -328,15 +357,7 @@ pub fn write_app(
         }
         components.insert(id.clone(), entry.into());
     }
-    manifest.insert("component".into(), components.into());
-    let text = toml::to_string(&manifest)?;
-
-    for (relative, bytes) in writes {
-        write(&dir.join(relative), &bytes)?;
-    }
-    let path = dir.join(MANIFEST);
-    write(&path, text.as_bytes())?;
-    Ok(path)
+    Ok((components, writes))
 }
 
 /// The first host requirement that is not `optional`.

@@ -75,28 +75,7 @@ fn main() -> Result<()> {
     };
     let engines = Engines::new(&kinds)?;
     if let Some(path) = &cli.module {
-        let wasm = wat::parse_file(path).with_context(|| format!("reading {}", path.display()))?;
-        let case = luge_diff::Case {
-            source: Source::Structured,
-            index: 0,
-            wasm,
-            stdin: Vec::new(),
-            timeout: std::time::Duration::from_millis(cli.timeout_ms),
-        };
-        let runs = luge_diff::run_case(&engines, &case);
-        for r in &runs {
-            println!(
-                "  {:<18} {:<28} stdout {} bytes {}",
-                r.engine.name(),
-                format!("{:?}", r.class),
-                r.stdout.len(),
-                r.detail
-            );
-        }
-        if matches!(luge_diff::judge(&runs), Verdict::Disagree) {
-            bail!("the engines disagree");
-        }
-        return Ok(());
+        return run_module(&cli, &engines, path);
     }
     if let Some(dir) = &cli.keep {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -125,55 +104,98 @@ fn main() -> Result<()> {
                     if index >= first + count {
                         break;
                     }
-                    let Some(case) = luge_diff::case(seed, index) else {
-                        lock(&tally).skipped += 1;
-                        continue;
-                    };
-                    if cli.verbose {
-                        eprintln!("case {index} ({:?}) starts", case.source);
-                    }
-                    let runs = luge_diff::run_case(&engines, &case);
-                    if cli.verbose {
-                        let classes: Vec<_> = runs.iter().map(|r| &r.class).collect();
-                        eprintln!("case {index} ends: {classes:?}");
-                    }
-                    let verdict = luge_diff::judge(&runs);
-                    let keep = cli.only.is_some() || matches!(verdict, Verdict::Disagree);
-                    if let (Some(dir), true) = (&cli.keep, keep) {
-                        let name = format!("{seed}-{index}.wasm");
-                        if let Err(e) = std::fs::write(dir.join(&name), &case.wasm) {
-                            eprintln!("luge-diff: keeping {name}: {e}");
-                        }
-                        if let Ok(text) = wasmprinter::print_bytes(&case.wasm) {
-                            let name = format!("{seed}-{index}.wat");
-                            if let Err(e) = std::fs::write(dir.join(&name), text) {
-                                eprintln!("luge-diff: keeping {name}: {e}");
-                            }
-                        }
-                    }
-                    let mut t = lock(&tally);
-                    t.cases += 1;
-                    let source = match case.source {
-                        Source::Structured => "structured",
-                        Source::Smith => "smith",
-                    };
-                    *t.classes
-                        .entry(format!("{source} {:?}", runs[0].class))
-                        .or_default() += 1;
-                    match verdict {
-                        Verdict::Agree => {}
-                        Verdict::Known(d) => *t.known.entry(d.name).or_default() += 1,
-                        Verdict::Disagree => t.disagreements.push((index, runs)),
-                    }
+                    run_case(&cli, &engines, seed, index, &tally);
                 }
             });
         }
     });
     let t = tally.into_inner().unwrap_or_else(|e| e.into_inner());
+    report(&t, seed, started.elapsed())
+}
+
+/// Runs the one module at `path` (`--module`) on every engine.
+fn run_module(cli: &Cli, engines: &Engines, path: &std::path::Path) -> Result<()> {
+    let wasm = wat::parse_file(path).with_context(|| format!("reading {}", path.display()))?;
+    let case = luge_diff::Case {
+        source: Source::Structured,
+        index: 0,
+        wasm,
+        stdin: Vec::new(),
+        timeout: std::time::Duration::from_millis(cli.timeout_ms),
+    };
+    let runs = luge_diff::run_case(engines, &case);
+    print_runs(&runs);
+    if matches!(luge_diff::judge(&runs), Verdict::Disagree) {
+        bail!("the engines disagree");
+    }
+    Ok(())
+}
+
+/// Each engine's run of a case: how it ended, its output's size, what it
+/// said.
+fn print_runs(runs: &[Run]) {
+    for r in runs {
+        println!(
+            "  {:<18} {:<28} stdout {} bytes {}",
+            r.engine.name(),
+            format!("{:?}", r.class),
+            r.stdout.len(),
+            r.detail
+        );
+    }
+}
+
+/// Generates case `index` of `seed`, runs it on every engine, keeps it
+/// where asked, and counts it in `tally`.
+fn run_case(cli: &Cli, engines: &Engines, seed: u64, index: u64, tally: &Mutex<Tally>) {
+    let Some(case) = luge_diff::case(seed, index) else {
+        lock(tally).skipped += 1;
+        return;
+    };
+    if cli.verbose {
+        eprintln!("case {index} ({:?}) starts", case.source);
+    }
+    let runs = luge_diff::run_case(engines, &case);
+    if cli.verbose {
+        let classes: Vec<_> = runs.iter().map(|r| &r.class).collect();
+        eprintln!("case {index} ends: {classes:?}");
+    }
+    let verdict = luge_diff::judge(&runs);
+    let keep = cli.only.is_some() || matches!(verdict, Verdict::Disagree);
+    if let (Some(dir), true) = (&cli.keep, keep) {
+        let name = format!("{seed}-{index}.wasm");
+        if let Err(e) = std::fs::write(dir.join(&name), &case.wasm) {
+            eprintln!("luge-diff: keeping {name}: {e}");
+        }
+        if let Ok(text) = wasmprinter::print_bytes(&case.wasm) {
+            let name = format!("{seed}-{index}.wat");
+            if let Err(e) = std::fs::write(dir.join(&name), text) {
+                eprintln!("luge-diff: keeping {name}: {e}");
+            }
+        }
+    }
+    let mut t = lock(tally);
+    t.cases += 1;
+    let source = match case.source {
+        Source::Structured => "structured",
+        Source::Smith => "smith",
+    };
+    *t.classes
+        .entry(format!("{source} {:?}", runs[0].class))
+        .or_default() += 1;
+    match verdict {
+        Verdict::Agree => {}
+        Verdict::Known(d) => *t.known.entry(d.name).or_default() += 1,
+        Verdict::Disagree => t.disagreements.push((index, runs)),
+    }
+}
+
+/// Prints what the cases came to; an error where any disagreed.
+fn report(t: &Tally, seed: u64, took: std::time::Duration) -> Result<()> {
     println!(
         "{} cases in {:.1} s ({} skipped: wasm-smith made nothing)",
         t.cases,
-        started.elapsed().as_secs_f64(),
+        took.as_secs_f64(),
         t.skipped
     );
     println!("outcomes (as the first engine ended):");
@@ -185,15 +207,7 @@ fn main() -> Result<()> {
     }
     for (index, runs) in &t.disagreements {
         println!("DISAGREE case {index} (luge-diff --seed {seed} --only {index}):");
-        for r in runs {
-            println!(
-                "  {:<18} {:<28} stdout {} bytes {}",
-                r.engine.name(),
-                format!("{:?}", r.class),
-                r.stdout.len(),
-                r.detail
-            );
-        }
+        print_runs(runs);
         print_prefix_difference(runs);
     }
     if !t.disagreements.is_empty() {

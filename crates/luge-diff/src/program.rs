@@ -90,50 +90,8 @@ pub fn generate(rng: &mut SmallRng) -> Program {
         ftmp: 0,
     };
 
-    let mut types = TypeSection::new();
-    types.ty().function(
-        [ValType::I32, ValType::I32, ValType::I32, ValType::I32],
-        [ValType::I32],
-    );
-    types.ty().function([ValType::I32], []);
-    types.ty().function([], []);
-    types
-        .ty()
-        .function([ValType::I64, ValType::I32], [ValType::I64]);
-    types.ty().function([ValType::I32], [ValType::I32]);
-
-    let mut imports = ImportSection::new();
-    let wasi = "wasi_snapshot_preview1";
-    imports.import(wasi, "fd_write", EntityType::Function(T_IO));
-    imports.import(wasi, "fd_read", EntityType::Function(T_IO));
-    imports.import(wasi, "proc_exit", EntityType::Function(T_EXIT));
-
-    let mut functions = FunctionSection::new();
-    functions.function(T_START);
-    for _ in 0..helpers {
-        functions.function(T_HELPER);
-    }
-    for _ in 0..others {
-        functions.function(T_OTHER);
-    }
-
-    let mut tables = TableSection::new();
-    tables.table(TableType {
-        element_type: RefType::FUNCREF,
-        table64: false,
-        minimum: u64::from(table_len),
-        maximum: Some(u64::from(table_len)),
-        shared: false,
-    });
-
-    let mut memories = MemorySection::new();
-    memories.memory(MemoryType {
-        minimum: u64::from(pages),
-        maximum: max_pages.map(u64::from),
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
+    let (types, imports) = signatures();
+    let (functions, tables, memories) = layout(helpers, others, table_len, pages, max_pages);
 
     let mut global_section = GlobalSection::new();
     for _ in 0..globals {
@@ -207,6 +165,68 @@ pub fn generate(rng: &mut SmallRng) -> Program {
         stdin,
         spins,
     }
+}
+
+/// The program's function types and its WASI imports, the same in every
+/// program.
+fn signatures() -> (TypeSection, ImportSection) {
+    let mut types = TypeSection::new();
+    types.ty().function(
+        [ValType::I32, ValType::I32, ValType::I32, ValType::I32],
+        [ValType::I32],
+    );
+    types.ty().function([ValType::I32], []);
+    types.ty().function([], []);
+    types
+        .ty()
+        .function([ValType::I64, ValType::I32], [ValType::I64]);
+    types.ty().function([ValType::I32], [ValType::I32]);
+
+    let mut imports = ImportSection::new();
+    let wasi = "wasi_snapshot_preview1";
+    imports.import(wasi, "fd_write", EntityType::Function(T_IO));
+    imports.import(wasi, "fd_read", EntityType::Function(T_IO));
+    imports.import(wasi, "proc_exit", EntityType::Function(T_EXIT));
+    (types, imports)
+}
+
+/// The program's functions (`_start`, `helpers` helpers, `others` of the
+/// mismatching type), its table of `table_len` slots and its memory of
+/// `pages` pages (at most `max_pages`).
+fn layout(
+    helpers: u32,
+    others: u32,
+    table_len: u32,
+    pages: u32,
+    max_pages: Option<u32>,
+) -> (FunctionSection, TableSection, MemorySection) {
+    let mut functions = FunctionSection::new();
+    functions.function(T_START);
+    for _ in 0..helpers {
+        functions.function(T_HELPER);
+    }
+    for _ in 0..others {
+        functions.function(T_OTHER);
+    }
+
+    let mut tables = TableSection::new();
+    tables.table(TableType {
+        element_type: RefType::FUNCREF,
+        table64: false,
+        minimum: u64::from(table_len),
+        maximum: Some(u64::from(table_len)),
+        shared: false,
+    });
+
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType {
+        minimum: u64::from(pages),
+        maximum: max_pages.map(u64::from),
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    (functions, tables, memories)
 }
 
 /// The generator's state while it writes one module.

@@ -113,6 +113,8 @@ pub enum SendError {
 }
 
 mod budget;
+#[cfg(feature = "component")]
+pub mod component;
 mod config;
 mod slots;
 mod unfinished;

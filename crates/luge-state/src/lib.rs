@@ -19,6 +19,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "component")]
+pub mod component;
 mod global;
 mod local;
 

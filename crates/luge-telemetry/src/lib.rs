@@ -23,6 +23,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "component")]
+pub mod component;
 pub mod config;
 pub mod export;
 mod logs;

@@ -363,9 +363,17 @@ const END: i64 = GUEST_MEMORY as i64;
 
 /// Every case of the suite.
 pub fn cases() -> Vec<Case> {
+    let mut cases = call_cases();
+    cases.extend(state_cases());
+    cases.push(nothing_granted());
+    cases
+}
+
+/// The cases of the `call_*` imports.
+fn call_cases() -> Vec<Case> {
     let (key, name, input, buf) = (KEY as i64, NAME as i64, INPUT as i64, BUF as i64);
     let started = || (call("call_start", &[name, 4, input, 3]), 0);
-    let mut cases = vec![
+    vec![
         case(
             "a call starts, is waited for, and its output is read",
             vec![
@@ -418,6 +426,13 @@ pub fn cases() -> Vec<Case> {
                 (call("call_start", &[name, 3, input, 3]), -1),
             ],
         ),
+    ]
+}
+
+/// The cases of the `state_*` imports.
+fn state_cases() -> Vec<Case> {
+    let (key, input, buf) = (KEY as i64, INPUT as i64, BUF as i64);
+    vec![
         case(
             "state: set, get and the get buffer",
             vec![
@@ -493,8 +508,13 @@ pub fn cases() -> Vec<Case> {
                 (call("state_push", &[key, 1]), 0),
             ],
         ),
-    ];
-    cases.push(Case {
+    ]
+}
+
+/// A function granted nothing.
+fn nothing_granted() -> Case {
+    let (key, name, input, buf) = (KEY as i64, NAME as i64, INPUT as i64, BUF as i64);
+    Case {
         what: "nothing granted: good arguments are refused, bad ones are bad",
         granted: false,
         calls: vec![
@@ -504,8 +524,7 @@ pub fn cases() -> Vec<Case> {
             (call("state_set", &[key, 1, input, HUGE, 0]), BAD),
             (call("state_lock", &[key, 1, 100]), -2),
         ],
-    });
-    cases
+    }
 }
 
 /// What running `case` on `module` gave: the results, and the largest

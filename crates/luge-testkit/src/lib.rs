@@ -12,6 +12,7 @@ pub mod mosquitto;
 pub mod postgres;
 pub mod redis;
 pub mod tls;
+pub mod wit;
 
 use std::path::PathBuf;
 

@@ -217,20 +217,7 @@ fn execute(
     }
     let action = &invocation.action;
     let limits = action.limits;
-    let mut argv = CStringList::new(invocation.argv().map(str::to_owned))?;
-    let mut env = CStringList::new(
-        invocation
-            .env()
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}")),
-    )?;
-    let mut dirs = CStringList::new(
-        action
-            .capabilities
-            .dirs
-            .iter()
-            .map(|d| format!("{}::{}", d.guest, d.path().display())),
-    )?;
+    let mut wasi = WasiArgs::new(invocation)?;
     let entry = CString::new(action.entry.as_str())
         .map_err(|_| SandboxError::NoEntry(action.entry.clone()))?;
     let max_pages = u32::try_from((limits.memory_bytes / WASM_PAGE).max(1)).unwrap_or(u32::MAX);
@@ -240,7 +227,79 @@ fn execute(
             limit_bytes: limits.memory_bytes,
         });
     }
+    let instance = match instantiate(module, &mut wasi, streams, max_pages)? {
+        Ok(instance) => instance,
+        Err(trapped) => return Ok(trapped),
+    };
+    let functions = entry_points(module, &instance, &entry, &action.entry)?;
+    let _caller_growth = ffi::RestoreGrowth(ffi::reset_growth(
+        limits.memory_bytes,
+        module.declared_max_bytes,
+    ));
+    let (returned, timed_out) = call(module, invocation, &instance, functions, started);
+    // SAFETY: live instance; the returned string is owned by it and copied
+    // before the instance goes.
+    let exception = unsafe {
+        let text = sys::wasm_runtime_get_exception(instance.instance);
+        (!text.is_null()).then(|| CStr::from_ptr(text).to_string_lossy().into_owned())
+    };
+    Ok(if timed_out {
+        Termination::TimedOut(limits.timeout)
+    } else if returned {
+        Termination::Exited(0)
+    } else if exception.as_deref() == Some(PROC_EXIT) {
+        // SAFETY: live instance.
+        let code = unsafe { sys::wasm_runtime_get_wasi_exit_code(instance.instance) };
+        Termination::exit(code as i32)
+    } else if ffi::memory_was_refused() {
+        Termination::OutOfMemory {
+            limit_bytes: limits.memory_bytes,
+        }
+    } else {
+        Termination::Trapped(exception.unwrap_or_else(|| "unknown exception".to_owned()))
+    })
+}
 
+/// An invocation's WASI arguments as WAMR takes them: argv, the
+/// environment as `KEY=value`, and each granted directory as
+/// `guest::host`.
+struct WasiArgs {
+    argv: CStringList,
+    env: CStringList,
+    dirs: CStringList,
+}
+
+impl WasiArgs {
+    fn new(invocation: &Invocation) -> Result<Self, SandboxError> {
+        Ok(Self {
+            argv: CStringList::new(invocation.argv().map(str::to_owned))?,
+            env: CStringList::new(
+                invocation
+                    .env()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}")),
+            )?,
+            dirs: CStringList::new(
+                invocation
+                    .action
+                    .capabilities
+                    .dirs
+                    .iter()
+                    .map(|d| format!("{}::{}", d.guest, d.path().display())),
+            )?,
+        })
+    }
+}
+
+/// A new instance of `module` with `wasi`'s arguments, `streams` as its
+/// stdio, at most `max_pages` of memory, and its execution environment;
+/// `Ok(Err(_))` where instantiating it trapped.
+fn instantiate(
+    module: &WamrModule,
+    wasi: &mut WasiArgs,
+    streams: &Streams,
+    max_pages: u32,
+) -> Result<Result<Instance, Termination>, SandboxError> {
     let mut raw_args = std::ptr::null_mut();
     // SAFETY: WAMR allocates the arguments object and stores it in
     // `raw_args`; ownership passes to the guard below.
@@ -252,9 +311,8 @@ fn execute(
     }
     let args = InstantiationArgs(raw_args);
     // SAFETY: every pointer handed over stays valid until the instance is
-    // deinstantiated: the lists and `streams` live on this function's stack
-    // frame (and its caller's), which outlives `instance`. WAMR copies the
-    // WASI arguments into the instance at instantiation.
+    // made: `wasi`'s lists and `streams` live on the caller's stack frame.
+    // WAMR copies the WASI arguments into the instance at instantiation.
     unsafe {
         sys::wasm_runtime_instantiation_args_set_default_stack_size(
             args.0,
@@ -264,16 +322,20 @@ fn execute(
         sys::wasm_runtime_instantiation_args_set_max_memory_pages(args.0, max_pages);
         sys::wasm_runtime_instantiation_args_set_wasi_arg(
             args.0,
-            argv.as_mut_ptr().cast(),
-            argv.len() as i32,
+            wasi.argv.as_mut_ptr().cast(),
+            wasi.argv.len() as i32,
         );
-        sys::wasm_runtime_instantiation_args_set_wasi_env(args.0, env.as_mut_ptr(), env.len());
+        sys::wasm_runtime_instantiation_args_set_wasi_env(
+            args.0,
+            wasi.env.as_mut_ptr(),
+            wasi.env.len(),
+        );
         sys::wasm_runtime_instantiation_args_set_wasi_dir(
             args.0,
             std::ptr::null_mut(),
             0,
-            dirs.as_mut_ptr(),
-            dirs.len(),
+            wasi.dirs.as_mut_ptr(),
+            wasi.dirs.len(),
         );
         sys::wasm_runtime_instantiation_args_set_wasi_stdio(
             args.0,
@@ -306,7 +368,7 @@ fn execute(
         // is instantiated, as the spec has it: a trap, as on every engine.
         // WAMR says so only in words.
         return if SEGMENT_TRAPS.iter().any(|trap| text.ends_with(trap)) {
-            Ok(Termination::Trapped(text))
+            Ok(Err(Termination::Trapped(text)))
         } else {
             Err(SandboxError::Instantiate(text.into()))
         };
@@ -324,81 +386,76 @@ fn execute(
             "WAMR could not create an execution environment",
         ));
     }
+    Ok(Ok(instance))
+}
+
+/// The functions an invocation calls, in order: the start function WAMR
+/// did not run at instantiation (see `luge_core::start`), if the module
+/// has one, then the entry point `entry` (named `name`).
+fn entry_points(
+    module: &WamrModule,
+    instance: &Instance,
+    entry: &CStr,
+    name: &str,
+) -> Result<Vec<sys::wasm_function_inst_t>, SandboxError> {
+    let mut functions = Vec::with_capacity(2);
+    if module.start {
+        let start = c"luge:start";
+        debug_assert_eq!(start.to_bytes(), luge_core::start::START_EXPORT.as_bytes());
+        // SAFETY: live instance, NUL-terminated name.
+        let start = unsafe { sys::wasm_runtime_lookup_function(instance.instance, start.as_ptr()) };
+        if start.is_null() {
+            return Err(SandboxError::Engine("the moved start function is missing"));
+        }
+        functions.push(start);
+    }
     // SAFETY: live instance, NUL-terminated name.
     let function = unsafe { sys::wasm_runtime_lookup_function(instance.instance, entry.as_ptr()) };
     // Only an entry point (neither `luge:start` nor a function of another
     // type than `() -> ()`; see `WamrModule::new`).
-    if function.is_null() || !module.exports.contains(&action.entry) {
-        return Err(SandboxError::NoEntry(action.entry.clone()));
+    if function.is_null() || !module.exports.contains(name) {
+        return Err(SandboxError::NoEntry(name.to_owned()));
     }
-    // The start function WAMR did not run at instantiation (see
-    // `luge_core::start`), run first below, under the same watchdog.
-    let start = if module.start {
-        let name = c"luge:start";
-        debug_assert_eq!(name.to_bytes(), luge_core::start::START_EXPORT.as_bytes());
-        // SAFETY: live instance, NUL-terminated name.
-        let start = unsafe { sys::wasm_runtime_lookup_function(instance.instance, name.as_ptr()) };
-        if start.is_null() {
-            return Err(SandboxError::Engine("the moved start function is missing"));
-        }
-        Some(start)
-    } else {
-        None
-    };
+    functions.push(function);
+    Ok(functions)
+}
 
-    let _caller_growth = ffi::RestoreGrowth(ffi::reset_growth(
-        limits.memory_bytes,
-        module.declared_max_bytes,
-    ));
+/// Calls `functions` in order on `instance`, each under the invocation's
+/// watchdog, with its calls and state on this thread: whether all
+/// returned, and whether the time limit ended one.
+fn call(
+    module: &WamrModule,
+    invocation: &Invocation,
+    instance: &Instance,
+    functions: Vec<sys::wasm_function_inst_t>,
+    started: Instant,
+) -> (bool, bool) {
     let calls = CallTable::new(invocation.calls.clone(), CallMode::Fused);
-    let (returned, timed_out) = {
-        let target = Terminable(instance.instance);
-        let watch = module.watchdog.watch(
-            started + limits.timeout,
-            Box::new(move || target.terminate()),
-            &invocation.cancel,
-        );
-        let state = invocation.state.clone();
-        let returned = luge_core::calls::on_this_thread::with(calls, || {
-            luge_core::state::on_this_thread::with(state, || {
-                start.into_iter().chain([function]).all(|function| {
-                    // SAFETY: live exec env and function of this instance;
-                    // the start function, `_start` and named entries take
-                    // no arguments and return none, so no argv.
-                    unsafe {
-                        sys::wasm_runtime_call_wasm(
-                            instance.exec_env,
-                            function,
-                            0,
-                            std::ptr::null_mut(),
-                        )
-                    }
-                })
+    let target = Terminable(instance.instance);
+    let watch = module.watchdog.watch(
+        started + invocation.action.limits.timeout,
+        Box::new(move || target.terminate()),
+        &invocation.cancel,
+    );
+    let state = invocation.state.clone();
+    let returned = luge_core::calls::on_this_thread::with(calls, || {
+        luge_core::state::on_this_thread::with(state, || {
+            functions.into_iter().all(|function| {
+                // SAFETY: live exec env and function of this instance; the
+                // start function, `_start` and named entries take no
+                // arguments and return none, so no argv.
+                unsafe {
+                    sys::wasm_runtime_call_wasm(
+                        instance.exec_env,
+                        function,
+                        0,
+                        std::ptr::null_mut(),
+                    )
+                }
             })
-        });
-        (returned, watch.fired())
-    };
-    // SAFETY: live instance; the returned string is owned by it and copied
-    // before the instance goes.
-    let exception = unsafe {
-        let text = sys::wasm_runtime_get_exception(instance.instance);
-        (!text.is_null()).then(|| CStr::from_ptr(text).to_string_lossy().into_owned())
-    };
-    Ok(if timed_out {
-        Termination::TimedOut(limits.timeout)
-    } else if returned {
-        Termination::Exited(0)
-    } else if exception.as_deref() == Some(PROC_EXIT) {
-        // SAFETY: live instance.
-        let code = unsafe { sys::wasm_runtime_get_wasi_exit_code(instance.instance) };
-        Termination::exit(code as i32)
-    } else if ffi::memory_was_refused() {
-        Termination::OutOfMemory {
-            limit_bytes: limits.memory_bytes,
-        }
-    } else {
-        Termination::Trapped(exception.unwrap_or_else(|| "unknown exception".to_owned()))
-    })
+        })
+    });
+    (returned, watch.fired())
 }
 
 impl LoadedModule for WamrModule {

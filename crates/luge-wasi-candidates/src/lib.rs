@@ -14,6 +14,41 @@
 
 #![deny(missing_docs)]
 
+mod handler;
 mod shared;
 pub mod wasi_2023_10_18;
 pub mod wasi_2023_11_10;
+
+pub use handler::{Handler, HandlerPre};
+
+/// The interfaces of the candidates this crate serves (their
+/// `wasi:http/proxy` worlds, but 10-18's timezone; 11-10's `wasi:io/error`
+/// besides), each followed by its version.
+const SERVED: &[&str] = &[
+    "wasi:io/error@",
+    "wasi:io/poll@",
+    "wasi:io/streams@",
+    "wasi:clocks/wall-clock@",
+    "wasi:clocks/monotonic-clock@",
+    "wasi:random/random@",
+    "wasi:cli/stdin@",
+    "wasi:cli/stdout@",
+    "wasi:cli/stderr@",
+    "wasi:http/types@",
+    "wasi:http/outgoing-handler@",
+];
+
+/// Whether this crate serves the import `name`, if `name` is of a WASI
+/// 0.2.0 release candidate (`...@0.2.0-rc-...`): the candidates' other
+/// interfaces, and every other candidate's, are not served. `None` for
+/// every other name.
+pub fn serves(name: &str) -> Option<bool> {
+    let (interface, version) = name.split_once('@')?;
+    version.starts_with("0.2.0-rc-").then(|| {
+        ["0.2.0-rc-2023-10-18", "0.2.0-rc-2023-11-10"].contains(&version)
+            && SERVED
+                .iter()
+                .any(|served| served.strip_suffix('@') == Some(interface))
+            && !(version == "0.2.0-rc-2023-10-18" && interface == "wasi:io/error")
+    })
+}

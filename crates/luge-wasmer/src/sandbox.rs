@@ -11,7 +11,9 @@ use std::time::Instant;
 use luge_core::{DirMode, Invocation, LoadedModule, Outcome, SandboxError, Termination};
 use wasmer::{InstantiationError, Store};
 use wasmer_vm::TrapCode;
-use wasmer_wasix::{WasiEnv, WasiError, WasiRuntimeError, WasiThreadError};
+use wasmer_wasix::{WasiEnv, WasiEnvBuilder, WasiError, WasiRuntimeError, WasiThreadError};
+
+use crate::Shared;
 
 use crate::grants;
 use crate::limits::LimitScope;
@@ -48,36 +50,14 @@ fn execute(
     let action = &invocation.action;
     let limits = action.limits;
 
-    let mut builder = WasiEnv::builder(action.name.clone())
+    let builder = WasiEnv::builder(action.name.clone())
         .args(invocation.argv().skip(1))
         .envs(invocation.env())
         .stdin(Box::new(Input::new(invocation.stdin)))
         .stdout(Box::new(stdout.clone()))
         .stderr(Box::new(stderr.clone()))
         .runtime(Arc::clone(&shared.wasi_runtime));
-    for grant in &action.capabilities.dirs {
-        let at = grants::mount_point(&grant.guest);
-        let writable = grant.mode == DirMode::ReadWrite;
-        builder = builder
-            .preopen_build(|p| {
-                p.directory(&at)
-                    .alias(&grant.guest)
-                    .read(true)
-                    .write(writable)
-                    .create(writable)
-            })
-            .map_err(|e| SandboxError::Grant {
-                guest: grant.guest.clone(),
-                source: e.into(),
-            })?;
-    }
-    if !action.capabilities.dirs.is_empty() {
-        let io = shared
-            .io
-            .handle()
-            .ok_or(SandboxError::Engine("the engine is shutting down"))?;
-        builder = builder.fs(grants::mount(&action.capabilities.dirs, io)?);
-    }
+    let builder = grant_dirs(builder, shared, action)?;
 
     let mut store = Store::new(module.engine.clone());
     let memory_limit = LimitScope::enter(limits.memory_bytes);
@@ -158,6 +138,40 @@ fn execute(
             }
         },
     })
+}
+
+/// `builder` with the directories `action` is granted preopened, on the
+/// engine's I/O runtime.
+fn grant_dirs(
+    mut builder: WasiEnvBuilder,
+    shared: &Shared,
+    action: &luge_core::Action,
+) -> Result<WasiEnvBuilder, SandboxError> {
+    for grant in &action.capabilities.dirs {
+        let at = grants::mount_point(&grant.guest);
+        let writable = grant.mode == DirMode::ReadWrite;
+        builder = builder
+            .preopen_build(|p| {
+                p.directory(&at)
+                    .alias(&grant.guest)
+                    .read(true)
+                    .write(writable)
+                    .create(writable)
+            })
+            .map_err(|e| SandboxError::Grant {
+                guest: grant.guest.clone(),
+                source: e.into(),
+            })?;
+    }
+    if !action.capabilities.dirs.is_empty() {
+        let io = shared
+            .io
+            .handle()
+            .ok_or(SandboxError::Engine("the engine is shutting down"))?;
+        builder = builder.fs(grants::mount(&action.capabilities.dirs, io)?);
+    }
+
+    Ok(builder)
 }
 
 impl LoadedModule for WasmerModule {

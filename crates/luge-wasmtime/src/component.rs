@@ -10,7 +10,7 @@
 //! Both get the same limits, scheduling and preemption as core modules, and
 //! a fresh instance per invocation from a pre-instantiated component.
 //! Outgoing HTTP (`wasi:http/outgoing-handler`) is refused unless the
-//! function's grants name the origin (its `Hooks`).
+//! function's grants name the origin (`luge_outbound::component::Hooks`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,15 +20,16 @@ use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{
     EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Unsupported,
 };
-use wasmtime::component::{Component, InstancePre, Linker, Resource, ResourceTable};
+use luge_outbound::component::Hooks;
+use luge_wasi_candidates::{Handler, HandlerPre};
+use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
 use wasmtime::{AsContextMut, Engine, Store};
 use wasmtime_wasi::cli::StdoutStream;
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::config::ComponentAbi::{self, Concurrent, Synchronous};
 use crate::epoch::EpochTicker;
@@ -46,7 +47,7 @@ pub struct ComponentState {
     hooks: Hooks,
     /// `wasi:keyvalue` and `spin:key-value`: the invocation's shared
     /// state, the buckets open.
-    keyvalue: crate::keyvalue::KeyValueState,
+    keyvalue: luge_state::component::KeyValueState,
     /// `wasi:config/store` and `spin:variables`: the action, whose
     /// variables they are.
     action: Arc<luge_core::Action>,
@@ -54,7 +55,7 @@ pub struct ComponentState {
     /// invocation's `luge.instantiate` phase ends and `luge.run` begins.
     instantiated: Option<Instant>,
     /// `wasi:otel`: the spans the function started, what it recorded.
-    otel: crate::otel::OtelState,
+    otel: luge_telemetry::component::OtelState,
 }
 
 /// Marks `store`'s instance ready, for the invocation's trace.
@@ -63,9 +64,23 @@ pub(crate) fn instantiated(store: &mut Store<ComponentState>) {
 }
 
 impl ComponentState {
-    fn keyvalue(&mut self) -> crate::keyvalue::WasiKeyValue<'_> {
-        self.keyvalue
-            .view(&mut self.table, &self.action.capabilities.global_stores)
+    /// What the key-value interfaces work on (`wasi:keyvalue`,
+    /// `spin:key-value`).
+    fn keyvalue(&mut self) -> luge_state::component::KeyValueView<'_> {
+        let capabilities = &self.action.capabilities;
+        self.keyvalue.view(
+            &mut self.table,
+            &capabilities.global_stores,
+            capabilities.key_value_labels.as_deref(),
+        )
+    }
+
+    /// What the variables interfaces read (`wasi:config`,
+    /// `spin:variables`).
+    fn variables(&mut self) -> luge_variables::VariablesView<'_> {
+        luge_variables::VariablesView {
+            variables: &self.action.variables.0,
+        }
     }
 }
 
@@ -76,8 +91,8 @@ impl ComponentState {
         luge_binding::ConnectionsView {
             table: &mut self.table,
             action: &self.action,
-            deadline: self.hooks.deadline,
-            trace: self.hooks.trace.as_ref(),
+            deadline: self.hooks.deadline(),
+            trace: self.hooks.trace(),
         }
     }
 }
@@ -135,43 +150,40 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
     ("wasi:http 0.3", Concurrent, |l| {
         wasmtime_wasi_http::p3::add_to_linker(l)
     }),
-    ("wasi:config", Synchronous, |l| {
-        crate::wasi_config::add_to_linker(l, |state: &mut ComponentState| {
-            crate::wasi_config::ConfigView {
-                variables: &state.action.variables.0,
-            }
-        })
+    (
+        "wasi:config, fermyon:spin/variables@2.0.0",
+        Synchronous,
+        |l| luge_variables::add_to_linker(l, ComponentState::variables),
+    ),
+    ("spin:variables", Concurrent, |l| {
+        luge_variables::add_spin3_to_linker(l, ComponentState::variables)
     }),
     ("wasi:keyvalue 0.2.0-draft", Synchronous, |l| {
-        crate::keyvalue::add_to_linker(l, ComponentState::keyvalue)
+        luge_state::component::keyvalue::add_to_linker(l, ComponentState::keyvalue)
     }),
     ("wasi:keyvalue 0.2.0-draft2", Synchronous, |l| {
-        crate::keyvalue_draft2::add_to_linker(l, ComponentState::keyvalue)
+        luge_state::component::keyvalue_draft2::add_to_linker(l, ComponentState::keyvalue)
     }),
-    ("spin:key-value, spin:variables", Concurrent, |l| {
-        crate::spin::add_to_linker(l, |state: &mut ComponentState| crate::spin::SpinView {
-            kv: state
-                .keyvalue
-                .view(&mut state.table, &state.action.capabilities.global_stores),
-            variables: &state.action.variables.0,
-            labels: state.action.capabilities.key_value_labels.as_deref(),
-        })
+    ("spin:key-value", Concurrent, |l| {
+        luge_state::component::spin::add_to_linker(l, ComponentState::keyvalue)
     }),
-    ("fermyon:spin@2.0.0", Synchronous, |l| {
-        crate::spin2::add_to_linker(
-            l,
-            |state: &mut ComponentState| crate::spin::SpinView {
-                kv: state
-                    .keyvalue
-                    .view(&mut state.table, &state.action.capabilities.global_stores),
-                variables: &state.action.variables.0,
-                labels: state.action.capabilities.key_value_labels.as_deref(),
-            },
-            ComponentState::connections,
-        )
+    ("fermyon:spin/key-value@2.0.0", Synchronous, |l| {
+        luge_state::component::spin2::add_to_linker(l, ComponentState::keyvalue)
     }),
-    ("fermyon:spin@2.0.0 postgres, mysql", Synchronous, |l| {
-        crate::spin2_rdbms::add_to_linker(l, ComponentState::connections)
+    ("fermyon:spin/sqlite@2.0.0", Synchronous, |l| {
+        luge_sqlite::component::sqlite2::add_to_linker(l, ComponentState::connections)
+    }),
+    ("fermyon:spin/redis@2.0.0", Synchronous, |l| {
+        luge_outbound_redis::component::redis2::add_to_linker(l, ComponentState::connections)
+    }),
+    ("fermyon:spin/mqtt@2.0.0", Synchronous, |l| {
+        luge_outbound_mqtt::component::mqtt2::add_to_linker(l, ComponentState::connections)
+    }),
+    ("fermyon:spin/postgres@2.0.0", Synchronous, |l| {
+        luge_outbound_pg::component::postgres2::add_to_linker(l, ComponentState::connections)
+    }),
+    ("fermyon:spin/mysql@2.0.0", Synchronous, |l| {
+        luge_outbound_mysql::component::mysql2::add_to_linker(l, ComponentState::connections)
     }),
     ("spin:sqlite", Concurrent, |l| {
         luge_sqlite::component::sqlite::add_to_linker(l, ComponentState::connections)
@@ -198,9 +210,11 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
         crate::event_types::add_to_linker(l)
     }),
     ("wasi:otel", Synchronous, |l| {
-        crate::otel::add_to_linker(l, |state: &mut ComponentState| crate::otel::OtelView {
-            trace: state.hooks.trace.as_ref(),
-            state: &mut state.otel,
+        luge_telemetry::component::add_to_linker(l, |state: &mut ComponentState| {
+            luge_telemetry::component::OtelView {
+                trace: state.hooks.trace(),
+                state: &mut state.otel,
+            }
         })
     }),
 ];
@@ -291,38 +305,11 @@ const SERVED: &[&str] = &[
     "spin:mqtt-trigger/spin-mqtt-types@3.",
 ];
 
-/// The interfaces of WASI's 0.2.0-rc-2023-10-18 and 2023-11-10
-/// candidates the linker serves (`luge_wasi_candidates`: their
-/// `wasi:http/proxy` worlds, but 10-18's timezone; 11-10's `wasi:io/error`
-/// besides); the candidates' others, and every other candidate's, are
-/// named at load.
-const SERVED_RC: &[&str] = &[
-    "wasi:io/error@",
-    "wasi:io/poll@",
-    "wasi:io/streams@",
-    "wasi:clocks/wall-clock@",
-    "wasi:clocks/monotonic-clock@",
-    "wasi:random/random@",
-    "wasi:cli/stdin@",
-    "wasi:cli/stdout@",
-    "wasi:cli/stderr@",
-    "wasi:http/types@",
-    "wasi:http/outgoing-handler@",
-];
-
-/// Whether the linker serves the import `name` (see [`SERVED`] and
-/// [`SERVED_RC`]).
+/// Whether the linker serves the import `name` (see [`SERVED`]; a WASI
+/// release candidate's, [`luge_wasi_candidates::serves`]).
 fn served(name: &str) -> bool {
-    if let Some((interface, version)) = name.split_once('@')
-        && version.starts_with("0.2.0-rc-")
-    {
-        return ["0.2.0-rc-2023-10-18", "0.2.0-rc-2023-11-10"].contains(&version)
-            && SERVED_RC
-                .iter()
-                .any(|served| served.strip_suffix('@') == Some(interface))
-            && !(version == "0.2.0-rc-2023-10-18" && interface == "wasi:io/error");
-    }
-    SERVED.iter().any(|served| name.starts_with(served))
+    luge_wasi_candidates::serves(name)
+        .unwrap_or_else(|| SERVED.iter().any(|served| name.starts_with(served)))
 }
 
 /// Whether `name` is one of Spin 1's unversioned `fermyon:spin`
@@ -516,20 +503,19 @@ impl Shared {
                 table,
                 limiter: SandboxLimiter::new(limits.memory_bytes),
                 http,
-                hooks: Hooks {
-                    action: Arc::clone(&invocation.action),
-                    deadline: started + limits.timeout,
-                    sent: 0,
-                    calls: invocation.calls.clone(),
-                    trace: invocation.trace.clone(),
-                },
-                keyvalue: crate::keyvalue::KeyValueState {
+                hooks: Hooks::new(
+                    Arc::clone(&invocation.action),
+                    started + limits.timeout,
+                    invocation.calls.clone(),
+                    invocation.trace.clone(),
+                ),
+                keyvalue: luge_state::component::KeyValueState {
                     state: invocation.state.clone(),
                     open: 0,
                 },
                 action: Arc::clone(&invocation.action),
                 instantiated: None,
-                otel: crate::otel::OtelState::default(),
+                otel: luge_telemetry::component::OtelState::default(),
             },
         );
         store.limiter(|state| &mut state.limiter);
@@ -562,13 +548,9 @@ impl ComponentState {
         alone: bool,
     ) {
         if alone {
-            self.hooks.sent = 0;
             self.limiter.refused = false;
-            self.hooks.deadline = deadline;
-        } else {
-            self.hooks.deadline = self.hooks.deadline.max(deadline);
         }
-        self.hooks.calls = calls;
+        self.hooks.enter(deadline, calls, alone);
         self.keyvalue.state = state;
     }
 
@@ -664,92 +646,9 @@ impl CommandWorld for CommandPre<ComponentState> {
     }
 }
 
-/// The `wasi:http/incoming-handler` a handler component exports, of
-/// whichever version Luge serves, pre-instantiated: WASI 0.2's, or a
-/// release candidate's (2023-10-18: spin-sdk 2's; 2023-11-10). All take
-/// the same request and response resources, so everything around the
-/// call is one.
-enum HandlerPre {
-    V0_2(ProxyPre<ComponentState>),
-    Rc2023_10_18(luge_wasi_candidates::wasi_2023_10_18::ProxyPre<ComponentState>),
-    Rc2023_11_10(luge_wasi_candidates::wasi_2023_11_10::ProxyPre<ComponentState>),
-}
-
-/// An instance of a [`HandlerPre`].
-enum Handler {
-    V0_2(wasmtime_wasi_http::p2::bindings::Proxy),
-    Rc2023_10_18(luge_wasi_candidates::wasi_2023_10_18::Proxy),
-    Rc2023_11_10(luge_wasi_candidates::wasi_2023_11_10::Proxy),
-}
-
-impl HandlerPre {
-    /// The handler `pre` exports, if it exports one (0.2's first).
-    fn new(pre: &InstancePre<ComponentState>) -> Option<Self> {
-        if let Ok(pre) = ProxyPre::new(pre.clone()) {
-            return Some(Self::V0_2(pre));
-        }
-        if let Ok(pre) = luge_wasi_candidates::wasi_2023_10_18::ProxyPre::new(pre.clone()) {
-            return Some(Self::Rc2023_10_18(pre));
-        }
-        luge_wasi_candidates::wasi_2023_11_10::ProxyPre::new(pre.clone())
-            .ok()
-            .map(Self::Rc2023_11_10)
-    }
-
-    fn engine(&self) -> &Engine {
-        match self {
-            Self::V0_2(pre) => pre.engine(),
-            Self::Rc2023_10_18(pre) => pre.engine(),
-            Self::Rc2023_11_10(pre) => pre.engine(),
-        }
-    }
-
-    async fn instantiate_async(
-        &self,
-        store: &mut Store<ComponentState>,
-    ) -> wasmtime::Result<Handler> {
-        Ok(match self {
-            Self::V0_2(pre) => Handler::V0_2(pre.instantiate_async(store).await?),
-            Self::Rc2023_10_18(pre) => Handler::Rc2023_10_18(pre.instantiate_async(store).await?),
-            Self::Rc2023_11_10(pre) => Handler::Rc2023_11_10(pre.instantiate_async(store).await?),
-        })
-    }
-}
-
-impl Handler {
-    /// Calls the handler's `handle` with `request` and `outparam`.
-    async fn call_handle(
-        &self,
-        store: &mut Store<ComponentState>,
-        request: Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
-        outparam: Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
-    ) -> wasmtime::Result<()> {
-        match self {
-            Self::V0_2(proxy) => {
-                proxy
-                    .wasi_http_incoming_handler()
-                    .call_handle(store, request, outparam)
-                    .await
-            }
-            Self::Rc2023_10_18(proxy) => {
-                proxy
-                    .wasi_http0_2_0_rc_2023_10_18_incoming_handler()
-                    .call_handle(store, request, outparam)
-                    .await
-            }
-            Self::Rc2023_11_10(proxy) => {
-                proxy
-                    .wasi_http0_2_0_rc_2023_11_10_incoming_handler()
-                    .call_handle(store, request, outparam)
-                    .await
-            }
-        }
-    }
-}
-
 /// A loaded `wasi:http/proxy` component: an HTTP handler.
 pub struct ProxyComponent {
-    pre: HandlerPre,
+    pre: HandlerPre<ComponentState>,
     shared: Shared,
     /// Whether its sandboxes are made ahead of their requests on workers
     /// that do so (`luge_core::teardown`); cleared for good once a
@@ -996,18 +895,17 @@ impl ProxyComponent {
         };
         let state = sandbox.store.data_mut();
         state.ctx = ctx;
-        state.hooks = Hooks {
-            action: Arc::clone(&invocation.action),
-            deadline: started + limits.timeout,
-            sent: 0,
-            calls: invocation.calls.clone(),
-            trace: invocation.trace.clone(),
-        };
-        state.keyvalue = crate::keyvalue::KeyValueState {
+        state.hooks = Hooks::new(
+            Arc::clone(&invocation.action),
+            started + limits.timeout,
+            invocation.calls.clone(),
+            invocation.trace.clone(),
+        );
+        state.keyvalue = luge_state::component::KeyValueState {
             state: invocation.state.clone(),
             open: 0,
         };
-        state.otel = crate::otel::OtelState::default();
+        state.otel = luge_telemetry::component::OtelState::default();
         state.instantiated = Some(now);
         self.shared.refuel(&mut sandbox.store, &limits);
         schedule(
@@ -1151,254 +1049,6 @@ impl LoadedModule for ProxyComponent {
     }
 }
 
-/// How a component's outgoing HTTP requests are sent: where its
-/// `allowed_outbound_hosts` grant (http or https; see `luge_outbound`),
-/// each bounded by the invocation's remaining time. Everything else is
-/// `HTTP-request-denied` to the guest.
-struct Hooks {
-    /// The function: its grants (`allowed_outbound_hosts`), its name (as
-    /// Spin's `[[client_tls]]` names components), and its address, whose
-    /// kept-alive connections are its own while it is loaded.
-    action: Arc<luge_core::Action>,
-    deadline: Instant,
-    /// Outgoing requests sent so far by this invocation.
-    sent: usize,
-    /// Where a request to `http://NAME.luge.internal` goes: the host's
-    /// calls (service chaining); `None` where the host offers none.
-    calls: Option<Arc<dyn luge_core::calls::Calls>>,
-    /// The invocation's trace: each request is a client span in it, and
-    /// carries its context (W3C `traceparent`, replacing the guest's).
-    trace: Option<Arc<dyn luge_core::trace::Trace>>,
-}
-
-/// Outgoing requests one invocation may send: each holds a connection (a
-/// descriptor) until its response is read or the invocation ends, so a
-/// granted handler in a loop could otherwise exhaust the host's
-/// descriptors within its time limit. Past it: `connection-limit-reached`.
-const MAX_OUTGOING_REQUESTS: usize = 64;
-
-/// What a guest's outgoing request returns, per `WasiHttpHooks`.
-type Sent = wasmtime_wasi_http::Result<(
-    http::Response<wasmtime_wasi_http::WasiBody>,
-    Box<dyn std::future::Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
-)>;
-
-impl WasiHttpHooks for Hooks {
-    /// Wasmtime's own forbidden headers (`DEFAULT_FORBIDDEN_HEADERS`, what
-    /// its `forbidden_header_filter` holds, which stays as it is for WASI
-    /// 0.3), checked without the default's boxed filter: that is made anew
-    /// for each header the guest sees or sets, an allocation each.
-    fn is_forbidden_header(&mut self, name: &http::HeaderName) -> bool {
-        forbidden_header(name)
-    }
-
-    fn send_request(
-        &mut self,
-        request: http::Request<wasmtime_wasi_http::WasiBody>,
-        options: Option<wasmtime_wasi_http::RequestOptions>,
-        fut: Box<dyn std::future::Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
-    ) -> Box<dyn std::future::Future<Output = Sent> + Send> {
-        drop(fut);
-        // Service chaining: the URI's own host names the function (never a
-        // header); a chained request is a call, and counts as a request.
-        let chained = request
-            .uri()
-            .authority()
-            .filter(|_| request.uri().scheme_str() == Some("http"))
-            .filter(|a| a.port_u16().is_none_or(|port| port == 80))
-            .and_then(|a| luge_core::capabilities::chained_function(a.host()));
-        if let Some(name) = chained {
-            if self.sent >= MAX_OUTGOING_REQUESTS {
-                return Box::new(std::future::ready(Err(
-                    wasmtime_wasi_http::Error::ConnectionLimitReached,
-                )));
-            }
-            self.sent += 1;
-            return Box::new(chain(self.calls.clone(), name, request));
-        }
-        if self.sent >= MAX_OUTGOING_REQUESTS {
-            return Box::new(std::future::ready(Err(
-                wasmtime_wasi_http::Error::ConnectionLimitReached,
-            )));
-        }
-        self.sent += 1;
-        let bounds = luge_outbound::Bounds {
-            deadline: self.deadline,
-            connect: options.and_then(|o| o.connect_timeout),
-            first_byte: options.and_then(|o| o.first_byte_timeout),
-        };
-        let mut request = request;
-        let span = client_span(self.trace.as_ref(), &mut request);
-        let sent = send(Arc::clone(&self.action), request, bounds);
-        Box::new(async move {
-            let mut span = span;
-            let sent = sent.await;
-            if let Some(span) = span.as_mut() {
-                match &sent {
-                    Ok((response, _)) => {
-                        let status = i64::from(response.status().as_u16());
-                        span.set("http.response.status_code", status);
-                        if status >= 500 {
-                            span.fail(format!("status {status}"));
-                        }
-                    }
-                    Err(e) => span.fail(e),
-                }
-            }
-            sent
-        })
-    }
-}
-
-/// Whether a guest may neither see nor set the header `name`: Wasmtime's
-/// defaults (hop-by-hop headers, `host`, `http2-settings`...).
-fn forbidden_header(name: &http::HeaderName) -> bool {
-    wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS.contains(name)
-}
-
-/// The client span of an outgoing request in `trace` (OpenTelemetry's
-/// HTTP client span: named by its method, the server's address and port,
-/// not the URL, whose query may hold a secret), its context set on the
-/// request in place of any the guest set.
-pub(crate) fn client_span<B>(
-    trace: Option<&Arc<dyn luge_core::trace::Trace>>,
-    request: &mut http::Request<B>,
-) -> Option<luge_core::trace::HostSpan> {
-    use luge_core::trace::{HostCall, HostSpan, TRACEPARENT, TRACESTATE};
-    let mut span = HostSpan::start(trace, HostCall::Http, request.method().as_str().to_owned())?;
-    let headers = request.headers_mut();
-    headers.remove(TRACESTATE);
-    if let Ok(value) = http::HeaderValue::from_str(&span.traceparent()) {
-        headers.insert(TRACEPARENT, value);
-    }
-    if let Some(state) = span
-        .tracestate()
-        .and_then(|s| http::HeaderValue::from_str(s).ok())
-    {
-        headers.insert(TRACESTATE, state);
-    }
-    span.set("http.request.method", request.method().as_str().to_owned());
-    if let Some(scheme) = request.uri().scheme_str() {
-        span.set("url.scheme", scheme.to_owned());
-    }
-    if let Some(authority) = request.uri().authority() {
-        span.set("server.address", authority.host().to_owned());
-        if let Some(port) = authority.port_u16() {
-            span.set("server.port", i64::from(port));
-        }
-    }
-    Some(span)
-}
-
-/// Sends `request` to the function `name` of this host through `calls`
-/// (granted there: the caller's `calls` or its internal origin in
-/// `allowed_outbound_hosts`); the callee sees the path and a Host header
-/// of the internal name.
-async fn chain(
-    calls: Option<Arc<dyn luge_core::calls::Calls>>,
-    name: String,
-    request: http::Request<wasmtime_wasi_http::WasiBody>,
-) -> Sent {
-    use luge_core::calls::CallError;
-    use wasmtime_wasi_http::Error;
-    let Some(calls) = calls else {
-        return Err(Error::HttpRequestDenied);
-    };
-    let (mut parts, body) = request.into_parts();
-    if let Some(host) = parts
-        .uri
-        .authority()
-        .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
-    {
-        parts.headers.insert(http::header::HOST, host);
-    }
-    parts.uri = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse()
-        .map_err(|_| Error::HttpRequestUriInvalid)?;
-    let body = http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, |e| {
-        Box::new(e) as BodyError
-    }));
-    let pending = match calls.start_http(&name, http::Request::from_parts(parts, body)) {
-        Ok(pending) => pending,
-        Err(CallError::NotGranted | CallError::NotFound) => {
-            tracing::debug!(%name, "chained request to a function not granted (or none): denied");
-            return Err(Error::HttpRequestDenied);
-        }
-        Err(CallError::Busy) => return Err(Error::ConnectionLimitReached),
-        Err(e) => return Err(Error::InternalError(Some(e.to_string()))),
-    };
-    let response = pending
-        .await
-        .map_err(|e| Error::InternalError(Some(e.to_string())))?;
-    let response = response.map(|body| {
-        http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, |e| {
-            Error::InternalError(Some(e.to_string()))
-        }))
-    });
-    Ok((
-        response,
-        Box::new(std::future::ready(Ok(()))) as Box<dyn std::future::Future<Output = _> + Send>,
-    ))
-}
-
-/// Kept-alive outgoing connections of every component of this process,
-/// per function and origin (bounded: `luge_outbound::Pool`).
-static OUTGOING: std::sync::LazyLock<luge_outbound::Pool<wasmtime_wasi_http::WasiBody>> =
-    std::sync::LazyLock::new(luge_outbound::Pool::default);
-
-/// Sends `request` where `action` grants it, within `bounds`; a refusal
-/// or failure as the wasi:http error code that names it.
-async fn send(
-    action: Arc<luge_core::Action>,
-    request: http::Request<wasmtime_wasi_http::WasiBody>,
-    bounds: luge_outbound::Bounds,
-) -> Sent {
-    use luge_outbound::SendError as E;
-    use wasmtime_wasi_http::Error;
-    let uri = request.uri().clone();
-    let response = luge_outbound::send(
-        &OUTGOING,
-        Arc::as_ptr(&action) as usize,
-        &action.name,
-        &action.capabilities.outbound,
-        request,
-        bounds,
-    )
-    .await
-    .map_err(|e| {
-        tracing::debug!(%uri, error = %e, "outgoing HTTP request failed");
-        match e {
-            E::Denied(_) | E::AddressProhibited(_) => Error::HttpRequestDenied,
-            E::NotFound(_) | E::Dns { .. } => Error::DnsError {
-                rcode: None,
-                info_code: None,
-            },
-            E::DnsTimeout => Error::DnsTimeout,
-            E::ConnectTimeout => Error::ConnectionTimeout,
-            E::ConnectionRefused => Error::ConnectionRefused,
-            E::Connect(e) => Error::Connect(e),
-            E::TlsCertificate(_) => Error::TlsCertificateError,
-            E::ServerName(_) | E::Tls(_) | E::TlsTimeout | E::TlsSetup(_) => {
-                Error::TlsProtocolError
-            }
-            E::ResponseTimeout => Error::ConnectionReadTimeout,
-            E::ConnectionLimit => Error::ConnectionLimitReached,
-            E::Http(e) => Error::Hyper(e),
-            E::Uri => Error::HttpRequestUriInvalid,
-        }
-    })?;
-    let response = response.map(|body| {
-        http_body_util::BodyExt::boxed_unsync(http_body_util::BodyExt::map_err(body, Error::Hyper))
-    });
-    Ok((
-        response,
-        Box::new(std::future::ready(Ok(()))) as Box<dyn std::future::Future<Output = _> + Send>,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1461,48 +1111,29 @@ mod tests {
 
     /// A component importing each world of Luge's WIT root that a hand
     /// linked binding serves (`spin:postgres` 4.0 and 4.1, Spin 2's
-    /// PostgreSQL and MySQL), every function of it, made from the WIT with
+    /// MySQL), or that one of Spin 2's synchronous interfaces is bound
+    /// from, every function of it, made from the WIT with
     /// `wit-component`'s dummy module, links on the synchronous engine:
     /// the hand-written names and types are the WIT's.
     #[test]
     fn hand_linked_interfaces_link_as_their_wit_says() {
-        let mut resolve = wit_parser::Resolve::default();
-        let (package, _) = resolve
-            .push_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
-            .expect("Luge's WIT root");
         let engine = engine(Synchronous);
         let linker = linker(&engine, Synchronous).expect("linker");
         for world in [
             "host-postgres40",
             "host-postgres41",
-            "host-spin2",
-            "host-spin2-rdbms",
+            "host-spin2-key-value",
+            "host-spin2-sqlite",
+            "host-spin2-redis",
+            "host-spin2-mqtt",
+            "host-spin2-postgres",
+            "host-spin2-mysql",
         ] {
-            let world = resolve
-                .select_world(&[package], Some(world))
-                .expect("world");
-            let mut module = wit_component::dummy_module(
-                &resolve,
-                world,
-                wit_parser::ManglingAndAbi::Standard32,
-            );
-            wit_component::embed_component_metadata(
-                &mut module,
-                &resolve,
-                world,
-                wit_component::StringEncoding::UTF8,
-            )
-            .expect("metadata");
-            let component = wit_component::ComponentEncoder::default()
-                .module(&module)
-                .expect("module")
-                .validate(true)
-                .encode()
-                .expect("component");
+            let component = luge_testkit::wit::component_importing(world);
             let component = Component::new(&engine, component).expect("compiles");
             linker
                 .instantiate_pre(&component)
-                .unwrap_or_else(|e| panic!("{}: {e:?}", resolve.worlds[world].name));
+                .unwrap_or_else(|e| panic!("{world}: {e:?}"));
         }
     }
 
@@ -1543,32 +1174,5 @@ mod tests {
         assert!(is_spin1("fermyon:spin/key-value"));
         assert!(is_spin1("fermyon:spin/inbound-http"));
         assert!(!is_spin1("fermyon:spin/llm@2.0.0"));
-    }
-
-    /// The hooks' header check forbids exactly what Wasmtime's default
-    /// filter does (which WASI 0.3's fields still use), for its forbidden
-    /// headers and for ordinary ones.
-    #[test]
-    fn forbidden_headers_are_wasmtimes_defaults() {
-        struct Defaults;
-        impl WasiHttpHooks for Defaults {
-            fn send_request(
-                &mut self,
-                _: http::Request<wasmtime_wasi_http::WasiBody>,
-                _: Option<wasmtime_wasi_http::RequestOptions>,
-                _: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
-            ) -> Box<dyn Future<Output = Sent> + Send> {
-                unreachable!("the test sends nothing")
-            }
-        }
-        let filter = Defaults.forbidden_header_filter();
-        let ordinary = ["content-type", "x-luge", "authorization", "spin-full-url"]
-            .map(http::HeaderName::from_static);
-        let headers = wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS;
-        assert!(headers.iter().all(forbidden_header));
-        assert!(!ordinary.iter().any(forbidden_header));
-        for name in headers.iter().chain(&ordinary) {
-            assert_eq!(forbidden_header(name), filter(name), "{name}");
-        }
     }
 }

@@ -20,7 +20,6 @@
 #![deny(missing_docs)]
 
 pub mod component;
-pub mod componentize;
 pub mod config;
 mod driver;
 pub mod epoch;
@@ -28,19 +27,12 @@ mod event_types;
 pub mod events;
 mod hostapi;
 mod image;
-mod keyvalue;
-mod keyvalue_draft2;
 pub mod limits;
-mod otel;
 mod p3;
 mod reuse;
 
 pub mod sandbox;
 mod service;
-mod spin;
-mod spin2;
-mod spin2_rdbms;
-mod wasi_config;
 
 use std::sync::{Arc, OnceLock};
 
@@ -371,8 +363,8 @@ impl WasmRuntime for WasmtimeRuntime {
 
     fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, EngineError> {
         // A plain module built against a WIT world is compiled as the
-        // component it describes (see `componentize`).
-        let componentized = match componentize::componentize(wasm) {
+        // component it describes (see `luge_componentize`).
+        let componentized = match luge_componentize::componentize(wasm) {
             Some(component) => Some(component?),
             None => None,
         };

@@ -5,3 +5,4 @@
 //! in its module.
 
 pub mod mqtt;
+pub mod mqtt2;

@@ -5,3 +5,4 @@
 //! in its module.
 
 pub mod mysql;
+pub mod mysql2;

@@ -5,5 +5,6 @@
 //! in its module.
 
 pub mod postgres;
+pub mod postgres2;
 pub mod postgres3;
 pub mod postgres40;

@@ -5,3 +5,4 @@
 //! in its module.
 
 pub mod redis;
+pub mod redis2;

@@ -5,3 +5,4 @@
 //! in its module.
 
 pub mod sqlite;
+pub mod sqlite2;

@@ -1,4 +1,4 @@
-//! `wasi:otel@0.2.0-rc.2` (what spin-sdk 7 imports; experimental in Spin
+//! The `component` feature: `wasi:otel@0.2.0-rc.2` (what spin-sdk 7 imports; experimental in Spin
 //! and wasmCloud): a function's own spans and log records join its
 //! invocation's trace. The WIT is spin-sdk 7.0.0's (Luge's WIT root,
 //! deps/otel; Apache-2.0 WITH LLVM-exception).
@@ -25,6 +25,7 @@ use std::time::SystemTime;
 use luge_core::trace::{Context, GuestKind, GuestLog, GuestSpan, Trace, Value};
 use wasmtime::component::HasData;
 
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -53,26 +54,29 @@ const MAX_TEXT: usize = 4096;
 
 /// One invocation's wasi:otel: its trace, and what its function started.
 #[derive(Default)]
-pub(crate) struct OtelState {
+pub struct OtelState {
     started: HashSet<u64>,
     ended: HashSet<u64>,
     logs: usize,
 }
 
 /// What the bindings work on.
-pub(crate) struct OtelView<'a> {
-    pub(crate) trace: Option<&'a Arc<dyn Trace>>,
-    pub(crate) state: &'a mut OtelState,
+pub struct OtelView<'a> {
+    /// The invocation's trace (`None`: it is not recorded).
+    pub trace: Option<&'a Arc<dyn Trace>>,
+    /// What its function started and emitted so far.
+    pub state: &'a mut OtelState,
 }
 
-struct HasOtel;
+/// The bindings' host state.
+pub struct HasOtel;
 
 impl HasData for HasOtel {
     type Data<'a> = OtelView<'a>;
 }
 
 /// Adds `wasi:otel`'s tracing, logs, metrics and types to `linker`.
-pub(crate) fn add_to_linker<T: 'static>(
+pub fn add_to_linker<T: 'static>(
     linker: &mut wasmtime::component::Linker<T>,
     view: fn(&mut T) -> OtelView<'_>,
 ) -> wasmtime::Result<()> {

@@ -11,6 +11,8 @@
 //! A module without such a section is a WASI command or an OpenWhisk
 //! action and is left as it is.
 
+#![deny(missing_docs)]
+
 use luge_core::EngineError;
 use wasi_preview1_component_adapter_provider::{
     WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME, WASI_SNAPSHOT_PREVIEW1_PROXY_ADAPTER,

@@ -4,12 +4,12 @@
 //! wasmtime-wasi-keyvalue 48.0.8's (Luge's WIT root wit/, deps/keyvalue-draft; Apache-2.0 WITH
 //! LLVM-exception).
 
-use std::sync::Arc;
-
 use luge_core::keyvalue::{self as kv, KvError};
-use luge_core::state::State;
-use wasmtime::component::{HasData, Resource, ResourceTable, ResourceTableError};
+use wasmtime::component::Resource;
 
+use super::{Error, HasKeyValue, KeyValueView};
+
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -19,92 +19,14 @@ mod generated {
             "wasi:keyvalue/store@0.2.0-draft.bucket": luge_core::keyvalue::Bucket,
         },
         trappable_error_type: {
-            "wasi:keyvalue/store@0.2.0-draft.error" => super::Error,
+            "wasi:keyvalue/store@0.2.0-draft.error" => crate::component::Error,
         },
     });
 }
 
 use generated::wasi::keyvalue0_2_0_draft as keyvalue;
 
-/// A key-value error on its way to the guest.
-pub struct Error(pub(crate) KvError);
-
-impl From<KvError> for Error {
-    fn from(error: KvError) -> Self {
-        Self(error)
-    }
-}
-
-impl From<ResourceTableError> for Error {
-    fn from(error: ResourceTableError) -> Self {
-        Self(KvError::Other(error.to_string()))
-    }
-}
-
-/// The key-value slice's part of a component's host state
-/// (`wasi:keyvalue` and `spin:key-value`).
-pub(crate) struct KeyValueState {
-    /// The invocation's shared state (`None`: the host keeps none).
-    pub(crate) state: Option<Arc<dyn State>>,
-    /// Buckets (and compare-and-swap reads) open now.
-    pub(crate) open: usize,
-}
-
-impl KeyValueState {
-    /// The bindings' view: this state, the store's table and the stores
-    /// the function reaches on the global tier.
-    pub(crate) fn view<'a>(
-        &'a mut self,
-        table: &'a mut ResourceTable,
-        global: &'a [String],
-    ) -> WasiKeyValue<'a> {
-        WasiKeyValue {
-            table,
-            state: self.state.as_ref(),
-            open: &mut self.open,
-            global,
-        }
-    }
-}
-
-/// What the bindings work on: the store's resource table and the
-/// invocation's state (`None`: the host keeps no state; every open fails).
-pub struct WasiKeyValue<'a> {
-    pub(crate) table: &'a mut ResourceTable,
-    pub(crate) state: Option<&'a Arc<dyn State>>,
-    /// Buckets open now (bounded by `kv::MAX_OPEN_BUCKETS`).
-    pub(crate) open: &'a mut usize,
-    /// The stores the function reaches on the global tier by their plain
-    /// label.
-    pub(crate) global: &'a [String],
-}
-
-impl WasiKeyValue<'_> {
-    /// The invocation's state; an error if this host keeps none.
-    pub(crate) fn state(&self) -> Result<&dyn State, Error> {
-        self.state
-            .map(|state| &**state)
-            .ok_or_else(|| Error(KvError::Other("this host keeps no shared state".to_owned())))
-    }
-
-    /// Opens the bucket `identifier`, counted against the open bound.
-    pub(crate) fn open_bucket(&mut self, identifier: &str) -> Result<Resource<kv::Bucket>, Error> {
-        self.state()?;
-        kv::check_open(*self.open)?;
-        let bucket = self.table.push(kv::open(identifier, self.global)?)?;
-        *self.open += 1;
-        Ok(bucket)
-    }
-
-    /// Closes `bucket`.
-    pub(crate) fn close_bucket(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
-        self.table.delete(bucket)?;
-        *self.open = self.open.saturating_sub(1);
-        Ok(())
-    }
-}
-
-impl keyvalue::store::Host for WasiKeyValue<'_> {
+impl keyvalue::store::Host for KeyValueView<'_> {
     fn open(&mut self, identifier: String) -> Result<Resource<kv::Bucket>, Error> {
         self.open_bucket(&identifier)
     }
@@ -118,7 +40,7 @@ impl keyvalue::store::Host for WasiKeyValue<'_> {
     }
 }
 
-impl keyvalue::store::HostBucket for WasiKeyValue<'_> {
+impl keyvalue::store::HostBucket for KeyValueView<'_> {
     fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
         let bucket = self.table.get(&bucket)?;
         Ok(bucket.get(self.state()?, &key)?)
@@ -159,7 +81,7 @@ impl keyvalue::store::HostBucket for WasiKeyValue<'_> {
     }
 }
 
-impl keyvalue::atomics::Host for WasiKeyValue<'_> {
+impl keyvalue::atomics::Host for KeyValueView<'_> {
     fn increment(
         &mut self,
         bucket: Resource<kv::Bucket>,
@@ -171,7 +93,7 @@ impl keyvalue::atomics::Host for WasiKeyValue<'_> {
     }
 }
 
-impl keyvalue::batch::Host for WasiKeyValue<'_> {
+impl keyvalue::batch::Host for KeyValueView<'_> {
     fn get_many(
         &mut self,
         bucket: Resource<kv::Bucket>,
@@ -206,18 +128,12 @@ impl keyvalue::batch::Host for WasiKeyValue<'_> {
 }
 
 /// Adds `wasi:keyvalue/{store, atomics, batch}` to `linker`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> WasiKeyValue<'_>,
+    view: fn(&mut T) -> KeyValueView<'_>,
 ) -> wasmtime::Result<()> {
-    keyvalue::store::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
-    keyvalue::atomics::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
-    keyvalue::batch::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    keyvalue::store::add_to_linker::<_, HasKeyValue>(linker, view)?;
+    keyvalue::atomics::add_to_linker::<_, HasKeyValue>(linker, view)?;
+    keyvalue::batch::add_to_linker::<_, HasKeyValue>(linker, view)?;
     Ok(())
-}
-
-pub(crate) struct HasWasiKeyValue;
-
-impl HasData for HasWasiKeyValue {
-    type Data<'a> = WasiKeyValue<'a>;
 }

@@ -1,6 +1,6 @@
 //! `wasi:keyvalue@0.2.0-draft2` (store, atomics with compare-and-swap,
 //! batch), the draft `spin-sdk` 7 and Spin 4 import, bound to
-//! [`luge_core::keyvalue`] like the 0.2.0-draft in [`crate::keyvalue`]
+//! [`luge_core::keyvalue`] like the 0.2.0-draft in [`super::keyvalue`]
 //! (same buckets, grants, bounds and open-bucket count); this file adapts
 //! only what draft2 changed: signed counters, the `cas` resource, and
 //! batches that answer every key. The WIT is `spin-sdk` 7.0.0's
@@ -9,8 +9,9 @@
 use luge_core::keyvalue::{self as kv, KvError};
 use wasmtime::component::Resource;
 
-use crate::keyvalue::{Error, HasWasiKeyValue, WasiKeyValue};
+use super::{Error, HasKeyValue, KeyValueView};
 
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -21,7 +22,7 @@ mod generated {
             "wasi:keyvalue/atomics@0.2.0-draft2.cas": luge_core::keyvalue::Cas,
         },
         trappable_error_type: {
-            "wasi:keyvalue/store@0.2.0-draft2.error" => crate::keyvalue::Error,
+            "wasi:keyvalue/store@0.2.0-draft2.error" => crate::component::Error,
         },
     });
 }
@@ -36,7 +37,7 @@ fn store_error(error: KvError) -> store::Error {
     }
 }
 
-impl store::Host for WasiKeyValue<'_> {
+impl store::Host for KeyValueView<'_> {
     fn open(&mut self, identifier: String) -> Result<Resource<kv::Bucket>, Error> {
         self.open_bucket(&identifier)
     }
@@ -46,7 +47,7 @@ impl store::Host for WasiKeyValue<'_> {
     }
 }
 
-impl store::HostBucket for WasiKeyValue<'_> {
+impl store::HostBucket for KeyValueView<'_> {
     fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
         let bucket = self.table.get(&bucket)?;
         Ok(bucket.get(self.state()?, &key)?)
@@ -99,7 +100,7 @@ impl store::HostBucket for WasiKeyValue<'_> {
     }
 }
 
-impl atomics::Host for WasiKeyValue<'_> {
+impl atomics::Host for KeyValueView<'_> {
     fn increment(
         &mut self,
         bucket: Resource<kv::Bucket>,
@@ -134,7 +135,7 @@ impl atomics::Host for WasiKeyValue<'_> {
     }
 }
 
-impl atomics::HostCas for WasiKeyValue<'_> {
+impl atomics::HostCas for KeyValueView<'_> {
     fn new(
         &mut self,
         bucket: Resource<kv::Bucket>,
@@ -160,7 +161,7 @@ impl atomics::HostCas for WasiKeyValue<'_> {
     }
 }
 
-impl batch::Host for WasiKeyValue<'_> {
+impl batch::Host for KeyValueView<'_> {
     fn get_many(
         &mut self,
         bucket: Resource<kv::Bucket>,
@@ -190,12 +191,12 @@ impl batch::Host for WasiKeyValue<'_> {
 }
 
 /// Adds `wasi:keyvalue/{store, atomics, batch}@0.2.0-draft2` to `linker`.
-pub(crate) fn add_to_linker<T: Send + 'static>(
+pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> WasiKeyValue<'_>,
+    view: fn(&mut T) -> KeyValueView<'_>,
 ) -> wasmtime::Result<()> {
-    store::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
-    atomics::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
-    batch::add_to_linker::<_, HasWasiKeyValue>(linker, view)?;
+    store::add_to_linker::<_, HasKeyValue>(linker, view)?;
+    atomics::add_to_linker::<_, HasKeyValue>(linker, view)?;
+    batch::add_to_linker::<_, HasKeyValue>(linker, view)?;
     Ok(())
 }

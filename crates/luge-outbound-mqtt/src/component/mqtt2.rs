@@ -1,0 +1,97 @@
+//! `fermyon:spin/mqtt@2.0.0`, as spin-sdk 2 and 3 (and wit-bindgen
+//! against Spin 2's WIT) import it, bound to the very code
+//! `spin:mqtt@3.0.0` ([`super::mqtt`]) is: the same `mqtt://` grants,
+//! deadline and bounds. Synchronous for the guest; its host functions wait
+//! on the network. The WIT is `spin-sdk` 3.1.1's (Luge's WIT root wit/,
+//! deps/fermyon-spin2; Apache-2.0 WITH LLVM-exception).
+
+use std::time::Duration;
+
+use wasmtime::component::Resource;
+
+use super::mqtt::{HasMqtt, MqttConnection};
+use luge_binding::ConnectionsView;
+
+#[allow(missing_docs)] // generated
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "luge:worlds/host-spin2-mqtt",
+        imports: { default: async | trappable },
+        with: {
+            "fermyon:spin/mqtt@2.0.0.connection": crate::component::mqtt::MqttConnection,
+        },
+    });
+}
+
+use generated::fermyon::spin2_0_0::mqtt;
+
+fn mqtt_error(error: crate::MqttError) -> mqtt::Error {
+    use crate::MqttError as E;
+    match error {
+        E::InvalidAddress => mqtt::Error::InvalidAddress,
+        E::TooManyConnections => mqtt::Error::TooManyConnections,
+        E::Connect(e) => mqtt::Error::ConnectionFailed(e.to_string()),
+        E::ConnectionFailed(e) => mqtt::Error::ConnectionFailed(e),
+        other => mqtt::Error::Other(other.to_string()),
+    }
+}
+
+impl mqtt::Host for ConnectionsView<'_> {}
+
+impl mqtt::HostConnection for ConnectionsView<'_> {
+    async fn open(
+        &mut self,
+        address: String,
+        username: String,
+        password: String,
+        keep_alive_interval_in_secs: u64,
+    ) -> wasmtime::Result<Result<Resource<MqttConnection>, mqtt::Error>> {
+        let (action, deadline) = self.opening();
+        let opened = crate::open(
+            &action.name,
+            &action.capabilities.outbound,
+            &address,
+            &username,
+            &password,
+            Duration::from_secs(keep_alive_interval_in_secs),
+            deadline,
+        )
+        .await;
+        if let Err(e) = &opened {
+            tracing::debug!(function = %action.name, error = %e, "outbound mqtt refused");
+        }
+        self.keep(opened, |e| super::mqtt::refused(e, &address, mqtt_error))
+    }
+
+    async fn publish(
+        &mut self,
+        connection: Resource<MqttConnection>,
+        topic: String,
+        payload: Vec<u8>,
+        qos: mqtt::Qos,
+    ) -> wasmtime::Result<Result<(), mqtt::Error>> {
+        let _span = self.span(luge_core::trace::HostCall::Messaging, "mqtt", "publish");
+        let (c, deadline) = self.held(&connection)?;
+        let qos = match qos {
+            mqtt::Qos::AtMostOnce => 0,
+            mqtt::Qos::AtLeastOnce => 1,
+            mqtt::Qos::ExactlyOnce => 2,
+        };
+        Ok(c.publish(&topic, payload, qos, deadline)
+            .await
+            .map_err(mqtt_error))
+    }
+
+    async fn drop(&mut self, connection: Resource<MqttConnection>) -> wasmtime::Result<()> {
+        self.close(connection)
+    }
+}
+
+/// Adds `fermyon:spin/mqtt@2.0.0` to `linker`.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
+) -> wasmtime::Result<()> {
+    mqtt::add_to_linker::<_, HasMqtt>(linker, view)
+}

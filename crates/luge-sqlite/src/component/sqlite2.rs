@@ -1,0 +1,110 @@
+//! `fermyon:spin/sqlite@2.0.0`, as spin-sdk 2 and 3 (and wit-bindgen
+//! against Spin 2's WIT) import it, bound to the very code
+//! `spin:sqlite@3.1.0` ([`super::sqlite`]) is: the same labels, deadline
+//! and bound on rows. Synchronous for the guest; its host functions await
+//! the blocking pool. The WIT is `spin-sdk` 3.1.1's (Luge's WIT root wit/,
+//! deps/fermyon-spin2; Apache-2.0 WITH LLVM-exception).
+
+use wasmtime::component::Resource;
+
+use super::sqlite::{HasSqlite, SqliteConnection};
+use luge_binding::{ConnectionsView, max_answer_bytes};
+
+#[allow(missing_docs)] // generated
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "luge:worlds/host-spin2-sqlite",
+        imports: { default: async | trappable },
+        with: {
+            "fermyon:spin/sqlite@2.0.0.connection": crate::component::sqlite::SqliteConnection,
+        },
+    });
+}
+
+use generated::fermyon::spin2_0_0::sqlite;
+
+fn sqlite_error(error: crate::SqliteError) -> sqlite::Error {
+    use crate::SqliteError as E;
+    match error {
+        E::NoSuchDatabase => sqlite::Error::NoSuchDatabase,
+        E::AccessDenied => sqlite::Error::AccessDenied,
+        E::DatabaseFull => sqlite::Error::DatabaseFull,
+        E::InvalidConnection => sqlite::Error::InvalidConnection,
+        other => sqlite::Error::Io(other.to_string()),
+    }
+}
+
+fn sqlite_in(value: sqlite::Value) -> crate::Value {
+    match value {
+        sqlite::Value::Integer(i) => crate::Value::Integer(i),
+        sqlite::Value::Real(r) => crate::Value::Real(r),
+        sqlite::Value::Text(t) => crate::Value::Text(t),
+        sqlite::Value::Blob(b) => crate::Value::Blob(b),
+        sqlite::Value::Null => crate::Value::Null,
+    }
+}
+
+fn sqlite_out(value: crate::Value) -> sqlite::Value {
+    match value {
+        crate::Value::Integer(i) => sqlite::Value::Integer(i),
+        crate::Value::Real(r) => sqlite::Value::Real(r),
+        crate::Value::Text(t) => sqlite::Value::Text(t),
+        crate::Value::Blob(b) => sqlite::Value::Blob(b),
+        crate::Value::Null => sqlite::Value::Null,
+    }
+}
+
+impl sqlite::Host for ConnectionsView<'_> {}
+
+impl sqlite::HostConnection for ConnectionsView<'_> {
+    async fn open(
+        &mut self,
+        database: String,
+    ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
+        let opened = super::sqlite::open(self.opening(), &database).await;
+        self.keep(opened, sqlite_error)
+    }
+
+    async fn execute(
+        &mut self,
+        connection: Resource<SqliteConnection>,
+        statement: String,
+        parameters: Vec<sqlite::Value>,
+    ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
+        let _span = self.span(luge_core::trace::HostCall::Database, "sqlite", "execute");
+        let (connection, deadline) = self.held(&connection)?;
+        let parameters = parameters.into_iter().map(sqlite_in).collect();
+        Ok(connection
+            .execute(
+                statement,
+                parameters,
+                deadline,
+                max_answer_bytes(self.action),
+            )
+            .await
+            .map(|rows| sqlite::QueryResult {
+                columns: rows.columns,
+                rows: rows
+                    .rows
+                    .into_iter()
+                    .map(|values| sqlite::RowResult {
+                        values: values.into_iter().map(sqlite_out).collect(),
+                    })
+                    .collect(),
+            })
+            .map_err(sqlite_error))
+    }
+
+    async fn drop(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<()> {
+        self.close(connection)
+    }
+}
+
+/// Adds `fermyon:spin/sqlite@2.0.0` to `linker`.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    view: fn(&mut T) -> ConnectionsView<'_>,
+) -> wasmtime::Result<()> {
+    sqlite::add_to_linker::<_, HasSqlite>(linker, view)
+}
