@@ -129,12 +129,12 @@ fn function(
             function: trigger.function.clone(),
         })?;
     if let Some(export) = function.module.event_export() {
-        let kind = trigger.source.kind();
-        if export.trigger() != kind {
+        let kind = trigger.source.kind_name();
+        if export.trigger != kind {
             return Err(TriggerError::WrongExport {
                 trigger: trigger.name.clone(),
                 function: trigger.function.clone(),
-                export: export.name(),
+                export: export.name,
                 kind,
             });
         }
@@ -233,7 +233,7 @@ async fn checked(
     trigger: &ConfiguredTrigger,
     function: &Function,
 ) -> Result<luge_trigger::Source, luge_outbound::SendError> {
-    let Some((scheme, host, port)) = trigger.source.endpoint() else {
+    let Some(luge_trigger::Endpoint { scheme, host, port }) = trigger.source.endpoint() else {
         return Ok(trigger.source.clone());
     };
     let grants = &function.action.capabilities.outbound;

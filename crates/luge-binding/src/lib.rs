@@ -23,6 +23,14 @@ use wasmtime::component::{FutureReader, Resource, ResourceTable, StreamReader};
 /// still running when the guest drops it.
 pub struct Handle<C>(pub Arc<C>);
 
+/// The host state of every binding on [`ConnectionsView`] (what
+/// `add_to_linker` takes as `HasData`).
+pub struct HasConnections;
+
+impl wasmtime::component::HasData for HasConnections {
+    type Data<'a> = ConnectionsView<'a>;
+}
+
 /// What the bindings work on: the store's resource table, the action (its
 /// name, grants and limits) and the invocation's deadline.
 pub struct ConnectionsView<'a> {

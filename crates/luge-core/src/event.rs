@@ -58,58 +58,26 @@ pub struct Event {
 }
 
 /// The export a component has for events, which the engine calls with the
-/// event ([`crate::LoadedModule::start_event`]).
+/// event ([`crate::LoadedModule::start_event`]): the engine that found it
+/// names it (Spin's exports are `luge-wasmtime`'s to know).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventExport {
-    /// `spin:redis/inbound-redis@3.0.0`'s `handle-message` (spin-sdk 7's
-    /// `#[redis_subscriber]`).
-    InboundRedis,
-    /// Spin 2's unversioned `fermyon:spin/inbound-redis` (spin-sdk 2 and
-    /// 3's `#[redis_component]`).
-    InboundRedisSpin2,
-    /// `handle-message` of `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's
-    /// `#[mqtt_component]`).
-    Mqtt,
-    /// `handle-cron-event` of `fermyon:spin-cron@2.0.0`
-    /// (spin-trigger-cron's `#[cron_component]`).
-    Cron,
+pub struct EventExport {
+    /// The trigger kind whose events it takes, as Spin's manifest names it
+    /// (`redis`, `mqtt`, `cron`).
+    pub trigger: &'static str,
+    /// The export, as the component's world names it.
+    pub name: &'static str,
 }
 
 impl EventExport {
     /// Whether the export takes events of `kind`.
     pub fn takes(self, kind: &EventKind) -> bool {
-        matches!(
-            (self, kind),
-            (
-                Self::InboundRedis | Self::InboundRedisSpin2,
-                EventKind::Redis { .. }
-            ) | (Self::Mqtt, EventKind::Mqtt { .. })
-                | (Self::Cron, EventKind::Cron { .. })
-        )
-    }
-
-    /// The trigger type whose events it takes.
-    pub fn trigger(self) -> &'static str {
-        match self {
-            Self::InboundRedis | Self::InboundRedisSpin2 => "redis",
-            Self::Mqtt => "mqtt",
-            Self::Cron => "cron",
-        }
-    }
-
-    /// The export, as the component's world names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::InboundRedis => "spin:redis/inbound-redis@3.0.0#handle-message",
-            Self::InboundRedisSpin2 => "fermyon:spin/inbound-redis#handle-message",
-            Self::Mqtt => "spin:mqtt-trigger@3.0.0 handle-message",
-            Self::Cron => "fermyon:spin-cron@2.0.0 handle-cron-event",
-        }
+        self.trigger == kind.trigger()
     }
 }
 
 /// What a module that has no export for events says when asked to take one.
-pub const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event (spin:redis/inbound-redis, spin:mqtt-trigger or fermyon:spin-cron)";
+pub const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event";
 
 /// The environment a function that takes the event on stdin gets:
 /// `LUGE_TRIGGER` (`redis`, `mqtt`, `cron`), `LUGE_EVENT_ID` (`id`, unique
@@ -139,10 +107,14 @@ mod tests {
             channel: "c".into(),
         };
         let tick = EventKind::Cron { timestamp: 7 };
-        assert!(EventExport::InboundRedis.takes(&redis));
-        assert!(!EventExport::InboundRedis.takes(&tick));
-        assert!(EventExport::Cron.takes(&tick));
-        assert!(!EventExport::Mqtt.takes(&redis));
+        let export = |trigger| EventExport {
+            trigger,
+            name: "handle",
+        };
+        assert!(export("redis").takes(&redis));
+        assert!(!export("redis").takes(&tick));
+        assert!(export("cron").takes(&tick));
+        assert!(!export("mqtt").takes(&redis));
     }
 
     #[test]

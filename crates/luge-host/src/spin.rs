@@ -52,7 +52,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -128,28 +127,14 @@ fn based_route(base: &str, route: &str) -> String {
     }
 }
 
-/// A `[[trigger.redis]]`, `[[trigger.mqtt]]` or `[[trigger.cron]]`:
-/// Spin's and its plugins' keys, and the
-/// `id` any trigger may have.
+/// What every `[[trigger.KIND]]` but `http` has besides its kind's own
+/// keys (`luge_trigger::Kind::spin_source`): its component, and the `id`
+/// any trigger may have.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct TriggerEntry {
     component: String,
     #[serde(default)]
     id: Option<String>,
-    /// Redis: the channel, and the server when not the app's.
-    #[serde(default)]
-    channel: Option<String>,
-    #[serde(default)]
-    address: Option<String>,
-    /// Cron: six or seven fields, seconds first.
-    #[serde(default)]
-    cron_expression: Option<String>,
-    /// MQTT: the topic filter and its QoS (`"0"`, `"1"`, `"2"`).
-    #[serde(default)]
-    topic: Option<String>,
-    #[serde(default)]
-    qos: Option<String>,
 }
 
 /// What a Spin manifest serves.
@@ -251,15 +236,14 @@ pub fn parse(
         }
         for (index, trigger) in triggers.iter().enumerate() {
             let location = format!("trigger.{kind}[{index}]");
-            match kind.as_str() {
-                "http" => loader.http_trigger(&mut loaded, &http_base, &location, trigger)?,
-                "redis" | "cron" | "mqtt" => {
-                    loader.event_trigger(&mut loaded, kind, location, trigger)?;
-                }
-                _ => {
+            match (kind.as_str(), luge_trigger::kind(kind)) {
+                ("http", _) => loader.http_trigger(&mut loaded, &http_base, &location, trigger)?,
+                (_, Some(kind)) => loader.event_trigger(&mut loaded, kind, location, trigger)?,
+                (_, None) => {
+                    let kinds: Vec<&str> = luge_trigger::KINDS.iter().map(|k| k.name()).collect();
                     return Err(error(
                         &format!("trigger.{kind}"),
-                        "Luge serves http, redis, mqtt and cron triggers".to_owned(),
+                        format!("Luge serves http and {} triggers", kinds.join(", ")),
                     ));
                 }
             }
@@ -460,32 +444,44 @@ impl Loader<'_> {
         Ok(())
     }
 
-    /// The Redis, MQTT or cron trigger at `location`: its source, checked,
-    /// and its component as a triggered function.
+    /// The trigger of `kind` at `location`: its source, checked by its
+    /// kind, and its component as a triggered function.
     fn event_trigger(
         &self,
         loaded: &mut SpinApp,
-        kind: &str,
+        kind: &'static dyn luge_trigger::Kind,
         location: String,
         trigger: &toml::Table,
     ) -> Result<(), ConfigError> {
-        let entry: TriggerEntry = toml::Value::Table(trigger.clone())
+        let mut rest = trigger.clone();
+        let entry = toml::Table::from_iter(
+            ["component", "id"]
+                .into_iter()
+                .filter_map(|key| rest.remove(key).map(|value| (key.to_owned(), value))),
+        );
+        let entry: TriggerEntry = toml::Value::Table(entry)
             .try_into()
             .map_err(|e: toml::de::Error| self.error(&location, e.message().trim().to_owned()))?;
-        let source = match kind {
-            "redis" => self.redis_source(&entry, &location)?,
-            "mqtt" => self.mqtt_source(&entry, &location)?,
-            _ => {
-                let expression = entry.cron_expression.as_deref().ok_or_else(|| {
-                    self.error(&location, "a cron trigger has a cron_expression".to_owned())
-                })?;
-                crate::trigger::cron(expression)
-                    .map_err(|refused| self.error(&location, refused.to_string()))?
-            }
+        let app = match self.settings(kind.name()) {
+            toml::Value::Table(table) => table,
+            _ => toml::Table::new(),
         };
+        let source = kind
+            .spin_source(rest, &app, &|text| expand(text, &self.app))
+            .map_err(|refused| {
+                let at = match refused.at {
+                    luge_trigger::SpinKey::Entry => location.clone(),
+                    luge_trigger::SpinKey::Trigger(key) => format!("{location}.{key}"),
+                    luge_trigger::SpinKey::App(key) => {
+                        format!("application.trigger.{}.{key}", kind.name())
+                    }
+                };
+                self.error(&at, refused.message)
+            })?;
         let (spec, module) = self.component(&entry.component, &location)?;
         push_triggered(loaded, &entry.component, spec, module);
-        let max_in_flight = crate::trigger::in_flight(&source, None)
+        let max_in_flight = kind
+            .max_in_flight(None)
             .map_err(|refused| self.error(&location, refused.to_string()))?;
         loaded.triggers.push(ConfiguredTrigger {
             name: entry.id.clone().unwrap_or(location),
@@ -495,94 +491,6 @@ impl Loader<'_> {
             max_in_flight,
         });
         Ok(())
-    }
-
-    /// A Redis trigger's source: its address (its own, or the app's
-    /// `[application.trigger.redis] address`) and channel, templates of app
-    /// variables expanded.
-    fn redis_source(
-        &self,
-        entry: &TriggerEntry,
-        location: &str,
-    ) -> Result<luge_trigger::Source, ConfigError> {
-        let address = match (&entry.address, self.settings("redis").get("address")) {
-            (Some(address), _) => address.clone(),
-            (None, Some(toml::Value::String(address))) => address.clone(),
-            _ => {
-                return Err(self.error(
-                    &format!("{location}.address"),
-                    "no address: set [application.trigger.redis] address, or address here"
-                        .to_owned(),
-                ));
-            }
-        };
-        let address = expand(&address, &self.app)
-            .map_err(|m| self.error(&format!("{location}.address"), m))?;
-        let channel = entry
-            .channel
-            .as_deref()
-            .ok_or_else(|| self.error(location, "a Redis trigger names its channel".to_owned()))?;
-        let channel = expand(channel, &self.app)
-            .map_err(|m| self.error(&format!("{location}.channel"), m))?;
-        crate::trigger::redis(&address, &channel)
-            .map_err(|refused| self.error(location, refused.to_string()))
-    }
-
-    /// An MQTT trigger's source: spin-trigger-mqtt's settings (every value
-    /// a string, templates of app variables allowed) and the trigger's
-    /// topic and QoS.
-    fn mqtt_source(
-        &self,
-        entry: &TriggerEntry,
-        location: &str,
-    ) -> Result<luge_trigger::Source, ConfigError> {
-        let settings = self.settings("mqtt");
-        let setting = |key: &str| -> Result<Option<String>, ConfigError> {
-            let at = format!("application.trigger.mqtt.{key}");
-            match settings.get(key) {
-                None => Ok(None),
-                Some(toml::Value::String(value)) => expand(value, &self.app)
-                    .map(Some)
-                    .map_err(|m| self.error(&at, m)),
-                Some(_) => Err(self.error(&at, "a string".to_owned())),
-            }
-        };
-        let address = setting("address")?.ok_or_else(|| {
-            self.error(
-                "application.trigger.mqtt.address",
-                "an MQTT trigger needs the broker's address".to_owned(),
-            )
-        })?;
-        let keep_alive = match setting("keep_alive_interval")? {
-            Some(seconds) => Some(Duration::from_secs(seconds.trim().parse().map_err(
-                |_| {
-                    self.error(
-                        "application.trigger.mqtt.keep_alive_interval",
-                        "whole seconds".to_owned(),
-                    )
-                },
-            )?)),
-            None => None,
-        };
-        let topic = entry
-            .topic
-            .as_deref()
-            .ok_or_else(|| self.error(location, "an MQTT trigger names its topic".to_owned()))?;
-        let topic =
-            expand(topic, &self.app).map_err(|m| self.error(&format!("{location}.topic"), m))?;
-        let (username, password) = (setting("username")?, setting("password")?);
-        crate::trigger::mqtt(
-            &crate::trigger::MqttSettings {
-                address: &address,
-                username: username.as_deref().filter(|u| !u.is_empty()),
-                password: password.as_deref().filter(|p| !p.is_empty()),
-                keep_alive,
-                client_id: None,
-            },
-            &topic,
-            entry.qos.as_deref().unwrap_or("1"),
-        )
-        .map_err(|refused| self.error(location, refused.to_string()))
     }
 }
 
@@ -1136,10 +1044,9 @@ source = "tick.wasm"
         );
         assert_eq!(
             app.triggers[1].source,
-            luge_trigger::Source::Redis {
-                address: "redis://127.0.0.1:6379".into(),
-                channel: "jobs".into()
-            }
+            luge_trigger::Source::new(
+                luge_trigger::redis::Subscription::new("redis://127.0.0.1:6379", "jobs").unwrap()
+            )
         );
 
         for (from, to, expected) in [

@@ -1,6 +1,9 @@
 //! Triggers: functions woken by events instead of (or besides) HTTP
-//! routes, from `luge.toml`'s `[[triggers]]` and a Spin manifest's
-//! `[[trigger.redis]]` and `[[trigger.cron]]` ([`crate::spin`]).
+//! routes, from `luge.toml`'s `[[triggers]]`, an upload's `triggers` and
+//! a Spin manifest's `[[trigger.KIND]]` ([`crate::spin`]). What a kind's
+//! settings hold, and how they are checked, is the kind's own
+//! (`luge_trigger::Kind`); this module adds what every trigger has: the
+//! function it wakes, its deadline and its bound of events in flight.
 //!
 //! ```toml
 //! [[triggers]]
@@ -28,14 +31,7 @@ use std::time::Duration;
 use luge_trigger::Source;
 use serde::{Deserialize, Serialize};
 
-/// Events of one trigger running at once when its config says nothing: a
-/// few, so that one slow handler does not hold a channel up, while a
-/// flood on the channel is bounded long before the admission places
-/// (where every tenant's share is kept anyway).
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
-
-/// The most `max_in_flight` a trigger may ask for.
-pub const MAX_IN_FLIGHT: usize = 1024;
+pub use luge_trigger::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
 
 /// The most triggers one config or manifest may have.
 pub const MAX_TRIGGERS: usize = 256;
@@ -90,7 +86,7 @@ pub fn uploaded(function: &crate::Function) -> Result<Vec<ConfiguredTrigger>, cr
                 .map_err(|(field, message)| {
                     crate::SpecError::Refused(format!("triggers[{index}].{field}: {message}"))
                 })?;
-        if let Some((scheme, host, port)) = trigger.source.endpoint()
+        if let Some(luge_trigger::Endpoint { scheme, host, port }) = trigger.source.endpoint()
             && !grants.allows(scheme, &host, port)
         {
             return Err(crate::SpecError::Refused(format!(
@@ -119,47 +115,69 @@ pub(crate) fn table(
     Ok((function, spec))
 }
 
-/// A trigger as written: its one source and its bounds. `luge.toml`'s
-/// `[[triggers]]` entries name their function; an upload's metadata
-/// carries its own as `triggers` ([`crate::FunctionSpec::triggers`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A trigger as written: its one source (the key of its kind, as
+/// [`luge_trigger::KINDS`] names them, and that kind's settings) and its
+/// bounds. `luge.toml`'s `[[triggers]]` entries name their function; an
+/// upload's metadata carries its own as `triggers`
+/// ([`crate::FunctionSpec::triggers`]). Which kinds it names and what
+/// their settings hold is each kind's to check ([`TriggerSpec::checked`]);
+/// any other key is refused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table", into = "toml::Table")]
 pub struct TriggerSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cron: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    redis: Option<RedisTable>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    mqtt: Option<MqttTable>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Each key that names a kind, and its settings as written.
+    sources: Vec<(&'static str, toml::Value)>,
     relative_deadline_us: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     max_in_flight: Option<usize>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RedisTable {
-    address: String,
-    channel: String,
+// Equality is toml::Value's, structural: a float compares as floats do
+// only in settings no kind takes (every kind's are strings and integers),
+// which `checked` refuses.
+impl Eq for TriggerSpec {}
+
+impl TryFrom<toml::Table> for TriggerSpec {
+    type Error = String;
+
+    fn try_from(table: toml::Table) -> Result<Self, String> {
+        let mut spec = Self::default();
+        for (key, value) in table {
+            match key.as_str() {
+                "relative_deadline_us" => {
+                    spec.relative_deadline_us = Some(luge_trigger::table(value)?);
+                }
+                "max_in_flight" => spec.max_in_flight = Some(luge_trigger::table(value)?),
+                name => match luge_trigger::kind(name) {
+                    Some(kind) => spec.sources.push((kind.name(), value)),
+                    None => return Err(format!("unknown field `{name}`")),
+                },
+            }
+        }
+        Ok(spec)
+    }
 }
 
-/// `mqtt = { ... }`: spin-trigger-mqtt's keys, and a client id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MqttTable {
-    address: String,
-    topic: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    qos: Option<u8>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    username: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    password: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    keep_alive_interval: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    client_id: Option<String>,
+impl From<TriggerSpec> for toml::Table {
+    fn from(spec: TriggerSpec) -> Self {
+        let mut table: toml::Table = spec
+            .sources
+            .into_iter()
+            .map(|(name, settings)| (name.to_owned(), settings))
+            .collect();
+        if let Some(us) = spec.relative_deadline_us {
+            table.insert(
+                "relative_deadline_us".into(),
+                toml::Value::Integer(i64::try_from(us).unwrap_or(i64::MAX)),
+            );
+        }
+        if let Some(n) = spec.max_in_flight {
+            table.insert(
+                "max_in_flight".into(),
+                toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
+            );
+        }
+        table
+    }
 }
 
 impl TriggerSpec {
@@ -170,31 +188,21 @@ impl TriggerSpec {
         name: String,
         function: String,
     ) -> Result<ConfiguredTrigger, (&'static str, TriggerError)> {
-        let source = match (&self.cron, &self.redis, &self.mqtt) {
-            (Some(expression), None, None) => cron(expression).map_err(|e| ("cron", e))?,
-            (None, Some(redis), None) => {
-                self::redis(&redis.address, &redis.channel).map_err(|e| ("redis", e))?
-            }
-            (None, None, Some(table)) => mqtt(
-                &MqttSettings {
-                    address: &table.address,
-                    username: table.username.as_deref(),
-                    password: table.password.as_deref(),
-                    keep_alive: table.keep_alive_interval.map(Duration::from_secs),
-                    client_id: table.client_id.as_deref(),
-                },
-                &table.topic,
-                &table.qos.unwrap_or(1).to_string(),
-            )
-            .map_err(|e| ("mqtt", e))?,
-            _ => return Err(("cron", TriggerError::OneSource)),
+        let [(kind, settings)] = self.sources.as_slice() else {
+            let field = self.sources.get(1).map_or("", |(kind, _)| *kind);
+            return Err((field, TriggerError::OneSource));
         };
+        let kind = luge_trigger::kind(kind).ok_or((*kind, TriggerError::OneSource))?;
+        let source = kind
+            .configured(settings.clone())
+            .map_err(|e| (kind.name(), e.into()))?;
         let relative_deadline = match self.relative_deadline_us {
             Some(0) => return Err(("relative_deadline_us", TriggerError::ZeroDeadline)),
             us => us.map(Duration::from_micros),
         };
-        let max_in_flight =
-            in_flight(&source, self.max_in_flight).map_err(|e| ("max_in_flight", e))?;
+        let max_in_flight = kind
+            .max_in_flight(self.max_in_flight)
+            .map_err(|e| ("max_in_flight", e.into()))?;
         Ok(ConfiguredTrigger {
             name,
             function,
@@ -212,74 +220,22 @@ pub enum TriggerError {
     #[error(transparent)]
     Source(#[from] luge_trigger::SourceError),
     /// No source, or more than one.
-    #[error(
-        "a trigger has one source: cron = \"...\", redis = {{ address, channel }} or mqtt = {{ address, topic }}"
-    )]
+    #[error("a trigger has one source: {}", one_of_each_kind())]
     OneSource,
     /// A relative deadline of 0.
     #[error("a deadline is at least 1 µs")]
     ZeroDeadline,
-    /// A schedule asked to run ticks at once.
-    #[error("a cron trigger runs one tick at a time (a tick due while the last runs is skipped)")]
-    CronInFlight,
-    /// A bound of events in flight out of its range.
-    #[error("1 to {MAX_IN_FLIGHT}")]
-    InFlight,
 }
 
-/// A cron source.
-pub(crate) fn cron(expression: &str) -> Result<Source, TriggerError> {
-    Ok(Source::Cron(Box::new(luge_trigger::cron::Schedule::parse(
-        expression,
-    )?)))
-}
-
-/// A Redis source.
-pub(crate) fn redis(address: &str, channel: &str) -> Result<Source, TriggerError> {
-    luge_trigger::redis::check(address, channel)?;
-    Ok(Source::Redis {
-        address: address.to_owned(),
-        channel: channel.to_owned(),
-    })
-}
-
-/// How a trigger reaches its MQTT broker.
-pub(crate) struct MqttSettings<'a> {
-    pub(crate) address: &'a str,
-    pub(crate) username: Option<&'a str>,
-    pub(crate) password: Option<&'a str>,
-    pub(crate) keep_alive: Option<Duration>,
-    pub(crate) client_id: Option<&'a str>,
-}
-
-/// An MQTT source.
-pub(crate) fn mqtt(
-    settings: &MqttSettings<'_>,
-    topic: &str,
-    qos: &str,
-) -> Result<Source, TriggerError> {
-    let broker = luge_trigger::mqtt::Broker::parse(
-        settings.address,
-        settings.username,
-        settings.password,
-        settings.keep_alive,
-        settings.client_id,
-    )?;
-    let filter = luge_trigger::mqtt::Filter::new(topic, qos)?;
-    Ok(Source::Mqtt(Box::new(luge_trigger::mqtt::Subscription {
-        broker,
-        filter,
-    })))
-}
-
-/// A trigger's bound of events in flight: 1 for a schedule, else `asked`
-/// (1 to [`MAX_IN_FLIGHT`]) or [`DEFAULT_MAX_IN_FLIGHT`].
-pub(crate) fn in_flight(source: &Source, asked: Option<usize>) -> Result<usize, TriggerError> {
-    match (source, asked) {
-        (Source::Cron(_), None | Some(1)) => Ok(1),
-        (Source::Cron(_), Some(_)) => Err(TriggerError::CronInFlight),
-        (_, None) => Ok(DEFAULT_MAX_IN_FLIGHT),
-        (_, Some(n)) if (1..=MAX_IN_FLIGHT).contains(&n) => Ok(n),
-        (_, Some(_)) => Err(TriggerError::InFlight),
+/// Each kind's settings, as the error that asks for one of them says.
+fn one_of_each_kind() -> String {
+    let shapes: Vec<&str> = luge_trigger::KINDS
+        .iter()
+        .map(|kind| kind.shape())
+        .collect();
+    match shapes.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }

@@ -191,7 +191,7 @@ pub fn entry(module: &dyn LoadedModule, wanted: Wanted<'_>) -> Result<String, Ad
     if let Some(export) = module.event_export() {
         return match wanted {
             Wanted::Triggered => Ok(COMMAND_ENTRY.to_owned()),
-            _ => Err(AdmitError::EventHandler(export.name())),
+            _ => Err(AdmitError::EventHandler(export.name)),
         };
     }
     match wanted {

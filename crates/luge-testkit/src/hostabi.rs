@@ -371,7 +371,7 @@ pub fn cases() -> Vec<Case> {
 
 /// The cases of the `call_*` imports.
 fn call_cases() -> Vec<Case> {
-    let (key, name, input, buf) = (KEY as i64, NAME as i64, INPUT as i64, BUF as i64);
+    let (name, input, buf) = (NAME as i64, INPUT as i64, BUF as i64);
     let started = || (call("call_start", &[name, 4, input, 3]), 0);
     vec![
         case(

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use luge_core::event::{Event, EventKind};
 
-use crate::{EventSource, Sink, SourceError};
+use crate::{
+    Endpoint, EventSource, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
+};
 
 /// A parsed cron expression.
 #[derive(Debug, Clone)]
@@ -53,6 +55,79 @@ impl Schedule {
     /// The first tick strictly after `after`, if there is one.
     pub fn next_after(&self, after: &DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.schedule.after(after).next()
+    }
+}
+
+impl Settings for Schedule {
+    fn kind(&self) -> &'static dyn Kind {
+        &Cron
+    }
+
+    fn endpoint(&self) -> Option<Endpoint> {
+        None
+    }
+
+    fn at(&self, _ip: std::net::IpAddr, _owner: &str) -> Source {
+        Source::new(self.clone())
+    }
+}
+
+/// A Spin manifest's `[[trigger.cron]]` (its `component` and `id` aside).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpinEntry {
+    #[serde(default)]
+    cron_expression: Option<String>,
+}
+
+/// Cron schedules: spin-trigger-cron's `cron` trigger.
+pub struct Cron;
+
+impl Kind for Cron {
+    fn name(&self) -> &'static str {
+        "cron"
+    }
+
+    fn shape(&self) -> &'static str {
+        "cron = \"...\""
+    }
+
+    fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
+        let expression: String = crate::table(settings).map_err(SourceError::Settings)?;
+        Ok(Source::new(Schedule::parse(&expression)?))
+    }
+
+    fn spin_source(
+        &self,
+        trigger: toml::Table,
+        _app: &toml::Table,
+        _expand: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<Source, SpinError> {
+        let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
+            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
+        let expression = entry.cron_expression.ok_or_else(|| {
+            SpinError::new(SpinKey::Entry, "a cron trigger has a cron_expression")
+        })?;
+        Schedule::parse(&expression)
+            .map(Source::new)
+            .map_err(|e| SpinError::new(SpinKey::Entry, e))
+    }
+
+    /// One: a tick due while the last one runs is skipped, never run
+    /// beside it.
+    fn max_in_flight(&self, asked: Option<usize>) -> Result<usize, SourceError> {
+        match asked {
+            None | Some(1) => Ok(1),
+            Some(_) => Err(SourceError::CronInFlight),
+        }
+    }
+
+    fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
+        crate::own::<Schedule>(triggers)
+            .map(|(schedule, sink)| {
+                Box::new(CronSource::new(schedule, sink)) as Box<dyn EventSource>
+            })
+            .collect()
     }
 }
 

@@ -1,5 +1,5 @@
 //! Event sources: what wakes a function besides an HTTP request, as
-//! Spin's trigger types name them (`redis`, `cron`).
+//! Spin's trigger types name them (`redis`, `mqtt`, `cron`).
 //!
 //! This crate narrows each broker's client to one job: produce
 //! [`Event`]s for the triggers that asked for them, and hand each to its
@@ -22,17 +22,24 @@
 //!   one that failed is redelivered by the broker (the source resumes its
 //!   session to ask for it), up to [`mqtt::MAX_ATTEMPTS`] times.
 //!
-//! Adding a broker (MQTT, NATS, Kafka) is one module: its [`Source`]
-//! variant, an [`EventSource`] that connects, subscribes and offers each
-//! message to its sinks, and its grouping in [`sources`]; the executor
-//! and the engines need nothing new unless its events carry a new kind
-//! of metadata ([`luge_core::event::EventKind`]).
+//! Adding a broker (NATS, Kafka) is one module: a [`Kind`] (its name, its
+//! settings as luge.toml and a Spin manifest write them, checked into a
+//! [`Source`]), an [`EventSource`] that connects, subscribes and offers
+//! each message to its sinks, and its row in [`KINDS`]; the hosts, the
+//! executor and the engines need nothing new unless its events carry a
+//! new kind of metadata ([`luge_core::event::EventKind`]).
 
 #![deny(missing_docs)]
 
 pub mod cron;
+mod kind;
 pub mod mqtt;
 pub mod redis;
+
+pub use kind::{
+    DEFAULT_MAX_IN_FLIGHT, Endpoint, Kind, MAX_IN_FLIGHT, SameSettings, Settings, Source,
+    SpinError, SpinKey, Triggered, own, table,
+};
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -41,71 +48,13 @@ use std::sync::Arc;
 
 use luge_core::event::Event;
 
-/// Where a trigger's events come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// Messages published on a channel of a Redis server.
-    Redis {
-        /// The server, `redis://[user:password@]host[:port][/db]`.
-        address: String,
-        /// The channel (a name, not a pattern).
-        channel: String,
-    },
-    /// Ticks of a cron schedule (boxed: a parsed schedule is large).
-    Cron(Box<cron::Schedule>),
-    /// Messages on an MQTT topic filter.
-    Mqtt(Box<mqtt::Subscription>),
-}
+/// Every kind of trigger Luge serves: a new kind is its module and its
+/// row here.
+pub static KINDS: &[&dyn Kind] = &[&cron::Cron, &redis::Redis, &mqtt::Mqtt];
 
-impl Source {
-    /// The trigger type, as Spin's manifest names it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Redis { .. } => "redis",
-            Self::Cron(_) => "cron",
-            Self::Mqtt(_) => "mqtt",
-        }
-    }
-}
-
-impl Source {
-    /// The server a broker's source connects to, as a grant names it
-    /// (`redis` or `mqtt`, host, port); `None` for a schedule.
-    pub fn endpoint(&self) -> Option<(&'static str, String, u16)> {
-        match self {
-            Self::Redis { address, .. } => {
-                let info = ::redis::Client::open(address.as_str()).ok()?;
-                match info.get_connection_info().addr() {
-                    ::redis::ConnectionAddr::Tcp(host, port) => {
-                        Some(("redis", host.clone(), *port))
-                    }
-                    _ => None,
-                }
-            }
-            Self::Mqtt(subscription) => Some((
-                "mqtt",
-                subscription.broker.host().to_owned(),
-                subscription.broker.port(),
-            )),
-            Self::Cron(_) => None,
-        }
-    }
-
-    /// The same source connecting to `ip` instead of its host's name (an
-    /// address the caller checked), its MQTT session owned by `owner`.
-    pub fn at(&self, ip: std::net::IpAddr, owner: &str) -> Self {
-        match self {
-            Self::Redis { address, channel } => Self::Redis {
-                address: redis::with_host(address, ip),
-                channel: channel.clone(),
-            },
-            Self::Mqtt(subscription) => Self::Mqtt(Box::new(mqtt::Subscription {
-                broker: subscription.broker.clone().at(ip).owned_by(owner),
-                filter: subscription.filter.clone(),
-            })),
-            Self::Cron(schedule) => Self::Cron(schedule.clone()),
-        }
-    }
+/// The kind named `name` (Spin's trigger type), if Luge serves it.
+pub fn kind(name: &str) -> Option<&'static dyn Kind> {
+    KINDS.iter().copied().find(|kind| kind.name() == name)
 }
 
 /// A source that could not be configured.
@@ -136,6 +85,15 @@ pub enum SourceError {
     /// An empty channel name, or one too long.
     #[error("a channel is a name of 1 to {max} bytes", max = redis::MAX_CHANNEL_BYTES)]
     Channel,
+    /// A bound of events in flight out of its range.
+    #[error("1 to {MAX_IN_FLIGHT}")]
+    InFlight,
+    /// A schedule asked to run ticks at once.
+    #[error("a cron trigger runs one tick at a time (a tick due while the last runs is skipped)")]
+    CronInFlight,
+    /// Settings a kind does not take (an unknown key, a wrong type).
+    #[error("{0}")]
+    Settings(String),
 }
 
 /// What became of an event a sink took.
@@ -184,35 +142,22 @@ pub trait EventSource: Send + 'static {
     fn run(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
-/// The sources for `triggers`, each a [`Source`] and the sink its events
-/// go to: one Redis connection per address (one subscription per channel,
-/// shared by every trigger on it), one clock per cron trigger.
-pub fn sources(triggers: Vec<(Source, Arc<dyn Sink>)>) -> Vec<Box<dyn EventSource>> {
-    let mut out: Vec<Box<dyn EventSource>> = Vec::new();
-    let mut redis: BTreeMap<String, BTreeMap<String, Vec<Arc<dyn Sink>>>> = BTreeMap::new();
-    let mut brokers: BTreeMap<mqtt::Broker, Vec<mqtt::Subscribed>> = BTreeMap::new();
+/// The running sources of `triggers`, each a [`Source`] and the sink its
+/// events go to, each kind's made by that kind ([`Kind::sources`]: one
+/// Redis connection per address, one MQTT session per broker, one clock
+/// per schedule).
+pub fn sources(triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
+    let mut by_kind: BTreeMap<&'static str, Vec<Triggered>> = BTreeMap::new();
     for (source, sink) in triggers {
-        match source {
-            Source::Redis { address, channel } => redis
-                .entry(address)
-                .or_default()
-                .entry(channel)
-                .or_default()
-                .push(sink),
-            Source::Cron(schedule) => out.push(Box::new(cron::CronSource::new(*schedule, sink))),
-            Source::Mqtt(subscription) => {
-                let mqtt::Subscription { broker, filter } = *subscription;
-                brokers.entry(broker).or_default().push((filter, sink));
-            }
-        }
+        by_kind
+            .entry(source.kind_name())
+            .or_default()
+            .push((source, sink));
     }
-    for (address, channels) in redis {
-        out.push(Box::new(redis::RedisSource::new(address, channels)));
-    }
-    for (broker, subscriptions) in brokers {
-        out.push(Box::new(mqtt::MqttSource::new(broker, subscriptions)));
-    }
-    out
+    by_kind
+        .into_values()
+        .flat_map(|triggers| triggers[0].0.kind().sources(triggers))
+        .collect()
 }
 
 /// Offers `event` to `sink`, spawning its handling on the current runtime,

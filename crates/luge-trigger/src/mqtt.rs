@@ -33,7 +33,7 @@
 //! all the same (a broker that ignores the property) is acknowledged,
 //! dropped, counted as lost and logged.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,7 +43,10 @@ use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
 use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
 
-use crate::{EventSource, Handled, Sink, SourceError};
+use crate::{
+    Endpoint, EventSource, Handled, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
+    Triggered,
+};
 
 /// The largest packet accepted from a broker (and sent to it), told to the
 /// broker when Luge connects: a message past it is not sent to Luge.
@@ -247,6 +250,150 @@ pub struct Subscription {
     pub broker: Broker,
     /// The filter.
     pub filter: Filter,
+}
+
+impl Settings for Subscription {
+    fn kind(&self) -> &'static dyn Kind {
+        &Mqtt
+    }
+
+    fn endpoint(&self) -> Option<Endpoint> {
+        Some(Endpoint {
+            scheme: "mqtt",
+            host: self.broker.host().to_owned(),
+            port: self.broker.port(),
+        })
+    }
+
+    fn at(&self, ip: std::net::IpAddr, owner: &str) -> Source {
+        Source::new(Self {
+            broker: self.broker.clone().at(ip).owned_by(owner),
+            filter: self.filter.clone(),
+        })
+    }
+}
+
+/// luge.toml's `mqtt = { ... }`: spin-trigger-mqtt's keys, and a client
+/// id.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    address: String,
+    topic: String,
+    #[serde(default)]
+    qos: Option<u8>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    keep_alive_interval: Option<u64>,
+    #[serde(default)]
+    client_id: Option<String>,
+}
+
+/// A Spin manifest's `[[trigger.mqtt]]` (its `component` and `id`
+/// aside): the topic filter and its QoS (`"0"`, `"1"`, `"2"`).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpinEntry {
+    #[serde(default)]
+    topic: Option<String>,
+    #[serde(default)]
+    qos: Option<String>,
+}
+
+/// MQTT 3.1.1 subscriptions: spin-trigger-mqtt's `mqtt` trigger.
+pub struct Mqtt;
+
+impl Kind for Mqtt {
+    fn name(&self) -> &'static str {
+        "mqtt"
+    }
+
+    fn shape(&self) -> &'static str {
+        "mqtt = { address, topic }"
+    }
+
+    fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
+        let table: Table = crate::table(settings).map_err(SourceError::Settings)?;
+        let broker = Broker::parse(
+            &table.address,
+            table.username.as_deref(),
+            table.password.as_deref(),
+            table.keep_alive_interval.map(Duration::from_secs),
+            table.client_id.as_deref(),
+        )?;
+        let filter = Filter::new(&table.topic, &table.qos.unwrap_or(1).to_string())?;
+        Ok(Source::new(Subscription { broker, filter }))
+    }
+
+    /// spin-trigger-mqtt's settings (`[application.trigger.mqtt]`'s
+    /// `address`, `username`, `password` and `keep_alive_interval`, every
+    /// value a string, templates of app variables allowed) and the
+    /// trigger's topic and QoS.
+    fn spin_source(
+        &self,
+        trigger: toml::Table,
+        app: &toml::Table,
+        expand: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<Source, SpinError> {
+        let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
+            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
+        let setting = |key: &'static str| -> Result<Option<String>, SpinError> {
+            match app.get(key) {
+                None => Ok(None),
+                Some(toml::Value::String(value)) => expand(value)
+                    .map(Some)
+                    .map_err(|m| SpinError::new(SpinKey::App(key), m)),
+                Some(_) => Err(SpinError::new(SpinKey::App(key), "a string")),
+            }
+        };
+        let address = setting("address")?.ok_or_else(|| {
+            SpinError::new(
+                SpinKey::App("address"),
+                "an MQTT trigger needs the broker's address",
+            )
+        })?;
+        let keep_alive = match setting("keep_alive_interval")? {
+            Some(seconds) => Some(Duration::from_secs(seconds.trim().parse().map_err(
+                |_| SpinError::new(SpinKey::App("keep_alive_interval"), "whole seconds"),
+            )?)),
+            None => None,
+        };
+        let topic = entry
+            .topic
+            .ok_or_else(|| SpinError::new(SpinKey::Entry, "an MQTT trigger names its topic"))?;
+        let topic = expand(&topic).map_err(|m| SpinError::new(SpinKey::Trigger("topic"), m))?;
+        let (username, password) = (setting("username")?, setting("password")?);
+        let refused = |e: SourceError| SpinError::new(SpinKey::Entry, e);
+        let broker = Broker::parse(
+            &address,
+            username.as_deref().filter(|u| !u.is_empty()),
+            password.as_deref().filter(|p| !p.is_empty()),
+            keep_alive,
+            None,
+        )
+        .map_err(refused)?;
+        let filter = Filter::new(&topic, entry.qos.as_deref().unwrap_or("1")).map_err(refused)?;
+        Ok(Source::new(Subscription { broker, filter }))
+    }
+
+    fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
+        let mut brokers: BTreeMap<Broker, Vec<Subscribed>> = BTreeMap::new();
+        for (subscription, sink) in crate::own::<Subscription>(triggers) {
+            brokers
+                .entry(subscription.broker)
+                .or_default()
+                .push((subscription.filter, sink));
+        }
+        brokers
+            .into_iter()
+            .map(|(broker, subscriptions)| {
+                Box::new(MqttSource::new(broker, subscriptions)) as Box<dyn EventSource>
+            })
+            .collect()
+    }
 }
 
 /// A filter and the trigger its messages go to.

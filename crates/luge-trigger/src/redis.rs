@@ -21,7 +21,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use luge_core::event::{Event, EventKind};
 
-use crate::{EventSource, Sink, SourceError};
+use crate::{
+    Endpoint, EventSource, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
+};
 
 /// The first wait before reconnecting; doubled at each failure.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -43,21 +45,214 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// 512 MiB; names are config).
 pub const MAX_CHANNEL_BYTES: usize = 1024;
 
+/// A Redis server's address, checked once where it is configured:
+/// `redis://[user:password@]host[:port][/db]`, over TCP. Its password is
+/// never shown: it prints redacted ([`redacted`]).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Address {
+    text: String,
+    host: String,
+    port: u16,
+}
+
+impl Address {
+    /// `text`, if it is a `redis://` address over TCP.
+    pub fn parse(text: &str) -> Result<Self, SourceError> {
+        let refused = || SourceError::RedisAddress(redacted(text));
+        let parsed = ::redis::Client::open(text).map_err(|_| refused())?;
+        let ::redis::ConnectionAddr::Tcp(host, port) = parsed.get_connection_info().addr() else {
+            return Err(refused());
+        };
+        if !text.starts_with("redis://") {
+            return Err(refused());
+        }
+        Ok(Self {
+            text: text.to_owned(),
+            host: host.clone(),
+            port: *port,
+        })
+    }
+
+    /// The address as written, credentials and all: for connecting only.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The server's host, as written.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The same address with its host replaced by `ip` (its user,
+    /// password, port and database kept).
+    pub fn at(&self, ip: std::net::IpAddr) -> Self {
+        Self {
+            text: with_host(&self.text, ip),
+            host: ip.to_string(),
+            port: self.port,
+        }
+    }
+}
+
+impl std::fmt::Debug for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", redacted(&self.text))
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", redacted(&self.text))
+    }
+}
+
 /// Checks a trigger's `address` and `channel`.
 pub fn check(address: &str, channel: &str) -> Result<(), SourceError> {
-    let parsed =
-        ::redis::Client::open(address).map_err(|_| SourceError::RedisAddress(redacted(address)))?;
-    if !matches!(
-        parsed.get_connection_info().addr(),
-        ::redis::ConnectionAddr::Tcp(..)
-    ) || !address.starts_with("redis://")
-    {
-        return Err(SourceError::RedisAddress(redacted(address)));
-    }
+    Address::parse(address)?;
+    check_channel(channel)
+}
+
+fn check_channel(channel: &str) -> Result<(), SourceError> {
     if channel.is_empty() || channel.len() > MAX_CHANNEL_BYTES {
         return Err(SourceError::Channel);
     }
     Ok(())
+}
+
+/// One Redis trigger's settings: a server and a channel on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    /// The server.
+    pub address: Address,
+    /// The channel (a name, not a pattern).
+    pub channel: String,
+}
+
+impl Subscription {
+    /// `channel` of the server at `address`, both checked.
+    pub fn new(address: &str, channel: &str) -> Result<Self, SourceError> {
+        let address = Address::parse(address)?;
+        check_channel(channel)?;
+        Ok(Self {
+            address,
+            channel: channel.to_owned(),
+        })
+    }
+}
+
+impl Settings for Subscription {
+    fn kind(&self) -> &'static dyn Kind {
+        &Redis
+    }
+
+    fn endpoint(&self) -> Option<Endpoint> {
+        Some(Endpoint {
+            scheme: "redis",
+            host: self.address.host().to_owned(),
+            port: self.address.port(),
+        })
+    }
+
+    fn at(&self, ip: std::net::IpAddr, _owner: &str) -> Source {
+        Source::new(Self {
+            address: self.address.at(ip),
+            channel: self.channel.clone(),
+        })
+    }
+}
+
+/// luge.toml's `redis = { address, channel }`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    address: String,
+    channel: String,
+}
+
+/// A Spin manifest's `[[trigger.redis]]` (its `component` and `id` aside):
+/// the channel, and the server when not the app's.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpinEntry {
+    #[serde(default)]
+    channel: Option<String>,
+    #[serde(default)]
+    address: Option<String>,
+}
+
+/// Redis pub/sub: Spin's `redis` trigger.
+pub struct Redis;
+
+impl Kind for Redis {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn shape(&self) -> &'static str {
+        "redis = { address, channel }"
+    }
+
+    fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
+        let table: Table = crate::table(settings).map_err(SourceError::Settings)?;
+        Ok(Source::new(Subscription::new(
+            &table.address,
+            &table.channel,
+        )?))
+    }
+
+    fn spin_source(
+        &self,
+        trigger: toml::Table,
+        app: &toml::Table,
+        expand: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<Source, SpinError> {
+        let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
+            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
+        let address = match (&entry.address, app.get("address")) {
+            (Some(address), _) => address.clone(),
+            (None, Some(toml::Value::String(address))) => address.clone(),
+            _ => {
+                return Err(SpinError::new(
+                    SpinKey::Trigger("address"),
+                    "no address: set [application.trigger.redis] address, or address here",
+                ));
+            }
+        };
+        let address =
+            expand(&address).map_err(|m| SpinError::new(SpinKey::Trigger("address"), m))?;
+        let channel = entry
+            .channel
+            .as_deref()
+            .ok_or_else(|| SpinError::new(SpinKey::Entry, "a Redis trigger names its channel"))?;
+        let channel =
+            expand(channel).map_err(|m| SpinError::new(SpinKey::Trigger("channel"), m))?;
+        Ok(Source::new(
+            Subscription::new(&address, &channel).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
+        ))
+    }
+
+    fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
+        let mut servers: BTreeMap<Address, BTreeMap<String, Vec<Arc<dyn Sink>>>> = BTreeMap::new();
+        for (subscription, sink) in crate::own::<Subscription>(triggers) {
+            servers
+                .entry(subscription.address)
+                .or_default()
+                .entry(subscription.channel)
+                .or_default()
+                .push(sink);
+        }
+        servers
+            .into_iter()
+            .map(|(address, channels)| {
+                Box::new(RedisSource::new(address, channels)) as Box<dyn EventSource>
+            })
+            .collect()
+    }
 }
 
 /// `address` without its user and password (what is before the last `@`,
@@ -97,16 +292,15 @@ pub fn with_host(address: &str, ip: std::net::IpAddr) -> String {
 
 /// One Redis server's subscriptions.
 pub struct RedisSource {
-    address: String,
+    address: Address,
     /// Each channel and the triggers on it.
     channels: BTreeMap<String, Vec<Arc<dyn Sink>>>,
     max_message_bytes: usize,
 }
 
 impl RedisSource {
-    /// The subscriptions to `channels` of the server at `address` (checked
-    /// by [`check`]).
-    pub fn new(address: String, channels: BTreeMap<String, Vec<Arc<dyn Sink>>>) -> Self {
+    /// The subscriptions to `channels` of the server at `address`.
+    pub fn new(address: Address, channels: BTreeMap<String, Vec<Arc<dyn Sink>>>) -> Self {
         Self {
             address,
             channels,
@@ -161,12 +355,12 @@ impl RedisSource {
 impl EventSource for RedisSource {
     fn describe(&self) -> String {
         let channels: Vec<&str> = self.channels.keys().map(String::as_str).collect();
-        format!("redis {} {channels:?}", redacted(&self.address))
+        format!("redis {} {channels:?}", self.address)
     }
 
     fn run(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
-            let address = redacted(&self.address);
+            let address = self.address.to_string();
             let mut backoff = FIRST_BACKOFF;
             loop {
                 match tokio::time::timeout(CONNECT_TIMEOUT, self.subscribe()).await {

@@ -79,10 +79,10 @@ async fn eventually(what: &str, test: impl Fn() -> bool) {
 
 fn source(broker: &str, topic: &str, qos: &str, record: &Arc<Record>) -> (Source, Arc<dyn Sink>) {
     (
-        Source::Mqtt(Box::new(Subscription {
+        Source::new(Subscription {
             broker: Broker::parse(broker, None, None, None, None).unwrap(),
             filter: Filter::new(topic, qos).unwrap(),
-        })),
+        }),
         Arc::new(Shared(Arc::clone(record))),
     )
 }

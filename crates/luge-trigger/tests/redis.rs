@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use luge_core::event::{Event, EventKind};
 use luge_testkit::redis::RedisServer;
+use luge_trigger::redis::{Address, Subscription};
 use luge_trigger::{EventSource, Handled, Handling, Sink, Source};
 
 /// Keeps what it is offered, at most `room` events in all.
@@ -98,24 +99,15 @@ async fn messages_reach_their_channels_triggers_and_survive_a_restart() {
     let (a, b, other) = (Collect::new(1000), Collect::new(1000), Collect::new(1000));
     let triggers: Vec<(Source, Arc<dyn Sink>)> = vec![
         (
-            Source::Redis {
-                address: url.clone(),
-                channel: "jobs".into(),
-            },
+            Source::new(Subscription::new(&url, "jobs").unwrap()),
             a.clone(),
         ),
         (
-            Source::Redis {
-                address: url.clone(),
-                channel: "jobs".into(),
-            },
+            Source::new(Subscription::new(&url, "jobs").unwrap()),
             b.clone(),
         ),
         (
-            Source::Redis {
-                address: url.clone(),
-                channel: "other".into(),
-            },
+            Source::new(Subscription::new(&url, "other").unwrap()),
             other.clone(),
         ),
     ];
@@ -162,10 +154,7 @@ async fn a_trigger_without_room_loses_and_counts_the_rest() {
     let url = server.url();
     let full = Collect::new(2);
     let mut sources = luge_trigger::sources(vec![(
-        Source::Redis {
-            address: url.clone(),
-            channel: "flood".into(),
-        },
+        Source::new(Subscription::new(&url, "flood").unwrap()),
         full.clone() as Arc<dyn Sink>,
     )]);
     let task = tokio::spawn(sources.remove(0).run());
@@ -189,8 +178,8 @@ async fn a_message_over_the_bound_ends_the_subscription_not_the_host() {
     let sink = Collect::new(1000);
     let channels =
         std::collections::BTreeMap::from([("big".to_owned(), vec![sink.clone() as Arc<dyn Sink>])]);
-    let source =
-        luge_trigger::redis::RedisSource::new(url.clone(), channels).with_max_message_bytes(4096);
+    let source = luge_trigger::redis::RedisSource::new(Address::parse(&url).unwrap(), channels)
+        .with_max_message_bytes(4096);
     let task = tokio::spawn(Box::new(source).run());
     publish_when_subscribed(&url, "big", "small").await;
     // 64 KiB: the connection ends, and the source subscribes again.

@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use luge_core::event::{Event, EventExport, EventKind, NOT_AN_EVENT_HANDLER};
+use luge_core::event::{Event, EventExport, EventKind};
 use luge_core::{Invocation, LoadedModule, Outcome, Preemption, SandboxFuture};
 use wasmtime::component::InstancePre;
 use wasmtime::{Engine, Store};
@@ -45,6 +45,10 @@ event_world!(redis, "luge:worlds/redis-trigger", async | store);
 event_world!(redis2, "luge:worlds/redis-trigger-spin2", async);
 event_world!(mqtt, "luge:worlds/mqtt-trigger", async | store);
 event_world!(cron, "luge:worlds/cron-trigger", async);
+
+/// What a component of none of these worlds says when asked to take an
+/// event.
+const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event (spin:redis/inbound-redis, spin:mqtt-trigger or fermyon:spin-cron)";
 
 /// The pre-instance of a component as the world of the export it has.
 enum Pre {
@@ -192,12 +196,17 @@ impl LoadedModule for EventComponent {
     }
 
     fn event_export(&self) -> Option<EventExport> {
-        Some(match self.pre {
-            Pre::Redis(_) => EventExport::InboundRedis,
-            Pre::Redis2(_) => EventExport::InboundRedisSpin2,
-            Pre::Mqtt(_) => EventExport::Mqtt,
-            Pre::Cron(_) => EventExport::Cron,
-        })
+        let (trigger, name) = match self.pre {
+            // spin-sdk 7's `#[redis_subscriber]`.
+            Pre::Redis(_) => ("redis", "spin:redis/inbound-redis@3.0.0#handle-message"),
+            // spin-sdk 2 and 3's `#[redis_component]`.
+            Pre::Redis2(_) => ("redis", "fermyon:spin/inbound-redis#handle-message"),
+            // spin-trigger-mqtt's `#[mqtt_component]`.
+            Pre::Mqtt(_) => ("mqtt", "spin:mqtt-trigger@3.0.0 handle-message"),
+            // spin-trigger-cron's `#[cron_component]`.
+            Pre::Cron(_) => ("cron", "fermyon:spin-cron@2.0.0 handle-cron-event"),
+        };
+        Some(EventExport { trigger, name })
     }
 
     fn start_event(

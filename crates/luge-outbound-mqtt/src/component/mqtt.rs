@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::MqttError;
-use wasmtime::component::{Accessor, HasData, Resource};
+use wasmtime::component::{Accessor, Resource};
 
 use luge_binding::{ConnectionsView, Handle};
 
@@ -31,12 +31,8 @@ use generated::spin::mqtt::mqtt;
 /// An open connection, as the guest's `connection` resource holds it.
 pub type MqttConnection = Handle<crate::Connection>;
 
-/// The bindings' host state.
-pub struct HasMqtt;
-
-impl HasData for HasMqtt {
-    type Data<'a> = ConnectionsView<'a>;
-}
+/// The bindings' host state: the view every binding shares.
+pub use luge_binding::HasConnections as HasMqtt;
 
 fn error(error: MqttError) -> mqtt::Error {
     match error {

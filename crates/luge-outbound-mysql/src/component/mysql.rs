@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::{self as mysql, MysqlError};
-use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
+use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle, rows_answer};
@@ -33,12 +33,8 @@ pub use generated::spin::mysql::mysql as wit;
 /// An open connection, as the guest's `connection` resource holds it.
 pub type MysqlConnection = Handle<mysql::Connection>;
 
-/// The bindings' host state.
-pub struct HasMysql;
-
-impl HasData for HasMysql {
-    type Data<'a> = ConnectionsView<'a>;
-}
+/// The bindings' host state: the view every binding shares.
+pub use luge_binding::HasConnections as HasMysql;
 
 /// A client error in the interface's words.
 pub fn error(error: MysqlError) -> wit::Error {

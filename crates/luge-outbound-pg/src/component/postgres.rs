@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::{self as pg, PgError};
 use luge_core::Action;
-use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
+use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle, rows_answer};
@@ -41,12 +41,8 @@ pub type PgConnection = Handle<pg::Connection>;
 /// alone when set (PEM).
 pub struct PgConnectionBuilder(String, Option<String>);
 
-/// The bindings' host state.
-pub struct HasPostgres;
-
-impl HasData for HasPostgres {
-    type Data<'a> = ConnectionsView<'a>;
-}
+/// The bindings' host state: the view every binding shares.
+pub use luge_binding::HasConnections as HasPostgres;
 
 /// A client error in the interface's words.
 pub fn error(error: PgError) -> wit::Error {

@@ -7,7 +7,7 @@
 //! deps/spin-postgres3; Apache-2.0 WITH LLVM-exception).
 
 use crate::{self as pg, PgError};
-use wasmtime::component::{HasData, Resource};
+use wasmtime::component::Resource;
 
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle};
@@ -27,12 +27,8 @@ mod generated {
 
 use generated::spin::postgres3_0_0::postgres as wit;
 
-/// The bindings' host state.
-pub struct HasPostgres3;
-
-impl HasData for HasPostgres3 {
-    type Data<'a> = ConnectionsView<'a>;
-}
+/// The bindings' host state: the view every binding shares.
+pub use luge_binding::HasConnections as HasPostgres3;
 
 /// A connection of this version's guests (a type of its own, so that a
 /// 3.0 handle is never taken for a 4.2 one).

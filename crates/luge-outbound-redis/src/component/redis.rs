@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::{Parameter, RedisError, Reply};
-use wasmtime::component::{Accessor, HasData, Resource};
+use wasmtime::component::{Accessor, Resource};
 
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle};
@@ -32,12 +32,8 @@ use generated::spin::redis::redis;
 /// An open connection, as the guest's `connection` resource holds it.
 pub type RedisConnection = Handle<crate::Connection>;
 
-/// The bindings' host state.
-pub struct HasRedis;
-
-impl HasData for HasRedis {
-    type Data<'a> = ConnectionsView<'a>;
-}
+/// The bindings' host state: the view every binding shares.
+pub use luge_binding::HasConnections as HasRedis;
 
 fn error(error: RedisError) -> redis::Error {
     match error {

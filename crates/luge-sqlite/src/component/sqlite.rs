@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::SqliteError;
 use luge_core::Action;
-use wasmtime::component::{Accessor, FutureReader, HasData, Resource, StreamReader};
+use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle, rows_answer};
@@ -34,12 +34,8 @@ use generated::spin::sqlite::sqlite;
 /// An open connection, as the guest's `connection` resource holds it.
 pub type SqliteConnection = Handle<crate::Connection>;
 
-/// The bindings' host state.
-pub struct HasSqlite;
-
-impl HasData for HasSqlite {
-    type Data<'a> = ConnectionsView<'a>;
-}
+/// The bindings' host state: the view every binding shares.
+pub use luge_binding::HasConnections as HasSqlite;
 
 fn error(error: SqliteError) -> sqlite::Error {
     match error {

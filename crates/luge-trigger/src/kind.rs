@@ -1,0 +1,211 @@
+//! One trait a trigger kind implements, and the source every kind's
+//! settings become.
+//!
+//! A kind ([`Kind`]) owns everything about itself: its name (Spin's
+//! trigger type and its key in luge.toml), how its settings are written
+//! in luge.toml and in a Spin manifest and how they are checked, the
+//! server it connects to (for the grant check), how many of its events may
+//! run at once, and how its triggers share connections when they run.
+//! The rest of Luge names no kind: a new one is a module of this crate and
+//! its row in [`crate::KINDS`].
+
+use std::any::Any;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::{EventSource, Sink, SourceError};
+
+/// Events of one trigger running at once when its config says nothing: a
+/// few, so that one slow handler does not hold a channel up, while a
+/// flood on the channel is bounded long before the admission places
+/// (where every tenant's share is kept anyway).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
+
+/// The most `max_in_flight` a trigger may ask for.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// A trigger as its kind runs it: its source, and the sink its events go
+/// to.
+pub type Triggered = (Source, Arc<dyn Sink>);
+
+/// One kind of trigger.
+pub trait Kind: Sync + 'static {
+    /// Its name: Spin's trigger type (`[[trigger.NAME]]`) and the key of
+    /// its settings in luge.toml's `[[triggers]]`.
+    fn name(&self) -> &'static str;
+
+    /// What its settings look like, for the error that names every kind
+    /// (`redis = { address, channel }`).
+    fn shape(&self) -> &'static str;
+
+    /// Its source from luge.toml's `[[triggers]]` entry (or an upload's
+    /// `triggers`): the value of its key, unknown keys refused.
+    fn configured(&self, settings: toml::Value) -> Result<Source, SourceError>;
+
+    /// Its source from a Spin manifest: `trigger` is a `[[trigger.NAME]]`
+    /// entry's keys but `component` and `id` (unknown keys refused), `app`
+    /// the app's `[application.trigger.NAME]` table (empty if none), and
+    /// `expand` fills in the templates of the app's variables a value may
+    /// hold.
+    fn spin_source(
+        &self,
+        trigger: toml::Table,
+        app: &toml::Table,
+        expand: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<Source, SpinError>;
+
+    /// How many of one trigger's events may run at once: `asked` (1 to
+    /// [`MAX_IN_FLIGHT`]), else [`DEFAULT_MAX_IN_FLIGHT`].
+    fn max_in_flight(&self, asked: Option<usize>) -> Result<usize, SourceError> {
+        match asked {
+            None => Ok(DEFAULT_MAX_IN_FLIGHT),
+            Some(n) if (1..=MAX_IN_FLIGHT).contains(&n) => Ok(n),
+            Some(_) => Err(SourceError::InFlight),
+        }
+    }
+
+    /// The running sources of `triggers`, every one of this kind, each
+    /// with the sink its events go to: connections shared where the kind
+    /// shares them (one per server).
+    fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>>;
+}
+
+/// A Spin manifest's trigger settings refused: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SpinError {
+    /// Where: a key of the trigger's entry, a key of the app's
+    /// `[application.trigger.NAME]`, or the entry as a whole.
+    pub at: SpinKey,
+    /// Why.
+    pub message: String,
+}
+
+/// Where in a Spin manifest a trigger's settings were refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpinKey {
+    /// The trigger's entry as a whole.
+    Entry,
+    /// A key of the trigger's entry.
+    Trigger(&'static str),
+    /// A key of the app's `[application.trigger.NAME]`.
+    App(&'static str),
+}
+
+impl SpinError {
+    /// A refusal at `at`.
+    pub fn new(at: SpinKey, message: impl fmt::Display) -> Self {
+        Self {
+            at,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// The server a trigger's source connects to, as a grant names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The grant's scheme (`redis`, `mqtt`).
+    pub scheme: &'static str,
+    /// The server's host, as written.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+}
+
+/// Equality of a kind's settings with settings of any kind (false for
+/// another kind's), for [`Source`]'s `PartialEq`; every `PartialEq`
+/// settings type has it.
+pub trait SameSettings {
+    /// Whether `other` is the same settings.
+    fn same(&self, other: &dyn Any) -> bool;
+}
+
+impl<T: PartialEq + Any> SameSettings for T {
+    fn same(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<Self>() == Some(self)
+    }
+}
+
+/// One kind's settings, checked: what a [`Source`] holds.
+pub trait Settings: fmt::Debug + Send + Sync + Any + SameSettings {
+    /// Its kind.
+    fn kind(&self) -> &'static dyn Kind;
+
+    /// The server it connects to; `None` for a schedule.
+    fn endpoint(&self) -> Option<Endpoint>;
+
+    /// The same settings connecting to `ip` instead of the host's name (an
+    /// address the caller checked), a session it keeps owned by `owner`.
+    fn at(&self, ip: IpAddr, owner: &str) -> Source;
+}
+
+/// Where a trigger's events come from: its kind's settings, checked.
+#[derive(Clone)]
+pub struct Source(Arc<dyn Settings>);
+
+impl Source {
+    /// The source of `settings`.
+    pub fn new(settings: impl Settings) -> Self {
+        Self(Arc::new(settings))
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> &'static dyn Kind {
+        self.0.kind()
+    }
+
+    /// Its kind's name, as Spin's manifest names the trigger type.
+    pub fn kind_name(&self) -> &'static str {
+        self.0.kind().name()
+    }
+
+    /// The server it connects to; `None` for a schedule.
+    pub fn endpoint(&self) -> Option<Endpoint> {
+        self.0.endpoint()
+    }
+
+    /// The same source at `ip` ([`Settings::at`]).
+    pub fn at(&self, ip: IpAddr, owner: &str) -> Self {
+        self.0.at(ip, owner)
+    }
+
+    /// Its settings, if they are a `T`.
+    pub fn settings<T: Settings>(&self) -> Option<&T> {
+        let any: &dyn Any = &*self.0;
+        any.downcast_ref()
+    }
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq for Source {
+    fn eq(&self, other: &Self) -> bool {
+        let other: &dyn Any = &*other.0;
+        self.0.same(other)
+    }
+}
+
+impl Eq for Source {}
+
+/// Each of `triggers`' settings as its kind's `T`, with its sink (a kind's
+/// [`Kind::sources`] is given only its own).
+pub fn own<T: Settings + Clone>(
+    triggers: Vec<Triggered>,
+) -> impl Iterator<Item = (T, Arc<dyn Sink>)> {
+    triggers
+        .into_iter()
+        .filter_map(|(source, sink)| Some((source.settings::<T>()?.clone(), sink)))
+}
+
+/// A kind's settings deserialized from `value`, its refusal one line.
+pub fn table<T: serde::de::DeserializeOwned>(value: toml::Value) -> Result<T, String> {
+    value
+        .try_into()
+        .map_err(|e: toml::de::Error| e.message().trim().to_owned())
+}
