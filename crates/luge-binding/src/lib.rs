@@ -23,6 +23,24 @@ use wasmtime::component::{FutureReader, Resource, ResourceTable, StreamReader};
 /// still running when the guest drops it.
 pub struct Handle<C>(pub Arc<C>);
 
+/// A binding's `generated` module: Wasmtime's `bindgen!` for the world
+/// `$world` of Luge's one WIT root (`wit/`, two folders above the crate
+/// that invokes it), with the options that follow (`imports`, `with`,
+/// `trappable_error_type`...).
+#[macro_export]
+macro_rules! bindings {
+    ($world:literal, $($options:tt)*) => {
+        #[allow(missing_docs)] // generated
+        mod generated {
+            wasmtime::component::bindgen!({
+                path: "../../wit",
+                world: $world,
+                $($options)*
+            });
+        }
+    };
+}
+
 /// The host state of every binding on [`ConnectionsView`] (what
 /// `add_to_linker` takes as `HasData`).
 pub struct HasConnections;

@@ -25,17 +25,12 @@ use std::time::SystemTime;
 use luge_core::trace::{Context, GuestKind, GuestLog, GuestSpan, Trace, Value};
 use wasmtime::component::HasData;
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-otel",
-        imports: { default: trappable },
-        with: {
-            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-otel",
+    imports: { default: trappable },
+    with: {
+        "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+    },
+);
 
 use generated::wasi::otel::{logs, metrics, tracing, types};
 use wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;

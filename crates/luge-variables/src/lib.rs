@@ -25,14 +25,9 @@
 use luge_core::capabilities::check_variable;
 use wasmtime::component::{Accessor, HasData};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-variables",
-        imports: { default: trappable },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-variables",
+    imports: { default: trappable },
+);
 
 use generated::fermyon::spin2_0_0::variables as spin2;
 use generated::spin::variables::variables as spin3;

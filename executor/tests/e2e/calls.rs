@@ -8,20 +8,15 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Luge, engine, path_str, wasm};
+use common::{Luge, Site, engine};
 use serde_json::{Value, json};
 
 /// A host with `fanout` (may call fib, fail, sleep, itself and a `ghost`
 /// that does not exist), `lonely`
 /// (the same code, granted nothing) and the callees.
-fn host(extra: &[&str]) -> Option<(Luge, tempfile::TempDir)> {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["fanout", "fib", "fail", "sleep", "c-relay", "c-echo"] {
-        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+fn host(extra: &[&str]) -> Option<(Luge, Site)> {
+    let site = Site::new(
+        &["fanout", "fib", "fail", "sleep", "c-relay", "c-echo"],
         r#"
         [server]
         workers = 2
@@ -64,11 +59,8 @@ fn host(extra: &[&str]) -> Option<(Luge, tempfile::TempDir)> {
         module = "sleep.wasm"
         limits = { timeout_ms = 5000 }
         "#,
-    )
-    .unwrap();
-    let mut args = vec!["--config", path_str(&config)];
-    args.extend_from_slice(extra);
-    Some((Luge::start("serve", &args), dir))
+    );
+    Some((site.start(extra), site))
 }
 
 fn fanout(luge: &Luge, path: &str, calls: Value) -> Value {
@@ -382,12 +374,9 @@ fn the_c_header_calls_too() {
 /// then to two more in parallel; one module, a service per route.
 #[test]
 fn a_social_network_call_graph() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("social.wasm"), wasm("social")).unwrap();
     let config = format!("[server]\nworkers = 2\n\n{}", luge_testkit::social_routes());
-    let file = dir.path().join("luge.toml");
-    std::fs::write(&file, config).unwrap();
-    let luge = Luge::start("serve", &["--config", path_str(&file)]);
+    let site = Site::new(&["social"], &config);
+    let luge = site.start(&[]);
     let (status, out) = luge.post(
         "/compose-post",
         &json!({

@@ -7,19 +7,14 @@ use crate::common;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Luge, engine, path_str, wasm};
+use common::{Luge, Site, engine};
 use serde_json::{Value, json};
 
 /// A host with a sleeping route, a fan-out that may call it, and a
 /// victim's echo route, under `--max-pending max_pending`.
-fn host(max_pending: &str) -> (Luge, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["fanout", "sleep", "c-echo", "spin"] {
-        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+fn host(max_pending: &str) -> (Luge, Site) {
+    let site = Site::new(
+        &["fanout", "sleep", "c-echo", "spin"],
         r#"
         [server]
         workers = 2
@@ -49,13 +44,9 @@ fn host(max_pending: &str) -> (Luge, tempfile::TempDir) {
         path = "/burn"
         module = "spin.wasm"
         "#,
-    )
-    .unwrap();
-    let luge = Luge::start(
-        "serve",
-        &["--config", path_str(&config), "--max-pending", max_pending],
     );
-    (luge, dir)
+    let luge = site.start(&["--max-pending", max_pending]);
+    (luge, site)
 }
 
 fn metric(luge: &Luge, needle: &str) -> f64 {

@@ -11,7 +11,7 @@ use crate::common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Luge, connect, engine, path_str};
+use common::{Luge, Site, connect, engine};
 
 fn probe() -> Vec<u8> {
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../actions/wat/isolation.wat");
@@ -19,12 +19,9 @@ fn probe() -> Vec<u8> {
 }
 
 /// A host with the probe on `/probe` (300 ms to run), two sandbox slots.
-fn host(extra: &[&str]) -> (Luge, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("probe.wasm"), probe()).unwrap();
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+fn host(extra: &[&str]) -> (Luge, Site) {
+    let site = Site::new(
+        &[],
         r#"
         [server]
         workers = 2
@@ -34,18 +31,11 @@ fn host(extra: &[&str]) -> (Luge, tempfile::TempDir) {
         module = "probe.wasm"
         limits = { timeout_ms = 300 }
         "#,
-    )
-    .unwrap();
-    let mut args = vec![
-        "--config",
-        path_str(&config),
-        "--max-sandboxes",
-        "2",
-        "--max-pending",
-        "2",
-    ];
+    );
+    site.add_module("probe", &probe());
+    let mut args = vec!["--max-sandboxes", "2", "--max-pending", "2"];
     args.extend_from_slice(extra);
-    (Luge::start("serve", &args), dir)
+    (site.start(&args), site)
 }
 
 /// Readers, more than the slots: each must find nothing.

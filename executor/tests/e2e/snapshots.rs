@@ -12,15 +12,11 @@ use serde_json::json;
 /// each invocation is still a fresh sandbox.
 #[test]
 fn a_snapshot_is_used_and_every_invocation_is_fresh() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("preinit.wasm"), wasm("preinit")).unwrap();
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    let site = Site::new(
+        &["preinit"],
         "[[routes]]\npath = \"/primes\"\nmodule = \"preinit.wasm\"\n",
-    )
-    .unwrap();
-    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    );
+    let luge = site.start(&[]);
     for _ in 0..3 {
         let (status, out) = luge.post("/primes", &json!({ "nth": 10 }));
         assert_eq!(status, 200, "{out}");

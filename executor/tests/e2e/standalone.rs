@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{Luge, path_str, wasm};
+use common::{Luge, Site, path_str, wasm};
 use serde_json::json;
 
 const TOKEN: &str = "operator-token-for-tests-0123456789";
@@ -68,13 +68,8 @@ fn manage(luge: &Luge, method: &str, path: &str) -> common::Reply {
 
 #[test]
 fn config_routes_serve_rust_and_c_functions_binary_safe() {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["cat", "c-echo", "c-hello"] {
-        write_module(dir.path(), name);
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    let site = Site::new(
+        &["cat", "c-echo", "c-hello"],
         r#"
         [server]
         workers = 2
@@ -97,9 +92,8 @@ fn config_routes_serve_rust_and_c_functions_binary_safe() {
         content_type = "application/json"
         limits = { memory_mb = 32, timeout_ms = 2000 }
         "#,
-    )
-    .unwrap();
-    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    );
+    let luge = site.start(&[]);
 
     let body = binary_body();
     for (path, content_type) in [
@@ -150,13 +144,8 @@ fn config_routes_serve_rust_and_c_functions_binary_safe() {
 
 #[test]
 fn chains_pipe_each_stdout_to_the_next_stdin_and_name_the_failing_stage() {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["c-append", "cat", "env", "fail", "spin"] {
-        write_module(dir.path(), name);
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
+    let site = Site::new(
+        &["c-append", "cat", "env", "fail", "spin"],
         r#"
         [[routes]]
         path = "/a"
@@ -208,9 +197,8 @@ fn chains_pipe_each_stdout_to_the_next_stdin_and_name_the_failing_stage() {
         path = "/slow"
         stages = ["/cat", "/spin"]
         "#,
-    )
-    .unwrap();
-    let luge = Luge::start("serve", &["--config", path_str(&config)]);
+    );
+    let luge = site.start(&[]);
     assert_eq!(luge.get("/healthz").1["chains"], 5);
 
     // Stages run in order, each on the previous one's output; the last
@@ -280,7 +268,7 @@ fn chains_pipe_each_stdout_to_the_next_stdin_and_name_the_failing_stage() {
     );
 
     // A chain naming a route that does not exist stops the start.
-    let bad = dir.path().join("bad.toml");
+    let bad = site.path().join("bad.toml");
     std::fs::write(
         &bad,
         "[[routes]]\npath = \"/a\"\nmodule = \"cat.wasm\"\n[[chains]]\npath = \"/c\"\nstages = [\"/a\", \"/nope\"]\n",

@@ -24,7 +24,7 @@ fn traced_site(
     service: &str,
     protocol: &str,
     extra_env: &[(&str, &str)],
-) -> (Luge, tempfile::TempDir) {
+) -> (Luge, Site) {
     traced_site_with(jaeger, service, protocol, extra_env, "")
 }
 
@@ -35,22 +35,17 @@ fn traced_site_with(
     protocol: &str,
     extra_env: &[(&str, &str)],
     extra: &str,
-) -> (Luge, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    for name in [
-        "fanout",
-        "fib",
-        "echo",
-        "http-handler",
-        "spin-otel",
-        "counter",
-    ] {
-        std::fs::write(dir.path().join(format!("{name}.wasm")), wasm(name)).unwrap();
-    }
-    let config = dir.path().join("luge.toml");
-    std::fs::write(
-        &config,
-        extra.to_owned()
+) -> (Luge, Site) {
+    let site = Site::new(
+        &[
+            "fanout",
+            "fib",
+            "echo",
+            "http-handler",
+            "spin-otel",
+            "counter",
+        ],
+        &(extra.to_owned()
             + r#"
         [[routes]]
         path = "/fanout"
@@ -88,9 +83,8 @@ fn traced_site_with(
         path = "/counter"
         module = "counter.wasm"
         state = ["counters"]
-        "#,
-    )
-    .unwrap();
+        "#),
+    );
     let endpoint = match protocol {
         "grpc" => jaeger.grpc_endpoint(),
         _ => jaeger.http_endpoint(),
@@ -103,8 +97,8 @@ fn traced_site_with(
         ("OTEL_METRIC_EXPORT_INTERVAL", "500"),
     ];
     env.extend_from_slice(extra_env);
-    let luge = Luge::start_with_env("serve", &["--config", path_str(&config)], &env);
-    (luge, dir)
+    let luge = site.start_with_env(&[], &env);
+    (luge, site)
 }
 
 /// A W3C traceparent of a fresh trace, sampled: (header, trace id, the

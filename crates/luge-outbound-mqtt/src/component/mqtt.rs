@@ -14,17 +14,12 @@ use wasmtime::component::{Accessor, Resource};
 
 use luge_binding::{ConnectionsView, Handle};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-mqtt",
-        imports: { default: trappable },
-        with: {
-            "spin:mqtt/mqtt.connection": super::MqttConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-mqtt",
+    imports: { default: trappable },
+    with: {
+        "spin:mqtt/mqtt.connection": super::MqttConnection,
+    },
+);
 
 use generated::spin::mqtt::mqtt;
 
@@ -34,15 +29,25 @@ pub type MqttConnection = Handle<crate::Connection>;
 /// The bindings' host state: the view every binding shares.
 pub use luge_binding::HasConnections as HasMqtt;
 
-fn error(error: MqttError) -> mqtt::Error {
-    match error {
-        MqttError::InvalidAddress => mqtt::Error::InvalidAddress,
-        MqttError::TooManyConnections => mqtt::Error::TooManyConnections,
-        MqttError::Connect(e) => mqtt::Error::ConnectionFailed(e.to_string()),
-        MqttError::ConnectionFailed(e) => mqtt::Error::ConnectionFailed(e),
-        other => mqtt::Error::Other(other.to_string()),
-    }
+/// The error of one version's generated `$wit` types, written once for
+/// Spin 4's and Spin 2's interfaces, whose errors are the same.
+macro_rules! conversions {
+    ($wit:ident) => {
+        fn error(error: crate::MqttError) -> $wit::Error {
+            use crate::MqttError as E;
+            match error {
+                E::InvalidAddress => $wit::Error::InvalidAddress,
+                E::TooManyConnections => $wit::Error::TooManyConnections,
+                E::Connect(e) => $wit::Error::ConnectionFailed(e.to_string()),
+                E::ConnectionFailed(e) => $wit::Error::ConnectionFailed(e),
+                other => $wit::Error::Other(other.to_string()),
+            }
+        }
+    };
 }
+pub(super) use conversions;
+
+conversions!(mqtt);
 
 /// `error` for the guest, as `wrap` tells it; an address the grants do
 /// not allow in Spin's words (`connection-failed("address ADDRESS is not

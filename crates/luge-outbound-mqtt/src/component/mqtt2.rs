@@ -12,30 +12,16 @@ use wasmtime::component::Resource;
 use super::mqtt::{HasMqtt, MqttConnection};
 use luge_binding::ConnectionsView;
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-spin2-mqtt",
-        imports: { default: async | trappable },
-        with: {
-            "fermyon:spin/mqtt@2.0.0.connection": crate::component::mqtt::MqttConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-spin2-mqtt",
+    imports: { default: async | trappable },
+    with: {
+        "fermyon:spin/mqtt@2.0.0.connection": crate::component::mqtt::MqttConnection,
+    },
+);
 
 use generated::fermyon::spin2_0_0::mqtt;
 
-fn mqtt_error(error: crate::MqttError) -> mqtt::Error {
-    use crate::MqttError as E;
-    match error {
-        E::InvalidAddress => mqtt::Error::InvalidAddress,
-        E::TooManyConnections => mqtt::Error::TooManyConnections,
-        E::Connect(e) => mqtt::Error::ConnectionFailed(e.to_string()),
-        E::ConnectionFailed(e) => mqtt::Error::ConnectionFailed(e),
-        other => mqtt::Error::Other(other.to_string()),
-    }
-}
+super::mqtt::conversions!(mqtt);
 
 impl mqtt::Host for ConnectionsView<'_> {}
 
@@ -61,7 +47,7 @@ impl mqtt::HostConnection for ConnectionsView<'_> {
         if let Err(e) = &opened {
             tracing::debug!(function = %action.name, error = %e, "outbound mqtt refused");
         }
-        self.keep(opened, |e| super::mqtt::refused(e, &address, mqtt_error))
+        self.keep(opened, |e| super::mqtt::refused(e, &address, error))
     }
 
     async fn publish(
@@ -80,7 +66,7 @@ impl mqtt::HostConnection for ConnectionsView<'_> {
         };
         Ok(c.publish(&topic, payload, qos, deadline)
             .await
-            .map_err(mqtt_error))
+            .map_err(error))
     }
 
     async fn drop(&mut self, connection: Resource<MqttConnection>) -> wasmtime::Result<()> {

@@ -15,17 +15,12 @@ use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle, rows_answer};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-mysql",
-        imports: { default: trappable },
-        with: {
-            "spin:mysql/mysql.connection": super::MysqlConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-mysql",
+    imports: { default: trappable },
+    with: {
+        "spin:mysql/mysql.connection": super::MysqlConnection,
+    },
+);
 
 /// The generated bindings of the interface this module serves.
 pub use generated::spin::mysql::mysql as wit;

@@ -17,19 +17,14 @@ use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle, rows_answer};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-postgres",
-        // Queries wait on the network: every function is async.
-        imports: { default: async | trappable },
-        with: {
-            "spin:postgres/postgres@4.2.0.connection": super::PgConnection,
-            "spin:postgres/postgres@4.2.0.connection-builder": super::PgConnectionBuilder,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-postgres",
+    // Queries wait on the network: every function is async.
+    imports: { default: async | trappable },
+    with: {
+        "spin:postgres/postgres@4.2.0.connection": super::PgConnection,
+        "spin:postgres/postgres@4.2.0.connection-builder": super::PgConnectionBuilder,
+    },
+);
 
 /// The generated bindings of the interface this module serves.
 pub use generated::spin::postgres4_2_0::postgres as wit;

@@ -8,42 +8,24 @@
 //! `spin-sdk` 3.1.1's (Luge's WIT root wit/, deps/fermyon-spin2;
 //! Apache-2.0 WITH LLVM-exception).
 
-use crate::{self as pg, PgError};
+use crate as pg;
 use wasmtime::component::Resource;
 
 use super::postgres::{HasPostgres, PgConnection};
 use luge_binding::ConnectionsView;
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-spin2-postgres",
-        // Queries wait on the network: every function is async.
-        imports: { default: async | trappable },
-        with: {
-            "fermyon:spin/postgres@2.0.0.connection": crate::component::postgres::PgConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-spin2-postgres",
+    // Queries wait on the network: every function is async.
+    imports: { default: async | trappable },
+    with: {
+        "fermyon:spin/postgres@2.0.0.connection": crate::component::postgres::PgConnection,
+    },
+);
 
 use generated::fermyon::spin2_0_0::postgres;
 use generated::fermyon::spin2_0_0::rdbms_types as wit;
 
-fn pg_error(error: PgError) -> wit::Error {
-    match error {
-        PgError::BadParameter(text) => wit::Error::BadParameter(text),
-        PgError::Db(db) => wit::Error::QueryFailed(db.as_text),
-        PgError::Query(text) => wit::Error::QueryFailed(text),
-        PgError::ValueConversion(text) => wit::Error::ValueConversionFailed(text),
-        PgError::Connect(_)
-        | PgError::ConnectionFailed(_)
-        | PgError::InvalidAddress
-        | PgError::Tls(_)
-        | PgError::TooManyConnections => wit::Error::ConnectionFailed(error.to_string()),
-        other => wit::Error::Other(other.to_string()),
-    }
-}
+super::postgres3::text_error!(wit);
 
 fn pg_param(value: wit::ParameterValue) -> Result<pg::Param, wit::Error> {
     use wit::ParameterValue as P;
@@ -110,7 +92,7 @@ impl postgres::HostConnection for ConnectionsView<'_> {
         address: String,
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
         let opened = super::postgres::open(self.opening(), &address, None).await;
-        self.keep(opened, pg_error)
+        self.keep(opened, error)
     }
 
     async fn query(
@@ -135,7 +117,7 @@ impl postgres::HostConnection for ConnectionsView<'_> {
                     .map(|row| row.into_iter().map(pg_value).collect())
                     .collect(),
             })
-            .map_err(pg_error))
+            .map_err(error))
     }
 
     async fn execute(
@@ -154,9 +136,7 @@ impl postgres::HostConnection for ConnectionsView<'_> {
             Ok(params) => params,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(c.execute(&statement, params, deadline)
-            .await
-            .map_err(pg_error))
+        Ok(c.execute(&statement, params, deadline).await.map_err(error))
     }
 
     async fn drop(&mut self, connection: Resource<PgConnection>) -> wasmtime::Result<()> {

@@ -6,24 +6,19 @@
 //! as `other`. The WIT is `spin-sdk` 3.1.1's (Luge's WIT root wit/,
 //! deps/spin-postgres3; Apache-2.0 WITH LLVM-exception).
 
-use crate::{self as pg, PgError};
+use crate as pg;
 use wasmtime::component::Resource;
 
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-postgres3",
-        // Queries wait on the network: every function is async.
-        imports: { default: async | trappable },
-        with: {
-            "spin:postgres/postgres@3.0.0.connection": super::Pg3Connection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-postgres3",
+    // Queries wait on the network: every function is async.
+    imports: { default: async | trappable },
+    with: {
+        "spin:postgres/postgres@3.0.0.connection": super::Pg3Connection,
+    },
+);
 
 use generated::spin::postgres3_0_0::postgres as wit;
 
@@ -37,20 +32,30 @@ pub struct Pg3(pg::Connection);
 /// An open connection, as the guest's `connection` resource holds it.
 pub type Pg3Connection = Handle<Pg3>;
 
-fn error(error: PgError) -> wit::Error {
-    match error {
-        PgError::BadParameter(text) => wit::Error::BadParameter(text),
-        PgError::Db(db) => wit::Error::QueryFailed(db.as_text),
-        PgError::Query(text) => wit::Error::QueryFailed(text),
-        PgError::ValueConversion(text) => wit::Error::ValueConversionFailed(text),
-        PgError::Connect(_)
-        | PgError::ConnectionFailed(_)
-        | PgError::InvalidAddress
-        | PgError::Tls(_)
-        | PgError::TooManyConnections => wit::Error::ConnectionFailed(error.to_string()),
-        other => wit::Error::Other(other.to_string()),
-    }
+/// The error of one version's generated `$wit` types whose query error is
+/// text (spin:postgres@3.0.0's and Spin 2's), written once for both.
+macro_rules! text_error {
+    ($wit:ident) => {
+        fn error(error: crate::PgError) -> $wit::Error {
+            use crate::PgError as E;
+            match error {
+                E::BadParameter(text) => $wit::Error::BadParameter(text),
+                E::Db(db) => $wit::Error::QueryFailed(db.as_text),
+                E::Query(text) => $wit::Error::QueryFailed(text),
+                E::ValueConversion(text) => $wit::Error::ValueConversionFailed(text),
+                E::Connect(_)
+                | E::ConnectionFailed(_)
+                | E::InvalidAddress
+                | E::Tls(_)
+                | E::TooManyConnections => $wit::Error::ConnectionFailed(error.to_string()),
+                other => $wit::Error::Other(other.to_string()),
+            }
+        }
+    };
 }
+pub(super) use text_error;
+
+text_error!(wit);
 
 fn param(value: wit::ParameterValue) -> pg::Param {
     use wit::ParameterValue as P;

@@ -9,23 +9,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::{Parameter, RedisError, Reply};
 use wasmtime::component::{Accessor, Resource};
 
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-redis",
-        imports: { default: trappable },
-        with: {
-            "spin:redis/redis.connection": super::RedisConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-redis",
+    imports: { default: trappable },
+    with: {
+        "spin:redis/redis.connection": super::RedisConnection,
+    },
+);
 
 use generated::spin::redis::redis;
 
@@ -35,18 +29,55 @@ pub type RedisConnection = Handle<crate::Connection>;
 /// The bindings' host state: the view every binding shares.
 pub use luge_binding::HasConnections as HasRedis;
 
-fn error(error: RedisError) -> redis::Error {
-    match error {
-        // As Spin answers an address its grants do not allow (the reason
-        // is logged where the connection was refused).
-        RedisError::InvalidAddress | RedisError::Connect(luge_outbound::SendError::Denied(_)) => {
-            redis::Error::InvalidAddress
+/// The conversions to one version's generated `$wit` types (its error,
+/// `execute`'s arguments and replies, an operation's answer), written once for Spin 4's and Spin 2's
+/// interfaces, whose errors are the same.
+macro_rules! conversions {
+    ($wit:ident) => {
+        fn error(error: crate::RedisError) -> $wit::Error {
+            use crate::RedisError as E;
+            match error {
+                // As Spin answers an address its grants do not allow (the
+                // reason is logged where the connection was refused).
+                E::InvalidAddress | E::Connect(luge_outbound::SendError::Denied(_)) => {
+                    $wit::Error::InvalidAddress
+                }
+                E::TooManyConnections => $wit::Error::TooManyConnections,
+                E::TypeError(_) => $wit::Error::TypeError,
+                other => $wit::Error::Other(other.to_string()),
+            }
         }
-        RedisError::TooManyConnections => redis::Error::TooManyConnections,
-        RedisError::TypeError(_) => redis::Error::TypeError,
-        other => redis::Error::Other(other.to_string()),
-    }
+
+        /// A guest's argument to `execute`.
+        fn parameter(argument: $wit::RedisParameter) -> crate::Parameter {
+            match argument {
+                $wit::RedisParameter::Int64(i) => crate::Parameter::Int64(i),
+                $wit::RedisParameter::Binary(b) => crate::Parameter::Binary(b),
+            }
+        }
+
+        /// One of `execute`'s replies, for the guest.
+        fn reply(reply: crate::Reply) -> $wit::RedisResult {
+            match reply {
+                crate::Reply::Nil => $wit::RedisResult::Nil,
+                crate::Reply::Status(s) => $wit::RedisResult::Status(s),
+                crate::Reply::Int64(i) => $wit::RedisResult::Int64(i),
+                crate::Reply::Binary(b) => $wit::RedisResult::Binary(b),
+            }
+        }
+
+        /// `result` for the guest: its value, or the error it can tell
+        /// apart.
+        fn answer<R>(
+            result: Result<R, crate::RedisError>,
+        ) -> wasmtime::Result<Result<R, $wit::Error>> {
+            Ok(result.map_err(error))
+        }
+    };
 }
+pub(super) use conversions;
+
+conversions!(redis);
 
 /// What every operation starts with: the connection `connection` names,
 /// the invocation's deadline, and the operation's span (held until the
@@ -76,11 +107,6 @@ impl redis::HostConnection for ConnectionsView<'_> {
     fn drop(&mut self, connection: Resource<RedisConnection>) -> wasmtime::Result<()> {
         self.close(connection)
     }
-}
-
-/// `result` for the guest: its value, or the error it can tell apart.
-fn answer<R>(result: Result<R, RedisError>) -> wasmtime::Result<Result<R, redis::Error>> {
-    Ok(result.map_err(error))
 }
 
 impl<T> redis::HostConnectionWithStore<T> for HasRedis {
@@ -189,27 +215,11 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         arguments: Vec<redis::RedisParameter>,
     ) -> wasmtime::Result<Result<Vec<redis::RedisResult>, redis::Error>> {
         let (c, deadline, _span) = held(accessor, &connection, "execute")?;
-        let arguments: Vec<Parameter> = arguments
-            .into_iter()
-            .map(|argument| match argument {
-                redis::RedisParameter::Int64(i) => Parameter::Int64(i),
-                redis::RedisParameter::Binary(b) => Parameter::Binary(b),
-            })
-            .collect();
+        let arguments: Vec<_> = arguments.into_iter().map(parameter).collect();
         answer(
             c.execute(&command, &arguments, deadline)
                 .await
-                .map(|replies| {
-                    replies
-                        .into_iter()
-                        .map(|reply| match reply {
-                            Reply::Nil => redis::RedisResult::Nil,
-                            Reply::Status(s) => redis::RedisResult::Status(s),
-                            Reply::Int64(i) => redis::RedisResult::Int64(i),
-                            Reply::Binary(b) => redis::RedisResult::Binary(b),
-                        })
-                        .collect()
-                }),
+                .map(|replies| replies.into_iter().map(reply).collect()),
         )
     }
 }

@@ -10,38 +10,34 @@ use wasmtime::component::Resource;
 use super::redis::{HasRedis, RedisConnection};
 use luge_binding::{ConnectionsView, max_answer_bytes};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-spin2-redis",
-        imports: { default: async | trappable },
-        with: {
-            "fermyon:spin/redis@2.0.0.connection": crate::component::redis::RedisConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-spin2-redis",
+    imports: { default: async | trappable },
+    with: {
+        "fermyon:spin/redis@2.0.0.connection": crate::component::redis::RedisConnection,
+    },
+);
 
 use generated::fermyon::spin2_0_0::redis;
 
-fn redis_error(error: crate::RedisError) -> redis::Error {
-    use crate::RedisError as E;
-    match error {
-        // As Spin answers an address its grants do not allow.
-        E::InvalidAddress | E::Connect(luge_outbound::SendError::Denied(_)) => {
-            redis::Error::InvalidAddress
-        }
-        E::TooManyConnections => redis::Error::TooManyConnections,
-        E::TypeError(_) => redis::Error::TypeError,
-        other => redis::Error::Other(other.to_string()),
-    }
-}
+super::redis::conversions!(redis);
 
-/// `result` for the guest: its value, or the error it can tell apart.
-fn redis_answer<R>(
-    result: Result<R, crate::RedisError>,
-) -> wasmtime::Result<Result<R, redis::Error>> {
-    Ok(result.map_err(redis_error))
+/// What every operation starts with ([`ConnectionsView::operation`]): the
+/// connection, the deadline, and the span of `name`.
+fn op(
+    view: &ConnectionsView<'_>,
+    connection: &Resource<RedisConnection>,
+    name: &'static str,
+) -> wasmtime::Result<(
+    std::sync::Arc<crate::Connection>,
+    std::time::Instant,
+    Option<luge_core::trace::HostSpan>,
+)> {
+    view.operation(
+        connection,
+        luge_core::trace::HostCall::KeyValue,
+        "redis",
+        name,
+    )
 }
 
 impl redis::Host for ConnectionsView<'_> {}
@@ -63,7 +59,7 @@ impl redis::HostConnection for ConnectionsView<'_> {
         if let Err(e) = &opened {
             tracing::debug!(function = %action.name, error = %e, "outbound redis refused");
         }
-        self.keep(opened, redis_error)
+        self.keep(opened, error)
     }
 
     async fn publish(
@@ -72,13 +68,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         channel: String,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "publish",
-        )?;
-        redis_answer(c.publish(&channel, &payload, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "publish")?;
+        answer(c.publish(&channel, &payload, deadline).await)
     }
 
     async fn get(
@@ -86,13 +77,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "get",
-        )?;
-        redis_answer(c.get(&key, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "get")?;
+        answer(c.get(&key, deadline).await)
     }
 
     async fn set(
@@ -101,13 +87,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "set",
-        )?;
-        redis_answer(c.set(&key, &value, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "set")?;
+        answer(c.set(&key, &value, deadline).await)
     }
 
     async fn incr(
@@ -115,13 +96,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<i64, redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "incr",
-        )?;
-        redis_answer(c.incr(&key, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "incr")?;
+        answer(c.incr(&key, deadline).await)
     }
 
     async fn del(
@@ -129,13 +105,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "del",
-        )?;
-        redis_answer(c.del(&keys, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "del")?;
+        answer(c.del(&keys, deadline).await)
     }
 
     async fn sadd(
@@ -144,13 +115,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "sadd",
-        )?;
-        redis_answer(c.sadd(&key, &values, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "sadd")?;
+        answer(c.sadd(&key, &values, deadline).await)
     }
 
     async fn smembers(
@@ -158,13 +124,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> wasmtime::Result<Result<Vec<String>, redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "smembers",
-        )?;
-        redis_answer(c.smembers(&key, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "smembers")?;
+        answer(c.smembers(&key, deadline).await)
     }
 
     async fn srem(
@@ -173,13 +134,8 @@ impl redis::HostConnection for ConnectionsView<'_> {
         key: String,
         values: Vec<String>,
     ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "srem",
-        )?;
-        redis_answer(c.srem(&key, &values, deadline).await)
+        let (c, deadline, _span) = op(self, &connection, "srem")?;
+        answer(c.srem(&key, &values, deadline).await)
     }
 
     async fn execute(
@@ -188,34 +144,12 @@ impl redis::HostConnection for ConnectionsView<'_> {
         command: String,
         arguments: Vec<redis::RedisParameter>,
     ) -> wasmtime::Result<Result<Vec<redis::RedisResult>, redis::Error>> {
-        use crate::{Parameter, Reply};
-        let (c, deadline, _span) = self.operation(
-            &connection,
-            luge_core::trace::HostCall::KeyValue,
-            "redis",
-            "execute",
-        )?;
-        let arguments: Vec<Parameter> = arguments
-            .into_iter()
-            .map(|argument| match argument {
-                redis::RedisParameter::Int64(i) => Parameter::Int64(i),
-                redis::RedisParameter::Binary(b) => Parameter::Binary(b),
-            })
-            .collect();
-        redis_answer(
+        let (c, deadline, _span) = op(self, &connection, "execute")?;
+        let arguments: Vec<_> = arguments.into_iter().map(parameter).collect();
+        answer(
             c.execute(&command, &arguments, deadline)
                 .await
-                .map(|replies| {
-                    replies
-                        .into_iter()
-                        .map(|reply| match reply {
-                            Reply::Nil => redis::RedisResult::Nil,
-                            Reply::Status(s) => redis::RedisResult::Status(s),
-                            Reply::Int64(i) => redis::RedisResult::Int64(i),
-                            Reply::Binary(b) => redis::RedisResult::Binary(b),
-                        })
-                        .collect()
-                }),
+                .map(|replies| replies.into_iter().map(reply).collect()),
         )
     }
 

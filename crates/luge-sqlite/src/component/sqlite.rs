@@ -16,18 +16,13 @@ use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle, rows_answer};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-sqlite",
-        // SQLite blocks: every function awaits the blocking pool.
-        imports: { default: async | trappable },
-        with: {
-            "spin:sqlite/sqlite.connection": super::SqliteConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-sqlite",
+    // SQLite blocks: every function awaits the blocking pool.
+    imports: { default: async | trappable },
+    with: {
+        "spin:sqlite/sqlite.connection": super::SqliteConnection,
+    },
+);
 
 use generated::spin::sqlite::sqlite;
 
@@ -37,40 +32,51 @@ pub type SqliteConnection = Handle<crate::Connection>;
 /// The bindings' host state: the view every binding shares.
 pub use luge_binding::HasConnections as HasSqlite;
 
-fn error(error: SqliteError) -> sqlite::Error {
-    match error {
-        SqliteError::NoSuchDatabase => sqlite::Error::NoSuchDatabase,
-        SqliteError::AccessDenied => sqlite::Error::AccessDenied,
-        SqliteError::DatabaseFull => sqlite::Error::DatabaseFull,
-        SqliteError::InvalidConnection => sqlite::Error::InvalidConnection,
-        other => sqlite::Error::Io(other.to_string()),
-    }
-}
+/// The conversions between one version's generated `$wit` types (its
+/// error, values and rows) and this crate's, written once for Spin 4's
+/// and Spin 2's interfaces, whose types are the same.
+macro_rules! conversions {
+    ($wit:ident) => {
+        fn error(error: crate::SqliteError) -> $wit::Error {
+            use crate::SqliteError as E;
+            match error {
+                E::NoSuchDatabase => $wit::Error::NoSuchDatabase,
+                E::AccessDenied => $wit::Error::AccessDenied,
+                E::DatabaseFull => $wit::Error::DatabaseFull,
+                E::InvalidConnection => $wit::Error::InvalidConnection,
+                other => $wit::Error::Io(other.to_string()),
+            }
+        }
 
-fn value_in(value: sqlite::Value) -> crate::Value {
-    match value {
-        sqlite::Value::Integer(i) => crate::Value::Integer(i),
-        sqlite::Value::Real(r) => crate::Value::Real(r),
-        sqlite::Value::Text(t) => crate::Value::Text(t),
-        sqlite::Value::Blob(b) => crate::Value::Blob(b),
-        sqlite::Value::Null => crate::Value::Null,
-    }
-}
+        fn value_in(value: $wit::Value) -> crate::Value {
+            match value {
+                $wit::Value::Integer(i) => crate::Value::Integer(i),
+                $wit::Value::Real(r) => crate::Value::Real(r),
+                $wit::Value::Text(t) => crate::Value::Text(t),
+                $wit::Value::Blob(b) => crate::Value::Blob(b),
+                $wit::Value::Null => crate::Value::Null,
+            }
+        }
 
-fn row_out(values: Vec<crate::Value>) -> sqlite::RowResult {
-    sqlite::RowResult {
-        values: values
-            .into_iter()
-            .map(|value| match value {
-                crate::Value::Integer(i) => sqlite::Value::Integer(i),
-                crate::Value::Real(r) => sqlite::Value::Real(r),
-                crate::Value::Text(t) => sqlite::Value::Text(t),
-                crate::Value::Blob(b) => sqlite::Value::Blob(b),
-                crate::Value::Null => sqlite::Value::Null,
-            })
-            .collect(),
-    }
+        fn row_out(values: Vec<crate::Value>) -> $wit::RowResult {
+            $wit::RowResult {
+                values: values
+                    .into_iter()
+                    .map(|value| match value {
+                        crate::Value::Integer(i) => $wit::Value::Integer(i),
+                        crate::Value::Real(r) => $wit::Value::Real(r),
+                        crate::Value::Text(t) => $wit::Value::Text(t),
+                        crate::Value::Blob(b) => $wit::Value::Blob(b),
+                        crate::Value::Null => $wit::Value::Null,
+                    })
+                    .collect(),
+            }
+        }
+    };
 }
+pub(super) use conversions;
+
+conversions!(sqlite);
 
 /// Opens `label` for the action's grant: no `default` without an owner.
 pub async fn open(

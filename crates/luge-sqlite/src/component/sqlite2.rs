@@ -10,50 +10,16 @@ use wasmtime::component::Resource;
 use super::sqlite::{HasSqlite, SqliteConnection};
 use luge_binding::{ConnectionsView, max_answer_bytes};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-spin2-sqlite",
-        imports: { default: async | trappable },
-        with: {
-            "fermyon:spin/sqlite@2.0.0.connection": crate::component::sqlite::SqliteConnection,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-spin2-sqlite",
+    imports: { default: async | trappable },
+    with: {
+        "fermyon:spin/sqlite@2.0.0.connection": crate::component::sqlite::SqliteConnection,
+    },
+);
 
 use generated::fermyon::spin2_0_0::sqlite;
 
-fn sqlite_error(error: crate::SqliteError) -> sqlite::Error {
-    use crate::SqliteError as E;
-    match error {
-        E::NoSuchDatabase => sqlite::Error::NoSuchDatabase,
-        E::AccessDenied => sqlite::Error::AccessDenied,
-        E::DatabaseFull => sqlite::Error::DatabaseFull,
-        E::InvalidConnection => sqlite::Error::InvalidConnection,
-        other => sqlite::Error::Io(other.to_string()),
-    }
-}
-
-fn sqlite_in(value: sqlite::Value) -> crate::Value {
-    match value {
-        sqlite::Value::Integer(i) => crate::Value::Integer(i),
-        sqlite::Value::Real(r) => crate::Value::Real(r),
-        sqlite::Value::Text(t) => crate::Value::Text(t),
-        sqlite::Value::Blob(b) => crate::Value::Blob(b),
-        sqlite::Value::Null => crate::Value::Null,
-    }
-}
-
-fn sqlite_out(value: crate::Value) -> sqlite::Value {
-    match value {
-        crate::Value::Integer(i) => sqlite::Value::Integer(i),
-        crate::Value::Real(r) => sqlite::Value::Real(r),
-        crate::Value::Text(t) => sqlite::Value::Text(t),
-        crate::Value::Blob(b) => sqlite::Value::Blob(b),
-        crate::Value::Null => sqlite::Value::Null,
-    }
-}
+super::sqlite::conversions!(sqlite);
 
 impl sqlite::Host for ConnectionsView<'_> {}
 
@@ -63,7 +29,7 @@ impl sqlite::HostConnection for ConnectionsView<'_> {
         database: String,
     ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
         let opened = super::sqlite::open(self.opening(), &database).await;
-        self.keep(opened, sqlite_error)
+        self.keep(opened, error)
     }
 
     async fn execute(
@@ -74,7 +40,7 @@ impl sqlite::HostConnection for ConnectionsView<'_> {
     ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
         let _span = self.span(luge_core::trace::HostCall::Database, "sqlite", "execute");
         let (connection, deadline) = self.held(&connection)?;
-        let parameters = parameters.into_iter().map(sqlite_in).collect();
+        let parameters = parameters.into_iter().map(value_in).collect();
         Ok(connection
             .execute(
                 statement,
@@ -85,15 +51,9 @@ impl sqlite::HostConnection for ConnectionsView<'_> {
             .await
             .map(|rows| sqlite::QueryResult {
                 columns: rows.columns,
-                rows: rows
-                    .rows
-                    .into_iter()
-                    .map(|values| sqlite::RowResult {
-                        values: values.into_iter().map(sqlite_out).collect(),
-                    })
-                    .collect(),
+                rows: rows.rows.into_iter().map(row_out).collect(),
             })
-            .map_err(sqlite_error))
+            .map_err(error))
     }
 
     async fn drop(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<()> {

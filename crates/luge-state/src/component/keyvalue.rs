@@ -9,20 +9,15 @@ use wasmtime::component::Resource;
 
 use super::{Error, HasKeyValue, KeyValueView};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-keyvalue-draft",
-        imports: { default: trappable },
-        with: {
-            "wasi:keyvalue/store@0.2.0-draft.bucket": luge_core::keyvalue::Bucket,
-        },
-        trappable_error_type: {
-            "wasi:keyvalue/store@0.2.0-draft.error" => crate::component::Error,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-keyvalue-draft",
+    imports: { default: trappable },
+    with: {
+        "wasi:keyvalue/store@0.2.0-draft.bucket": luge_core::keyvalue::Bucket,
+    },
+    trappable_error_type: {
+        "wasi:keyvalue/store@0.2.0-draft.error" => crate::component::Error,
+    },
+);
 
 use generated::wasi::keyvalue0_2_0_draft as keyvalue;
 

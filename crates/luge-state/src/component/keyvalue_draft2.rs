@@ -11,21 +11,16 @@ use wasmtime::component::Resource;
 
 use super::{Error, HasKeyValue, KeyValueView};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-keyvalue-draft2",
-        imports: { default: trappable },
-        with: {
-            "wasi:keyvalue/store@0.2.0-draft2.bucket": luge_core::keyvalue::Bucket,
-            "wasi:keyvalue/atomics@0.2.0-draft2.cas": luge_core::keyvalue::Cas,
-        },
-        trappable_error_type: {
-            "wasi:keyvalue/store@0.2.0-draft2.error" => crate::component::Error,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-keyvalue-draft2",
+    imports: { default: trappable },
+    with: {
+        "wasi:keyvalue/store@0.2.0-draft2.bucket": luge_core::keyvalue::Bucket,
+        "wasi:keyvalue/atomics@0.2.0-draft2.cas": luge_core::keyvalue::Cas,
+    },
+    trappable_error_type: {
+        "wasi:keyvalue/store@0.2.0-draft2.error" => crate::component::Error,
+    },
+);
 
 use generated::wasi::keyvalue0_2_0_draft2::{atomics, batch, store};
 

@@ -12,17 +12,12 @@ use wasmtime::component::{Accessor, Resource};
 
 use super::{HasKeyValue, KeyValueView};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-spin-key-value",
-        imports: { default: trappable },
-        with: {
-            "spin:key-value/key-value.store": luge_core::keyvalue::Bucket,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-spin-key-value",
+    imports: { default: trappable },
+    with: {
+        "spin:key-value/key-value.store": luge_core::keyvalue::Bucket,
+    },
+);
 
 use generated::spin::key_value::key_value;
 

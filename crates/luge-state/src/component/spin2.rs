@@ -9,17 +9,12 @@ use wasmtime::component::Resource;
 
 use super::{HasKeyValue, KeyValueView};
 
-#[allow(missing_docs)] // generated
-mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "luge:worlds/host-spin2-key-value",
-        imports: { default: async | trappable },
-        with: {
-            "fermyon:spin/key-value@2.0.0.store": luge_core::keyvalue::Bucket,
-        },
-    });
-}
+luge_binding::bindings!("luge:worlds/host-spin2-key-value",
+    imports: { default: async | trappable },
+    with: {
+        "fermyon:spin/key-value@2.0.0.store": luge_core::keyvalue::Bucket,
+    },
+);
 
 use generated::fermyon::spin2_0_0::key_value;
 

@@ -512,7 +512,7 @@ pub trait ActionContainer {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let (out, err) = self.logs(0);
-            let both = out + &err;
+            let both = format!("{out}{err}");
             if both.contains(needle) || Instant::now() > deadline {
                 return both;
             }
@@ -722,6 +722,16 @@ impl Site {
         site
     }
 
+    /// Writes `wasm` as the module `NAME.wasm`.
+    pub fn add_module(&self, name: &str, wasm: &[u8]) {
+        std::fs::write(self.dir.path().join(format!("{name}.wasm")), wasm).unwrap();
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// Replaces the config.
     pub fn write_config(&self, toml: &str) {
         std::fs::write(self.config(), toml).unwrap();
@@ -738,6 +748,14 @@ impl Site {
         let mut all = vec!["--config", path_str(&config)];
         all.extend_from_slice(args);
         Luge::try_start("serve", &all)
+    }
+
+    /// `luge serve --config luge.toml ARGS` with `env` besides.
+    pub fn start_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Luge {
+        let config = self.config();
+        let mut all = vec!["--config", path_str(&config)];
+        all.extend_from_slice(args);
+        Luge::start_with_env("serve", &all, env)
     }
 
     /// `luge serve --config luge.toml ARGS`.
