@@ -240,10 +240,12 @@ pub fn parse(
                 ("http", _) => loader.http_trigger(&mut loaded, &http_base, &location, trigger)?,
                 (_, Some(kind)) => loader.event_trigger(&mut loaded, kind, location, trigger)?,
                 (_, None) => {
-                    let kinds: Vec<&str> = luge_trigger::KINDS.iter().map(|k| k.name()).collect();
+                    let kinds = luge_trigger::KINDS.iter().map(|k| k.name());
+                    let kinds: Vec<&str> = std::iter::once("http").chain(kinds).collect();
+                    let (last, rest) = kinds.split_last().unwrap_or((&"http", &[]));
                     return Err(error(
                         &format!("trigger.{kind}"),
-                        format!("Luge serves http and {} triggers", kinds.join(", ")),
+                        format!("Luge serves {} and {last} triggers", rest.join(", ")),
                     ));
                 }
             }

@@ -50,7 +50,7 @@ use luge_core::event::Event;
 
 /// Every kind of trigger Luge serves: a new kind is its module and its
 /// row here.
-pub static KINDS: &[&dyn Kind] = &[&cron::Cron, &redis::Redis, &mqtt::Mqtt];
+pub static KINDS: &[&dyn Kind] = &[&redis::Redis, &mqtt::Mqtt, &cron::Cron];
 
 /// The kind named `name` (Spin's trigger type), if Luge serves it.
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {
