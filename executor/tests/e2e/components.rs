@@ -477,19 +477,7 @@ fn a_wasi_http_release_candidate_handler_runs_unchanged() {
     if !on_wasmtime() {
         return;
     }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for stream in listener.incoming() {
-            let mut stream = stream.unwrap();
-            let mut buf = [0; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
-            );
-        }
-    });
+    let port = common::tcp_peer(common::UPSTREAM);
     let toml = format!(
         "[[routes]]\npath = \"/rc/...\"\nmodule = \"http-rc.wasm\"\n\
          allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]\n"
@@ -805,19 +793,7 @@ fn outgoing_http_needs_a_grant() {
         return;
     }
     // A one-page HTTP server on 127.0.0.1.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for stream in listener.incoming() {
-            let mut stream = stream.unwrap();
-            let mut buf = [0; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
-            );
-        }
-    });
+    let port = common::tcp_peer(common::UPSTREAM);
     let grant = format!("allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]");
     let (_dir, luge) = serve_handler(&[("/granted/fetch", &grant), ("/denied/fetch", "")], &[]);
     let url = format!("http://127.0.0.1:{port}/page");

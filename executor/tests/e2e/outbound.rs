@@ -3,7 +3,6 @@
 //! what `allowed_outbound_hosts` refuses (Spin's grammar; wildcards reach
 //! public addresses only; other encodings of an address are names).
 
-use std::io::Write as _;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,25 +12,6 @@ use crate::components::{on_wasmtime, serve_handler};
 
 use common::*;
 use luge_testkit::tls::{self, PrivateCa};
-
-/// A TCP peer on 127.0.0.1 that answers each connection's first read
-/// with `reply` and closes it; it runs until the test process ends.
-fn tcp_peer(reply: &'static [u8]) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 1024];
-                if std::io::Read::read(&mut stream, &mut buf).is_ok() {
-                    let _ = stream.write_all(reply);
-                }
-            });
-        }
-    });
-    port
-}
 
 /// An HTTPS server on 127.0.0.1 with `config`, answering every request
 /// with its protocol version (`secure over HTTP/2.0`).
@@ -213,8 +193,7 @@ fn outbound_grants_follow_spins_grammar_and_the_address_rule() {
     if !on_wasmtime() {
         return;
     }
-    let port =
-        tcp_peer(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!");
+    let port = tcp_peer(UPSTREAM);
     let wildcard = "allowed_outbound_hosts = [\"*://*:*\"]".to_owned();
     let range = format!(
         "allowed_outbound_hosts = [\"http://127.0.0.1:{}..{}\"]",

@@ -37,19 +37,7 @@ pub(crate) fn serve_app(state: &std::path::Path, upstream: &str) -> Luge {
 
 /// A one-page HTTP server on 127.0.0.1: its origin.
 pub(crate) fn upstream() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut buf = [0; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
-            );
-        }
-    });
+    let port = tcp_peer(UPSTREAM);
     format!("http://127.0.0.1:{port}")
 }
 
@@ -578,19 +566,7 @@ fn a_spin_sdk_2_module_runs_unchanged() {
         return;
     }
     // A one-page HTTP server on 127.0.0.1.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for stream in listener.incoming() {
-            let mut stream = stream.unwrap();
-            let mut buf = [0; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!",
-            );
-        }
-    });
+    let port = tcp_peer(UPSTREAM);
     let (luge, _dir, _state) = spin_sdk_module_runs_unchanged(
         "spin-sdk2",
         "2",

@@ -764,3 +764,27 @@ impl Site {
             .unwrap_or_else(|stderr| panic!("luge did not start: {stderr}"))
     }
 }
+
+/// A one-page HTTP answer (`upstream!`), what the tests' upstreams send.
+pub const UPSTREAM: &[u8] =
+    b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!";
+
+/// A TCP peer on 127.0.0.1 that answers each connection's first read
+/// with `reply` and closes it; it runs until the test process ends. Its
+/// port.
+pub fn tcp_peer(reply: &'static [u8]) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                if std::io::Read::read(&mut stream, &mut buf).is_ok() {
+                    let _ = std::io::Write::write_all(&mut stream, reply);
+                }
+            });
+        }
+    });
+    port
+}
