@@ -59,7 +59,8 @@ fn init_from_artifact(c: &mut Criterion) {
                         (registry, Container::new(Arc::new(LogBuffer::default())))
                     },
                     |(registry, container)| {
-                        let reply = container.init(&registry, &settings, &body);
+                        let reply =
+                            container.init(&registry, &Default::default(), &settings, &body);
                         assert_eq!(reply.status, 200);
                         (registry, container)
                     },

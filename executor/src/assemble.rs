@@ -112,7 +112,7 @@ fn serve(host: &HostArgs, common: Options) -> anyhow::Result<(SocketAddr, Execut
         FunctionHost::new(
             Arc::clone(&settings.registry),
             HostPolicy {
-                admit: settings.init.policy.clone(),
+                admit: settings.admit.clone(),
                 allow_reuse_with_grants: common.allow_reuse_with_grants.unwrap_or(false),
             },
             store,
@@ -132,7 +132,7 @@ fn serve(host: &HostArgs, common: Options) -> anyhow::Result<(SocketAddr, Execut
                 &function_host,
                 manifest,
                 common.runtime_config_file.as_deref(),
-                settings.init.policy.fs_root.as_deref(),
+                settings.admit.fs_root.as_deref(),
                 &stores,
             )?;
             triggers.extend(app.triggers);

@@ -92,7 +92,11 @@ pub struct Settings {
     pub preemption: Preemption,
     /// Loads and shares modules.
     pub registry: Arc<ModuleRegistry>,
-    /// Bounds on init.
+    /// The operator's bounds on every function, however it arrives (an
+    /// OpenWhisk `/init`, an upload, luge.toml, a Spin app): directory
+    /// grants' root, limits, code size.
+    pub admit: luge_registry::admit::Bounds,
+    /// What an OpenWhisk `/init` adds: the container's environment.
     pub init: InitSettings,
     /// Request body cap in bytes.
     pub max_body_bytes: usize,
@@ -303,14 +307,12 @@ impl Options {
                 enabled: self.preempts(),
             },
             registry: Arc::new(registry),
-            init: InitSettings {
-                policy: luge_registry::admit::Bounds {
-                    fs_root,
-                    limits,
-                    ..luge_registry::admit::Bounds::default()
-                },
-                ..InitSettings::default()
+            admit: luge_registry::admit::Bounds {
+                fs_root,
+                limits,
+                ..luge_registry::admit::Bounds::default()
             },
+            init: InitSettings::default(),
             // 64 MiB: OpenWhisk's largest action (48 MB) base64-encoded.
             max_body_bytes: self.max_body_mb.unwrap_or(64) << 20,
             admission: crate::admission::Places {

@@ -114,9 +114,10 @@ impl Handler for OpenWhisk {
 /// `/init`: loads the action's code (compiling off the workers).
 async fn init(app: &App, body: Bytes, container: Arc<Container>) -> Response {
     let registry = Arc::clone(&app.settings.registry);
+    let bounds = app.settings.admit.clone();
     let settings = app.settings.init.clone();
     let reply = dispatch::blocking(&app.settings.runtime, move || {
-        container.init(&registry, &settings, &body)
+        container.init(&registry, &bounds, &settings, &body)
     })
     .await
     .unwrap_or_else(|e| Reply::error(500, e.to_string()));

@@ -13,11 +13,10 @@ use luge_registry::admit::{self, AdmitError, Wanted};
 use crate::logs::{LogBuffer, LogSink};
 use crate::protocol::{self, Reply, status};
 
-/// Operator settings that bound what an init may ask for.
+/// What an OpenWhisk `/init` adds to the operator's bounds: the container's
+/// own environment.
 #[derive(Debug, Clone, Default)]
 pub struct InitSettings {
-    /// The operator's bounds: directory grants' root, limits, code size.
-    pub policy: admit::Bounds,
     /// The container's own environment, which an action sees under its
     /// init's `env`: in `luge proxy`, the `__OW_*` variables OpenWhisk starts
     /// the container with (`__OW_API_HOST`); empty in `luge serve`, where the
@@ -119,7 +118,15 @@ impl Container {
 
     /// Handles `/init`. Compiles if the code is new to the registry, so call
     /// it off the async runtime's threads.
-    pub fn init(&self, registry: &ModuleRegistry, settings: &InitSettings, body: &[u8]) -> Reply {
+    /// `bounds` are the operator's (directory grants' root, limits, code
+    /// size), the same for every way a function arrives.
+    pub fn init(
+        &self,
+        registry: &ModuleRegistry,
+        bounds: &admit::Bounds,
+        settings: &InitSettings,
+        body: &[u8],
+    ) -> Reply {
         {
             let mut state = self.state();
             if !matches!(*state, State::Empty) {
@@ -129,7 +136,7 @@ impl Container {
             }
             *state = State::Initializing;
         }
-        match Self::initialize(registry, settings, body) {
+        match Self::initialize(registry, bounds, settings, body) {
             Ok(ready) => {
                 tracing::info!(action = %ready.action.name, entry = %ready.action.entry, "initialized");
                 *self.state() = State::Ready(Arc::new(ready));
@@ -148,6 +155,7 @@ impl Container {
 
     fn initialize(
         registry: &ModuleRegistry,
+        policy: &admit::Bounds,
         settings: &InitSettings,
         body: &[u8],
     ) -> Result<Ready, Reply> {
@@ -155,7 +163,6 @@ impl Container {
         let refused = |e: AdmitError| Reply::error(e.status(), luge_core::error_line(&e));
         let annotations =
             Annotations::parse(&request.annotations).map_err(|e| refused(AdmitError::from(e)))?;
-        let policy = &settings.policy;
         // Later sources win: the container's environment, the init's env,
         // then the action's `wasi.env` (added by the pipeline).
         let mut env: Vec<(String, String)> = settings
