@@ -592,8 +592,12 @@ fn a_slow_global_tier_holds_no_worker() {
         (loaded, started.elapsed())
     });
     let p50 = |t: &[Duration]| t[t.len() / 2];
+    // A worker held by a parked read would keep a neighbour waiting for a
+    // whole read of 4 x 40 ms (160 ms); twice the idle time and 10 ms cover
+    // a 2-core machine busy with the other tests (once 9.6 ms against
+    // 4.6 ms idle), far from that.
     assert!(
-        p50(&loaded) <= p50(&idle) + Duration::from_millis(5),
+        p50(&loaded) <= p50(&idle) * 2 + Duration::from_millis(10),
         "neighbour p50 {:?} under load against {:?} idle (all under load: {loaded:?})",
         p50(&loaded),
         p50(&idle)
