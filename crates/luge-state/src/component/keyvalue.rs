@@ -37,8 +37,7 @@ impl keyvalue::store::Host for KeyValueView<'_> {
 
 impl keyvalue::store::HostBucket for KeyValueView<'_> {
     fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.get(self.state()?, &key)?)
+        self.with(&bucket, |bucket, state| bucket.get(state, &key))
     }
 
     fn set(
@@ -47,18 +46,15 @@ impl keyvalue::store::HostBucket for KeyValueView<'_> {
         key: String,
         value: Vec<u8>,
     ) -> Result<(), Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.set(self.state()?, &key, &value)?)
+        self.with(&bucket, |bucket, state| bucket.set(state, &key, &value))
     }
 
     fn delete(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<(), Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.delete(self.state()?, &key)?)
+        self.with(&bucket, |bucket, state| bucket.delete(state, &key))
     }
 
     fn exists(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<bool, Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.exists(self.state()?, &key)?)
+        self.with(&bucket, |bucket, state| bucket.exists(state, &key))
     }
 
     fn list_keys(
@@ -83,8 +79,9 @@ impl keyvalue::atomics::Host for KeyValueView<'_> {
         key: String,
         delta: u64,
     ) -> Result<u64, Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.increment(self.state()?, &key, delta)?)
+        self.with(&bucket, |bucket, state| {
+            bucket.increment(state, &key, delta)
+        })
     }
 }
 

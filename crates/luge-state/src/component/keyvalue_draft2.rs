@@ -44,8 +44,7 @@ impl store::Host for KeyValueView<'_> {
 
 impl store::HostBucket for KeyValueView<'_> {
     fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.get(self.state()?, &key)?)
+        self.with(&bucket, |bucket, state| bucket.get(state, &key))
     }
 
     fn set(
@@ -54,18 +53,15 @@ impl store::HostBucket for KeyValueView<'_> {
         key: String,
         value: Vec<u8>,
     ) -> Result<(), Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.set(self.state()?, &key, &value)?)
+        self.with(&bucket, |bucket, state| bucket.set(state, &key, &value))
     }
 
     fn delete(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<(), Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.delete(self.state()?, &key)?)
+        self.with(&bucket, |bucket, state| bucket.delete(state, &key))
     }
 
     fn exists(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<bool, Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.exists(self.state()?, &key)?)
+        self.with(&bucket, |bucket, state| bucket.exists(state, &key))
     }
 
     fn list_keys(
@@ -102,8 +98,7 @@ impl atomics::Host for KeyValueView<'_> {
         key: String,
         delta: i64,
     ) -> Result<i64, Error> {
-        let bucket = self.table.get(&bucket)?;
-        Ok(bucket.add(self.state()?, &key, delta)?)
+        self.with(&bucket, |bucket, state| bucket.add(state, &key, delta))
     }
 
     fn swap(

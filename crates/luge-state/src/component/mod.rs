@@ -98,6 +98,17 @@ impl KeyValueView<'_> {
             .ok_or_else(|| Error(KvError::Other("this host keeps no shared state".to_owned())))
     }
 
+    /// `op` on the open bucket `bucket` with the invocation's state, for
+    /// `wasi:keyvalue` (whose errors trap through [`Error`]).
+    fn with<R>(
+        &self,
+        bucket: &Resource<kv::Bucket>,
+        op: impl FnOnce(&kv::Bucket, &dyn State) -> Result<R, KvError>,
+    ) -> Result<R, Error> {
+        let bucket = self.table.get(bucket)?;
+        Ok(op(bucket, self.state()?)?)
+    }
+
     /// Opens the bucket `identifier`, counted against the open bound.
     fn open_bucket(&mut self, identifier: &str) -> Result<Resource<kv::Bucket>, Error> {
         self.state()?;
