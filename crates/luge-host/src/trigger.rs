@@ -239,3 +239,66 @@ fn one_of_each_kind() -> String {
         None => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upload's `triggers` come as JSON from a tenant and are kept in
+    /// the function store as JSON: each is read as one kind's settings and
+    /// its bounds, written back the same, and anything else is refused.
+    #[test]
+    fn an_uploads_triggers_round_trip_and_refuse_what_no_kind_takes() {
+        let written = serde_json::json!({
+            "redis": { "address": "redis://127.0.0.1:6379", "channel": "jobs" },
+            "relative_deadline_us": 500000,
+            "max_in_flight": 4,
+        });
+        let spec: TriggerSpec = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&spec).unwrap(), written);
+        let trigger = spec.checked("t".into(), "f".into()).unwrap();
+        assert_eq!(trigger.source.kind_name(), "redis");
+        assert_eq!(trigger.max_in_flight, 4);
+        assert_eq!(trigger.relative_deadline, Some(Duration::from_millis(500)));
+
+        for (json, refused) in [
+            (serde_json::json!({ "queue": 1 }), "unknown field `queue`"),
+            (
+                serde_json::json!({ "max_in_flight": "all" }),
+                "invalid type",
+            ),
+            (serde_json::json!({ "max_in_flight": -1 }), "invalid value"),
+        ] {
+            let error = serde_json::from_value::<TriggerSpec>(json).unwrap_err();
+            assert!(error.to_string().contains(refused), "{error}");
+        }
+        for (json, field, refused) in [
+            (serde_json::json!({}), "", "one source"),
+            (
+                serde_json::json!({ "cron": "* * * * * *", "redis": { "address": "redis://x", "channel": "c" } }),
+                "redis",
+                "one source",
+            ),
+            (
+                serde_json::json!({ "redis": { "address": "redis://x", "channel": "c", "extra": 1 } }),
+                "redis",
+                "unknown field `extra`",
+            ),
+            (
+                serde_json::json!({ "redis": { "address": "redis://x", "channel": "c" }, "max_in_flight": 100000 }),
+                "max_in_flight",
+                "1 to 1024",
+            ),
+            (
+                serde_json::json!({ "mqtt": { "address": "mqtt://x", "topic": "a/#/b" } }),
+                "mqtt",
+                "topic filter",
+            ),
+        ] {
+            let spec: TriggerSpec = serde_json::from_value(json).unwrap();
+            let (at, error) = spec.checked("t".into(), "f".into()).unwrap_err();
+            assert_eq!(at, field, "{error}");
+            assert!(error.to_string().contains(refused), "{error}");
+        }
+    }
+}
