@@ -41,6 +41,53 @@ macro_rules! bindings {
     };
 }
 
+/// A binding's `pub fn add_to_linker`, with the doc comments given: it
+/// adds each generated `interface` to a linker, each function over the
+/// view the linker's `view` makes of the store (`$view`, a type with one
+/// lifetime), as the host state `$has` (its `HasData`).
+///
+/// ```ignore
+/// luge_binding::add_to_linker! {
+///     /// Adds `spin:mqtt@3.0.0` to `linker`.
+///     ConnectionsView as HasMqtt: mqtt
+/// }
+/// ```
+#[macro_export]
+macro_rules! add_to_linker {
+    ($(#[$doc:meta])* $view:ident as $has:ty: $($interface:ident)::+ $(, $($more:ident)::+)* $(,)?) => {
+        $(#[$doc])*
+        pub fn add_to_linker<T: Send + 'static>(
+            linker: &mut wasmtime::component::Linker<T>,
+            view: fn(&mut T) -> $view<'_>,
+        ) -> wasmtime::Result<()> {
+            $($interface)::+::add_to_linker::<_, $has>(linker, view)?;
+            $($($more)::+::add_to_linker::<_, $has>(linker, view)?;)*
+            Ok(())
+        }
+    };
+}
+
+/// `$value` as the variant of the same name of the enum `$to`, for each
+/// variant of `$from` listed (a unit variant, or `Name(x)`: one holding a
+/// value, handed over as it is); the arms after `;` say what becomes of
+/// the rest. What every conversion between a client's types and a WIT
+/// version's is made of, where the names agree.
+///
+/// ```ignore
+/// luge_binding::same_variant!(value, Value => DbValue: [Int8(x), Str(x)];
+///     Value::Null => DbValue::DbNull)
+/// ```
+#[macro_export]
+macro_rules! same_variant {
+    ($value:expr, $from:ident => $to:ident: [$($variant:ident $(($x:ident))?),* $(,)?]
+        $(; $($pattern:pat => $arm:expr),+ $(,)?)?) => {
+        match $value {
+            $($from::$variant $(($x))? => $to::$variant $(($x))?,)*
+            $($($pattern => $arm,)+)?
+        }
+    };
+}
+
 /// The host state of every binding on [`ConnectionsView`] (what
 /// `add_to_linker` takes as `HasData`).
 pub struct HasConnections;
@@ -90,8 +137,11 @@ impl ConnectionsView<'_> {
     }
 
     /// The action and the deadline, taken before awaiting an open.
-    pub fn opening(&self) -> (Arc<Action>, Instant) {
-        (Arc::clone(self.action), self.deadline)
+    pub fn opening(&self) -> Opening {
+        Opening {
+            action: Arc::clone(self.action),
+            deadline: self.deadline,
+        }
     }
 
     /// The connection `resource` names, and the deadline.
@@ -138,6 +188,41 @@ impl ConnectionsView<'_> {
     ) -> wasmtime::Result<()> {
         self.table.delete(resource)?;
         Ok(())
+    }
+}
+
+/// What opening a connection takes from the store before it awaits: the
+/// action and the invocation's deadline.
+pub struct Opening {
+    /// The function: its name, grants and limits.
+    pub action: Arc<Action>,
+    /// When the invocation's time runs out.
+    pub deadline: Instant,
+}
+
+impl Opening {
+    /// The caller as a client of `luge-outbound`'s family takes it, its
+    /// answers bounded by [`max_answer_bytes`].
+    pub fn caller(&self) -> luge_outbound::Caller<'_> {
+        luge_outbound::Caller {
+            function: &self.action.name,
+            grants: &self.action.capabilities.outbound,
+            deadline: self.deadline,
+            max_answer_bytes: max_answer_bytes(&self.action),
+        }
+    }
+
+    /// `opened`, a refusal logged first with `system` (`postgres`,
+    /// `redis`...): the guest is told only what its interface can say.
+    pub fn logged<C, E: std::fmt::Display>(
+        &self,
+        system: &str,
+        opened: Result<C, E>,
+    ) -> Result<C, E> {
+        if let Err(e) = &opened {
+            tracing::debug!(function = %self.action.name, error = %e, "outbound {system} refused");
+        }
+        opened
     }
 }
 

@@ -32,8 +32,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use luge_core::capabilities::AllowedHosts;
-use luge_outbound::Slots;
+use luge_outbound::{Caller, Slots};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Outgoing, Packet, QoS};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::timeout_at;
@@ -139,17 +138,22 @@ fn fresh_client_id() -> String {
     )
 }
 
-/// Opens a connection for `function` to the broker at `address`, which
-/// `grants` must reach, by `deadline`.
+/// Opens a connection for `caller` to the broker at `address`, which its
+/// grants must reach, by its deadline (its answer bound does not apply:
+/// a publish answers nothing).
 pub async fn open(
-    function: &str,
-    grants: &AllowedHosts,
+    caller: Caller<'_>,
     address: &str,
     username: &str,
     password: &str,
     keep_alive: Duration,
-    deadline: Instant,
 ) -> Result<Connection, MqttError> {
+    let Caller {
+        function,
+        grants,
+        deadline,
+        ..
+    } = caller;
     let (host, port, client_id) = parse(address)?;
     let slot = SLOTS
         .try_take(function)
@@ -273,19 +277,11 @@ mod tests {
     /// A connection without credentials for `function`.
     async fn anonymous(
         function: &str,
-        grants: &AllowedHosts,
+        grants: &luge_core::capabilities::AllowedHosts,
         address: &str,
     ) -> Result<Connection, MqttError> {
-        open(
-            function,
-            grants,
-            address,
-            "",
-            "",
-            Duration::from_secs(30),
-            later(),
-        )
-        .await
+        let caller = Caller::new(function, grants, later(), 0);
+        open(caller, address, "", "", Duration::from_secs(30)).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

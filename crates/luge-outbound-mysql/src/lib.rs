@@ -35,8 +35,7 @@ pub mod component;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use luge_core::capabilities::AllowedHosts;
-use luge_outbound::Slots;
+use luge_outbound::{Caller, Slots};
 use mysql_async::consts::{ColumnFlags, ColumnType};
 use mysql_async::prelude::Queryable;
 use tokio::sync::{Mutex, OwnedSemaphorePermit};
@@ -170,22 +169,10 @@ pub enum Value {
 }
 
 /// A result column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column {
-    /// Its name.
-    pub name: String,
-    /// Its type.
-    pub data_type: DataType,
-}
+pub type Column = luge_outbound::Column<DataType>;
 
 /// A statement's rows.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RowSet {
-    /// The columns.
-    pub columns: Vec<Column>,
-    /// The rows.
-    pub rows: Vec<Vec<Value>>,
-}
+pub type RowSet = luge_outbound::RowSet<DataType, Value>;
 
 static SLOTS: LazyLock<Slots> = LazyLock::new(|| Slots::new(MAX_CONNECTIONS_PER_FUNCTION));
 
@@ -248,16 +235,16 @@ fn described(error: mysql_async::Error) -> String {
     }
 }
 
-/// Opens a connection for `function` to the server at `address`, whose
-/// host `grants` must reach, by `deadline`; each result set then takes
-/// at most `max_bytes`.
-pub async fn open(
-    function: &str,
-    grants: &AllowedHosts,
-    address: &str,
-    deadline: Instant,
-    max_bytes: usize,
-) -> Result<Connection, MysqlError> {
+/// Opens a connection for `caller` to the server at `address`, whose
+/// host its grants must reach, by its deadline; each result set then
+/// takes at most its answer bound.
+pub async fn open(caller: Caller<'_>, address: &str) -> Result<Connection, MysqlError> {
+    let Caller {
+        function,
+        grants,
+        deadline,
+        max_answer_bytes: max_bytes,
+    } = caller;
     // The URL may hold a password: a parse error is never repeated.
     let opts = mysql_async::Opts::from_url(address).map_err(|_| MysqlError::InvalidAddress)?;
     if opts.socket().is_some() {
@@ -574,19 +561,28 @@ mod tests {
     async fn statements_past_their_deadline_are_killed_on_the_server() {
         let server = MariaDbServer::start().unwrap();
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let watcher = open("watcher", &granted, &server.url(), later(), 1 << 20)
-            .await
-            .unwrap();
-        let c = open("sleeper", &granted, &server.url(), later(), 1 << 20)
-            .await
-            .unwrap();
+        let watcher = open(
+            Caller::new("watcher", &granted, later(), 1 << 20),
+            &server.url(),
+        )
+        .await
+        .unwrap();
+        let c = open(
+            Caller::new("sleeper", &granted, later(), 1 << 20),
+            &server.url(),
+        )
+        .await
+        .unwrap();
         let deadline = Instant::now() + Duration::from_millis(500);
         let ended = c.query("SELECT SLEEP(120)", vec![], deadline).await;
         assert!(matches!(ended, Err(MysqlError::Deadline)), "{ended:?}");
         assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
-        let other = open("sleeper", &granted, &server.url(), later(), 1 << 20)
-            .await
-            .unwrap();
+        let other = open(
+            Caller::new("sleeper", &granted, later(), 1 << 20),
+            &server.url(),
+        )
+        .await
+        .unwrap();
         let dropped = tokio::time::timeout(
             Duration::from_millis(300),
             other.execute("SELECT SLEEP(120)", vec![], later()),
@@ -600,7 +596,7 @@ mod tests {
     async fn statements_reach_a_granted_server_and_are_bounded() {
         let server = MariaDbServer::start().unwrap();
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let c = open("f1", &granted, &server.url(), later(), 1 << 20)
+        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
             .await
             .unwrap();
         c.execute(
@@ -678,13 +674,13 @@ mod tests {
         // A result set larger than the bound, and a statement past its
         // deadline (on a fresh connection: the refused LOCAL INFILE ended
         // that one).
-        let c = open("f1", &granted, &server.url(), later(), 1 << 20)
+        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
             .await
             .unwrap();
         let huge = "SELECT REPEAT('x', 1000) FROM information_schema.columns a, information_schema.columns b";
         let error = c.query(huge, vec![], later()).await.unwrap_err();
         assert!(matches!(error, MysqlError::TooLarge(_)), "{error}");
-        let c = open("f1", &granted, &server.url(), later(), 1 << 20)
+        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
             .await
             .unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
@@ -699,12 +695,12 @@ mod tests {
         let server = MariaDbServer::start().unwrap();
         let other = grants(&["mysql://127.0.0.1:1"]);
         assert!(matches!(
-            open("f2", &other, &server.url(), later(), 1 << 20).await,
+            open(Caller::new("f2", &other, later(), 1 << 20), &server.url()).await,
             Err(MysqlError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open("f2", &granted, &wrong, later(), 1 << 20)
+        let error = open(Caller::new("f2", &granted, later(), 1 << 20), &wrong)
             .await
             .unwrap_err();
         assert!(matches!(error, MysqlError::ConnectionFailed(_)), "{error}");
@@ -713,7 +709,7 @@ mod tests {
         for bad in ["127.0.0.1:3306", "postgres://127.0.0.1/x", socket.as_str()] {
             assert!(
                 matches!(
-                    open("f2", &granted, bad, later(), 1 << 20).await,
+                    open(Caller::new("f2", &granted, later(), 1 << 20), bad).await,
                     Err(MysqlError::InvalidAddress)
                 ),
                 "{bad}"
@@ -722,13 +718,13 @@ mod tests {
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open("f3", &granted, &server.url(), later(), 1 << 20)
+                open(Caller::new("f3", &granted, later(), 1 << 20), &server.url())
                     .await
                     .unwrap(),
             );
         }
         assert!(matches!(
-            open("f3", &granted, &server.url(), later(), 1 << 20).await,
+            open(Caller::new("f3", &granted, later(), 1 << 20), &server.url()).await,
             Err(MysqlError::TooManyConnections)
         ));
     }

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use luge_outbound::Caller;
 use luge_outbound_mysql::{MysqlError, open};
 use luge_testkit::grants;
 use luge_testkit::mariadb::MariaDbServer;
@@ -29,11 +30,8 @@ async fn require_ssl_speaks_tls_verified_by_chain_and_name() {
         |host: &str, params: &str| format!("mysql://luge:luge-pw@{host}:{port}/luge?{params}");
     // Trusting the server's CA, by its name: a TLS session.
     let c = open(
-        "t1",
-        &granted,
+        Caller::new("t1", &granted, later(), 1 << 20),
         &url("localhost", "require_ssl=true"),
-        later(),
-        1 << 20,
     )
     .await
     .unwrap();
@@ -44,18 +42,18 @@ async fn require_ssl_speaks_tls_verified_by_chain_and_name() {
     let shown = format!("{:?}", cipher.rows);
     assert!(shown.contains("TLS"), "{shown}");
     // Plain TCP to a server that requires TLS: refused by the server.
-    let error = open("t1", &granted, &url("localhost", ""), later(), 1 << 20)
-        .await
-        .unwrap_err();
+    let error = open(
+        Caller::new("t1", &granted, later(), 1 << 20),
+        &url("localhost", ""),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(error, MysqlError::ConnectionFailed(_)), "{error}");
     // A name the certificate does not hold: refused, naming the
     // certificate, the password nowhere.
     let error = open(
-        "t1",
-        &granted,
+        Caller::new("t1", &granted, later(), 1 << 20),
         &url("127.0.0.1", "require_ssl=true"),
-        later(),
-        1 << 20,
     )
     .await
     .unwrap_err()
@@ -65,11 +63,8 @@ async fn require_ssl_speaks_tls_verified_by_chain_and_name() {
     // Asking not to verify: refused before any connection.
     for insecure in ["verify_ca=false", "verify_identity=false"] {
         let error = open(
-            "t1",
-            &granted,
+            Caller::new("t1", &granted, later(), 1 << 20),
             &url("localhost", &format!("require_ssl=true&{insecure}")),
-            later(),
-            1 << 20,
         )
         .await
         .unwrap_err();

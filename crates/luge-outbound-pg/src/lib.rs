@@ -57,8 +57,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{Datelike, Timelike};
 use futures_util::StreamExt;
-use luge_core::capabilities::AllowedHosts;
-use luge_outbound::{Budget, Budgeted, Slots};
+use luge_outbound::{Budget, Budgeted, Caller, Slots};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::timeout_at;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
@@ -362,22 +361,10 @@ pub enum DataType {
 }
 
 /// A result column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column {
-    /// Its name.
-    pub name: String,
-    /// Its type.
-    pub data_type: DataType,
-}
+pub type Column = luge_outbound::Column<DataType>;
 
 /// A query's answer.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RowSet {
-    /// The columns.
-    pub columns: Vec<Column>,
-    /// The rows, a value per column.
-    pub rows: Vec<Vec<Value>>,
-}
+pub type RowSet = luge_outbound::RowSet<DataType, Value>;
 
 static SLOTS: LazyLock<Slots> = LazyLock::new(|| Slots::new(MAX_CONNECTIONS_PER_FUNCTION));
 
@@ -460,19 +447,22 @@ impl Drop for Connection {
     }
 }
 
-/// Opens a connection for `function` with the connection string
-/// `address`, whose host `grants` must reach, by `deadline`; each result
-/// set then takes at most `max_bytes`. With `sslmode=require`, TLS
-/// verified against `ca_root` alone when given (PEM), else the
-/// operator's roots.
+/// Opens a connection for `caller` with the connection string
+/// `address`, whose host its grants must reach, by its deadline; each
+/// result set then takes at most its answer bound. With
+/// `sslmode=require`, TLS verified against `ca_root` alone when given
+/// (PEM), else the operator's roots.
 pub async fn open(
-    function: &str,
-    grants: &AllowedHosts,
+    caller: Caller<'_>,
     address: &str,
     ca_root: Option<&[u8]>,
-    deadline: Instant,
-    max_bytes: usize,
 ) -> Result<Connection, PgError> {
+    let Caller {
+        function,
+        grants,
+        deadline,
+        max_answer_bytes: max_bytes,
+    } = caller;
     // The string may hold a password: a parse error is never repeated.
     let config = tokio_postgres::Config::from_str(address).map_err(|_| PgError::InvalidAddress)?;
     let host = match config.get_hosts() {
@@ -1011,9 +1001,13 @@ mod tests {
     async fn queries_reach_a_granted_server_and_are_bounded() {
         let server = PostgresServer::start().unwrap();
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let c = open("f1", &granted, &server.url(), None, later(), 1 << 20)
-            .await
-            .unwrap();
+        let c = open(
+            Caller::new("f1", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         c.execute(
             "CREATE TABLE t (id serial PRIMARY KEY, name text, data bytea, n numeric, \
              at timestamp, j jsonb, u uuid, tags text[], d date, ok boolean, r point)",
@@ -1090,9 +1084,13 @@ mod tests {
             c.query(huge, vec![], later()).await,
             Err(PgError::TooLarge(_))
         ));
-        let c = open("f1", &granted, &server.url(), None, later(), 1 << 20)
-            .await
-            .unwrap();
+        let c = open(
+            Caller::new("f1", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
         assert!(matches!(
             c.query("SELECT pg_sleep(10)", vec![], soon).await,
@@ -1137,17 +1135,25 @@ mod tests {
     async fn statements_past_their_deadline_are_cancelled_on_the_server() {
         let server = PostgresServer::start().unwrap();
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let watcher = open("watcher", &granted, &server.url(), None, later(), 1 << 20)
-            .await
-            .unwrap();
+        let watcher = open(
+            Caller::new("watcher", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         // Every slot of the function, each running a long statement to its
         // deadline.
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open("sleeper", &granted, &server.url(), None, later(), 1 << 20)
-                    .await
-                    .unwrap(),
+                open(
+                    Caller::new("sleeper", &granted, later(), 1 << 20),
+                    &server.url(),
+                    None,
+                )
+                .await
+                .unwrap(),
             );
         }
         let deadline = Instant::now() + Duration::from_millis(500);
@@ -1171,7 +1177,13 @@ mod tests {
         drop(held);
         let until = Instant::now() + Duration::from_secs(10);
         let reopened = loop {
-            match open("sleeper", &granted, &server.url(), None, later(), 1 << 20).await {
+            match open(
+                Caller::new("sleeper", &granted, later(), 1 << 20),
+                &server.url(),
+                None,
+            )
+            .await
+            {
                 Err(PgError::TooManyConnections) if Instant::now() < until => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -1186,12 +1198,17 @@ mod tests {
         let server = PostgresServer::start().unwrap();
         let other = grants(&["postgres://127.0.0.1:1"]);
         assert!(matches!(
-            open("f2", &other, &server.url(), None, later(), 1 << 20).await,
+            open(
+                Caller::new("f2", &other, later(), 1 << 20),
+                &server.url(),
+                None
+            )
+            .await,
             Err(PgError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open("f2", &granted, &wrong, None, later(), 1 << 20)
+        let error = open(Caller::new("f2", &granted, later(), 1 << 20), &wrong, None)
             .await
             .unwrap_err();
         assert!(matches!(error, PgError::ConnectionFailed(_)), "{error}");
@@ -1199,7 +1216,7 @@ mod tests {
         for bad in ["postgres://", "host=/tmp user=x", "nonsense = = ="] {
             assert!(
                 matches!(
-                    open("f2", &granted, bad, None, later(), 1 << 20).await,
+                    open(Caller::new("f2", &granted, later(), 1 << 20), bad, None).await,
                     Err(PgError::InvalidAddress)
                 ),
                 "{bad}"
@@ -1208,13 +1225,22 @@ mod tests {
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open("f3", &granted, &server.url(), None, later(), 1 << 20)
-                    .await
-                    .unwrap(),
+                open(
+                    Caller::new("f3", &granted, later(), 1 << 20),
+                    &server.url(),
+                    None,
+                )
+                .await
+                .unwrap(),
             );
         }
         assert!(matches!(
-            open("f3", &granted, &server.url(), None, later(), 1 << 20).await,
+            open(
+                Caller::new("f3", &granted, later(), 1 << 20),
+                &server.url(),
+                None
+            )
+            .await,
             Err(PgError::TooManyConnections)
         ));
     }
@@ -1226,9 +1252,13 @@ mod tests {
     async fn ranges_and_intervals_go_both_ways() {
         let server = PostgresServer::start().unwrap();
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let c = open("r1", &granted, &server.url(), None, later(), 1 << 20)
-            .await
-            .unwrap();
+        let c = open(
+            Caller::new("r1", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         use BoundKind::{Exclusive, Inclusive};
         let interval = Interval {
             micros: 3_000_001,
@@ -1314,24 +1344,18 @@ mod tests {
         };
         // Trusting the server's CA: a TLS session, verified.
         let c = open(
-            "t1",
-            &granted,
+            Caller::new("t1", &granted, later(), 1 << 20),
             &url("localhost", "require"),
             pem,
-            later(),
-            1 << 20,
         )
         .await
         .unwrap();
         assert_eq!(ssl(&c).await, vec![vec![Value::Boolean(true)]]);
         // The default (`prefer`) talks plain TCP, as before.
         let plain = open(
-            "t1",
-            &granted,
+            Caller::new("t1", &granted, later(), 1 << 20),
             &url("localhost", "prefer"),
             pem,
-            later(),
-            1 << 20,
         )
         .await
         .unwrap();
@@ -1339,21 +1363,22 @@ mod tests {
         // A CA the client does not trust, or a name the certificate does
         // not hold: refused, naming the certificate.
         for (host, pem) in [("localhost", None), ("127.0.0.1", pem)] {
-            let error = open("t1", &granted, &url(host, "require"), pem, later(), 1 << 20)
-                .await
-                .unwrap_err()
-                .to_string();
+            let error = open(
+                Caller::new("t1", &granted, later(), 1 << 20),
+                &url(host, "require"),
+                pem,
+            )
+            .await
+            .unwrap_err()
+            .to_string();
             assert!(error.contains("certificate"), "{host}: {error}");
             assert!(!error.contains("luge-pw"), "{error}");
         }
         // Not PEM: a TLS error before any socket.
         let error = open(
-            "t1",
-            &granted,
+            Caller::new("t1", &granted, later(), 1 << 20),
             &url("localhost", "require"),
             Some(b"not a certificate"),
-            later(),
-            1 << 20,
         )
         .await
         .unwrap_err();

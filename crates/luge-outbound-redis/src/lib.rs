@@ -34,8 +34,7 @@ pub mod component;
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use luge_core::capabilities::AllowedHosts;
-use luge_outbound::{Budget, Budgeted, Slots};
+use luge_outbound::{Budget, Budgeted, Caller, Slots};
 use redis::aio::MultiplexedConnection;
 use redis::{ConnectionAddr, IntoConnectionInfo};
 use tokio::sync::OwnedSemaphorePermit;
@@ -129,17 +128,17 @@ impl Drop for Connection {
     }
 }
 
-/// Opens a connection for `function` to the Redis server at `address`,
-/// which `grants` must reach, by `deadline`; each reply then takes at
-/// most `max_reply_bytes`. `rediss://` is TLS (granted as `rediss://`),
+/// Opens a connection for `caller` to the Redis server at `address`,
+/// which its grants must reach, by its deadline; each reply then takes at
+/// most its answer bound. `rediss://` is TLS (granted as `rediss://`),
 /// verified by chain and name against the operator's roots.
-pub async fn open(
-    function: &str,
-    grants: &AllowedHosts,
-    address: &str,
-    deadline: Instant,
-    max_reply_bytes: usize,
-) -> Result<Connection, RedisError> {
+pub async fn open(caller: Caller<'_>, address: &str) -> Result<Connection, RedisError> {
+    let Caller {
+        function,
+        grants,
+        deadline,
+        max_answer_bytes: max_reply_bytes,
+    } = caller;
     // The URL may hold a password: a parse error is never repeated.
     let (scheme, plain) = match address.strip_prefix("rediss://") {
         // `#insecure` (no verification) is refused with the rest.
@@ -394,7 +393,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let granted = grants(&[&address]);
-        let c = open("f1", &granted, &address, later(), 1 << 20)
+        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &address)
             .await
             .unwrap();
         c.set("k", b"v", later()).await.unwrap();
@@ -453,12 +452,12 @@ mod tests {
         let address = format!("redis://127.0.0.1:{}", server.port);
         let other = grants(&["redis://127.0.0.1:1"]);
         assert!(matches!(
-            open("f2", &other, &address, later(), 1 << 20).await,
+            open(Caller::new("f2", &other, later(), 1 << 20), &address).await,
             Err(RedisError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let http = grants(&[&format!("http://127.0.0.1:{}", server.port)]);
         assert!(matches!(
-            open("f2", &http, &address, later(), 1 << 20).await,
+            open(Caller::new("f2", &http, later(), 1 << 20), &address).await,
             Err(RedisError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&address]);
@@ -468,7 +467,7 @@ mod tests {
             "redis+unix:///tmp/x.sock",
             "redis://:secret@",
         ] {
-            let error = open("f2", &granted, bad, later(), 1 << 20)
+            let error = open(Caller::new("f2", &granted, later(), 1 << 20), bad)
                 .await
                 .unwrap_err();
             assert!(
@@ -485,7 +484,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let granted = grants(&[&address]);
-        let c = open("f3", &granted, &address, later(), 1 << 20)
+        let c = open(Caller::new("f3", &granted, later(), 1 << 20), &address)
             .await
             .unwrap();
         c.set("big", &vec![b'x'; 2 << 20], later()).await.unwrap();
@@ -502,20 +501,20 @@ mod tests {
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open("f4", &granted, &address, later(), 1 << 20)
+                open(Caller::new("f4", &granted, later(), 1 << 20), &address)
                     .await
                     .unwrap(),
             );
         }
         assert!(matches!(
-            open("f4", &granted, &address, later(), 1 << 20).await,
+            open(Caller::new("f4", &granted, later(), 1 << 20), &address).await,
             Err(RedisError::TooManyConnections)
         ));
-        open("f5", &granted, &address, later(), 1 << 20)
+        open(Caller::new("f5", &granted, later(), 1 << 20), &address)
             .await
             .unwrap();
         held.pop();
-        open("f4", &granted, &address, later(), 1 << 20)
+        open(Caller::new("f4", &granted, later(), 1 << 20), &address)
             .await
             .unwrap();
     }
@@ -531,11 +530,13 @@ mod tests {
         let granted = grants(&[&address]);
         let started = Instant::now();
         let result = open(
-            "f6",
-            &granted,
+            Caller::new(
+                "f6",
+                &granted,
+                started + Duration::from_millis(300),
+                1 << 20,
+            ),
             &address,
-            started + Duration::from_millis(300),
-            1 << 20,
         )
         .await;
         // The connection is accepted by the kernel; the server never answers.
@@ -557,7 +558,7 @@ mod tests {
         let server = RedisServer::start_tls(&cert, &key).unwrap();
         let address = format!("rediss://localhost:{}", server.port);
         let granted = grants(&[&address]);
-        let c = open("tls1", &granted, &address, later(), 1 << 20)
+        let c = open(Caller::new("tls1", &granted, later(), 1 << 20), &address)
             .await
             .unwrap();
         c.set("k", b"over TLS", later()).await.unwrap();
@@ -567,20 +568,23 @@ mod tests {
         );
         // A redis:// grant is not a rediss:// one.
         let plain = grants(&[&format!("redis://localhost:{}", server.port)]);
-        let error = open("tls1", &plain, &address, later(), 1 << 20)
+        let error = open(Caller::new("tls1", &plain, later(), 1 << 20), &address)
             .await
             .unwrap_err();
         assert!(matches!(error, RedisError::Connect(_)), "{error}");
         // A name the certificate does not hold.
         let by_ip = format!("rediss://127.0.0.1:{}", server.port);
-        let error = open("tls1", &grants(&[&by_ip]), &by_ip, later(), 1 << 20)
-            .await
-            .unwrap_err()
-            .to_string();
+        let error = open(
+            Caller::new("tls1", &grants(&[&by_ip]), later(), 1 << 20),
+            &by_ip,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
         assert!(error.contains("certificate"), "{error}");
         // No way to turn verification off.
         let insecure = format!("{address}/#insecure");
-        let error = open("tls1", &granted, &insecure, later(), 1 << 20)
+        let error = open(Caller::new("tls1", &granted, later(), 1 << 20), &insecure)
             .await
             .unwrap_err();
         assert!(matches!(error, RedisError::InvalidAddress), "{error}");

@@ -123,6 +123,87 @@ pub use budget::{Budget, Budgeted};
 pub use slots::Slots;
 pub use unfinished::Unfinished;
 
+/// Who opens a database or broker connection, and within what: what
+/// every client of this family (`luge-outbound-pg`, `-mysql`, `-redis`,
+/// `-mqtt`) takes to open one.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// The function, by name: its connection slots are its own.
+    pub function: &'a str,
+    /// Where it may connect: every address is checked against them.
+    pub grants: &'a AllowedHosts,
+    /// When the invocation's time runs out: connecting, and every
+    /// operation, end by then.
+    pub deadline: Instant,
+    /// The most one answer (a reply, a result set) may take, bytes.
+    pub max_answer_bytes: usize,
+}
+
+impl<'a> Caller<'a> {
+    /// `function`, with `grants`, by `deadline`, each answer at most
+    /// `max_answer_bytes`.
+    pub const fn new(
+        function: &'a str,
+        grants: &'a AllowedHosts,
+        deadline: Instant,
+        max_answer_bytes: usize,
+    ) -> Self {
+        Self {
+            function,
+            grants,
+            deadline,
+            max_answer_bytes,
+        }
+    }
+}
+
+/// A result column of a database client: its name, and its type in the
+/// client's terms (`T`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column<T> {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub data_type: T,
+}
+
+/// A query's answer from a database client: its columns, and its rows, a
+/// value (`V`) per column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowSet<T, V> {
+    /// The columns.
+    pub columns: Vec<Column<T>>,
+    /// The rows, a value per column.
+    pub rows: Vec<Vec<V>>,
+}
+
+impl<T, V> Default for RowSet<T, V> {
+    fn default() -> Self {
+        Self {
+            columns: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+}
+
+impl<T, V> RowSet<T, V> {
+    /// The columns and the rows in another interface's types: `column`
+    /// turns each column, `value` each value.
+    pub fn map<C, W>(
+        self,
+        column: impl FnMut(Column<T>) -> C,
+        mut value: impl FnMut(V) -> W,
+    ) -> (Vec<C>, Vec<Vec<W>>) {
+        let columns = self.columns.into_iter().map(column).collect();
+        let rows = self
+            .rows
+            .into_iter()
+            .map(|row| row.into_iter().map(&mut value).collect())
+            .collect();
+        (columns, rows)
+    }
+}
+
 pub use config::{ClientTlsToml, Config, ConfigError, OutboundNetworkingToml, TrustPem};
 
 static CONFIG: OnceLock<Config> = OnceLock::new();

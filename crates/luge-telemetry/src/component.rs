@@ -70,16 +70,9 @@ impl HasData for HasOtel {
     type Data<'a> = OtelView<'a>;
 }
 
-/// Adds `wasi:otel`'s tracing, logs, metrics and types to `linker`.
-pub fn add_to_linker<T: 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> OtelView<'_>,
-) -> wasmtime::Result<()> {
-    types::add_to_linker::<_, HasOtel>(linker, view)?;
-    tracing::add_to_linker::<_, HasOtel>(linker, view)?;
-    logs::add_to_linker::<_, HasOtel>(linker, view)?;
-    metrics::add_to_linker::<_, HasOtel>(linker, view)?;
-    Ok(())
+luge_binding::add_to_linker! {
+    /// Adds `wasi:otel`'s tracing, logs, metrics and types to `linker`.
+    OtelView as HasOtel: types, tracing, logs, metrics
 }
 
 impl<'a> OtelView<'a> {

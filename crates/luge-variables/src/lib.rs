@@ -119,16 +119,10 @@ impl<T> spin3::HostWithStore<T> for HasVariables {
     }
 }
 
-/// Adds both versions of `wasi:config/store` and `fermyon:spin/variables@2.0.0`
-/// (synchronous) to `linker`.
-pub fn add_to_linker<T: 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> VariablesView<'_>,
-) -> wasmtime::Result<()> {
-    rc1::add_to_linker::<_, HasVariables>(linker, view)?;
-    draft::add_to_linker::<_, HasVariables>(linker, view)?;
-    spin2::add_to_linker::<_, HasVariables>(linker, view)?;
-    Ok(())
+luge_binding::add_to_linker! {
+    /// Adds both versions of `wasi:config/store` and `fermyon:spin/variables@2.0.0`
+    /// (synchronous) to `linker`.
+    VariablesView as HasVariables: rc1, draft, spin2
 }
 
 /// Adds `spin:variables@3.0.0` (an `async func`: the concurrent engine's

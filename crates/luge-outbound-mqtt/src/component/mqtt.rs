@@ -77,20 +77,10 @@ impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
         password: String,
         keep_alive_interval_in_secs: u64,
     ) -> wasmtime::Result<Result<Resource<MqttConnection>, mqtt::Error>> {
-        let (action, deadline) = accessor.with(|mut access| access.get().opening());
-        let opened = crate::open(
-            &action.name,
-            &action.capabilities.outbound,
-            &address,
-            &username,
-            &password,
-            Duration::from_secs(keep_alive_interval_in_secs),
-            deadline,
-        )
-        .await;
-        if let Err(e) = &opened {
-            tracing::debug!(function = %action.name, error = %e, "outbound mqtt refused");
-        }
+        let opening = accessor.with(|mut access| access.get().opening());
+        let keep_alive = Duration::from_secs(keep_alive_interval_in_secs);
+        let opened = crate::open(opening.caller(), &address, &username, &password, keep_alive);
+        let opened = opening.logged("mqtt", opened.await);
         accessor.with(|mut access| access.get().keep(opened, |e| refused(e, &address, error)))
     }
 
@@ -119,10 +109,7 @@ impl<T> mqtt::HostConnectionWithStore<T> for HasMqtt {
     }
 }
 
-/// Adds `spin:mqtt@3.0.0` to `linker`, over `view`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    mqtt::add_to_linker::<_, HasMqtt>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `spin:mqtt@3.0.0` to `linker`, over `view`.
+    ConnectionsView as HasMqtt: mqtt
 }

@@ -33,20 +33,10 @@ impl mqtt::HostConnection for ConnectionsView<'_> {
         password: String,
         keep_alive_interval_in_secs: u64,
     ) -> wasmtime::Result<Result<Resource<MqttConnection>, mqtt::Error>> {
-        let (action, deadline) = self.opening();
-        let opened = crate::open(
-            &action.name,
-            &action.capabilities.outbound,
-            &address,
-            &username,
-            &password,
-            Duration::from_secs(keep_alive_interval_in_secs),
-            deadline,
-        )
-        .await;
-        if let Err(e) = &opened {
-            tracing::debug!(function = %action.name, error = %e, "outbound mqtt refused");
-        }
+        let opening = self.opening();
+        let keep_alive = Duration::from_secs(keep_alive_interval_in_secs);
+        let opened = crate::open(opening.caller(), &address, &username, &password, keep_alive);
+        let opened = opening.logged("mqtt", opened.await);
         self.keep(opened, |e| super::mqtt::refused(e, &address, error))
     }
 
@@ -74,10 +64,7 @@ impl mqtt::HostConnection for ConnectionsView<'_> {
     }
 }
 
-/// Adds `fermyon:spin/mqtt@2.0.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    mqtt::add_to_linker::<_, HasMqtt>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `fermyon:spin/mqtt@2.0.0` to `linker`.
+    ConnectionsView as HasMqtt: mqtt
 }

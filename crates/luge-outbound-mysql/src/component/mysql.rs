@@ -3,7 +3,7 @@
 //! (the connection resource in the store's table, values, errors) to it.
 //! Where a connection may go is the function's `mysql://` grants; every
 //! statement ends by the invocation's deadline and every result set is
-//! bounded by [`max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
+//! bounded by [`luge_binding::max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
 //! (Luge's WIT root wit/, deps/spin-mysql; Apache-2.0 WITH LLVM-exception).
 
 use std::sync::Arc;
@@ -12,7 +12,6 @@ use std::time::Instant;
 use crate::{self as mysql, MysqlError};
 use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 
-use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle, rows_answer};
 
 luge_binding::bindings!("luge:worlds/host-mysql",
@@ -46,66 +45,40 @@ pub fn error(error: MysqlError) -> wit::Error {
 
 /// A guest's parameter as the client takes it.
 pub fn param(value: wit::ParameterValue) -> mysql::Param {
+    use mysql::Param;
     use wit::ParameterValue as P;
-    match value {
-        P::Boolean(b) => mysql::Param::Boolean(b),
-        P::Int8(i) => mysql::Param::Int(i.into()),
-        P::Int16(i) => mysql::Param::Int(i.into()),
-        P::Int32(i) => mysql::Param::Int(i.into()),
-        P::Int64(i) => mysql::Param::Int(i),
-        P::Uint8(u) => mysql::Param::UInt(u.into()),
-        P::Uint16(u) => mysql::Param::UInt(u.into()),
-        P::Uint32(u) => mysql::Param::UInt(u.into()),
-        P::Uint64(u) => mysql::Param::UInt(u),
-        P::Floating32(f) => mysql::Param::Floating32(f),
-        P::Floating64(f) => mysql::Param::Floating64(f),
-        P::Str(s) => mysql::Param::Str(s),
-        P::Binary(b) => mysql::Param::Binary(b),
-        P::DbNull => mysql::Param::Null,
-    }
+    luge_binding::same_variant!(value, P => Param: [Boolean(x), Floating32(x), Floating64(x), Str(x), Binary(x)];
+        P::Int8(i) => Param::Int(i.into()),
+        P::Int16(i) => Param::Int(i.into()),
+        P::Int32(i) => Param::Int(i.into()),
+        P::Int64(i) => Param::Int(i),
+        P::Uint8(u) => Param::UInt(u.into()),
+        P::Uint16(u) => Param::UInt(u.into()),
+        P::Uint32(u) => Param::UInt(u.into()),
+        P::Uint64(u) => Param::UInt(u),
+        P::DbNull => Param::Null)
 }
 
 /// A value the client read, in the interface's words.
 pub fn value(value: mysql::Value) -> wit::DbValue {
+    use mysql::Value;
     use wit::DbValue as V;
-    match value {
-        mysql::Value::Int8(i) => V::Int8(i),
-        mysql::Value::Int16(i) => V::Int16(i),
-        mysql::Value::Int32(i) => V::Int32(i),
-        mysql::Value::Int64(i) => V::Int64(i),
-        mysql::Value::Uint8(u) => V::Uint8(u),
-        mysql::Value::Uint16(u) => V::Uint16(u),
-        mysql::Value::Uint32(u) => V::Uint32(u),
-        mysql::Value::Uint64(u) => V::Uint64(u),
-        mysql::Value::Floating32(f) => V::Floating32(f),
-        mysql::Value::Floating64(f) => V::Floating64(f),
-        mysql::Value::Str(s) => V::Str(s),
-        mysql::Value::Binary(b) => V::Binary(b),
-        mysql::Value::Null => V::DbNull,
-        mysql::Value::Unsupported => V::Unsupported,
-    }
+    luge_binding::same_variant!(value, Value => V: [
+        Int8(x), Int16(x), Int32(x), Int64(x), Uint8(x), Uint16(x), Uint32(x), Uint64(x),
+        Floating32(x), Floating64(x), Str(x), Binary(x), Unsupported];
+        Value::Null => V::DbNull)
 }
 
 /// A column the client read, in the interface's words.
 pub fn column(column: mysql::Column) -> wit::Column {
+    use mysql::DataType;
     use wit::DbDataType as T;
+    let data_type = luge_binding::same_variant!(column.data_type, DataType => T: [
+        Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64, Floating32, Floating64, Str,
+        Binary, Other]);
     wit::Column {
         name: column.name,
-        data_type: match column.data_type {
-            mysql::DataType::Int8 => T::Int8,
-            mysql::DataType::Int16 => T::Int16,
-            mysql::DataType::Int32 => T::Int32,
-            mysql::DataType::Int64 => T::Int64,
-            mysql::DataType::Uint8 => T::Uint8,
-            mysql::DataType::Uint16 => T::Uint16,
-            mysql::DataType::Uint32 => T::Uint32,
-            mysql::DataType::Uint64 => T::Uint64,
-            mysql::DataType::Floating32 => T::Floating32,
-            mysql::DataType::Floating64 => T::Floating64,
-            mysql::DataType::Str => T::Str,
-            mysql::DataType::Binary => T::Binary,
-            mysql::DataType::Other => T::Other,
-        },
+        data_type,
     }
 }
 
@@ -130,18 +103,8 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
         accessor: &Accessor<T, Self>,
         address: String,
     ) -> wasmtime::Result<Result<Resource<MysqlConnection>, wit::Error>> {
-        let (action, deadline) = accessor.with(|mut access| access.get().opening());
-        let opened = mysql::open(
-            &action.name,
-            &action.capabilities.outbound,
-            &address,
-            deadline,
-            max_answer_bytes(&action),
-        )
-        .await;
-        if let Err(e) = &opened {
-            tracing::debug!(function = %action.name, error = %e, "outbound mysql refused");
-        }
+        let opening = accessor.with(|mut access| access.get().opening());
+        let opened = opening.logged("mysql", crate::open(opening.caller(), &address).await);
         accessor.with(|mut access| access.get().keep(opened, error))
     }
 
@@ -171,12 +134,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
             Ok(set) => set,
             Err(e) => return Ok(Err(error(e))),
         };
-        let columns = set.columns.into_iter().map(column).collect();
-        let rows: Vec<Vec<wit::DbValue>> = set
-            .rows
-            .into_iter()
-            .map(|row| row.into_iter().map(value).collect())
-            .collect();
+        let (columns, rows) = set.map(column, value);
         accessor.with(|mut access| {
             let (rows, ended) = rows_answer(&mut access, rows)?;
             Ok(Ok((columns, rows, ended)))
@@ -200,10 +158,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
     }
 }
 
-/// Adds `spin:mysql@3.0.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    wit::add_to_linker::<_, HasMysql>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `spin:mysql@3.0.0` to `linker`.
+    ConnectionsView as HasMysql: wit
 }

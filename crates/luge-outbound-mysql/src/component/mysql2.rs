@@ -15,7 +15,7 @@
 use wasmtime::component::{ComponentType, Lift, Linker, Lower, Resource, ResourceType};
 
 use super::mysql::{MysqlConnection, wit};
-use luge_binding::{ConnectionsView, max_answer_bytes};
+use luge_binding::ConnectionsView;
 
 /// Spin 2's `row-set`: the columns, then each row's values.
 #[derive(ComponentType, Lift, Lower)]
@@ -48,18 +48,8 @@ pub fn add_to_linker<T: Send + 'static>(
         "[static]connection.open",
         move |mut store, (address,): (String,)| {
             Box::new(async move {
-                let (action, deadline) = view(store.data_mut()).opening();
-                let opened = crate::open(
-                    &action.name,
-                    &action.capabilities.outbound,
-                    &address,
-                    deadline,
-                    max_answer_bytes(&action),
-                )
-                .await;
-                if let Err(e) = &opened {
-                    tracing::debug!(function = %action.name, error = %e, "outbound mysql refused");
-                }
+                let opening = view(store.data_mut()).opening();
+                let opened = opening.logged("mysql", crate::open(opening.caller(), &address).await);
                 Ok((view(store.data_mut()).keep(opened, super::mysql::error)?,))
             })
         },
@@ -82,13 +72,9 @@ pub fn add_to_linker<T: Send + 'static>(
                 let answer: Result<RowSet, wit::Error> = c
                     .query(&statement, params, deadline)
                     .await
-                    .map(|set| RowSet {
-                        columns: set.columns.into_iter().map(super::mysql::column).collect(),
-                        rows: set
-                            .rows
-                            .into_iter()
-                            .map(|row| row.into_iter().map(super::mysql::value).collect())
-                            .collect(),
+                    .map(|set| {
+                        let (columns, rows) = set.map(super::mysql::column, super::mysql::value);
+                        RowSet { columns, rows }
                     })
                     .map_err(super::mysql::error);
                 Ok((answer,))

@@ -3,7 +3,7 @@
 //! connection and builder resources in the store's table, values,
 //! errors) to it. Where a connection may go is the function's
 //! `postgres://` grants; every query ends by the invocation's deadline and
-//! every result set is bounded by [`max_answer_bytes`]. The WIT is
+//! every result set is bounded by [`luge_binding::max_answer_bytes`]. The WIT is
 //! `spin-sdk` 7.0.0's (Luge's WIT root wit/, deps/spin-postgres; Apache-2.0 WITH
 //! LLVM-exception).
 
@@ -11,11 +11,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::{self as pg, PgError};
-use luge_core::Action;
 use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 
-use luge_binding::max_answer_bytes;
-use luge_binding::{ConnectionsView, Handle, rows_answer};
+use luge_binding::{ConnectionsView, Handle, Opening, rows_answer};
 
 luge_binding::bindings!("luge:worlds/host-postgres",
     // Queries wait on the network: every function is async.
@@ -66,38 +64,17 @@ pub fn error(error: PgError) -> wit::Error {
 }
 
 fn param(value: wit::ParameterValue) -> pg::Param {
+    use pg::Param;
     use wit::ParameterValue as P;
-    match value {
-        P::Boolean(b) => pg::Param::Boolean(b),
-        P::Int8(i) => pg::Param::Int8(i),
-        P::Int16(i) => pg::Param::Int16(i),
-        P::Int32(i) => pg::Param::Int32(i),
-        P::Int64(i) => pg::Param::Int64(i),
-        P::Floating32(f) => pg::Param::Floating32(f),
-        P::Floating64(f) => pg::Param::Floating64(f),
-        P::Str(s) => pg::Param::Str(s),
-        P::Binary(b) => pg::Param::Binary(b),
-        P::Date(d) => pg::Param::Date(d),
-        P::Time(t) => pg::Param::Time(t),
-        P::Datetime(dt) => pg::Param::Datetime(dt),
-        P::Timestamp(t) => pg::Param::Timestamp(t),
-        P::Uuid(u) => pg::Param::Uuid(u),
-        P::Jsonb(j) => pg::Param::Jsonb(j),
-        P::Decimal(d) => pg::Param::Decimal(d),
-        P::ArrayInt32(a) => pg::Param::ArrayInt32(a),
-        P::ArrayInt64(a) => pg::Param::ArrayInt64(a),
-        P::ArrayDecimal(a) => pg::Param::ArrayDecimal(a),
-        P::ArrayStr(a) => pg::Param::ArrayStr(a),
-        P::DbNull => pg::Param::Null,
-        P::RangeInt32((lo, hi)) => pg::Param::RangeInt32(bound_in(lo), bound_in(hi)),
-        P::RangeInt64((lo, hi)) => pg::Param::RangeInt64(bound_in(lo), bound_in(hi)),
-        P::RangeDecimal((lo, hi)) => pg::Param::RangeDecimal(bound_in(lo), bound_in(hi)),
-        P::Interval(i) => pg::Param::Interval(pg::Interval {
-            micros: i.micros,
-            days: i.days,
-            months: i.months,
-        }),
-    }
+    luge_binding::same_variant!(value, P => Param: [
+        Boolean(x), Int8(x), Int16(x), Int32(x), Int64(x), Floating32(x), Floating64(x), Str(x),
+        Binary(x), Date(x), Time(x), Datetime(x), Timestamp(x), Uuid(x), Jsonb(x), Decimal(x),
+        ArrayInt32(x), ArrayInt64(x), ArrayDecimal(x), ArrayStr(x)];
+        P::DbNull => Param::Null,
+        P::RangeInt32((lo, hi)) => Param::RangeInt32(bound_in(lo), bound_in(hi)),
+        P::RangeInt64((lo, hi)) => Param::RangeInt64(bound_in(lo), bound_in(hi)),
+        P::RangeDecimal((lo, hi)) => Param::RangeDecimal(bound_in(lo), bound_in(hi)),
+        P::Interval(i) => Param::Interval(pg::Interval { micros: i.micros, days: i.days, months: i.months }))
 }
 
 fn bound_in<T>(bound: Option<(T, wit::RangeBoundKind)>) -> pg::Bound<T> {
@@ -125,98 +102,41 @@ fn bound_out<T>(bound: pg::Bound<T>) -> Option<(T, wit::RangeBoundKind)> {
 }
 
 fn value(value: pg::Value) -> wit::DbValue {
+    use pg::Value;
     use wit::DbValue as V;
-    match value {
-        pg::Value::Boolean(b) => V::Boolean(b),
-        pg::Value::Int8(i) => V::Int8(i),
-        pg::Value::Int16(i) => V::Int16(i),
-        pg::Value::Int32(i) => V::Int32(i),
-        pg::Value::Int64(i) => V::Int64(i),
-        pg::Value::Floating32(f) => V::Floating32(f),
-        pg::Value::Floating64(f) => V::Floating64(f),
-        pg::Value::Str(s) => V::Str(s),
-        pg::Value::Binary(b) => V::Binary(b),
-        pg::Value::Date(d) => V::Date(d),
-        pg::Value::Time(t) => V::Time(t),
-        pg::Value::Datetime(dt) => V::Datetime(dt),
-        pg::Value::Timestamp(t) => V::Timestamp(t),
-        pg::Value::Uuid(u) => V::Uuid(u),
-        pg::Value::Jsonb(j) => V::Jsonb(j),
-        pg::Value::Decimal(d) => V::Decimal(d),
-        pg::Value::ArrayInt32(a) => V::ArrayInt32(a),
-        pg::Value::ArrayInt64(a) => V::ArrayInt64(a),
-        pg::Value::ArrayDecimal(a) => V::ArrayDecimal(a),
-        pg::Value::ArrayStr(a) => V::ArrayStr(a),
-        pg::Value::RangeInt32(lo, hi) => V::RangeInt32((bound_out(lo), bound_out(hi))),
-        pg::Value::RangeInt64(lo, hi) => V::RangeInt64((bound_out(lo), bound_out(hi))),
-        pg::Value::RangeDecimal(lo, hi) => V::RangeDecimal((bound_out(lo), bound_out(hi))),
-        pg::Value::Interval(i) => V::Interval(wit::Interval {
-            micros: i.micros,
-            days: i.days,
-            months: i.months,
-        }),
-        pg::Value::Null => V::DbNull,
-        pg::Value::Unsupported(raw) => V::Unsupported(raw),
-    }
+    luge_binding::same_variant!(value, Value => V: [
+        Boolean(x), Int8(x), Int16(x), Int32(x), Int64(x), Floating32(x), Floating64(x), Str(x),
+        Binary(x), Date(x), Time(x), Datetime(x), Timestamp(x), Uuid(x), Jsonb(x), Decimal(x),
+        ArrayInt32(x), ArrayInt64(x), ArrayDecimal(x), ArrayStr(x), Unsupported(x)];
+        Value::RangeInt32(lo, hi) => V::RangeInt32((bound_out(lo), bound_out(hi))),
+        Value::RangeInt64(lo, hi) => V::RangeInt64((bound_out(lo), bound_out(hi))),
+        Value::RangeDecimal(lo, hi) => V::RangeDecimal((bound_out(lo), bound_out(hi))),
+        Value::Interval(i) => V::Interval(wit::Interval { micros: i.micros, days: i.days, months: i.months }),
+        Value::Null => V::DbNull)
 }
 
 fn column(column: pg::Column) -> wit::Column {
+    use pg::DataType;
     use wit::DbDataType as T;
+    let data_type = luge_binding::same_variant!(column.data_type, DataType => T: [
+        Boolean, Int8, Int16, Int32, Int64, Floating32, Floating64, Str, Binary, Date, Time,
+        Datetime, Timestamp, Uuid, Jsonb, Decimal, ArrayInt32, ArrayInt64, ArrayDecimal, ArrayStr,
+        RangeInt32, RangeInt64, RangeDecimal, Interval, Other(x)]);
     wit::Column {
         name: column.name,
-        data_type: match column.data_type {
-            pg::DataType::Boolean => T::Boolean,
-            pg::DataType::Int8 => T::Int8,
-            pg::DataType::Int16 => T::Int16,
-            pg::DataType::Int32 => T::Int32,
-            pg::DataType::Int64 => T::Int64,
-            pg::DataType::Floating32 => T::Floating32,
-            pg::DataType::Floating64 => T::Floating64,
-            pg::DataType::Str => T::Str,
-            pg::DataType::Binary => T::Binary,
-            pg::DataType::Date => T::Date,
-            pg::DataType::Time => T::Time,
-            pg::DataType::Datetime => T::Datetime,
-            pg::DataType::Timestamp => T::Timestamp,
-            pg::DataType::Uuid => T::Uuid,
-            pg::DataType::Jsonb => T::Jsonb,
-            pg::DataType::Decimal => T::Decimal,
-            pg::DataType::ArrayInt32 => T::ArrayInt32,
-            pg::DataType::ArrayInt64 => T::ArrayInt64,
-            pg::DataType::ArrayDecimal => T::ArrayDecimal,
-            pg::DataType::ArrayStr => T::ArrayStr,
-            pg::DataType::RangeInt32 => T::RangeInt32,
-            pg::DataType::RangeInt64 => T::RangeInt64,
-            pg::DataType::RangeDecimal => T::RangeDecimal,
-            pg::DataType::Interval => T::Interval,
-            pg::DataType::Other(name) => T::Other(name),
-        },
+        data_type,
     }
 }
-
-/// What opening a connection needs from the store, taken before awaiting.
-pub type Opening = (Arc<Action>, Instant);
 
 /// Opens a connection to `address` for the action (its grants, its
 /// deadline, its answer bound), trusting `ca_root` alone when given.
 pub async fn open(
-    (action, deadline): Opening,
+    opening: Opening,
     address: &str,
     ca_root: Option<&str>,
 ) -> Result<pg::Connection, PgError> {
-    let opened = pg::open(
-        &action.name,
-        &action.capabilities.outbound,
-        address,
-        ca_root.map(str::as_bytes),
-        deadline,
-        max_answer_bytes(&action),
-    )
-    .await;
-    if let Err(e) = &opened {
-        tracing::debug!(function = %action.name, error = %e, "outbound postgres refused");
-    }
-    opened
+    let opened = pg::open(opening.caller(), address, ca_root.map(str::as_bytes)).await;
+    opening.logged("postgres", opened)
 }
 
 /// Runs `statement` as a query by the deadline: its columns and rows.
@@ -230,13 +150,7 @@ pub async fn query(
         .query(&statement, params, deadline)
         .await
         .map_err(error)?;
-    Ok((
-        set.columns.into_iter().map(column).collect(),
-        set.rows
-            .into_iter()
-            .map(|row| row.into_iter().map(value).collect())
-            .collect(),
-    ))
+    Ok(set.map(column, value))
 }
 
 /// Runs `statement` by the deadline: the rows it changed.
@@ -407,10 +321,7 @@ impl<T> wit::HostConnectionBuilderWithStore<T> for HasPostgres {
     }
 }
 
-/// Adds `spin:postgres@4.2.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    wit::add_to_linker::<_, HasPostgres>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `spin:postgres@4.2.0` to `linker`.
+    ConnectionsView as HasPostgres: wit
 }

@@ -28,59 +28,34 @@ use generated::fermyon::spin2_0_0::rdbms_types as wit;
 super::postgres3::text_error!(wit);
 
 fn pg_param(value: wit::ParameterValue) -> Result<pg::Param, wit::Error> {
+    use pg::Param;
     use wit::ParameterValue as P;
-    Ok(match value {
-        P::Boolean(b) => pg::Param::Boolean(b),
-        P::Int8(i) => pg::Param::Int8(i),
-        P::Int16(i) => pg::Param::Int16(i),
-        P::Int32(i) => pg::Param::Int32(i),
-        P::Int64(i) => pg::Param::Int64(i),
-        P::Floating32(f) => pg::Param::Floating32(f),
-        P::Floating64(f) => pg::Param::Floating64(f),
-        P::Str(s) => pg::Param::Str(s),
-        P::Binary(b) => pg::Param::Binary(b),
-        P::DbNull => pg::Param::Null,
-        P::Uint8(_) | P::Uint16(_) | P::Uint32(_) | P::Uint64(_) => {
-            return Err(wit::Error::BadParameter(
-                "PostgreSQL has no unsigned integers".to_owned(),
-            ));
-        }
-    })
+    Ok(luge_binding::same_variant!(value, P => Param: [
+    Boolean(x), Int8(x), Int16(x), Int32(x), Int64(x), Floating32(x), Floating64(x), Str(x),
+    Binary(x)];
+    P::DbNull => Param::Null,
+    P::Uint8(_) | P::Uint16(_) | P::Uint32(_) | P::Uint64(_) => {
+        return Err(wit::Error::BadParameter("PostgreSQL has no unsigned integers".to_owned()));
+    }))
 }
 
 fn pg_value(value: pg::Value) -> wit::DbValue {
+    use pg::Value;
     use wit::DbValue as V;
-    match value {
-        pg::Value::Boolean(b) => V::Boolean(b),
-        pg::Value::Int8(i) => V::Int8(i),
-        pg::Value::Int16(i) => V::Int16(i),
-        pg::Value::Int32(i) => V::Int32(i),
-        pg::Value::Int64(i) => V::Int64(i),
-        pg::Value::Floating32(f) => V::Floating32(f),
-        pg::Value::Floating64(f) => V::Floating64(f),
-        pg::Value::Str(s) => V::Str(s),
-        pg::Value::Binary(b) => V::Binary(b),
-        pg::Value::Null => V::DbNull,
-        _ => V::Unsupported,
-    }
+    luge_binding::same_variant!(value, Value => V: [
+        Boolean(x), Int8(x), Int16(x), Int32(x), Int64(x), Floating32(x), Floating64(x), Str(x),
+        Binary(x)];
+        Value::Null => V::DbNull, _ => V::Unsupported)
 }
 
 fn pg_column(column: pg::Column) -> wit::Column {
+    use pg::DataType;
     use wit::DbDataType as T;
+    let data_type = luge_binding::same_variant!(column.data_type, DataType => T: [
+        Boolean, Int8, Int16, Int32, Int64, Floating32, Floating64, Str, Binary]; _ => T::Other);
     wit::Column {
         name: column.name,
-        data_type: match column.data_type {
-            pg::DataType::Boolean => T::Boolean,
-            pg::DataType::Int8 => T::Int8,
-            pg::DataType::Int16 => T::Int16,
-            pg::DataType::Int32 => T::Int32,
-            pg::DataType::Int64 => T::Int64,
-            pg::DataType::Floating32 => T::Floating32,
-            pg::DataType::Floating64 => T::Floating64,
-            pg::DataType::Str => T::Str,
-            pg::DataType::Binary => T::Binary,
-            _ => T::Other,
-        },
+        data_type,
     }
 }
 
@@ -109,13 +84,9 @@ impl postgres::HostConnection for ConnectionsView<'_> {
         };
         Ok(c.query(&statement, params, deadline)
             .await
-            .map(|set| wit::RowSet {
-                columns: set.columns.into_iter().map(pg_column).collect(),
-                rows: set
-                    .rows
-                    .into_iter()
-                    .map(|row| row.into_iter().map(pg_value).collect())
-                    .collect(),
+            .map(|set| {
+                let (columns, rows) = set.map(pg_column, pg_value);
+                wit::RowSet { columns, rows }
             })
             .map_err(error))
     }
@@ -144,10 +115,7 @@ impl postgres::HostConnection for ConnectionsView<'_> {
     }
 }
 
-/// Adds `fermyon:spin/postgres@2.0.0` to `linker`, over `view`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    postgres::add_to_linker::<_, HasPostgres>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `fermyon:spin/postgres@2.0.0` to `linker`, over `view`.
+    ConnectionsView as HasPostgres: postgres
 }

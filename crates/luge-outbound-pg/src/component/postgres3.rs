@@ -9,7 +9,6 @@
 use crate as pg;
 use wasmtime::component::Resource;
 
-use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle};
 
 luge_binding::bindings!("luge:worlds/host-postgres3",
@@ -58,66 +57,31 @@ pub(super) use text_error;
 text_error!(wit);
 
 fn param(value: wit::ParameterValue) -> pg::Param {
+    use pg::Param;
     use wit::ParameterValue as P;
-    match value {
-        P::Boolean(b) => pg::Param::Boolean(b),
-        P::Int8(i) => pg::Param::Int8(i),
-        P::Int16(i) => pg::Param::Int16(i),
-        P::Int32(i) => pg::Param::Int32(i),
-        P::Int64(i) => pg::Param::Int64(i),
-        P::Floating32(f) => pg::Param::Floating32(f),
-        P::Floating64(f) => pg::Param::Floating64(f),
-        P::Str(s) => pg::Param::Str(s),
-        P::Binary(b) => pg::Param::Binary(b),
-        P::Date(d) => pg::Param::Date(d),
-        P::Time(t) => pg::Param::Time(t),
-        P::Datetime(dt) => pg::Param::Datetime(dt),
-        P::Timestamp(t) => pg::Param::Timestamp(t),
-        P::DbNull => pg::Param::Null,
-    }
+    luge_binding::same_variant!(value, P => Param: [
+        Boolean(x), Int8(x), Int16(x), Int32(x), Int64(x), Floating32(x), Floating64(x), Str(x),
+        Binary(x), Date(x), Time(x), Datetime(x), Timestamp(x)]; P::DbNull => Param::Null)
 }
 
 fn value(value: pg::Value) -> wit::DbValue {
+    use pg::Value;
     use wit::DbValue as V;
-    match value {
-        pg::Value::Boolean(b) => V::Boolean(b),
-        pg::Value::Int8(i) => V::Int8(i),
-        pg::Value::Int16(i) => V::Int16(i),
-        pg::Value::Int32(i) => V::Int32(i),
-        pg::Value::Int64(i) => V::Int64(i),
-        pg::Value::Floating32(f) => V::Floating32(f),
-        pg::Value::Floating64(f) => V::Floating64(f),
-        pg::Value::Str(s) => V::Str(s),
-        pg::Value::Binary(b) => V::Binary(b),
-        pg::Value::Date(d) => V::Date(d),
-        pg::Value::Time(t) => V::Time(t),
-        pg::Value::Datetime(dt) => V::Datetime(dt),
-        pg::Value::Timestamp(t) => V::Timestamp(t),
-        pg::Value::Null => V::DbNull,
-        _ => V::Unsupported,
-    }
+    luge_binding::same_variant!(value, Value => V: [
+        Boolean(x), Int8(x), Int16(x), Int32(x), Int64(x), Floating32(x), Floating64(x), Str(x),
+        Binary(x), Date(x), Time(x), Datetime(x), Timestamp(x)];
+        Value::Null => V::DbNull, _ => V::Unsupported)
 }
 
 fn column(column: pg::Column) -> wit::Column {
+    use pg::DataType;
     use wit::DbDataType as T;
+    let data_type = luge_binding::same_variant!(column.data_type, DataType => T: [
+        Boolean, Int8, Int16, Int32, Int64, Floating32, Floating64, Str, Binary, Date, Time,
+        Datetime, Timestamp]; _ => T::Other);
     wit::Column {
         name: column.name,
-        data_type: match column.data_type {
-            pg::DataType::Boolean => T::Boolean,
-            pg::DataType::Int8 => T::Int8,
-            pg::DataType::Int16 => T::Int16,
-            pg::DataType::Int32 => T::Int32,
-            pg::DataType::Int64 => T::Int64,
-            pg::DataType::Floating32 => T::Floating32,
-            pg::DataType::Floating64 => T::Floating64,
-            pg::DataType::Str => T::Str,
-            pg::DataType::Binary => T::Binary,
-            pg::DataType::Date => T::Date,
-            pg::DataType::Time => T::Time,
-            pg::DataType::Datetime => T::Datetime,
-            pg::DataType::Timestamp => T::Timestamp,
-            _ => T::Other,
-        },
+        data_type,
     }
 }
 
@@ -128,19 +92,7 @@ impl wit::HostConnection for ConnectionsView<'_> {
         &mut self,
         address: String,
     ) -> wasmtime::Result<Result<Resource<Pg3Connection>, wit::Error>> {
-        let (action, deadline) = self.opening();
-        let opened = pg::open(
-            &action.name,
-            &action.capabilities.outbound,
-            &address,
-            None,
-            deadline,
-            max_answer_bytes(&action),
-        )
-        .await;
-        if let Err(e) = &opened {
-            tracing::debug!(function = %action.name, error = %e, "outbound postgres refused");
-        }
+        let opened = super::postgres::open(self.opening(), &address, None).await;
         self.keep(opened.map(Pg3), error)
     }
 
@@ -156,13 +108,9 @@ impl wit::HostConnection for ConnectionsView<'_> {
         Ok(c.0
             .query(&statement, params, deadline)
             .await
-            .map(|set| wit::RowSet {
-                columns: set.columns.into_iter().map(column).collect(),
-                rows: set
-                    .rows
-                    .into_iter()
-                    .map(|row| row.into_iter().map(value).collect())
-                    .collect(),
+            .map(|set| {
+                let (columns, rows) = set.map(column, value);
+                wit::RowSet { columns, rows }
             })
             .map_err(error))
     }
@@ -191,10 +139,7 @@ impl wit::HostConnection for ConnectionsView<'_> {
     }
 }
 
-/// Adds `spin:postgres@3.0.0` to `linker`, over `view`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    wit::add_to_linker::<_, HasPostgres3>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `spin:postgres@3.0.0` to `linker`, over `view`.
+    ConnectionsView as HasPostgres3: wit
 }

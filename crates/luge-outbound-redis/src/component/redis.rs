@@ -3,7 +3,7 @@
 //! (the connection resource in the store's table, values, errors) to it.
 //! Where a connection may go is the function's `redis://` grants; every
 //! command ends by the invocation's deadline and every reply is bounded
-//! by [`max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
+//! by [`luge_binding::max_answer_bytes`]. The WIT is `spin-sdk` 7.0.0's
 //! (Luge's WIT root wit/, deps/spin-redis; Apache-2.0 WITH LLVM-exception).
 
 use std::sync::Arc;
@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use wasmtime::component::{Accessor, Resource};
 
-use luge_binding::max_answer_bytes;
 use luge_binding::{ConnectionsView, Handle};
 
 luge_binding::bindings!("luge:worlds/host-redis",
@@ -77,6 +76,45 @@ macro_rules! conversions {
 }
 pub(super) use conversions;
 
+/// Every operation on a connection but `execute`, written once for Spin
+/// 4's and Spin 2's interfaces: each method, on the receiver `$recv`
+/// (`&mut self` or an accessor), starts with `$held` (the connection, the
+/// deadline and the operation's span) and answers the call on the
+/// connection that the table names.
+macro_rules! operations {
+    ($wit:ident, ($($recv:tt)*), $held:expr) => {
+        $crate::component::redis::operations!(@each $wit, ($($recv)*), $held,
+            publish(channel: String, payload: Vec<u8>) -> () = |c, d| c.publish(&channel, &payload, d);
+            get(key: String) -> Option<Vec<u8>> = |c, d| c.get(&key, d);
+            set(key: String, value: Vec<u8>) -> () = |c, d| c.set(&key, &value, d);
+            incr(key: String) -> i64 = |c, d| c.incr(&key, d);
+            del(keys: Vec<String>) -> u32 = |c, d| c.del(&keys, d);
+            sadd(key: String, values: Vec<String>) -> u32 = |c, d| c.sadd(&key, &values, d);
+            smembers(key: String) -> Vec<String> = |c, d| c.smembers(&key, d);
+            srem(key: String, values: Vec<String>) -> u32 = |c, d| c.srem(&key, &values, d);
+        );
+    };
+    (@each $wit:ident, $recv:tt, $held:expr,
+        $($name:ident($($arg:ident: $ty:ty),*) -> $out:ty = |$c:ident, $d:ident| $call:expr;)*) => {
+        $(
+            $crate::component::redis::operations!(@one $wit, $recv, $held,
+                $name($($arg: $ty),*) -> $out = |$c, $d| $call);
+        )*
+    };
+    (@one $wit:ident, ($($recv:tt)*), $held:expr,
+        $name:ident($($arg:ident: $ty:ty),*) -> $out:ty = |$c:ident, $d:ident| $call:expr) => {
+        async fn $name(
+            $($recv)*,
+            connection: Resource<RedisConnection>,
+            $($arg: $ty),*
+        ) -> wasmtime::Result<Result<$out, $wit::Error>> {
+            let ($c, $d, _span) = ($held)(&connection, stringify!($name))?;
+            answer($call.await)
+        }
+    };
+}
+pub(super) use operations;
+
 conversions!(redis);
 
 /// What every operation starts with: the connection `connection` names,
@@ -114,99 +152,14 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
         accessor: &Accessor<T, Self>,
         address: String,
     ) -> wasmtime::Result<Result<Resource<RedisConnection>, redis::Error>> {
-        let (action, deadline) = accessor.with(|mut access| {
-            let view = access.get();
-            (Arc::clone(view.action), view.deadline)
-        });
-        let opened = crate::open(
-            &action.name,
-            &action.capabilities.outbound,
-            &address,
-            deadline,
-            max_answer_bytes(&action),
-        )
-        .await;
-        if let Err(e) = &opened {
-            tracing::debug!(function = %action.name, error = %e, "outbound redis refused");
-        }
+        let opening = accessor.with(|mut access| access.get().opening());
+        let opened = opening.logged("redis", crate::open(opening.caller(), &address).await);
         accessor.with(|mut access| access.get().keep(opened, error))
     }
 
-    async fn publish(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        channel: String,
-        payload: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "publish")?;
-        answer(c.publish(&channel, &payload, deadline).await)
-    }
-
-    async fn get(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        key: String,
-    ) -> wasmtime::Result<Result<Option<Vec<u8>>, redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "get")?;
-        answer(c.get(&key, deadline).await)
-    }
-
-    async fn set(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        key: String,
-        value: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "set")?;
-        answer(c.set(&key, &value, deadline).await)
-    }
-
-    async fn incr(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        key: String,
-    ) -> wasmtime::Result<Result<i64, redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "incr")?;
-        answer(c.incr(&key, deadline).await)
-    }
-
-    async fn del(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        keys: Vec<String>,
-    ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "del")?;
-        answer(c.del(&keys, deadline).await)
-    }
-
-    async fn sadd(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        key: String,
-        values: Vec<String>,
-    ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "sadd")?;
-        answer(c.sadd(&key, &values, deadline).await)
-    }
-
-    async fn smembers(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        key: String,
-    ) -> wasmtime::Result<Result<Vec<String>, redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "smembers")?;
-        answer(c.smembers(&key, deadline).await)
-    }
-
-    async fn srem(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        key: String,
-        values: Vec<String>,
-    ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = held(accessor, &connection, "srem")?;
-        answer(c.srem(&key, &values, deadline).await)
-    }
+    operations!(redis, (accessor: &Accessor<T, Self>), |connection, name| {
+        held(accessor, connection, name)
+    });
 
     async fn execute(
         accessor: &Accessor<T, Self>,
@@ -224,10 +177,7 @@ impl<T> redis::HostConnectionWithStore<T> for HasRedis {
     }
 }
 
-/// Adds `spin:redis@3.0.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    redis::add_to_linker::<_, HasRedis>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `spin:redis@3.0.0` to `linker`.
+    ConnectionsView as HasRedis: redis
 }

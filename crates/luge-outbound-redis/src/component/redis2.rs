@@ -8,7 +8,7 @@
 use wasmtime::component::Resource;
 
 use super::redis::{HasRedis, RedisConnection};
-use luge_binding::{ConnectionsView, max_answer_bytes};
+use luge_binding::ConnectionsView;
 
 luge_binding::bindings!("luge:worlds/host-spin2-redis",
     imports: { default: async | trappable },
@@ -47,96 +47,14 @@ impl redis::HostConnection for ConnectionsView<'_> {
         &mut self,
         address: String,
     ) -> wasmtime::Result<Result<Resource<RedisConnection>, redis::Error>> {
-        let (action, deadline) = self.opening();
-        let opened = crate::open(
-            &action.name,
-            &action.capabilities.outbound,
-            &address,
-            deadline,
-            max_answer_bytes(&action),
-        )
-        .await;
-        if let Err(e) = &opened {
-            tracing::debug!(function = %action.name, error = %e, "outbound redis refused");
-        }
+        let opening = self.opening();
+        let opened = opening.logged("redis", crate::open(opening.caller(), &address).await);
         self.keep(opened, error)
     }
 
-    async fn publish(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        channel: String,
-        payload: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "publish")?;
-        answer(c.publish(&channel, &payload, deadline).await)
-    }
-
-    async fn get(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        key: String,
-    ) -> wasmtime::Result<Result<Option<Vec<u8>>, redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "get")?;
-        answer(c.get(&key, deadline).await)
-    }
-
-    async fn set(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        key: String,
-        value: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "set")?;
-        answer(c.set(&key, &value, deadline).await)
-    }
-
-    async fn incr(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        key: String,
-    ) -> wasmtime::Result<Result<i64, redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "incr")?;
-        answer(c.incr(&key, deadline).await)
-    }
-
-    async fn del(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        keys: Vec<String>,
-    ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "del")?;
-        answer(c.del(&keys, deadline).await)
-    }
-
-    async fn sadd(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        key: String,
-        values: Vec<String>,
-    ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "sadd")?;
-        answer(c.sadd(&key, &values, deadline).await)
-    }
-
-    async fn smembers(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        key: String,
-    ) -> wasmtime::Result<Result<Vec<String>, redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "smembers")?;
-        answer(c.smembers(&key, deadline).await)
-    }
-
-    async fn srem(
-        &mut self,
-        connection: Resource<RedisConnection>,
-        key: String,
-        values: Vec<String>,
-    ) -> wasmtime::Result<Result<u32, redis::Error>> {
-        let (c, deadline, _span) = op(self, &connection, "srem")?;
-        answer(c.srem(&key, &values, deadline).await)
-    }
+    super::redis::operations!(redis, (&mut self), |connection, name| {
+        op(self, connection, name)
+    });
 
     async fn execute(
         &mut self,
@@ -158,10 +76,7 @@ impl redis::HostConnection for ConnectionsView<'_> {
     }
 }
 
-/// Adds `fermyon:spin/redis@2.0.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    redis::add_to_linker::<_, HasRedis>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `fermyon:spin/redis@2.0.0` to `linker`.
+    ConnectionsView as HasRedis: redis
 }

@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::SqliteError;
-use luge_core::Action;
 use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
 
 use luge_binding::max_answer_bytes;
-use luge_binding::{ConnectionsView, Handle, rows_answer};
+use luge_binding::{ConnectionsView, Handle, Opening, rows_answer};
 
 luge_binding::bindings!("luge:worlds/host-sqlite",
     // SQLite blocks: every function awaits the blocking pool.
@@ -79,11 +78,8 @@ pub(super) use conversions;
 conversions!(sqlite);
 
 /// Opens `label` for the action's grant: no `default` without an owner.
-pub async fn open(
-    (action, deadline): (Arc<Action>, Instant),
-    label: &str,
-) -> Result<crate::Connection, SqliteError> {
-    let grant = &action.capabilities.sqlite;
+pub async fn open(opening: Opening, label: &str) -> Result<crate::Connection, SqliteError> {
+    let grant = &opening.action.capabilities.sqlite;
     let Some(owner) = &grant.owner else {
         return Err(if grant.databases.iter().any(|l| l == label) {
             SqliteError::NoSuchDatabase
@@ -92,7 +88,7 @@ pub async fn open(
         });
     };
     crate::databases()
-        .open(label, &grant.databases, owner, deadline)
+        .open(label, &grant.databases, owner, opening.deadline)
         .await
 }
 
@@ -218,10 +214,7 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
     }
 }
 
-/// Adds `spin:sqlite@3.1.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    sqlite::add_to_linker::<_, HasSqlite>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `spin:sqlite@3.1.0` to `linker`.
+    ConnectionsView as HasSqlite: sqlite
 }

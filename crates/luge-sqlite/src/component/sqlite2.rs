@@ -61,10 +61,7 @@ impl sqlite::HostConnection for ConnectionsView<'_> {
     }
 }
 
-/// Adds `fermyon:spin/sqlite@2.0.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> ConnectionsView<'_>,
-) -> wasmtime::Result<()> {
-    sqlite::add_to_linker::<_, HasSqlite>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `fermyon:spin/sqlite@2.0.0` to `linker`.
+    ConnectionsView as HasSqlite: sqlite
 }

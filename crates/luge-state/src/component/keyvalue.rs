@@ -36,26 +36,7 @@ impl keyvalue::store::Host for KeyValueView<'_> {
 }
 
 impl keyvalue::store::HostBucket for KeyValueView<'_> {
-    fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
-        self.with(&bucket, |bucket, state| bucket.get(state, &key))
-    }
-
-    fn set(
-        &mut self,
-        bucket: Resource<kv::Bucket>,
-        key: String,
-        value: Vec<u8>,
-    ) -> Result<(), Error> {
-        self.with(&bucket, |bucket, state| bucket.set(state, &key, &value))
-    }
-
-    fn delete(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<(), Error> {
-        self.with(&bucket, |bucket, state| bucket.delete(state, &key))
-    }
-
-    fn exists(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<bool, Error> {
-        self.with(&bucket, |bucket, state| bucket.exists(state, &key))
-    }
+    super::draft_operations!(bucket);
 
     fn list_keys(
         &mut self,
@@ -65,10 +46,6 @@ impl keyvalue::store::HostBucket for KeyValueView<'_> {
         let bucket = self.table.get(&bucket)?;
         let (keys, cursor) = bucket.keys(self.state()?, cursor)?;
         Ok(keyvalue::store::KeyResponse { keys, cursor })
-    }
-
-    fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
-        self.close_bucket(bucket)
     }
 }
 
@@ -99,33 +76,10 @@ impl keyvalue::batch::Host for KeyValueView<'_> {
             .collect())
     }
 
-    fn set_many(
-        &mut self,
-        bucket: Resource<kv::Bucket>,
-        key_values: Vec<(String, Vec<u8>)>,
-    ) -> Result<(), Error> {
-        Ok(self
-            .table
-            .get(&bucket)?
-            .set_many(self.state()?, &key_values)?)
-    }
-
-    fn delete_many(
-        &mut self,
-        bucket: Resource<kv::Bucket>,
-        keys: Vec<String>,
-    ) -> Result<(), Error> {
-        Ok(self.table.get(&bucket)?.delete_many(self.state()?, &keys)?)
-    }
+    super::draft_operations!(batch);
 }
 
-/// Adds `wasi:keyvalue/{store, atomics, batch}` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> KeyValueView<'_>,
-) -> wasmtime::Result<()> {
-    keyvalue::store::add_to_linker::<_, HasKeyValue>(linker, view)?;
-    keyvalue::atomics::add_to_linker::<_, HasKeyValue>(linker, view)?;
-    keyvalue::batch::add_to_linker::<_, HasKeyValue>(linker, view)?;
-    Ok(())
+luge_binding::add_to_linker! {
+    /// Adds `wasi:keyvalue/{store, atomics, batch}` to `linker`.
+    KeyValueView as HasKeyValue: keyvalue::store, keyvalue::atomics, keyvalue::batch
 }

@@ -43,26 +43,7 @@ impl store::Host for KeyValueView<'_> {
 }
 
 impl store::HostBucket for KeyValueView<'_> {
-    fn get(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<Option<Vec<u8>>, Error> {
-        self.with(&bucket, |bucket, state| bucket.get(state, &key))
-    }
-
-    fn set(
-        &mut self,
-        bucket: Resource<kv::Bucket>,
-        key: String,
-        value: Vec<u8>,
-    ) -> Result<(), Error> {
-        self.with(&bucket, |bucket, state| bucket.set(state, &key, &value))
-    }
-
-    fn delete(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<(), Error> {
-        self.with(&bucket, |bucket, state| bucket.delete(state, &key))
-    }
-
-    fn exists(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<bool, Error> {
-        self.with(&bucket, |bucket, state| bucket.exists(state, &key))
-    }
+    super::draft_operations!(bucket);
 
     fn list_keys(
         &mut self,
@@ -84,10 +65,6 @@ impl store::HostBucket for KeyValueView<'_> {
             keys,
             cursor: cursor.map(|c| c.to_string()),
         })
-    }
-
-    fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
-        self.close_bucket(bucket)
     }
 }
 
@@ -160,33 +137,10 @@ impl batch::Host for KeyValueView<'_> {
         Ok(self.table.get(&bucket)?.get_many(self.state()?, keys)?)
     }
 
-    fn set_many(
-        &mut self,
-        bucket: Resource<kv::Bucket>,
-        key_values: Vec<(String, Vec<u8>)>,
-    ) -> Result<(), Error> {
-        Ok(self
-            .table
-            .get(&bucket)?
-            .set_many(self.state()?, &key_values)?)
-    }
-
-    fn delete_many(
-        &mut self,
-        bucket: Resource<kv::Bucket>,
-        keys: Vec<String>,
-    ) -> Result<(), Error> {
-        Ok(self.table.get(&bucket)?.delete_many(self.state()?, &keys)?)
-    }
+    super::draft_operations!(batch);
 }
 
-/// Adds `wasi:keyvalue/{store, atomics, batch}@0.2.0-draft2` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> KeyValueView<'_>,
-) -> wasmtime::Result<()> {
-    store::add_to_linker::<_, HasKeyValue>(linker, view)?;
-    atomics::add_to_linker::<_, HasKeyValue>(linker, view)?;
-    batch::add_to_linker::<_, HasKeyValue>(linker, view)?;
-    Ok(())
+luge_binding::add_to_linker! {
+    /// Adds `wasi:keyvalue/{store, atomics, batch}@0.2.0-draft2` to `linker`.
+    KeyValueView as HasKeyValue: store, atomics, batch
 }

@@ -18,6 +18,63 @@ use luge_core::keyvalue::{self as kv, KvError};
 use luge_core::state::State;
 use wasmtime::component::{HasData, Resource, ResourceTable, ResourceTableError};
 
+/// `store`'s bucket operations and `batch`'s writes, which both
+/// `wasi:keyvalue` drafts word alike: written once, each draft's
+/// `HostBucket` (`bucket`) and `batch::Host` (`batch`) take them.
+macro_rules! draft_operations {
+    (bucket) => {
+        fn get(
+            &mut self,
+            bucket: Resource<kv::Bucket>,
+            key: String,
+        ) -> Result<Option<Vec<u8>>, Error> {
+            self.with(&bucket, |bucket, state| bucket.get(state, &key))
+        }
+
+        fn set(
+            &mut self,
+            bucket: Resource<kv::Bucket>,
+            key: String,
+            value: Vec<u8>,
+        ) -> Result<(), Error> {
+            self.with(&bucket, |bucket, state| bucket.set(state, &key, &value))
+        }
+
+        fn delete(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<(), Error> {
+            self.with(&bucket, |bucket, state| bucket.delete(state, &key))
+        }
+
+        fn exists(&mut self, bucket: Resource<kv::Bucket>, key: String) -> Result<bool, Error> {
+            self.with(&bucket, |bucket, state| bucket.exists(state, &key))
+        }
+
+        fn drop(&mut self, bucket: Resource<kv::Bucket>) -> wasmtime::Result<()> {
+            self.close_bucket(bucket)
+        }
+    };
+    (batch) => {
+        fn set_many(
+            &mut self,
+            bucket: Resource<kv::Bucket>,
+            key_values: Vec<(String, Vec<u8>)>,
+        ) -> Result<(), Error> {
+            Ok(self
+                .table
+                .get(&bucket)?
+                .set_many(self.state()?, &key_values)?)
+        }
+
+        fn delete_many(
+            &mut self,
+            bucket: Resource<kv::Bucket>,
+            keys: Vec<String>,
+        ) -> Result<(), Error> {
+            Ok(self.table.get(&bucket)?.delete_many(self.state()?, &keys)?)
+        }
+    };
+}
+use draft_operations;
+
 pub mod keyvalue;
 pub mod keyvalue_draft2;
 pub mod spin;

@@ -116,10 +116,7 @@ impl<T> key_value::HostStoreWithStore<T> for HasKeyValue {
     }
 }
 
-/// Adds `spin:key-value@3.0.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> KeyValueView<'_>,
-) -> wasmtime::Result<()> {
-    key_value::add_to_linker::<_, HasKeyValue>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `spin:key-value@3.0.0` to `linker`.
+    KeyValueView as HasKeyValue: key_value
 }

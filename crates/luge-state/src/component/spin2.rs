@@ -93,10 +93,7 @@ impl key_value::HostStore for KeyValueView<'_> {
     }
 }
 
-/// Adds `fermyon:spin/key-value@2.0.0` to `linker`.
-pub fn add_to_linker<T: Send + 'static>(
-    linker: &mut wasmtime::component::Linker<T>,
-    view: fn(&mut T) -> KeyValueView<'_>,
-) -> wasmtime::Result<()> {
-    key_value::add_to_linker::<_, HasKeyValue>(linker, view)
+luge_binding::add_to_linker! {
+    /// Adds `fermyon:spin/key-value@2.0.0` to `linker`.
+    KeyValueView as HasKeyValue: key_value
 }
