@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Luge, Site, engine};
+use common::{Luge, Site, assert_error, engine};
 use serde_json::{Value, json};
 
 /// A host with `fanout` (may call fib, fail, sleep, itself and a `ghost`
@@ -17,48 +17,7 @@ use serde_json::{Value, json};
 fn host(extra: &[&str]) -> Option<(Luge, Site)> {
     let site = Site::new(
         &["fanout", "fib", "fail", "sleep", "c-relay", "c-echo"],
-        r#"
-        [server]
-        workers = 2
-
-        [[routes]]
-        path = "/fanout"
-        module = "fanout.wasm"
-        calls = ["fib", "fail", "sleep", "fanout", "ghost"]
-
-        [[routes]]
-        path = "/relay"
-        module = "c-relay.wasm"
-        calls = ["c-echo"]
-
-        [[routes]]
-        path = "/c-echo"
-        module = "c-echo.wasm"
-
-        [[routes]]
-        path = "/hasty"
-        module = "fanout.wasm"
-        calls = ["sleep"]
-        limits = { timeout_ms = 300 }
-
-        [[routes]]
-        path = "/lonely"
-        module = "fanout.wasm"
-
-        [[routes]]
-        path = "/fib"
-        module = "fib.wasm"
-
-        [[routes]]
-        path = "/fail"
-        module = "fail.wasm"
-
-        [[routes]]
-        path = "/nap"
-        name = "sleep"
-        module = "sleep.wasm"
-        limits = { timeout_ms = 5000 }
-        "#,
+        include_str!("sites/calls-host.toml"),
     );
     Some((site.start(extra), site))
 }
@@ -146,13 +105,7 @@ fn undeclared_and_unknown_callees_are_refused() {
     assert!(error.contains("not granted"), "{error}");
     // `fanout` may call `fanout`, but nothing is called `nosuch`.
     let out = fanout(&luge, "/fanout", json!([{ "name": "fib2", "input": {} }]));
-    assert!(
-        out["results"][0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("not granted"),
-        "{out}"
-    );
+    assert_error(&out["results"][0], "not granted");
     // `ghost` is granted but no function has that name.
     let out = fanout(&luge, "/fanout", json!([{ "name": "ghost", "input": {} }]));
     let error = out["results"][0]["error"].as_str().unwrap();

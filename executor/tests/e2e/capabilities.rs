@@ -22,10 +22,7 @@ fn granted_directories_and_nothing_else() {
     if !read_only_enforced {
         let (status, body) = init(json!([ro.clone(), rw.clone()]));
         assert_eq!(status, 403, "{body}");
-        assert!(
-            body["error"].as_str().unwrap().contains("read-only"),
-            "{body}"
-        );
+        assert_error(&body, "read-only");
         assert_eq!(init(json!([rw])).0, 200);
     } else {
         assert_eq!(init(json!([ro, rw])).0, 200);
@@ -114,10 +111,7 @@ fn grants_without_fs_root_are_refused() {
     let grants = dirs(json!([{"host": "data", "guest": "/d"}]));
     let (status, body) = luge.post("/g/init", &init_body(&wasm("files"), "main", grants));
     assert_ne!(status, 200);
-    assert!(
-        body["error"].as_str().unwrap().contains("--fs-root"),
-        "{body}"
-    );
+    assert_error(&body, "--fs-root");
 }
 
 #[test]
@@ -142,24 +136,6 @@ fn wasi_env_and_args_annotations() {
     );
 }
 
-/// A TCP server on 127.0.0.1 that answers each connection with
-/// `{"pong":true}` (a dictionary, an OpenWhisk action's result) once it
-/// has read `ping\n`; its port.
-fn pong_server() -> u16 {
-    use std::io::{Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        while let Ok((mut stream, _)) = listener.accept() {
-            let mut line = [0u8; 5];
-            if stream.read_exact(&mut line).is_ok() && &line == b"ping\n" {
-                let _ = stream.write_all(br#"{"pong":true}"#);
-            }
-        }
-    });
-    port
-}
-
 /// A socket grant given through an OpenWhisk action's annotation
 /// (`http.allowed_outbound_hosts`, as every scheme's is) reaches its own
 /// address and no other; without it, or with another scheme's, the
@@ -171,7 +147,10 @@ fn a_socket_grant_through_an_annotation_reaches_its_address_only() {
         return;
     }
     let luge = Luge::start("serve", &[]);
-    let (port, other) = (pong_server(), pong_server());
+    let (port, other) = (
+        ping_peer(br#"{"pong":true}"#),
+        ping_peer(br#"{"pong":true}"#),
+    );
     let target = format!("127.0.0.1:{port}");
     let run = |action: &str, to: &str, grants: serde_json::Value| {
         let annotations = json!({"annotations": {

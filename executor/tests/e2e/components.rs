@@ -83,16 +83,10 @@ fn a_command_component_passes_the_runner_scenarios() {
         // arrives as 1.
         let (status, body) = c.run(&json!({"value": {"mode": "exit"}}));
         assert_ne!(status, 200);
-        assert!(
-            body["error"].as_str().unwrap().contains("status 1"),
-            "{body}"
-        );
+        assert_error(&body, "status 1");
         let (status, body) = c.run(&json!({"value": {"mode": "trap"}}));
         assert_ne!(status, 200);
-        assert!(
-            body["error"].as_str().unwrap().contains("trapped"),
-            "{body}"
-        );
+        assert_error(&body, "trapped");
     });
 }
 
@@ -106,16 +100,7 @@ fn a_command_component_on_a_route() {
     }
     let site = Site::new(
         &["p2-echo", "p2-spin"],
-        r#"
-        [[routes]]
-        path = "/echo"
-        module = "p2-echo.wasm"
-
-        [[routes]]
-        path = "/spin"
-        module = "p2-spin.wasm"
-        limits = { timeout_ms = 300 }
-        "#,
+        include_str!("sites/components-command-route.toml"),
     );
     let luge = site.start(&[]);
     // The route answers the whole stdout: echo's log line, then its result.
@@ -178,12 +163,7 @@ fn a_python_function_end_to_end() {
     );
     // The same language as an HTTP handler (actions/python/web).
     let reply = luge.send("POST", "/web?q=2", &[("x-luge-test", "py")], b"snow");
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(200);
     assert_eq!(
         reply.json(),
         json!({
@@ -307,15 +287,9 @@ fn wasi_keyvalue_over_the_state_tiers() {
         "/other",
         json!({"op": "get", "bucket": "shared", "key": "k"}),
     );
-    assert!(
-        refused["error"].as_str().unwrap().contains("AccessDenied"),
-        "{refused}"
-    );
+    assert_error(&refused, "AccessDenied");
     let refused = ask("/kv", json!({"op": "get", "bucket": "no/such", "key": "k"}));
-    assert!(
-        refused["error"].as_str().unwrap().contains("NoSuchStore"),
-        "{refused}"
-    );
+    assert_error(&refused, "NoSuchStore");
     // Keys may hold '/', in any bucket.
     ask("/kv", json!({"op": "set", "key": "a/b", "value": "slash"}));
     assert_eq!(
@@ -341,22 +315,10 @@ fn wasi_keyvalue_over_the_state_tiers() {
     let opened = ask("/kv", json!({"op": "open", "count": 63}));
     assert_eq!(opened["open"], 64, "{opened}");
     let refused = ask("/kv", json!({"op": "open", "count": 100_000}));
-    assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("at most 64 buckets"),
-        "{refused}"
-    );
+    assert_error(&refused, "at most 64 buckets");
     let keys: Vec<String> = (0..1025).map(|i| format!("k{i}")).collect();
     let refused = ask("/kv", json!({"op": "many", "get": keys}));
-    assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("at most 1024 keys"),
-        "{refused}"
-    );
+    assert_error(&refused, "at most 1024 keys");
     // Listing: a bucket's own keys, in order; another function's private
     // bucket lists none of them.
     assert_eq!(
@@ -372,10 +334,7 @@ fn wasi_keyvalue_over_the_state_tiers() {
     // value that is not one is an error, not a trap.
     ask("/kv", json!({"op": "set", "key": "text", "value": "snow"}));
     let bad = ask("/kv", json!({"op": "incr", "key": "text"}));
-    assert!(
-        bad["error"].as_str().unwrap().contains("not a counter"),
-        "{bad}"
-    );
+    assert_error(&bad, "not a counter");
 
     // The local tier persists: a restart finds the values.
     drop(luge);
@@ -519,12 +478,7 @@ fn an_http_handler_answers_the_request() {
         &[("x-luge-test", "snow ❄")],
         b"the body",
     );
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(200);
     assert_eq!(reply.header("x-method"), "POST");
     assert_eq!(reply.header("x-path"), "/web/echo?a=1&b=%C3%A9");
     assert_eq!(reply.headers["x-echo"].as_bytes(), "snow ❄".as_bytes());
@@ -902,12 +856,7 @@ fn javascript_functions_end_to_end() {
     assert_eq!(body["greeting"], "Hello, Luge!");
     for _ in 0..2 {
         let reply = luge.send("PUT", "/web?x=1", &[("x-luge-test", "snow")], b"a body");
-        assert_eq!(
-            reply.status,
-            200,
-            "{}",
-            String::from_utf8_lossy(&reply.body)
-        );
+        reply.expect(200);
         assert_eq!(reply.header("x-handled-by"), "js");
         assert_eq!(
             reply.json(),
@@ -944,12 +893,7 @@ fn http_handlers_are_admitted_and_cancelled() {
     .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let reply = luge.send("GET", "/hello", &[], b"");
-    assert_eq!(
-        reply.status,
-        503,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(503);
     assert_eq!(reply.header("retry-after"), "1");
     drop(stream);
     // Cancelled at the next epoch tick: the place is back within a moment,
@@ -1044,12 +988,7 @@ fn a_reused_instance_serves_sixteen_clients_at_once_on_two_workers() {
                     while std::time::Instant::now() < until {
                         let sent = std::time::Instant::now();
                         let reply = luge.send("GET", "/r/hello", &[], b"");
-                        assert_eq!(
-                            reply.status,
-                            200,
-                            "{}",
-                            String::from_utf8_lossy(&reply.body)
-                        );
+                        reply.expect(200);
                         assert!(
                             sent.elapsed() < std::time::Duration::from_secs(2),
                             "a request waited {:?}",
@@ -1120,12 +1059,7 @@ fn wasi_03_instances_are_reused_only_where_a_route_opts_in() {
     // next request is its new instance's first.
     assert_eq!(count("/slow/count"), "count 1");
     let reply = luge.send("GET", "/slow/spin", &[], b"");
-    assert_eq!(
-        reply.status,
-        504,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(504);
     assert_eq!(count("/slow/count"), "count 1");
     assert_eq!(count("/slow/count"), "count 2");
 

@@ -135,12 +135,7 @@ fn a_full_disk_is_a_clear_error_and_writes_resume_when_space_returns() {
         "ok"
     );
     let reply = upload(&luge, "kept", &wasm("c-echo"));
-    assert_eq!(
-        reply.status,
-        201,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(201);
 
     // Fill it: big appends, then small ones, until nothing fits.
     assert!(
@@ -176,12 +171,7 @@ fn a_full_disk_is_a_clear_error_and_writes_resume_when_space_returns() {
     // the reason, and is not installed. (Its partial files are removed,
     // which frees a little space: hence last.)
     let reply = upload(&luge, "late", &wasm("c-hello"));
-    assert_eq!(
-        reply.status,
-        507,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(507);
     assert!(
         reply.json()["error"]
             .as_str()
@@ -233,12 +223,7 @@ fn a_full_disk_is_a_clear_error_and_writes_resume_when_space_returns() {
         "before"
     );
     let reply = upload(&luge, "late", &wasm("c-hello"));
-    assert_eq!(
-        reply.status,
-        201,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(201);
     assert_eq!(luge.request("POST", "/fn/late", b"").0, 200);
     assert_eq!(
         luge.request("POST", "/fn/kept", b"again"),

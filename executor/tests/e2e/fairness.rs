@@ -15,35 +15,7 @@ use serde_json::{Value, json};
 fn host(max_pending: &str) -> (Luge, Site) {
     let site = Site::new(
         &["fanout", "sleep", "c-echo", "spin"],
-        r#"
-        [server]
-        workers = 2
-
-        [[routes]]
-        path = "/flood"
-        module = "sleep.wasm"
-        limits = { timeout_ms = 5000 }
-
-        [[routes]]
-        path = "/fanout"
-        module = "fanout.wasm"
-        calls = ["sleep"]
-        limits = { timeout_ms = 10000 }
-
-        [[routes]]
-        path = "/nap"
-        name = "sleep"
-        module = "sleep.wasm"
-        limits = { timeout_ms = 5000 }
-
-        [[routes]]
-        path = "/victim"
-        module = "c-echo.wasm"
-
-        [[routes]]
-        path = "/burn"
-        module = "spin.wasm"
-        "#,
+        include_str!("sites/fairness-host.toml"),
     );
     let luge = site.start(&["--max-pending", max_pending]);
     (luge, site)

@@ -20,18 +20,7 @@ fn probe() -> Vec<u8> {
 
 /// A host with the probe on `/probe` (300 ms to run), two sandbox slots.
 fn host(extra: &[&str]) -> (Luge, Site) {
-    let site = Site::new(
-        &[],
-        r#"
-        [server]
-        workers = 2
-
-        [[routes]]
-        path = "/probe"
-        module = "probe.wasm"
-        limits = { timeout_ms = 300 }
-        "#,
-    );
+    let site = Site::new(&[], include_str!("sites/isolation-host.toml"));
     site.add_module("probe", &probe());
     let mut args = vec!["--max-sandboxes", "2", "--max-pending", "2"];
     args.extend_from_slice(extra);

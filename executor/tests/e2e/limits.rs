@@ -103,7 +103,7 @@ fn default_memory_limit_comes_from_the_operator() {
     );
     let (status, body) = luge.post("/m/run", &json!({"value": {"mb": 100}}));
     assert_eq!(status, 502);
-    assert!(body["error"].as_str().unwrap().contains("48 MiB"), "{body}");
+    assert_error(&body, "48 MiB");
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod bad_input;
 mod calls;
 mod capabilities;
 mod components;
+mod databases;
 mod disk_full;
 mod engines;
 mod fairness;

@@ -73,10 +73,7 @@ fn missing_entry_point_is_an_init_error() {
     on_both_front_ends(&[], |c| {
         let (status, body) = c.init(&init_body(&wasm("echo"), "nosuch", json!({})));
         assert_ne!(status, 200);
-        assert!(
-            body["error"].as_str().unwrap().contains("'nosuch'"),
-            "{body}"
-        );
+        assert_error(&body, "'nosuch'");
     });
 }
 

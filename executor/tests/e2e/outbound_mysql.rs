@@ -6,12 +6,11 @@
 //! past its deadline, a wrong password, a host file by `LOAD DATA
 //! LOCAL`), the password printed nowhere.
 
-use std::time::{Duration, Instant};
-
 use luge_testkit::mariadb::MariaDbServer;
 
 use crate::common::*;
-use crate::spin::{manifest, text, upstream};
+use crate::databases::*;
+use crate::spin::text;
 
 fn on_wasmtime() -> bool {
     engine() == "wasmtime"
@@ -22,26 +21,14 @@ fn a_spin_app_queries_its_granted_mysql() {
     if !on_wasmtime() {
         return;
     }
-    let db = MariaDbServer::start().unwrap();
-    let host = format!("127.0.0.1:{}", db.port);
-    let address = db.url();
-    let upstream = upstream();
+    let server = MariaDbServer::start().unwrap();
+    let db = Db {
+        name: "mysql",
+        host: format!("127.0.0.1:{}", server.port),
+        address: server.url(),
+    };
     let state_dir = tempfile::tempdir().unwrap();
-    let manifest = manifest();
-    let luge = Luge::start_with_env(
-        "serve",
-        &[
-            "--spin",
-            path_str(&manifest),
-            "--state-dir",
-            path_str(state_dir.path()),
-        ],
-        &[
-            ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
-            ("SPIN_VARIABLE_MYSQL_HOST", host.as_str()),
-            ("SPIN_VARIABLE_MYSQL_ADDRESS", address.as_str()),
-        ],
-    );
+    let luge = db.serve_app(state_dir.path(), &[]);
     let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
     assert_eq!(
         post(
@@ -75,19 +62,9 @@ fn a_spin_app_queries_its_granted_mysql() {
         "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE notes",
     );
     assert_eq!(status, 500, "{body}");
-    // A gigabyte selected: an error, not the host's memory.
-    let (status, body) = post(
-        "/mysql/query",
-        "SELECT REPEAT('x', 10000) FROM information_schema.columns a, information_schema.columns b",
-    );
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("larger than"), "{body}");
-    // The backend component has no mysql:// grant.
-    let (status, body) = post("/backend/mysql/query", "SELECT 1");
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("not granted"), "{body}");
-    let log = format!("{}{}", luge.stderr(), luge.stdout());
-    assert!(!log.contains(db.password), "{log}");
+    let huge = "SELECT REPEAT('x', 10000) \
+                FROM information_schema.columns a, information_schema.columns b";
+    assert_bounded_and_granted(&luge, &db, huge, server.password);
 }
 
 #[test]
@@ -96,41 +73,21 @@ fn a_luge_toml_route_queries_mysql_within_its_deadline() {
         return;
     }
     let db = MariaDbServer::start().unwrap();
-    let port = db.port;
     let wrong = db.url().replace(db.password, "not-the-password");
-    let routes = format!(
-        "[[routes]]\npath = \"/m/...\"\nmodule = \"spin-app.wasm\"\n\
-         allowed_outbound_hosts = [\"mysql://127.0.0.1:{port}\"]\n\
-         variables = {{ mysql_address = \"{}\" }}\n\
-         limits = {{ timeout_ms = 1500 }}\n\
-         [[routes]]\npath = \"/wrong/...\"\nmodule = \"spin-app.wasm\"\n\
-         allowed_outbound_hosts = [\"mysql://127.0.0.1:{port}\"]\n\
-         variables = {{ mysql_address = \"{wrong}\" }}\n",
-        db.url()
-    );
+    let routes = toml_routes("mysql", "mysql_address", db.port, &db.url(), &wrong);
     let site = Site::new(&["spin-app"], &routes);
     let luge = site.start(&[]);
-    let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
     assert_eq!(
-        post("/m/mysql/query", "SELECT CAST(41 + 1 AS SIGNED) AS answer"),
+        text(
+            &luge,
+            "POST",
+            "/db/mysql/query",
+            b"SELECT CAST(41 + 1 AS SIGNED) AS answer"
+        ),
         (200, "answer:DbDataType::Int32\nDbValue::Int32(42)".into())
     );
-    let started = Instant::now();
-    let (status, body) = post("/m/mysql/query", "SELECT SLEEP(30)");
-    assert_ne!(status, 200, "{body}");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
-    let (status, body) = post("/wrong/mysql/query", "SELECT 1");
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("ConnectionFailed"), "{body}");
-    assert!(!body.contains("not-the-password"), "{body}");
-    assert_eq!(
-        post("/m/mysql/query", "SELECT 'still' AS here"),
-        (200, "here:DbDataType::Str\nDbValue::Str(\"still\")".into())
-    );
+    assert_ends_by_deadline(&luge, "mysql", "SELECT SLEEP(30)");
+    assert_wrong_password_refused(&luge, "mysql");
 }
 
 /// `require_ssl=true` from the Spin app: TLS to a MariaDB that requires
@@ -148,33 +105,16 @@ fn require_ssl_is_tls_trusted_through_the_operators_ca() {
     let dir = tempfile::tempdir().unwrap();
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &ca.pem).unwrap();
-    let host = format!("localhost:{}", db.port);
-    let address = |params: &str| {
-        format!(
-            "mysql://{}:{}@localhost:{}/{}?{params}",
-            db.user, db.password, db.port, db.user
-        )
-    };
-    let upstream = upstream();
-    let manifest = manifest();
     let start = |params: &str, extra: &[&str]| {
-        let mut args = vec![
-            "--spin",
-            path_str(&manifest),
-            "--state-dir",
-            path_str(dir.path()),
-        ];
-        args.extend_from_slice(extra);
-        let address = address(params);
-        Luge::start_with_env(
-            "serve",
-            &args,
-            &[
-                ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
-                ("SPIN_VARIABLE_MYSQL_HOST", host.as_str()),
-                ("SPIN_VARIABLE_MYSQL_ADDRESS", address.as_str()),
-            ],
-        )
+        let app = Db {
+            name: "mysql",
+            host: format!("localhost:{}", db.port),
+            address: format!(
+                "mysql://{}:{}@localhost:{}/{}?{params}",
+                db.user, db.password, db.port, db.user
+            ),
+        };
+        app.serve_app(dir.path(), extra)
     };
     let query = "SHOW SESSION STATUS LIKE 'Ssl_version'";
     let luge = start("require_ssl=true", &["--ca-file", path_str(&ca_file)]);

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use luge_testkit::postgres::PostgresServer;
 
 use crate::common::*;
-use crate::spin::{manifest, text, upstream};
+use crate::databases::*;
+use crate::spin::text;
 
 fn on_wasmtime() -> bool {
     engine() == "wasmtime"
@@ -23,25 +24,13 @@ fn a_spin_app_queries_its_granted_postgres() {
         return;
     }
     let pg = PostgresServer::start().unwrap();
-    let host = format!("127.0.0.1:{}", pg.port);
-    let address = pg.url();
-    let upstream = upstream();
+    let db = Db {
+        name: "pg",
+        host: format!("127.0.0.1:{}", pg.port),
+        address: pg.url(),
+    };
     let state_dir = tempfile::tempdir().unwrap();
-    let manifest = manifest();
-    let luge = Luge::start_with_env(
-        "serve",
-        &[
-            "--spin",
-            path_str(&manifest),
-            "--state-dir",
-            path_str(state_dir.path()),
-        ],
-        &[
-            ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
-            ("SPIN_VARIABLE_PG_HOST", host.as_str()),
-            ("SPIN_VARIABLE_PG_ADDRESS", address.as_str()),
-        ],
-    );
+    let luge = db.serve_app(state_dir.path(), &[]);
     let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
     assert_eq!(
         post(
@@ -79,19 +68,8 @@ fn a_spin_app_queries_its_granted_postgres() {
     let (status, body) = post("/pg/query", "SELECT * FROM missing");
     assert_eq!(status, 500, "{body}");
     assert!(body.contains("DbError") && body.contains("42P01"), "{body}");
-    // A gigabyte selected: an error, not the host's memory.
-    let (status, body) = post(
-        "/pg/query",
-        "SELECT repeat('x', 10000) FROM generate_series(1, 100000)",
-    );
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("larger than"), "{body}");
-    // The backend component has no postgres:// grant.
-    let (status, body) = post("/backend/pg/query", "SELECT 1");
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("not granted"), "{body}");
-    let log = format!("{}{}", luge.stderr(), luge.stdout());
-    assert!(!log.contains(pg.password), "{log}");
+    let huge = "SELECT repeat('x', 10000) FROM generate_series(1, 100000)";
+    assert_bounded_and_granted(&luge, &db, huge, pg.password);
 }
 
 #[test]
@@ -100,47 +78,29 @@ fn a_luge_toml_route_queries_postgres_within_its_deadline() {
         return;
     }
     let pg = PostgresServer::start().unwrap();
-    let port = pg.port;
     let wrong = pg.url().replace(pg.password, "not-the-password");
-    let routes = format!(
-        "[[routes]]\npath = \"/p/...\"\nmodule = \"spin-app.wasm\"\n\
-         allowed_outbound_hosts = [\"postgres://127.0.0.1:{port}\"]\n\
-         variables = {{ pg_address = \"{}\" }}\n\
-         limits = {{ timeout_ms = 1500 }}\n\
-         [[routes]]\npath = \"/wrong/...\"\nmodule = \"spin-app.wasm\"\n\
-         allowed_outbound_hosts = [\"postgres://127.0.0.1:{port}\"]\n\
-         variables = {{ pg_address = \"{wrong}\" }}\n",
-        pg.url()
-    );
+    let routes = toml_routes("postgres", "pg_address", pg.port, &pg.url(), &wrong);
     let site = Site::new(&["spin-app"], &routes);
     let luge = site.start(&[]);
     let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
     assert_eq!(
-        post("/p/pg/query", "SELECT 41 + 1 AS answer"),
+        post("/db/pg/query", "SELECT 41 + 1 AS answer"),
         (200, "answer:DbDataType::Int32\nDbValue::Int32(42)".into())
     );
-    // A query that outlives the route's time: it ends with the request.
-    let started = Instant::now();
-    let (status, body) = post("/p/pg/query", "SELECT pg_sleep(30)");
-    assert_ne!(status, 200, "{body}");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_ends_by_deadline(&luge, "pg", "SELECT pg_sleep(30)");
     // Nor on the server: 24 of them at once (more than the function's 16
     // connections), each cancelled there at its deadline; none is left
     // running, and the function's connections are free again.
     let sleeping = || {
         post(
-            "/p/pg/query",
+            "/db/pg/query",
             "SELECT count(*)::int4 AS n FROM pg_stat_activity \
              WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
         )
     };
     std::thread::scope(|scope| {
         for _ in 0..24 {
-            scope.spawn(|| post("/p/pg/query", "SELECT pg_sleep(120)"));
+            scope.spawn(|| post("/db/pg/query", "SELECT pg_sleep(120)"));
         }
     });
     let until = Instant::now() + Duration::from_secs(10);
@@ -155,15 +115,7 @@ fn a_luge_toml_route_queries_postgres_within_its_deadline() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // A wrong password: refused, and not repeated.
-    let (status, body) = post("/wrong/pg/query", "SELECT 1");
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("ConnectionFailed"), "{body}");
-    assert!(!body.contains("not-the-password"), "{body}");
-    assert_eq!(
-        post("/p/pg/query", "SELECT 'still' AS here"),
-        (200, "here:DbDataType::Str\nDbValue::Str(\"still\")".into())
-    );
+    assert_wrong_password_refused(&luge, "pg");
 }
 
 /// `sslmode=require` from the Spin app: TLS to a PostgreSQL that offers
@@ -180,31 +132,15 @@ fn sslmode_require_is_tls_trusted_through_the_operators_ca() {
     let dir = tempfile::tempdir().unwrap();
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &ca.pem).unwrap();
-    let host = format!("localhost:{}", pg.port);
-    let address = format!(
-        "postgres://{}:{}@localhost:{}/{}?sslmode=require",
-        pg.user, pg.password, pg.port, pg.user
-    );
-    let upstream = upstream();
-    let manifest = manifest();
-    let start = |extra: &[&str]| {
-        let mut args = vec![
-            "--spin",
-            path_str(&manifest),
-            "--state-dir",
-            path_str(dir.path()),
-        ];
-        args.extend_from_slice(extra);
-        Luge::start_with_env(
-            "serve",
-            &args,
-            &[
-                ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
-                ("SPIN_VARIABLE_PG_HOST", host.as_str()),
-                ("SPIN_VARIABLE_PG_ADDRESS", address.as_str()),
-            ],
-        )
+    let db = Db {
+        name: "pg",
+        host: format!("localhost:{}", pg.port),
+        address: format!(
+            "postgres://{}:{}@localhost:{}/{}?sslmode=require",
+            pg.user, pg.password, pg.port, pg.user
+        ),
     };
+    let start = |extra: &[&str]| db.serve_app(dir.path(), extra);
     let query = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
     let luge = start(&["--ca-file", path_str(&ca_file)]);
     let (status, body) = text(&luge, "POST", "/pg/query", query.as_bytes());
@@ -348,13 +284,7 @@ fn spin_2s_postgres_and_mysql_are_served() {
         pg.port, my.port
     ));
     let state = tempfile::tempdir().unwrap();
-    let args = [
-        "--spin",
-        path_str(&manifest),
-        "--state-dir",
-        path_str(state.path()),
-    ];
-    let luge = Luge::start("serve", &args);
+    let luge = serve_spin(&manifest, state.path(), &[], &[]);
     let post = |path: &str, body: &str| text(&luge, "POST", path, body.as_bytes());
     assert_eq!(
         post(
@@ -370,7 +300,7 @@ fn spin_2s_postgres_and_mysql_are_served() {
     drop(luge);
     // Without the grants: refused, as Spin 4's interfaces are.
     write("");
-    let luge = Luge::start("serve", &args);
+    let luge = serve_spin(&manifest, state.path(), &[], &[]);
     for path in ["/pg", "/mysql"] {
         let (status, body) = text(&luge, "POST", path, b"SELECT 1");
         assert_eq!(status, 500, "{path}: {body}");

@@ -12,7 +12,8 @@ use std::time::Duration;
 use luge_testkit::redis::RedisServer;
 
 use crate::common::*;
-use crate::spin::{manifest, text, upstream};
+use crate::databases::*;
+use crate::spin::text;
 
 fn on_wasmtime() -> bool {
     engine() == "wasmtime"
@@ -51,24 +52,13 @@ fn a_spin_app_reaches_its_granted_redis_and_nothing_else() {
     }
     let redis = RedisServer::with_password(PASSWORD).unwrap();
     let host = format!("127.0.0.1:{}", redis.port);
-    let address = format!("redis://:{PASSWORD}@{host}");
-    let upstream = upstream();
+    let db = Db {
+        name: "redis",
+        address: format!("redis://:{PASSWORD}@{host}"),
+        host,
+    };
     let state_dir = tempfile::tempdir().unwrap();
-    let manifest = manifest();
-    let luge = Luge::start_with_env(
-        "serve",
-        &[
-            "--spin",
-            path_str(&manifest),
-            "--state-dir",
-            path_str(state_dir.path()),
-        ],
-        &[
-            ("SPIN_VARIABLE_UPSTREAM", upstream.as_str()),
-            ("SPIN_VARIABLE_REDIS_HOST", host.as_str()),
-            ("SPIN_VARIABLE_REDIS_ADDRESS", address.as_str()),
-        ],
-    );
+    let luge = db.serve_app(state_dir.path(), &[]);
     let call = |method: &str, path: &str, body: &str| text(&luge, method, path, body.as_bytes());
 
     // A subscriber sees what the function publishes.

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use luge_testkit::last_json;
 
-use crate::common::engine;
+use crate::common::{engine, ping_peer};
 
 fn module(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -148,23 +148,6 @@ fn bad_input_is_one_line_and_status_one() {
     }
 }
 
-/// A TCP server on 127.0.0.1 that answers one connection with `pong`
-/// once it has read `ping\n`; its port.
-fn pong_server() -> u16 {
-    use std::io::{Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        while let Ok((mut stream, _)) = listener.accept() {
-            let mut line = [0u8; 5];
-            if stream.read_exact(&mut line).is_ok() && &line == b"ping\n" {
-                let _ = stream.write_all(b"pong");
-            }
-        }
-    });
-    port
-}
-
 /// A UDP peer on 127.0.0.1 that answers each `ping` with `pong`, but
 /// first has another socket on 127.0.0.1 (not granted) send `spoof` to
 /// the pinger; the peer's port.
@@ -245,7 +228,7 @@ fn wasi_sockets_reach_what_the_flags_grant_and_the_host_network_only_by_inherit_
 
     // A grant names the server: connect there, and nowhere else; never a
     // listener, even on loopback.
-    let port = pong_server();
+    let port = ping_peer(b"pong");
     let grant = format!("tcp://127.0.0.1:{port}");
     let target = format!("127.0.0.1:{port}");
     let out = luge_run(&["--allow-outbound", &grant, sockets, "connect", &target]);

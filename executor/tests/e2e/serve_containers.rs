@@ -71,7 +71,7 @@ fn logs_of_unknown_container_and_bad_ids() {
     let luge = Luge::start("serve", &[]);
     let (status, body) = luge.get("/nobody/logs");
     assert_eq!(status, 404);
-    assert!(body["error"].as_str().unwrap().contains("nobody"));
+    assert_error(&body, "nobody");
     let (status, body) = luge.post("/bad%20id/init", &json!({}));
     assert_eq!(status, 400, "{body}");
     let (status, body) = luge.get("/no/such/route");

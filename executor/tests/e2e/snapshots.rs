@@ -99,18 +99,7 @@ fn the_initialisation_is_the_functions_own() {
     std::fs::write(root.path().join("cfg/config.txt"), "version one\n").unwrap();
     let site = Site::new(
         &["c-init_named", "c-init_spin"],
-        r#"
-        [[routes]]
-        path = "/named"
-        module = "c-init_named.wasm"
-        init_function = "setup"
-        env = { GREETING = "hello from the route" }
-        dirs = [{ host = "cfg", guest = "/data", mode = "rw" }]
-
-        [[routes]]
-        path = "/unnamed"
-        module = "c-init_named.wasm"
-        "#,
+        include_str!("sites/snapshots-init.toml"),
     );
     let luge = site.start(&["--fs-root", path_str(root.path())]);
     let expected = json!({

@@ -23,14 +23,10 @@ pub(crate) fn manifest() -> PathBuf {
 /// `upstream` variable (the granted origin) set as Spin sets variables.
 pub(crate) fn serve_app(state: &std::path::Path, upstream: &str) -> Luge {
     let manifest = manifest();
-    Luge::start_with_env(
-        "serve",
-        &[
-            "--spin",
-            path_str(&manifest),
-            "--state-dir",
-            path_str(state),
-        ],
+    serve_spin(
+        &manifest,
+        state,
+        &[],
         &[("SPIN_VARIABLE_UPSTREAM", upstream)],
     )
 }
@@ -473,21 +469,10 @@ fn every_spin_route_form_and_its_headers() {
     )
     .unwrap();
     let state = tempfile::tempdir().unwrap();
-    let args = [
-        "--spin",
-        path_str(&manifest),
-        "--state-dir",
-        path_str(state.path()),
-    ];
-    let luge = Luge::start("serve", &args);
+    let luge = serve_spin(&manifest, state.path(), &[], &[]);
     // The root under the app's base.
     let reply = luge.send("GET", "/app", &[], b"");
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(200);
     assert!(reply.headers.get("x-request-id").is_none());
     // `request-shape`: parameters and a wildcard, every header as Spin's.
     let reply = luge.send(
@@ -538,9 +523,7 @@ fn every_spin_route_form_and_its_headers() {
     assert_eq!(luge.send("GET", "/healthz", &[], b"").status, 200);
     drop(luge);
     // Asked for, the request id comes back.
-    let mut asked = args.to_vec();
-    asked.push("--request-id-header");
-    let luge = Luge::start("serve", &asked);
+    let luge = serve_spin(&manifest, state.path(), &["--request-id-header"], &[]);
     let reply = luge.send("GET", "/app", &[], b"");
     assert!(!reply.header("x-request-id").is_empty());
 }

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{Luge, Site, path_str, wasm};
+use common::{Luge, Site, assert_error, path_str, ping_peer, wasm};
 use serde_json::json;
 
 const TOKEN: &str = "operator-token-for-tests-0123456789";
@@ -70,28 +70,7 @@ fn manage(luge: &Luge, method: &str, path: &str) -> common::Reply {
 fn config_routes_serve_rust_and_c_functions_binary_safe() {
     let site = Site::new(
         &["cat", "c-echo", "c-hello"],
-        r#"
-        [server]
-        workers = 2
-        policy = "edf"
-
-        [[routes]]
-        path = "/cat"
-        module = "cat.wasm"
-        relative_deadline_us = 50000
-        content_type = "application/octet-stream"
-
-        [[routes]]
-        path = "/c/echo"
-        module = "c-echo.wasm"
-        content_type = "image/png"
-
-        [[routes]]
-        path = "/hello"
-        module = "c-hello.wasm"
-        content_type = "application/json"
-        limits = { memory_mb = 32, timeout_ms = 2000 }
-        "#,
+        include_str!("sites/standalone-routes.toml"),
     );
     let luge = site.start(&[]);
 
@@ -137,7 +116,7 @@ fn config_routes_serve_rust_and_c_functions_binary_safe() {
     // Unknown routes and methods are clear errors.
     let reply = luge.send("POST", "/nope", &[], b"");
     assert_eq!(reply.status, 404);
-    assert!(reply.json()["error"].as_str().unwrap().contains("No route"));
+    assert_error(&reply.json(), "No route");
     let reply = luge.send("DELETE", "/cat", &[], b"");
     assert_eq!(reply.status, 405);
 }
@@ -146,57 +125,7 @@ fn config_routes_serve_rust_and_c_functions_binary_safe() {
 fn chains_pipe_each_stdout_to_the_next_stdin_and_name_the_failing_stage() {
     let site = Site::new(
         &["c-append", "cat", "env", "fail", "spin"],
-        r#"
-        [[routes]]
-        path = "/a"
-        module = "c-append.wasm"
-        args = ["a"]
-
-        [[routes]]
-        path = "/b"
-        module = "c-append.wasm"
-        args = ["b"]
-        content_type = "text/x-b"
-
-        [[routes]]
-        path = "/cat"
-        module = "cat.wasm"
-
-        [[routes]]
-        path = "/env"
-        module = "env.wasm"
-        content_type = "application/json"
-
-        [[routes]]
-        path = "/fail"
-        module = "fail.wasm"
-
-        [[routes]]
-        path = "/spin"
-        module = "spin.wasm"
-        limits = { timeout_ms = 300 }
-
-        [[chains]]
-        path = "/aba"
-        stages = ["/a", "/b", "/a"]
-
-        [[chains]]
-        path = "/ab"
-        stages = ["/cat", "/a", "/b"]
-        relative_deadline_us = 2000000
-
-        [[chains]]
-        path = "/staged"
-        stages = ["/cat", "/env"]
-
-        [[chains]]
-        path = "/broken"
-        stages = ["/cat", "/fail", "/a"]
-
-        [[chains]]
-        path = "/slow"
-        stages = ["/cat", "/spin"]
-        "#,
+        include_str!("sites/standalone-chains.toml"),
     );
     let luge = site.start(&[]);
     assert_eq!(luge.get("/healthz").1["chains"], 5);
@@ -511,7 +440,7 @@ fn management_needs_the_operator_token_and_leaks_nothing() {
     let [(k, v)] = auth();
     let reply = plain.send("GET", "/v1/functions", &[(k, &v)], b"");
     assert_eq!(reply.status, 403);
-    assert!(reply.json()["error"].as_str().unwrap().contains("token"));
+    assert_error(&reply.json(), "token");
 }
 
 #[test]
@@ -567,12 +496,7 @@ fn bad_uploads_and_requests_are_refused_and_the_host_keeps_serving() {
     for (method, path) in [("PUT", "/v1/functions/big"), ("POST", "/fn/ok")] {
         let (status, body) = common::announce_oversized(&luge, method, path, 2 << 20);
         assert_eq!(status, 413, "{method} {path}: {body}");
-        assert!(
-            body["error"]
-                .as_str()
-                .unwrap()
-                .contains("exceeds the limit")
-        );
+        assert_error(&body, "exceeds the limit");
     }
     assert_eq!(common::raw_chunked(&luge, "/fn/ok", 2 << 20).0, 413);
 
@@ -604,20 +528,10 @@ fn failures_map_to_statuses_and_overload_is_503_with_retry_after() {
 
     let reply = luge.send("POST", "/fn/spin", &[], b"{}");
     assert_eq!(reply.status, 504);
-    assert!(
-        reply.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("time limit of 300 ms")
-    );
+    assert_error(&reply.json(), "time limit of 300 ms");
     let reply = luge.send("POST", "/fn/fail", &[], br#"{"mode":"exit"}"#);
     assert_eq!(reply.status, 500);
-    assert!(
-        reply.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("exited with status 3")
-    );
+    assert_error(&reply.json(), "exited with status 3");
     // The function's stderr is logged under the request's id, which the
     // response names.
     let id = format!("id={}", reply.header("x-request-id"));
@@ -637,7 +551,7 @@ fn failures_map_to_statuses_and_overload_is_503_with_retry_after() {
     assert!(logged.contains("function=\"fail\""), "{logged}");
     let reply = luge.send("POST", "/fn/fail", &[], br#"{"mode":"trap"}"#);
     assert_eq!(reply.status, 500);
-    assert!(reply.json()["error"].as_str().unwrap().contains("trapped"));
+    assert_error(&reply.json(), "trapped");
 
     // One slot: while a sleep holds it, the next request is refused at once.
     std::thread::scope(|s| {
@@ -779,12 +693,7 @@ fn routes_cannot_shadow_the_container_api() {
     });
     let reply = put(&luge, "fine", upload.to_string().as_bytes());
     assert_eq!(reply.status, 409, "{}", reply.json());
-    assert!(
-        reply.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("/{id}/init")
-    );
+    assert_error(&reply.json(), "/{id}/init");
     // Both kinds serve.
     assert_eq!(
         luge.post(
@@ -799,12 +708,7 @@ fn routes_cannot_shadow_the_container_api() {
     assert_eq!((reply.status, reply.body.as_slice()), (200, &b"meow"[..]));
     let reply = luge.send("GET", "/c1/run", &[], b"");
     assert_eq!(reply.status, 405);
-    assert!(
-        reply.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("/{id}/run")
-    );
+    assert_error(&reply.json(), "/{id}/run");
 }
 
 /// Prefix routes (`/api/...`, Spin's syntax): the longest prefix serves
@@ -965,17 +869,7 @@ fn a_socket_grant_in_upload_metadata_reaches_its_address_only() {
     if common::engine() != "wasmtime" {
         return;
     }
-    use std::io::{Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let target = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        while let Ok((mut stream, _)) = listener.accept() {
-            let mut line = [0u8; 5];
-            if stream.read_exact(&mut line).is_ok() && &line == b"ping\n" {
-                let _ = stream.write_all(b"pong");
-            }
-        }
-    });
+    let target = format!("127.0.0.1:{}", ping_peer(b"pong"));
     let host = Host::new();
     let luge = host.start(&[]);
     let upload = |name: &str, grants: serde_json::Value| {

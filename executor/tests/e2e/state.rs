@@ -24,48 +24,8 @@ fn host(dir: &Path, extra_config: &str, args: &[&str]) -> Luge {
     std::fs::write(
         &config,
         format!(
-            r#"
-            [server]
-            workers = 2
-
-            {extra_config}
-
-            [[routes]]
-            path = "/kv"
-            module = "kv.wasm"
-            state = ["shared"]
-            limits = {{ timeout_ms = 1500 }}
-
-            [[routes]]
-            path = "/kv-short"
-            module = "kv.wasm"
-            state = ["shared"]
-            limits = {{ timeout_ms = 400 }}
-
-            [[routes]]
-            path = "/kv2"
-            module = "kv.wasm"
-
-            [[routes]]
-            path = "/counter"
-            module = "counter.wasm"
-            state = ["counters"]
-            limits = {{ timeout_ms = 30000 }}
-
-            [[routes]]
-            path = "/table"
-            module = "table.wasm"
-            state = ["tables"]
-
-            [[routes]]
-            path = "/session"
-            module = "session.wasm"
-            state = ["sessions"]
-
-            [[routes]]
-            path = "/count"
-            module = "c-count.wasm"
-            "#
+            "[server]\nworkers = 2\n\n{extra_config}\n\n{}",
+            include_str!("sites/state-routes.toml")
         ),
     )
     .unwrap();
@@ -185,10 +145,7 @@ fn the_lock_excludes_and_is_released_when_its_holder_fails() {
                 "/kv-short",
                 json!([{ "op": "lock", "key": "shared/l" }]),
             );
-            assert!(
-                out[0]["error"].as_str().unwrap().contains("busy"),
-                "{url:?}: {out:?}"
-            );
+            assert_error(&out[0], "busy");
         });
     }
 }
@@ -276,14 +233,8 @@ fn namespaces_are_granted_and_private_ones_are_private() {
         ]),
     );
     assert_eq!(out[0], "ok");
-    assert!(
-        out[1]["error"].as_str().unwrap().contains("not granted"),
-        "{out:?}"
-    );
-    assert!(
-        out[2]["error"].as_str().unwrap().contains("bad argument"),
-        "{out:?}"
-    );
+    assert_error(&out[1], "not granted");
+    assert_error(&out[2], "bad argument");
     assert_eq!(out[3], "ok");
     let out = ops(
         &luge,
@@ -294,10 +245,7 @@ fn namespaces_are_granted_and_private_ones_are_private() {
         ]),
     );
     assert_eq!(out[0], Value::Null, "kv2 reads its own private namespace");
-    assert!(
-        out[1]["error"].as_str().unwrap().contains("not granted"),
-        "{out:?}"
-    );
+    assert_error(&out[1], "not granted");
     // The C header, private counter.
     for n in 1..=3 {
         let (status, body) = luge.post("/count", &json!({}));
@@ -385,13 +333,7 @@ fn redis_down_is_a_status_and_the_host_recovers() {
             { "op": "set", "key": "shared/l", "value": "local" },
         ]),
     );
-    assert!(
-        out[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("store unavailable"),
-        "{out:?}"
-    );
+    assert_error(&out[0], "store unavailable");
     assert_eq!(out[1], "ok");
     assert!(started.elapsed() < Duration::from_millis(1500));
     let (status, _) = luge.get("/healthz");
@@ -468,7 +410,7 @@ fn openwhisk_containers_scope_state_by_namespace() {
     ]);
     let out = run("a", "/guest/kv", set);
     assert_eq!(&out[..2], [json!("ok"), json!("ok")]);
-    assert!(out[2]["error"].as_str().unwrap().contains("not granted"));
+    assert_error(&out[2], "not granted");
     let get = json!([
         { "op": "get", "key": "shared/x" },
         { "op": "get", "key": "mine" },
@@ -489,10 +431,7 @@ fn openwhisk_containers_scope_state_by_namespace() {
         ),
     );
     assert_ne!(status, 200);
-    assert!(
-        body["error"].as_str().unwrap().contains("state.namespaces"),
-        "{body}"
-    );
+    assert_error(&body, "state.namespaces");
 }
 
 /// A TCP proxy on loopback to `target` that holds every reply chunk for

@@ -45,45 +45,7 @@ fn traced_site_with(
             "spin-otel",
             "counter",
         ],
-        &(extra.to_owned()
-            + r#"
-        [[routes]]
-        path = "/fanout"
-        module = "fanout.wasm"
-        calls = ["fib"]
-
-        [[routes]]
-        path = "/fib"
-        module = "fib.wasm"
-
-        [[routes]]
-        path = "/echo"
-        module = "echo.wasm"
-
-        [[chains]]
-        path = "/pipeline"
-        stages = ["/echo", "/echo", "/echo"]
-
-        [[routes]]
-        path = "/a/..."
-        module = "http-handler.wasm"
-        calls = ["b"]
-
-        [[routes]]
-        path = "/b/..."
-        name = "b"
-        module = "http-handler.wasm"
-
-        [[routes]]
-        path = "/hot/..."
-        module = "http-handler.wasm"
-        limits = { timeout_ms = 100 }
-
-        [[routes]]
-        path = "/counter"
-        module = "counter.wasm"
-        state = ["counters"]
-        "#),
+        &(extra.to_owned() + include_str!("sites/telemetry-traced.toml")),
     );
     let endpoint = match protocol {
         "grpc" => jaeger.grpc_endpoint(),
@@ -633,12 +595,7 @@ fn a_functions_own_spans_join_its_trace_within_bounds() {
     );
     let (header, trace, client) = traceparent(7);
     let reply = luge.send("POST", "/otel", &[("traceparent", &header)], b"");
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(200);
     let seen: Value = serde_json::from_slice(&reply.body).unwrap();
     assert_eq!(seen["trace_id"], trace);
     assert_eq!(seen["sampled"], true);
@@ -703,12 +660,7 @@ fn state_operations_are_host_call_spans() {
         &[("traceparent", &header)],
         br#"{"key": "counters/secret-key", "n": 2}"#,
     );
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    reply.expect(200);
     // The invocation, five phases, two reads and two swaps.
     let spans = Spans::of(
         &jaeger

@@ -133,6 +133,29 @@ impl Reply {
     pub fn json(&self) -> Value {
         parse(&self.body)
     }
+
+    /// The body as text (lossy), for a message.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Panics, showing the body, unless the status is `status`.
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Self {
+        assert_eq!(self.status, status, "{}", self.text());
+        self
+    }
+}
+
+/// Panics, showing `body`, unless its `error` (a JSON error answer's, or
+/// a call's result's) holds `needle`.
+#[track_caller]
+pub fn assert_error(body: &Value, needle: &str) {
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(needle),
+        "no {needle:?} in the error of {body}"
+    );
 }
 
 impl Luge {
@@ -765,9 +788,34 @@ impl Site {
     }
 }
 
+/// `luge serve --spin MANIFEST --state-dir STATE ARGS` with `env` besides.
+pub fn serve_spin(manifest: &Path, state: &Path, args: &[&str], env: &[(&str, &str)]) -> Luge {
+    let mut all = vec!["--spin", path_str(manifest), "--state-dir", path_str(state)];
+    all.extend_from_slice(args);
+    Luge::start_with_env("serve", &all, env)
+}
+
 /// A one-page HTTP answer (`upstream!`), what the tests' upstreams send.
 pub const UPSTREAM: &[u8] =
     b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nupstream!";
+
+/// A TCP server on 127.0.0.1 that answers each connection with `reply`
+/// once it has read `ping\n`; it runs until the test process ends. Its
+/// port.
+pub fn ping_peer(reply: &'static [u8]) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        while let Ok((mut stream, _)) = listener.accept() {
+            let mut line = [0u8; 5];
+            if stream.read_exact(&mut line).is_ok() && &line == b"ping\n" {
+                let _ = stream.write_all(reply);
+            }
+        }
+    });
+    port
+}
 
 /// A TCP peer on 127.0.0.1 that answers each connection's first read
 /// with `reply` and closes it; it runs until the test process ends. Its
