@@ -129,7 +129,7 @@ fn function(
             function: trigger.function.clone(),
         })?;
     if let Some(export) = function.module.event_export() {
-        let kind = trigger.source.kind_name();
+        let kind = trigger.source.kind().events();
         if export.trigger != kind {
             return Err(TriggerError::WrongExport {
                 trigger: trigger.name.clone(),

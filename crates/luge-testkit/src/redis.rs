@@ -165,9 +165,32 @@ impl RedisServer {
         Ok(delivered)
     }
 
+    /// `XADD stream * payload PAYLOAD`: a message on a stream, as a
+    /// `redis-streams` trigger reads it.
+    pub fn add(&self, stream: &str, payload: &[u8]) -> std::io::Result<()> {
+        let reply = self.send(&[b"XADD", stream.as_bytes(), b"*", b"payload", payload])?;
+        // `$LEN` then the id on a line of its own; only the head is read.
+        if reply.starts_with('$') {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!("redis answered {reply:?}")))
+        }
+    }
+
     /// Runs one command whose reply is an integer (after `AUTH` when the
     /// server asks for a password), over a connection of its own.
     pub fn command(&self, args: &[&[u8]]) -> std::io::Result<i64> {
+        let reply = self.send(args)?;
+        reply
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("redis answered {reply:?}")))
+    }
+
+    /// Runs one command (after `AUTH` when the server asks for a
+    /// password), over a connection of its own: the first line of its
+    /// reply.
+    fn send(&self, args: &[&[u8]]) -> std::io::Result<String> {
         use std::io::{BufRead, BufReader, Write};
         let stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -187,11 +210,7 @@ impl RedisServer {
         if let Some(password) = &self.password {
             send(&[b"AUTH", password.as_bytes()])?;
         }
-        let reply = send(args)?;
-        reply
-            .strip_prefix(':')
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| std::io::Error::other(format!("redis answered {reply:?}")))
+        send(args)
     }
 }
 

@@ -35,6 +35,15 @@ pub trait Kind: Sync + 'static {
     /// its settings in luge.toml's `[[triggers]]`.
     fn name(&self) -> &'static str;
 
+    /// The kind of events it produces, as a function's event export names
+    /// the trigger it takes ([`luge_core::event::EventKind::trigger`]):
+    /// its own name unless its messages are another kind's (a Redis
+    /// stream's are Redis messages, which a Spin `inbound-redis` handler
+    /// takes).
+    fn events(&self) -> &'static str {
+        self.name()
+    }
+
     /// What its settings look like, for the error that names every kind
     /// (`redis = { address, channel }`).
     fn shape(&self) -> &'static str;

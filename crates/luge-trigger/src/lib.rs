@@ -1,5 +1,6 @@
 //! Event sources: what wakes a function besides an HTTP request, as
-//! Spin's trigger types name them (`redis`, `mqtt`, `cron`).
+//! Spin's trigger types name them (`redis`, `mqtt`, `cron`), and
+//! `redis-streams`.
 //!
 //! This crate narrows each broker's client to one job: produce
 //! [`Event`]s for the triggers that asked for them, and hand each to its
@@ -22,6 +23,11 @@
 //!   one that failed is redelivered by the broker (the source resumes its
 //!   session to ask for it), up to [`mqtt::MAX_ATTEMPTS`] times.
 //!
+//! - [`streams::StreamSource`]: one consumer of a Redis stream's consumer
+//!   group per trigger: at least once, acknowledged after success, failures
+//!   retried then dead-lettered, a stopped consumer's messages taken over
+//!   by the group's others.
+//!
 //! Adding a broker (NATS, Kafka) is one module: a [`Kind`] (its name, its
 //! settings as luge.toml and a Spin manifest write them, checked into a
 //! [`Source`]), an [`EventSource`] that connects, subscribes and offers
@@ -35,6 +41,7 @@ pub mod cron;
 mod kind;
 pub mod mqtt;
 pub mod redis;
+pub mod streams;
 
 pub use kind::{
     DEFAULT_MAX_IN_FLIGHT, Endpoint, Kind, MAX_IN_FLIGHT, SameSettings, Settings, Source,
@@ -50,7 +57,7 @@ use luge_core::event::Event;
 
 /// Every kind of trigger Luge serves: a new kind is its module and its
 /// row here.
-pub static KINDS: &[&dyn Kind] = &[&redis::Redis, &mqtt::Mqtt, &cron::Cron];
+pub static KINDS: &[&dyn Kind] = &[&redis::Redis, &streams::Streams, &mqtt::Mqtt, &cron::Cron];
 
 /// The kind named `name` (Spin's trigger type), if Luge serves it.
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {

@@ -88,6 +88,15 @@ impl Address {
         self.port
     }
 
+    /// The server as a grant names it.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            scheme: "redis",
+            host: self.host.clone(),
+            port: self.port,
+        }
+    }
+
     /// The same address with its host replaced by `ip` (its user,
     /// password, port and database kept).
     pub fn at(&self, ip: std::net::IpAddr) -> Self {
@@ -151,11 +160,7 @@ impl Settings for Subscription {
     }
 
     fn endpoint(&self) -> Option<Endpoint> {
-        Some(Endpoint {
-            scheme: "redis",
-            host: self.address.host().to_owned(),
-            port: self.address.port(),
-        })
+        Some(self.address.endpoint())
     }
 
     fn at(&self, ip: std::net::IpAddr, _owner: &str) -> Source {
@@ -213,18 +218,7 @@ impl Kind for Redis {
     ) -> Result<Source, SpinError> {
         let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
             .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
-        let address = match (&entry.address, app.get("address")) {
-            (Some(address), _) => address.clone(),
-            (None, Some(toml::Value::String(address))) => address.clone(),
-            _ => {
-                return Err(SpinError::new(
-                    SpinKey::Trigger("address"),
-                    "no address: set [application.trigger.redis] address, or address here",
-                ));
-            }
-        };
-        let address =
-            expand(&address).map_err(|m| SpinError::new(SpinKey::Trigger("address"), m))?;
+        let address = spin_address(self.name(), entry.address.as_deref(), app, expand)?;
         let channel = entry
             .channel
             .as_deref()
@@ -253,6 +247,27 @@ impl Kind for Redis {
             })
             .collect()
     }
+}
+
+/// A Spin trigger entry's Redis server: its own `address`, else the app's
+/// `[application.trigger.KIND] address`, templates expanded.
+pub(crate) fn spin_address(
+    kind: &str,
+    own: Option<&str>,
+    app: &toml::Table,
+    expand: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<String, SpinError> {
+    let address = match (own, app.get("address")) {
+        (Some(address), _) => address,
+        (None, Some(toml::Value::String(address))) => address.as_str(),
+        _ => {
+            return Err(SpinError::new(
+                SpinKey::Trigger("address"),
+                format!("no address: set [application.trigger.{kind}] address, or address here"),
+            ));
+        }
+    };
+    expand(address).map_err(|m| SpinError::new(SpinKey::Trigger("address"), m))
 }
 
 /// `address` without its user and password (what is before the last `@`,

@@ -68,9 +68,10 @@ fn serve_events(
     redis: u16,
     mqtt: u16,
 ) -> Luge {
-    Luge::start_with_env(
-        "serve",
-        &["--spin", path_str(manifest), "--state-dir", path_str(state)],
+    serve_spin(
+        manifest,
+        state,
+        &[],
         &[
             ("SPIN_VARIABLE_REDIS_HOST", &format!("127.0.0.1:{redis}")),
             ("SPIN_VARIABLE_MQTT_HOST", &format!("127.0.0.1:{mqtt}")),
@@ -243,6 +244,67 @@ fn qos1_messages_in_flight_when_luge_is_killed_are_handled_after_its_restart() {
         });
     }
     assert!(events(&luge, "trigger.mqtt[0]", "redelivered") >= 1.0);
+}
+
+/// A Redis stream read by a consumer group (`[[trigger.redis-streams]]`)
+/// wakes the Spin app's unchanged `inbound-redis` subscriber: each message
+/// acknowledged once handled, one that always fails dead-lettered after
+/// `max_attempts`, and messages in flight when Luge is killed handled
+/// after its restart (the new process takes over the old one's).
+#[test]
+fn a_redis_stream_is_a_durable_queue_for_a_spin_subscriber() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = events_manifest(dir.path(), |text| {
+        text + "\n[[trigger.redis-streams]]\naddress = \"redis://{{ redis_host }}\"\n\
+                stream = \"jobs\"\ncomponent = \"subscriber\"\nmax_attempts = 2\n\
+                claim_idle_ms = 1000\n"
+    });
+    let state = dir.path().join("state");
+    // Added before Luge starts: a new group reads the stream from its start.
+    redis.add("jobs", b"queued early").unwrap();
+    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    eventually("the early message handled", || {
+        luge.get_text("/kv/last-message") == "queued early"
+    });
+    redis.add("jobs", b"fail").unwrap();
+    redis.add("jobs", b"after the poison").unwrap();
+    eventually("the poison dead-lettered", || {
+        redis.command(&[b"XLEN", b"jobs:dead"]).unwrap_or(0) == 1
+    });
+    eventually("the next handled", || {
+        luge.get_text("/kv/last-message") == "after the poison"
+    });
+    let trigger = "trigger.redis-streams[0]";
+    assert_eq!(events(&luge, trigger, "failed"), 2.0);
+    // Six slow messages in flight, none acknowledged, when Luge dies.
+    let received = events(&luge, trigger, "received");
+    for _ in 0..6 {
+        redis.add("jobs", b"sleep:1500").unwrap();
+    }
+    eventually("slow messages in flight", || {
+        events(&luge, trigger, "received") >= received + 6.0
+    });
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &luge.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    drop(luge);
+    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    eventually("the dead process's messages handled here", || {
+        events(&luge, trigger, "handled") >= 6.0
+    });
+    assert!(events(&luge, trigger, "redelivered") >= 6.0);
+    redis.add("jobs", b"still going").unwrap();
+    eventually("new messages handled", || {
+        luge.get_text("/kv/last-message") == "still going"
+    });
+    assert_eq!(redis.command(&[b"XLEN", b"jobs:dead"]).unwrap(), 1);
 }
 
 #[test]
@@ -474,12 +536,7 @@ fn uploads_carry_triggers_under_their_grants() {
 
     // Not granted: refused, naming the server.
     let refused = upload(&luge, serde_json::json!({"triggers": trigger}));
-    assert_eq!(
-        refused.status,
-        400,
-        "{}",
-        String::from_utf8_lossy(&refused.body)
-    );
+    refused.expect(400);
     assert!(
         String::from_utf8_lossy(&refused.body).contains("is not granted"),
         "{}",

@@ -1,0 +1,351 @@
+//! The Redis Streams source against a real `redis-server` on a free
+//! loopback port: every message handled and acknowledged once it
+//! succeeded, failures retried, a poison message dead-lettered after its
+//! attempts with the others unaffected, two consumers of a group sharing
+//! the stream, a stopped consumer's messages taken over, and an oversized
+//! message dead-lettered unread.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use luge_core::event::{Event, EventKind};
+use luge_testkit::redis::RedisServer;
+use luge_trigger::streams::{Queue, StreamSource, Streams};
+use luge_trigger::{EventSource, Handled, Handling, Kind, Sink};
+
+/// Runs each message by `run` (its payload and how many times it was
+/// handed over so far): what succeeded, by consumer, and the counts.
+struct Record {
+    run: fn(&str, usize) -> Handled,
+    succeeded: Mutex<Vec<String>>,
+    calls: Mutex<BTreeMap<String, usize>>,
+    redelivered: AtomicUsize,
+    lost: AtomicUsize,
+    /// Handlings that never end (a consumer that stopped mid-message).
+    hang: bool,
+}
+
+impl Record {
+    fn new(run: fn(&str, usize) -> Handled) -> Arc<Self> {
+        Arc::new(Self {
+            run,
+            succeeded: Mutex::new(Vec::new()),
+            calls: Mutex::new(BTreeMap::new()),
+            redelivered: AtomicUsize::new(0),
+            lost: AtomicUsize::new(0),
+            hang: false,
+        })
+    }
+
+    fn hanging() -> Arc<Self> {
+        Arc::new(Self {
+            hang: true,
+            ..Arc::into_inner(Self::new(|_, _| Handled::Succeeded)).unwrap()
+        })
+    }
+
+    fn succeeded(&self) -> Vec<String> {
+        self.succeeded.lock().unwrap().clone()
+    }
+
+    fn called(&self) -> usize {
+        self.calls.lock().unwrap().values().sum()
+    }
+}
+
+impl Sink for Record {
+    fn offer(&self, event: Event) -> Result<Handling, Event> {
+        Ok(self.queue(event))
+    }
+
+    fn queue(&self, event: Event) -> Handling {
+        assert!(matches!(event.kind, EventKind::Redis { .. }));
+        let payload = String::from_utf8(event.payload).unwrap();
+        let calls = {
+            let mut calls = self.calls.lock().unwrap();
+            let n = calls.entry(payload.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        if self.hang {
+            return Box::pin(std::future::pending());
+        }
+        let outcome = (self.run)(&payload, calls);
+        if outcome == Handled::Succeeded {
+            self.succeeded.lock().unwrap().push(payload);
+        }
+        Box::pin(async move { outcome })
+    }
+
+    fn lost(&self, _event: &Event) {
+        self.lost.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn redelivered(&self) {
+        self.redelivered.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn queue(server: &RedisServer, stream: &str, extra: &str) -> Queue {
+    let source = Streams
+        .configured(
+            toml::from_str(&format!(
+                "address = \"{}\"\nstream = \"{stream}\"\n{extra}",
+                server.url()
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+    source.settings::<Queue>().unwrap().clone()
+}
+
+async fn connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// `XADD stream * payload P` for each of `payloads`.
+async fn add(server: &RedisServer, stream: &str, payloads: &[String]) {
+    let mut c = connection(server).await;
+    let mut pipe = redis::pipe();
+    for payload in payloads {
+        pipe.cmd("XADD")
+            .arg(stream)
+            .arg("*")
+            .arg("payload")
+            .arg(payload.as_bytes())
+            .ignore();
+    }
+    pipe.query_async::<()>(&mut c).await.unwrap();
+}
+
+/// How many of the group's messages are unacknowledged.
+async fn pending(server: &RedisServer, stream: &str, group: &str) -> i64 {
+    let mut c = connection(server).await;
+    let reply: redis::Value = redis::cmd("XPENDING")
+        .arg(stream)
+        .arg(group)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    match reply {
+        redis::Value::Array(parts) => match parts.first() {
+            Some(redis::Value::Int(n)) => *n,
+            _ => -1,
+        },
+        _ => -1,
+    }
+}
+
+/// The dead-letter stream's entries, each its fields.
+async fn dead(server: &RedisServer, stream: &str) -> Vec<BTreeMap<String, String>> {
+    let mut c = connection(server).await;
+    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    entries
+        .into_iter()
+        .map(|(_, fields)| fields.into_iter().collect())
+        .collect()
+}
+
+async fn until(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !done().await {
+        assert!(started.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn numbered(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
+    let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    // Messages added before the source starts are read: a new group
+    // starts at the stream's beginning.
+    add(&server, "jobs", &numbered("m", 100)).await;
+    // Every third message fails its first run, and succeeds the next.
+    let record = Record::new(|payload, calls| {
+        let n: usize = payload[1..].parse().unwrap();
+        if n.is_multiple_of(3) && calls == 1 {
+            Handled::Failed
+        } else {
+            Handled::Succeeded
+        }
+    });
+    let source = StreamSource::new(queue(&server, "jobs", ""), record.clone());
+    let task = tokio::spawn(Box::new(source).run());
+    add(&server, "jobs", &numbered("n", 100)).await;
+    until("all handled", Duration::from_secs(30), async || {
+        record.succeeded().len() >= 200
+    })
+    .await;
+    until("all acknowledged", Duration::from_secs(10), async || {
+        pending(&server, "jobs", "luge").await == 0
+    })
+    .await;
+    let succeeded = record.succeeded();
+    let unique: BTreeSet<_> = succeeded.iter().collect();
+    assert_eq!((succeeded.len(), unique.len()), (200, 200));
+    assert_eq!(record.called(), 200 + 34 + 34);
+    assert_eq!(record.redelivered.load(Ordering::SeqCst), 68);
+    assert!(dead(&server, "jobs:dead").await.is_empty());
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on() {
+    let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let record = Record::new(|payload, _| {
+        if payload == "poison" {
+            Handled::Failed
+        } else {
+            Handled::Succeeded
+        }
+    });
+    let queue = queue(&server, "orders", "max_attempts = 3\ngroup = \"billing\"");
+    let task = tokio::spawn(Box::new(StreamSource::new(queue, record.clone())).run());
+    let mut payloads = numbered("ok", 10);
+    payloads.insert(5, "poison".to_owned());
+    add(&server, "orders", &payloads).await;
+    until("dead-lettered", Duration::from_secs(20), async || {
+        dead(&server, "orders:dead").await.len() == 1
+    })
+    .await;
+    let letter = &dead(&server, "orders:dead").await[0];
+    assert_eq!(letter["payload"], "poison");
+    assert_eq!(letter["reason"], "failed");
+    assert_eq!(letter["attempts"], "3");
+    assert!(letter["id"].contains('-'), "{letter:?}");
+    assert_eq!(record.succeeded().len(), 10);
+    assert_eq!(record.calls.lock().unwrap()["poison"], 3);
+    until("nothing pending", Duration::from_secs(5), async || {
+        pending(&server, "orders", "billing").await == 0
+    })
+    .await;
+    // An entry without a payload field: dead-lettered at once.
+    let mut c = connection(&server).await;
+    redis::cmd("XADD")
+        .arg("orders")
+        .arg("*")
+        .arg("body")
+        .arg("x")
+        .query_async::<String>(&mut c)
+        .await
+        .unwrap();
+    until(
+        "no payload dead-lettered",
+        Duration::from_secs(10),
+        async || dead(&server, "orders:dead").await.len() == 2,
+    )
+    .await;
+    assert_eq!(
+        dead(&server, "orders:dead").await[1]["reason"],
+        "no payload field"
+    );
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_of_a_group_share_the_stream_and_take_over_a_stopped_ones_messages() {
+    let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let settings = |name: &str| format!("consumer = \"{name}\"\nclaim_idle_ms = 300");
+    // A consumer that takes messages and stops before finishing any.
+    let stuck = Record::hanging();
+    let source = StreamSource::new(queue(&server, "work", &settings("a")), stuck.clone());
+    let a = tokio::spawn(Box::new(source).run());
+    add(&server, "work", &numbered("early", 10)).await;
+    until("a took them", Duration::from_secs(10), async || {
+        stuck.called() == 10
+    })
+    .await;
+    a.abort();
+    // Two live consumers: they share what comes, and take over what `a`
+    // held once it was idle past claim_idle.
+    let b = Record::new(|_, _| Handled::Succeeded);
+    let c = Record::new(|_, _| Handled::Succeeded);
+    let tasks = [
+        tokio::spawn(
+            Box::new(StreamSource::new(
+                queue(&server, "work", &settings("b")),
+                b.clone(),
+            ))
+            .run(),
+        ),
+        tokio::spawn(
+            Box::new(StreamSource::new(
+                queue(&server, "work", &settings("c")),
+                c.clone(),
+            ))
+            .run(),
+        ),
+    ];
+    add(&server, "work", &numbered("late", 300)).await;
+    until("all handled", Duration::from_secs(30), async || {
+        b.succeeded().len() + c.succeeded().len() >= 310
+    })
+    .await;
+    until("all acknowledged", Duration::from_secs(10), async || {
+        pending(&server, "work", "luge").await == 0
+    })
+    .await;
+    let all: Vec<String> = [b.succeeded(), c.succeeded()].concat();
+    let unique: BTreeSet<&String> = all.iter().collect();
+    assert_eq!((all.len(), unique.len()), (310, 310), "each exactly once");
+    assert!(!b.succeeded().is_empty() && !c.succeeded().is_empty());
+    assert_eq!(
+        b.redelivered.load(Ordering::SeqCst) + c.redelivered.load(Ordering::SeqCst),
+        10,
+        "a's ten taken over"
+    );
+    for task in tasks {
+        task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_is_dead_lettered_unread() {
+    let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let record = Record::new(|_, _| Handled::Succeeded);
+    let source =
+        StreamSource::new(queue(&server, "big", ""), record.clone()).with_max_message_bytes(1024);
+    let task = tokio::spawn(Box::new(source).run());
+    // One over the bound but within a read's budget, one far past it
+    // (the read that meets it is cut off), small ones around them.
+    let mut payloads = numbered("small", 6);
+    payloads.insert(2, "x".repeat(4096));
+    payloads.insert(5, "y".repeat(1 << 20));
+    add(&server, "big", &payloads).await;
+    until("dead-lettered", Duration::from_secs(20), async || {
+        dead(&server, "big:dead").await.len() == 2
+    })
+    .await;
+    for letter in dead(&server, "big:dead").await {
+        assert_eq!(letter["reason"], "over 1024 bytes");
+        assert!(!letter.contains_key("payload"));
+    }
+    until("the rest handled", Duration::from_secs(20), async || {
+        record.succeeded().len() == 6
+    })
+    .await;
+    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
+    until("nothing pending", Duration::from_secs(10), async || {
+        pending(&server, "big", "luge").await == 0
+    })
+    .await;
+    task.abort();
+}
