@@ -338,38 +338,12 @@ pub fn artifacts_name_their_engine_and_invalid_wasm_is_refused(registry: &Module
 /// memory's initial size to that size, so without a check of its own a
 /// module declaring 32 MiB would get them under a 16 MiB limit.
 pub fn declared_memory_above_the_limit_is_out_of_memory(registry: &ModuleRegistry) {
-    use wasm_encoder::{
-        CodeSection, ExportKind, ExportSection, Function, FunctionSection, MemorySection,
-        MemoryType, Module, TypeSection,
-    };
-    const PAGES: u64 = 512; // 32 MiB
-    let mut module = Module::new();
-    let mut types = TypeSection::new();
-    types.ty().function([], []);
-    module.section(&types);
-    let mut functions = FunctionSection::new();
-    functions.function(0);
-    module.section(&functions);
-    let mut memories = MemorySection::new();
-    memories.memory(MemoryType {
-        minimum: PAGES,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
-    module.section(&memories);
-    let mut exports = ExportSection::new();
-    exports.export("memory", ExportKind::Memory, 0);
-    exports.export("_start", ExportKind::Func, 0);
-    module.section(&exports);
-    let mut code = CodeSection::new();
-    let mut body = Function::new([]);
-    body.instructions().end();
-    code.function(&body);
-    module.section(&code);
+    // 512 pages: 32 MiB.
+    let module =
+        wat::parse_str(r#"(module (memory (export "memory") 512) (func (export "_start")))"#)
+            .expect("valid WAT");
     let big = registry
-        .load(&ModuleCode::Wasm(module.finish()))
+        .load(&ModuleCode::Wasm(module))
         .unwrap_or_else(|e| panic!("a 32 MiB memory: {e}"));
 
     let mut action = Action::command("big");
@@ -388,58 +362,19 @@ pub fn declared_memory_above_the_limit_is_out_of_memory(registry: &ModuleRegistr
 /// WASI layer would take a module carrying one for a shared library and
 /// link it in its own way; on every engine it runs as the module it is.
 pub fn custom_sections_change_nothing(registry: &ModuleRegistry) {
-    use std::borrow::Cow;
-    use wasm_encoder::{
-        CodeSection, CustomSection, EntityType, ExportKind, ExportSection, Function,
-        FunctionSection, ImportSection, Instruction, MemorySection, MemoryType, Module,
-        TypeSection,
-    };
-    let mut module = Module::new();
-    // WASM_DYLINK_MEM_INFO: memory size, alignment, table size, alignment.
-    module.section(&CustomSection {
-        name: Cow::Borrowed("dylink.0"),
-        data: Cow::Borrowed(&[1, 4, 0, 0, 0, 0]),
-    });
-    let mut types = TypeSection::new();
-    types.ty().function([wasm_encoder::ValType::I32], []);
-    types.ty().function([], []);
-    module.section(&types);
-    let mut imports = ImportSection::new();
-    imports.import(
-        "wasi_snapshot_preview1",
-        "proc_exit",
-        EntityType::Function(0),
-    );
-    module.section(&imports);
-    let mut functions = FunctionSection::new();
-    functions.function(1);
-    module.section(&functions);
-    let mut memories = MemorySection::new();
-    memories.memory(MemoryType {
-        minimum: 1,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
-    module.section(&memories);
-    let mut exports = ExportSection::new();
-    exports.export("memory", ExportKind::Memory, 0);
-    exports.export("_start", ExportKind::Func, 1);
-    module.section(&exports);
-    let mut code = CodeSection::new();
-    let mut body = Function::new([]);
-    body.instruction(&Instruction::I32Const(7))
-        .instruction(&Instruction::Call(0))
-        .instruction(&Instruction::End);
-    code.function(&body);
-    module.section(&code);
-    module.section(&CustomSection {
-        name: Cow::Borrowed("luge-test"),
-        data: Cow::Borrowed(b"anything"),
-    });
+    // WASM_DYLINK_MEM_INFO (memory size, alignment, table size,
+    // alignment) first, another custom section last.
+    let module = wat::parse_str(
+        r#"(module
+            (@custom "dylink.0" (before first) "\01\04\00\00\00\00")
+            (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+            (memory (export "memory") 1)
+            (func (export "_start") (call $exit (i32.const 7)))
+            (@custom "luge-test" "anything"))"#,
+    )
+    .expect("valid WAT");
     let dylink = registry
-        .load(&ModuleCode::Wasm(module.finish()))
+        .load(&ModuleCode::Wasm(module))
         .unwrap_or_else(|e| panic!("a module with a dylink.0 section: {e}"));
     assert_eq!(
         run(&*dylink, Action::command("dylink"), "").termination,

@@ -96,25 +96,7 @@ impl MosquittoServer {
         message: &[u8],
         qos: u8,
     ) -> Result<(), MosquittoError> {
-        let mut child = Command::new("mosquitto_pub")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-t", topic, "-q", &qos.to_string(), "-s"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(MosquittoError::Spawn)?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(message)?;
-        }
-        let output = child.wait_with_output()?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(MosquittoError::Publish(
-                String::from_utf8_lossy(&output.stderr).into_owned(),
-            ))
-        }
+        self.mosquitto_pub(topic, qos, "-s", message)
     }
 
     /// Publishes each of `messages` (one per line, none holding a newline)
@@ -125,18 +107,29 @@ impl MosquittoServer {
         messages: &[&str],
         qos: u8,
     ) -> Result<(), MosquittoError> {
+        let lines: String = messages.iter().map(|m| format!("{m}\n")).collect();
+        self.mosquitto_pub(topic, qos, "-l", lines.as_bytes())
+    }
+
+    /// `mosquitto_pub` on `topic` at `qos`, `stdin` its input as `mode`
+    /// reads it (`-s`: one message; `-l`: one per line).
+    fn mosquitto_pub(
+        &self,
+        topic: &str,
+        qos: u8,
+        mode: &str,
+        stdin: &[u8],
+    ) -> Result<(), MosquittoError> {
         let mut child = Command::new("mosquitto_pub")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-t", topic, "-q", &qos.to_string(), "-l"])
+            .args(["-t", topic, "-q", &qos.to_string(), mode])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(MosquittoError::Spawn)?;
-        if let Some(mut stdin) = child.stdin.take() {
-            for message in messages {
-                writeln!(stdin, "{message}")?;
-            }
+        if let Some(mut input) = child.stdin.take() {
+            input.write_all(stdin)?;
         }
         let output = child.wait_with_output()?;
         if output.status.success() {

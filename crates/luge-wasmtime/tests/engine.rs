@@ -9,6 +9,7 @@ use std::time::Duration;
 use luge_core::Invocation;
 use luge_core::{Action, LoadedModule, Termination, WasmRuntime};
 use luge_registry::{ArtifactKey, ModuleCode, ModuleRegistry, artifact};
+use luge_testkit::last_json;
 use luge_wasmtime::{WasmtimeConfig, WasmtimeRuntime};
 
 mod common;
@@ -38,57 +39,11 @@ fn run(module: &dyn LoadedModule, action: Action, stdin: &str) -> luge_core::Out
     module.run(Invocation::new(Arc::new(action), stdin.as_bytes()))
 }
 
-fn last_json(stdout: &[u8]) -> serde_json::Value {
-    let text = String::from_utf8_lossy(stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
-#[test]
-fn echo_captures_both_streams() {
-    let registry = registry();
-    let module = load(&registry, "echo");
-    let outcome = run(&*module, Action::command("echo"), r#"{"a":1}"#);
-    assert_eq!(outcome.termination, Termination::Exited(0));
-    assert_eq!(last_json(&outcome.stdout), serde_json::json!({"a": 1}));
-    assert!(String::from_utf8_lossy(&outcome.stdout).contains("hello stdout"));
-    assert_eq!(outcome.stderr, b"hello stderr\n");
-}
-
-#[test]
-fn env_and_args_reach_the_guest() {
-    let registry = registry();
-    let module = load(&registry, "env");
-    let mut action = Action::command("ctx");
-    action.env.push(("__OW_NAMESPACE".into(), "ns".into()));
-    action.capabilities.args.push("--flag".into());
-    let mut invocation = Invocation::new(Arc::new(action), b"{}".to_vec());
-    invocation
-        .env
-        .push(("__OW_ACTIVATION_ID".into(), "act-1".into()));
-    let out = last_json(&module.run(invocation).stdout);
-    assert_eq!(out["namespace"], "ns");
-    assert_eq!(out["activation_id"], "act-1");
-    assert_eq!(out["args"], serde_json::json!(["ctx", "--flag"]));
-    // Deny by default: nothing of the host's environment leaks in.
-    assert!(out["env"].get("PATH").is_none());
-}
-
-#[test]
-fn named_export_is_an_entry_point() {
-    let registry = registry();
-    let module = load(&registry, "entry");
-    assert!(module.has_export("niam"));
-    assert!(!module.has_export("nothere"));
-    let mut action = Action::command("entry");
-    action.entry = "niam".into();
-    let outcome = run(&*module, action, r#"{"x":"y"}"#);
-    assert_eq!(last_json(&outcome.stdout), serde_json::json!({"x": "y"}));
-}
+// Echo's streams, the environment and arguments, named entry points, time
+// and memory limits, traps and exits are the conformance suite's
+// (`streams_context_and_entry_points`,
+// `limits_traps_and_exits_are_outcomes_and_the_engine_survives`, run on
+// Wasmtime below), not repeated here.
 
 /// The preemptive path (`start`, what the host's workers run) answers a
 /// name that is no entry point as the blocking one does on every engine
@@ -121,63 +76,6 @@ fn entry_that_is_missing_or_mistyped_fails_alike_when_started() {
             );
         }
     }
-}
-
-#[test]
-fn endless_loop_stops_at_time_limit_and_engine_survives() {
-    let registry = registry();
-    let module = load(&registry, "spin");
-    let mut action = Action::command("spin");
-    action.limits.timeout = Duration::from_millis(200);
-    let outcome = run(&*module, action, "{}");
-    assert_eq!(
-        outcome.termination,
-        Termination::TimedOut(Duration::from_millis(200))
-    );
-    assert!(outcome.elapsed >= Duration::from_millis(200));
-    assert!(
-        outcome.elapsed < Duration::from_secs(5),
-        "{:?}",
-        outcome.elapsed
-    );
-    let echo = load(&registry, "echo");
-    assert!(
-        run(&*echo, Action::command("echo"), "{}")
-            .termination
-            .is_success()
-    );
-}
-
-#[test]
-fn memory_hog_stops_at_memory_limit() {
-    let registry = registry();
-    let module = load(&registry, "memhog");
-    let mut action = Action::command("memhog");
-    action.limits.memory_bytes = 32 << 20;
-    let outcome = run(&*module, action.clone(), r#"{"mb": 200}"#);
-    assert_eq!(
-        outcome.termination,
-        Termination::OutOfMemory {
-            limit_bytes: 32 << 20
-        }
-    );
-    let fine = run(&*module, action, r#"{"mb": 8}"#);
-    assert_eq!(last_json(&fine.stdout)["allocated_mb"], 8);
-}
-
-#[test]
-fn traps_and_exits_are_outcomes() {
-    let registry = registry();
-    let module = load(&registry, "fail");
-    let trap = run(&*module, Action::command("fail"), r#"{"mode":"trap"}"#);
-    assert!(
-        matches!(trap.termination, Termination::Trapped(_)),
-        "{:?}",
-        trap.termination
-    );
-    let exit = run(&*module, Action::command("fail"), r#"{"mode":"exit"}"#);
-    assert_eq!(exit.termination, Termination::Exited(3));
-    assert_eq!(exit.stderr, b"giving up with status 3\n");
 }
 
 #[test]

@@ -25,10 +25,7 @@ fn a_command_component_passes_the_runner_scenarios() {
         return;
     }
     on_both_front_ends(&[], |c| {
-        assert_eq!(
-            c.init(&init_body(&wasm("p2-echo"), "main", json!({}))).0,
-            200
-        );
+        c.init_example("p2-echo");
         for args in [json!({"string": "hello"}), json!({"numbers": [42, 1]})] {
             assert_eq!(c.run(&json!({"value": args})), (200, args.clone()));
         }
@@ -42,10 +39,7 @@ fn a_command_component_passes_the_runner_scenarios() {
         assert_eq!(body["big"].as_str().unwrap().len(), 1 << 20);
     });
     on_both_front_ends(&[], |c| {
-        assert_eq!(
-            c.init(&init_body(&wasm("p2-unicode"), "main", json!({}))).0,
-            200
-        );
+        c.init_example("p2-unicode");
         let (status, body) = c.run(&json!({"value": {"delimiter": "❄"}}));
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["winter"], "❄ ☃ ❄");
@@ -63,10 +57,7 @@ fn a_command_component_passes_the_runner_scenarios() {
         assert_eq!(body["ANOTHER_VAR"], "zyx");
     });
     on_both_front_ends(&[], |c| {
-        assert_eq!(
-            c.init(&init_body(&wasm("p2-notdict"), "main", json!({}))).0,
-            200
-        );
+        c.init_example("p2-notdict");
         let (status, body) = c.run(&json!({}));
         assert_ne!(status, 200);
         assert_eq!(
@@ -75,10 +66,7 @@ fn a_command_component_passes_the_runner_scenarios() {
         );
     });
     on_both_front_ends(&[], |c| {
-        assert_eq!(
-            c.init(&init_body(&wasm("p2-fail"), "main", json!({}))).0,
-            200
-        );
+        c.init_example("p2-fail");
         // WASI 0.2's `exit` carries success or failure only: status 3
         // arrives as 1.
         let (status, body) = c.run(&json!({"value": {"mode": "exit"}}));
@@ -834,10 +822,7 @@ fn javascript_functions_end_to_end() {
         return;
     }
     on_both_front_ends(&[], |c| {
-        assert_eq!(
-            c.init(&init_body(&wasm("js-hello"), "main", json!({}))).0,
-            200
-        );
+        c.init_example("js-hello");
         let (status, body) = c.run(&json!({"value": {"name": "❄"}}));
         assert_eq!(status, 200, "{body}");
         assert_eq!(

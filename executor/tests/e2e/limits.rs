@@ -109,7 +109,7 @@ fn default_memory_limit_comes_from_the_operator() {
 #[test]
 fn traps_panics_and_exit_codes_are_action_errors() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&wasm("fail"), "main", json!({}))).0, 200);
+        c.init_example("fail");
         for mode in ["trap", "panic"] {
             let (status, body) = c.run(&json!({"value": {"mode": mode}}));
             assert_eq!(status, 502);

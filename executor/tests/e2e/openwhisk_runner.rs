@@ -28,10 +28,7 @@ fn initialization_with_no_content() {
 #[test]
 fn not_returning_a_dictionary() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(
-            c.init(&init_body(&wasm("notdict"), "main", json!({}))).0,
-            200
-        );
+        c.init_example("notdict");
         let (status, body) = c.run(&json!({}));
         assert_ne!(status, 200);
         assert_eq!(
@@ -98,7 +95,7 @@ fn calls_are_refused_with_a_reason() {
 #[test]
 fn echo_arguments_and_logs() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&wasm("echo"), "main", json!({}))).0, 200);
+        c.init_example("echo");
         let argss = [
             json!({"string": "hello"}),
             json!({"string": "❄ ☃ ❄"}),
@@ -121,10 +118,7 @@ fn echo_arguments_and_logs() {
 #[test]
 fn unicode_in_params_logs_and_result() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(
-            c.init(&init_body(&wasm("unicode"), "main", json!({}))).0,
-            200
-        );
+        c.init_example("unicode");
         let (status, result) = c.run(&json!({"value": {"delimiter": "❄"}}));
         assert_eq!(status, 200);
         assert_eq!(result["winter"], "❄ ☃ ❄");
@@ -167,7 +161,7 @@ fn init_env_is_exported_before_initialization() {
 #[test]
 fn activation_context_variables() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&wasm("env"), "main", json!({}))).0, 200);
+        c.init_example("env");
         let props = json!({
             "api_host": "xyz", "api_key": "abc", "namespace": "zzz",
             "action_name": "xxx", "action_version": "0.0.1",
@@ -189,7 +183,7 @@ fn activation_context_variables() {
 #[test]
 fn large_input_is_echoed_intact() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&wasm("echo"), "main", json!({}))).0, 200);
+        c.init_example("echo");
         let arg = json!({"arg": "a".repeat(1048561)});
         let (status, out) = c.run(&json!({"value": arg}));
         assert_eq!(status, 200);

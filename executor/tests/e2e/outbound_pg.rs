@@ -18,6 +18,28 @@ fn on_wasmtime() -> bool {
     engine() == "wasmtime"
 }
 
+/// How many statements sleep on the server now.
+const SLEEPING: &str = "SELECT count(*)::int4 AS n FROM pg_stat_activity \
+                        WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'";
+
+/// Waits (10 s at most) until `sleeping` (a query of [`SLEEPING`])
+/// answers that none sleeps.
+#[track_caller]
+fn until_none_sleeps(sleeping: impl Fn() -> (u16, String)) {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = sleeping();
+        if status == 200 && body.ends_with("DbValue::Int32(0)") {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "still running on the server: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_spin_app_queries_its_granted_postgres() {
     if !on_wasmtime() {
@@ -91,30 +113,13 @@ fn a_luge_toml_route_queries_postgres_within_its_deadline() {
     // Nor on the server: 24 of them at once (more than the function's 16
     // connections), each cancelled there at its deadline; none is left
     // running, and the function's connections are free again.
-    let sleeping = || {
-        post(
-            "/db/pg/query",
-            "SELECT count(*)::int4 AS n FROM pg_stat_activity \
-             WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
-        )
-    };
+    let sleeping = || post("/db/pg/query", SLEEPING);
     std::thread::scope(|scope| {
         for _ in 0..24 {
             scope.spawn(|| post("/db/pg/query", "SELECT pg_sleep(120)"));
         }
     });
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, body) = sleeping();
-        if status == 200 && body.ends_with("DbValue::Int32(0)") {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "still running on the server: {status} {body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_none_sleeps(sleeping);
     assert_wrong_password_refused(&luge, "pg");
 }
 
@@ -223,22 +228,7 @@ fn older_sdks_postgres_interface_is_served() {
             scope.spawn(|| post("/timed", "SELECT pg_sleep(120)"));
         }
     });
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, body) = post(
-            "/pg3",
-            "SELECT count(*)::int4 AS n FROM pg_stat_activity \
-             WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'",
-        );
-        if status == 200 && body.ends_with("DbValue::Int32(0)") {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "still running on the server: {status} {body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_none_sleeps(|| post("/pg3", SLEEPING));
     assert_eq!(post("/timed", "SELECT 2 AS two").0, 200);
 }
 

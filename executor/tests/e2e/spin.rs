@@ -361,16 +361,7 @@ fn unserved_imports_are_refused_at_start_by_name() {
     if !on_wasmtime() {
         return;
     }
-    let component = wat::parse_str(
-        r#"(component
-            (import "wasi:cli/environment@0.2.0" (instance
-                (export "get-arguments" (func (result (list string))))))
-            (import "acme:made-up/thing@1.0.0" (instance (export "open" (func))))
-            (import "fermyon:spin/llm@2.0.0" (instance (export "infer" (func)))))"#,
-    )
-    .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("app.wasm"), component).unwrap();
     let manifest = dir.path().join("spin.toml");
     std::fs::write(
         &manifest,
@@ -379,26 +370,31 @@ fn unserved_imports_are_refused_at_start_by_name() {
          [component.x]\nsource = \"app.wasm\"\n",
     )
     .unwrap();
-    let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
-        .err()
-        .unwrap();
+    // The app's component importing `imports` (WAT): why it is refused.
+    let refused = |imports: &str| {
+        let component = wat::parse_str(format!("(component {imports})")).unwrap();
+        std::fs::write(dir.path().join("app.wasm"), component).unwrap();
+        Luge::try_start("serve", &["--spin", path_str(&manifest)])
+            .err()
+            .unwrap()
+    };
+    let error = refused(
+        r#"(import "wasi:cli/environment@0.2.0" (instance
+                (export "get-arguments" (func (result (list string))))))
+            (import "acme:made-up/thing@1.0.0" (instance (export "open" (func))))
+            (import "fermyon:spin/llm@2.0.0" (instance (export "infer" (func))))"#,
+    );
     assert!(
         error.contains("does not serve: acme:made-up/thing@1.0.0, fermyon:spin/llm@2.0.0;"),
         "{error}"
     );
     // A later candidate of WASI's, and the interfaces of the candidates
     // Luge serves that it does not, named likewise.
-    let component = wat::parse_str(
-        r#"(component
-            (import "wasi:io/poll@0.2.0-rc-2023-10-18" (instance))
+    let error = refused(
+        r#"(import "wasi:io/poll@0.2.0-rc-2023-10-18" (instance))
             (import "wasi:clocks/timezone@0.2.0-rc-2023-10-18" (instance (export "utc-offset" (func))))
-            (import "wasi:http/types@0.2.0-rc-2023-12-05" (instance (export "x" (func)))))"#,
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("app.wasm"), component).unwrap();
-    let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
-        .err()
-        .unwrap();
+            (import "wasi:http/types@0.2.0-rc-2023-12-05" (instance (export "x" (func))))"#,
+    );
     assert!(
         error.contains(
             "does not serve: wasi:clocks/timezone@0.2.0-rc-2023-10-18, wasi:http/types@0.2.0-rc-2023-12-05;"
@@ -406,16 +402,10 @@ fn unserved_imports_are_refused_at_start_by_name() {
         "{error}"
     );
     // A Spin 1 component: refused with the reason, not as unknown.
-    let component = wat::parse_str(
-        r#"(component
-            (import "fermyon:spin/key-value" (instance (export "open" (func))))
-            (import "fermyon:spin/config" (instance (export "get-config" (func)))))"#,
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("app.wasm"), component).unwrap();
-    let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
-        .err()
-        .unwrap();
+    let error = refused(
+        r#"(import "fermyon:spin/key-value" (instance (export "open" (func))))
+            (import "fermyon:spin/config" (instance (export "get-config" (func))))"#,
+    );
     assert!(
         error.contains(
             "imports Spin 1's unversioned interfaces (fermyon:spin/key-value, fermyon:spin/config)"

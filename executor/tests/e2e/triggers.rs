@@ -79,6 +79,60 @@ fn serve_events(
     )
 }
 
+/// The Spin app's events half (events.toml, edited by `edit`) with the
+/// servers it listens to, its state kept across restarts.
+struct EventsApp {
+    /// `None` only while it restarts.
+    redis: Option<RedisServer>,
+    broker: MosquittoServer,
+    manifest: std::path::PathBuf,
+    state: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl EventsApp {
+    fn new(edit: impl Fn(String) -> String) -> Self {
+        let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+        let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = events_manifest(dir.path(), edit);
+        let state = dir.path().join("state");
+        Self {
+            redis: Some(redis),
+            broker,
+            manifest,
+            state,
+            _dir: dir,
+        }
+    }
+
+    fn redis(&self) -> &RedisServer {
+        self.redis.as_ref().expect("running")
+    }
+
+    /// Stops Redis and starts it again on its port, empty.
+    fn restart_redis(&mut self) {
+        let port = self.redis().port;
+        self.redis = None;
+        self.redis = Some(RedisServer::on(port).unwrap());
+    }
+
+    /// `luge serve --spin` of the app.
+    fn serve(&self) -> Luge {
+        let redis = self.redis().port;
+        serve_events(&self.manifest, &self.state, redis, self.broker.port)
+    }
+}
+
+/// `kill -9` of `luge`: nothing it held is given back.
+fn kill_9(luge: Luge) {
+    let status = std::process::Command::new("kill")
+        .args(["-9", &luge.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// Publishes `message` on `topic` (QoS 1) until the app stored it as its
 /// last MQTT message (Luge has subscribed).
 fn mqtt_when_subscribed(luge: &Luge, broker: &MosquittoServer, topic: &str, message: &str) {
@@ -95,19 +149,15 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     if engine() != "wasmtime" {
         return;
     }
-    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
-    let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = events_manifest(dir.path(), |text| text);
-    let state = dir.path().join("state");
-    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    let mut app = EventsApp::new(|text| text);
+    let luge = app.serve();
 
     // MQTT: a QoS 1 message reaches the component with its topic.
-    mqtt_when_subscribed(&luge, &broker, "sensors/kitchen", "21.5");
+    mqtt_when_subscribed(&luge, &app.broker, "sensors/kitchen", "21.5");
     assert!(luge.stderr_shows("mqtt message on sensors/kitchen: 21.5"));
     // One that fails is not acknowledged: the broker sends it again
     // (marked a redelivery), up to three attempts.
-    broker.publish("sensors/hall", "fail", 1).unwrap();
+    app.broker.publish("sensors/hall", "fail", 1).unwrap();
     eventually("three attempts", || {
         events(&luge, "trigger.mqtt[0]", "failed") == 3.0
     });
@@ -116,10 +166,10 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     // broker was told its maximum packet size): the trigger goes on with
     // the next, without reconnecting for it.
     let lost_before = luge.stderr().matches("connection lost").count();
-    broker
+    app.broker
         .publish_bytes("sensors/big", &vec![b'x'; 2 << 20], 1)
         .unwrap();
-    broker.publish("sensors/after", "22.0", 1).unwrap();
+    app.broker.publish("sensors/after", "22.0", 1).unwrap();
     eventually("the message after the big one", || {
         luge.get_text("/kv/last-mqtt") == "sensors/after 22.0"
     });
@@ -138,22 +188,22 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     });
 
     // A message reaches the subscriber, which writes the app's store.
-    publish_when_subscribed(&redis, "messages", b"hello");
+    publish_when_subscribed(app.redis(), "messages", b"hello");
     eventually("the subscriber stored the message", || {
         luge.get_text("/kv/last-message") == "hello"
     });
     assert!(luge.stderr_shows("redis message: hello"));
     assert!(events(&luge, "trigger.redis[0]", "handled") >= 1.0);
     // A subscriber in Spin 2's shape (fermyon:spin/inbound-redis).
-    publish_when_subscribed(&redis, "legacy", b"from an older SDK");
+    publish_when_subscribed(app.redis(), "legacy", b"from an older SDK");
     assert!(luge.stderr_shows("spin 2 redis message: from an older SDK"));
-    redis.publish("legacy", b"fail").unwrap();
+    app.redis().publish("legacy", b"fail").unwrap();
     eventually("its failure counted", || {
         events(&luge, "trigger.redis[1]", "failed") == 1.0
     });
 
     // Its error result is a failed event, its error logged.
-    redis.publish("messages", b"fail").unwrap();
+    app.redis().publish("messages", b"fail").unwrap();
     eventually("the failure counted", || {
         events(&luge, "trigger.redis[0]", "failed") == 1.0
     });
@@ -178,10 +228,8 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
 
     // Redis restarts: Luge resubscribes, and what is published after
     // that arrives.
-    let port = redis.port;
-    drop(redis);
-    let redis = RedisServer::on(port).unwrap();
-    publish_when_subscribed(&redis, "messages", b"after the restart");
+    app.restart_redis();
+    publish_when_subscribed(app.redis(), "messages", b"after the restart");
     eventually("resubscribed", || {
         luge.get_text("/kv/last-message") == "after the restart"
     });
@@ -197,7 +245,7 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
     });
     let received_before = events(&luge, "trigger.redis[0]", "received");
     for _ in 0..40 {
-        redis.publish("messages", b"sleep:300").unwrap();
+        app.redis().publish("messages", b"sleep:300").unwrap();
     }
     let (status, body) = luge.request("GET", "/hello", b"");
     assert_eq!((status, body.as_slice()), (200, &b"Hello, Spin app\n"[..]));
@@ -215,13 +263,10 @@ fn qos1_messages_in_flight_when_luge_is_killed_are_handled_after_its_restart() {
     if engine() != "wasmtime" {
         return;
     }
-    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
-    let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = events_manifest(dir.path(), |text| text);
-    let state = dir.path().join("state");
-    let luge = serve_events(&manifest, &state, redis.port, broker.port);
-    mqtt_when_subscribed(&luge, &broker, "sensors/a", "ready");
+    let app = EventsApp::new(|text| text);
+    let broker = &app.broker;
+    let luge = app.serve();
+    mqtt_when_subscribed(&luge, broker, "sensors/a", "ready");
     // Twelve slow messages: eight in flight (the trigger's bound), the
     // rest waiting, none acknowledged when Luge dies.
     let messages: Vec<String> = (0..12).map(|i| format!("sleep:1500:k{i}")).collect();
@@ -230,14 +275,8 @@ fn qos1_messages_in_flight_when_luge_is_killed_are_handled_after_its_restart() {
     eventually("messages in flight", || {
         events(&luge, "trigger.mqtt[0]", "received") >= 9.0
     });
-    let status = std::process::Command::new("kill")
-        .args(["-9", &luge.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    drop(luge);
-
-    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    kill_9(luge);
+    let luge = app.serve();
     for i in 0..12 {
         eventually(&format!("k{i} handled after the restart"), || {
             luge.get_text(&format!("/kv/k{i}")) == "done"
@@ -256,18 +295,15 @@ fn a_redis_stream_is_a_durable_queue_for_a_spin_subscriber() {
     if engine() != "wasmtime" {
         return;
     }
-    let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
-    let broker = MosquittoServer::start().expect("mosquitto (./scripts/setup.sh)");
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = events_manifest(dir.path(), |text| {
+    let app = EventsApp::new(|text| {
         text + "\n[[trigger.redis-streams]]\naddress = \"redis://{{ redis_host }}\"\n\
                 stream = \"jobs\"\ncomponent = \"subscriber\"\nmax_attempts = 2\n\
                 claim_idle_ms = 1000\n"
     });
-    let state = dir.path().join("state");
+    let redis = app.redis();
     // Added before Luge starts: a new group reads the stream from its start.
     redis.add("jobs", b"queued early").unwrap();
-    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    let luge = app.serve();
     eventually("the early message handled", || {
         luge.get_text("/kv/last-message") == "queued early"
     });
@@ -289,13 +325,8 @@ fn a_redis_stream_is_a_durable_queue_for_a_spin_subscriber() {
     eventually("slow messages in flight", || {
         events(&luge, trigger, "received") >= received + 6.0
     });
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &luge.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    drop(luge);
-    let luge = serve_events(&manifest, &state, redis.port, broker.port);
+    kill_9(luge);
+    let luge = app.serve();
     eventually("the dead process's messages handled here", || {
         events(&luge, trigger, "handled") >= 6.0
     });

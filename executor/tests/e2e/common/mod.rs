@@ -528,6 +528,14 @@ pub trait ActionContainer {
     fn run(&self, body: &Value) -> (u16, Value);
     /// The activation logs so far: (stdout, stderr), waiting for `sentinels`.
     fn logs(&self, sentinels: usize) -> (String, String);
+    /// Initializes the example `module` (its `main`, no parameters),
+    /// which must succeed.
+    #[track_caller]
+    fn init_example(&self, module: &str) {
+        let (status, body) = self.init(&init_body(&wasm(module), "main", serde_json::json!({})));
+        assert_eq!(status, 200, "{body}");
+    }
+
     /// Both log streams together, once they hold `needle` (or after 5 s):
     /// a line outside an activation has no sentinel to wait for, and the
     /// process's streams are read by another thread.
