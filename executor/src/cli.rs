@@ -27,6 +27,22 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// What `luge --version` prints after the name: the version, the commit
+/// it was built from (`LUGE_COMMIT`, set by build.rs), and the engines
+/// compiled in (`--engine` takes these).
+pub fn version() -> String {
+    let engines: Vec<&str> = luge_engines::EngineKind::built_in()
+        .into_iter()
+        .map(luge_engines::EngineKind::name)
+        .collect();
+    format!(
+        "{} (commit {}; engines: {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("LUGE_COMMIT"),
+        engines.join(", ")
+    )
+}
+
 /// Modes of the executor.
 #[derive(Debug, Subcommand)]
 pub enum Command {

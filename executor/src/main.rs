@@ -2,14 +2,19 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 // The allocator is the library's choice (see its `Allocator`).
 #[global_allocator]
 static ALLOCATOR: luge_executor::Allocator = luge_executor::Allocator {};
 
 fn main() -> ExitCode {
-    match luge_executor::main_with(luge_executor::cli::Cli::parse()) {
+    use luge_executor::cli::{Cli, version};
+    // Made once, for the life of the process (clap takes a static text).
+    let version: &'static str = Box::leak(version().into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match luge_executor::main_with(cli) {
         Ok(status) => ExitCode::from(status),
         Err(error) => {
             // One line a person can act on; the trace only when asked for.

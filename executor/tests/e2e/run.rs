@@ -23,6 +23,33 @@ fn luge_run(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `luge --version` names the version, the commit it was built from
+/// (this checkout's HEAD when the test binary was built with it) and the
+/// engines compiled in.
+#[test]
+fn the_version_names_its_commit_and_engines() {
+    let out = Command::new(env!("CARGO_BIN_EXE_luge"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.trim_end();
+    let prefix = format!("luge {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(line.starts_with(&prefix), "{line}");
+    let commit = &line[prefix.len()..line.find(';').unwrap_or(line.len())];
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{line}"
+    );
+    // This suite's build has every engine.
+    assert!(
+        line.ends_with("; engines: wasmtime, wasmer, wasmer-singlepass, wamr)"),
+        "{line}"
+    );
+}
+
 #[test]
 fn streams_arguments_environment_and_stdin() {
     let dir = tempfile::tempdir().unwrap();
