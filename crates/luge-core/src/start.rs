@@ -247,22 +247,7 @@ mod tests {
 
     #[test]
     fn a_module_exporting_the_reserved_name_is_refused() {
-        use wasm_encoder::*;
-        let mut m = Module::new();
-        let mut types = TypeSection::new();
-        types.ty().function([], []);
-        m.section(&types);
-        let mut funcs = FunctionSection::new();
-        funcs.function(0);
-        m.section(&funcs);
-        let mut ex = ExportSection::new();
-        ex.export(START_EXPORT, ExportKind::Func, 0);
-        m.section(&ex);
-        let mut code = CodeSection::new();
-        let mut f = Function::new([]);
-        f.instructions().end();
-        code.function(&f);
-        m.section(&code);
-        assert!(defer_start(m.finish()).is_err());
+        let wasm = wat::parse_str(format!(r#"(module (func (export "{START_EXPORT}")))"#));
+        assert!(defer_start(wasm.unwrap()).is_err());
     }
 }

@@ -138,14 +138,22 @@ struct RawConfig<S> {
     telemetry: Option<toml::Table>,
 }
 
-impl<S: ServerTable> Config<S> {
-    /// Reads and checks the config at `file`.
-    pub fn load(file: &Path) -> Result<Self, ConfigError> {
-        let text = luge_core::files::read_config_text(file).map_err(|e| ConfigError {
+impl ConfigError {
+    /// The text of the config or manifest at `file` (a regular file within
+    /// the bound [`luge_core::files::read_config_text`] sets), or why not.
+    pub(crate) fn read(file: &Path) -> Result<String, Self> {
+        luge_core::files::read_config_text(file).map_err(|e| Self {
             file: file.to_owned(),
             location: "file".to_owned(),
             message: e.reason(),
-        })?;
+        })
+    }
+}
+
+impl<S: ServerTable> Config<S> {
+    /// Reads and checks the config at `file`.
+    pub fn load(file: &Path) -> Result<Self, ConfigError> {
+        let text = ConfigError::read(file)?;
         let base = file.parent().unwrap_or(Path::new("."));
         Self::parse(file, &text, base)
     }

@@ -172,11 +172,7 @@ pub fn load(
     fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SpinApp, ConfigError> {
-    let text = luge_core::files::read_config_text(file).map_err(|e| ConfigError {
-        file: file.to_owned(),
-        location: "file".to_owned(),
-        message: e.reason(),
-    })?;
+    let text = ConfigError::read(file)?;
     let base = file.parent().unwrap_or(Path::new("."));
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
     parse(file, &text, &base, fs_root, env)

@@ -8,7 +8,7 @@ use std::path::Path;
 use common::{Luge, Site, assert_error, path_str, ping_peer, wasm};
 use serde_json::json;
 
-const TOKEN: &str = "operator-token-for-tests-0123456789";
+pub(crate) const TOKEN: &str = "operator-token-for-tests-0123456789";
 
 /// Bytes 0..=255 three times over: every byte value, NUL and 0xFF included.
 fn binary_body() -> Vec<u8> {
@@ -24,12 +24,12 @@ fn auth() -> [(&'static str, String); 1] {
 }
 
 /// A `luge serve` with a token file and a store directory.
-struct Host {
+pub(crate) struct Host {
     dir: tempfile::TempDir,
 }
 
 impl Host {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let token = dir.path().join("token");
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
@@ -42,7 +42,8 @@ impl Host {
         self.dir.path().join("store")
     }
 
-    fn start(&self, extra: &[&str]) -> Luge {
+    /// `luge serve` with the token and the store, `extra` besides.
+    pub(crate) fn start(&self, extra: &[&str]) -> Luge {
         let token = self.dir.path().join("token");
         let store = self.store();
         let mut args = vec![

@@ -531,24 +531,13 @@ max_in_flight = 16
 /// upload (replaced: the new one runs; deleted: it stops).
 #[test]
 fn uploads_carry_triggers_under_their_grants() {
+    use crate::standalone::{Host, TOKEN};
     use base64::Engine as _;
-    const TOKEN: &str = "operator-token-for-trigger-tests-0123";
     let redis = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
-    let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let store = dir.path().join("store");
-    let state = dir.path().join("state");
-    let args = [
-        "--token-file",
-        path_str(&token),
-        "--store",
-        path_str(&store),
-        "--state-dir",
-        path_str(&state),
-    ];
-    let luge = Luge::start("serve", &args);
+    let host = Host::new();
+    let state = tempfile::tempdir().unwrap();
+    let args = ["--state-dir", path_str(state.path())];
+    let luge = host.start(&args);
     let auth = format!("Bearer {TOKEN}");
     let upload = |luge: &Luge, metadata: serde_json::Value| {
         let body = serde_json::json!({
@@ -586,7 +575,7 @@ fn uploads_carry_triggers_under_their_grants() {
 
     // Restored with the store after a restart, triggers and all.
     drop(luge);
-    let luge = Luge::start("serve", &args);
+    let luge = host.start(&args);
     eventually("subscribed again", || {
         redis.publish("up", b"x").unwrap_or(0) > 0
     });
