@@ -148,12 +148,7 @@ pub async fn open(
     password: &str,
     keep_alive: Duration,
 ) -> Result<Connection, MqttError> {
-    let Caller {
-        function,
-        grants,
-        deadline,
-        ..
-    } = caller;
+    let (function, grants, deadline, _) = caller.parts();
     let (host, port, client_id) = parse(address)?;
     let slot = SLOTS
         .try_take(function)

@@ -239,12 +239,7 @@ fn described(error: mysql_async::Error) -> String {
 /// host its grants must reach, by its deadline; each result set then
 /// takes at most its answer bound.
 pub async fn open(caller: Caller<'_>, address: &str) -> Result<Connection, MysqlError> {
-    let Caller {
-        function,
-        grants,
-        deadline,
-        max_answer_bytes: max_bytes,
-    } = caller;
+    let (function, grants, deadline, max_bytes) = caller.parts();
     // The URL may hold a password: a parse error is never repeated.
     let opts = mysql_async::Opts::from_url(address).map_err(|_| MysqlError::InvalidAddress)?;
     if opts.socket().is_some() {
@@ -526,6 +521,14 @@ mod tests {
 
     use super::*;
 
+    /// `function` with `grants`, by [`later`], answers up to 1 MiB.
+    fn caller<'a>(
+        function: &'a str,
+        grants: &'a luge_core::capabilities::AllowedHosts,
+    ) -> Caller<'a> {
+        Caller::new(function, grants, later(), 1 << 20)
+    }
+
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(20)
     }
@@ -561,28 +564,19 @@ mod tests {
     async fn statements_past_their_deadline_are_killed_on_the_server() {
         let server = MariaDbServer::start().unwrap();
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let watcher = open(
-            Caller::new("watcher", &granted, later(), 1 << 20),
-            &server.url(),
-        )
-        .await
-        .unwrap();
-        let c = open(
-            Caller::new("sleeper", &granted, later(), 1 << 20),
-            &server.url(),
-        )
-        .await
-        .unwrap();
+        let watcher = open(caller("watcher", &granted), &server.url())
+            .await
+            .unwrap();
+        let c = open(caller("sleeper", &granted), &server.url())
+            .await
+            .unwrap();
         let deadline = Instant::now() + Duration::from_millis(500);
         let ended = c.query("SELECT SLEEP(120)", vec![], deadline).await;
         assert!(matches!(ended, Err(MysqlError::Deadline)), "{ended:?}");
         assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
-        let other = open(
-            Caller::new("sleeper", &granted, later(), 1 << 20),
-            &server.url(),
-        )
-        .await
-        .unwrap();
+        let other = open(caller("sleeper", &granted), &server.url())
+            .await
+            .unwrap();
         let dropped = tokio::time::timeout(
             Duration::from_millis(300),
             other.execute("SELECT SLEEP(120)", vec![], later()),
@@ -596,9 +590,7 @@ mod tests {
     async fn statements_reach_a_granted_server_and_are_bounded() {
         let server = MariaDbServer::start().unwrap();
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
-            .await
-            .unwrap();
+        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
         c.execute(
             "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20), data VARBINARY(8), \
              small TINYINT UNSIGNED, big BIGINT, x DOUBLE, d DATE, n DECIMAL(5,2))",
@@ -674,15 +666,11 @@ mod tests {
         // A result set larger than the bound, and a statement past its
         // deadline (on a fresh connection: the refused LOCAL INFILE ended
         // that one).
-        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
-            .await
-            .unwrap();
+        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
         let huge = "SELECT REPEAT('x', 1000) FROM information_schema.columns a, information_schema.columns b";
         let error = c.query(huge, vec![], later()).await.unwrap_err();
         assert!(matches!(error, MysqlError::TooLarge(_)), "{error}");
-        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
-            .await
-            .unwrap();
+        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
         assert!(matches!(
             c.query("SELECT SLEEP(10)", vec![], soon).await,
@@ -695,21 +683,19 @@ mod tests {
         let server = MariaDbServer::start().unwrap();
         let other = grants(&["mysql://127.0.0.1:1"]);
         assert!(matches!(
-            open(Caller::new("f2", &other, later(), 1 << 20), &server.url()).await,
+            open(caller("f2", &other), &server.url()).await,
             Err(MysqlError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open(Caller::new("f2", &granted, later(), 1 << 20), &wrong)
-            .await
-            .unwrap_err();
+        let error = open(caller("f2", &granted), &wrong).await.unwrap_err();
         assert!(matches!(error, MysqlError::ConnectionFailed(_)), "{error}");
         assert!(!error.to_string().contains("wrong-secret"), "{error}");
         let socket = format!("{}?socket=/tmp/x.sock", server.url());
         for bad in ["127.0.0.1:3306", "postgres://127.0.0.1/x", socket.as_str()] {
             assert!(
                 matches!(
-                    open(Caller::new("f2", &granted, later(), 1 << 20), bad).await,
+                    open(caller("f2", &granted), bad).await,
                     Err(MysqlError::InvalidAddress)
                 ),
                 "{bad}"
@@ -717,14 +703,10 @@ mod tests {
         }
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
-            held.push(
-                open(Caller::new("f3", &granted, later(), 1 << 20), &server.url())
-                    .await
-                    .unwrap(),
-            );
+            held.push(open(caller("f3", &granted), &server.url()).await.unwrap());
         }
         assert!(matches!(
-            open(Caller::new("f3", &granted, later(), 1 << 20), &server.url()).await,
+            open(caller("f3", &granted), &server.url()).await,
             Err(MysqlError::TooManyConnections)
         ));
     }

@@ -155,6 +155,17 @@ impl<'a> Caller<'a> {
             max_answer_bytes,
         }
     }
+
+    /// Its parts, in one line where a client takes them apart: the
+    /// function, its grants, its deadline, its answer bound.
+    pub const fn parts(self) -> (&'a str, &'a AllowedHosts, Instant, usize) {
+        (
+            self.function,
+            self.grants,
+            self.deadline,
+            self.max_answer_bytes,
+        )
+    }
 }
 
 /// A result column of a database client: its name, and its type in the
