@@ -521,14 +521,6 @@ mod tests {
 
     use super::*;
 
-    /// `function` with `grants`, by [`later`], answers up to 1 MiB.
-    fn caller<'a>(
-        function: &'a str,
-        grants: &'a luge_core::capabilities::AllowedHosts,
-    ) -> Caller<'a> {
-        Caller::new(function, grants, later(), 1 << 20)
-    }
-
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(20)
     }
@@ -564,19 +556,28 @@ mod tests {
     async fn statements_past_their_deadline_are_killed_on_the_server() {
         let server = MariaDbServer::start().unwrap();
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let watcher = open(caller("watcher", &granted), &server.url())
-            .await
-            .unwrap();
-        let c = open(caller("sleeper", &granted), &server.url())
-            .await
-            .unwrap();
+        let watcher = open(
+            Caller::new("watcher", &granted, later(), 1 << 20),
+            &server.url(),
+        )
+        .await
+        .unwrap();
+        let c = open(
+            Caller::new("sleeper", &granted, later(), 1 << 20),
+            &server.url(),
+        )
+        .await
+        .unwrap();
         let deadline = Instant::now() + Duration::from_millis(500);
         let ended = c.query("SELECT SLEEP(120)", vec![], deadline).await;
         assert!(matches!(ended, Err(MysqlError::Deadline)), "{ended:?}");
         assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
-        let other = open(caller("sleeper", &granted), &server.url())
-            .await
-            .unwrap();
+        let other = open(
+            Caller::new("sleeper", &granted, later(), 1 << 20),
+            &server.url(),
+        )
+        .await
+        .unwrap();
         let dropped = tokio::time::timeout(
             Duration::from_millis(300),
             other.execute("SELECT SLEEP(120)", vec![], later()),
@@ -590,7 +591,9 @@ mod tests {
     async fn statements_reach_a_granted_server_and_are_bounded() {
         let server = MariaDbServer::start().unwrap();
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
+        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
+            .await
+            .unwrap();
         c.execute(
             "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20), data VARBINARY(8), \
              small TINYINT UNSIGNED, big BIGINT, x DOUBLE, d DATE, n DECIMAL(5,2))",
@@ -666,11 +669,15 @@ mod tests {
         // A result set larger than the bound, and a statement past its
         // deadline (on a fresh connection: the refused LOCAL INFILE ended
         // that one).
-        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
+        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
+            .await
+            .unwrap();
         let huge = "SELECT REPEAT('x', 1000) FROM information_schema.columns a, information_schema.columns b";
         let error = c.query(huge, vec![], later()).await.unwrap_err();
         assert!(matches!(error, MysqlError::TooLarge(_)), "{error}");
-        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
+        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
+            .await
+            .unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
         assert!(matches!(
             c.query("SELECT SLEEP(10)", vec![], soon).await,
@@ -683,19 +690,21 @@ mod tests {
         let server = MariaDbServer::start().unwrap();
         let other = grants(&["mysql://127.0.0.1:1"]);
         assert!(matches!(
-            open(caller("f2", &other), &server.url()).await,
+            open(Caller::new("f2", &other, later(), 1 << 20), &server.url()).await,
             Err(MysqlError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open(caller("f2", &granted), &wrong).await.unwrap_err();
+        let error = open(Caller::new("f2", &granted, later(), 1 << 20), &wrong)
+            .await
+            .unwrap_err();
         assert!(matches!(error, MysqlError::ConnectionFailed(_)), "{error}");
         assert!(!error.to_string().contains("wrong-secret"), "{error}");
         let socket = format!("{}?socket=/tmp/x.sock", server.url());
         for bad in ["127.0.0.1:3306", "postgres://127.0.0.1/x", socket.as_str()] {
             assert!(
                 matches!(
-                    open(caller("f2", &granted), bad).await,
+                    open(Caller::new("f2", &granted, later(), 1 << 20), bad).await,
                     Err(MysqlError::InvalidAddress)
                 ),
                 "{bad}"
@@ -703,10 +712,14 @@ mod tests {
         }
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
-            held.push(open(caller("f3", &granted), &server.url()).await.unwrap());
+            held.push(
+                open(Caller::new("f3", &granted, later(), 1 << 20), &server.url())
+                    .await
+                    .unwrap(),
+            );
         }
         assert!(matches!(
-            open(caller("f3", &granted), &server.url()).await,
+            open(Caller::new("f3", &granted, later(), 1 << 20), &server.url()).await,
             Err(MysqlError::TooManyConnections)
         ));
     }

@@ -988,14 +988,6 @@ mod tests {
 
     use super::*;
 
-    /// `function` with `grants`, by [`later`], answers up to 1 MiB.
-    fn caller<'a>(
-        function: &'a str,
-        grants: &'a luge_core::capabilities::AllowedHosts,
-    ) -> Caller<'a> {
-        Caller::new(function, grants, later(), 1 << 20)
-    }
-
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(20)
     }
@@ -1004,9 +996,13 @@ mod tests {
     async fn queries_reach_a_granted_server_and_are_bounded() {
         let server = PostgresServer::start().unwrap();
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let c = open(caller("f1", &granted), &server.url(), None)
-            .await
-            .unwrap();
+        let c = open(
+            Caller::new("f1", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         c.execute(
             "CREATE TABLE t (id serial PRIMARY KEY, name text, data bytea, n numeric, \
              at timestamp, j jsonb, u uuid, tags text[], d date, ok boolean, r point)",
@@ -1083,9 +1079,13 @@ mod tests {
             c.query(huge, vec![], later()).await,
             Err(PgError::TooLarge(_))
         ));
-        let c = open(caller("f1", &granted), &server.url(), None)
-            .await
-            .unwrap();
+        let c = open(
+            Caller::new("f1", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
         assert!(matches!(
             c.query("SELECT pg_sleep(10)", vec![], soon).await,
@@ -1130,17 +1130,25 @@ mod tests {
     async fn statements_past_their_deadline_are_cancelled_on_the_server() {
         let server = PostgresServer::start().unwrap();
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let watcher = open(caller("watcher", &granted), &server.url(), None)
-            .await
-            .unwrap();
+        let watcher = open(
+            Caller::new("watcher", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         // Every slot of the function, each running a long statement to its
         // deadline.
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open(caller("sleeper", &granted), &server.url(), None)
-                    .await
-                    .unwrap(),
+                open(
+                    Caller::new("sleeper", &granted, later(), 1 << 20),
+                    &server.url(),
+                    None,
+                )
+                .await
+                .unwrap(),
             );
         }
         let deadline = Instant::now() + Duration::from_millis(500);
@@ -1164,7 +1172,13 @@ mod tests {
         drop(held);
         let until = Instant::now() + Duration::from_secs(10);
         let reopened = loop {
-            match open(caller("sleeper", &granted), &server.url(), None).await {
+            match open(
+                Caller::new("sleeper", &granted, later(), 1 << 20),
+                &server.url(),
+                None,
+            )
+            .await
+            {
                 Err(PgError::TooManyConnections) if Instant::now() < until => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -1179,12 +1193,17 @@ mod tests {
         let server = PostgresServer::start().unwrap();
         let other = grants(&["postgres://127.0.0.1:1"]);
         assert!(matches!(
-            open(caller("f2", &other), &server.url(), None).await,
+            open(
+                Caller::new("f2", &other, later(), 1 << 20),
+                &server.url(),
+                None
+            )
+            .await,
             Err(PgError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open(caller("f2", &granted), &wrong, None)
+        let error = open(Caller::new("f2", &granted, later(), 1 << 20), &wrong, None)
             .await
             .unwrap_err();
         assert!(matches!(error, PgError::ConnectionFailed(_)), "{error}");
@@ -1192,7 +1211,7 @@ mod tests {
         for bad in ["postgres://", "host=/tmp user=x", "nonsense = = ="] {
             assert!(
                 matches!(
-                    open(caller("f2", &granted), bad, None).await,
+                    open(Caller::new("f2", &granted, later(), 1 << 20), bad, None).await,
                     Err(PgError::InvalidAddress)
                 ),
                 "{bad}"
@@ -1201,13 +1220,22 @@ mod tests {
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open(caller("f3", &granted), &server.url(), None)
-                    .await
-                    .unwrap(),
+                open(
+                    Caller::new("f3", &granted, later(), 1 << 20),
+                    &server.url(),
+                    None,
+                )
+                .await
+                .unwrap(),
             );
         }
         assert!(matches!(
-            open(caller("f3", &granted), &server.url(), None).await,
+            open(
+                Caller::new("f3", &granted, later(), 1 << 20),
+                &server.url(),
+                None
+            )
+            .await,
             Err(PgError::TooManyConnections)
         ));
     }
@@ -1219,9 +1247,13 @@ mod tests {
     async fn ranges_and_intervals_go_both_ways() {
         let server = PostgresServer::start().unwrap();
         let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let c = open(caller("r1", &granted), &server.url(), None)
-            .await
-            .unwrap();
+        let c = open(
+            Caller::new("r1", &granted, later(), 1 << 20),
+            &server.url(),
+            None,
+        )
+        .await
+        .unwrap();
         use BoundKind::{Exclusive, Inclusive};
         let interval = Interval {
             micros: 3_000_001,
@@ -1306,28 +1338,40 @@ mod tests {
             .rows
         };
         // Trusting the server's CA: a TLS session, verified.
-        let c = open(caller("t1", &granted), &url("localhost", "require"), pem)
-            .await
-            .unwrap();
+        let c = open(
+            Caller::new("t1", &granted, later(), 1 << 20),
+            &url("localhost", "require"),
+            pem,
+        )
+        .await
+        .unwrap();
         assert_eq!(ssl(&c).await, vec![vec![Value::Boolean(true)]]);
         // The default (`prefer`) talks plain TCP, as before.
-        let plain = open(caller("t1", &granted), &url("localhost", "prefer"), pem)
-            .await
-            .unwrap();
+        let plain = open(
+            Caller::new("t1", &granted, later(), 1 << 20),
+            &url("localhost", "prefer"),
+            pem,
+        )
+        .await
+        .unwrap();
         assert_eq!(ssl(&plain).await, vec![vec![Value::Boolean(false)]]);
         // A CA the client does not trust, or a name the certificate does
         // not hold: refused, naming the certificate.
         for (host, pem) in [("localhost", None), ("127.0.0.1", pem)] {
-            let error = open(caller("t1", &granted), &url(host, "require"), pem)
-                .await
-                .unwrap_err()
-                .to_string();
+            let error = open(
+                Caller::new("t1", &granted, later(), 1 << 20),
+                &url(host, "require"),
+                pem,
+            )
+            .await
+            .unwrap_err()
+            .to_string();
             assert!(error.contains("certificate"), "{host}: {error}");
             assert!(!error.contains("luge-pw"), "{error}");
         }
         // Not PEM: a TLS error before any socket.
         let error = open(
-            caller("t1", &granted),
+            Caller::new("t1", &granted, later(), 1 << 20),
             &url("localhost", "require"),
             Some(b"not a certificate"),
         )
