@@ -1,6 +1,6 @@
 ;; A wasi:http handler whose start is quick one time in four and about
-;; two and a half milliseconds of guest work otherwise (it counts to
-;; 3,000,000, five times what a debug build of Luge allows a quick start),
+;; 25 ms of guest work otherwise (it counts to 30,000,000, more than twice
+;; the 10 ms at which a debug build of Luge interrupts a preparation),
 ;; chosen by wasi:random: a hostile tenant's way to pass for a quick
 ;; handler on demand and run its slow start on a worker's idle time if its
 ;; sandboxes were made ahead (executor/tests/e2e/components.rs). Its
@@ -25,7 +25,7 @@
         (then (return)))
       (loop $count
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br_if $count (i32.lt_u (local.get $i) (i32.const 3000000)))))
+        (br_if $count (i32.lt_u (local.get $i) (i32.const 30000000)))))
     (start $start)
     (func (export "handle") (param i32 i32)))
   (core instance $random-core (export "u64" (func $u64)))

@@ -1,5 +1,5 @@
 ;; A wasi:http handler whose instantiation is slow: its core module's start
-;; function counts to 5,000,000 (milliseconds of guest work) before the
+;; function counts to 30,000,000 (about 25 ms of guest work) before the
 ;; instance exists. Its handler sets no response (the client gets a 500,
 ;; the sandbox ends normally). The probe of a hostile tenant whose start
 ;; would run on a worker's idle time if its sandboxes were made ahead of
@@ -17,7 +17,7 @@
       (local $i i32)
       (loop $count
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br_if $count (i32.lt_u (local.get $i) (i32.const 5000000)))))
+        (br_if $count (i32.lt_u (local.get $i) (i32.const 30000000)))))
     (start $start)
     (func (export "handle") (param i32 i32)))
   (core instance $i (instantiate $m))

@@ -691,8 +691,8 @@ fn a_sandbox_made_ahead_has_an_empty_instantiate_phase() {
         return;
     }
     let jaeger = JaegerServer::start().unwrap();
-    // A preparation that used more than 200 µs (1 ms in this debug build)
-    // of its thread's CPU turns making ahead off for the module, and a
+    // Two preparations that used more than 200 µs (2 ms in this debug
+    // build) of their thread's CPU turn making ahead off for the module, and a
     // machine loaded enough (a vCPU descheduled under it, say) makes one
     // do so now and then: a fresh server then, three at most.
     for attempt in 0..3u64 {

@@ -158,6 +158,39 @@ pub fn assert_error(body: &Value, needle: &str) {
     );
 }
 
+thread_local! {
+    /// Whether the luge this test thread starts share one compile cache
+    /// ([`sharing_compiles`]).
+    static SHARING_COMPILES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Until the guard it returns is dropped, every luge this test starts
+/// keeps its compiled modules in one cache shared by all such tests of
+/// this build (under `CARGO_TARGET_TMPDIR`) rather than a fresh one of its
+/// own: for tests of the 12-18 MB interpreter components (JavaScript,
+/// Python), each of which costs a cold compile of 20-40 s on the 2-core
+/// machine, and more beside the suite's other tests. Their subject is what
+/// the function does, not how it was compiled; tests of the cache itself
+/// (compiles counted, artifacts refused) keep caches of their own. Every
+/// server signs with the suite's one key, so each accepts what another
+/// wrote; artifacts are written whole (temp file and rename), so servers
+/// compiling one module at once leave a whole one.
+#[must_use = "sharing ends when the guard is dropped"]
+pub fn sharing_compiles() -> SharingCompiles {
+    SHARING_COMPILES.with(|on| on.set(true));
+    SharingCompiles(())
+}
+
+/// While it lives, this test's luge share compiled modules
+/// ([`sharing_compiles`]).
+pub struct SharingCompiles(());
+
+impl Drop for SharingCompiles {
+    fn drop(&mut self) {
+        SHARING_COMPILES.with(|on| on.set(false));
+    }
+}
+
 impl Luge {
     /// Starts `luge <mode> --listen 127.0.0.1:0 <args>`.
     pub fn start(mode: &str, args: &[&str]) -> Self {
@@ -262,6 +295,13 @@ impl Luge {
             Wrap::Tmpfs(dir, _) => dir.join("cache"),
             _ => cache.path().to_owned(),
         };
+        if !matches!(wrap, Wrap::Tmpfs(..)) && SHARING_COMPILES.with(std::cell::Cell::get) {
+            let shared = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join("e2e-compiled")
+                .join(engine());
+            std::fs::create_dir_all(&shared).unwrap();
+            std::os::unix::fs::symlink(&shared, cache_dir.join("modules")).unwrap();
+        }
         let mut child = command
             .arg(mode)
             .args([
