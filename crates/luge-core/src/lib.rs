@@ -33,6 +33,7 @@
 #![deny(missing_docs)]
 
 pub mod action;
+pub mod ahead;
 pub mod calls;
 pub mod capabilities;
 pub mod error;

@@ -13,9 +13,10 @@
 //! function's grants name the origin (`luge_outbound::component::Hooks`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use luge_core::ahead::{AHEAD_WITHIN, Ahead, thread_cpu_time};
 use luge_core::handler::{BodyError, HandlerError, Request, Respond};
 use luge_core::{
     EngineError, Invocation, LoadedModule, Outcome, Preemption, SandboxFuture, Unsupported,
@@ -346,9 +347,7 @@ pub(crate) fn load(
         return Ok(Arc::new(ProxyComponent {
             pre,
             shared,
-            ahead: AtomicBool::new(true),
-            quickest: AtomicU64::new(u64::MAX),
-            preparations: Preparations::default(),
+            ahead: Ahead::default(),
         }));
     }
     match CommandPre::new(pre) {
@@ -650,103 +649,9 @@ impl CommandWorld for CommandPre<ComponentState> {
 pub struct ProxyComponent {
     pre: HandlerPre<ComponentState>,
     shared: Shared,
-    /// Whether its sandboxes are made ahead of their requests on workers
-    /// that do so (`luge_core::teardown`); cleared for good once a
-    /// preparation failed, or once too many were slow ([`Preparations`]).
-    ahead: AtomicBool,
-    /// Its quickest instantiation so far, in nanoseconds of its worker's
-    /// CPU time (`u64::MAX`: none yet), against [`AHEAD_BELOW`]. The
-    /// quickest, not the last: even in CPU time, an instantiation on a
-    /// loaded host is slowed now and then (its caches taken by another
-    /// process), while a start that does real work is never quick.
-    quickest: AtomicU64,
-    /// Its preparations so far, and how many of them were slow.
-    preparations: Preparations,
-}
-
-/// Beyond a first, at most one preparation in this many may be slow (more
-/// than [`AHEAD_BELOW`] of CPU time, or interrupted at [`AHEAD_WITHIN`])
-/// before a handler is made ahead no more.
-///
-/// Not one in all: on a busy host a quick handler's preparation is slow now
-/// and then for the host's own reasons (on the 2-core machine, after a
-/// burst of 64 connections, one took 467 µs of CPU among about 120,000 of
-/// 10-20 µs; docs/BENCHMARKS.md), and a single one turned a long-lived
-/// server's preparations off for good. The first one is the likeliest:
-/// a module's first instance faults its image's pages in, and with two
-/// busy processes beside the server a debug build's first preparation used
-/// 1.07 and 1.20 ms of CPU where its later ones used a fifth of that. A
-/// handler whose start does real work is slow nearly every time, and its
-/// second slow preparation before 64 quick ones ends them at once. A
-/// hostile start that is slow on purpose now and then gets at most two
-/// idle milliseconds of its worker at first, and one more per 64
-/// preparations.
-const SLOW_AT_MOST_ONE_IN: u64 = 64;
-
-/// A loaded handler's preparations: how many ran, and how many of them were
-/// slow. Counted by every worker that prepares for it (relaxed: the two
-/// counts are read together only to decide whether to go on, and a worker
-/// that reads one count a little stale decides as if it had come first).
-#[derive(Debug, Default)]
-struct Preparations {
-    made: AtomicU64,
-    slow: AtomicU64,
-}
-
-impl Preparations {
-    /// Counts a preparation that was `slow` or not; whether slow ones are
-    /// now too many (more than one, and one more per
-    /// [`SLOW_AT_MOST_ONE_IN`]).
-    fn too_often_slow(&self, slow: bool) -> bool {
-        let made = self.made.fetch_add(1, Ordering::Relaxed) + 1;
-        if !slow {
-            return false;
-        }
-        let slow = self.slow.fetch_add(1, Ordering::Relaxed) + 1;
-        slow > 1 + made / SLOW_AT_MOST_ONE_IN
-    }
-}
-
-/// How many times wider [`AHEAD_BELOW`] and [`AHEAD_WITHIN`] are in this
-/// build: 1 in an optimized one, 10 in a debug one (the test suite's).
-///
-/// The bounds are set for the host's own code optimized, as it ships: a
-/// handler instantiates in 5-15 µs there. A debug build runs Luge's own
-/// crates unoptimized and every crate's debug assertions: on the 2-core
-/// machine the same handler instantiated in 75-550 µs, and its quickest
-/// in a fresh server's first eight requests was 272 µs, over the 200 µs
-/// bound, so the suite saw nothing made ahead at all. Five times wider
-/// held on an idle machine, but not in CI beside the suite's other tests,
-/// where a first preparation used 1.07 ms of CPU (a 2-vCPU machine's
-/// sibling thread busy slows a thread's CPU time too). Ten times wider,
-/// the bounds hold a debug build to the rule that holds what ships. The
-/// guest code the bounds are there to catch (a start that does real work)
-/// is compiled by Cranelift alike in both builds, and its probes
-/// (actions/wat/slow-start.wat, fickle-start.wat) work for 25 ms.
-const BUILD_SLOWER: u32 = if cfg!(debug_assertions) { 10 } else { 1 };
-
-/// A handler none of whose instantiations took at most this is not
-/// instantiated ahead of its requests: its start does real work (large
-/// data segments, a start function), which a request arriving at its
-/// worker meanwhile would wait for, as a preparation is no job the
-/// scheduler can preempt. A typical handler instantiates in 5-15 µs
-/// (docs/BENCHMARKS.md). 200 µs, times [`BUILD_SLOWER`].
-const AHEAD_BELOW: Duration = Duration::from_micros(200).saturating_mul(BUILD_SLOWER);
-
-/// A preparation is interrupted once it has used this much of its
-/// worker's CPU time (checked at each epoch tick while guest code runs):
-/// the backstop for a start that is fast on a request and slow ahead of
-/// one. The handler is then instantiated on demand from then on. 1 ms,
-/// times [`BUILD_SLOWER`].
-const AHEAD_WITHIN: Duration = Duration::from_millis(1).saturating_mul(BUILD_SLOWER);
-
-/// The CPU time this thread has used.
-fn thread_cpu_time() -> Duration {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(
-        u64::try_from(now.tv_sec).unwrap_or(0),
-        u32::try_from(now.tv_nsec).unwrap_or(0),
-    )
+    /// Whether, and how well, its sandboxes are made ahead of their
+    /// requests on workers that do so.
+    ahead: Ahead,
 }
 
 /// A handler's sandbox made ahead of its request: a store set up for the
@@ -812,14 +717,11 @@ impl ProxyComponent {
         };
         // A start that used more of the worker than a quick handler does
         // (quick on demand once, slow ahead of requests) is run ahead no
-        // more once that happens too often: per loaded module, at most one
-        // preparation in SLOW_AT_MOST_ONE_IN (and one per worker racing it)
-        // takes more than AHEAD_BELOW of CPU time, and none past
-        // AHEAD_WITHIN.
+        // more once that happens too often (`Ahead::judge`); said once, by
+        // the first worker to find it.
         let used = thread_cpu_time().saturating_sub(cpu);
-        let slow = used > AHEAD_BELOW;
-        // Said once, by the first worker to find it.
-        if self.preparations.too_often_slow(slow) && self.ahead.swap(false, Ordering::Relaxed) {
+        let (slow, stopped) = self.ahead.judge(used);
+        if stopped {
             tracing::info!(
                 function = %action.name,
                 cpu_us = used.as_micros(),
@@ -858,7 +760,7 @@ impl ProxyComponent {
             }
             // Said once, unless the CPU time it used was said above.
             failed => {
-                if self.ahead.swap(false, Ordering::Relaxed) {
+                if self.ahead.stop() {
                     // Its root cause only: a trap's message (an interrupt
                     // past AHEAD_WITHIN), or that the start waited.
                     let why = match failed.and_then(Result::err) {
@@ -940,7 +842,7 @@ impl ProxyComponent {
         respond: Respond,
         preemption: Preemption,
     ) -> Outcome {
-        let ahead = self.ahead.load(Ordering::Relaxed) && luge_core::teardown::defers();
+        let ahead = self.ahead.wanted();
         let prepared = if ahead {
             self.take_prepared(&invocation, preemption)
         } else {
@@ -958,11 +860,8 @@ impl ProxyComponent {
             },
         };
         // How much of its worker's CPU time instantiating on demand took,
-        // in nanoseconds: CPU time, as a preparation's is counted, not the
-        // clock's, so that a worker that loses its core to another process
-        // in the middle of an instantiation (a loaded host, the test
-        // suite's parallel servers) does not find a quick handler slow.
-        // Conservative where the instantiation yields and its worker runs
+        // in nanoseconds (`luge_core::ahead`: CPU time, not the clock's);
+        // conservative where the instantiation yields and its worker runs
         // other work meanwhile: that is counted too.
         let on_demand = std::sync::atomic::AtomicU64::new(u64::MAX);
         let pre = &self.pre;
@@ -1018,18 +917,11 @@ impl ProxyComponent {
         // After a request that went well, of a handler that instantiates
         // quickly (ahead or on demand), the worker makes the function's
         // next sandbox when it has nothing else to do.
-        let took = match took {
-            Some(cpu) => u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX),
-            None => on_demand.load(Ordering::Relaxed),
-        };
-        // A plain load first: once the quickest is known, requests on every
-        // core only read its cache line.
-        let mut quickest = self.quickest.load(Ordering::Relaxed);
-        if took < quickest {
-            quickest = self.quickest.fetch_min(took, Ordering::Relaxed).min(took);
-        }
-        let quick = u128::from(quickest) <= AHEAD_BELOW.as_nanos();
-        if ahead && quick && outcome.termination == luge_core::Termination::Exited(0) {
+        let cpu = took.unwrap_or(Duration::from_nanos(on_demand.load(Ordering::Relaxed)));
+        if ahead
+            && self.ahead.quick_after(cpu)
+            && outcome.termination == luge_core::Termination::Exited(0)
+        {
             let this = Arc::clone(&self);
             let action = Arc::clone(&invocation.action);
             luge_core::teardown::prepare_when_idle(Self::ahead_key(&action), move || {
@@ -1081,40 +973,6 @@ mod tests {
             ..WasmtimeConfig::default()
         };
         Engine::new(&config.to_wasmtime(abi).expect("config")).expect("engine")
-    }
-
-    /// A slow preparation before any quick one ends preparing at once; a
-    /// slow one after 63 quick ones (one in 64) is borne, and a second one
-    /// right after it is not; one slow in every 64 is borne for good.
-    #[test]
-    fn a_slow_preparation_now_and_then_is_borne_and_often_is_not() {
-        // The first slow one is borne (a module's first instance faults its
-        // pages in), a second before 64 is not.
-        let first_slow = Preparations::default();
-        assert!(!first_slow.too_often_slow(true));
-        assert!(first_slow.too_often_slow(true));
-        let slow_then_quick = Preparations::default();
-        assert!(!slow_then_quick.too_often_slow(true));
-        assert!(!slow_then_quick.too_often_slow(false));
-        assert!(slow_then_quick.too_often_slow(true));
-
-        let mostly_quick = Preparations::default();
-        for _ in 0..SLOW_AT_MOST_ONE_IN - 1 {
-            assert!(!mostly_quick.too_often_slow(false));
-        }
-        // The 64th and 65th, slow: the first, and one in 64.
-        assert!(!mostly_quick.too_often_slow(true));
-        assert!(!mostly_quick.too_often_slow(true));
-        // A third slow one at 66: too soon.
-        assert!(mostly_quick.too_often_slow(true));
-
-        let spaced = Preparations::default();
-        for round in 0..10 {
-            for _ in 0..SLOW_AT_MOST_ONE_IN - 1 {
-                assert!(!spaced.too_often_slow(false));
-            }
-            assert!(!spaced.too_often_slow(true), "round {round}");
-        }
     }
 
     /// A slice marked synchronous links on the synchronous engine, and one
