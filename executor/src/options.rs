@@ -71,25 +71,43 @@ pub struct TenantWeight {
 }
 
 impl TryFrom<String> for TenantWeight {
-    type Error = String;
+    type Error = OptionError;
 
-    fn try_from(text: String) -> Result<Self, String> {
+    fn try_from(text: String) -> Result<Self, OptionError> {
         tenant_weight(&text)
     }
 }
 
-/// Parses `NAME=WEIGHT`; clap's and serde's error is this message.
-fn tenant_weight(text: &str) -> Result<TenantWeight, String> {
+/// A flag's (or `[server]` key's) value refused; clap's and serde's error
+/// is its message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    /// A tenant weight without its `=`.
+    #[error("{0:?} is not NAME=WEIGHT")]
+    NotNameWeight(String),
+    /// A weight out of its range.
+    #[error("the weight of {0:?} must be a whole number from 1 to 1000")]
+    Weight(String),
+    /// A tenant weight with no name.
+    #[error("{0:?} names no tenant")]
+    NoTenant(String),
+    /// A percentile out of its range.
+    #[error("{0} is not a percentile between 0 and 100")]
+    Percentile(String),
+}
+
+/// Parses `NAME=WEIGHT`.
+fn tenant_weight(text: &str) -> Result<TenantWeight, OptionError> {
     let (tenant, weight) = text
         .split_once('=')
-        .ok_or_else(|| format!("{text:?} is not NAME=WEIGHT"))?;
+        .ok_or_else(|| OptionError::NotNameWeight(text.to_owned()))?;
     let weight: u32 = weight
         .parse()
         .ok()
         .filter(|w| (1..=1000).contains(w))
-        .ok_or_else(|| format!("the weight of {tenant:?} must be a whole number from 1 to 1000"))?;
+        .ok_or_else(|| OptionError::Weight(tenant.to_owned()))?;
     if tenant.is_empty() {
-        return Err(format!("{text:?} names no tenant"));
+        return Err(OptionError::NoTenant(text.to_owned()));
     }
     Ok(TenantWeight {
         tenant: tenant.to_owned(),
@@ -337,10 +355,10 @@ impl Options {
     }
 }
 
-fn percentile(text: &str) -> Result<f64, String> {
+fn percentile(text: &str) -> Result<f64, OptionError> {
     match text.parse::<f64>() {
         Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
-        _ => Err(format!("{text} is not a percentile between 0 and 100")),
+        _ => Err(OptionError::Percentile(text.to_owned())),
     }
 }
 

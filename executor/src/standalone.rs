@@ -307,7 +307,7 @@ impl Handler for Management {
             (&Method::PUT, Some(name)) => {
                 let (code, spec) = match parse_upload(body) {
                     Ok(upload) => upload,
-                    Err(message) => return http::json_error(StatusCode::BAD_REQUEST, &message),
+                    Err(e) => return http::json_error(StatusCode::BAD_REQUEST, &e.to_string()),
                 };
                 let host = Arc::clone(host);
                 let owned = name.to_owned();
@@ -338,9 +338,20 @@ impl Handler for Management {
     }
 }
 
+/// An upload body refused before the host sees it.
+#[derive(Debug, thiserror::Error)]
+enum UploadError {
+    /// A JSON envelope that is not `{"code", "metadata"}`.
+    #[error("The upload is not valid JSON: {0}")]
+    Envelope(serde_json::Error),
+    /// Its `code` is not base64.
+    #[error("code: not valid base64: {0}")]
+    Code(base64::DecodeError),
+}
+
 /// An upload body: the module itself (Wasm, a zip, or an artifact), or JSON
 /// `{"code": BASE64, "metadata": {...}}` to send metadata with it.
-fn parse_upload(body: Bytes) -> Result<(Vec<u8>, FunctionSpec), String> {
+fn parse_upload(body: Bytes) -> Result<(Vec<u8>, FunctionSpec), UploadError> {
     let is_json = body
         .iter()
         .find(|b| !b.is_ascii_whitespace())
@@ -356,10 +367,8 @@ fn parse_upload(body: Bytes) -> Result<(Vec<u8>, FunctionSpec), String> {
         #[serde(default)]
         metadata: FunctionSpec,
     }
-    let envelope: Envelope =
-        serde_json::from_slice(&body).map_err(|e| format!("The upload is not valid JSON: {e}"))?;
-    let code = luge_registry::code::decode_base64(&envelope.code)
-        .map_err(|e| format!("code: not valid base64: {e}"))?;
+    let envelope: Envelope = serde_json::from_slice(&body).map_err(UploadError::Envelope)?;
+    let code = luge_registry::code::decode_base64(&envelope.code).map_err(UploadError::Code)?;
     Ok((code, envelope.metadata))
 }
 

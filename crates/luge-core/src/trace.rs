@@ -205,8 +205,20 @@ pub struct GuestSpan {
     pub attributes: Vec<(String, Value)>,
     /// Its events.
     pub events: Vec<GuestEvent>,
-    /// Its status: `None` unset, `Some(Ok)` ok, `Some(Err(why))` failed.
-    pub status: Option<Result<(), String>>,
+    /// Its status, as the guest set it.
+    pub status: SpanStatus,
+}
+
+/// A guest span's status, as OpenTelemetry's (`wasi:otel`'s) three.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SpanStatus {
+    /// Not set.
+    #[default]
+    Unset,
+    /// Set to ok.
+    Ok,
+    /// Failed, with the guest's description.
+    Error(String),
 }
 
 /// An event of a function's span: its name, when, its attributes.

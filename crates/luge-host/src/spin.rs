@@ -53,6 +53,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use luge_core::capabilities::variables::TemplateError;
 use serde::Deserialize;
 
 use crate::config::{ConfigError, ConfiguredRoute};
@@ -661,18 +662,19 @@ fn component_spec(
     let mut dirs = Vec::new();
     for (index, entry) in component.files.iter().enumerate() {
         let location = at(&format!("files[{index}]"));
-        let dir = file_grant(entry, base, fs_root).map_err(|m| (location, m))?;
+        let dir = file_grant(entry, base, fs_root).map_err(|e| (location, e.to_string()))?;
         dirs.push(dir);
     }
     let mut variables = BTreeMap::new();
     for (name, template) in &component.variables {
-        let value = expand(template, app).map_err(|m| (at(&format!("variables.{name}")), m))?;
+        let value =
+            expand(template, app).map_err(|e| (at(&format!("variables.{name}")), e.to_string()))?;
         variables.insert(name.clone(), value);
     }
     let mut allowed = Vec::new();
     for (index, host) in component.allowed_outbound_hosts.iter().enumerate() {
         let location = at(&format!("allowed_outbound_hosts[{index}]"));
-        let host = expand(host, app).map_err(|m| (location.clone(), m))?;
+        let host = expand(host, app).map_err(|e| (location.clone(), e.to_string()))?;
         luge_core::capabilities::outbound::AllowedHost::parse(&host)
             .map_err(|e| (location, e.to_string()))?;
         // On Spin, `*.spin.internal` chains to the app's own components:
@@ -723,45 +725,78 @@ fn component_spec(
     })
 }
 
+/// A Spin `files` entry Luge cannot grant.
+#[derive(Debug, thiserror::Error)]
+pub enum FileGrantError {
+    /// Neither a path nor `{ source, destination }`.
+    #[error("expected a path or {{ source, destination }}")]
+    Shape,
+    /// A glob: Luge grants whole directories.
+    #[error("{0:?}: a glob; Luge grants whole directories (name the directory)")]
+    Glob(String),
+    /// No `--fs-root` to grant beneath.
+    #[error("files are directory grants under the operator's --fs-root, and none is set")]
+    NoFsRoot,
+    /// The `--fs-root` itself cannot be resolved.
+    #[error("--fs-root: {0}")]
+    FsRoot(std::io::Error),
+    /// The source cannot be resolved.
+    #[error("{path:?}: {error}")]
+    Source {
+        /// The source as written.
+        path: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The source is a file, not a directory.
+    #[error("{0:?} is not a directory (a grant is a directory)")]
+    NotADirectory(String),
+    /// The source lies outside `--fs-root`.
+    #[error("{path:?} is outside --fs-root {} (every grant lies under it)", root.display())]
+    OutsideRoot {
+        /// The source as written.
+        path: String,
+        /// The root.
+        root: PathBuf,
+    },
+}
+
 /// A `files` entry as a read-only grant of a directory under `fs_root`.
 fn file_grant(
     entry: &toml::Value,
     base: &Path,
     fs_root: Option<&Path>,
-) -> Result<crate::spec::DirSpec, String> {
+) -> Result<crate::spec::DirSpec, FileGrantError> {
     let (source, destination) = match entry {
         toml::Value::String(source) => (source.clone(), format!("/{source}")),
         toml::Value::Table(table) => match (table.get("source"), table.get("destination")) {
             (Some(toml::Value::String(s)), Some(toml::Value::String(d))) if table.len() == 2 => {
                 (s.clone(), d.clone())
             }
-            _ => return Err("expected a path or { source, destination }".to_owned()),
+            _ => return Err(FileGrantError::Shape),
         },
-        _ => return Err("expected a path or { source, destination }".to_owned()),
+        _ => return Err(FileGrantError::Shape),
     };
     if source.contains(['*', '?', '[', '{']) {
-        return Err(format!(
-            "{source:?}: a glob; Luge grants whole directories (name the directory)"
-        ));
+        return Err(FileGrantError::Glob(source));
     }
-    let Some(root) = fs_root else {
-        return Err(
-            "files are directory grants under the operator's --fs-root, and none is set".to_owned(),
-        );
+    let root = fs_root.ok_or(FileGrantError::NoFsRoot)?;
+    let root = std::fs::canonicalize(root).map_err(FileGrantError::FsRoot)?;
+    let path = match std::fs::canonicalize(base.join(&source)) {
+        Ok(path) => path,
+        Err(error) => {
+            return Err(FileGrantError::Source {
+                path: source,
+                error,
+            });
+        }
     };
-    let root = std::fs::canonicalize(root).map_err(|e| format!("--fs-root: {e}"))?;
-    let path = std::fs::canonicalize(base.join(&source)).map_err(|e| format!("{source:?}: {e}"))?;
     if !path.is_dir() {
-        return Err(format!(
-            "{source:?} is not a directory (a grant is a directory)"
-        ));
+        return Err(FileGrantError::NotADirectory(source));
     }
-    let host = path.strip_prefix(&root).map_err(|_| {
-        format!(
-            "{source:?} is outside --fs-root {} (every grant lies under it)",
-            root.display()
-        )
-    })?;
+    let Ok(host) = path.strip_prefix(&root) else {
+        return Err(FileGrantError::OutsideRoot { path: source, root });
+    };
     Ok(crate::spec::DirSpec {
         host: host.to_string_lossy().into_owned(),
         guest: destination,
@@ -770,9 +805,8 @@ fn file_grant(
 }
 
 /// `template` with each `{{ name }}` replaced by the app variable `name`.
-fn expand(template: &str, app: &BTreeMap<String, String>) -> Result<String, String> {
+fn expand(template: &str, app: &BTreeMap<String, String>) -> Result<String, TemplateError> {
     luge_core::capabilities::variables::expand(template, |name| app.get(name).map(String::as_str))
-        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -137,9 +137,9 @@ pub struct TriggerSpec {
 impl Eq for TriggerSpec {}
 
 impl TryFrom<toml::Table> for TriggerSpec {
-    type Error = String;
+    type Error = TriggerError;
 
-    fn try_from(table: toml::Table) -> Result<Self, String> {
+    fn try_from(table: toml::Table) -> Result<Self, TriggerError> {
         let mut spec = Self::default();
         for (key, value) in table {
             match key.as_str() {
@@ -149,7 +149,7 @@ impl TryFrom<toml::Table> for TriggerSpec {
                 "max_in_flight" => spec.max_in_flight = Some(luge_trigger::table(value)?),
                 name => match luge_trigger::kind(name) {
                     Some(kind) => spec.sources.push((kind.name(), value)),
-                    None => return Err(format!("unknown field `{name}`")),
+                    None => return Err(TriggerError::UnknownKey(name.to_owned())),
                 },
             }
         }
@@ -225,6 +225,9 @@ pub enum TriggerError {
     /// A relative deadline of 0.
     #[error("a deadline is at least 1 µs")]
     ZeroDeadline,
+    /// A key neither a kind nor a bound (serde's words for it).
+    #[error("unknown field `{0}`")]
+    UnknownKey(String),
 }
 
 /// Each kind's settings, as the error that asks for one of them says.

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use luge_core::trace::{Context, GuestKind, GuestLog, GuestSpan, Trace, Value};
+use luge_core::trace::{Context, GuestKind, GuestLog, GuestSpan, SpanStatus, Trace, Value};
 use wasmtime::component::HasData;
 
 luge_binding::bindings!("luge:worlds/host-otel",
@@ -195,9 +195,9 @@ impl tracing::Host for OtelView<'_> {
                 .map(|e| (cut(e.name), time(&e.time), attributes(e.attributes)))
                 .collect(),
             status: match span.status {
-                tracing::Status::Unset => None,
-                tracing::Status::Ok => Some(Ok(())),
-                tracing::Status::Error(why) => Some(Err(cut(why))),
+                tracing::Status::Unset => SpanStatus::Unset,
+                tracing::Status::Ok => SpanStatus::Ok,
+                tracing::Status::Error(why) => SpanStatus::Error(cut(why)),
             },
         });
         Ok(())

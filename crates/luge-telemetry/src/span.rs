@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
-use luge_core::trace::{Context, GuestKind, GuestLog, GuestSpan, Kind, Record, Trace, Value};
+use luge_core::trace::{
+    Context, GuestKind, GuestLog, GuestSpan, Kind, Record, SpanStatus, Trace, Value,
+};
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
@@ -377,9 +379,9 @@ impl Trace for InvocationSpan {
             ));
         }
         let status = match span.status {
-            None => Status::Unset,
-            Some(Ok(())) => Status::Ok,
-            Some(Err(message)) => Status::error(message),
+            SpanStatus::Unset => Status::Unset,
+            SpanStatus::Ok => Status::Ok,
+            SpanStatus::Error(message) => Status::error(message),
         };
         self.export_at(
             SpanId::from_bytes(span.span_id.to_be_bytes()),

@@ -16,7 +16,8 @@ use chrono::{DateTime, Utc};
 use luge_core::event::{Event, EventKind};
 
 use crate::{
-    Endpoint, EventSource, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
+    Endpoint, EventSource, Expand, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
+    Triggered,
 };
 
 /// A parsed cron expression.
@@ -93,7 +94,7 @@ impl Kind for Cron {
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
-        let expression: String = crate::table(settings).map_err(SourceError::Settings)?;
+        let expression: String = crate::table(settings)?;
         Ok(Source::new(Schedule::parse(&expression)?))
     }
 
@@ -101,7 +102,7 @@ impl Kind for Cron {
         &self,
         trigger: toml::Table,
         _app: &toml::Table,
-        _expand: &dyn Fn(&str) -> Result<String, String>,
+        _expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
         let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
             .map_err(|m| SpinError::new(SpinKey::Entry, m))?;

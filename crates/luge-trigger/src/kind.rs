@@ -14,6 +14,8 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use luge_core::capabilities::variables::TemplateError;
+
 use crate::{EventSource, Sink, SourceError};
 
 /// Events of one trigger running at once when its config says nothing: a
@@ -61,7 +63,7 @@ pub trait Kind: Sync + 'static {
         &self,
         trigger: toml::Table,
         app: &toml::Table,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &Expand<'_>,
     ) -> Result<Source, SpinError>;
 
     /// How many of one trigger's events may run at once: `asked` (1 to
@@ -79,6 +81,10 @@ pub trait Kind: Sync + 'static {
     /// shares them (one per server).
     fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>>;
 }
+
+/// Fills in the `{{ name }}` templates of a Spin app's variables in a
+/// manifest value ([`Kind::spin_source`]).
+pub type Expand<'a> = dyn Fn(&str) -> Result<String, TemplateError> + 'a;
 
 /// A Spin manifest's trigger settings refused: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -213,8 +219,8 @@ pub fn own<T: Settings + Clone>(
 }
 
 /// A kind's settings deserialized from `value`, its refusal one line.
-pub fn table<T: serde::de::DeserializeOwned>(value: toml::Value) -> Result<T, String> {
+pub fn table<T: serde::de::DeserializeOwned>(value: toml::Value) -> Result<T, SourceError> {
     value
         .try_into()
-        .map_err(|e: toml::de::Error| e.message().trim().to_owned())
+        .map_err(|e: toml::de::Error| SourceError::Settings(e.message().trim().to_owned()))
 }

@@ -44,7 +44,7 @@ pub mod redis;
 pub mod streams;
 
 pub use kind::{
-    DEFAULT_MAX_IN_FLIGHT, Endpoint, Kind, MAX_IN_FLIGHT, SameSettings, Settings, Source,
+    DEFAULT_MAX_IN_FLIGHT, Endpoint, Expand, Kind, MAX_IN_FLIGHT, SameSettings, Settings, Source,
     SpinError, SpinKey, Triggered, own, table,
 };
 

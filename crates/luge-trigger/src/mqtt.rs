@@ -44,8 +44,8 @@ use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
 use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
 
 use crate::{
-    Endpoint, EventSource, Handled, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
-    Triggered,
+    Endpoint, EventSource, Expand, Handled, Kind, Settings, Sink, Source, SourceError, SpinError,
+    SpinKey, Triggered,
 };
 
 /// The largest packet accepted from a broker (and sent to it), told to the
@@ -316,7 +316,7 @@ impl Kind for Mqtt {
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
-        let table: Table = crate::table(settings).map_err(SourceError::Settings)?;
+        let table: Table = crate::table(settings)?;
         let broker = Broker::parse(
             &table.address,
             table.username.as_deref(),
@@ -336,7 +336,7 @@ impl Kind for Mqtt {
         &self,
         trigger: toml::Table,
         app: &toml::Table,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
         let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
             .map_err(|m| SpinError::new(SpinKey::Entry, m))?;

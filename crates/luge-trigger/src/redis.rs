@@ -22,7 +22,8 @@ use futures_util::StreamExt;
 use luge_core::event::{Event, EventKind};
 
 use crate::{
-    Endpoint, EventSource, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
+    Endpoint, EventSource, Expand, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
+    Triggered,
 };
 
 /// The first wait before reconnecting; doubled at each failure.
@@ -203,7 +204,7 @@ impl Kind for Redis {
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
-        let table: Table = crate::table(settings).map_err(SourceError::Settings)?;
+        let table: Table = crate::table(settings)?;
         Ok(Source::new(Subscription::new(
             &table.address,
             &table.channel,
@@ -214,7 +215,7 @@ impl Kind for Redis {
         &self,
         trigger: toml::Table,
         app: &toml::Table,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
         let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
             .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
@@ -255,7 +256,7 @@ pub(crate) fn spin_address(
     kind: &str,
     own: Option<&str>,
     app: &toml::Table,
-    expand: &dyn Fn(&str) -> Result<String, String>,
+    expand: &Expand<'_>,
 ) -> Result<String, SpinError> {
     let address = match (own, app.get("address")) {
         (Some(address), _) => address,

@@ -38,8 +38,8 @@ use redis::{AsyncConnectionConfig, Value};
 // Reconnecting and connecting as the pub/sub source does.
 use crate::redis::{Address, CONNECT_TIMEOUT, FIRST_BACKOFF, MAX_BACKOFF};
 use crate::{
-    Endpoint, EventSource, Handled, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
-    Triggered,
+    Endpoint, EventSource, Expand, Handled, Kind, Settings, Sink, Source, SourceError, SpinError,
+    SpinKey, Triggered,
 };
 
 /// Runs of one message, at most, when its trigger says nothing: the
@@ -225,7 +225,7 @@ impl Kind for Streams {
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
-        let table: Table = crate::table(settings).map_err(SourceError::Settings)?;
+        let table: Table = crate::table(settings)?;
         let address = table
             .address
             .clone()
@@ -237,7 +237,7 @@ impl Kind for Streams {
         &self,
         trigger: toml::Table,
         app: &toml::Table,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
         let mut table: Table = crate::table(toml::Value::Table(trigger))
             .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
