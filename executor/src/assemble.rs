@@ -25,7 +25,13 @@ pub fn build(cli: Cli) -> anyhow::Result<(SocketAddr, Executor)> {
     match cli.command {
         Command::Proxy { common } => proxy(common),
         Command::Serve { host, common } => serve(&host, common),
-        Command::Run(_) => bail!("`luge run` serves nothing: run it with `luge_executor::run`"),
+        Command::Up(up) => {
+            let (host, common) = up.serve()?;
+            serve(&host, common)
+        }
+        Command::Run(_) | Command::Completions { .. } => {
+            bail!("`luge run` and `luge completions` serve nothing")
+        }
     }
 }
 

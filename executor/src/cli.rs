@@ -62,6 +62,84 @@ pub enum Command {
         #[command(flatten)]
         common: Options,
     },
+    /// Serves the Spin app in this directory as `spin up` does: its
+    /// spin.toml, its runtime-config.toml if there is one, on
+    /// 127.0.0.1:3000 (another free port if that one is taken), the routes
+    /// printed.
+    Up(UpArgs),
+    /// Prints a completion script for SHELL: `source <(luge completions
+    /// bash)`, or write it where the shell loads completions from.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// What `luge up` reads: Spin's `spin up` flags of the same names.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The app: its manifest, or a directory holding a spin.toml
+    /// [default: the current directory].
+    #[arg(short = 'f', long = "from", value_name = "APPLICATION")]
+    pub from: Option<PathBuf>,
+    /// Where the app's state (key-value stores, SQLite databases) is kept
+    /// [default: .spin in the app's directory, as Spin keeps it].
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Options,
+}
+
+/// The port `luge up` listens on unless told (`spin up`'s).
+pub const SPIN_UP_PORT: u16 = 3000;
+
+impl UpArgs {
+    /// The app's manifest: `--from` itself, or the spin.toml in it (or in
+    /// the current directory).
+    pub fn manifest(&self) -> anyhow::Result<PathBuf> {
+        let from = self.from.clone().unwrap_or_else(|| PathBuf::from("."));
+        let manifest = if from.is_dir() {
+            from.join("spin.toml")
+        } else {
+            from
+        };
+        anyhow::ensure!(
+            manifest.is_file(),
+            "no Spin app at {}: run `luge up` in a directory holding a spin.toml, or name it with --from",
+            manifest.display()
+        );
+        Ok(manifest)
+    }
+
+    /// `luge serve --spin` for this app: its runtime-config.toml beside the
+    /// manifest unless one is named, its state in `.spin` beside it unless
+    /// told, on [`SPIN_UP_PORT`] unless told.
+    pub fn serve(self) -> anyhow::Result<(HostArgs, Options)> {
+        let manifest = self.manifest()?;
+        let dir = manifest
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_owned();
+        let mut common = self.common;
+        if common.runtime_config_file.is_none() {
+            let beside = dir.join("runtime-config.toml");
+            if beside.is_file() {
+                common.runtime_config_file = Some(beside);
+            }
+        }
+        common.listen.get_or_insert(std::net::SocketAddr::from((
+            std::net::Ipv4Addr::LOCALHOST,
+            SPIN_UP_PORT,
+        )));
+        let host = HostArgs {
+            spin: Some(manifest),
+            state_dir: Some(self.state_dir.unwrap_or_else(|| dir.join(".spin"))),
+            ..HostArgs::default()
+        };
+        Ok((host, common))
+    }
 }
 
 pub use crate::options::{EngineKind, Options, PolicyArg};

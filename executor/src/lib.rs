@@ -134,6 +134,9 @@ pub fn main_with(cli: cli::Cli) -> anyhow::Result<u8> {
     let default_level = match cli.command {
         cli::Command::Proxy { .. } | cli::Command::Run(_) => "warn",
         cli::Command::Serve { .. } => "info",
+        // As `spin up`: the routes on stdout, only what went wrong on
+        // stderr.
+        cli::Command::Up(_) | cli::Command::Completions { .. } => "warn",
     };
     let subscriber = || {
         tracing_subscriber::fmt()
@@ -150,8 +153,15 @@ pub fn main_with(cli: cli::Cli) -> anyhow::Result<u8> {
     if subscriber().try_init().is_err() {
         let _ = tracing::subscriber::set_global_default(subscriber().finish());
     }
-    if let cli::Command::Run(args) = cli.command {
-        return run::run(args);
+    match cli.command {
+        cli::Command::Run(args) => return run::run(args),
+        cli::Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = cli::Cli::command();
+            clap_complete::generate(shell, &mut command, "luge", &mut std::io::stdout());
+            return Ok(0);
+        }
+        _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

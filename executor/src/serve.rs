@@ -30,6 +30,12 @@ const DRAIN_GRACE: Duration = Duration::from_secs(25);
 
 /// Runs the command until SIGINT or SIGTERM.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    // `luge up` on its default port moves to a free one if that is taken,
+    // as a newcomer's second app would find it.
+    let up = match &cli.command {
+        crate::cli::Command::Up(up) => Some(up.common.listen.is_none()),
+        _ => None,
+    };
     let (listen, executor) = build(cli)?;
     // Tenants are announced before the main listener, so whoever waits for
     // the main announcement finds the tenants' already written.
@@ -46,9 +52,58 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         );
         tenants.push((index, listener));
     }
-    let listener = http::bind(listen).await?;
+    let listener = match up {
+        Some(default_port) => {
+            let listener = bind_up(listen, default_port).await?;
+            print_routes(&listener.local_addr()?, &executor);
+            listener
+        }
+        None => http::bind(listen).await?,
+    };
     serve_sites(listener, tenants, executor, shutdown_signal()).await;
     Ok(())
+}
+
+/// `luge up`'s listener: on `listen`, or, when that is the default port
+/// and taken, on a free port of the same address (said on stderr).
+async fn bind_up(listen: SocketAddr, default_port: bool) -> anyhow::Result<TcpListener> {
+    match TcpListener::bind(listen).await {
+        Ok(listener) => Ok(listener),
+        Err(e) if default_port && e.kind() == std::io::ErrorKind::AddrInUse => {
+            let listener = TcpListener::bind(SocketAddr::new(listen.ip(), 0)).await?;
+            eprintln!(
+                "luge: port {} is taken; serving on port {} instead (choose one with --listen)",
+                listen.port(),
+                listener.local_addr()?.port()
+            );
+            Ok(listener)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!(
+            "cannot listen on {listen} (choose another address with --listen)"
+        ))),
+    }
+}
+
+/// What `spin up` prints once it serves: the address and each route.
+fn print_routes(bound: &SocketAddr, executor: &Executor) {
+    use std::io::Write;
+    let routes = match &executor.0.mode {
+        crate::app::Mode::Serve { host, .. } => host.routes(),
+        crate::app::Mode::Proxy(_) => Vec::new(),
+    };
+    let mut out = String::new();
+    out.push_str(&format!("Serving http://{bound}\nAvailable Routes:\n"));
+    for (route, name) in routes {
+        // A prefix route is held as `/base/...`: Spin shows the base and
+        // says it is a wildcard.
+        let shown = match route.strip_suffix("/...") {
+            Some(base) => format!("http://{bound}{base} (wildcard)"),
+            None => format!("http://{bound}{route}"),
+        };
+        out.push_str(&format!("  {name}: {shown}\n"));
+    }
+    // A closed stdout (a detached run) is no reason to stop serving.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
 }
 
 /// Serves `executor` on `listener` until `shutdown` completes. Sledge

@@ -911,6 +911,17 @@ impl FunctionHost {
     pub fn route_count(&self) -> usize {
         self.routes.len()
     }
+
+    /// Each route on the main listener (as the table holds it: `/api/...`
+    /// for a prefix) and the name of its function, in route order.
+    pub fn routes(&self) -> Vec<(String, String)> {
+        self.routes
+            .read()
+            .declared
+            .iter()
+            .map(|(route, served)| (route.clone(), served.function.name.clone()))
+            .collect()
+    }
 }
 
 #[cfg(test)]

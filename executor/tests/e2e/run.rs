@@ -50,6 +50,29 @@ fn the_version_names_its_commit_and_engines() {
     );
 }
 
+/// `luge completions SHELL` prints clap's completion script for the whole
+/// command tree, each mode and its flags; an unknown shell is refused.
+#[test]
+fn completions_cover_every_mode_and_flag() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_luge"))
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        // Flags as each shell writes them: `--from`, or fish's `-l from`.
+        for word in ["serve", "proxy", "up", "run", "spin", "from", "listen"] {
+            assert!(script.contains(word), "{shell}: no {word}");
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_luge"))
+        .args(["completions", "cmd"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+}
+
 #[test]
 fn streams_arguments_environment_and_stdin() {
     let dir = tempfile::tempdir().unwrap();

@@ -631,3 +631,102 @@ fn spin_sdk_module_runs_unchanged(
     assert_get(&luge, "/log", "logged");
     (luge, dir, state)
 }
+
+/// `luge up` in a Spin app's directory does what `spin up` does: finds its
+/// spin.toml, serves it on 127.0.0.1:3000, or on a free port when that one
+/// is taken (said on stderr), prints the address and each route on stdout,
+/// and keeps the app's state in `.spin` beside it; a runtime-config.toml
+/// beside the manifest is read (one with a section Luge does not serve is
+/// refused, naming it); a directory without an app is a one-line error.
+#[test]
+fn luge_up_serves_the_app_in_its_directory_as_spin_up_does() {
+    use std::io::BufRead as _;
+    if !on_wasmtime() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
+    std::fs::write(
+        dir.path().join("spin.toml"),
+        "spin_manifest_version = 2\n[application]\nname = \"up\"\n\
+         [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
+         [component.app]\nsource = \"app.wasm\"\nkey_value_stores = [\"default\"]\n",
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let up = |cwd: &std::path::Path, args: &[&str]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_luge"));
+        command
+            .arg("up")
+            .args(args)
+            .args(["--cache-dir", path_str(cache.path())])
+            .current_dir(cwd)
+            .env("LUGE_KEY", TEST_KEY)
+            .env_remove("LUGE_LOG")
+            .env_remove("RUST_BACKTRACE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    };
+    // Port 3000 held here (or by another process already): taken either way.
+    let held = std::net::TcpListener::bind("127.0.0.1:3000");
+    let mut child = up(dir.path(), &[]).spawn().unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let child = Kill(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let serving = lines.next().unwrap().unwrap();
+    let base = serving
+        .strip_prefix("Serving ")
+        .unwrap_or_else(|| panic!("{serving}"));
+    assert_ne!(base, "http://127.0.0.1:3000", "port 3000 is taken");
+    assert_eq!(lines.next().unwrap().unwrap(), "Available Routes:");
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        format!("  app: {base} (wildcard)")
+    );
+    let agent = luge_testkit::http_agent();
+    let put = agent.put(format!("{base}/kv/k")).send("v").unwrap();
+    assert_eq!(put.status(), 200);
+    let (status, body) =
+        luge_testkit::status_and_body(agent.get(format!("{base}/kv/k")).call().unwrap());
+    assert_eq!((status, body.as_slice()), (200, b"v".as_slice()));
+    drop(child);
+    drop(held);
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut said).unwrap();
+    assert!(
+        said.contains("port 3000 is taken; serving on port"),
+        "{said}"
+    );
+    assert!(
+        dir.path().join(".spin").is_dir(),
+        "the state beside the app"
+    );
+
+    // A runtime config beside the manifest is the app's.
+    std::fs::write(dir.path().join("runtime-config.toml"), "[nonesuch]\n").unwrap();
+    let refused = up(dir.path(), &["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.contains("runtime-config.toml") && said.contains("[nonesuch]"),
+        "{said}"
+    );
+    // No app here: one line that says what to do.
+    let empty = tempfile::tempdir().unwrap();
+    let refused = up(empty.path(), &[]).output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(said.contains("no Spin app at ./spin.toml"), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+}
