@@ -396,7 +396,22 @@ fn connection<H, F>(
 /// a fixed port is only logged: in `luge proxy` stderr is the action's log
 /// stream, which OpenWhisk collects, and must hold the action's lines only.
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = TcpListener::bind(addr).await.map_err(|e| {
+        // What a newcomer meets first: say what holds them back and the fix.
+        let fix = match e.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                " (another server holds it: choose a free one with --listen)"
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                " (a port below 1024 needs privileges: choose another with --listen)"
+            }
+            std::io::ErrorKind::AddrNotAvailable => {
+                " (no interface of this machine has that address: choose one with --listen)"
+            }
+            _ => "",
+        };
+        anyhow::Error::new(e).context(format!("cannot listen on {addr}{fix}"))
+    })?;
     let bound = listener.local_addr()?;
     if addr.port() == 0 {
         eprintln!("luge listening on http://{bound}");

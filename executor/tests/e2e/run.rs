@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use luge_testkit::last_json;
 
-use crate::common::{engine, ping_peer};
+use crate::common::{TEST_KEY, engine, path_str, ping_peer};
 
 fn module(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -71,6 +71,37 @@ fn completions_cover_every_mode_and_flag() {
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
+}
+
+/// A port another server holds is one line that says so and how to
+/// choose another, for `luge serve` and `luge proxy` alike.
+#[test]
+fn a_taken_port_is_one_line_with_the_fix() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let cache = tempfile::tempdir().unwrap();
+    for mode in ["serve", "proxy"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_luge"))
+            .args([
+                mode,
+                "--listen",
+                &addr,
+                "--cache-dir",
+                path_str(cache.path()),
+            ])
+            .env("LUGE_KEY", TEST_KEY)
+            .env("XDG_DATA_HOME", cache.path())
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        let last = said.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with(&format!("luge: error: cannot listen on {addr} (another server holds it: choose a free one with --listen)")),
+            "{said}"
+        );
+    }
 }
 
 #[test]
