@@ -3,7 +3,7 @@
 # folder for a machine with neither a toolchain nor a network (a lent
 # many-core machine, a Raspberry Pi of the same architecture): the
 # `luge-bench` binary and the `lifecycle` criterion bench, built here in
-# the release profile (what ships: about 15 % less CPU per request than
+# the dist profile (what ships: about 15 % less CPU per request than
 # the bench profile), stripped and compressed; the .wasm they load; the
 # `wasmtime` CLI they compare with (when ./scripts/setup.sh installed it);
 # and `run.sh`, which unpacks them and runs the measurements.
@@ -32,12 +32,13 @@ cd "$(dirname "$0")/.."
 # (scripts/pgo.sh), the lifecycle bench as it is.
 if [ "${PGO:-0}" = 1 ]; then
     ./scripts/pgo.sh
-    luge_bench="target/$(rustc -vV | sed -n 's/^host: //p')/release/luge-bench"
+    luge_bench="target/$(rustc -vV | sed -n 's/^host: //p')/dist/luge-bench"
 else
-    cargo build --release -p luge-benches --bin luge-bench
-    luge_bench=target/release/luge-bench
+    # The shipped profile: the figures are held against targets.
+    cargo build --profile dist -p luge-benches --bin luge-bench
+    luge_bench=target/dist/luge-bench
 fi
-lifecycle=$(cargo bench --profile release -p luge-benches --bench lifecycle --no-run --message-format=json 2>/dev/null |
+lifecycle=$(cargo bench --profile dist -p luge-benches --bench lifecycle --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)

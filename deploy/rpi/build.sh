@@ -3,7 +3,7 @@
 # (aarch64-unknown-linux-gnu) on an x86-64 Debian host, with Debian's cross
 # linker. Output: target/aarch64-unknown-linux-gnu/$PROFILE/{luge,luge-precompile}.
 #
-#   PROFILE=release deploy/rpi/build.sh        # what a Pi should run
+#   PROFILE=dist deploy/rpi/build.sh           # what a Pi should run (the default)
 #   PROFILE=dev deploy/rpi/build.sh            # quicker, for checks
 #   ENGINES=wamr deploy/rpi/build.sh           # WAMR only: the smallest build
 #   ENGINES=wasmtime,wamr deploy/rpi/build.sh  # both; pick with --engine
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-gnu
-profile=${PROFILE:-release}
+profile=${PROFILE:-dist}
 engines=${ENGINES:-wasmtime}
 if ! rustup target list --installed | grep -qx "$target"; then
     rustup target add "$target"
