@@ -130,7 +130,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let annotations = Annotations {
         dirs,
         args: args.args,
-        outbound_http: args.allow_outbound,
+        outbound_http: args.allow_outbound.into_iter().map(Into::into).collect(),
         limits: RequestedLimits {
             memory_mb: args.memory_mb,
             timeout_ms: args.timeout_ms,

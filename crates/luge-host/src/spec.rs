@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use luge_core::action::{COMMAND_ENTRY, Reuse, SchedHints};
+use luge_core::capabilities::outbound::OutboundEntry;
 use luge_core::capabilities::{Annotations, DirRequest};
 use luge_core::limits::RequestedLimits;
 use luge_core::{Action, DirMode, WasmRuntime};
@@ -68,9 +69,10 @@ pub struct FunctionSpec {
     pub state: Vec<String>,
     /// Where outgoing requests and connections may go, in Spin's
     /// `allowed_outbound_hosts` grammar (`luge_core::capabilities::outbound`);
-    /// `{{ name }}` expands from `variables`. None by default.
+    /// `{{ name }}` expands from `variables` (a Spin manifest's entries
+    /// come checked, expanded from the app's). None by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_outbound_hosts: Vec<String>,
+    pub allowed_outbound_hosts: Vec<OutboundEntry>,
     /// Whose private state namespace the function uses: its own name's
     /// (`None`), or a Spin app's `default` key-value store, which every
     /// component of the app that lists it shares, as on Spin. Set by the

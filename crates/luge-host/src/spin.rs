@@ -53,6 +53,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use luge_core::capabilities::outbound::{AllowedHost, OutboundEntry};
 use luge_core::capabilities::variables::TemplateError;
 use serde::Deserialize;
 
@@ -675,8 +676,12 @@ fn component_spec(
     for (index, host) in component.allowed_outbound_hosts.iter().enumerate() {
         let location = at(&format!("allowed_outbound_hosts[{index}]"));
         let host = expand(host, app).map_err(|e| (location.clone(), e.to_string()))?;
-        luge_core::capabilities::outbound::AllowedHost::parse(&host)
-            .map_err(|e| (location, e.to_string()))?;
+        let checked = |host: &str| {
+            AllowedHost::parse(host)
+                .map(OutboundEntry::Checked)
+                .map_err(|e| (location.clone(), e.to_string()))
+        };
+        let parsed = checked(&host)?;
         // On Spin, `*.spin.internal` chains to the app's own components:
         // here each is granted by name (no wildcard chains, see
         // luge_core::capabilities::outbound).
@@ -685,9 +690,11 @@ fn component_spec(
             .and_then(|(_, rest)| rest.strip_prefix("*.spin.internal"))
             .is_some_and(|port| port.is_empty() || port == "/" || port == ":80");
         if spin_internal {
-            allowed.extend(ids.iter().map(|id| format!("http://{id}.spin.internal")));
+            for id in ids {
+                allowed.push(checked(&format!("http://{id}.spin.internal"))?);
+            }
         } else {
-            allowed.push(host);
+            allowed.push(parsed);
         }
     }
     let mut state = Vec::new();
@@ -897,6 +904,15 @@ command = "cargo build"
         .routes;
         assert_eq!(routes.len(), 2);
         let route = &routes[0];
+        // Parsed once, where the manifest was read: carried checked.
+        assert!(
+            route.spec.allowed_outbound_hosts.iter().all(|e| matches!(
+                e,
+                luge_core::capabilities::outbound::OutboundEntry::Checked(_)
+            )),
+            "{:?}",
+            route.spec.allowed_outbound_hosts
+        );
         assert_eq!(route.path, "/...");
         assert_eq!(route.module, Path::new("/apps/x/target/app.wasm"));
         assert_eq!(route.spec.allowed_outbound_hosts, ["http://127.0.0.1:9000"]);

@@ -925,7 +925,8 @@ mod tests {
     }
 
     fn grants(entries: &[String]) -> AllowedHosts {
-        AllowedHosts::parse(entries, &Variables::default()).unwrap()
+        let entries: Vec<_> = entries.iter().map(|e| e.as_str().into()).collect();
+        AllowedHosts::parse(&entries, &Variables::default()).unwrap()
     }
 
     /// A resolver a rebinding attacker runs: its first answer for a name

@@ -177,7 +177,7 @@ pub fn social_routes() -> String {
 /// `hosts` as a function's `allowed_outbound_hosts` grants (no
 /// variables); panics on one the grammar refuses.
 pub fn grants(hosts: &[&str]) -> luge_core::capabilities::AllowedHosts {
-    let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+    let hosts: Vec<_> = hosts.iter().map(|h| (*h).into()).collect();
     luge_core::capabilities::AllowedHosts::parse(&hosts, &Default::default())
         .expect("grants in Spin's grammar")
 }

@@ -101,9 +101,9 @@ pub struct Annotations {
     /// `state.global_stores`: stores reached on the global tier by their
     /// plain label.
     pub global_stores: Vec<String>,
-    /// `http.allowed_outbound_hosts`, as written (templates expand from
-    /// [`Annotations::variables`] when granted).
-    pub outbound_http: Vec<String>,
+    /// `http.allowed_outbound_hosts`: as written (templates expand from
+    /// [`Annotations::variables`] when granted), or checked already.
+    pub outbound_http: Vec<outbound::OutboundEntry>,
     /// `sqlite.databases`: database labels.
     pub sqlite: Vec<String>,
     /// `snapshot.init_function`: the export a snapshot's initialisation

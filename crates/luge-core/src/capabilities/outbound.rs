@@ -74,9 +74,68 @@ pub struct AllowedHosts(Vec<AllowedHost>);
 /// One `allowed_outbound_hosts` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowedHost {
+    /// As written (templates expanded), for a spec that is stored or shown.
+    written: String,
     scheme: SchemePattern,
     host: HostPattern,
     port: PortPattern,
+}
+
+/// One `allowed_outbound_hosts` entry on its way to a grant
+/// ([`AllowedHosts::parse`]): as written, its `{{ name }}` templates filled
+/// in from the function's own variables when it is granted (an annotation,
+/// luge.toml, an upload); or checked already where it was read (a Spin
+/// manifest's, its templates filled in from the app's variables there), so
+/// that it is parsed once and never expanded twice. Either is stored and
+/// shown as its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboundEntry {
+    /// As written.
+    Written(String),
+    /// Parsed and checked.
+    Checked(AllowedHost),
+}
+
+impl OutboundEntry {
+    /// Its text: as written, or the checked entry's.
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Written(text) => text,
+            Self::Checked(host) => &host.written,
+        }
+    }
+}
+
+impl From<&str> for OutboundEntry {
+    fn from(text: &str) -> Self {
+        Self::Written(text.to_owned())
+    }
+}
+
+impl From<String> for OutboundEntry {
+    fn from(text: String) -> Self {
+        Self::Written(text)
+    }
+}
+
+impl PartialEq<&str> for OutboundEntry {
+    fn eq(&self, other: &&str) -> bool {
+        self.text() == *other
+    }
+}
+
+impl serde::Serialize for OutboundEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.text())
+    }
+}
+
+/// Read back as written: checked again when granted, against the variables
+/// of the spec it is read with.
+impl<'de> serde::Deserialize<'de> for OutboundEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Self::Written)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +289,12 @@ impl AllowedHost {
                 parse_port(port).ok_or_else(|| refused(OriginRefusal::Port(port.to_owned())))?
             }
         };
-        Ok(Self { scheme, host, port })
+        Ok(Self {
+            written: text.to_owned(),
+            scheme,
+            host,
+            port,
+        })
     }
 
     fn allows(&self, scheme: &str, host: &Target, port: u16) -> bool {
@@ -433,15 +497,23 @@ pub fn is_public(addr: IpAddr) -> bool {
 }
 
 impl AllowedHosts {
-    /// Parses `entries`, each `{{ name }}` expanded from `variables`: at
-    /// most [`MAX_OUTBOUND_GRANTS`].
-    pub fn parse(entries: &[String], variables: &Variables) -> Result<Self, GrantError> {
+    /// Parses `entries`, each written one's `{{ name }}` expanded from
+    /// `variables`, each checked one as it is: at most
+    /// [`MAX_OUTBOUND_GRANTS`].
+    pub fn parse(entries: &[OutboundEntry], variables: &Variables) -> Result<Self, GrantError> {
         const KEY: &str = "http.allowed_outbound_hosts";
         if entries.len() > MAX_OUTBOUND_GRANTS {
             return Err(bad(KEY, format!("at most {MAX_OUTBOUND_GRANTS} entries")));
         }
         let mut hosts = Vec::with_capacity(entries.len());
         for entry in entries {
+            let entry = match entry {
+                OutboundEntry::Checked(host) => {
+                    hosts.push(host.clone());
+                    continue;
+                }
+                OutboundEntry::Written(entry) => entry,
+            };
             let expanded = expand(entry, |name| variables.get(name)).map_err(|e| {
                 bad(
                     KEY,
@@ -544,7 +616,7 @@ pub fn chained_function(host: &str) -> Option<String> {
 /// strings (parsed at grant time, when the variables are known). Whether
 /// `key` was this slice's.
 pub(super) fn annotate(
-    out: &mut Vec<String>,
+    out: &mut Vec<OutboundEntry>,
     key: &str,
     value: &Value,
 ) -> Result<bool, GrantError> {
@@ -558,7 +630,7 @@ pub(super) fn annotate(
         let origin = origin
             .as_str()
             .ok_or_else(|| bad(key, "expected strings"))?;
-        out.push(origin.to_owned());
+        out.push(OutboundEntry::from(origin));
     }
     Ok(true)
 }
@@ -589,7 +661,7 @@ mod tests {
     use super::*;
 
     fn hosts(entries: &[&str]) -> AllowedHosts {
-        let entries: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
+        let entries: Vec<OutboundEntry> = entries.iter().map(|s| (*s).into()).collect();
         AllowedHosts::parse(&entries, &Variables::default()).unwrap()
     }
 
@@ -703,6 +775,24 @@ mod tests {
         }
     }
 
+    /// An entry checked where it was read is granted as it is, beside
+    /// written ones expanded from the function's variables; either is
+    /// stored as its text.
+    #[test]
+    fn checked_entries_are_granted_as_they_are() {
+        let vars = Variables(vec![("b".into(), "b.test".into())]);
+        let checked = OutboundEntry::Checked(AllowedHost::parse("https://a.test").unwrap());
+        let entries = [checked.clone(), "http://{{ b }}".into()];
+        let h = AllowedHosts::parse(&entries, &vars).unwrap();
+        assert!(h.allows("https", "a.test", 443));
+        assert!(h.allows("http", "b.test", 80));
+        assert!(!h.allows("http", "a.test", 80));
+        assert_eq!(
+            serde_json::to_value(&entries).unwrap(),
+            serde_json::json!(["https://a.test", "http://{{ b }}"])
+        );
+    }
+
     #[test]
     fn templates_expand_from_the_functions_variables() {
         let vars = Variables(vec![("db".into(), "db.test:5433".into())]);
@@ -710,8 +800,8 @@ mod tests {
         assert!(h.allows("postgres", "db.test", 5433));
         let err = AllowedHosts::parse(&["postgres://{{ nope }}".into()], &vars).unwrap_err();
         assert!(err.to_string().contains("nope"), "{err}");
-        let many: Vec<String> = (0..=MAX_OUTBOUND_GRANTS)
-            .map(|i| format!("http://h{i}"))
+        let many: Vec<OutboundEntry> = (0..=MAX_OUTBOUND_GRANTS)
+            .map(|i| format!("http://h{i}").into())
             .collect();
         assert!(AllowedHosts::parse(&many, &vars).is_err());
     }
