@@ -717,6 +717,27 @@ where
     }
 }
 
+/// How many (function, origin) pairs [`hint_grant`] says at most in a
+/// process's life: enough for every mistake an app's author makes, too
+/// few for a tenant to fill the log by asking for ever new origins.
+const MAX_GRANT_HINTS: usize = 256;
+
+/// Says, once per function and origin, what the author of a function
+/// whose outgoing request was refused needs to know (the guest only sees
+/// `HttpRequestDenied`): the grant that would allow it, as Spin says it.
+fn hint_grant(function: &str, origin: &str) {
+    static SAID: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if said.len() >= MAX_GRANT_HINTS || said.iter().any(|(f, o)| f == function && o == origin) {
+        return;
+    }
+    said.push((function.to_owned(), origin.to_owned()));
+    tracing::warn!(
+        function,
+        "an outgoing request to {origin} was refused: to allow it, add \"{origin}\" to the function's allowed_outbound_hosts"
+    );
+}
+
 /// Sends `request` (an absolute `http` or `https` URI) where `grants`
 /// allow, within `bounds`, on a kept-alive connection of `owner`'s (an
 /// identity of the function, stable while it is loaded) from `pool`, or
@@ -748,7 +769,9 @@ where
         .port_u16()
         .unwrap_or(if secure { 443 } else { 80 });
     if !grants.allows(&scheme, &host, port) {
-        return Err(SendError::Denied(format!("{scheme}://{host}:{port}")));
+        let origin = format!("{scheme}://{host}:{port}");
+        hint_grant(component, &origin);
+        return Err(SendError::Denied(origin));
     }
     let key = Key {
         owner,

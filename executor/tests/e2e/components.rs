@@ -748,10 +748,16 @@ fn outgoing_http_needs_a_grant() {
         (reply.status, reply.body.as_slice()),
         (200, &b"upstream!"[..])
     );
-    let reply = luge.send("GET", "/denied/fetch", &[("x-fetch", &url)], b"");
-    assert_eq!(reply.status, 502);
-    let error = String::from_utf8_lossy(&reply.body).to_string();
-    assert!(error.contains("HttpRequestDenied"), "{error}");
+    let hint = format!("add \"http://127.0.0.1:{port}\" to the function's allowed_outbound_hosts");
+    for _ in 0..2 {
+        let reply = luge.send("GET", "/denied/fetch", &[("x-fetch", &url)], b"");
+        assert_eq!(reply.status, 502);
+        let error = String::from_utf8_lossy(&reply.body).to_string();
+        assert!(error.contains("HttpRequestDenied"), "{error}");
+    }
+    // The log tells the author the grant to add, once.
+    assert!(luge.stderr_shows(&hint), "{}", luge.stderr());
+    assert_eq!(luge.stderr().matches(&hint).count(), 1, "{}", luge.stderr());
     // Granted the origin, not the host: another port is denied.
     let other = format!("http://127.0.0.1:{}/page", port.wrapping_add(1));
     let reply = luge.send("GET", "/granted/fetch", &[("x-fetch", &other)], b"");
