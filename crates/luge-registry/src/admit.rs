@@ -98,8 +98,11 @@ pub enum AdmitError {
     /// The named entry is not an export.
     #[error("The entry point '{0}' is not a function exported by the module.")]
     NoEntry(String),
-    /// No `_start`.
-    #[error("The module is not a WASI command: it exports no _start.")]
+    /// No `_start`: what a newcomer meets who built a library, a reactor
+    /// or a module with no `main`, so the message says what to build.
+    #[error(
+        "The module is not a WASI command: it exports no _start (build a program with a main function for wasm32-wasip1, not a library or reactor; or a wasi:http component to serve HTTP)."
+    )]
     NotACommand,
 }
 

@@ -104,6 +104,34 @@ fn a_taken_port_is_one_line_with_the_fix() {
     }
 }
 
+/// A module that is no command (here: a memory and nothing else) is one
+/// line that says what to build instead.
+#[test]
+fn a_module_that_is_no_command_says_what_to_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("library.wasm");
+    std::fs::write(
+        &module,
+        wat::parse_str("(module (memory (export \"memory\") 1))").unwrap(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_luge"))
+        .arg("run")
+        .arg(&module)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains(
+            "it exports no _start (build a program with a main function for wasm32-wasip1"
+        ),
+        "{said}"
+    );
+}
+
 #[test]
 fn streams_arguments_environment_and_stdin() {
     let dir = tempfile::tempdir().unwrap();
