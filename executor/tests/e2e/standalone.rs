@@ -908,3 +908,33 @@ fn a_socket_grant_in_upload_metadata_reaches_its_address_only() {
         );
     }
 }
+
+/// The built-in demo's config (deploy/demo/luge.toml, what
+/// `scripts/demo.sh` serves) starts and answers each route as the demo
+/// shows it, so the demo cannot drift from what Luge serves.
+#[test]
+fn the_demos_config_serves_every_route_it_shows() {
+    if common::engine() != "wasmtime" {
+        return;
+    }
+    let _shared = common::sharing_compiles();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/demo/luge.toml");
+    let luge = Luge::start("serve", &["--config", config]);
+    let text = |path: &str, body: &[u8]| {
+        let reply = luge.send("POST", path, &[], body);
+        reply.expect(200);
+        reply.text()
+    };
+    assert_eq!(text("/ping", b""), "pong\n");
+    assert_eq!(text("/echo", b"hi there"), "hi there");
+    assert!(text("/fib", br#"{"n":25}"#).contains(r#"{"fib":75025,"n":25}"#));
+    assert_eq!(text("/echo-stamp-stamp", b"hi"), "hi -> stamped -> stamped");
+    for (path, language) in [("/python", "python"), ("/javascript", "javascript")] {
+        let answer: serde_json::Value =
+            serde_json::from_str(&text(path, br#"{"name":"demo"}"#)).unwrap();
+        assert_eq!(
+            answer,
+            json!({"greeting": "Hello, demo!", "language": language})
+        );
+    }
+}
