@@ -30,6 +30,9 @@ PY
 # The telemetry tests' collector: a real Jaeger, built once from source.
 ./scripts/build-jaeger.sh
 cargo fmt --all -- --check
+# The book (docs/book) and the README: every chapter listed, every include,
+# link and repository path they name resolves.
+python3 scripts/check-book.py
 # The scheduler's lock-free protocols (luge-sched's `protocol` module),
 # model-checked with loom in a build of their own (`--cfg luge_loom`, its
 # own target directory so the main build stays cached). Bounded at three
