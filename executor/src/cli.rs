@@ -27,6 +27,63 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The book's command-line reference (docs/book/src/ref-cli.md), made from
+/// the same clap command tree `luge` parses: each mode, what it does, and
+/// each of its flags with its value and help. A test fails when the book's
+/// copy differs (`LUGE_BLESS=1` rewrites it).
+pub fn reference() -> String {
+    use clap::CommandFactory;
+    use std::fmt::Write;
+    let mut root = Cli::command();
+    root.build();
+    let mut out = String::from(
+        "# Command-line reference\n\n\
+         Made from the `luge` binary's own command tree \
+         (`luge_executor::cli::reference`); `luge SUBCOMMAND --help` prints the same.\n",
+    );
+    // `help` is clap's own, not a mode.
+    for mode in root.get_subcommands().filter(|m| m.get_name() != "help") {
+        let about = mode.get_about().map(|a| a.to_string()).unwrap_or_default();
+        let _ = write!(
+            out,
+            "\n## `luge {}`\n\n{}\n\n",
+            mode.get_name(),
+            about.trim()
+        );
+        let mut rows = Vec::new();
+        for arg in mode.get_arguments() {
+            if arg.is_hide_set() || matches!(arg.get_id().as_str(), "help" | "version") {
+                continue;
+            }
+            // A switch (`--no-preempt`) takes no value, whatever name
+            // clap gave the value it stores.
+            let takes_value = arg.get_num_args().is_some_and(|n| n.takes_values());
+            let values = match arg.get_value_names() {
+                Some(names) if takes_value => names.iter().map(|n| format!(" <{n}>")).collect(),
+                _ => String::new(),
+            };
+            let name = match (arg.get_long(), arg.get_short()) {
+                (Some(long), Some(short)) => format!("-{short}, --{long}{values}"),
+                (Some(long), None) => format!("--{long}{values}"),
+                (None, _) => format!("<{}>", arg.get_id()),
+            };
+            let help = arg
+                .get_long_help()
+                .or_else(|| arg.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+            rows.push(format!("| `{name}` | {} |", help.replace('|', "\\|")));
+        }
+        if !rows.is_empty() {
+            out.push_str("| Flag | What it does |\n|---|---|\n");
+            out.push_str(&rows.join("\n"));
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// What `luge --version` prints after the name: the version, the commit
 /// it was built from (`LUGE_COMMIT`, set by build.rs), and the engines
 /// compiled in (`--engine` takes these).
@@ -570,5 +627,28 @@ fn real_path(path: &Path) -> PathBuf {
             }
             _ => return absolute,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The book's command-line reference is the binary's command tree:
+    /// a flag added, renamed or explained anew fails here until the book
+    /// says it too.
+    #[test]
+    fn the_books_cli_reference_is_the_binarys() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/book/src/ref-cli.md");
+        let made = super::reference();
+        if std::env::var_os("LUGE_BLESS").is_some() {
+            std::fs::write(&path, &made).expect("the book is writable");
+        }
+        let written = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            written == made,
+            "docs/book/src/ref-cli.md is not `luge`'s command tree: rewrite it with \
+             `LUGE_BLESS=1 ./scripts/cargo-linted.sh test --workspace --all-features --lib -- \
+             the_books_cli_reference` and commit it"
+        );
     }
 }
