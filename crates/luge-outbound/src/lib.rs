@@ -726,16 +726,25 @@ const MAX_GRANT_HINTS: usize = 256;
 /// whose outgoing request was refused needs to know (the guest only sees
 /// `HttpRequestDenied`): the grant that would allow it, as Spin says it.
 fn hint_grant(function: &str, origin: &str) {
-    static SAID: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if said.len() >= MAX_GRANT_HINTS || said.iter().any(|(f, o)| f == function && o == origin) {
+    if !first_hint(function, origin) {
         return;
     }
-    said.push((function.to_owned(), origin.to_owned()));
     tracing::warn!(
         function,
         "an outgoing request to {origin} was refused: to allow it, add \"{origin}\" to the function's allowed_outbound_hosts"
     );
+}
+
+/// Whether (`function`, `origin`) is said now: not said before, and fewer
+/// than [`MAX_GRANT_HINTS`] said in this process.
+fn first_hint(function: &str, origin: &str) -> bool {
+    static SAID: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if said.len() >= MAX_GRANT_HINTS || said.iter().any(|(f, o)| f == function && o == origin) {
+        return false;
+    }
+    said.push((function.to_owned(), origin.to_owned()));
+    true
 }
 
 /// Sends `request` (an absolute `http` or `https` URI) where `grants`
@@ -897,6 +906,19 @@ fn tls_error(e: std::io::Error) -> SendError {
 
 #[cfg(test)]
 mod tests {
+    /// A tenant asking for ever new origins is told of each once, and of
+    /// at most MAX_GRANT_HINTS in all: the log it can fill is bounded.
+    #[test]
+    fn grant_hints_are_said_once_each_and_bounded_in_all() {
+        assert!(super::first_hint("hinted", "http://a:80"));
+        assert!(!super::first_hint("hinted", "http://a:80"));
+        let said = (0..super::MAX_GRANT_HINTS * 2)
+            .filter(|i| super::first_hint("flood", &format!("http://h{i}:80")))
+            .count();
+        assert!(said < super::MAX_GRANT_HINTS, "{said}");
+        assert!(!super::first_hint("late", "http://b:80"));
+    }
+
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use bytes::Bytes;
