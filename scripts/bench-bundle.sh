@@ -113,7 +113,7 @@ export LUGE_BUILT_DIR="$here/built"
     grep '^cpu' /proc/stat 2>/dev/null || true
     # What a one-connection cycle pays outside the server: whether the
     # clock is read without a system call (tsc, kvm-clock), and whether an
-    # idle vCPU halts at once (docs/BENCHMARKS.md, "Parking instead of
+    # idle vCPU halts at once (docs/BENCHMARKS-ARCHIVE.md, "Parking instead of
     # spinning": on the 2-core VM, haltpoll with guest_halt_poll_ns 0).
     for knob in devices/system/clocksource/clocksource0/current_clocksource \
         devices/system/cpu/cpuidle/current_driver devices/system/cpu/cpuidle/current_governor \

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks the book (docs/book) and the README without building them: every
 chapter SUMMARY.md lists exists and every chapter is listed, every
-`{{#include}}` and Markdown link resolves, and every repository path the
+`{{#include}}` and Markdown link resolves, every repository path the
 README, the book or docs/*.md names (docs/..., scripts/..., a crate's
-file...) exists. Run by scripts/test.sh; exits non-zero naming each break."""
+file...) exists, and every archive section docs/BENCHMARKS.md cites is
+one. Run by scripts/test.sh; exits non-zero naming each break."""
 import pathlib
 import re
 import sys
@@ -38,6 +39,18 @@ for text in texts:
     for path in set(named.findall(body)):
         if not (root / path).exists():
             broken.append(f"{where}: names {path}, which does not exist")
+
+# The results page: every section it cites ("...") in the archive column
+# of a table begins a heading of the archive, so that each figure leads to
+# how it was measured.
+archive = (root / "docs/BENCHMARKS-ARCHIVE.md").read_text()
+headings = [h.strip() for h in re.findall(r"^#{2,4} (.+)$", archive, re.M)]
+for row in (root / "docs/BENCHMARKS.md").read_text().splitlines():
+    if not row.startswith("|") or row.startswith("|---"):
+        continue
+    for cited in re.findall(r'"([^"]+)"', row.rstrip("| ").rsplit("|", 1)[-1]):
+        if not any(h.startswith(cited) for h in headings):
+            broken.append(f"docs/BENCHMARKS.md cites \"{cited}\", no section of the archive")
 
 for line in broken:
     print(f"check-book: {line}", file=sys.stderr)

@@ -5,7 +5,7 @@
 # instrumented build serves the scaling table's requests on this machine
 # (the `actions/http` component and the C ping, at one connection and at
 # 64, on both front ends), and the build that ships is laid out by what
-# those requests ran. See docs/BENCHMARKS.md, "Laid out by a profile".
+# those requests ran. See docs/BENCHMARKS-ARCHIVE.md, "Laid out by a profile".
 #
 #   scripts/pgo.sh                 # target/x86_64-unknown-linux-gnu/dist/{luge,luge-bench}
 #   PGO_SECONDS=2 scripts/pgo.sh   # the training's seconds per point (default 2)

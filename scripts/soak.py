@@ -28,7 +28,7 @@ the soak itself keeps (the local tier holds every key in memory, up to
 its 100,000-key quota per namespace) stops growing within the warm-up
 and the RSS check measures Luge, not the soak's own data: with a new key
 per write, the first life's RSS grew by about 290 bytes per key until
-the quota refused more (docs/BENCHMARKS.md, "The soak's own state").
+the quota refused more (docs/BENCHMARKS-ARCHIVE.md, "The soak's own state").
 
 Usage: scripts/soak.sh [--seconds 3600] (it builds what it needs).
 """

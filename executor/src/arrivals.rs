@@ -6,7 +6,7 @@
 //! The scheduler can ask only for jobs it knows of, and a request not yet
 //! read is none: so a client whose kept-alive connection belongs to a busy
 //! worker waited up to a quantum just to be read, whatever its deadline or
-//! its tenant's share (docs/BENCHMARKS.md, "Arrivals read within a tick").
+//! its tenant's share (docs/BENCHMARKS-ARCHIVE.md, "Arrivals read within a tick").
 //!
 //! So each worker also registers its connections in an epoll set of its
 //! own, edge-triggered, which nothing else reads. At each epoch tick a

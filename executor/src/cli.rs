@@ -439,7 +439,7 @@ impl Options {
         // Initialisations for snapshots run under the default limits.
         let limits = self.limit_policy()?;
         // What each compile frees goes back to the system once it is done
-        // (about 30 MB for a Spin app's component; docs/BENCHMARKS.md,
+        // (about 30 MB for a Spin app's component; docs/BENCHMARKS-ARCHIVE.md,
         // "Luge on Kubernetes"): the allocator holds a thread's freed pages
         // until that thread allocates again, which the compile's threads
         // seldom do. Start-up compiles, uploads and OpenWhisk `/init`s alike.

@@ -134,7 +134,7 @@ pub fn per_worker(
 /// quantum or an epoch tick. A turn costs more than its system calls: the
 /// connections' code and data displace the engine's, and each batch of
 /// responses wakes the clients once. Measured on the 2-core VM with the
-/// server on a core of its own at 64 connections (docs/BENCHMARKS.md,
+/// server on a core of its own at 64 connections (docs/BENCHMARKS-ARCHIVE.md,
 /// "Fewer turns under load"): 100 µs cost a `wasi:http` request 42-46 µs
 /// of CPU, 300 µs 37-40 µs; 500 and 1000 µs gained no more.
 const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(300);
@@ -142,7 +142,7 @@ const TURN_AT_LEAST_EVERY: Duration = Duration::from_micros(300);
 /// How long a worker that just ran a job polls for more before it parks:
 /// a loopback round trip and then some, so that a client sending one
 /// request after another finds its worker awake. Measured on the 2-core
-/// VM (docs/BENCHMARKS.md, issue 27): a C ping at one connection went from
+/// VM (docs/BENCHMARKS-ARCHIVE.md, issue 27): a C ping at one connection went from
 /// a p50 of 96-125 µs to 57-61 µs; 30-200 µs all helped, 100 µs had the
 /// best p99. Measured again on 2026-12-01 for a `wasi:http` component
 /// ("Parking instead of spinning"): parking at once put 30-35 µs on its
@@ -176,7 +176,7 @@ impl FrontEnd for Worker {
         self.runtime.block_on(async {
             // Finished sandboxes are torn down after the turn that writes
             // their responses: a few microseconds each that their clients
-            // no longer wait for (docs/BENCHMARKS.md, issue 27).
+            // no longer wait for (docs/BENCHMARKS-ARCHIVE.md, issue 27).
             let deferred = luge_core::teardown::Deferred::enable(teardowns);
             // Under the ambient runtime, as the jobs whose stores they are
             // ran (a drop may reach for a runtime).
@@ -241,7 +241,7 @@ impl FrontEnd for Worker {
                     // spin uses only CPU nobody else wants: where clients,
                     // the ambient runtime or other processes share the
                     // cores, they are not held up by a worker waiting for
-                    // work (docs/BENCHMARKS.md, "A spin that gives way").
+                    // work (docs/BENCHMARKS-ARCHIVE.md, "A spin that gives way").
                     // The first pass, with no job queued, makes the next
                     // sandbox ahead if one was asked for.
                     Step::Idle(_) if ran.elapsed() < SPIN_BEFORE_PARK => {

@@ -272,7 +272,7 @@ pub async fn serve_unclaimed<H, F>(
         // served here costs every request two thread switches and two
         // wake-ups, and it stays here for its whole life: at 64
         // connections on one worker, a tenth of them once ended up here
-        // (docs/BENCHMARKS.md, "Connections left to the workers").
+        // (docs/BENCHMARKS-ARCHIVE.md, "Connections left to the workers").
         let before = counts.accepted.load(Ordering::Relaxed);
         tokio::time::sleep(grace).await;
         if counts.accepted.load(Ordering::Relaxed) != before {

@@ -67,11 +67,11 @@ use tracing_subscriber::EnvFilter;
 /// were 10-11 % of the server's CPU at 64 connections. With mimalloc's
 /// per-thread free lists a request costs about 3 µs less CPU (8 %).
 /// What it costs: about 7 MB more resident per process, and a little more
-/// per running sandbox (docs/BENCHMARKS.md, "mimalloc as the binaries'
+/// per running sandbox (docs/BENCHMARKS-ARCHIVE.md, "mimalloc as the binaries'
 /// allocator"). What a compile frees stays with the threads it ran on
 /// until they allocate again (about 30 MB for a Spin app's component):
 /// the servers' registry returns it after each compile
-/// ([`release_compile_memory`]; docs/BENCHMARKS.md, "Luge on Kubernetes",
+/// ([`release_compile_memory`]; docs/BENCHMARKS-ARCHIVE.md, "Luge on Kubernetes",
 /// measured again 2026-11-30). A binary declares it so:
 ///
 /// ```ignore

@@ -114,7 +114,7 @@ const KEPT_REQUESTS: usize = 20;
 /// it less that of one that loaded the artifact the first one cached, each
 /// after [`KEPT_REQUESTS`] requests. The allocator's freed pages that it
 /// holds count, as they do for the kernel (`luge serve` gives them back
-/// after a compile; docs/BENCHMARKS.md, "Luge on Kubernetes").
+/// after a compile; docs/BENCHMARKS-ARCHIVE.md, "Luge on Kubernetes").
 fn kept_after_compile(setup: &Setup) -> anyhow::Result<u64> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("handler.wasm"), wasm("http-handler"))?;

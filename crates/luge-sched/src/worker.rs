@@ -204,7 +204,7 @@ impl Default for SchedulerConfig {
             // about even: on 8 dedicated cores 23-36 % more requests per
             // second for a C ping and 29-61 % more for a component,
             // 16-37 % less CPU per request, under 3 % of jobs
-            // stolen (docs/BENCHMARKS.md, "A steal margin"); no change on
+            // stolen (docs/BENCHMARKS-ARCHIVE.md, "A steal margin"); no change on
             // 2 cores. The price: a job waiting behind a busy worker may
             // wait up to 1 ms longer than strict EDF would have it while
             // others run later deadlines; an idle worker still takes it

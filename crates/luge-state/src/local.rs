@@ -116,7 +116,7 @@ impl Namespace {
 /// and value) costs about 130 bytes of RSS there, so 8 MiB, the low end
 /// of fjall's recommended range, holds about 20 MiB and flushes every
 /// 170,000 or so such writes; fjall's default, 64 MiB, let about 160 MiB
-/// build up first (docs/BENCHMARKS.md, "The soak's own state").
+/// build up first (docs/BENCHMARKS-ARCHIVE.md, "The soak's own state").
 const MEMTABLE_BYTES: u64 = 8 << 20;
 
 /// The store's block cache. Reads are served from the in-memory maps; the

@@ -42,7 +42,7 @@ pub const DEFAULT_EPOCH_TICK: Duration = Duration::from_millis(1);
 /// 2 MiB memory copies 40 KiB. A sandbox that wrote more decommits the
 /// rest. Every warm slot may hold this much (Wasmtime keeps at most 100
 /// unused warm slots): 1 MiB covers a Rust or C function's stack and first
-/// heap pages at a bounded resident cost (docs/BENCHMARKS.md, issue 27).
+/// heap pages at a bounded resident cost (docs/BENCHMARKS-ARCHIVE.md, issue 27).
 pub(crate) const KEEP_RESIDENT_BYTES: usize = 1 << 20;
 /// Without `PAGEMAP_SCAN` the first kept-resident bytes are reset whole
 /// with `memset`, written or not, so only a little is kept: small functions
@@ -104,7 +104,7 @@ pub(crate) fn keep_resident() -> usize {
 /// with it, every component export call runs under the concurrent task
 /// loop and every host call becomes a host task. A WASI 0.2 `wasi:http`
 /// hello cost 65-70 µs of server CPU on such an engine and 50 µs on one
-/// without (docs/BENCHMARKS.md, issue 49). So core modules and components
+/// without (docs/BENCHMARKS-ARCHIVE.md, issue 49). So core modules and components
 /// that need no async ABI run on a [`Synchronous`](Self::Synchronous)
 /// engine, and only components that do on a
 /// [`Concurrent`](Self::Concurrent) one, made when the first is seen.

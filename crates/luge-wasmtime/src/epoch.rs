@@ -164,7 +164,7 @@ const SLICE: Duration = Duration::from_micros(100);
 ///   (every core a worker, or a server confined with `taskset`) is a task
 ///   that never sleeps; under EEVDF (Linux 6.6 and later) the ticker's
 ///   wake-up then waits, now and then, for the worker's slice to end (see
-///   docs/BENCHMARKS.md, "A tick on time"). A slice asked for with
+///   docs/BENCHMARKS-ARCHIVE.md, "A tick on time"). A slice asked for with
 ///   `sched_setattr` (Linux 6.12; no privilege is needed, and older
 ///   kernels ignore it) gives the ticker an earlier deadline, so its
 ///   wake-up preempts the worker. It runs a few microseconds per tick, so

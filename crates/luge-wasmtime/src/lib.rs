@@ -171,7 +171,7 @@ impl WasmtimeRuntime {
     /// engine that compiled lives: 5 MB after the `wasi:http` hello, 13 MB
     /// after a Spin app's component. Compiled by a serving engine, that
     /// stayed in the process for good; compiled by this one, it goes with
-    /// the compile (docs/BENCHMARKS.md, "Luge on Kubernetes"). The code is
+    /// the compile (docs/BENCHMARKS-ARCHIVE.md, "Luge on Kubernetes"). The code is
     /// the same: the settings that shape it are the serving engine's, less
     /// the pool, which only places instances (and Wasmtime checks that an
     /// artifact's settings match the engine that loads it). Making an
