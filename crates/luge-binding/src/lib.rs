@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use luge_core::Action;
 use wasmtime::AsContextMut;
-use wasmtime::component::{FutureReader, Resource, ResourceTable, StreamReader};
+use wasmtime::component::{Accessor, FutureReader, Resource, ResourceTable, StreamReader};
 
 /// A connection as the guest's resource holds it, shared with a call
 /// still running when the guest drops it.
@@ -85,6 +85,35 @@ macro_rules! same_variant {
             $($from::$variant $(($x))? => $to::$variant $(($x))?,)*
             $($($pattern => $arm,)+)?
         }
+    };
+}
+
+/// Links, by hand, one function of an interface whose types are another
+/// binding's (Wasmtime checks them structurally when a component is
+/// instantiated): `$name` of `$instance` calls `$call` (an async function
+/// of a `&mut ConnectionsView` and the arguments `$arg` of the types
+/// `$ty`), over the store's view `$view`. With `resource`, the guest's
+/// resource `$name` of connections `$handle`, closed when dropped.
+#[macro_export]
+macro_rules! linked {
+    ($instance:ident, $view:ident, $name:literal, ($($arg:ident: $ty:ty),*) => $call:path) => {
+        $instance.func_wrap_async($name, move |mut store, ($($arg,)*): ($($ty,)*)| {
+            Box::new(async move {
+                let mut view = $view(store.data_mut());
+                Ok(($call(&mut view, $($arg),*).await?,))
+            })
+        })?;
+    };
+    ($instance:ident, $view:ident, resource $name:literal: $handle:ty) => {
+        $instance.resource_async(
+            $name,
+            wasmtime::component::ResourceType::host::<$handle>(),
+            move |mut store, rep| {
+                Box::new(async move {
+                    $view(store.data_mut()).close(wasmtime::component::Resource::<$handle>::new_own(rep))
+                })
+            },
+        )?;
     };
 }
 
@@ -228,6 +257,59 @@ impl Opening {
 
 /// A WASI 0.3 answer of rows: the stream of them, and how it ended.
 pub type RowsAnswer<R, E> = (StreamReader<R>, FutureReader<Result<(), E>>);
+
+/// A WASI 0.3 `query`'s result: the columns, the rows' stream and how it
+/// ended, or the guest's error `E`.
+pub type QueryAnswer<C, R, E> = Result<(Vec<C>, StreamReader<R>, FutureReader<Result<(), E>>), E>;
+
+/// The store's view for a WASI 0.3 binding: what its `accessor` reaches.
+pub type Access<T> = Accessor<T, HasConnections>;
+
+/// [`ConnectionsView::operation`] from a WASI 0.3 binding's `accessor`:
+/// the connection, the deadline and the span.
+pub fn operation_in<T, C: Send + Sync + 'static>(
+    accessor: &Access<T>,
+    resource: &Resource<Handle<C>>,
+    family: luge_core::trace::HostCall,
+    system: &'static str,
+    operation: &'static str,
+) -> wasmtime::Result<(Arc<C>, Instant, Option<luge_core::trace::HostSpan>)> {
+    accessor.with(|mut access| access.get().operation(resource, family, system, operation))
+}
+
+/// [`ConnectionsView::opening`] from a WASI 0.3 binding's `accessor`.
+pub fn opening_in<T>(accessor: &Access<T>) -> Opening {
+    accessor.with(|mut access| access.get().opening())
+}
+
+/// [`ConnectionsView::keep`] from a WASI 0.3 binding's `accessor`.
+pub fn keep_in<T, C: Send + Sync + 'static, E, W>(
+    accessor: &Access<T>,
+    opened: Result<C, E>,
+    error: impl FnOnce(E) -> W,
+) -> wasmtime::Result<Result<Resource<Handle<C>>, W>> {
+    accessor.with(|mut access| access.get().keep(opened, error))
+}
+
+/// A WASI 0.3 `query`'s answer from `columns` and `rows` read whole (see
+/// [`rows_answer`]), or its error.
+pub fn query_answer<T, C, R, E>(
+    accessor: &Access<T>,
+    read: Result<(Vec<C>, Vec<R>), E>,
+) -> wasmtime::Result<QueryAnswer<C, R, E>>
+where
+    R: wasmtime::component::Lower + wasmtime::component::Lift + Send + Sync + Unpin + 'static,
+    Result<(), E>: wasmtime::component::Lower + wasmtime::component::Lift + Send + Sync + 'static,
+{
+    let (columns, rows) = match read {
+        Ok(read) => read,
+        Err(e) => return Ok(Err(e)),
+    };
+    accessor.with(|mut access| {
+        let (rows, ended) = rows_answer(&mut access, rows)?;
+        Ok(Ok((columns, rows, ended)))
+    })
+}
 
 /// Rows read whole (within their bound) before the answer, as a WASI 0.3
 /// call answers them: a stream that only hands them over, and a future

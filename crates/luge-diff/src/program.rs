@@ -39,6 +39,9 @@ pub struct Program {
 /// The memory limit programs run under: 128 pages.
 pub const MEMORY_LIMIT: u64 = 8 << 20;
 
+/// One instruction without immediates, as [`InstructionSink`] adds it.
+type Op<'a> = for<'b> fn(&'b mut InstructionSink<'a>) -> &'b mut InstructionSink<'a>;
+
 const PAGE: u32 = 65536;
 // Memory layout: the iovec and the written count at 0, stdin at 64, the
 // output word at 1024, initial data at 2048.
@@ -347,46 +350,55 @@ impl Gen<'_> {
             0..=7 => {
                 self.i64_expr(s, d);
                 self.i64_expr(s, d);
-                match self.rng.random_range(0..15) {
-                    0 => s.i64_add(),
-                    1 => s.i64_sub(),
-                    2 => s.i64_mul(),
-                    3 => s.i64_div_s(),
-                    4 => s.i64_div_u(),
-                    5 => s.i64_rem_s(),
-                    6 => s.i64_rem_u(),
-                    7 => s.i64_and(),
-                    8 => s.i64_or(),
-                    9 => s.i64_xor(),
-                    10 => s.i64_shl(),
-                    11 => s.i64_shr_s(),
-                    12 => s.i64_shr_u(),
-                    13 => s.i64_rotl(),
-                    _ => s.i64_rotr(),
-                };
+                self.one_of(
+                    s,
+                    &[
+                        InstructionSink::i64_add,
+                        InstructionSink::i64_sub,
+                        InstructionSink::i64_mul,
+                        InstructionSink::i64_div_s,
+                        InstructionSink::i64_div_u,
+                        InstructionSink::i64_rem_s,
+                        InstructionSink::i64_rem_u,
+                        InstructionSink::i64_and,
+                        InstructionSink::i64_or,
+                        InstructionSink::i64_xor,
+                        InstructionSink::i64_shl,
+                        InstructionSink::i64_shr_s,
+                        InstructionSink::i64_shr_u,
+                        InstructionSink::i64_rotl,
+                        InstructionSink::i64_rotr,
+                    ],
+                );
             }
             8 | 9 => {
                 self.i64_expr(s, d);
-                match self.rng.random_range(0..6) {
-                    0 => s.i64_clz(),
-                    1 => s.i64_ctz(),
-                    2 => s.i64_popcnt(),
-                    3 => s.i64_extend8_s(),
-                    4 => s.i64_extend16_s(),
-                    _ => s.i64_extend32_s(),
-                };
+                self.one_of(
+                    s,
+                    &[
+                        InstructionSink::i64_clz,
+                        InstructionSink::i64_ctz,
+                        InstructionSink::i64_popcnt,
+                        InstructionSink::i64_extend8_s,
+                        InstructionSink::i64_extend16_s,
+                        InstructionSink::i64_extend32_s,
+                    ],
+                );
             }
             10 => {
                 self.i64_expr(s, d);
                 self.i64_expr(s, d);
-                match self.rng.random_range(0..6) {
-                    0 => s.i64_lt_s(),
-                    1 => s.i64_lt_u(),
-                    2 => s.i64_ge_s(),
-                    3 => s.i64_eq(),
-                    4 => s.i64_ne(),
-                    _ => s.i64_gt_u(),
-                };
+                self.one_of(
+                    s,
+                    &[
+                        InstructionSink::i64_lt_s,
+                        InstructionSink::i64_lt_u,
+                        InstructionSink::i64_ge_s,
+                        InstructionSink::i64_eq,
+                        InstructionSink::i64_ne,
+                        InstructionSink::i64_gt_u,
+                    ],
+                );
                 s.i64_extend_i32_u();
             }
             11 => {
@@ -452,6 +464,11 @@ impl Gen<'_> {
         }
     }
 
+    /// Adds one of `ops`, chosen at random.
+    fn one_of<'a>(&mut self, s: &mut InstructionSink<'a>, ops: &[Op<'a>]) {
+        ops[self.rng.random_range(0..ops.len())](s);
+    }
+
     fn table_index(&mut self, s: &mut InstructionSink<'_>) {
         s.i32_const(match self.rng.random_range(0..8) {
             0 => -1,
@@ -485,20 +502,23 @@ impl Gen<'_> {
             0..=2 => {
                 self.i32_expr(s, d);
                 self.i32_expr(s, d);
-                match self.rng.random_range(0..12) {
-                    0 => s.i32_add(),
-                    1 => s.i32_sub(),
-                    2 => s.i32_mul(),
-                    3 => s.i32_div_s(),
-                    4 => s.i32_div_u(),
-                    5 => s.i32_rem_s(),
-                    6 => s.i32_rem_u(),
-                    7 => s.i32_and(),
-                    8 => s.i32_xor(),
-                    9 => s.i32_shl(),
-                    10 => s.i32_shr_s(),
-                    _ => s.i32_rotl(),
-                };
+                self.one_of(
+                    s,
+                    &[
+                        InstructionSink::i32_add,
+                        InstructionSink::i32_sub,
+                        InstructionSink::i32_mul,
+                        InstructionSink::i32_div_s,
+                        InstructionSink::i32_div_u,
+                        InstructionSink::i32_rem_s,
+                        InstructionSink::i32_rem_u,
+                        InstructionSink::i32_and,
+                        InstructionSink::i32_xor,
+                        InstructionSink::i32_shl,
+                        InstructionSink::i32_shr_s,
+                        InstructionSink::i32_rotl,
+                    ],
+                );
             }
             3 => {
                 self.i64_expr(s, d);
@@ -543,26 +563,32 @@ impl Gen<'_> {
             0 | 1 => {
                 self.f64_expr(s, d);
                 self.f64_expr(s, d);
-                match self.rng.random_range(0..6) {
-                    0 => s.f64_add(),
-                    1 => s.f64_sub(),
-                    2 => s.f64_mul(),
-                    3 => s.f64_div(),
-                    4 => s.f64_min(),
-                    _ => s.f64_max(),
-                };
+                self.one_of(
+                    s,
+                    &[
+                        InstructionSink::f64_add,
+                        InstructionSink::f64_sub,
+                        InstructionSink::f64_mul,
+                        InstructionSink::f64_div,
+                        InstructionSink::f64_min,
+                        InstructionSink::f64_max,
+                    ],
+                );
             }
             2 => {
                 self.f64_expr(s, d);
-                match self.rng.random_range(0..7) {
-                    0 => s.f64_sqrt(),
-                    1 => s.f64_floor(),
-                    2 => s.f64_ceil(),
-                    3 => s.f64_trunc(),
-                    4 => s.f64_nearest(),
-                    5 => s.f64_abs(),
-                    _ => s.f64_neg(),
-                };
+                self.one_of(
+                    s,
+                    &[
+                        InstructionSink::f64_sqrt,
+                        InstructionSink::f64_floor,
+                        InstructionSink::f64_ceil,
+                        InstructionSink::f64_trunc,
+                        InstructionSink::f64_nearest,
+                        InstructionSink::f64_abs,
+                        InstructionSink::f64_neg,
+                    ],
+                );
             }
             3 => {
                 self.i64_expr(s, d);
@@ -803,11 +829,14 @@ impl Gen<'_> {
             s.call(FIRST_HELPER + self.rng.random_range(0..self.helpers));
         }
         self.i64_expr(&mut s, depth.min(2));
-        match self.rng.random_range(0..3) {
-            0 => s.i64_add(),
-            1 => s.i64_xor(),
-            _ => s.i64_mul(),
-        };
+        self.one_of(
+            &mut s,
+            &[
+                InstructionSink::i64_add,
+                InstructionSink::i64_xor,
+                InstructionSink::i64_mul,
+            ],
+        );
         s.end();
         s.end();
         f

@@ -431,8 +431,7 @@ impl Connection {
     ) -> Result<RowSet, MysqlError> {
         let params: Vec<mysql_async::Value> = params.into_iter().map(param).collect();
         let max_bytes = self.max_bytes;
-        // Stopped on the server unless it finishes (see below).
-        let running = luge_outbound::Unfinished::new(|| self.kill_in_background());
+        // Killed on the server (`KILL QUERY`) unless it finishes.
         let run = async {
             let mut conn = self.conn.lock().await;
             let mut result = conn
@@ -475,14 +474,9 @@ impl Connection {
             }
             Ok(set)
         };
-        let ended = timeout_at(deadline.into(), run).await;
-        // Finished, or past its deadline: killed now.
-        if ended.is_ok() {
-            running.finished();
-        } else {
-            drop(running);
-        }
-        ended.map_err(|_| MysqlError::Deadline)?
+        luge_outbound::finished_by(deadline, || self.kill_in_background(), run)
+            .await
+            .ok_or(MysqlError::Deadline)?
     }
 
     /// Runs `statement` with `params` by `deadline`, its rows dropped.
@@ -493,22 +487,16 @@ impl Connection {
         deadline: Instant,
     ) -> Result<(), MysqlError> {
         let params: Vec<mysql_async::Value> = params.into_iter().map(param).collect();
-        // Stopped on the server unless it finishes (see below).
-        let running = luge_outbound::Unfinished::new(|| self.kill_in_background());
+        // Killed on the server (`KILL QUERY`) unless it finishes.
         let run = async {
             let mut conn = self.conn.lock().await;
             conn.exec_drop(statement, mysql_async::Params::Positional(params))
                 .await
                 .map_err(|e| MysqlError::Query(described(e)))
         };
-        let ended = timeout_at(deadline.into(), run).await;
-        // Finished, or past its deadline: killed now.
-        if ended.is_ok() {
-            running.finished();
-        } else {
-            drop(running);
-        }
-        ended.map_err(|_| MysqlError::Deadline)?
+        luge_outbound::finished_by(deadline, || self.kill_in_background(), run)
+            .await
+            .ok_or(MysqlError::Deadline)?
     }
 }
 
@@ -520,6 +508,17 @@ mod tests {
     use luge_testkit::mariadb::MariaDbServer;
 
     use super::*;
+
+    /// Function `name` as a client, by a deadline far off, its answers
+    /// bounded at 1 MiB.
+    fn caller<'a>(name: &'a str, granted: &'a luge_core::capabilities::AllowedHosts) -> Caller<'a> {
+        Caller::new(name, granted, later(), 1 << 20)
+    }
+
+    /// Grants for the server on `port` of this machine.
+    fn granted(port: u16) -> luge_core::capabilities::AllowedHosts {
+        grants(&[&format!("mysql://127.0.0.1:{port}")])
+    }
 
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(20)
@@ -555,29 +554,20 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statements_past_their_deadline_are_killed_on_the_server() {
         let server = MariaDbServer::start().unwrap();
-        let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let watcher = open(
-            Caller::new("watcher", &granted, later(), 1 << 20),
-            &server.url(),
-        )
-        .await
-        .unwrap();
-        let c = open(
-            Caller::new("sleeper", &granted, later(), 1 << 20),
-            &server.url(),
-        )
-        .await
-        .unwrap();
+        let granted = granted(server.port);
+        let watcher = open(caller("watcher", &granted), &server.url())
+            .await
+            .unwrap();
+        let c = open(caller("sleeper", &granted), &server.url())
+            .await
+            .unwrap();
         let deadline = Instant::now() + Duration::from_millis(500);
         let ended = c.query("SELECT SLEEP(120)", vec![], deadline).await;
         assert!(matches!(ended, Err(MysqlError::Deadline)), "{ended:?}");
         assert_eq!(until_none_sleeps(&watcher, Duration::from_secs(5)).await, 0);
-        let other = open(
-            Caller::new("sleeper", &granted, later(), 1 << 20),
-            &server.url(),
-        )
-        .await
-        .unwrap();
+        let other = open(caller("sleeper", &granted), &server.url())
+            .await
+            .unwrap();
         let dropped = tokio::time::timeout(
             Duration::from_millis(300),
             other.execute("SELECT SLEEP(120)", vec![], later()),
@@ -590,10 +580,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statements_reach_a_granted_server_and_are_bounded() {
         let server = MariaDbServer::start().unwrap();
-        let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
-        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
-            .await
-            .unwrap();
+        let granted = granted(server.port);
+        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
         c.execute(
             "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20), data VARBINARY(8), \
              small TINYINT UNSIGNED, big BIGINT, x DOUBLE, d DATE, n DECIMAL(5,2))",
@@ -669,15 +657,11 @@ mod tests {
         // A result set larger than the bound, and a statement past its
         // deadline (on a fresh connection: the refused LOCAL INFILE ended
         // that one).
-        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
-            .await
-            .unwrap();
+        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
         let huge = "SELECT REPEAT('x', 1000) FROM information_schema.columns a, information_schema.columns b";
         let error = c.query(huge, vec![], later()).await.unwrap_err();
         assert!(matches!(error, MysqlError::TooLarge(_)), "{error}");
-        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &server.url())
-            .await
-            .unwrap();
+        let c = open(caller("f1", &granted), &server.url()).await.unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
         assert!(matches!(
             c.query("SELECT SLEEP(10)", vec![], soon).await,
@@ -690,21 +674,19 @@ mod tests {
         let server = MariaDbServer::start().unwrap();
         let other = grants(&["mysql://127.0.0.1:1"]);
         assert!(matches!(
-            open(Caller::new("f2", &other, later(), 1 << 20), &server.url()).await,
+            open(caller("f2", &other), &server.url()).await,
             Err(MysqlError::Connect(luge_outbound::SendError::Denied(_)))
         ));
-        let granted = grants(&[&format!("mysql://127.0.0.1:{}", server.port)]);
+        let granted = granted(server.port);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open(Caller::new("f2", &granted, later(), 1 << 20), &wrong)
-            .await
-            .unwrap_err();
+        let error = open(caller("f2", &granted), &wrong).await.unwrap_err();
         assert!(matches!(error, MysqlError::ConnectionFailed(_)), "{error}");
         assert!(!error.to_string().contains("wrong-secret"), "{error}");
         let socket = format!("{}?socket=/tmp/x.sock", server.url());
         for bad in ["127.0.0.1:3306", "postgres://127.0.0.1/x", socket.as_str()] {
             assert!(
                 matches!(
-                    open(Caller::new("f2", &granted, later(), 1 << 20), bad).await,
+                    open(caller("f2", &granted), bad).await,
                     Err(MysqlError::InvalidAddress)
                 ),
                 "{bad}"
@@ -712,14 +694,10 @@ mod tests {
         }
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
-            held.push(
-                open(Caller::new("f3", &granted, later(), 1 << 20), &server.url())
-                    .await
-                    .unwrap(),
-            );
+            held.push(open(caller("f3", &granted), &server.url()).await.unwrap());
         }
         assert!(matches!(
-            open(Caller::new("f3", &granted, later(), 1 << 20), &server.url()).await,
+            open(caller("f3", &granted), &server.url()).await,
             Err(MysqlError::TooManyConnections)
         ));
     }

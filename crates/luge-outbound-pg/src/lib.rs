@@ -159,17 +159,73 @@ impl From<tokio_postgres::Error> for PgError {
     }
 }
 
-/// Whether a bound is inclusive or exclusive (ranges are not served;
-/// the type is the guest's).
+/// (year, month, day).
 pub type Date = (i32, u8, u8);
 /// (hour, minute, second, nanosecond).
 pub type Time = (u8, u8, u8, u32);
 /// (year, month, day, hour, minute, second, nanosecond).
 pub type DateTime = (i32, u8, u8, u8, u8, u8, u32);
 
-/// A query parameter, as `spin:postgres`'s `parameter-value`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Param {
+/// Whether a range's bound is in it, as `range-bound-kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundKind {
+    /// The bound is in the range.
+    Inclusive,
+    /// It is not.
+    Exclusive,
+}
+
+/// One end of a range: `None` unbounded (an empty range reads as two).
+pub type Bound<T> = Option<(T, BoundKind)>;
+
+/// `interval`, as `spin:postgres`'s record: its three fields, which
+/// PostgreSQL keeps apart (a month is not a number of days).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval {
+    /// Microseconds.
+    pub micros: i64,
+    /// Days.
+    pub days: i32,
+    /// Months.
+    pub months: i32,
+}
+
+/// `spin:postgres`'s types, written once: each row is a variant of
+/// [`Param`] and [`Value`] with its payload, and of [`DataType`] without
+/// one; each enum then adds its own ends (NULL, what Luge does not serve).
+macro_rules! pg_types {
+    ($($(#[$doc:meta])* $variant:ident($($payload:ty),+),)*) => {
+        /// A query parameter, as `spin:postgres`'s `parameter-value`.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Param {
+            $($(#[$doc])* $variant($($payload),+),)*
+            /// NULL, of any type.
+            Null,
+            /// A type Luge does not send, named.
+            Unsupported(&'static str),
+        }
+
+        /// A column's value, as `spin:postgres`'s `db-value`.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Value {
+            $($(#[$doc])* $variant($($payload),+),)*
+            /// NULL.
+            Null,
+            /// Any other type, its raw binary form.
+            Unsupported(Vec<u8>),
+        }
+
+        /// A column's type, as `spin:postgres`'s `db-data-type`.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum DataType {
+            $($(#[$doc])* $variant,)*
+            /// Another type, by its name.
+            Other(String),
+        }
+    };
+}
+
+pg_types! {
     /// `boolean`.
     Boolean(bool),
     /// `"char"`.
@@ -218,146 +274,6 @@ pub enum Param {
     RangeDecimal(Bound<String>, Bound<String>),
     /// `interval`.
     Interval(Interval),
-    /// NULL, of any type.
-    Null,
-    /// A type Luge does not send, named.
-    Unsupported(&'static str),
-}
-
-/// Whether a range's bound is in it, as `range-bound-kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BoundKind {
-    /// The bound is in the range.
-    Inclusive,
-    /// It is not.
-    Exclusive,
-}
-
-/// One end of a range: `None` unbounded (an empty range reads as two).
-pub type Bound<T> = Option<(T, BoundKind)>;
-
-/// `interval`, as `spin:postgres`'s record: its three fields, which
-/// PostgreSQL keeps apart (a month is not a number of days).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Interval {
-    /// Microseconds.
-    pub micros: i64,
-    /// Days.
-    pub days: i32,
-    /// Months.
-    pub months: i32,
-}
-
-/// A column's value, as `spin:postgres`'s `db-value`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// `boolean`.
-    Boolean(bool),
-    /// `"char"`.
-    Int8(i8),
-    /// `smallint`.
-    Int16(i16),
-    /// `integer`.
-    Int32(i32),
-    /// `bigint`.
-    Int64(i64),
-    /// `real`.
-    Floating32(f32),
-    /// `double precision`.
-    Floating64(f64),
-    /// Text.
-    Str(String),
-    /// `bytea`.
-    Binary(Vec<u8>),
-    /// `date`.
-    Date(Date),
-    /// `time`.
-    Time(Time),
-    /// `timestamp`.
-    Datetime(DateTime),
-    /// `timestamptz`, Unix seconds.
-    Timestamp(i64),
-    /// `uuid`.
-    Uuid(String),
-    /// `json` or `jsonb`, as text.
-    Jsonb(Vec<u8>),
-    /// `numeric`.
-    Decimal(String),
-    /// `integer[]`.
-    ArrayInt32(Vec<Option<i32>>),
-    /// `bigint[]`.
-    ArrayInt64(Vec<Option<i64>>),
-    /// `numeric[]`.
-    ArrayDecimal(Vec<Option<String>>),
-    /// `text[]`.
-    ArrayStr(Vec<Option<String>>),
-    /// `int4range`.
-    RangeInt32(Bound<i32>, Bound<i32>),
-    /// `int8range`.
-    RangeInt64(Bound<i64>, Bound<i64>),
-    /// `numrange`.
-    RangeDecimal(Bound<String>, Bound<String>),
-    /// `interval`.
-    Interval(Interval),
-    /// NULL.
-    Null,
-    /// Any other type, its raw binary form.
-    Unsupported(Vec<u8>),
-}
-
-/// A column's type, as `spin:postgres`'s `db-data-type`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DataType {
-    /// `boolean`.
-    Boolean,
-    /// `"char"`.
-    Int8,
-    /// `smallint`.
-    Int16,
-    /// `integer`.
-    Int32,
-    /// `bigint`.
-    Int64,
-    /// `real`.
-    Floating32,
-    /// `double precision`.
-    Floating64,
-    /// Text.
-    Str,
-    /// `bytea`.
-    Binary,
-    /// `date`.
-    Date,
-    /// `time`.
-    Time,
-    /// `timestamp`.
-    Datetime,
-    /// `timestamptz`.
-    Timestamp,
-    /// `uuid`.
-    Uuid,
-    /// `json`, `jsonb`.
-    Jsonb,
-    /// `numeric`.
-    Decimal,
-    /// `integer[]`.
-    ArrayInt32,
-    /// `bigint[]`.
-    ArrayInt64,
-    /// `numeric[]`.
-    ArrayDecimal,
-    /// `text[]`.
-    ArrayStr,
-    /// `int4range`.
-    RangeInt32,
-    /// `int8range`.
-    RangeInt64,
-    /// `numrange`.
-    RangeDecimal,
-    /// `interval`.
-    Interval,
-    /// Another type, by its name.
-    Other(String),
 }
 
 /// A result column.
@@ -557,8 +473,7 @@ impl Connection {
             .collect::<Result<Vec<_>, _>>()?;
         self.budget.reset(self.max_bytes);
         let max_bytes = self.max_bytes;
-        // Stopped on the server unless it finishes (see below).
-        let running = luge_outbound::Unfinished::new(|| self.cancel_in_background());
+        // Cancelled on the server unless it finishes.
         let run = async {
             let rows = self
                 .client
@@ -595,17 +510,10 @@ impl Connection {
             }
             Ok(set)
         };
-        let ended = timeout_at(deadline.into(), run).await;
-        // Finished, or past its deadline: cancelled now.
-        if ended.is_ok() {
-            running.finished();
-        } else {
-            drop(running);
-        }
-        match ended {
-            Err(_) => Err(PgError::Deadline),
-            Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(max_bytes)),
-            Ok(result) => result,
+        match luge_outbound::finished_by(deadline, || self.cancel_in_background(), run).await {
+            None => Err(PgError::Deadline),
+            Some(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(max_bytes)),
+            Some(result) => result,
         }
     }
 
@@ -623,19 +531,12 @@ impl Connection {
         self.budget.reset(self.max_bytes);
         let refs: Vec<&(dyn ToSql + Sync)> =
             params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-        // Stopped on the server unless it finishes (see below).
-        let running = luge_outbound::Unfinished::new(|| self.cancel_in_background());
-        let ended = timeout_at(deadline.into(), self.client.execute(statement, &refs)).await;
-        // Finished, or past its deadline: cancelled now.
-        if ended.is_ok() {
-            running.finished();
-        } else {
-            drop(running);
-        }
-        match ended {
-            Err(_) => Err(PgError::Deadline),
-            Ok(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(self.max_bytes)),
-            Ok(result) => result.map_err(PgError::from),
+        // Cancelled on the server unless it finishes.
+        let run = self.client.execute(statement, &refs);
+        match luge_outbound::finished_by(deadline, || self.cancel_in_background(), run).await {
+            None => Err(PgError::Deadline),
+            Some(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(self.max_bytes)),
+            Some(result) => result.map_err(PgError::from),
         }
     }
 }
@@ -988,6 +889,17 @@ mod tests {
 
     use super::*;
 
+    /// Function `name` as a client, by a deadline far off, its answers
+    /// bounded at 1 MiB.
+    fn caller<'a>(name: &'a str, granted: &'a luge_core::capabilities::AllowedHosts) -> Caller<'a> {
+        Caller::new(name, granted, later(), 1 << 20)
+    }
+
+    /// Grants for the server on `port` of this machine.
+    fn granted(port: u16) -> luge_core::capabilities::AllowedHosts {
+        grants(&[&format!("postgres://127.0.0.1:{port}")])
+    }
+
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(20)
     }
@@ -995,14 +907,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn queries_reach_a_granted_server_and_are_bounded() {
         let server = PostgresServer::start().unwrap();
-        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let c = open(
-            Caller::new("f1", &granted, later(), 1 << 20),
-            &server.url(),
-            None,
-        )
-        .await
-        .unwrap();
+        let granted = granted(server.port);
+        let c = open(caller("f1", &granted), &server.url(), None)
+            .await
+            .unwrap();
         c.execute(
             "CREATE TABLE t (id serial PRIMARY KEY, name text, data bytea, n numeric, \
              at timestamp, j jsonb, u uuid, tags text[], d date, ok boolean, r point)",
@@ -1079,13 +987,9 @@ mod tests {
             c.query(huge, vec![], later()).await,
             Err(PgError::TooLarge(_))
         ));
-        let c = open(
-            Caller::new("f1", &granted, later(), 1 << 20),
-            &server.url(),
-            None,
-        )
-        .await
-        .unwrap();
+        let c = open(caller("f1", &granted), &server.url(), None)
+            .await
+            .unwrap();
         let soon = Instant::now() + Duration::from_millis(300);
         assert!(matches!(
             c.query("SELECT pg_sleep(10)", vec![], soon).await,
@@ -1129,26 +1033,18 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statements_past_their_deadline_are_cancelled_on_the_server() {
         let server = PostgresServer::start().unwrap();
-        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let watcher = open(
-            Caller::new("watcher", &granted, later(), 1 << 20),
-            &server.url(),
-            None,
-        )
-        .await
-        .unwrap();
+        let granted = granted(server.port);
+        let watcher = open(caller("watcher", &granted), &server.url(), None)
+            .await
+            .unwrap();
         // Every slot of the function, each running a long statement to its
         // deadline.
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open(
-                    Caller::new("sleeper", &granted, later(), 1 << 20),
-                    &server.url(),
-                    None,
-                )
-                .await
-                .unwrap(),
+                open(caller("sleeper", &granted), &server.url(), None)
+                    .await
+                    .unwrap(),
             );
         }
         let deadline = Instant::now() + Duration::from_millis(500);
@@ -1172,13 +1068,7 @@ mod tests {
         drop(held);
         let until = Instant::now() + Duration::from_secs(10);
         let reopened = loop {
-            match open(
-                Caller::new("sleeper", &granted, later(), 1 << 20),
-                &server.url(),
-                None,
-            )
-            .await
-            {
+            match open(caller("sleeper", &granted), &server.url(), None).await {
                 Err(PgError::TooManyConnections) if Instant::now() < until => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -1193,17 +1083,12 @@ mod tests {
         let server = PostgresServer::start().unwrap();
         let other = grants(&["postgres://127.0.0.1:1"]);
         assert!(matches!(
-            open(
-                Caller::new("f2", &other, later(), 1 << 20),
-                &server.url(),
-                None
-            )
-            .await,
+            open(caller("f2", &other), &server.url(), None).await,
             Err(PgError::Connect(luge_outbound::SendError::Denied(_)))
         ));
-        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
+        let granted = granted(server.port);
         let wrong = server.url().replace(server.password, "wrong-secret");
-        let error = open(Caller::new("f2", &granted, later(), 1 << 20), &wrong, None)
+        let error = open(caller("f2", &granted), &wrong, None)
             .await
             .unwrap_err();
         assert!(matches!(error, PgError::ConnectionFailed(_)), "{error}");
@@ -1211,7 +1096,7 @@ mod tests {
         for bad in ["postgres://", "host=/tmp user=x", "nonsense = = ="] {
             assert!(
                 matches!(
-                    open(Caller::new("f2", &granted, later(), 1 << 20), bad, None).await,
+                    open(caller("f2", &granted), bad, None).await,
                     Err(PgError::InvalidAddress)
                 ),
                 "{bad}"
@@ -1220,22 +1105,13 @@ mod tests {
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
             held.push(
-                open(
-                    Caller::new("f3", &granted, later(), 1 << 20),
-                    &server.url(),
-                    None,
-                )
-                .await
-                .unwrap(),
+                open(caller("f3", &granted), &server.url(), None)
+                    .await
+                    .unwrap(),
             );
         }
         assert!(matches!(
-            open(
-                Caller::new("f3", &granted, later(), 1 << 20),
-                &server.url(),
-                None
-            )
-            .await,
+            open(caller("f3", &granted), &server.url(), None).await,
             Err(PgError::TooManyConnections)
         ));
     }
@@ -1246,14 +1122,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ranges_and_intervals_go_both_ways() {
         let server = PostgresServer::start().unwrap();
-        let granted = grants(&[&format!("postgres://127.0.0.1:{}", server.port)]);
-        let c = open(
-            Caller::new("r1", &granted, later(), 1 << 20),
-            &server.url(),
-            None,
-        )
-        .await
-        .unwrap();
+        let granted = granted(server.port);
+        let c = open(caller("r1", &granted), &server.url(), None)
+            .await
+            .unwrap();
         use BoundKind::{Exclusive, Inclusive};
         let interval = Interval {
             micros: 3_000_001,
@@ -1338,40 +1210,28 @@ mod tests {
             .rows
         };
         // Trusting the server's CA: a TLS session, verified.
-        let c = open(
-            Caller::new("t1", &granted, later(), 1 << 20),
-            &url("localhost", "require"),
-            pem,
-        )
-        .await
-        .unwrap();
+        let c = open(caller("t1", &granted), &url("localhost", "require"), pem)
+            .await
+            .unwrap();
         assert_eq!(ssl(&c).await, vec![vec![Value::Boolean(true)]]);
         // The default (`prefer`) talks plain TCP, as before.
-        let plain = open(
-            Caller::new("t1", &granted, later(), 1 << 20),
-            &url("localhost", "prefer"),
-            pem,
-        )
-        .await
-        .unwrap();
+        let plain = open(caller("t1", &granted), &url("localhost", "prefer"), pem)
+            .await
+            .unwrap();
         assert_eq!(ssl(&plain).await, vec![vec![Value::Boolean(false)]]);
         // A CA the client does not trust, or a name the certificate does
         // not hold: refused, naming the certificate.
         for (host, pem) in [("localhost", None), ("127.0.0.1", pem)] {
-            let error = open(
-                Caller::new("t1", &granted, later(), 1 << 20),
-                &url(host, "require"),
-                pem,
-            )
-            .await
-            .unwrap_err()
-            .to_string();
+            let error = open(caller("t1", &granted), &url(host, "require"), pem)
+                .await
+                .unwrap_err()
+                .to_string();
             assert!(error.contains("certificate"), "{host}: {error}");
             assert!(!error.contains("luge-pw"), "{error}");
         }
         // Not PEM: a TLS error before any socket.
         let error = open(
-            Caller::new("t1", &granted, later(), 1 << 20),
+            caller("t1", &granted),
             &url("localhost", "require"),
             Some(b"not a certificate"),
         )

@@ -367,6 +367,12 @@ mod tests {
 
     use super::*;
 
+    /// Function `name` as a client, by a deadline far off, its answers
+    /// bounded at 1 MiB.
+    fn caller<'a>(name: &'a str, granted: &'a luge_core::capabilities::AllowedHosts) -> Caller<'a> {
+        Caller::new(name, granted, later(), 1 << 20)
+    }
+
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(10)
     }
@@ -388,9 +394,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let granted = grants(&[&address]);
-        let c = open(Caller::new("f1", &granted, later(), 1 << 20), &address)
-            .await
-            .unwrap();
+        let c = open(caller("f1", &granted), &address).await.unwrap();
         c.set("k", b"v", later()).await.unwrap();
         assert_eq!(c.get("k", later()).await.unwrap(), Some(b"v".to_vec()));
         assert_eq!(c.get("nope", later()).await.unwrap(), None);
@@ -447,12 +451,12 @@ mod tests {
         let address = format!("redis://127.0.0.1:{}", server.port);
         let other = grants(&["redis://127.0.0.1:1"]);
         assert!(matches!(
-            open(Caller::new("f2", &other, later(), 1 << 20), &address).await,
+            open(caller("f2", &other), &address).await,
             Err(RedisError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let http = grants(&[&format!("http://127.0.0.1:{}", server.port)]);
         assert!(matches!(
-            open(Caller::new("f2", &http, later(), 1 << 20), &address).await,
+            open(caller("f2", &http), &address).await,
             Err(RedisError::Connect(luge_outbound::SendError::Denied(_)))
         ));
         let granted = grants(&[&address]);
@@ -462,9 +466,7 @@ mod tests {
             "redis+unix:///tmp/x.sock",
             "redis://:secret@",
         ] {
-            let error = open(Caller::new("f2", &granted, later(), 1 << 20), bad)
-                .await
-                .unwrap_err();
+            let error = open(caller("f2", &granted), bad).await.unwrap_err();
             assert!(
                 matches!(error, RedisError::InvalidAddress),
                 "{bad}: {error}"
@@ -479,9 +481,7 @@ mod tests {
         let server = RedisServer::start().unwrap();
         let address = format!("redis://127.0.0.1:{}", server.port);
         let granted = grants(&[&address]);
-        let c = open(Caller::new("f3", &granted, later(), 1 << 20), &address)
-            .await
-            .unwrap();
+        let c = open(caller("f3", &granted), &address).await.unwrap();
         c.set("big", &vec![b'x'; 2 << 20], later()).await.unwrap();
         let error = c.get("big", later()).await.unwrap_err();
         assert!(error.to_string().contains("larger than"), "{error}");
@@ -495,23 +495,15 @@ mod tests {
         let granted = grants(&[&address]);
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_FUNCTION {
-            held.push(
-                open(Caller::new("f4", &granted, later(), 1 << 20), &address)
-                    .await
-                    .unwrap(),
-            );
+            held.push(open(caller("f4", &granted), &address).await.unwrap());
         }
         assert!(matches!(
-            open(Caller::new("f4", &granted, later(), 1 << 20), &address).await,
+            open(caller("f4", &granted), &address).await,
             Err(RedisError::TooManyConnections)
         ));
-        open(Caller::new("f5", &granted, later(), 1 << 20), &address)
-            .await
-            .unwrap();
+        open(caller("f5", &granted), &address).await.unwrap();
         held.pop();
-        open(Caller::new("f4", &granted, later(), 1 << 20), &address)
-            .await
-            .unwrap();
+        open(caller("f4", &granted), &address).await.unwrap();
     }
 
     #[tokio::test]
@@ -553,9 +545,7 @@ mod tests {
         let server = RedisServer::start_tls(&cert, &key).unwrap();
         let address = format!("rediss://localhost:{}", server.port);
         let granted = grants(&[&address]);
-        let c = open(Caller::new("tls1", &granted, later(), 1 << 20), &address)
-            .await
-            .unwrap();
+        let c = open(caller("tls1", &granted), &address).await.unwrap();
         c.set("k", b"over TLS", later()).await.unwrap();
         assert_eq!(
             c.get("k", later()).await.unwrap(),
@@ -563,9 +553,7 @@ mod tests {
         );
         // A redis:// grant is not a rediss:// one.
         let plain = grants(&[&format!("redis://localhost:{}", server.port)]);
-        let error = open(Caller::new("tls1", &plain, later(), 1 << 20), &address)
-            .await
-            .unwrap_err();
+        let error = open(caller("tls1", &plain), &address).await.unwrap_err();
         assert!(matches!(error, RedisError::Connect(_)), "{error}");
         // A name the certificate does not hold.
         let by_ip = format!("rediss://127.0.0.1:{}", server.port);
@@ -579,9 +567,7 @@ mod tests {
         assert!(error.contains("certificate"), "{error}");
         // No way to turn verification off.
         let insecure = format!("{address}/#insecure");
-        let error = open(Caller::new("tls1", &granted, later(), 1 << 20), &insecure)
-            .await
-            .unwrap_err();
+        let error = open(caller("tls1", &granted), &insecure).await.unwrap_err();
         assert!(matches!(error, RedisError::InvalidAddress), "{error}");
     }
 }

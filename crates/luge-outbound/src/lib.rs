@@ -121,7 +121,7 @@ mod unfinished;
 
 pub use budget::{Budget, Budgeted};
 pub use slots::Slots;
-pub use unfinished::Unfinished;
+pub use unfinished::{Unfinished, finished_by};
 
 /// Who opens a database or broker connection, and within what: what
 /// every client of this family (`luge-outbound-pg`, `-mysql`, `-redis`,

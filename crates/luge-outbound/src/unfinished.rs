@@ -21,6 +21,24 @@ impl<F: FnOnce()> Unfinished<F> {
     }
 }
 
+/// Runs `work` until `deadline`: its output if it finished by then;
+/// `None` if the deadline came first, `stop` having run. If the future
+/// this returns is itself dropped first (its invocation ended), `stop`
+/// runs then.
+pub async fn finished_by<T>(
+    deadline: std::time::Instant,
+    stop: impl FnOnce(),
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let running = Unfinished::new(stop);
+    let ended = tokio::time::timeout_at(deadline.into(), work).await.ok();
+    // Finished: nothing to stop. Past the deadline: `running` drops here.
+    if ended.is_some() {
+        running.finished();
+    }
+    ended
+}
+
 impl<F: FnOnce()> Drop for Unfinished<F> {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {

@@ -182,9 +182,16 @@ pub(crate) use io_streams;
 
 /// What the candidates' other interfaces have alike, to the letter: the
 /// incoming request, response and body of `wasi:http/types`, the wall
-/// clock, `wasi:random/random` and the `wasi:cli` stdio getters.
+/// clock (and its `datetime`), `wasi:random/random` and the `wasi:cli` stdio getters.
 macro_rules! alike {
     () => {
+        $crate::shared::convert! {
+            struct latest::clocks::wall_clock::Datetime [<=>] Datetime {
+                seconds,
+                nanoseconds,
+            }
+        }
+
         impl wasi::http::types::HostIncomingRequest for WasiHttpCtxView<'_> {
             fn method(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Method> {
                 latest::http::types::HostIncomingRequest::method(self, self_).map(|e| e.into())
@@ -319,3 +326,39 @@ macro_rules! alike {
 }
 
 pub(crate) use alike;
+
+/// `From` both ways between a 0.2 type and the candidate's of the same
+/// shape (Spin's `convert!`, trimmed to what the candidates convert).
+macro_rules! convert {
+    () => {};
+    ($kind:ident $from:path [<=>] $to:path { $($body:tt)* } $($rest:tt)*) => {
+        $crate::shared::convert!($kind $from => $to { $($body)* });
+        $crate::shared::convert!($kind $to => $from { $($body)* });
+        $crate::shared::convert!($($rest)*);
+    };
+    (struct $from:ty => $to:path { $($field:ident,)* } $($rest:tt)*) => {
+        impl From<$from> for $to {
+            fn from(e: $from) -> $to {
+                $to {
+                    $( $field: e.$field.into(), )*
+                }
+            }
+        }
+        $crate::shared::convert!($($rest)*);
+    };
+    (enum $from:path => $to:path { $($variant:ident $(($e:ident))?,)* } $($rest:tt)*) => {
+        impl From<$from> for $to {
+            fn from(e: $from) -> $to {
+                use $from as A;
+                use $to as B;
+                match e {
+                    $(
+                        A::$variant $(($e))? => B::$variant $(($e.into()))?,
+                    )*
+                }
+            }
+        }
+        $crate::shared::convert!($($rest)*);
+    };
+}
+pub(crate) use convert;

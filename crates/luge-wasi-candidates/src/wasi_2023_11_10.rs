@@ -182,51 +182,11 @@ impl wasi::io::error::HostError for ResourceTable {
     }
 }
 
+use crate::shared::convert;
+
 crate::shared::alike!();
 
 crate::shared::io_streams! {}
-
-/// `From` both ways between a 0.2 type and the candidate's of the same
-/// shape (Spin's `convert!`, trimmed to what this file converts).
-macro_rules! convert {
-    () => {};
-    ($kind:ident $from:path [<=>] $to:path { $($body:tt)* } $($rest:tt)*) => {
-        convert!($kind $from => $to { $($body)* });
-        convert!($kind $to => $from { $($body)* });
-        convert!($($rest)*);
-    };
-    (struct $from:ty => $to:path { $($field:ident,)* } $($rest:tt)*) => {
-        impl From<$from> for $to {
-            fn from(e: $from) -> $to {
-                $to {
-                    $( $field: e.$field.into(), )*
-                }
-            }
-        }
-        convert!($($rest)*);
-    };
-    (enum $from:path => $to:path { $($variant:ident $(($e:ident))?,)* } $($rest:tt)*) => {
-        impl From<$from> for $to {
-            fn from(e: $from) -> $to {
-                use $from as A;
-                use $to as B;
-                match e {
-                    $(
-                        A::$variant $(($e))? => B::$variant $(($e.into()))?,
-                    )*
-                }
-            }
-        }
-        convert!($($rest)*);
-    };
-}
-
-convert! {
-    struct latest::clocks::wall_clock::Datetime [<=>] Datetime {
-        seconds,
-        nanoseconds,
-    }
-}
 
 impl wasi::http::types::Host for WasiHttpCtxView<'_> {
     fn http_error_code(

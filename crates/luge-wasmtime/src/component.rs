@@ -933,23 +933,32 @@ impl ProxyComponent {
     }
 }
 
+/// The [`LoadedModule`] methods every HTTP handler component shares: no
+/// entry point to name (its entry is the world's), no command to run,
+/// the size of its code (`self.shared`'s), HTTP served.
+macro_rules! handler_methods {
+    () => {
+        fn has_export(&self, _name: &str) -> bool {
+            false
+        }
+
+        fn run(&self, _invocation: Invocation) -> Outcome {
+            Outcome::failed(luge_core::handler::NOT_A_COMMAND)
+        }
+
+        fn code_size(&self) -> usize {
+            self.shared.code_size
+        }
+
+        fn serves_http(&self) -> bool {
+            true
+        }
+    };
+}
+pub(crate) use handler_methods;
+
 impl LoadedModule for ProxyComponent {
-    fn has_export(&self, _name: &str) -> bool {
-        // A handler has no entry point to name: its entry is the world's.
-        false
-    }
-
-    fn run(&self, _invocation: Invocation) -> Outcome {
-        Outcome::failed(luge_core::handler::NOT_A_COMMAND)
-    }
-
-    fn code_size(&self) -> usize {
-        self.shared.code_size
-    }
-
-    fn serves_http(&self) -> bool {
-        true
-    }
+    handler_methods!();
 
     fn start_http(
         self: Arc<Self>,

@@ -91,22 +91,7 @@ impl ServiceComponent {
 }
 
 impl LoadedModule for ServiceComponent {
-    fn has_export(&self, _name: &str) -> bool {
-        // A service has no entry point to name: its entry is the world's.
-        false
-    }
-
-    fn run(&self, _invocation: Invocation) -> Outcome {
-        Outcome::failed(luge_core::handler::NOT_A_COMMAND)
-    }
-
-    fn code_size(&self) -> usize {
-        self.shared.code_size
-    }
-
-    fn serves_http(&self) -> bool {
-        true
-    }
+    crate::component::handler_methods!();
 
     fn reuses_instances(&self) -> bool {
         true

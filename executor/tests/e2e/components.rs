@@ -12,10 +12,6 @@ use serde_json::{Value, json};
 
 const SENTINEL: &str = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX";
 
-pub(crate) fn on_wasmtime() -> bool {
-    engine() == "wasmtime"
-}
-
 /// The runner scenarios a module passes, with the component of the same
 /// source: arguments and logs, unicode, the init `env`, a result that is
 /// not a dictionary, and a failing action.

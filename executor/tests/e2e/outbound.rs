@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common;
-use crate::components::{on_wasmtime, serve_handler};
+use crate::components::serve_handler;
 
 use common::*;
 use luge_testkit::tls::{self, PrivateCa};

@@ -12,10 +12,6 @@ use crate::common::*;
 use crate::databases::*;
 use crate::spin::text;
 
-fn on_wasmtime() -> bool {
-    engine() == "wasmtime"
-}
-
 #[test]
 fn a_spin_app_queries_its_granted_mysql() {
     if !on_wasmtime() {

@@ -14,10 +14,6 @@ use crate::common::*;
 use crate::databases::*;
 use crate::spin::text;
 
-fn on_wasmtime() -> bool {
-    engine() == "wasmtime"
-}
-
 /// How many statements sleep on the server now.
 const SLEEPING: &str = "SELECT count(*)::int4 AS n FROM pg_stat_activity \
                         WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'";

@@ -15,10 +15,6 @@ use crate::common::*;
 use crate::databases::*;
 use crate::spin::text;
 
-fn on_wasmtime() -> bool {
-    engine() == "wasmtime"
-}
-
 const PASSWORD: &str = "hunter2-never-logged";
 
 /// A client of `port` that sends `commands` (after `AUTH`), one RESP

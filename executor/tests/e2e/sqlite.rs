@@ -6,11 +6,7 @@
 //! result set, a statement that never ends).
 
 use crate::common::*;
-use crate::spin::{serve_app, text, upstream};
-
-fn on_wasmtime() -> bool {
-    engine() == "wasmtime"
-}
+use crate::spin::{fresh_app, serve_app, text};
 
 /// `POST path` with `body`: the status and the body as text.
 fn post(luge: &Luge, path: &str, body: &str) -> (u16, String) {
@@ -27,12 +23,9 @@ fn assert_refused(luge: &Luge, path: &str, body: &str, error: &str) {
 
 #[test]
 fn a_spin_apps_database_is_its_own_and_kept_across_restarts() {
-    if !on_wasmtime() {
+    let Some((luge, state_dir, upstream)) = fresh_app() else {
         return;
-    }
-    let upstream = upstream();
-    let state_dir = tempfile::tempdir().unwrap();
-    let luge = serve_app(state_dir.path(), &upstream);
+    };
 
     // Parameters, the rowid and the changed rows.
     assert_eq!(post(&luge, "/sql/insert/hello", ""), (200, "1 1".into()));
@@ -168,12 +161,9 @@ fn luge_toml_routes_open_their_own_and_the_runtime_configs_databases() {
 /// and the server holds no temporary file of it afterwards.
 #[test]
 fn temporary_tables_are_bounded_and_end_with_their_request() {
-    if !on_wasmtime() {
+    let Some((luge, _state_dir, _upstream)) = fresh_app() else {
         return;
-    }
-    let upstream = upstream();
-    let state_dir = tempfile::tempdir().unwrap();
-    let luge = serve_app(state_dir.path(), &upstream);
+    };
     // A deleted file the server holds open (SQLite's temporary files are).
     let deleted = || {
         std::fs::read_dir(format!("/proc/{}/fd", luge.pid()))

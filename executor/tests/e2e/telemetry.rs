@@ -11,7 +11,6 @@ use crate::common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::components::on_wasmtime;
 use common::*;
 use luge_testkit::jaeger::JaegerServer;
 use serde_json::{Value, json};

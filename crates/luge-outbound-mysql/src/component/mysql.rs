@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::{self as mysql, MysqlError};
-use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
+use luge_core::trace::{HostCall, HostSpan};
+use wasmtime::component::{Accessor, Resource};
 
-use luge_binding::{ConnectionsView, Handle, rows_answer};
+use luge_binding::{Access, ConnectionsView, Handle, QueryAnswer};
 
 luge_binding::bindings!("luge:worlds/host-mysql",
     imports: { default: trappable },
@@ -82,12 +83,14 @@ pub fn column(column: mysql::Column) -> wit::Column {
     }
 }
 
-/// The connection `connection` names and the invocation's deadline.
-fn held<T>(
-    accessor: &Accessor<T, HasMysql>,
+/// What a `mysql` operation starts with: the connection, the deadline
+/// and the span of `name`.
+fn op<T>(
+    accessor: &Access<T>,
     connection: &Resource<MysqlConnection>,
-) -> wasmtime::Result<(Arc<mysql::Connection>, Instant)> {
-    accessor.with(|mut access| access.get().held(connection))
+    name: &'static str,
+) -> wasmtime::Result<(Arc<mysql::Connection>, Instant, Option<HostSpan>)> {
+    luge_binding::operation_in(accessor, connection, HostCall::Database, "mysql", name)
 }
 
 impl wit::Host for ConnectionsView<'_> {}
@@ -103,9 +106,9 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
         accessor: &Accessor<T, Self>,
         address: String,
     ) -> wasmtime::Result<Result<Resource<MysqlConnection>, wit::Error>> {
-        let opening = accessor.with(|mut access| access.get().opening());
+        let opening = luge_binding::opening_in(accessor);
         let opened = opening.logged("mysql", crate::open(opening.caller(), &address).await);
-        accessor.with(|mut access| access.get().keep(opened, error))
+        luge_binding::keep_in(accessor, opened, error)
     }
 
     async fn query(
@@ -113,32 +116,12 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
         connection: Resource<MysqlConnection>,
         statement: String,
         params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<
-        Result<
-            (
-                Vec<wit::Column>,
-                StreamReader<Vec<wit::DbValue>>,
-                FutureReader<Result<(), wit::Error>>,
-            ),
-            wit::Error,
-        >,
-    > {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::Database, "mysql", "query")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+    ) -> wasmtime::Result<QueryAnswer<wit::Column, Vec<wit::DbValue>, wit::Error>> {
+        let (c, deadline, _span) = op(accessor, &connection, "query")?;
         let params = params.into_iter().map(param).collect();
-        let set = match c.query(&statement, params, deadline).await {
-            Ok(set) => set,
-            Err(e) => return Ok(Err(error(e))),
-        };
-        let (columns, rows) = set.map(column, value);
-        accessor.with(|mut access| {
-            let (rows, ended) = rows_answer(&mut access, rows)?;
-            Ok(Ok((columns, rows, ended)))
-        })
+        let read = c.query(&statement, params, deadline).await;
+        let read = read.map(|set| set.map(column, value)).map_err(error);
+        luge_binding::query_answer(accessor, read)
     }
 
     async fn execute(
@@ -147,12 +130,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasMysql {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<(), wit::Error>> {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::Database, "mysql", "execute")
-        });
-        let (c, deadline) = held(accessor, &connection)?;
+        let (c, deadline, _span) = op(accessor, &connection, "execute")?;
         let params = params.into_iter().map(param).collect();
         Ok(c.execute(&statement, params, deadline).await.map_err(error))
     }

@@ -12,10 +12,11 @@
 //! 3.1.1's (Luge's WIT root wit/, deps/fermyon-spin2; Apache-2.0 WITH
 //! LLVM-exception).
 
-use wasmtime::component::{ComponentType, Lift, Linker, Lower, Resource, ResourceType};
+use luge_core::trace::HostCall;
+use wasmtime::component::{ComponentType, Lift, Linker, Lower, Resource};
 
 use super::mysql::{MysqlConnection, wit};
-use luge_binding::ConnectionsView;
+use luge_binding::{ConnectionsView, linked};
 
 /// Spin 2's `row-set`: the columns, then each row's values.
 #[derive(ComponentType, Lift, Lower)]
@@ -35,74 +36,53 @@ pub fn add_to_linker<T: Send + 'static>(
     // Types only: nothing to define but the instance.
     linker.instance("fermyon:spin/rdbms-types@2.0.0")?;
     let mut mysql = linker.instance("fermyon:spin/mysql@2.0.0")?;
-    mysql.resource_async(
-        "connection",
-        ResourceType::host::<MysqlConnection>(),
-        move |mut store, rep| {
-            Box::new(async move {
-                view(store.data_mut()).close(Resource::<MysqlConnection>::new_own(rep))
-            })
-        },
-    )?;
-    mysql.func_wrap_async(
-        "[static]connection.open",
-        move |mut store, (address,): (String,)| {
-            Box::new(async move {
-                let opening = view(store.data_mut()).opening();
-                let opened = opening.logged("mysql", crate::open(opening.caller(), &address).await);
-                Ok((view(store.data_mut()).keep(opened, super::mysql::error)?,))
-            })
-        },
-    )?;
-    mysql.func_wrap_async(
-        "[method]connection.query",
-        move |mut store,
-              (connection, statement, params): (
-            Resource<MysqlConnection>,
-            String,
-            Vec<wit::ParameterValue>,
-        )| {
-            Box::new(async move {
-                let ((c, deadline), _span) = {
-                    let view = view(store.data_mut());
-                    let span = view.span(luge_core::trace::HostCall::Database, "mysql", "query");
-                    (view.held(&connection)?, span)
-                };
-                let params = params.into_iter().map(super::mysql::param).collect();
-                let answer: Result<RowSet, wit::Error> = c
-                    .query(&statement, params, deadline)
-                    .await
-                    .map(|set| {
-                        let (columns, rows) = set.map(super::mysql::column, super::mysql::value);
-                        RowSet { columns, rows }
-                    })
-                    .map_err(super::mysql::error);
-                Ok((answer,))
-            })
-        },
-    )?;
-    mysql.func_wrap_async(
-        "[method]connection.execute",
-        move |mut store,
-              (connection, statement, params): (
-            Resource<MysqlConnection>,
-            String,
-            Vec<wit::ParameterValue>,
-        )| {
-            Box::new(async move {
-                let ((c, deadline), _span) = {
-                    let view = view(store.data_mut());
-                    let span = view.span(luge_core::trace::HostCall::Database, "mysql", "execute");
-                    (view.held(&connection)?, span)
-                };
-                let params = params.into_iter().map(super::mysql::param).collect();
-                let answer: Result<(), wit::Error> = c
-                    .execute(&statement, params, deadline)
-                    .await
-                    .map_err(super::mysql::error);
-                Ok((answer,))
-            })
-        },
-    )?;
+    linked!(mysql, view, resource "connection": MysqlConnection);
+    linked!(mysql, view, "[static]connection.open", (address: String) => open);
+    linked!(mysql, view, "[method]connection.query",
+        (connection: Resource<MysqlConnection>, statement: String, params: Vec<wit::ParameterValue>)
+            => query);
+    linked!(mysql, view, "[method]connection.execute",
+        (connection: Resource<MysqlConnection>, statement: String, params: Vec<wit::ParameterValue>)
+            => execute);
     Ok(())
+}
+
+async fn open(
+    view: &mut ConnectionsView<'_>,
+    address: String,
+) -> wasmtime::Result<Result<Resource<MysqlConnection>, wit::Error>> {
+    let opening = view.opening();
+    let opened = opening.logged("mysql", crate::open(opening.caller(), &address).await);
+    view.keep(opened, super::mysql::error)
+}
+
+async fn query(
+    view: &mut ConnectionsView<'_>,
+    connection: Resource<MysqlConnection>,
+    statement: String,
+    params: Vec<wit::ParameterValue>,
+) -> wasmtime::Result<Result<RowSet, wit::Error>> {
+    let (c, deadline, _span) = view.operation(&connection, HostCall::Database, "mysql", "query")?;
+    let params = params.into_iter().map(super::mysql::param).collect();
+    Ok(c.query(&statement, params, deadline)
+        .await
+        .map(|set| {
+            let (columns, rows) = set.map(super::mysql::column, super::mysql::value);
+            RowSet { columns, rows }
+        })
+        .map_err(super::mysql::error))
+}
+
+async fn execute(
+    view: &mut ConnectionsView<'_>,
+    connection: Resource<MysqlConnection>,
+    statement: String,
+    params: Vec<wit::ParameterValue>,
+) -> wasmtime::Result<Result<(), wit::Error>> {
+    let (c, deadline, _span) =
+        view.operation(&connection, HostCall::Database, "mysql", "execute")?;
+    let params = params.into_iter().map(super::mysql::param).collect();
+    Ok(c.execute(&statement, params, deadline)
+        .await
+        .map_err(super::mysql::error))
 }

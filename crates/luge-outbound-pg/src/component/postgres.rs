@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::{self as pg, PgError};
-use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
+use luge_core::trace::{HostCall, HostSpan};
+use wasmtime::component::{Accessor, Resource};
 
-use luge_binding::{ConnectionsView, Handle, Opening, rows_answer};
+use luge_binding::{ConnectionsView, Handle, Opening, QueryAnswer};
 
 luge_binding::bindings!("luge:worlds/host-postgres",
     // Queries wait on the network: every function is async.
@@ -166,49 +167,81 @@ pub async fn execute(
         .map_err(error)
 }
 
-impl wit::Host for ConnectionsView<'_> {}
+/// One version's synchronous `connection` (`open`, `query`, `execute`,
+/// `drop`), written once for 4.2's, 3.0's and Spin 2's: `$iface` has the
+/// resource, `$types` the values, `$handle` is the guest's resource and
+/// `$wrap` makes its connection of a client's; `$param` turns a parameter
+/// (or refuses it with the guest's error), `$column` and `$value` turn
+/// what the client read.
+macro_rules! sync_connection {
+    ($iface:ident, $types:ident, $handle:ty, $wrap:expr,
+     param: $param:expr, column: $column:expr, value: $value:expr) => {
+        impl $iface::Host for ConnectionsView<'_> {}
 
-impl wit::HostConnection for ConnectionsView<'_> {
-    async fn open(
-        &mut self,
-        address: String,
-    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
-        let opened = open(self.opening(), &address, None).await;
-        self.keep(opened, error)
-    }
+        // `$param` may fail with the version's own error, as large as its
+        // WIT makes it.
+        #[allow(clippy::result_large_err)]
+        impl $iface::HostConnection for ConnectionsView<'_> {
+            async fn open(
+                &mut self,
+                address: String,
+            ) -> wasmtime::Result<Result<Resource<$handle>, $types::Error>> {
+                let opened = super::postgres::open(self.opening(), &address, None).await;
+                self.keep(opened.map($wrap), error)
+            }
 
-    async fn query(
-        &mut self,
-        connection: Resource<PgConnection>,
-        statement: String,
-        params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<Result<wit::RowSet, wit::Error>> {
-        let _span = self.span(luge_core::trace::HostCall::Database, "postgresql", "query");
-        let held = self.held(&connection)?;
-        Ok(query(held, statement, params)
-            .await
-            .map(|(columns, rows)| wit::RowSet { columns, rows }))
-    }
+            async fn query(
+                &mut self,
+                connection: Resource<$handle>,
+                statement: String,
+                params: Vec<$types::ParameterValue>,
+            ) -> wasmtime::Result<Result<$types::RowSet, $types::Error>> {
+                let (c, deadline, _span) =
+                    self.operation(&connection, DATABASE, SYSTEM, "query")?;
+                let params = match params.into_iter().map($param).collect() {
+                    Ok(params) => params,
+                    Err(e) => return Ok(Err(e)),
+                };
+                Ok(c.query(&statement, params, deadline)
+                    .await
+                    .map(|set| {
+                        let (columns, rows) = set.map($column, $value);
+                        $types::RowSet { columns, rows }
+                    })
+                    .map_err(error))
+            }
 
-    async fn execute(
-        &mut self,
-        connection: Resource<PgConnection>,
-        statement: String,
-        params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<Result<u64, wit::Error>> {
-        let _span = self.span(
-            luge_core::trace::HostCall::Database,
-            "postgresql",
-            "execute",
-        );
-        let held = self.held(&connection)?;
-        Ok(execute(held, statement, params).await)
-    }
+            async fn execute(
+                &mut self,
+                connection: Resource<$handle>,
+                statement: String,
+                params: Vec<$types::ParameterValue>,
+            ) -> wasmtime::Result<Result<u64, $types::Error>> {
+                let (c, deadline, _span) =
+                    self.operation(&connection, DATABASE, SYSTEM, "execute")?;
+                let params = match params.into_iter().map($param).collect() {
+                    Ok(params) => params,
+                    Err(e) => return Ok(Err(e)),
+                };
+                Ok(c.execute(&statement, params, deadline).await.map_err(error))
+            }
 
-    async fn drop(&mut self, connection: Resource<PgConnection>) -> wasmtime::Result<()> {
-        self.close(connection)
-    }
+            async fn drop(&mut self, connection: Resource<$handle>) -> wasmtime::Result<()> {
+                self.close(connection)
+            }
+        }
+    };
 }
+pub(super) use sync_connection;
+
+/// The family of every operation's span.
+pub(super) const DATABASE: HostCall = HostCall::Database;
+
+/// The system every span names (OpenTelemetry's `db.system.name`).
+pub(super) const SYSTEM: &str = "postgresql";
+
+sync_connection!(wit, wit, PgConnection, |c| c,
+    param: |p| Ok(param(p)), column: column, value: value);
 
 impl wit::HostConnectionBuilder for ConnectionsView<'_> {
     async fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgConnectionBuilder>> {
@@ -247,14 +280,28 @@ impl wit::HostConnectionBuilder for ConnectionsView<'_> {
     }
 }
 
+/// A connection and the invocation's deadline, as an operation holds them.
+type Held = (Arc<pg::Connection>, Instant);
+
+/// The connection `connection` names and the deadline, in the span of
+/// the operation `name`.
+fn op<T>(
+    accessor: &luge_binding::Access<T>,
+    connection: &Resource<PgConnection>,
+    name: &'static str,
+) -> wasmtime::Result<(Held, Option<HostSpan>)> {
+    let (c, deadline, span) =
+        luge_binding::operation_in(accessor, connection, DATABASE, SYSTEM, name)?;
+    Ok(((c, deadline), span))
+}
+
 impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
     async fn open_async(
         accessor: &Accessor<T, Self>,
         address: String,
     ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
-        let opening = accessor.with(|mut access| access.get().opening());
-        let opened = open(opening, &address, None).await;
-        accessor.with(|mut access| access.get().keep(opened, error))
+        let opened = open(luge_binding::opening_in(accessor), &address, None).await;
+        luge_binding::keep_in(accessor, opened, error)
     }
 
     async fn query_async(
@@ -262,30 +309,10 @@ impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
         connection: Resource<PgConnection>,
         statement: String,
         params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<
-        Result<
-            (
-                Vec<wit::Column>,
-                StreamReader<Vec<wit::DbValue>>,
-                FutureReader<Result<(), wit::Error>>,
-            ),
-            wit::Error,
-        >,
-    > {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::Database, "postgresql", "query")
-        });
-        let held = accessor.with(|mut access| access.get().held(&connection))?;
-        let (columns, rows) = match query(held, statement, params).await {
-            Ok(answer) => answer,
-            Err(e) => return Ok(Err(e)),
-        };
-        accessor.with(|mut access| {
-            let (rows, ended) = rows_answer(&mut access, rows)?;
-            Ok(Ok((columns, rows, ended)))
-        })
+    ) -> wasmtime::Result<QueryAnswer<wit::Column, Vec<wit::DbValue>, wit::Error>> {
+        let (held, _span) = op(accessor, &connection, "query")?;
+        let read = query(held, statement, params).await;
+        luge_binding::query_answer(accessor, read)
     }
 
     async fn execute_async(
@@ -294,14 +321,7 @@ impl<T> wit::HostConnectionWithStore<T> for HasPostgres {
         statement: String,
         params: Vec<wit::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, wit::Error>> {
-        let _span = accessor.with(|mut access| {
-            access.get().span(
-                luge_core::trace::HostCall::Database,
-                "postgresql",
-                "execute",
-            )
-        });
-        let held = accessor.with(|mut access| access.get().held(&connection))?;
+        let (held, _span) = op(accessor, &connection, "execute")?;
         Ok(execute(held, statement, params).await)
     }
 }
@@ -317,7 +337,7 @@ impl<T> wit::HostConnectionBuilderWithStore<T> for HasPostgres {
             Ok::<_, wasmtime::Error>((view.opening(), address))
         })?;
         let opened = open(opening, &address, None).await;
-        accessor.with(|mut access| access.get().keep(opened, error))
+        luge_binding::keep_in(accessor, opened, error)
     }
 }
 

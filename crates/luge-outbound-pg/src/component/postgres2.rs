@@ -11,7 +11,7 @@
 use crate as pg;
 use wasmtime::component::Resource;
 
-use super::postgres::{HasPostgres, PgConnection};
+use super::postgres::{DATABASE, HasPostgres, PgConnection, SYSTEM};
 use luge_binding::ConnectionsView;
 
 luge_binding::bindings!("luge:worlds/host-spin2-postgres",
@@ -59,61 +59,8 @@ fn pg_column(column: pg::Column) -> wit::Column {
     }
 }
 
-impl postgres::Host for ConnectionsView<'_> {}
-
-impl postgres::HostConnection for ConnectionsView<'_> {
-    async fn open(
-        &mut self,
-        address: String,
-    ) -> wasmtime::Result<Result<Resource<PgConnection>, wit::Error>> {
-        let opened = super::postgres::open(self.opening(), &address, None).await;
-        self.keep(opened, error)
-    }
-
-    async fn query(
-        &mut self,
-        connection: Resource<PgConnection>,
-        statement: String,
-        params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<Result<wit::RowSet, wit::Error>> {
-        let _span = self.span(luge_core::trace::HostCall::Database, "postgresql", "query");
-        let (c, deadline) = self.held(&connection)?;
-        let params = match params.into_iter().map(pg_param).collect() {
-            Ok(params) => params,
-            Err(e) => return Ok(Err(e)),
-        };
-        Ok(c.query(&statement, params, deadline)
-            .await
-            .map(|set| {
-                let (columns, rows) = set.map(pg_column, pg_value);
-                wit::RowSet { columns, rows }
-            })
-            .map_err(error))
-    }
-
-    async fn execute(
-        &mut self,
-        connection: Resource<PgConnection>,
-        statement: String,
-        params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<Result<u64, wit::Error>> {
-        let _span = self.span(
-            luge_core::trace::HostCall::Database,
-            "postgresql",
-            "execute",
-        );
-        let (c, deadline) = self.held(&connection)?;
-        let params = match params.into_iter().map(pg_param).collect() {
-            Ok(params) => params,
-            Err(e) => return Ok(Err(e)),
-        };
-        Ok(c.execute(&statement, params, deadline).await.map_err(error))
-    }
-
-    async fn drop(&mut self, connection: Resource<PgConnection>) -> wasmtime::Result<()> {
-        self.close(connection)
-    }
-}
+super::postgres::sync_connection!(postgres, wit, PgConnection, |c| c,
+    param: pg_param, column: pg_column, value: pg_value);
 
 luge_binding::add_to_linker! {
     /// Adds `fermyon:spin/postgres@2.0.0` to `linker`, over `view`.

@@ -9,6 +9,7 @@
 use crate as pg;
 use wasmtime::component::Resource;
 
+use super::postgres::{DATABASE, SYSTEM};
 use luge_binding::{ConnectionsView, Handle};
 
 luge_binding::bindings!("luge:worlds/host-postgres3",
@@ -27,6 +28,14 @@ pub use luge_binding::HasConnections as HasPostgres3;
 /// A connection of this version's guests (a type of its own, so that a
 /// 3.0 handle is never taken for a 4.2 one).
 pub struct Pg3(pg::Connection);
+
+impl std::ops::Deref for Pg3 {
+    type Target = pg::Connection;
+
+    fn deref(&self) -> &pg::Connection {
+        &self.0
+    }
+}
 
 /// An open connection, as the guest's `connection` resource holds it.
 pub type Pg3Connection = Handle<Pg3>;
@@ -85,59 +94,8 @@ fn column(column: pg::Column) -> wit::Column {
     }
 }
 
-impl wit::Host for ConnectionsView<'_> {}
-
-impl wit::HostConnection for ConnectionsView<'_> {
-    async fn open(
-        &mut self,
-        address: String,
-    ) -> wasmtime::Result<Result<Resource<Pg3Connection>, wit::Error>> {
-        let opened = super::postgres::open(self.opening(), &address, None).await;
-        self.keep(opened.map(Pg3), error)
-    }
-
-    async fn query(
-        &mut self,
-        connection: Resource<Pg3Connection>,
-        statement: String,
-        params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<Result<wit::RowSet, wit::Error>> {
-        let _span = self.span(luge_core::trace::HostCall::Database, "postgresql", "query");
-        let (c, deadline) = self.held(&connection)?;
-        let params = params.into_iter().map(param).collect();
-        Ok(c.0
-            .query(&statement, params, deadline)
-            .await
-            .map(|set| {
-                let (columns, rows) = set.map(column, value);
-                wit::RowSet { columns, rows }
-            })
-            .map_err(error))
-    }
-
-    async fn execute(
-        &mut self,
-        connection: Resource<Pg3Connection>,
-        statement: String,
-        params: Vec<wit::ParameterValue>,
-    ) -> wasmtime::Result<Result<u64, wit::Error>> {
-        let _span = self.span(
-            luge_core::trace::HostCall::Database,
-            "postgresql",
-            "execute",
-        );
-        let (c, deadline) = self.held(&connection)?;
-        let params = params.into_iter().map(param).collect();
-        Ok(c.0
-            .execute(&statement, params, deadline)
-            .await
-            .map_err(error))
-    }
-
-    async fn drop(&mut self, connection: Resource<Pg3Connection>) -> wasmtime::Result<()> {
-        self.close(connection)
-    }
-}
+super::postgres::sync_connection!(wit, wit, Pg3Connection, Pg3,
+    param: |p| Ok(param(p)), column: column, value: value);
 
 luge_binding::add_to_linker! {
     /// Adds `spin:postgres@3.0.0` to `linker`, over `view`.

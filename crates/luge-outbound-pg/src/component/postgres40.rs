@@ -18,8 +18,8 @@
 
 use wasmtime::component::{Linker, Resource, ResourceType};
 
-use super::postgres::{PgConnection, PgConnectionBuilder, error, execute, open, query, wit};
-use luge_binding::ConnectionsView;
+use super::postgres::{PgConnection, PgConnectionBuilder, wit};
+use luge_binding::{ConnectionsView, linked};
 
 /// The interfaces' names, as 4.0 and 4.1 guests import them.
 const INTERFACES: [&str; 2] = [
@@ -56,99 +56,21 @@ fn add_version<T: Send + 'static>(
             })
         },
     )?;
-    instance.func_wrap_async(
-        "[constructor]connection-builder",
-        move |mut store, (address,): (String,)| {
-            Box::new(async move {
-                let mut view = view(store.data_mut());
-                Ok((wit::HostConnectionBuilder::new(&mut view, address).await?,))
-            })
-        },
-    )?;
-    instance.func_wrap_async(
-        "[method]connection-builder.set-ca-root",
-        move |mut store, (builder, certificate): (Resource<PgConnectionBuilder>, String)| {
-            Box::new(async move {
-                let mut view = view(store.data_mut());
-                Ok((
-                    wit::HostConnectionBuilder::set_ca_root(&mut view, builder, certificate)
-                        .await?,
-                ))
-            })
-        },
-    )?;
-    instance.func_wrap_async(
-        "[method]connection-builder.build",
-        move |mut store, (builder,): (Resource<PgConnectionBuilder>,)| {
-            Box::new(async move {
-                let mut view = view(store.data_mut());
-                Ok((wit::HostConnectionBuilder::build(&mut view, builder).await?,))
-            })
-        },
-    )?;
-    instance.resource_async(
-        "connection",
-        ResourceType::host::<PgConnection>(),
-        move |mut store, rep| {
-            Box::new(
-                async move { view(store.data_mut()).close(Resource::<PgConnection>::new_own(rep)) },
-            )
-        },
-    )?;
-    instance.func_wrap_async(
-        "[static]connection.open",
-        move |mut store, (address,): (String,)| {
-            Box::new(async move {
-                let opening = view(store.data_mut()).opening();
-                let opened = open(opening, &address, None).await;
-                Ok((view(store.data_mut()).keep(opened, error)?,))
-            })
-        },
-    )?;
-    instance.func_wrap_async(
-        "[method]connection.query",
-        move |mut store,
-              (connection, statement, params): (
-            Resource<PgConnection>,
-            String,
-            Vec<wit::ParameterValue>,
-        )| {
-            Box::new(async move {
-                let (held, _span) = {
-                    let view = view(store.data_mut());
-                    let span =
-                        view.span(luge_core::trace::HostCall::Database, "postgresql", "query");
-                    (view.held(&connection)?, span)
-                };
-                let answer: Result<wit::RowSet, wit::Error> = query(held, statement, params)
-                    .await
-                    .map(|(columns, rows)| wit::RowSet { columns, rows });
-                Ok((answer,))
-            })
-        },
-    )?;
-    instance.func_wrap_async(
-        "[method]connection.execute",
-        move |mut store,
-              (connection, statement, params): (
-            Resource<PgConnection>,
-            String,
-            Vec<wit::ParameterValue>,
-        )| {
-            Box::new(async move {
-                let (held, _span) = {
-                    let view = view(store.data_mut());
-                    let span = view.span(
-                        luge_core::trace::HostCall::Database,
-                        "postgresql",
-                        "execute",
-                    );
-                    (view.held(&connection)?, span)
-                };
-                let answer: Result<u64, wit::Error> = execute(held, statement, params).await;
-                Ok((answer,))
-            })
-        },
-    )?;
+    linked!(instance, view, "[constructor]connection-builder",
+        (address: String) => wit::HostConnectionBuilder::new);
+    linked!(instance, view, "[method]connection-builder.set-ca-root",
+        (builder: Resource<PgConnectionBuilder>, certificate: String)
+            => wit::HostConnectionBuilder::set_ca_root);
+    linked!(instance, view, "[method]connection-builder.build",
+        (builder: Resource<PgConnectionBuilder>) => wit::HostConnectionBuilder::build);
+    linked!(instance, view, resource "connection": PgConnection);
+    linked!(instance, view, "[static]connection.open",
+        (address: String) => wit::HostConnection::open);
+    linked!(instance, view, "[method]connection.query",
+        (connection: Resource<PgConnection>, statement: String, params: Vec<wit::ParameterValue>)
+            => wit::HostConnection::query);
+    linked!(instance, view, "[method]connection.execute",
+        (connection: Resource<PgConnection>, statement: String, params: Vec<wit::ParameterValue>)
+            => wit::HostConnection::execute);
     Ok(())
 }

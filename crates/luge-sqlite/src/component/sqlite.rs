@@ -10,10 +10,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::SqliteError;
-use wasmtime::component::{Accessor, FutureReader, Resource, StreamReader};
+use wasmtime::component::{Accessor, Resource};
 
 use luge_binding::max_answer_bytes;
-use luge_binding::{ConnectionsView, Handle, Opening, rows_answer};
+use luge_binding::{ConnectionsView, Handle, Opening, QueryAnswer};
+
+/// The family of every SQLite operation's span.
+pub(super) const DATABASE: luge_core::trace::HostCall = luge_core::trace::HostCall::Database;
 
 luge_binding::bindings!("luge:worlds/host-sqlite",
     // SQLite blocks: every function awaits the blocking pool.
@@ -31,11 +34,57 @@ pub type SqliteConnection = Handle<crate::Connection>;
 /// The bindings' host state: the view every binding shares.
 pub use luge_binding::HasConnections as HasSqlite;
 
-/// The conversions between one version's generated `$wit` types (its
-/// error, values and rows) and this crate's, written once for Spin 4's
-/// and Spin 2's interfaces, whose types are the same.
+/// One version's synchronous binding (`$wit`'s `connection`: `open`,
+/// `execute`, `drop` and the methods in `$more`) and the conversions
+/// between its generated types (error, values, rows) and this crate's,
+/// written once for Spin 4's and Spin 2's interfaces, whose types are the
+/// same.
 macro_rules! conversions {
-    ($wit:ident) => {
+    ($wit:ident, { $($more:tt)* }) => {
+        impl $wit::Host for ConnectionsView<'_> {}
+
+        // Synchronous for the guest: each function awaits the blocking
+        // pool. `$more` are the methods of this version alone.
+        impl $wit::HostConnection for ConnectionsView<'_> {
+            async fn open(
+                &mut self,
+                database: String,
+            ) -> wasmtime::Result<Result<Resource<super::sqlite::SqliteConnection>, $wit::Error>>
+            {
+                let opened = super::sqlite::open(self.opening(), &database).await;
+                self.keep(opened, error)
+            }
+
+            async fn execute(
+                &mut self,
+                connection: Resource<super::sqlite::SqliteConnection>,
+                statement: String,
+                parameters: Vec<$wit::Value>,
+            ) -> wasmtime::Result<Result<$wit::QueryResult, $wit::Error>> {
+                let _span = self.span(super::sqlite::DATABASE, "sqlite", "execute");
+                let (connection, deadline) = self.held(&connection)?;
+                let parameters = parameters.into_iter().map(value_in).collect();
+                let max_bytes = luge_binding::max_answer_bytes(self.action);
+                Ok(connection
+                    .execute(statement, parameters, deadline, max_bytes)
+                    .await
+                    .map(|rows| $wit::QueryResult {
+                        columns: rows.columns,
+                        rows: rows.rows.into_iter().map(row_out).collect(),
+                    })
+                    .map_err(error))
+            }
+
+            $($more)*
+
+            async fn drop(
+                &mut self,
+                connection: Resource<super::sqlite::SqliteConnection>,
+            ) -> wasmtime::Result<()> {
+                self.close(connection)
+            }
+        }
+
         fn error(error: crate::SqliteError) -> $wit::Error {
             use crate::SqliteError as E;
             match error {
@@ -75,8 +124,6 @@ macro_rules! conversions {
 }
 pub(super) use conversions;
 
-conversions!(sqlite);
-
 /// Opens `label` for the action's grant: no `default` without an owner.
 pub async fn open(opening: Opening, label: &str) -> Result<crate::Connection, SqliteError> {
     let grant = &opening.action.capabilities.sqlite;
@@ -114,33 +161,7 @@ async fn execute(
         .map_err(error)
 }
 
-impl sqlite::Host for ConnectionsView<'_> {}
-
-impl sqlite::HostConnection for ConnectionsView<'_> {
-    async fn open(
-        &mut self,
-        database: String,
-    ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
-        let opened = open(self.opening(), &database).await;
-        self.keep(opened, error)
-    }
-
-    async fn execute(
-        &mut self,
-        connection: Resource<SqliteConnection>,
-        statement: String,
-        parameters: Vec<sqlite::Value>,
-    ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
-        let _span = self.span(luge_core::trace::HostCall::Database, "sqlite", "execute");
-        let held = held(self, &connection)?;
-        Ok(execute(held, statement, parameters)
-            .await
-            .map(|rows| sqlite::QueryResult {
-                columns: rows.columns,
-                rows: rows.rows.into_iter().map(row_out).collect(),
-            }))
-    }
-
+conversions!(sqlite, {
     async fn last_insert_rowid(
         &mut self,
         connection: Resource<SqliteConnection>,
@@ -151,20 +172,15 @@ impl sqlite::HostConnection for ConnectionsView<'_> {
     async fn changes(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<u64> {
         Ok(self.table.get(&connection)?.0.changes())
     }
-
-    async fn drop(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<()> {
-        self.close(connection)
-    }
-}
+});
 
 impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
     async fn open_async(
         accessor: &Accessor<T, Self>,
         database: String,
     ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
-        let opening = accessor.with(|mut access| access.get().opening());
-        let opened = open(opening, &database).await;
-        accessor.with(|mut access| access.get().keep(opened, error))
+        let opened = open(luge_binding::opening_in(accessor), &database).await;
+        luge_binding::keep_in(accessor, opened, error)
     }
 
     async fn execute_async(
@@ -172,31 +188,12 @@ impl<T> sqlite::HostConnectionWithStore<T> for HasSqlite {
         connection: Resource<SqliteConnection>,
         statement: String,
         parameters: Vec<sqlite::Value>,
-    ) -> wasmtime::Result<
-        Result<
-            (
-                Vec<String>,
-                StreamReader<sqlite::RowResult>,
-                FutureReader<Result<(), sqlite::Error>>,
-            ),
-            sqlite::Error,
-        >,
-    > {
-        let _span = accessor.with(|mut access| {
-            access
-                .get()
-                .span(luge_core::trace::HostCall::Database, "sqlite", "execute")
-        });
+    ) -> wasmtime::Result<QueryAnswer<String, sqlite::RowResult, sqlite::Error>> {
+        let _span = accessor.with(|mut access| access.get().span(DATABASE, "sqlite", "execute"));
         let held = accessor.with(|mut access| held(&access.get(), &connection))?;
-        let rows = match execute(held, statement, parameters).await {
-            Ok(rows) => rows,
-            Err(e) => return Ok(Err(e)),
-        };
-        accessor.with(|mut access| {
-            let rows_out = rows.rows.into_iter().map(row_out).collect::<Vec<_>>();
-            let (stream, ended) = rows_answer(&mut access, rows_out)?;
-            Ok(Ok((rows.columns, stream, ended)))
-        })
+        let read = execute(held, statement, parameters).await;
+        let read = read.map(|rows| (rows.columns, rows.rows.into_iter().map(row_out).collect()));
+        luge_binding::query_answer(accessor, read)
     }
 
     async fn last_insert_rowid_async(

@@ -7,8 +7,8 @@
 
 use wasmtime::component::Resource;
 
-use super::sqlite::{HasSqlite, SqliteConnection};
-use luge_binding::{ConnectionsView, max_answer_bytes};
+use super::sqlite::HasSqlite;
+use luge_binding::ConnectionsView;
 
 luge_binding::bindings!("luge:worlds/host-spin2-sqlite",
     imports: { default: async | trappable },
@@ -19,47 +19,7 @@ luge_binding::bindings!("luge:worlds/host-spin2-sqlite",
 
 use generated::fermyon::spin2_0_0::sqlite;
 
-super::sqlite::conversions!(sqlite);
-
-impl sqlite::Host for ConnectionsView<'_> {}
-
-impl sqlite::HostConnection for ConnectionsView<'_> {
-    async fn open(
-        &mut self,
-        database: String,
-    ) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
-        let opened = super::sqlite::open(self.opening(), &database).await;
-        self.keep(opened, error)
-    }
-
-    async fn execute(
-        &mut self,
-        connection: Resource<SqliteConnection>,
-        statement: String,
-        parameters: Vec<sqlite::Value>,
-    ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
-        let _span = self.span(luge_core::trace::HostCall::Database, "sqlite", "execute");
-        let (connection, deadline) = self.held(&connection)?;
-        let parameters = parameters.into_iter().map(value_in).collect();
-        Ok(connection
-            .execute(
-                statement,
-                parameters,
-                deadline,
-                max_answer_bytes(self.action),
-            )
-            .await
-            .map(|rows| sqlite::QueryResult {
-                columns: rows.columns,
-                rows: rows.rows.into_iter().map(row_out).collect(),
-            })
-            .map_err(error))
-    }
-
-    async fn drop(&mut self, connection: Resource<SqliteConnection>) -> wasmtime::Result<()> {
-        self.close(connection)
-    }
-}
+super::sqlite::conversions!(sqlite, {});
 
 luge_binding::add_to_linker! {
     /// Adds `fermyon:spin/sqlite@2.0.0` to `linker`.

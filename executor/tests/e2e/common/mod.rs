@@ -25,6 +25,12 @@ pub fn engine() -> &'static str {
     ENGINE.get_or_init(|| std::env::var("LUGE_TEST_ENGINE").unwrap_or_else(|_| "wasmtime".into()))
 }
 
+/// Whether the suite runs against Wasmtime, the one engine that serves
+/// components (Spin apps, their databases) and describes every metric.
+pub fn on_wasmtime() -> bool {
+    engine() == "wasmtime"
+}
+
 /// Example `name` through the luge-precompile binary (built with the
 /// workspace) for the engine under test.
 fn sealed_by_precompiler(name: &str) -> Vec<u8> {
@@ -375,29 +381,13 @@ impl Luge {
         } else {
             format!("{}{url}", self.base)
         };
+        let mut request = ureq::http::Request::builder().method(method).uri(&url);
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
         let response = match method {
-            "GET" | "DELETE" => {
-                let mut request = if method == "GET" {
-                    self.agent.get(&url)
-                } else {
-                    self.agent.delete(&url)
-                };
-                for (k, v) in headers {
-                    request = request.header(*k, *v);
-                }
-                request.call()
-            }
-            "POST" | "PUT" => {
-                let mut request = if method == "POST" {
-                    self.agent.post(&url)
-                } else {
-                    self.agent.put(&url)
-                };
-                for (k, v) in headers {
-                    request = request.header(*k, *v);
-                }
-                request.send(body)
-            }
+            "GET" | "DELETE" => self.agent.run(request.body(()).unwrap()),
+            "POST" | "PUT" => self.agent.run(request.body(body).unwrap()),
             other => panic!("method {other}"),
         };
         let response = response.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
