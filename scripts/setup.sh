@@ -19,6 +19,7 @@ command -v wasm-ld >/dev/null || need+=(lld)
 [ -f /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
 ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || need+=(libclang-rt-dev-wasm32)
 command -v curl >/dev/null || need+=(curl)
+command -v openssl >/dev/null || need+=(openssl)
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc)
 # libFuzzer (scripts/fuzz.sh) is C++.
@@ -93,4 +94,13 @@ if [ ! -x "$cjs/node_modules/.bin/componentize-js" ]; then
     }
     mkdir -p "$cjs"
     npm install --prefix "$cjs" --no-audit --no-fund --silent @bytecodealliance/componentize-js@0.23.0
+fi
+
+# mdBook builds the book (docs/book) in the test suite; built once from
+# crates.io into target/tools, without its `serve` and `watch` (which a
+# build does not use; about 2 minutes on 2 cores).
+mdbook="$(cd "$(dirname "$0")/.." && pwd)/target/tools/mdbook"
+if [ ! -x "$mdbook/bin/mdbook" ]; then
+    cargo install --quiet --locked --no-default-features --version 0.5.4 \
+        --root "$mdbook" mdbook
 fi

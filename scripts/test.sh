@@ -31,8 +31,12 @@ PY
 ./scripts/build-jaeger.sh
 cargo fmt --all -- --check
 # The book (docs/book) and the README: every chapter listed, every include,
-# link and repository path they name resolves.
+# link and repository path they name resolves; then mdBook builds the book
+# (target/book), failing on a chapter it cannot render. Its generated
+# references (the CLI's, the metrics') are checked against the code by
+# tests of the suite below.
 python3 scripts/check-book.py
+target/tools/mdbook/bin/mdbook build docs/book --dest-dir "$PWD/target/book"
 # The scheduler's lock-free protocols (luge-sched's `protocol` module),
 # model-checked with loom in a build of their own (`--cfg luge_loom`, its
 # own target directory so the main build stays cached). Bounded at three

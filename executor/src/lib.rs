@@ -36,6 +36,7 @@ mod assemble;
 mod auth;
 mod calls;
 pub mod cli;
+pub mod config_keys;
 pub mod dispatch;
 pub mod frontend;
 mod handler;

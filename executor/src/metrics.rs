@@ -160,6 +160,64 @@ pub struct Metrics {
     trigger_lag: Family<TriggerName, ShardedHistogram>,
 }
 
+/// The families [`Metrics`] registers, which `/metrics` describes only
+/// once they have a member: (name, type, help). The families read when
+/// scraped (`Pulled`) describe themselves every time. The book's metrics
+/// reference lists both.
+pub const REGISTERED: &[(&str, &str, &str)] = &[
+    (
+        "invocations",
+        "counter",
+        "Invocations by function and how they ended",
+    ),
+    (
+        "invocation_seconds",
+        "histogram",
+        "Time from a parsed run request to its outcome, queueing included",
+    ),
+    (
+        "queue_delay_seconds",
+        "histogram",
+        "Time from submission to the scheduler until a worker first ran the sandbox",
+    ),
+    (
+        "calls",
+        "counter",
+        "Calls between functions by caller, callee and result (a status, or why refused)",
+    ),
+    (
+        "admissions",
+        "counter",
+        "Admission decisions by tenant: admitted, or refused (full, over_share, tree)",
+    ),
+    (
+        "trigger_events",
+        "counter",
+        "Events of each trigger by what became of them (received, handled, failed, refused, dropped, skipped, redelivered)",
+    ),
+    (
+        "trigger_lag_seconds",
+        "histogram",
+        "Time from an event's arrival (a tick's due time) until its function started: admission and the scheduler's queue",
+    ),
+];
+
+/// `metric` registered in `registry` as the family `name`, with its help
+/// from [`REGISTERED`]; a handle to it.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    metric: M,
+) -> M {
+    let help = REGISTERED
+        .iter()
+        .find(|(n, ..)| *n == name)
+        .map_or("", |(_, _, help)| help);
+    debug_assert!(!help.is_empty(), "{name} is in REGISTERED");
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 /// Buckets from 50 µs to about 1.6 s, doubling: sandboxes take tens of
 /// microseconds, functions up to seconds.
 fn latency_histogram() -> ShardedHistogram {
@@ -204,53 +262,46 @@ impl Metrics {
         telemetry: Option<luge_telemetry::Telemetry>,
     ) -> Self {
         let mut registry = Registry::with_prefix("luge");
-        let invocations = Family::<OutcomeLabels, ShardedCounter>::default();
-        registry.register(
+        let invocations = registered(
+            &mut registry,
             "invocations",
-            "Invocations by function and how they ended",
-            invocations.clone(),
+            Family::<OutcomeLabels, ShardedCounter>::default(),
         );
-        let latency = Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
-            latency_histogram as fn() -> ShardedHistogram,
-        );
-        registry.register(
+        let latency = registered(
+            &mut registry,
             "invocation_seconds",
-            "Time from a parsed run request to its outcome, queueing included",
-            latency.clone(),
+            Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
+                latency_histogram as fn() -> ShardedHistogram,
+            ),
         );
-        let queue_delay = Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
-            queue_histogram as fn() -> ShardedHistogram,
-        );
-        registry.register(
+        let queue_delay = registered(
+            &mut registry,
             "queue_delay_seconds",
-            "Time from submission to the scheduler until a worker first ran the sandbox",
-            queue_delay.clone(),
+            Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
+                queue_histogram as fn() -> ShardedHistogram,
+            ),
         );
-        let calls = Family::<CallLabels, Counter>::default();
-        registry.register(
+        let calls = registered(
+            &mut registry,
             "calls",
-            "Calls between functions by caller, callee and result (a status, or why refused)",
-            calls.clone(),
+            Family::<CallLabels, Counter>::default(),
         );
-        let admissions = Family::<AdmissionLabels, ShardedCounter>::default();
-        registry.register(
+        let admissions = registered(
+            &mut registry,
             "admissions",
-            "Admission decisions by tenant: admitted, or refused (full, over_share, tree)",
-            admissions.clone(),
+            Family::<AdmissionLabels, ShardedCounter>::default(),
         );
-        let trigger_events = Family::<TriggerLabels, Counter>::default();
-        registry.register(
+        let trigger_events = registered(
+            &mut registry,
             "trigger_events",
-            "Events of each trigger by what became of them (received, handled, failed, refused, dropped, skipped, redelivered)",
-            trigger_events.clone(),
+            Family::<TriggerLabels, Counter>::default(),
         );
-        let trigger_lag = Family::<TriggerName, ShardedHistogram>::new_with_constructor(
-            latency_histogram as fn() -> ShardedHistogram,
-        );
-        registry.register(
+        let trigger_lag = registered(
+            &mut registry,
             "trigger_lag_seconds",
-            "Time from an event's arrival (a tick's due time) until its function started: admission and the scheduler's queue",
-            trigger_lag.clone(),
+            Family::<TriggerName, ShardedHistogram>::new_with_constructor(
+                latency_histogram as fn() -> ShardedHistogram,
+            ),
         );
         registry.register_collector(Box::new(Pulled {
             modules,

@@ -394,7 +394,9 @@ fn host_error(error: &HostError) -> Response {
         // A full disk is the operator's to fix and the client's to retry:
         // 507, not a server fault.
         HostError::Store(store) if store.is_storage_full() => StatusCode::INSUFFICIENT_STORAGE,
-        HostError::Store(_) | HostError::ModuleFile { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        HostError::Store(_) | HostError::ModuleFile { .. } | HostError::ModuleMissing { .. } => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
         // The admission pipeline's one mapping (luge_registry::admit).
         HostError::Admit(e) | HostError::Spec(SpecError::Admit(e)) => status_of(e.status()),
         HostError::Load(e) => status_of(luge_registry::admit::load_status(e)),

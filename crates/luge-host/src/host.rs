@@ -81,6 +81,18 @@ pub enum HostError {
     /// Metadata tried to name a module file.
     #[error("metadata: `module` is not allowed in an upload (the body is the module)")]
     ModuleInMetadata,
+    /// A configured module file does not exist: most often an app not
+    /// built yet, or built for another target than its manifest names.
+    #[error(
+        "module {path} does not exist: build it first (a Spin app: its component's `build` \
+         command, such as `cargo build --target wasm32-wasip2 --release`; if Rust says the \
+         target may not be installed, `rustup target add wasm32-wasip2`, or the target the \
+         path names)"
+    )]
+    ModuleMissing {
+        /// The file.
+        path: PathBuf,
+    },
     /// A configured module file could not be read.
     #[error("module {path}: {source}")]
     ModuleFile {
@@ -526,9 +538,14 @@ impl FunctionHost {
         wanted: Wanted<'static>,
     ) -> Result<Arc<Function>, HostError> {
         let action = self.action(spec, &name)?;
-        let bytes = std::fs::read(path).map_err(|source| HostError::ModuleFile {
-            path: path.to_owned(),
-            source,
+        let bytes = std::fs::read(path).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => HostError::ModuleMissing {
+                path: path.to_owned(),
+            },
+            _ => HostError::ModuleFile {
+                path: path.to_owned(),
+                source,
+            },
         })?;
         let module = admit::load(
             &self.registry,

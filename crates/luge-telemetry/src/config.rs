@@ -16,7 +16,7 @@ pub struct TelemetryTable {
     pub enabled: Option<bool>,
     /// The collector's OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub endpoint: Option<String>,
-    /// `grpc` or `http/protobuf` (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+    /// `grpc`, `http/protobuf` or `http/json` (`OTEL_EXPORTER_OTLP_PROTOCOL`).
     pub protocol: Option<String>,
     /// `service.name` (`OTEL_SERVICE_NAME`).
     pub service_name: Option<String>,
@@ -39,6 +39,9 @@ pub enum Protocol {
     Grpc,
     /// OTLP over HTTP with protobuf bodies (port 4318 by convention).
     HttpProtobuf,
+    /// OTLP over HTTP with JSON bodies (the specification's `http/json`),
+    /// which a collector of a few lines can read.
+    HttpJson,
 }
 
 /// How traces are sampled, as `OTEL_TRACES_SAMPLER` names them.
@@ -153,11 +156,12 @@ impl Settings {
             Some(p) => match p.trim() {
                 "grpc" => Protocol::Grpc,
                 "http/protobuf" => Protocol::HttpProtobuf,
+                "http/json" => Protocol::HttpJson,
                 _ => {
                     return Err(ConfigError::Invalid {
                         name: "OTEL_EXPORTER_OTLP_PROTOCOL",
                         value: p,
-                        expected: "grpc or http/protobuf",
+                        expected: "grpc, http/protobuf or http/json",
                     });
                 }
             },
@@ -309,7 +313,7 @@ mod tests {
         for (var, value) in [
             ("OTEL_TRACES_SAMPLER", "sometimes"),
             ("OTEL_TRACES_SAMPLER_ARG", "2"),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/xml"),
             ("OTEL_BSP_MAX_QUEUE_SIZE", "0"),
             ("OTEL_TRACES_EXPORTER", "zipkin"),
         ] {

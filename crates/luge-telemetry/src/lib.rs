@@ -334,7 +334,9 @@ impl Exporters {
                 .as_ref()
                 .map(|base| match settings.protocol {
                     Protocol::Grpc => base.clone(),
-                    Protocol::HttpProtobuf => format!("{}/v1/{path}", base.trim_end_matches('/')),
+                    Protocol::HttpProtobuf | Protocol::HttpJson => {
+                        format!("{}/v1/{path}", base.trim_end_matches('/'))
+                    }
                 })
         };
         macro_rules! build {
@@ -348,10 +350,14 @@ impl Exporters {
                         }
                         b.build()?
                     }
-                    Protocol::HttpProtobuf => {
+                    Protocol::HttpProtobuf | Protocol::HttpJson => {
+                        let wire = match settings.protocol {
+                            Protocol::HttpJson => opentelemetry_otlp::Protocol::HttpJson,
+                            _ => opentelemetry_otlp::Protocol::HttpBinary,
+                        };
                         let mut b = builder
                             .with_http()
-                            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                            .with_protocol(wire)
                             .with_timeout(timeout)
                             // Bounded by the queue's batches; no retries
                             // past the export's time limit.

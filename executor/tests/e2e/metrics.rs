@@ -285,3 +285,83 @@ fn the_dashboard_and_the_operations_guide_name_every_metric_and_no_other() {
         );
     }
 }
+
+/// The book's metrics reference (docs/book/src/ref-metrics.md) is what a
+/// server serves: each family's name, type and help as `GET /metrics`
+/// describes it, telemetry on. A family added, renamed or explained anew
+/// fails here until the book says it too; `LUGE_BLESS=1` rewrites it.
+#[test]
+fn the_books_metrics_reference_is_the_servers() {
+    if !on_wasmtime() {
+        return;
+    }
+    // Telemetry on (its records are a family), towards a port where
+    // nothing answers: nothing is exported, every family is described.
+    let otlp = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")];
+    let luge = Luge::start_with_env("serve", &[], &otlp);
+    let (status, body) = luge.request("GET", "/metrics", b"");
+    assert_eq!(status, 200);
+    let made = reference(&String::from_utf8(body).unwrap());
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/book/src/ref-metrics.md");
+    if std::env::var_os("LUGE_BLESS").is_some() {
+        std::fs::write(&path, &made).expect("the book is writable");
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == made,
+        "docs/book/src/ref-metrics.md is not what `GET /metrics` describes: rewrite it with \
+         `LUGE_BLESS=1 ./scripts/cargo-linted.sh test --workspace --all-features --test e2e -- \
+         the_books_metrics_reference` and commit it"
+    );
+}
+
+/// The book's chapter from the registered families and an exposition's
+/// `# TYPE` and `# HELP` lines, in the order the server writes them.
+fn reference(text: &str) -> String {
+    // The registered families first: `/metrics` describes them once they
+    // have a member, which this idle server's have not.
+    let mut families: Vec<(String, String, String)> = luge_executor::metrics::REGISTERED
+        .iter()
+        .map(|(name, kind, help)| {
+            (
+                format!("luge_{name}"),
+                (*kind).to_owned(),
+                (*help).to_owned(),
+            )
+        })
+        .collect();
+    for line in text.lines() {
+        let mut words = line.splitn(4, ' ');
+        let (Some("#"), Some(kind), Some(name)) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        let rest = words.next().unwrap_or("").to_owned();
+        let at = match families.iter().position(|(n, ..)| n == name) {
+            Some(at) => at,
+            None => {
+                families.push((name.to_owned(), String::new(), String::new()));
+                families.len() - 1
+            }
+        };
+        match kind {
+            "TYPE" => families[at].1 = rest,
+            "HELP" => families[at].2 = rest.replace('|', "\\|"),
+            _ => {}
+        }
+    }
+    let mut page = String::from(
+        "# Metrics reference\n\n\
+         Every family `GET /metrics` serves (OpenMetrics text, on `luge serve`'s\n\
+         port and the OpenWhisk proxy's), as a server with telemetry on describes\n\
+         it. Counters' samples end in `_total`; histograms' in `_bucket`, `_sum`\n\
+         and `_count`. Made from a running server by the test\n\
+         `metrics::the_books_metrics_reference_is_the_servers` (`LUGE_BLESS=1`\n\
+         rewrites it): do not edit it by hand.\n\n\
+         | family | type | what it says |\n|---|---|---|\n",
+    );
+    for (name, kind, help) in families {
+        page.push_str(&format!("| `{name}` | {kind} | {help} |\n"));
+    }
+    page
+}

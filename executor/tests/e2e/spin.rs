@@ -10,10 +10,6 @@ use std::path::PathBuf;
 
 use crate::common::*;
 
-fn on_wasmtime() -> bool {
-    engine() == "wasmtime"
-}
-
 /// The app's manifest, in the repository.
 pub(crate) fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../actions/spin/spin.toml")
@@ -29,6 +25,20 @@ pub(crate) fn serve_app(state: &std::path::Path, upstream: &str) -> Luge {
         &[],
         &[("SPIN_VARIABLE_UPSTREAM", upstream)],
     )
+}
+
+/// The example Spin app reaching a one-page upstream, its state in a
+/// fresh directory: the server, the directory and the upstream's origin
+/// (to start it again on the same state). `None` on an engine that serves
+/// no components.
+pub(crate) fn fresh_app() -> Option<(Luge, tempfile::TempDir, String)> {
+    if !on_wasmtime() {
+        return None;
+    }
+    let upstream = upstream();
+    let state_dir = tempfile::tempdir().unwrap();
+    let luge = serve_app(state_dir.path(), &upstream);
+    Some((luge, state_dir, upstream))
 }
 
 /// A one-page HTTP server on 127.0.0.1: its origin.
@@ -57,12 +67,9 @@ pub(crate) fn text(luge: &Luge, method: &str, path: &str, body: &[u8]) -> (u16, 
 
 #[test]
 fn a_spin_app_runs_unchanged() {
-    if !on_wasmtime() {
+    let Some((luge, state_dir, upstream)) = fresh_app() else {
         return;
-    }
-    let upstream = upstream();
-    let state_dir = tempfile::tempdir().unwrap();
-    let luge = serve_app(state_dir.path(), &upstream);
+    };
 
     // Routing below the wildcard route, and variables (a default, and one
     // given by the environment).
@@ -728,5 +735,25 @@ fn luge_up_serves_the_app_in_its_directory_as_spin_up_does() {
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
     assert!(said.contains("no Spin app at ./spin.toml"), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    // An app not built yet: one line that says to build it, and how.
+    let unbuilt = tempfile::tempdir().unwrap();
+    std::fs::write(
+        unbuilt.path().join("spin.toml"),
+        "spin_manifest_version = 2\n[application]\nname = \"unbuilt\"\n\
+         [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
+         [component.app]\nsource = \"target/wasm32-wasip2/release/app.wasm\"\n",
+    )
+    .unwrap();
+    let refused = up(unbuilt.path(), &["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.contains("app.wasm does not exist: build it first")
+            && said.contains("rustup target add wasm32-wasip2"),
+        "{said}"
+    );
     assert_eq!(said.lines().count(), 1, "{said}");
 }

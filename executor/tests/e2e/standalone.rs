@@ -909,32 +909,77 @@ fn a_socket_grant_in_upload_metadata_reaches_its_address_only() {
     }
 }
 
-/// The built-in demo's config (deploy/demo/luge.toml, what
-/// `scripts/demo.sh` serves) starts and answers each route as the demo
-/// shows it, so the demo cannot drift from what Luge serves.
+/// The built-in demo (scripts/demo.sh) runs from this build, every step
+/// doing what it shows, and its steps are the ones the book's Getting
+/// started lists: neither drifts from the other. It starts its own Redis,
+/// HTTPS server and trace collector on free loopback ports.
 #[test]
-fn the_demos_config_serves_every_route_it_shows() {
+fn the_demo_runs_every_step_the_book_lists() {
     if common::engine() != "wasmtime" {
         return;
     }
-    let _shared = common::sharing_compiles();
-    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/demo/luge.toml");
-    let luge = Luge::start("serve", &["--config", config]);
-    let text = |path: &str, body: &[u8]| {
-        let reply = luge.send("POST", path, &[], body);
-        reply.expect(200);
-        reply.text()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let work = tempfile::tempdir().unwrap();
+    // The interpreters' compiled code, shared with the suite's other tests
+    // of them (common::sharing_compiles), signed with the suite's key.
+    let cache = work.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-compiled/wasmtime");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::os::unix::fs::symlink(&shared, cache.join("modules")).unwrap();
+    let port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
     };
-    assert_eq!(text("/ping", b""), "pong\n");
-    assert_eq!(text("/echo", b"hi there"), "hi there");
-    assert!(text("/fib", br#"{"n":25}"#).contains(r#"{"fib":75025,"n":25}"#));
-    assert_eq!(text("/echo-stamp-stamp", b"hi"), "hi -> stamped -> stamped");
-    for (path, language) in [("/python", "python"), ("/javascript", "javascript")] {
-        let answer: serde_json::Value =
-            serde_json::from_str(&text(path, br#"{"name":"demo"}"#)).unwrap();
-        assert_eq!(
-            answer,
-            json!({"greeting": "Hello, demo!", "language": language})
-        );
-    }
+    let out = std::process::Command::new("bash")
+        .arg("scripts/demo.sh")
+        .current_dir(&root)
+        .env("LUGE", env!("CARGO_BIN_EXE_luge"))
+        .env("LUGE_KEY", common::TEST_KEY)
+        .env("LUGE_DEMO_EXIT", "1")
+        .env("LUGE_DEMO_ADDR", format!("127.0.0.1:{}", port()))
+        .env("LUGE_DEMO_SPIN_ADDR", format!("127.0.0.1:{}", port()))
+        .env("LUGE_DEMO_REDIS_PORT", port().to_string())
+        .env("LUGE_DEMO_TLS_PORT", port().to_string())
+        .env("LUGE_DEMO_OTLP_PORT", port().to_string())
+        .env("LUGE_DEMO_CACHE", &cache)
+        .env("LUGE_DEMO_LOGS", work.path().join("logs"))
+        .env("XDG_DATA_HOME", work.path())
+        .output()
+        .expect("bash runs the demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let logs = std::fs::read_to_string(work.path().join("logs/luge.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "the demo failed:\n{stdout}\n{}\nluge's log:\n{logs}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Its table's first column, and the book's.
+    let column = |table: &str| -> Vec<String> {
+        table
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .filter(|l| !l.starts_with("| step ") && !l.starts_with("|---"))
+            .map(|l| {
+                l.trim_start_matches("| ")
+                    .split(" |")
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .to_owned()
+            })
+            .collect()
+    };
+    let shown = column(stdout.split("== what the demo showed").nth(1).unwrap_or(""));
+    let book = std::fs::read_to_string(root.join("docs/book/src/getting-started.md")).unwrap();
+    let listed = column(book.split("What the demo shows").nth(1).unwrap_or(""));
+    assert!(shown.len() >= 20, "{stdout}");
+    assert_eq!(
+        shown, listed,
+        "the demo's steps and docs/book/src/getting-started.md's table differ"
+    );
 }
