@@ -28,6 +28,28 @@ fn read(file: &Path) -> anyhow::Result<toml::Table> {
     })
 }
 
+/// The section `name` of the runtime config file `runtime_config`, with
+/// what errors call the file (`--runtime-config-file FILE`) and the
+/// directory its paths are relative to; `None` without a file or without
+/// the section.
+fn section(
+    runtime_config: Option<&Path>,
+    name: &str,
+) -> anyhow::Result<Option<(toml::Value, String, std::path::PathBuf)>> {
+    let Some(file) = runtime_config else {
+        return Ok(None);
+    };
+    let Some(value) = read(file)?.remove(name) else {
+        return Ok(None);
+    };
+    let dir = file.parent().unwrap_or(Path::new(".")).to_owned();
+    Ok(Some((
+        value,
+        format!("--runtime-config-file {}", file.display()),
+        dir,
+    )))
+}
+
 /// The variables of the dotenv file `path`, as Spin's `env` provider reads
 /// them; a line that is not `NAME=VALUE` is named by its number, never
 /// quoted.
@@ -132,15 +154,10 @@ pub fn sqlite(
     own_dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<luge_sqlite::Databases> {
     let mut databases = luge_sqlite::Databases::new(own_dir);
-    let Some(file) = runtime_config else {
+    let Some((sections, named, dir)) = section(runtime_config, "sqlite_database")? else {
         return Ok(databases);
     };
-    let at = || format!("--runtime-config-file {}", file.display());
-    let mut table = read(file)?;
-    let Some(sections) = table.remove("sqlite_database") else {
-        return Ok(databases);
-    };
-    let dir = file.parent().unwrap_or(Path::new("."));
+    let at = || named.clone();
     let sections: std::collections::BTreeMap<String, SqliteDatabaseToml> = sections
         .try_into()
         .with_context(|| format!("{}: [sqlite_database]", at()))?;
@@ -205,14 +222,10 @@ impl KeyValueStores {
     /// The `[key_value_store.NAME]` sections of `runtime_config`.
     pub fn load(runtime_config: Option<&Path>) -> anyhow::Result<Self> {
         let mut stores = Self::default();
-        let Some(file) = runtime_config else {
+        let Some((sections, named, _)) = section(runtime_config, "key_value_store")? else {
             return Ok(stores);
         };
-        let at = || format!("--runtime-config-file {}", file.display());
-        let mut table = read(file)?;
-        let Some(sections) = table.remove("key_value_store") else {
-            return Ok(stores);
-        };
+        let at = || named.clone();
         let toml::Value::Table(sections) = sections else {
             bail!("{}: [key_value_store] holds one table per store", at());
         };
