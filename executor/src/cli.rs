@@ -637,15 +637,8 @@ mod tests {
     /// says it too.
     #[test]
     fn the_books_cli_reference_is_the_binarys() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/book/src/ref-cli.md");
-        let made = super::reference();
-        if std::env::var_os("LUGE_BLESS").is_some() {
-            std::fs::write(&path, &made).expect("the book is writable");
-        }
-        let written = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
-            written == made,
+            crate::config_keys::tests::the_book_holds("ref-cli.md", &super::reference()),
             "docs/book/src/ref-cli.md is not `luge`'s command tree: rewrite it with \
              `LUGE_BLESS=1 ./scripts/cargo-linted.sh test --workspace --all-features --lib -- \
              the_books_cli_reference` and commit it"

@@ -111,7 +111,7 @@ pub fn reference() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     /// The keys read are the struct's, and only a struct's.
     #[test]
     fn a_structs_keys_are_read() {
@@ -128,19 +128,26 @@ mod tests {
         assert!(super::keys_of::<u32>().is_empty());
     }
 
+    /// Whether the book's page `page` (under docs/book/src) is `made`,
+    /// the text the code makes of it; with `LUGE_BLESS` set, first
+    /// rewritten to it. A reference made from the code (the CLI's,
+    /// luge.toml's) is held to the book by one of these.
+    pub(crate) fn the_book_holds(page: &str, made: &str) -> bool {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/book/src")
+            .join(page);
+        if std::env::var_os("LUGE_BLESS").is_some() {
+            std::fs::write(&path, made).expect("the book is writable");
+        }
+        std::fs::read_to_string(&path).unwrap_or_default() == made
+    }
+
     /// The book's reference is the config's: a key added, renamed or
     /// explained anew fails here until the book says it too.
     #[test]
     fn the_books_config_reference_is_the_configs() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/book/src/ref-config.md");
-        let made = super::reference();
-        if std::env::var_os("LUGE_BLESS").is_some() {
-            std::fs::write(&path, &made).expect("the book is writable");
-        }
-        let written = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
-            written == made,
+            the_book_holds("ref-config.md", &super::reference()),
             "docs/book/src/ref-config.md is not luge.toml's keys: rewrite it with \
              `LUGE_BLESS=1 ./scripts/cargo-linted.sh test --workspace --all-features --lib -- \
              the_books_config_reference` and commit it"
