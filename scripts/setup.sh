@@ -4,7 +4,8 @@
 # cmake + libclang for building WAMR (the `wamr` engine feature), a C++
 # compiler for libFuzzer (scripts/fuzz.sh), redis-server for the state and
 # outbound Redis tests, PostgreSQL and MariaDB for the outbound database
-# tests, mosquitto for the MQTT trigger tests, and protoc, libseccomp and
+# tests, mosquitto for the MQTT trigger tests, nats-server for the NATS
+# JetStream trigger tests, and protoc, libseccomp and
 # libdbus for the containerd shim.
 set -euo pipefail
 for target in wasm32-wasip1 wasm32-wasip2; do
@@ -47,6 +48,10 @@ command -v busybox >/dev/null || need+=(busybox-static)
 # its client.
 command -v mosquitto >/dev/null || need+=(mosquitto)
 command -v mosquitto_pub >/dev/null || need+=(mosquitto-clients)
+# NATS JetStream triggers are tested against a real nats-server with
+# JetStream (Debian's, 2.9: it has pull consumers, NAK delays and
+# deduplication, all the trigger uses).
+command -v nats-server >/dev/null || need+=(nats-server)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -426,7 +426,7 @@ impl Inner {
                     attributes.push(KeyValue::new("faas.time", *timestamp as i64));
                 }
                 kind => {
-                    attributes.push(KeyValue::new("messaging.system", kind.trigger()));
+                    attributes.push(KeyValue::new("messaging.system", kind.system()));
                     attributes.push(KeyValue::new(
                         "messaging.destination.name",
                         kind.subject().to_owned(),

@@ -20,6 +20,15 @@ pub enum EventKind {
         /// The topic it was published on.
         topic: String,
     },
+    /// A message from a queue (a NATS JetStream stream): what a
+    /// `wasmcloud:messaging` handler takes.
+    Message {
+        /// The messaging system, as OpenTelemetry's `messaging.system`
+        /// names it (`nats`).
+        system: &'static str,
+        /// The subject it was published on.
+        subject: String,
+    },
     /// A tick of a cron schedule.
     Cron {
         /// When the tick was due, seconds since the Unix epoch.
@@ -34,7 +43,17 @@ impl EventKind {
         match self {
             Self::Redis { .. } => "redis",
             Self::Mqtt { .. } => "mqtt",
+            Self::Message { .. } => "messaging",
             Self::Cron { .. } => "cron",
+        }
+    }
+
+    /// The system it came from, as OpenTelemetry's `messaging.system`
+    /// names it (`redis`, `mqtt`, `nats`; `cron` for a tick).
+    pub fn system(&self) -> &'static str {
+        match self {
+            Self::Message { system, .. } => system,
+            other => other.trigger(),
         }
     }
 
@@ -43,6 +62,7 @@ impl EventKind {
         match self {
             Self::Redis { channel } => channel,
             Self::Mqtt { topic } => topic,
+            Self::Message { subject, .. } => subject,
             Self::Cron { .. } => "",
         }
     }
@@ -80,7 +100,7 @@ impl EventExport {
 pub const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event";
 
 /// The environment a function that takes the event on stdin gets:
-/// `LUGE_TRIGGER` (`redis`, `mqtt`, `cron`), `LUGE_EVENT_ID` (`id`, unique
+/// `LUGE_TRIGGER` (`redis`, `mqtt`, `messaging`, `cron`), `LUGE_EVENT_ID` (`id`, unique
 /// per trigger), and `LUGE_EVENT_SUBJECT` (the channel or topic) or
 /// `LUGE_EVENT_TIME` (a tick's Unix time).
 pub fn environment(event: &Event, id: u64) -> Vec<(String, String)> {

@@ -9,6 +9,7 @@ pub mod hostabi;
 pub mod jaeger;
 pub mod mariadb;
 pub mod mosquitto;
+pub mod nats;
 pub mod postgres;
 pub mod redis;
 pub mod tls;

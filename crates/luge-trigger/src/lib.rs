@@ -23,12 +23,17 @@
 //!   one that failed is redelivered by the broker (the source resumes its
 //!   session to ask for it), up to [`mqtt::MAX_ATTEMPTS`] times.
 //!
+//! - [`nats::JetStreamSource`]: one pull of a NATS JetStream stream's
+//!   durable consumer per trigger, with the same guarantees: N processes
+//!   share the consumer, a stopped one's messages are delivered again
+//!   after its AckWait.
+//!
 //! - [`streams::StreamSource`]: one consumer of a Redis stream's consumer
 //!   group per trigger: at least once, acknowledged after success, failures
 //!   retried then dead-lettered, a stopped consumer's messages taken over
 //!   by the group's others.
 //!
-//! Adding a broker (NATS, Kafka) is one module: a [`Kind`] (its name, its
+//! Adding a broker (Kafka) is one module: a [`Kind`] (its name, its
 //! settings as luge.toml and a Spin manifest write them, checked into a
 //! [`Source`]), an [`EventSource`] that connects, subscribes and offers
 //! each message to its sinks, and its row in [`KINDS`]; the hosts, the
@@ -40,6 +45,7 @@
 pub mod cron;
 mod kind;
 pub mod mqtt;
+pub mod nats;
 pub mod redis;
 pub mod streams;
 
@@ -57,7 +63,13 @@ use luge_core::event::Event;
 
 /// Every kind of trigger Luge serves: a new kind is its module and its
 /// row here.
-pub static KINDS: &[&dyn Kind] = &[&redis::Redis, &streams::Streams, &mqtt::Mqtt, &cron::Cron];
+pub static KINDS: &[&dyn Kind] = &[
+    &redis::Redis,
+    &streams::Streams,
+    &nats::JetStream,
+    &mqtt::Mqtt,
+    &cron::Cron,
+];
 
 /// The kind named `name` (Spin's trigger type), if Luge serves it.
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {
@@ -83,6 +95,11 @@ pub enum SourceError {
     /// Not an `mqtt://` address.
     #[error("{0:?} is not an mqtt://host[:port] address (Luge has no MQTT over TLS yet)")]
     MqttAddress(String),
+    /// Not a `nats://` address.
+    #[error(
+        "{0:?} is not a nats://[user:password@]host[:port] address (Luge has no NATS over TLS yet)"
+    )]
+    NatsAddress(String),
     /// Not an MQTT topic filter.
     #[error("{0:?} is not an MQTT topic filter")]
     Topic(String),

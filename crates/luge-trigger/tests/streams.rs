@@ -7,88 +7,17 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod queue;
 
-use luge_core::event::{Event, EventKind};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use luge_core::event::EventKind;
 use luge_testkit::redis::RedisServer;
 use luge_trigger::streams::{Queue, StreamSource, Streams};
-use luge_trigger::{EventSource, Handled, Handling, Kind, Sink};
-
-/// Runs each message by `run` (its payload and how many times it was
-/// handed over so far): what succeeded, by consumer, and the counts.
-struct Record {
-    run: fn(&str, usize) -> Handled,
-    succeeded: Mutex<Vec<String>>,
-    calls: Mutex<BTreeMap<String, usize>>,
-    redelivered: AtomicUsize,
-    lost: AtomicUsize,
-    /// Handlings that never end (a consumer that stopped mid-message).
-    hang: bool,
-}
-
-impl Record {
-    fn new(run: fn(&str, usize) -> Handled) -> Arc<Self> {
-        Arc::new(Self {
-            run,
-            succeeded: Mutex::new(Vec::new()),
-            calls: Mutex::new(BTreeMap::new()),
-            redelivered: AtomicUsize::new(0),
-            lost: AtomicUsize::new(0),
-            hang: false,
-        })
-    }
-
-    fn hanging() -> Arc<Self> {
-        Arc::new(Self {
-            hang: true,
-            ..Arc::into_inner(Self::new(|_, _| Handled::Succeeded)).unwrap()
-        })
-    }
-
-    fn succeeded(&self) -> Vec<String> {
-        self.succeeded.lock().unwrap().clone()
-    }
-
-    fn called(&self) -> usize {
-        self.calls.lock().unwrap().values().sum()
-    }
-}
-
-impl Sink for Record {
-    fn offer(&self, event: Event) -> Result<Handling, Event> {
-        Ok(self.queue(event))
-    }
-
-    fn queue(&self, event: Event) -> Handling {
-        assert!(matches!(event.kind, EventKind::Redis { .. }));
-        let payload = String::from_utf8(event.payload).unwrap();
-        let calls = {
-            let mut calls = self.calls.lock().unwrap();
-            let n = calls.entry(payload.clone()).or_default();
-            *n += 1;
-            *n
-        };
-        if self.hang {
-            return Box::pin(std::future::pending());
-        }
-        let outcome = (self.run)(&payload, calls);
-        if outcome == Handled::Succeeded {
-            self.succeeded.lock().unwrap().push(payload);
-        }
-        Box::pin(async move { outcome })
-    }
-
-    fn lost(&self, _event: &Event) {
-        self.lost.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn redelivered(&self) {
-        self.redelivered.fetch_add(1, Ordering::SeqCst);
-    }
-}
+use luge_trigger::{EventSource, Handled, Kind};
+use queue::{Record, numbered, until};
 
 fn queue(server: &RedisServer, stream: &str, extra: &str) -> Queue {
     let source = Streams
@@ -160,18 +89,6 @@ async fn dead(server: &RedisServer, stream: &str) -> Vec<BTreeMap<String, String
         .collect()
 }
 
-async fn until(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let started = Instant::now();
-    while !done().await {
-        assert!(started.elapsed() < within, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn numbered(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}{i}")).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
     let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
@@ -202,6 +119,14 @@ async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
     let unique: BTreeSet<_> = succeeded.iter().collect();
     assert_eq!((succeeded.len(), unique.len()), (200, 200));
     assert_eq!(record.called(), 200 + 34 + 34);
+    assert!(
+        record
+            .kinds
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|kind| matches!(kind, EventKind::Redis { channel } if channel == "jobs"))
+    );
     assert_eq!(record.redelivered.load(Ordering::SeqCst), 68);
     assert!(dead(&server, "jobs:dead").await.is_empty());
     task.abort();

@@ -212,6 +212,8 @@ pub fn well_known_port(scheme: &str) -> Option<u16> {
         "mysql" => 3306,
         "redis" => 6379,
         "mqtt" => 1883,
+        "nats" => 4222,
+        "kafka" => 9092,
         _ => return None,
     })
 }

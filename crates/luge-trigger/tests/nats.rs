@@ -1,0 +1,298 @@
+//! The NATS JetStream source against a real `nats-server -js` on a free
+//! loopback port: every message acknowledged once it succeeded, failures
+//! delivered again, a poison message dead-lettered after its attempts
+//! with the others unaffected, two processes' sources sharing the
+//! durable consumer, a stopped one's messages delivered to the others
+//! after the AckWait, an oversized message dead-lettered without its
+//! payload, and the server's `kill -9` and restart survived with nothing
+//! lost.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod queue;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use luge_core::event::EventKind;
+use luge_testkit::nats::{NatsClient, NatsServer};
+use luge_trigger::nats::{JetStream, JetStreamSource, Queue};
+use luge_trigger::{EventSource, Handled, Kind};
+use queue::{Record, numbered, until};
+
+fn queue(server: &NatsServer, stream: &str, extra: &str) -> Queue {
+    let source = JetStream
+        .configured(
+            toml::from_str(&format!(
+                "address = \"{}\"\nstream = \"{stream}\"\n{extra}",
+                server.url()
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+    source.settings::<Queue>().unwrap().clone()
+}
+
+fn client(server: &NatsServer) -> NatsClient {
+    server.client().unwrap()
+}
+
+/// The consumer's messages delivered and unacknowledged, and not yet
+/// delivered: (0, 0) once everything was handled.
+fn pending(server: &NatsServer, stream: &str, consumer: &str) -> (u64, u64) {
+    client(server)
+        .consumer_pending(stream, consumer)
+        .unwrap_or((u64::MAX, u64::MAX))
+}
+
+/// The value of header `name` in a headers block.
+fn header<'a>(headers: &'a str, name: &str) -> Option<&'a str> {
+    headers
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(": "))
+}
+
+fn spawn(source: JetStreamSource) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(Box::new(source).run())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
+    let server = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    // The stream made first, messages in it before the source starts: a
+    // new durable consumer delivers them all.
+    client(&server).create_stream("JOBS", &["jobs.>"]).unwrap();
+    let stored = client(&server)
+        .publish("jobs.early", numbered("m", 100))
+        .unwrap();
+    assert_eq!(stored, 100);
+    // Every third message fails its first run, and succeeds the next.
+    let record = Record::new(|payload, calls| {
+        let n: usize = payload[1..].parse().unwrap();
+        if n.is_multiple_of(3) && calls == 1 {
+            Handled::Failed
+        } else {
+            Handled::Succeeded
+        }
+    });
+    let task = spawn(JetStreamSource::new(
+        queue(&server, "JOBS", ""),
+        record.clone(),
+    ));
+    client(&server)
+        .publish("jobs.late", numbered("n", 100))
+        .unwrap();
+    until("all handled", Duration::from_secs(30), async || {
+        record.succeeded().len() >= 200
+    })
+    .await;
+    until("all acknowledged", Duration::from_secs(10), async || {
+        pending(&server, "JOBS", "luge") == (0, 0)
+    })
+    .await;
+    let succeeded = record.succeeded();
+    let unique: BTreeSet<_> = succeeded.iter().collect();
+    assert_eq!((succeeded.len(), unique.len()), (200, 200));
+    assert_eq!(record.called(), 200 + 34 + 34);
+    assert_eq!(record.redelivered.load(Ordering::SeqCst), 68);
+    let kinds = record.kinds.lock().unwrap().clone();
+    assert!(kinds.iter().all(|kind| matches!(
+        kind,
+        EventKind::Message { system: "nats", subject } if subject.starts_with("jobs.")
+    )));
+    assert!(kinds.contains(&EventKind::Message {
+        system: "nats",
+        subject: "jobs.late".into()
+    }));
+    assert_eq!(client(&server).stream_messages("JOBS").unwrap(), 200);
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on() {
+    let server = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    // The dead letters' own stream.
+    client(&server).create_stream("DEAD", &["dead.>"]).unwrap();
+    let record = Record::new(|payload, _| {
+        if payload == "poison" {
+            Handled::Failed
+        } else {
+            Handled::Succeeded
+        }
+    });
+    let settings = "subject = \"orders\"\nconsumer = \"billing\"\nmax_attempts = 3\n\
+                    dead_letter = \"dead.orders\"";
+    let task = spawn(JetStreamSource::new(
+        queue(&server, "ORDERS", settings),
+        record.clone(),
+    ));
+    // The source makes the stream (subject `orders`) when it is missing.
+    until("the stream made", Duration::from_secs(10), async || {
+        client(&server).stream_messages("ORDERS").is_ok()
+            && client(&server)
+                .consumer_pending("ORDERS", "billing")
+                .is_ok()
+    })
+    .await;
+    let mut payloads = numbered("ok", 10);
+    payloads.insert(5, "poison".to_owned());
+    assert_eq!(client(&server).publish("orders", &payloads).unwrap(), 11);
+    until("dead-lettered", Duration::from_secs(20), async || {
+        client(&server).stream_messages("DEAD").unwrap() == 1
+    })
+    .await;
+    let letter = client(&server).stream_message("DEAD", 1).unwrap();
+    assert_eq!(letter.subject, "dead.orders");
+    assert_eq!(letter.payload, b"poison");
+    assert_eq!(header(&letter.headers, "Luge-Reason"), Some("failed"));
+    assert_eq!(header(&letter.headers, "Luge-Attempts"), Some("3"));
+    assert_eq!(header(&letter.headers, "Luge-Stream"), Some("ORDERS"));
+    assert_eq!(header(&letter.headers, "Luge-Subject"), Some("orders"));
+    assert_eq!(record.succeeded().len(), 10);
+    assert_eq!(record.calls.lock().unwrap()["poison"], 3);
+    until("nothing pending", Duration::from_secs(5), async || {
+        pending(&server, "ORDERS", "billing") == (0, 0)
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sources_share_the_consumer_and_a_stopped_ones_messages_go_to_the_others() {
+    let server = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    let settings = "ack_wait_ms = 500";
+    // A process that takes messages and stops before finishing any.
+    let stuck = Record::hanging();
+    let a = spawn(JetStreamSource::new(
+        queue(&server, "WORK", settings),
+        stuck.clone(),
+    ));
+    until("the stream made", Duration::from_secs(10), async || {
+        client(&server).consumer_pending("WORK", "luge").is_ok()
+    })
+    .await;
+    client(&server)
+        .publish("WORK", numbered("early", 10))
+        .unwrap();
+    until("a took them", Duration::from_secs(10), async || {
+        stuck.called() == 10
+    })
+    .await;
+    a.abort();
+    // Two live ones: they share what comes, and get what `a` held once
+    // its AckWait ran out.
+    let b = Record::new(|_, _| Handled::Succeeded);
+    let c = Record::new(|_, _| Handled::Succeeded);
+    let tasks = [
+        spawn(JetStreamSource::new(
+            queue(&server, "WORK", settings),
+            b.clone(),
+        )),
+        spawn(JetStreamSource::new(
+            queue(&server, "WORK", settings),
+            c.clone(),
+        )),
+    ];
+    client(&server)
+        .publish("WORK", numbered("late", 300))
+        .unwrap();
+    until("all handled", Duration::from_secs(30), async || {
+        b.succeeded().len() + c.succeeded().len() >= 310
+    })
+    .await;
+    until("all acknowledged", Duration::from_secs(10), async || {
+        pending(&server, "WORK", "luge") == (0, 0)
+    })
+    .await;
+    let all: Vec<String> = [b.succeeded(), c.succeeded()].concat();
+    let unique: BTreeSet<&String> = all.iter().collect();
+    assert_eq!((all.len(), unique.len()), (310, 310), "each exactly once");
+    assert!(!b.succeeded().is_empty() && !c.succeeded().is_empty());
+    assert_eq!(
+        b.redelivered.load(Ordering::SeqCst) + c.redelivered.load(Ordering::SeqCst),
+        10,
+        "a's ten delivered again"
+    );
+    for task in tasks {
+        task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_is_dead_lettered_without_its_payload() {
+    let server = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    client(&server)
+        .create_stream("DEAD", &["BIG.dead"])
+        .unwrap();
+    let record = Record::new(|_, _| Handled::Succeeded);
+    let source = JetStreamSource::new(queue(&server, "BIG", ""), record.clone())
+        .with_max_message_bytes(1024);
+    let task = spawn(source);
+    until("the stream made", Duration::from_secs(10), async || {
+        client(&server).consumer_pending("BIG", "luge").is_ok()
+    })
+    .await;
+    let mut payloads = numbered("small", 6);
+    payloads.insert(2, "x".repeat(4096));
+    payloads.insert(5, "y".repeat(512 << 10));
+    assert_eq!(client(&server).publish("BIG", &payloads).unwrap(), 8);
+    until("dead-lettered", Duration::from_secs(20), async || {
+        client(&server).stream_messages("DEAD").unwrap() == 2
+    })
+    .await;
+    for sequence in [1, 2] {
+        let letter = client(&server).stream_message("DEAD", sequence).unwrap();
+        assert_eq!(
+            header(&letter.headers, "Luge-Reason"),
+            Some("over 1024 bytes")
+        );
+        assert!(letter.payload.is_empty());
+    }
+    until("the rest handled", Duration::from_secs(20), async || {
+        record.succeeded().len() == 6
+    })
+    .await;
+    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
+    until("nothing pending", Duration::from_secs(10), async || {
+        pending(&server, "BIG", "luge") == (0, 0)
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_kill_9_and_restart_lose_nothing() {
+    let mut server = NatsServer::with_password("luge", "s3cret").expect("nats-server");
+    let record = Record::new(|_, _| Handled::Succeeded);
+    // What was in flight when the server died, its acknowledgements
+    // lost, is delivered again after a second.
+    let queue = queue(&server, "JOBS", "ack_wait_ms = 1000");
+    let task = spawn(JetStreamSource::new(queue, record.clone()));
+    until("the stream made", Duration::from_secs(10), async || {
+        client(&server).consumer_pending("JOBS", "luge").is_ok()
+    })
+    .await;
+    client(&server)
+        .publish("JOBS", numbered("a", 2000))
+        .unwrap();
+    until("some handled", Duration::from_secs(20), async || {
+        !record.succeeded().is_empty()
+    })
+    .await;
+    server.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.restart().unwrap();
+    client(&server)
+        .publish("JOBS", numbered("b", 2000))
+        .unwrap();
+    until("all handled", Duration::from_secs(60), async || {
+        record.succeeded().iter().collect::<BTreeSet<_>>().len() == 4000
+    })
+    .await;
+    until("all acknowledged", Duration::from_secs(30), async || {
+        pending(&server, "JOBS", "luge") == (0, 0)
+    })
+    .await;
+    task.abort();
+}

@@ -1,0 +1,100 @@
+//! What the durable queues' tests share: a sink that records what it
+//! ran, and waiting for a condition.
+
+#![allow(dead_code)] // each test file uses its part
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use luge_core::event::{Event, EventKind};
+use luge_trigger::{Handled, Handling, Sink};
+
+/// Runs each message by `run` (its payload and how many times it was
+/// handed over so far): what succeeded, by consumer, and the counts.
+pub struct Record {
+    pub run: fn(&str, usize) -> Handled,
+    pub succeeded: Mutex<Vec<String>>,
+    pub calls: Mutex<BTreeMap<String, usize>>,
+    pub redelivered: AtomicUsize,
+    pub lost: AtomicUsize,
+    /// Each event's kind, in the order they came.
+    pub kinds: Mutex<Vec<EventKind>>,
+    /// Handlings that never end (a consumer that stopped mid-message).
+    pub hang: bool,
+}
+
+impl Record {
+    pub fn new(run: fn(&str, usize) -> Handled) -> Arc<Self> {
+        Arc::new(Self {
+            run,
+            succeeded: Mutex::new(Vec::new()),
+            calls: Mutex::new(BTreeMap::new()),
+            redelivered: AtomicUsize::new(0),
+            lost: AtomicUsize::new(0),
+            kinds: Mutex::new(Vec::new()),
+            hang: false,
+        })
+    }
+
+    pub fn hanging() -> Arc<Self> {
+        Arc::new(Self {
+            hang: true,
+            ..Arc::into_inner(Self::new(|_, _| Handled::Succeeded)).unwrap()
+        })
+    }
+
+    pub fn succeeded(&self) -> Vec<String> {
+        self.succeeded.lock().unwrap().clone()
+    }
+
+    pub fn called(&self) -> usize {
+        self.calls.lock().unwrap().values().sum()
+    }
+}
+
+impl Sink for Record {
+    fn offer(&self, event: Event) -> Result<Handling, Event> {
+        Ok(self.queue(event))
+    }
+
+    fn queue(&self, event: Event) -> Handling {
+        self.kinds.lock().unwrap().push(event.kind.clone());
+        let payload = String::from_utf8(event.payload).unwrap();
+        let calls = {
+            let mut calls = self.calls.lock().unwrap();
+            let n = calls.entry(payload.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        if self.hang {
+            return Box::pin(std::future::pending());
+        }
+        let outcome = (self.run)(&payload, calls);
+        if outcome == Handled::Succeeded {
+            self.succeeded.lock().unwrap().push(payload);
+        }
+        Box::pin(async move { outcome })
+    }
+
+    fn lost(&self, _event: &Event) {
+        self.lost.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn redelivered(&self) {
+        self.redelivered.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+pub async fn until(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !done().await {
+        assert!(started.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn numbered(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
