@@ -37,6 +37,7 @@ mod http_proxy;
 mod memory;
 mod outbound;
 mod python;
+mod queues;
 mod report;
 mod scaling;
 mod snapshots;
@@ -94,6 +95,9 @@ enum Experiment {
     Sqlite,
     Triggers,
     TriggerFlood,
+    /// Durable queues (Redis Streams, NATS JetStream) drained, on one
+    /// worker and two.
+    Queues,
     Scaling,
     Fairness,
     /// What OpenTelemetry costs: off, 1 % and 100 % sampled.
@@ -201,6 +205,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Sqlite,
             Experiment::Triggers,
             Experiment::TriggerFlood,
+            Experiment::Queues,
             Experiment::Scaling,
             Experiment::Fairness,
             Experiment::WasiP3,
@@ -228,6 +233,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Sqlite => sqlite::sqlite(&setup, window),
             Experiment::Triggers => triggers::triggers(&setup, window),
             Experiment::TriggerFlood => triggers::trigger_flood(&setup),
+            Experiment::Queues => queues::queues(&setup),
             Experiment::Scaling => scaling(
                 &setup,
                 window,

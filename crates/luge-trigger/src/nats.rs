@@ -450,7 +450,9 @@ struct Stopping(Arc<Shared>);
 
 impl Drop for Stopping {
     fn drop(&mut self) {
-        self.0.stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.0
+            .stopped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use luge_testkit::mosquitto::MosquittoServer;
+use luge_testkit::nats::NatsServer;
 use luge_testkit::redis::RedisServer;
 
 use crate::common::*;
@@ -336,6 +337,87 @@ fn a_redis_stream_is_a_durable_queue_for_a_spin_subscriber() {
         luge.get_text("/kv/last-message") == "still going"
     });
     assert_eq!(redis.command(&[b"XLEN", b"jobs:dead"]).unwrap(), 1);
+}
+
+/// 100,000 messages on a NATS JetStream stream, read by two Luge
+/// processes through one durable consumer: one process is killed with
+/// `kill -9` mid-stream (what it held goes to the other after the
+/// AckWait), then the server is killed and is away for 10 s (both
+/// reconnect), and a new process joins. Every message is acknowledged in
+/// the end (JetStream's ack floor at the last message, nothing pending),
+/// and a message is acknowledged only after its function succeeded;
+/// none was dead-lettered.
+#[test]
+fn a_jetstream_queue_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    const MESSAGES: usize = 100_000;
+    let mut nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    let mut client = nats.client().unwrap();
+    client.create_stream("JOBS", &["jobs"]).unwrap();
+    client.create_stream("DEAD", &["jobs-dead"]).unwrap();
+    let stored = client
+        .publish("jobs", (0..MESSAGES).map(|i| format!("{{\"n\":{i}}}")))
+        .unwrap();
+    assert_eq!(stored, MESSAGES);
+    let site = Site::new(
+        &["noop"],
+        &format!(
+            r#"
+[[routes]]
+path = "/noop"
+module = "noop.wasm"
+
+[[triggers]]
+function = "/noop"
+nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "JOBS", dead_letter = "jobs-dead", ack_wait_ms = 2000 }}
+max_in_flight = 16
+"#,
+            port = nats.port
+        ),
+    );
+    let trigger = "triggers[0]";
+    let a = site.start(&[]);
+    let b = site.start(&[]);
+    eventually("both processes handle messages", || {
+        events(&a, trigger, "handled") >= 1000.0 && events(&b, trigger, "handled") >= 1000.0
+    });
+    kill_9(a);
+    let handled_before = events(&b, trigger, "handled");
+    eventually("the other goes on", || {
+        events(&b, trigger, "handled") >= handled_before + 1000.0
+    });
+    nats.kill();
+    std::thread::sleep(Duration::from_secs(10));
+    nats.restart().unwrap();
+    let c = site.start(&[]);
+    let started = Instant::now();
+    let consumer = loop {
+        let info = nats
+            .client()
+            .and_then(|mut c| c.api("$JS.API.CONSUMER.INFO.JOBS.luge", serde_json::json!({})))
+            .unwrap_or_default();
+        let done = info["ack_floor"]["stream_seq"].as_u64() == Some(MESSAGES as u64)
+            && info["num_ack_pending"] == 0
+            && info["num_pending"] == 0;
+        if done {
+            break info;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "not every message acknowledged: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // What `a` held when it died was delivered again (to b or c).
+    let redelivered = events(&b, trigger, "redelivered") + events(&c, trigger, "redelivered");
+    assert!(redelivered >= 1.0, "{consumer}");
+    assert_eq!(
+        events(&b, trigger, "failed") + events(&c, trigger, "failed"),
+        0.0
+    );
+    assert_eq!(nats.client().unwrap().stream_messages("DEAD").unwrap(), 0);
 }
 
 #[test]

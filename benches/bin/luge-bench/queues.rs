@@ -1,0 +1,215 @@
+//! `queues`: how fast the durable queue triggers (Redis Streams, NATS
+//! JetStream) drain a backlog on one worker and on two, and Luge's CPU
+//! per message; Redis pub/sub with the same function as the reference.
+//!
+//! Each round fills its broker with [`MESSAGES`] messages first, then
+//! starts `luge serve` (this build, its own process) with one trigger on
+//! `noop` (a core module that does nothing, so what is measured is the
+//! trigger's path: read, admit, a fresh sandbox, acknowledge) and times
+//! it from its first handled message until the trigger has handled them
+//! all (its `/metrics`), taking the process's CPU over the same span.
+//! Pub/sub cannot hold a backlog: its round publishes the same number in
+//! pipelines of 1,000 while Luge runs, and counts what was handled (the
+//! rest dropped past the trigger's room).
+
+use std::time::{Duration, Instant};
+
+use luge_benches::wasm;
+use luge_testkit::nats::NatsServer;
+use luge_testkit::redis::RedisServer;
+
+use crate::Report;
+use crate::Setup;
+use crate::http_proxy::{LUGE_MARKER, Served, luge_serve, luge_site, start};
+
+/// Messages per round.
+const MESSAGES: u64 = 20_000;
+
+/// A value of Luge's `/metrics` (0 when absent).
+fn metric(luge: &Served, needle: &str) -> f64 {
+    let text = ureq::get(&format!("http://{}/metrics", luge.addr))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default();
+    text.lines()
+        .find(|l| l.contains(needle) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn handled(luge: &Served) -> f64 {
+    metric(
+        luge,
+        "luge_trigger_events_total{trigger=\"triggers[0]\",result=\"handled\"}",
+    )
+}
+
+/// `luge serve` of a site whose one trigger (`trigger`, luge.toml's
+/// inline table) runs `noop`, on `workers` workers.
+fn serve(
+    setup: &Setup,
+    dir: &std::path::Path,
+    trigger: &str,
+    workers: u32,
+) -> anyhow::Result<Served> {
+    std::fs::write(dir.join("noop.wasm"), wasm("noop"))?;
+    luge_site(
+        dir,
+        &format!(
+            r#"
+[[functions]]
+name = "sink"
+module = "noop.wasm"
+
+[[triggers]]
+function = "sink"
+{trigger}
+max_in_flight = 32
+"#
+        ),
+    )?;
+    let workers = workers.to_string();
+    start(
+        luge_serve(setup, dir, "state", &["--workers", &workers])?,
+        LUGE_MARKER,
+    )
+}
+
+/// What one round measured.
+struct Drained {
+    handled: f64,
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+/// Times `luge` from its first handled message until it handled `until`
+/// (or nothing more came for 2 s), its CPU over the same span.
+fn drain(luge: &Served, until: f64) -> anyhow::Result<Drained> {
+    let first = Instant::now() + Duration::from_secs(30);
+    while handled(luge) < 1.0 {
+        anyhow::ensure!(Instant::now() < first, "nothing handled in 30 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (started, cpu) = (Instant::now(), luge.cpu());
+    let (mut last, mut moved) = (0.0, Instant::now());
+    loop {
+        let now = handled(luge);
+        if now >= until || moved.elapsed() > Duration::from_secs(2) {
+            return Ok(Drained {
+                handled: now,
+                elapsed: started.elapsed(),
+                cpu: luge.cpu() - cpu,
+            });
+        }
+        if now != last {
+            (last, moved) = (now, Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn redis_streams(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
+    let redis = RedisServer::start()?;
+    let client = redis::Client::open(redis.url())?;
+    let mut connection = client.get_connection()?;
+    for chunk in 0..MESSAGES / 1000 {
+        let mut pipe = redis::pipe();
+        for i in 0..1000 {
+            pipe.cmd("XADD")
+                .arg("jobs")
+                .arg("*")
+                .arg("payload")
+                .arg(chunk * 1000 + i)
+                .ignore();
+        }
+        pipe.exec(&mut connection)?;
+    }
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "redis-streams = {{ address = \"{}\", stream = \"jobs\" }}",
+        redis.url()
+    );
+    let luge = serve(setup, dir.path(), &trigger, workers)?;
+    drain(&luge, MESSAGES as f64)
+}
+
+fn jetstream(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
+    let nats = NatsServer::start()?;
+    let mut client = nats.client()?;
+    client.create_stream("JOBS", &["jobs"])?;
+    let stored = client.publish("jobs", (0..MESSAGES).map(|i| i.to_string()))?;
+    anyhow::ensure!(stored as u64 == MESSAGES, "JetStream stored {stored}");
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "nats-jetstream = {{ address = \"{}\", stream = \"JOBS\" }}",
+        nats.url()
+    );
+    let luge = serve(setup, dir.path(), &trigger, workers)?;
+    drain(&luge, MESSAGES as f64)
+}
+
+fn pubsub(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
+    let redis = RedisServer::start()?;
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "redis = {{ address = \"{}\", channel = \"jobs\" }}",
+        redis.url()
+    );
+    let luge = serve(setup, dir.path(), &trigger, workers)?;
+    let until = Instant::now() + Duration::from_secs(10);
+    while redis.publish("jobs", b"warm-up")? == 0 {
+        anyhow::ensure!(Instant::now() < until, "Luge never subscribed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::scope(|s| {
+        let publisher = s.spawn(|| redis.publish_many("jobs", b"x", MESSAGES as usize));
+        let drained = drain(&luge, MESSAGES as f64 + 1.0);
+        publisher.join().expect("publisher")?;
+        drained
+    })
+}
+
+pub(crate) fn queues(setup: &Setup) -> anyhow::Result<Report> {
+    let mut rows = Vec::new();
+    type Round = fn(&Setup, u32) -> anyhow::Result<Drained>;
+    let brokers: [(&str, Round); 3] = [
+        ("redis-streams", redis_streams),
+        ("nats-jetstream", jetstream),
+        ("redis (pub/sub, reference)", pubsub),
+    ];
+    for (name, round) in brokers {
+        for workers in [1, 2] {
+            let r = round(setup, workers)?;
+            rows.push(vec![
+                name.to_owned(),
+                workers.to_string(),
+                format!("{:.0}", r.handled),
+                format!("{:.0}", r.handled / r.elapsed.as_secs_f64()),
+                format!(
+                    "{:.0}",
+                    luge_benches::load::cpu_us_per_request(r.cpu, r.handled as u64)
+                ),
+            ]);
+        }
+    }
+    Ok(Report {
+        name: "queues",
+        title: "Durable queues drained: Redis Streams and NATS JetStream triggers".into(),
+        columns: vec![
+            "trigger",
+            "workers",
+            "handled",
+            "handled msg/s",
+            "Luge CPU µs per message",
+        ],
+        rows,
+        x_desc: "",
+        y_desc: "",
+        series: Vec::new(),
+        notes: format!(
+            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {MESSAGES} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round publishes {MESSAGES} messages in pipelines of 1,000 while Luge runs and counts what it handled (the rest dropped past the trigger's room). CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores."
+        ),
+    })
+}
