@@ -69,6 +69,7 @@ fn every_experiment_writes_its_results() {
         ("sqlite", false),
         ("triggers", false),
         ("trigger-flood", false),
+        ("queues", false),
         ("telemetry", true),
     ] {
         let dir = out.path().join(experiment);

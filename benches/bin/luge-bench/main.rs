@@ -233,7 +233,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Sqlite => sqlite::sqlite(&setup, window),
             Experiment::Triggers => triggers::triggers(&setup, window),
             Experiment::TriggerFlood => triggers::trigger_flood(&setup),
-            Experiment::Queues => queues::queues(&setup),
+            Experiment::Queues => queues::queues(&setup, rounds as u64 * 2000),
             Experiment::Scaling => scaling(
                 &setup,
                 window,

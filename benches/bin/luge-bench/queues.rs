@@ -2,7 +2,8 @@
 //! JetStream) drain a backlog on one worker and on two, and Luge's CPU
 //! per message; Redis pub/sub with the same function as the reference.
 //!
-//! Each round fills its broker with [`MESSAGES`] messages first, then
+//! Each round fills its broker with its messages (2,000 per `--rounds`:
+//! 20,000 by default) first, then
 //! starts `luge serve` (this build, its own process) with one trigger on
 //! `noop` (a core module that does nothing, so what is measured is the
 //! trigger's path: read, admit, a fresh sandbox, acknowledge) and times
@@ -21,9 +22,6 @@ use luge_testkit::redis::RedisServer;
 use crate::Report;
 use crate::Setup;
 use crate::http_proxy::{LUGE_MARKER, Served, luge_serve, luge_site, start};
-
-/// Messages per round.
-const MESSAGES: u64 = 20_000;
 
 /// A value of Luge's `/metrics` (0 when absent).
 fn metric(luge: &Served, needle: &str) -> f64 {
@@ -110,11 +108,11 @@ fn drain(luge: &Served, until: f64) -> anyhow::Result<Drained> {
     }
 }
 
-fn redis_streams(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
+fn redis_streams(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained> {
     let redis = RedisServer::start()?;
     let client = redis::Client::open(redis.url())?;
     let mut connection = client.get_connection()?;
-    for chunk in 0..MESSAGES / 1000 {
+    for chunk in 0..messages.div_ceil(1000) {
         let mut pipe = redis::pipe();
         for i in 0..1000 {
             pipe.cmd("XADD")
@@ -132,25 +130,25 @@ fn redis_streams(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
         redis.url()
     );
     let luge = serve(setup, dir.path(), &trigger, workers)?;
-    drain(&luge, MESSAGES as f64)
+    drain(&luge, messages as f64)
 }
 
-fn jetstream(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
+fn jetstream(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained> {
     let nats = NatsServer::start()?;
     let mut client = nats.client()?;
     client.create_stream("JOBS", &["jobs"])?;
-    let stored = client.publish("jobs", (0..MESSAGES).map(|i| i.to_string()))?;
-    anyhow::ensure!(stored as u64 == MESSAGES, "JetStream stored {stored}");
+    let stored = client.publish("jobs", (0..messages).map(|i| i.to_string()))?;
+    anyhow::ensure!(stored as u64 == messages, "JetStream stored {stored}");
     let dir = tempfile::tempdir()?;
     let trigger = format!(
         "nats-jetstream = {{ address = \"{}\", stream = \"JOBS\" }}",
         nats.url()
     );
     let luge = serve(setup, dir.path(), &trigger, workers)?;
-    drain(&luge, MESSAGES as f64)
+    drain(&luge, messages as f64)
 }
 
-fn pubsub(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
+fn pubsub(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained> {
     let redis = RedisServer::start()?;
     let dir = tempfile::tempdir()?;
     let trigger = format!(
@@ -164,16 +162,16 @@ fn pubsub(setup: &Setup, workers: u32) -> anyhow::Result<Drained> {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::scope(|s| {
-        let publisher = s.spawn(|| redis.publish_many("jobs", b"x", MESSAGES as usize));
-        let drained = drain(&luge, MESSAGES as f64 + 1.0);
+        let publisher = s.spawn(|| redis.publish_many("jobs", b"x", messages as usize));
+        let drained = drain(&luge, messages as f64 + 1.0);
         publisher.join().expect("publisher")?;
         drained
     })
 }
 
-pub(crate) fn queues(setup: &Setup) -> anyhow::Result<Report> {
+pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
     let mut rows = Vec::new();
-    type Round = fn(&Setup, u32) -> anyhow::Result<Drained>;
+    type Round = fn(&Setup, u32, u64) -> anyhow::Result<Drained>;
     let brokers: [(&str, Round); 3] = [
         ("redis-streams", redis_streams),
         ("nats-jetstream", jetstream),
@@ -181,7 +179,7 @@ pub(crate) fn queues(setup: &Setup) -> anyhow::Result<Report> {
     ];
     for (name, round) in brokers {
         for workers in [1, 2] {
-            let r = round(setup, workers)?;
+            let r = round(setup, workers, messages)?;
             rows.push(vec![
                 name.to_owned(),
                 workers.to_string(),
@@ -209,7 +207,7 @@ pub(crate) fn queues(setup: &Setup) -> anyhow::Result<Report> {
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {MESSAGES} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round publishes {MESSAGES} messages in pipelines of 1,000 while Luge runs and counts what it handled (the rest dropped past the trigger's room). CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores."
+            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {messages} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round publishes {messages} messages in pipelines of 1,000 while Luge runs and counts what it handled (the rest dropped past the trigger's room). CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores."
         ),
     })
 }

@@ -992,7 +992,7 @@ command = "cargo build"
             (
                 "[[trigger.http]]\nroute = \"/exact\"",
                 "[[trigger.sqs]]\nroute = \"/exact\"",
-                "http, redis, redis-streams, mqtt and cron triggers",
+                "http, redis, redis-streams, nats-jetstream, mqtt and cron triggers",
             ),
             (
                 "key_value_stores = [\"default\", \"cart\"]",

@@ -23,13 +23,17 @@
 //! Reads are bounded: at most [`PREFETCH`] messages pulled and not yet
 //! acknowledged per trigger, at most [`BATCH`] per pull, each at most
 //! [`MAX_MESSAGE_BYTES`]; a larger one is dead-lettered without its
-//! payload, with the reason, and the rest go on. The server's address is
-//! the one checked against the grants: servers a NATS server advertises
-//! are ignored.
+//! payload, with the reason, and the rest go on. The client talks to the
+//! server through a relay ([`guard`]) that bounds what the server may
+//! send: a line, and a message, which past the bound reaches the client
+//! without its body. The server's address is the one checked against the
+//! grants: servers a NATS server advertises are ignored.
 //!
 //! The stream is created when missing (file storage, its subject the
 //! trigger's `subject` or else the stream's name), so that a new app's
 //! queue works at once; an existing stream is used as it is.
+
+pub mod guard;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,6 +66,12 @@ pub const MIN_ACK_WAIT: Duration = Duration::from_millis(200);
 
 /// Messages one pull asks for, at most.
 pub const BATCH: usize = 16;
+
+/// What a message's headers may add to its payload before the relay
+/// passes it on without its body ([`guard`]): a message with a payload a
+/// little over the bound still reaches the source whole, which
+/// dead-letters it by the same rule.
+const HEADERS_ROOM: usize = 64 << 10;
 
 /// How long a pull waits at the server for messages before it is asked
 /// again.
@@ -139,14 +149,6 @@ impl Address {
         Self {
             host: ip.to_string(),
             ..self.clone()
-        }
-    }
-
-    /// `host:port` as the client connects to it.
-    fn server(&self) -> String {
-        match self.host.parse::<std::net::Ipv6Addr>() {
-            Ok(ip) => format!("nats://[{ip}]:{}", self.port),
-            Err(_) => format!("nats://{}:{}", self.host, self.port),
         }
     }
 
@@ -422,6 +424,8 @@ enum Stopped {
     Connect(#[from] async_nats::ConnectError),
     #[error("connecting timed out")]
     ConnectTimeout,
+    #[error("resolving or relaying to the server: {0}")]
+    Relay(std::io::Error),
     #[error("the stream: {0}")]
     Stream(String),
     #[error("the consumer: {0}")]
@@ -491,9 +495,16 @@ impl JetStreamSource {
     /// until something fails: why.
     async fn serve(&self) -> Stopped {
         let queue = &self.shared.queue;
+        let guard = match self.relay().await {
+            Ok(guard) => guard,
+            Err(e) => return Stopped::Relay(e),
+        };
         let connected = tokio::time::timeout(
             CONNECT_TIMEOUT,
-            queue.address.options().connect(queue.address.server()),
+            queue
+                .address
+                .options()
+                .connect(format!("nats://{}", guard.local)),
         )
         .await;
         let client = match connected {
@@ -536,6 +547,22 @@ impl JetStreamSource {
                 }
             }
         }
+    }
+
+    /// A relay to the server ([`guard`]), its name resolved (a pinned
+    /// source's is an address already).
+    async fn relay(&self) -> std::io::Result<guard::Guard> {
+        let address = &self.shared.queue.address;
+        let server = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio::net::lookup_host((address.host.as_str(), address.port)),
+        )
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??
+        .next()
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+        let bound = self.shared.max_message_bytes.saturating_add(HEADERS_ROOM);
+        guard::relay(server, bound, CONNECT_TIMEOUT).await
     }
 
     /// The stream's durable consumer, the stream made when missing.
@@ -630,7 +657,11 @@ async fn handle(
         },
         payload,
     };
-    if message.payload.len() > shared.max_message_bytes {
+    let cut = message
+        .headers
+        .as_ref()
+        .is_some_and(|headers| headers.get(guard::OVERSIZED).is_some());
+    if cut || message.payload.len() > shared.max_message_bytes {
         let reason = format!("over {} bytes", shared.max_message_bytes);
         dead_letter(queue, context, message, false, &reason, attempts).await?;
         shared.sink.lost(&event(Vec::new()));
@@ -807,7 +838,7 @@ stream = "JOBS""#,
         let at = Address::parse("nats://alice:s3cret@h")
             .unwrap()
             .at("127.0.0.1".parse().unwrap());
-        assert_eq!(at.server(), "nats://127.0.0.1:4222");
+        assert_eq!((at.host.as_str(), at.port), ("127.0.0.1", 4222));
         assert!(at.credentials != Credentials::None);
     }
 

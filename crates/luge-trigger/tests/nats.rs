@@ -296,3 +296,68 @@ async fn the_servers_kill_9_and_restart_lose_nothing() {
     .await;
     task.abort();
 }
+
+/// A hostile server: it advertises another server in its `INFO`
+/// (`connect_urls`), answers the handshake, then ends each connection,
+/// so that the client reconnects. The source only ever comes back to the
+/// server it was given (the grant names that one): never to the one
+/// advertised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_a_server_advertises_are_never_dialled() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::AtomicUsize;
+    let advertised = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = advertised.local_addr().unwrap();
+    advertised.set_nonblocking(true).unwrap();
+    let hostile = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = hostile.local_addr().unwrap().port();
+    let handshakes = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&handshakes);
+    std::thread::spawn(move || {
+        for connection in hostile.incoming() {
+            let Ok(mut connection) = connection else {
+                return;
+            };
+            let info = format!(
+                "INFO {{\"server_id\":\"x\",\"version\":\"2.9.10\",\"proto\":1,\"headers\":true,\
+                 \"max_payload\":1048576,\"jetstream\":true,\"connect_urls\":[\"{other}\"]}}\r\n"
+            );
+            let _ = connection.write_all(info.as_bytes());
+            let mut reader = BufReader::new(connection.try_clone().unwrap());
+            let mut line = String::new();
+            // CONNECT, then PING: answered, then the connection ends.
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line.starts_with("PING") {
+                    let _ = connection.write_all(b"PONG\r\n");
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    break;
+                }
+                line.clear();
+            }
+        }
+    });
+    let source = JetStream
+        .configured(
+            toml::from_str(&format!(
+                "address = \"nats://127.0.0.1:{port}\"\nstream = \"JOBS\""
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+    let queue = source.settings::<Queue>().unwrap().clone();
+    let task = spawn(JetStreamSource::new(
+        queue,
+        Record::new(|_, _| Handled::Succeeded),
+    ));
+    until(
+        "the source came back",
+        Duration::from_secs(20),
+        async || handshakes.load(Ordering::SeqCst) >= 3,
+    )
+    .await;
+    assert!(
+        advertised.accept().is_err(),
+        "the advertised server was dialled"
+    );
+    task.abort();
+}
