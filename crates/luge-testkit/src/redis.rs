@@ -84,6 +84,52 @@ impl RedisServer {
         Ok(server)
     }
 
+    /// Starts one on a free port that keeps its data across a `kill -9`:
+    /// an append-only file in a directory of its own, each write synced
+    /// before it is answered.
+    pub fn durable() -> Result<Self, RedisError> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(RedisError::Port)?
+            .port();
+        let files = tempfile::tempdir().map_err(RedisError::Port)?;
+        let mut server = Self::spawn(port, &Self::durable_args(files.path()))?;
+        server._files = Some(files);
+        Ok(server)
+    }
+
+    fn durable_args(dir: &std::path::Path) -> Vec<&str> {
+        let dir = dir.to_str().unwrap_or(".");
+        vec![
+            "--dir",
+            dir,
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ]
+    }
+
+    /// `kill -9` of the server.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a [`RedisServer::durable`] one again on its port, over its
+    /// data (after [`RedisServer::kill`]).
+    pub fn restart(&mut self) -> Result<(), RedisError> {
+        self.kill();
+        let dir = self
+            ._files
+            .as_ref()
+            .map(|f| f.path().to_path_buf())
+            .ok_or(RedisError::NotListening(self.port))?;
+        let mut again = Self::spawn(self.port, &Self::durable_args(&dir))?;
+        std::mem::swap(&mut self.child, &mut again.child);
+        Ok(())
+    }
+
     /// Starts one on `port` (again, after one was stopped there); waits up
     /// to 10 s for it to accept connections.
     pub fn on(port: u16) -> Result<Self, RedisError> {

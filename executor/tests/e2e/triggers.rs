@@ -339,28 +339,142 @@ fn a_redis_stream_is_a_durable_queue_for_a_spin_subscriber() {
     assert_eq!(redis.command(&[b"XLEN", b"jobs:dead"]).unwrap(), 1);
 }
 
-/// 100,000 messages on a NATS JetStream stream, read by two Luge
-/// processes through one durable consumer: one process is killed with
-/// `kill -9` mid-stream (what it held goes to the other after the
-/// AckWait), then the server is killed and is away for 10 s (both
-/// reconnect), and a new process joins. Every message is acknowledged in
-/// the end (JetStream's ack floor at the last message, nothing pending),
-/// and a message is acknowledged only after its function succeeded;
-/// none was dead-lettered.
-#[test]
-fn a_jetstream_queue_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
-    if engine() != "wasmtime" {
-        return;
+/// A durable queue's server for [`a_queue_loses_nothing`]: the stream
+/// `jobs` filled, the trigger reading it, and what is left to acknowledge.
+enum QueueServer {
+    Nats(NatsServer),
+    Redis(RedisServer),
+}
+
+impl QueueServer {
+    /// Fills the stream with `n` messages, each stored before the test
+    /// goes on, and makes its dead-letter place.
+    fn fill(&mut self, n: usize) {
+        let payloads = (0..n).map(|i| format!("{{\"n\":{i}}}"));
+        match self {
+            Self::Nats(nats) => {
+                let mut client = nats.client().unwrap();
+                client.create_stream("JOBS", &["jobs"]).unwrap();
+                client.create_stream("DEAD", &["jobs-dead"]).unwrap();
+                assert_eq!(client.publish("jobs", payloads).unwrap(), n);
+            }
+            Self::Redis(redis) => {
+                let mut connection = redis::Client::open(redis.url())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let payloads: Vec<String> = payloads.collect();
+                for chunk in payloads.chunks(1000) {
+                    let mut pipe = redis::pipe();
+                    for payload in chunk {
+                        pipe.cmd("XADD")
+                            .arg("jobs")
+                            .arg("*")
+                            .arg("payload")
+                            .arg(payload)
+                            .ignore();
+                    }
+                    pipe.exec(&mut connection).unwrap();
+                }
+            }
+        }
     }
+
+    /// The trigger's luge.toml key and table.
+    fn trigger(&self) -> String {
+        match self {
+            Self::Nats(nats) => format!(
+                "nats-jetstream = {{ address = \"nats://127.0.0.1:{}\", stream = \"JOBS\", \
+                 dead_letter = \"jobs-dead\", ack_wait_ms = 2000 }}",
+                nats.port
+            ),
+            Self::Redis(redis) => format!(
+                "redis-streams = {{ address = \"redis://127.0.0.1:{}\", stream = \"jobs\", \
+                 dead_letter = \"jobs-dead\", claim_idle_ms = 2000 }}",
+                redis.port
+            ),
+        }
+    }
+
+    fn kill(&mut self) {
+        match self {
+            Self::Nats(nats) => nats.kill(),
+            Self::Redis(redis) => redis.kill(),
+        }
+    }
+
+    fn restart(&mut self) {
+        match self {
+            Self::Nats(nats) => nats.restart().unwrap(),
+            Self::Redis(redis) => redis.restart().unwrap(),
+        }
+    }
+
+    /// Whether every one of `n` messages was acknowledged, and what the
+    /// server says of its reader.
+    fn all_acknowledged(&self, n: usize) -> (bool, String) {
+        match self {
+            Self::Nats(nats) => {
+                let info = nats
+                    .client()
+                    .and_then(|mut c| {
+                        c.api("$JS.API.CONSUMER.INFO.JOBS.luge", serde_json::json!({}))
+                    })
+                    .unwrap_or_default();
+                let done = info["ack_floor"]["stream_seq"].as_u64() == Some(n as u64)
+                    && info["num_ack_pending"] == 0
+                    && info["num_pending"] == 0;
+                (done, info.to_string())
+            }
+            Self::Redis(redis) => {
+                let groups: Result<redis::Value, _> = redis::Client::open(redis.url())
+                    .and_then(|c| c.get_connection())
+                    .and_then(|mut c| redis::cmd("XINFO").arg("GROUPS").arg("jobs").query(&mut c));
+                // [[name, luge, consumers, N, pending, N, ..., lag, N]]
+                let field = |name: &str| -> Option<i64> {
+                    let redis::Value::Array(groups) = groups.as_ref().ok()? else {
+                        return None;
+                    };
+                    let redis::Value::Array(fields) = groups.first()? else {
+                        return None;
+                    };
+                    fields.chunks(2).find_map(|pair| match pair {
+                        [redis::Value::BulkString(key), redis::Value::Int(value)]
+                            if key == name.as_bytes() =>
+                        {
+                            Some(*value)
+                        }
+                        _ => None,
+                    })
+                };
+                let (pending, lag) = (field("pending"), field("lag"));
+                (
+                    pending == Some(0) && lag == Some(0),
+                    format!("pending {pending:?}, lag {lag:?}"),
+                )
+            }
+        }
+    }
+
+    /// Messages dead-lettered.
+    fn dead(&self) -> u64 {
+        match self {
+            Self::Nats(nats) => nats.client().unwrap().stream_messages("DEAD").unwrap(),
+            Self::Redis(redis) => redis.command(&[b"XLEN", b"jobs-dead"]).unwrap() as u64,
+        }
+    }
+}
+
+/// 100,000 messages on a durable queue, read by two Luge processes with
+/// the same trigger: one process is killed with `kill -9` mid-stream
+/// (what it held goes to the other after the trigger's lease), then the
+/// server is killed and is away for 10 s (both reconnect), and a new
+/// process joins. Every message is acknowledged in the end (nothing
+/// pending or unread), a message is acknowledged only after its function
+/// succeeded, and none was dead-lettered.
+fn a_queue_loses_nothing(mut server: QueueServer) {
     const MESSAGES: usize = 100_000;
-    let mut nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
-    let mut client = nats.client().unwrap();
-    client.create_stream("JOBS", &["jobs"]).unwrap();
-    client.create_stream("DEAD", &["jobs-dead"]).unwrap();
-    let stored = client
-        .publish("jobs", (0..MESSAGES).map(|i| format!("{{\"n\":{i}}}")))
-        .unwrap();
-    assert_eq!(stored, MESSAGES);
+    server.fill(MESSAGES);
     let site = Site::new(
         &["noop"],
         &format!(
@@ -371,10 +485,10 @@ module = "noop.wasm"
 
 [[triggers]]
 function = "/noop"
-nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "JOBS", dead_letter = "jobs-dead", ack_wait_ms = 2000 }}
+{}
 max_in_flight = 16
 "#,
-            port = nats.port
+            server.trigger()
         ),
     );
     let trigger = "triggers[0]";
@@ -388,36 +502,48 @@ max_in_flight = 16
     eventually("the other goes on", || {
         events(&b, trigger, "handled") >= handled_before + 1000.0
     });
-    nats.kill();
+    server.kill();
     std::thread::sleep(Duration::from_secs(10));
-    nats.restart().unwrap();
+    server.restart();
     let c = site.start(&[]);
     let started = Instant::now();
-    let consumer = loop {
-        let info = nats
-            .client()
-            .and_then(|mut c| c.api("$JS.API.CONSUMER.INFO.JOBS.luge", serde_json::json!({})))
-            .unwrap_or_default();
-        let done = info["ack_floor"]["stream_seq"].as_u64() == Some(MESSAGES as u64)
-            && info["num_ack_pending"] == 0
-            && info["num_pending"] == 0;
+    loop {
+        let (done, said) = server.all_acknowledged(MESSAGES);
         if done {
-            break info;
+            break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(300),
-            "not every message acknowledged: {info}"
+            "not every message acknowledged: {said}"
         );
         std::thread::sleep(Duration::from_millis(500));
-    };
+    }
     // What `a` held when it died was delivered again (to b or c).
     let redelivered = events(&b, trigger, "redelivered") + events(&c, trigger, "redelivered");
-    assert!(redelivered >= 1.0, "{consumer}");
+    assert!(redelivered >= 1.0);
     assert_eq!(
         events(&b, trigger, "failed") + events(&c, trigger, "failed"),
         0.0
     );
-    assert_eq!(nats.client().unwrap().stream_messages("DEAD").unwrap(), 0);
+    assert_eq!(server.dead(), 0);
+}
+
+#[test]
+fn a_jetstream_queue_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    a_queue_loses_nothing(QueueServer::Nats(nats));
+}
+
+#[test]
+fn a_redis_stream_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let redis = RedisServer::durable().expect("redis-server (./scripts/setup.sh)");
+    a_queue_loses_nothing(QueueServer::Redis(redis));
 }
 
 #[test]
