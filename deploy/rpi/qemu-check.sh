@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Runs the aarch64 build under qemu-user: the x86 `luge-precompile` makes an
 # artifact for aarch64, the aarch64 `luge` loads it at /init and runs it.
-# Also checks that the benches compile for aarch64. Used by CI.
+# Also checks that the benches compile for aarch64 (unless BENCHES=0, as
+# CI runs it). Used by CI.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-gnu
 # Both engines in one build: Wasmtime (native code precompiled on x86) and
 # WAMR (the interpreter, for the smallest boards).
 export ENGINES=wasmtime,wamr
-# The benches compile for aarch64 too (in the same build; `cargo bench
-# --target ...` on the Pi side for figures). The profile is the dev one
-# with unoptimized dependencies (Cargo.toml, `cross-check`): this check
-# builds everything once and runs it for seconds.
+# BENCHES=1 compiles the benches for aarch64 too, in the same build
+# (`cargo bench --target ...` on the Pi side for figures); CI leaves them
+# out (BENCHES=0 in .ci/run: they hold no aarch64-specific code, build on
+# x86 in the suite, and cost CI minutes it has few of). The profile is the
+# dev one with unoptimized dependencies (Cargo.toml, `cross-check`): this
+# check builds everything once and runs it for seconds.
 profile=${PROFILE:-cross-check}
-PROFILE=$profile BENCHES=1 deploy/rpi/build.sh
+PROFILE=$profile BENCHES=${BENCHES:-1} deploy/rpi/build.sh
 dir=target/$target/$([ "$profile" = dev ] && echo debug || echo "$profile")
 if ! command -v qemu-aarch64 >/dev/null; then
     sudo=""
