@@ -43,6 +43,8 @@ cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_app.wasm" "$out/sp
 for component in subscriber mqtt cron; do
     cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_$component.wasm" "$out/spin-$component.wasm"
 done
+# A wasmCloud messaging component (wasmcloud:messaging@0.2.0's handler).
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge_messaging.wasm" "$out/messaging.wasm"
 # A command on spin:postgres@3.0.0 (older SDKs' interface).
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-pg3.wasm" "$out/spin-pg3.wasm"
 # A command recording its own spans through wasi:otel.

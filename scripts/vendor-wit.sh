@@ -28,7 +28,9 @@
 #   deps/spin-postgres41, spin:postgres@4.1.0 from spinframework/spin's
 #   wit/ at 94a8fc8 (no spin-sdk ships it), and deps/PACKAGE-2023-11-10,
 #   WASI's 0.2.0-rc-2023-11-10 candidate from the same wit/ (Wasmtime
-#   15.0.1's; kept as they are here).
+#   15.0.1's; kept as they are here), and deps/wasmcloud-messaging,
+#   wasmcloud:messaging@0.2.0 written out from wasmCloud's published
+#   signatures.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-refresh}"
@@ -167,7 +169,7 @@ for package in cli clocks filesystem http io random sockets; do
 done
 
 # Vendored by hand (see above): kept as they are.
-for package in spin-cron spin-mqtt-trigger spin-postgres41 \
+for package in spin-cron spin-mqtt-trigger spin-postgres41 wasmcloud-messaging \
     cli-2023-11-10 clocks-2023-11-10 filesystem-2023-11-10 http-2023-11-10 \
     io-2023-11-10 random-2023-11-10 sockets-2023-11-10; do
     cp -r "$root/wit/deps/$package" "$work/deps/$package"

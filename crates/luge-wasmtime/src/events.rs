@@ -6,14 +6,17 @@
 //! of `fermyon:spin-cron@2.0.0` (spin-trigger-cron's
 //! `#[cron_component]`); an MQTT component exports `handle-message` of
 //! `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's `#[mqtt_component]`, an
-//! `async func`). Each runs as every component does: a fresh
+//! `async func`); a wasmCloud messaging component exports
+//! `wasmcloud:messaging/handler@0.2.0`'s `handle-message` (a broker
+//! message: its subject and body). Each runs as every component does: a fresh
 //! instance per event from the pre-instantiated component, under the
 //! invocation's limits, schedule and grants ([`crate::component`]); an
 //! `async func` export is called inside the store's event loop
 //! (`run_concurrent`), where a 0.3 guest's tasks progress, the others
 //! directly. The handler's `error` result ends the sandbox
 //! as exit status 1 with the error on its stderr. The WIT is Luge's root,
-//! wit/ (worlds `redis-trigger`, `mqtt-trigger` and `cron-trigger`).
+//! wit/ (worlds `redis-trigger`, `mqtt-trigger`, `cron-trigger` and
+//! `messaging-handler`).
 
 use std::sync::Arc;
 
@@ -45,10 +48,11 @@ event_world!(redis, "luge:worlds/redis-trigger", async | store);
 event_world!(redis2, "luge:worlds/redis-trigger-spin2", async);
 event_world!(mqtt, "luge:worlds/mqtt-trigger", async | store);
 event_world!(cron, "luge:worlds/cron-trigger", async);
+event_world!(messaging, "luge:worlds/messaging-handler", async);
 
 /// What a component of none of these worlds says when asked to take an
 /// event.
-const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event (spin:redis/inbound-redis, spin:mqtt-trigger or fermyon:spin-cron)";
+const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event (spin:redis/inbound-redis, spin:mqtt-trigger, fermyon:spin-cron or wasmcloud:messaging/handler)";
 
 /// The pre-instance of a component as the world of the export it has.
 enum Pre {
@@ -56,6 +60,7 @@ enum Pre {
     Redis2(redis2::RedisTriggerSpin2Pre<ComponentState>),
     Mqtt(mqtt::MqttTriggerPre<ComponentState>),
     Cron(cron::CronTriggerPre<ComponentState>),
+    Messaging(messaging::MessagingHandlerPre<ComponentState>),
 }
 
 /// A loaded component that exports a handler for events.
@@ -89,9 +94,15 @@ pub(crate) fn load(
             shared,
         }));
     }
-    match cron::CronTriggerPre::new(pre.clone()) {
-        Ok(pre) => Ok(Arc::new(EventComponent {
+    if let Ok(pre) = cron::CronTriggerPre::new(pre.clone()) {
+        return Ok(Arc::new(EventComponent {
             pre: Pre::Cron(pre),
+            shared,
+        }));
+    }
+    match messaging::MessagingHandlerPre::new(pre.clone()) {
+        Ok(pre) => Ok(Arc::new(EventComponent {
+            pre: Pre::Messaging(pre),
             shared,
         })),
         Err(_) => Err((pre, shared)),
@@ -105,6 +116,7 @@ impl EventComponent {
             Pre::Redis2(pre) => pre.engine(),
             Pre::Mqtt(pre) => pre.engine(),
             Pre::Cron(pre) => pre.engine(),
+            Pre::Messaging(pre) => pre.engine(),
         }
     }
 
@@ -162,6 +174,19 @@ impl EventComponent {
                         .await?
                         .map_err(|e| format!("{e:?}"))
                 }
+                (Pre::Messaging(pre), EventKind::Message { subject, .. }) => {
+                    let guest = pre.instantiate_async(&mut *store).await?;
+                    crate::component::instantiated(store);
+                    let message = messaging::wasmcloud::messaging::types::BrokerMessage {
+                        subject,
+                        body: event.payload,
+                        reply_to: None,
+                    };
+                    guest
+                        .wasmcloud_messaging_handler()
+                        .call_handle_message(&mut *store, &message)
+                        .await?
+                }
                 _ => return Err(wasmtime::Error::msg(NOT_AN_EVENT_HANDLER)),
             };
             answer.map_err(|message| {
@@ -205,6 +230,11 @@ impl LoadedModule for EventComponent {
             Pre::Mqtt(_) => ("mqtt", "spin:mqtt-trigger@3.0.0 handle-message"),
             // spin-trigger-cron's `#[cron_component]`.
             Pre::Cron(_) => ("cron", "fermyon:spin-cron@2.0.0 handle-cron-event"),
+            // A wasmCloud messaging component.
+            Pre::Messaging(_) => (
+                "messaging",
+                "wasmcloud:messaging/handler@0.2.0#handle-message",
+            ),
         };
         Some(EventExport { trigger, name })
     }

@@ -546,6 +546,61 @@ fn a_redis_stream_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
     a_queue_loses_nothing(QueueServer::Redis(redis));
 }
 
+/// A wasmCloud messaging component (`wasmcloud:messaging/handler@0.2.0`,
+/// actions/spin/messaging) on a NATS JetStream trigger, unchanged: each
+/// message reaches its `handle-message` with its subject and body, its
+/// error result fails the message (dead-lettered after `max_attempts`);
+/// a Spin Redis subscriber on the same trigger is refused at start.
+#[test]
+fn a_wasmcloud_messaging_component_takes_jetstream_messages() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    let mut client = nats.client().unwrap();
+    client.create_stream("ORDERS", &["orders.>"]).unwrap();
+    client.create_stream("DEAD", &["dead.orders"]).unwrap();
+    let config = |module: &str| {
+        format!(
+            r#"
+[[functions]]
+name = "handler"
+module = "{module}.wasm"
+
+[[triggers]]
+function = "handler"
+nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_attempts = 2, dead_letter = "dead.orders" }}
+"#,
+            port = nats.port
+        )
+    };
+    let site = Site::new(&["messaging", "spin-subscriber"], &config("messaging"));
+    let luge = site.start(&[]);
+    client
+        .publish("orders.new", ["first", "fail", "second"])
+        .unwrap();
+    let trigger = "triggers[0]";
+    eventually("the good ones handled, the bad one dead-lettered", || {
+        events(&luge, trigger, "handled") >= 2.0
+            && nats.client().unwrap().stream_messages("DEAD").unwrap() == 1
+    });
+    assert_eq!(events(&luge, trigger, "failed"), 2.0);
+    let letter = nats.client().unwrap().stream_message("DEAD", 1).unwrap();
+    assert_eq!(letter.payload, b"fail");
+    assert!(
+        letter.headers.contains("Luge-Attempts: 2"),
+        "{}",
+        letter.headers
+    );
+    drop(luge);
+    // A Spin Redis subscriber takes Redis messages only.
+    site.write_config(&config("spin-subscriber"));
+    let Err(error) = site.try_start(&[]) else {
+        panic!("started");
+    };
+    assert!(error.contains("takes no messaging events"), "{error}");
+}
+
 #[test]
 fn a_component_on_a_trigger_its_export_does_not_take_is_refused_at_start() {
     if engine() != "wasmtime" {
