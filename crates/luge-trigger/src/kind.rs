@@ -156,6 +156,32 @@ pub trait Settings: fmt::Debug + Send + Sync + Any + SameSettings {
     fn at(&self, ip: IpAddr, owner: &str) -> Source;
 }
 
+/// The [`Settings`] of `$settings`, a kind `$kind`'s, whose server is its
+/// `address` field (an address type with `endpoint()` and `at(ip)`): its
+/// endpoint is the address's, and it is pinned to a checked IP by
+/// replacing the address's host, the rest kept.
+macro_rules! addressed_settings {
+    ($settings:ty, $kind:expr) => {
+        impl $crate::Settings for $settings {
+            fn kind(&self) -> &'static dyn $crate::Kind {
+                &$kind
+            }
+
+            fn endpoint(&self) -> Option<$crate::Endpoint> {
+                Some(self.address.endpoint())
+            }
+
+            fn at(&self, ip: std::net::IpAddr, _owner: &str) -> $crate::Source {
+                $crate::Source::new(Self {
+                    address: self.address.at(ip),
+                    ..self.clone()
+                })
+            }
+        }
+    };
+}
+pub(crate) use addressed_settings;
+
 /// Where a trigger's events come from: its kind's settings, checked.
 #[derive(Clone)]
 pub struct Source(Arc<dyn Settings>);

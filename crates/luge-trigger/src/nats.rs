@@ -36,21 +36,19 @@
 pub mod guard;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::pull};
 use futures_util::StreamExt;
 use luge_core::event::{Event, EventKind};
 
-use crate::redis::{CONNECT_TIMEOUT, FIRST_BACKOFF, MAX_BACKOFF};
+use crate::redis::CONNECT_TIMEOUT;
 // The bounds and the retry schedule are the Redis Streams queue's: one
 // behaviour for every durable queue.
-use crate::streams::{
-    DEFAULT_MAX_ATTEMPTS, FIRST_RETRY, MAX_ATTEMPTS, MAX_MESSAGE_BYTES, MAX_RETRY, PREFETCH,
-};
+use crate::streams::{FIRST_RETRY, MAX_MESSAGE_BYTES, MAX_RETRY, PREFETCH};
 use crate::{
-    Endpoint, EventSource, Expand, Handled, Kind, Settings, Sink, Source, SourceError, SpinError,
-    SpinKey, Triggered,
+    Endpoint, EventSource, Expand, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey,
+    Triggered,
 };
 
 /// NATS's well-known client port.
@@ -291,12 +289,7 @@ pub fn matches(filter: &str, subject: &str) -> bool {
 
 impl Queue {
     fn new(table: Table) -> Result<Self, SourceError> {
-        let max_attempts = table.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-        if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
-            return Err(SourceError::Settings(format!(
-                "max_attempts is 1 to {MAX_ATTEMPTS}"
-            )));
-        }
+        let max_attempts = crate::streams::max_attempts(table.max_attempts)?;
         let ack_wait = table.ack_wait_ms.map_or(ACK_WAIT, Duration::from_millis);
         if ack_wait < MIN_ACK_WAIT || ack_wait > Duration::from_secs(24 * 3600) {
             return Err(SourceError::Settings(
@@ -352,22 +345,7 @@ impl Queue {
 /// The durable consumer's name when the trigger says nothing.
 pub const DEFAULT_CONSUMER: &str = "luge";
 
-impl Settings for Queue {
-    fn kind(&self) -> &'static dyn Kind {
-        &JetStream
-    }
-
-    fn endpoint(&self) -> Option<Endpoint> {
-        Some(self.address.endpoint())
-    }
-
-    fn at(&self, ip: std::net::IpAddr, _owner: &str) -> Source {
-        Source::new(Self {
-            address: self.address.at(ip),
-            ..self.clone()
-        })
-    }
-}
+crate::kind::addressed_settings!(Queue, JetStream);
 
 /// NATS JetStream streams read through a durable pull consumer (the name
 /// KEDA's scaler for them has).
@@ -760,17 +738,7 @@ impl EventSource for JetStreamSource {
         Box::pin(async move {
             let _stopping = Stopping(Arc::clone(&self.shared));
             let stream = self.shared.queue.stream.clone();
-            let mut backoff = FIRST_BACKOFF;
-            loop {
-                let started = Instant::now();
-                let error = self.serve().await;
-                if started.elapsed() > Duration::from_secs(10) {
-                    backoff = FIRST_BACKOFF;
-                }
-                tracing::warn!(%stream, %error, retry_in = ?backoff, "stream pull ended; reconnecting");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
+            crate::streams::reconnecting(&stream, || self.serve()).await;
         })
     }
 }
@@ -778,6 +746,7 @@ impl EventSource for JetStreamSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::streams::DEFAULT_MAX_ATTEMPTS;
 
     fn configured(text: &str) -> Result<Source, SourceError> {
         JetStream.configured(toml::from_str(text).unwrap())

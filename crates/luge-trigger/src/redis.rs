@@ -22,8 +22,7 @@ use futures_util::StreamExt;
 use luge_core::event::{Event, EventKind};
 
 use crate::{
-    Endpoint, EventSource, Expand, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
-    Triggered,
+    Endpoint, EventSource, Expand, Kind, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
 };
 
 /// The first wait before reconnecting; doubled at each failure.
@@ -155,22 +154,7 @@ impl Subscription {
     }
 }
 
-impl Settings for Subscription {
-    fn kind(&self) -> &'static dyn Kind {
-        &Redis
-    }
-
-    fn endpoint(&self) -> Option<Endpoint> {
-        Some(self.address.endpoint())
-    }
-
-    fn at(&self, ip: std::net::IpAddr, _owner: &str) -> Source {
-        Source::new(Self {
-            address: self.address.at(ip),
-            channel: self.channel.clone(),
-        })
-    }
-}
+crate::kind::addressed_settings!(Subscription, Redis);
 
 /// luge.toml's `redis = { address, channel }`.
 #[derive(serde::Deserialize)]

@@ -38,8 +38,7 @@ use redis::{AsyncConnectionConfig, Value};
 // Reconnecting and connecting as the pub/sub source does.
 use crate::redis::{Address, CONNECT_TIMEOUT, FIRST_BACKOFF, MAX_BACKOFF};
 use crate::{
-    Endpoint, EventSource, Expand, Handled, Kind, Settings, Sink, Source, SourceError, SpinError,
-    SpinKey, Triggered,
+    EventSource, Expand, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
 };
 
 /// Runs of one message, at most, when its trigger says nothing: the
@@ -78,6 +77,39 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// How long a read blocks for new messages before the source looks for
 /// messages to take over.
 const BLOCK: Duration = Duration::from_millis(500);
+
+/// `max_attempts` as a durable queue's trigger sets it (1 to
+/// [`MAX_ATTEMPTS`]), else [`DEFAULT_MAX_ATTEMPTS`].
+pub fn max_attempts(asked: Option<u32>) -> Result<u32, SourceError> {
+    let max_attempts = asked.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+    if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
+        return Err(SourceError::Settings(format!(
+            "max_attempts is 1 to {MAX_ATTEMPTS}"
+        )));
+    }
+    Ok(max_attempts)
+}
+
+/// Runs `serve` (one connection's life, ending with why it ended) again
+/// and again, after a backoff from [`FIRST_BACKOFF`] doubling to
+/// [`MAX_BACKOFF`] (back to the first after a connection that lasted 10
+/// s), each end logged for `stream`: a durable queue's source.
+pub async fn reconnecting<E: std::fmt::Display, F: Future<Output = E>>(
+    stream: &str,
+    mut serve: impl FnMut() -> F,
+) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let started = Instant::now();
+        let error = serve().await;
+        if started.elapsed() > Duration::from_secs(10) {
+            backoff = FIRST_BACKOFF;
+        }
+        tracing::warn!(%stream, %error, retry_in = ?backoff, "stream read ended; reconnecting");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
 
 /// The longest stream, group or consumer name (config, not data).
 const MAX_NAME_BYTES: usize = 1024;
@@ -136,12 +168,7 @@ fn name(what: &str, text: &str) -> Result<String, SourceError> {
 impl Queue {
     /// The settings of `table`, its address `address`, checked.
     fn new(address: &str, table: Table) -> Result<Self, SourceError> {
-        let max_attempts = table.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-        if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
-            return Err(SourceError::Settings(format!(
-                "max_attempts is 1 to {MAX_ATTEMPTS}"
-            )));
-        }
+        let max_attempts = max_attempts(table.max_attempts)?;
         let claim_idle = table
             .claim_idle_ms
             .map_or(CLAIM_IDLE, Duration::from_millis);
@@ -188,22 +215,7 @@ impl Queue {
     }
 }
 
-impl Settings for Queue {
-    fn kind(&self) -> &'static dyn Kind {
-        &Streams
-    }
-
-    fn endpoint(&self) -> Option<Endpoint> {
-        Some(self.address.endpoint())
-    }
-
-    fn at(&self, ip: std::net::IpAddr, _owner: &str) -> Source {
-        Source::new(Self {
-            address: self.address.at(ip),
-            ..self.clone()
-        })
-    }
-}
+crate::kind::addressed_settings!(Queue, Streams);
 
 /// Redis Streams read by a consumer group (the name KEDA's scaler for them
 /// has).
@@ -839,17 +851,7 @@ impl EventSource for StreamSource {
     fn run(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
             let stream = self.shared.queue.stream.clone();
-            let mut backoff = FIRST_BACKOFF;
-            loop {
-                let started = Instant::now();
-                let error = self.serve().await;
-                if started.elapsed() > Duration::from_secs(10) {
-                    backoff = FIRST_BACKOFF;
-                }
-                tracing::warn!(%stream, %error, retry_in = ?backoff, "stream read ended; reconnecting");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
+            reconnecting(&stream, || self.serve()).await;
         })
     }
 }

@@ -22,16 +22,7 @@ use luge_trigger::{EventSource, Handled, Kind};
 use queue::{Record, numbered, until};
 
 fn queue(server: &NatsServer, stream: &str, extra: &str) -> Queue {
-    let source = JetStream
-        .configured(
-            toml::from_str(&format!(
-                "address = \"{}\"\nstream = \"{stream}\"\n{extra}",
-                server.url()
-            ))
-            .unwrap(),
-        )
-        .unwrap();
-    source.settings::<Queue>().unwrap().clone()
+    queue::settings(&JetStream, &server.url(), stream, extra)
 }
 
 fn client(server: &NatsServer) -> NatsClient {
@@ -161,7 +152,9 @@ async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sources_share_the_consumer_and_a_stopped_ones_messages_go_to_the_others() {
     let server = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
-    let settings = "ack_wait_ms = 500";
+    // Leases renewed at half the AckWait: a second, so that a renewal late
+    // on a loaded machine does not hand a running message over.
+    let settings = "ack_wait_ms = 1000";
     // A process that takes messages and stops before finishing any.
     let stuck = Record::hanging();
     let a = spawn(JetStreamSource::new(

@@ -16,20 +16,11 @@ use std::time::Duration;
 use luge_core::event::EventKind;
 use luge_testkit::redis::RedisServer;
 use luge_trigger::streams::{Queue, StreamSource, Streams};
-use luge_trigger::{EventSource, Handled, Kind};
+use luge_trigger::{EventSource, Handled};
 use queue::{Record, numbered, until};
 
 fn queue(server: &RedisServer, stream: &str, extra: &str) -> Queue {
-    let source = Streams
-        .configured(
-            toml::from_str(&format!(
-                "address = \"{}\"\nstream = \"{stream}\"\n{extra}",
-                server.url()
-            ))
-            .unwrap(),
-        )
-        .unwrap();
-    source.settings::<Queue>().unwrap().clone()
+    queue::settings(&Streams, &server.url(), stream, extra)
 }
 
 async fn connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
@@ -188,7 +179,9 @@ async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumers_of_a_group_share_the_stream_and_take_over_a_stopped_ones_messages() {
     let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
-    let settings = |name: &str| format!("consumer = \"{name}\"\nclaim_idle_ms = 300");
+    // Leases renewed at half the idle time: a second, so that a renewal
+    // late on a loaded machine does not hand a running message over.
+    let settings = |name: &str| format!("consumer = \"{name}\"\nclaim_idle_ms = 1000");
     // A consumer that takes messages and stops before finishing any.
     let stuck = Record::hanging();
     let source = StreamSource::new(queue(&server, "work", &settings("a")), stuck.clone());

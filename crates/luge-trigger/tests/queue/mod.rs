@@ -9,7 +9,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use luge_core::event::{Event, EventKind};
-use luge_trigger::{Handled, Handling, Sink};
+use luge_trigger::{Handled, Handling, Kind, Settings, Sink};
+
+/// A queue trigger's settings of kind `kind`: `address`, `stream` and the
+/// `extra` lines of luge.toml.
+pub fn settings<T: Settings + Clone>(
+    kind: &dyn Kind,
+    address: &str,
+    stream: &str,
+    extra: &str,
+) -> T {
+    let text = format!("address = \"{address}\"\nstream = \"{stream}\"\n{extra}");
+    let source = kind.configured(toml::from_str(&text).unwrap()).unwrap();
+    source.settings::<T>().unwrap().clone()
+}
 
 /// Runs each message by `run` (its payload and how many times it was
 /// handed over so far): what succeeded, by consumer, and the counts.
