@@ -9,9 +9,10 @@
 //! trigger's path: read, admit, a fresh sandbox, acknowledge) and times
 //! it from its first handled message until the trigger has handled them
 //! all (its `/metrics`), taking the process's CPU over the same span.
-//! Pub/sub cannot hold a backlog: its round publishes the same number in
-//! pipelines of 1,000 while Luge runs, and counts what was handled (the
-//! rest dropped past the trigger's room).
+//! Pub/sub cannot hold a backlog: its round publishes the same number
+//! while Luge runs, in pipelines of [`PACE`], each sent once no more than
+//! that many are left unhandled, the trigger's room 1,024: the same work,
+//! nothing dropped for want of room.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,10 @@ use luge_testkit::redis::RedisServer;
 use crate::Report;
 use crate::Setup;
 use crate::http_proxy::{LUGE_MARKER, Served, luge_serve, luge_site, start};
+
+/// Messages per pipeline of the pub/sub round, and how many it leaves
+/// unhandled at most.
+const PACE: u64 = 100;
 
 /// A value of Luge's `/metrics` (0 when absent).
 fn metric(luge: &Served, needle: &str) -> f64 {
@@ -45,11 +50,13 @@ fn handled(luge: &Served) -> f64 {
 }
 
 /// `luge serve` of a site whose one trigger (`trigger`, luge.toml's
-/// inline table) runs `noop`, on `workers` workers.
+/// inline table) runs `noop` with `room` events in flight, on `workers`
+/// workers.
 fn serve(
     setup: &Setup,
     dir: &std::path::Path,
     trigger: &str,
+    room: usize,
     workers: u32,
 ) -> anyhow::Result<Served> {
     std::fs::write(dir.join("noop.wasm"), wasm("noop"))?;
@@ -64,7 +71,7 @@ module = "noop.wasm"
 [[triggers]]
 function = "sink"
 {trigger}
-max_in_flight = 32
+max_in_flight = {room}
 "#
         ),
     )?;
@@ -129,7 +136,7 @@ fn redis_streams(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<D
         "redis-streams = {{ address = \"{}\", stream = \"jobs\" }}",
         redis.url()
     );
-    let luge = serve(setup, dir.path(), &trigger, workers)?;
+    let luge = serve(setup, dir.path(), &trigger, 32, workers)?;
     drain(&luge, messages as f64)
 }
 
@@ -144,7 +151,7 @@ fn jetstream(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drain
         "nats-jetstream = {{ address = \"{}\", stream = \"JOBS\" }}",
         nats.url()
     );
-    let luge = serve(setup, dir.path(), &trigger, workers)?;
+    let luge = serve(setup, dir.path(), &trigger, 32, workers)?;
     drain(&luge, messages as f64)
 }
 
@@ -155,14 +162,26 @@ fn pubsub(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained>
         "redis = {{ address = \"{}\", channel = \"jobs\" }}",
         redis.url()
     );
-    let luge = serve(setup, dir.path(), &trigger, workers)?;
+    let luge = serve(setup, dir.path(), &trigger, 1024, workers)?;
     let until = Instant::now() + Duration::from_secs(10);
     while redis.publish("jobs", b"warm-up")? == 0 {
         anyhow::ensure!(Instant::now() < until, "Luge never subscribed");
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::scope(|s| {
-        let publisher = s.spawn(|| redis.publish_many("jobs", b"x", messages as usize));
+        let publisher = s.spawn(|| -> anyhow::Result<()> {
+            let mut sent = 0;
+            while sent < messages {
+                let started = Instant::now();
+                while handled(&luge) + (PACE as f64) < sent as f64 {
+                    anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "stalled");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                redis.publish_many("jobs", b"x", PACE as usize)?;
+                sent += PACE;
+            }
+            Ok(())
+        });
         let drained = drain(&luge, messages as f64 + 1.0);
         publisher.join().expect("publisher")?;
         drained
@@ -207,7 +226,7 @@ pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {messages} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round publishes {messages} messages in pipelines of 1,000 while Luge runs and counts what it handled (the rest dropped past the trigger's room). CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores."
+            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {messages} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round (the reference: the same function on the Redis pub/sub trigger) publishes {messages} messages while Luge runs, in pipelines of 100, each sent once at most 100 are unhandled (admission refuses past the tenant's places), the trigger's room 1,024 (so none is dropped for want of room); its count includes the warm-up message. CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores."
         ),
     })
 }
