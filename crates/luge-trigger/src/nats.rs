@@ -747,6 +747,7 @@ impl EventSource for JetStreamSource {
 mod tests {
     use super::*;
     use crate::streams::DEFAULT_MAX_ATTEMPTS;
+    use luge_core::capabilities::variables::TemplateError;
 
     fn configured(text: &str) -> Result<Source, SourceError> {
         JetStream.configured(toml::from_str(text).unwrap())
@@ -786,6 +787,35 @@ stream = "JOBS""#,
         ] {
             assert!(configured(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_spin_manifest_writes_the_same_keys_with_variables() {
+        let trigger: toml::Table = toml::from_str(
+            r#"address = "nats://{{ host }}:4223"
+stream = "{{ stream }}"
+max_attempts = 2"#,
+        )
+        .unwrap();
+        let expand = |text: &str| -> Result<String, TemplateError> {
+            Ok(text
+                .replace("{{ host }}", "broker")
+                .replace("{{ stream }}", "ORDERS"))
+        };
+        let source = JetStream
+            .spin_source(trigger, &toml::Table::new(), &expand)
+            .unwrap();
+        let queue = source.settings::<Queue>().unwrap();
+        assert_eq!((queue.stream.as_str(), queue.max_attempts), ("ORDERS", 2));
+        assert_eq!(source.endpoint().unwrap().host, "broker");
+        // An unknown key names the entry.
+        let bad: toml::Table =
+            toml::from_str("address = \"nats://h\"\nstream = \"S\"\nqueue = 1").unwrap();
+        let refused = JetStream
+            .spin_source(bad, &toml::Table::new(), &expand)
+            .unwrap_err();
+        assert_eq!(refused.at, SpinKey::Entry);
+        assert!(refused.message.contains("queue"), "{}", refused.message);
     }
 
     #[test]
