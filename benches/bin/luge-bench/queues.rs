@@ -28,23 +28,9 @@ use crate::http_proxy::{LUGE_MARKER, Served, luge_serve, luge_site, start};
 /// unhandled at most.
 const PACE: u64 = 100;
 
-/// A value of Luge's `/metrics` (0 when absent).
-fn metric(luge: &Served, needle: &str) -> f64 {
-    let text = ureq::get(&format!("http://{}/metrics", luge.addr))
-        .call()
-        .ok()
-        .and_then(|mut r| r.body_mut().read_to_string().ok())
-        .unwrap_or_default();
-    text.lines()
-        .find(|l| l.contains(needle) && !l.starts_with('#'))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 fn handled(luge: &Served) -> f64 {
-    metric(
-        luge,
+    crate::triggers::metric(
+        luge.addr,
         "luge_trigger_events_total{trigger=\"triggers[0]\",result=\"handled\"}",
     )
 }

@@ -354,7 +354,7 @@ fn http_client(
 }
 
 /// A value of Luge's `/metrics` (0 when absent).
-fn metric(addr: std::net::SocketAddr, needle: &str) -> f64 {
+pub(crate) fn metric(addr: std::net::SocketAddr, needle: &str) -> f64 {
     let text = ureq::get(&format!("http://{addr}/metrics"))
         .call()
         .ok()
