@@ -1,48 +1,10 @@
-//! The book's luge.toml reference (docs/book/src/ref-config.md), made from
-//! the config's own types rather than written twice: `[server]`'s keys
-//! with their flags' help (one type is both, `options::Options`), and
-//! every other section's keys as serde reads them. A test fails when the
-//! book's copy differs; `LUGE_BLESS=1` rewrites it.
-
-use serde::de::{self, Visitor};
-
-/// The keys a struct that derives `Deserialize` reads: the names serde's
-/// derive hands `deserialize_struct` (every field not skipped, as the
-/// file spells it). Nothing is deserialized.
-fn keys_of<T: de::DeserializeOwned>() -> &'static [&'static str] {
-    let keys = std::cell::Cell::new(&[][..]);
-    // Always an error: the deserializer stops once it has the keys.
-    let _ = T::deserialize(Keys(&keys));
-    keys.get()
-}
-
-/// A deserializer that records the keys of the struct asked of it, then
-/// refuses it.
-struct Keys<'a>(&'a std::cell::Cell<&'static [&'static str]>);
-
-impl<'de> de::Deserializer<'de> for Keys<'_> {
-    type Error = de::value::Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
-        Err(de::Error::custom("only a struct's keys are read"))
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        fields: &'static [&'static str],
-        _: V,
-    ) -> Result<V::Value, Self::Error> {
-        self.0.set(fields);
-        Err(de::Error::custom("keys read"))
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
-        byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
-        identifier ignored_any
-    }
-}
+//! The book's references of luge.toml (docs/book/src/ref-config.md) and of
+//! Spin's runtime config (ref-runtime-config.md), made from the configs'
+//! own types rather than written twice: `[server]`'s keys with their
+//! flags' help (one type is both, `options::Options`), every other
+//! section's keys as serde reads them ([`luge_core::serde_keys`]), and the runtime
+//! config's sections from its table of them. A test fails when the book's
+//! copy differs; `LUGE_BLESS=1` rewrites it.
 
 /// `keys` as one line of code spans.
 fn listed(keys: &[&str]) -> String {
@@ -79,7 +41,7 @@ pub fn reference() -> String {
             .unwrap_or_default();
         page.push_str(&format!("| `{key}` | {help} |\n"));
     }
-    let spec = keys_of::<luge_host::FunctionSpec>();
+    let spec = luge_core::serde_keys::of::<luge_host::FunctionSpec>();
     page.push_str(&format!(
         "\n## `[[routes]]` and `[[functions]]`\n\n\
          A function on a route (`path`), or on none (a `[[functions]]` entry,\n\
@@ -88,15 +50,15 @@ pub fn reference() -> String {
     ));
     page.push_str(&format!(
         "\n## `[[chains]]`\n\n{}.\n",
-        listed(keys_of::<luge_host::ChainSpec>())
+        listed(luge_core::serde_keys::of::<luge_host::ChainSpec>())
     ));
     page.push_str(&format!(
         "\n## `[state]`\n\n{}.\n",
-        listed(keys_of::<luge_host::config::StateSection>())
+        listed(luge_core::serde_keys::of::<luge_host::config::StateSection>())
     ));
     page.push_str(&format!(
         "\n## `[telemetry]`\n\nBeside OpenTelemetry's environment variables, which win: {}.\n",
-        listed(keys_of::<luge_telemetry::TelemetryTable>())
+        listed(luge_core::serde_keys::of::<luge_telemetry::TelemetryTable>())
     ));
     page.push_str(
         "\n## `[[triggers]]`\n\n\
@@ -110,24 +72,58 @@ pub fn reference() -> String {
     page
 }
 
+/// The runtime config reference, as the book holds it.
+pub fn runtime_reference() -> String {
+    use crate::runtime_config::{SECTIONS, Shape};
+    let mut page = String::from(
+        "# Runtime config reference\n\n\
+         Every section of Spin's runtime config file that Luge reads\n\
+         (`--runtime-config-file`, or the `runtime-config.toml` beside a\n\
+         `spin.toml` under `luge up`), with its keys, made from the types\n\
+         that read them by the test\n\
+         `config_keys::tests::the_books_runtime_config_reference_is_the_readers`\n\
+         (`LUGE_BLESS=1` rewrites it): do not edit it by hand. Any other\n\
+         section, type or key is refused at start, naming it (never its\n\
+         value: a URL or a token may be a secret). Paths are relative to the\n\
+         file's directory. How each is used: \"Spin apps\" and \"Reaching the\n\
+         world\".\n",
+    );
+    for section in SECTIONS {
+        page.push_str(&format!(
+            "\n## `{}`\n\n{}.\n",
+            section.heading,
+            capitalized(section.what)
+        ));
+        match &section.shape {
+            Shape::Keys(keys) => page.push_str(&format!("\nKeys: {}.\n", listed(keys()))),
+            Shape::Types(types) => {
+                page.push_str("\n| `type` | its keys |\n|---|---|\n");
+                for kind in types("type") {
+                    let keys = match kind.keys {
+                        Some([]) => "none".to_owned(),
+                        Some(keys) => listed(keys),
+                        None => "refused by name: not served by Luge".to_owned(),
+                    };
+                    page.push_str(&format!("| `{}` | {keys} |\n", kind.name));
+                }
+            }
+            Shape::NotServed => page.push_str("\nRefused by name: not served by Luge.\n"),
+        }
+    }
+    page
+}
+
+/// `text` with its first letter upper case.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
-    /// The keys read are the struct's, and only a struct's.
-    #[test]
-    fn a_structs_keys_are_read() {
-        #[derive(serde::Deserialize)]
-        #[allow(dead_code)]
-        struct Two {
-            first: u32,
-            #[serde(rename = "second_key")]
-            second: String,
-            #[serde(skip)]
-            hidden: u8,
-        }
-        assert_eq!(super::keys_of::<Two>(), ["first", "second_key"]);
-        assert!(super::keys_of::<u32>().is_empty());
-    }
-
     /// Whether the book's page `page` (under docs/book/src) is `made`,
     /// the text the code makes of it; with `LUGE_BLESS` set, first
     /// rewritten to it. A reference made from the code (the CLI's,
@@ -151,6 +147,31 @@ pub(crate) mod tests {
             "docs/book/src/ref-config.md is not luge.toml's keys: rewrite it with \
              `LUGE_BLESS=1 ./scripts/cargo-linted.sh test --workspace --all-features --lib -- \
              the_books_config_reference` and commit it"
+        );
+    }
+
+    /// The book's runtime config reference is what the readers read: a
+    /// section, type or key added fails here until the book says it too.
+    #[test]
+    fn the_books_runtime_config_reference_is_the_readers() {
+        let made = super::runtime_reference();
+        // Every type the readers serve is listed with its keys.
+        for expected in [
+            "| `redis` | `url` |",
+            "| `spin` | `path` |",
+            "| `static` | `values` |",
+            "| `vault` | refused by name",
+            "`ca_roots_file`",
+            "`block_networks`",
+            "## `[llm_compute]`",
+        ] {
+            assert!(made.contains(expected), "{expected} is not in:\n{made}");
+        }
+        assert!(
+            the_book_holds("ref-runtime-config.md", &made),
+            "docs/book/src/ref-runtime-config.md is not the runtime config's keys: rewrite it \
+             with `LUGE_BLESS=1 ./scripts/cargo-linted.sh test --workspace --all-features --lib \
+             -- the_books_runtime_config_reference` and commit it"
         );
     }
 }

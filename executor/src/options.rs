@@ -213,9 +213,10 @@ options! {
         /// trusts besides the platform's roots (an operator's private CA).
         #[arg(long)]
         pub ca_file: Option<PathBuf>,
-        /// Spin's runtime config file: `[[client_tls]]` (per-component
-        /// roots and client certificates) and `[outbound_networking]`
-        /// (`block_networks`); other sections are refused by name.
+        /// Spin's runtime config file: client TLS, blocked networks,
+        /// SQLite databases, key-value stores and variable providers
+        /// (the book's "Runtime config reference"); other sections are
+        /// refused by name.
         #[arg(long)]
         pub runtime_config_file: Option<PathBuf>,
         /// Where compiled modules are cached (and the generated key kept

@@ -1,18 +1,89 @@
 //! Spin's runtime config file (`--runtime-config-file`, Spin's flag): the
 //! operator's settings that a Spin app's manifest leaves to the host.
-//! Luge serves `[[client_tls]]` and `[outbound_networking]` (see
-//! `luge_outbound::Config`), `[sqlite_database.NAME]` (see
-//! `luge_sqlite::Databases`) and `[[variables_provider]]` (Spin 1's
-//! `[[config_provider]]` too: [`VariableProviders`]); every other section
-//! is refused by name, so a setting Luge would ignore never looks
-//! applied.
+//! [`SECTIONS`] lists what Luge knows of it: `[[client_tls]]` and
+//! `[outbound_networking]` (see `luge_outbound::Config`),
+//! `[sqlite_database.LABEL]` (see `luge_sqlite::Databases`),
+//! `[key_value_store.LABEL]` ([`KeyValueStores`]) and
+//! `[[variables_provider]]` (Spin 1's `[[config_provider]]` too:
+//! [`VariableProviders`]); every other section is refused by name, so a
+//! setting Luge would ignore never looks applied.
 
 use std::path::Path;
 
 use anyhow::{Context, bail};
 
-/// Spin sections Luge does not serve yet, named in the refusal.
-const NOT_SERVED: &[&str] = &["llm_compute"];
+/// Every section of Spin's runtime config Luge knows: what it reads, and
+/// what it refuses by name. A section not here is refused as unknown; the
+/// book's reference (docs/book/src/ref-runtime-config.md) is made from
+/// this table and the types it names.
+pub(crate) const SECTIONS: &[Section] = &[
+    Section {
+        heading: "[[client_tls]]",
+        name: "client_tls",
+        what: "a function's roots and client certificate for some hosts (`luge_outbound::Config`)",
+        shape: Shape::Keys(luge_core::serde_keys::of::<luge_outbound::ClientTlsToml>),
+    },
+    Section {
+        heading: "[outbound_networking]",
+        name: "outbound_networking",
+        what: "networks no outgoing connection may reach, whatever a grant says",
+        shape: Shape::Keys(luge_core::serde_keys::of::<luge_outbound::OutboundNetworkingToml>),
+    },
+    Section {
+        heading: "[sqlite_database.LABEL]",
+        name: "sqlite_database",
+        what: "the file behind a SQLite database label (`default` included)",
+        shape: Shape::Types(luge_core::serde_keys::types::<SqliteToml>),
+    },
+    Section {
+        heading: "[key_value_store.LABEL]",
+        name: "key_value_store",
+        what: "the tier a key-value store label lives on: Luge's Redis tier, or the local one (kept in `--state-dir`: a `path` is refused)",
+        shape: Shape::Types(luge_core::serde_keys::types::<KeyValueToml>),
+    },
+    Section {
+        heading: "[[variables_provider]]",
+        name: "variables_provider",
+        what: "where app variables come from besides `SPIN_VARIABLE_*`, in order",
+        shape: Shape::Types(luge_core::serde_keys::types::<ProviderToml>),
+    },
+    Section {
+        heading: "[[config_provider]]",
+        name: "config_provider",
+        what: "Spin 1's name for `[[variables_provider]]`, read the same",
+        shape: Shape::Types(luge_core::serde_keys::types::<ProviderToml>),
+    },
+    Section {
+        heading: "[llm_compute]",
+        name: "llm_compute",
+        what: "Spin's LLM backend: Luge serves no `fermyon:spin/llm`",
+        shape: Shape::NotServed,
+    },
+];
+
+/// One section of [`SECTIONS`].
+pub(crate) struct Section {
+    /// As a file writes it: `[name]`, `[[name]]` (a list) or
+    /// `[name.LABEL]` (one table per label).
+    pub heading: &'static str,
+    /// The key of the file's top-level table.
+    pub name: &'static str,
+    /// What it sets, one line.
+    pub what: &'static str,
+    /// What it holds.
+    pub shape: Shape,
+}
+
+/// What a section holds, as its types read it.
+pub(crate) enum Shape {
+    /// Tables of these keys.
+    Keys(fn() -> &'static [&'static str]),
+    /// Tables tagged by `type` (given as the argument), each type with
+    /// its keys.
+    Types(fn(&'static str) -> Vec<luge_core::serde_keys::Type>),
+    /// A section refused by name.
+    NotServed,
+}
 
 /// The runtime config file `file`, parsed; errors name it (and the line
 /// of a syntax error), never its content.
@@ -116,33 +187,32 @@ pub fn outbound(
                     .with_context(|| format!("{}: [outbound_networking]", at()))?;
                 config.outbound_networking(&table).with_context(at)?
             }
-            // Read by `sqlite` and `VariableProviders::load`.
-            "sqlite_database" | "variables_provider" | "config_provider" | "key_value_store" => {
-                config
-            }
-            name if NOT_SERVED.contains(&name) => {
-                bail!("{}: [{name}] is not served by Luge yet", at())
-            }
-            name => bail!("{}: unknown section [{name}]", at()),
+            name => match SECTIONS.iter().find(|known| known.name == name) {
+                Some(Section {
+                    shape: Shape::NotServed,
+                    ..
+                }) => bail!("{}: [{name}] is not served by Luge yet", at()),
+                // Read by `sqlite`, `KeyValueStores::load` and
+                // `VariableProviders::load`.
+                Some(_) => config,
+                None => bail!("{}: unknown section [{name}]", at()),
+            },
         };
     }
     Ok(config)
 }
 
-/// A `[sqlite_database.NAME]` section, as Spin's runtime config has it.
+/// A `[sqlite_database.LABEL]` section, as Spin's runtime config has it.
 #[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SqliteDatabaseToml {
-    /// `spin` (a local file); Spin's `libsql` (a remote server) is
-    /// refused by name.
-    r#type: String,
-    /// The file, relative to the runtime config file.
-    path: Option<std::path::PathBuf>,
-    /// `libsql`'s; read only to refuse it by name.
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    token: Option<toml::Value>,
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum SqliteToml {
+    /// A local file, relative to the runtime config file.
+    Spin {
+        #[serde(default)]
+        path: Option<std::path::PathBuf>,
+    },
+    /// A remote server; read only to refuse it by name.
+    Libsql(#[allow(dead_code)] toml::Table),
 }
 
 /// The databases a host keeps: each function's own under `own_dir`
@@ -158,7 +228,7 @@ pub fn sqlite(
         return Ok(databases);
     };
     let at = || named.clone();
-    let sections: std::collections::BTreeMap<String, SqliteDatabaseToml> = sections
+    let sections: std::collections::BTreeMap<String, SqliteToml> = sections
         .try_into()
         .with_context(|| format!("{}: [sqlite_database]", at()))?;
     for (label, section) in sections {
@@ -166,20 +236,16 @@ pub fn sqlite(
         if !luge_core::capabilities::sqlite::valid_label(&label) {
             bail!("{}: a label is 1-64 letters, digits, '_' or '-'", here());
         }
-        match (section.r#type.as_str(), section.path) {
-            ("spin", Some(path)) => databases.name(label, dir.join(path)),
-            ("spin", None) => bail!(
+        match section {
+            SqliteToml::Spin { path: Some(path) } => databases.name(label, dir.join(path)),
+            SqliteToml::Spin { path: None } => bail!(
                 "{}: an in-memory database (no path) is not served by Luge; give a path",
                 here()
             ),
-            ("libsql", _) => {
-                let _ = (section.url, section.token);
-                bail!(
-                    "{}: libsql (a remote database) is not served by Luge",
-                    here()
-                )
-            }
-            (other, _) => bail!("{}: unknown type {other:?} (Luge serves \"spin\")", here()),
+            SqliteToml::Libsql(_) => bail!(
+                "{}: libsql (a remote database) is not served by Luge",
+                here()
+            ),
         }
     }
     Ok(databases)
@@ -439,7 +505,8 @@ mod tests {
                 .contains("libsql")
         );
         assert!(
-            refused("[sqlite_database.x]\ntype = \"pg\"\npath = \"a\"\n").contains("unknown type")
+            refused("[sqlite_database.x]\ntype = \"pg\"\npath = \"a\"\n")
+                .contains("unknown variant `pg`, expected `spin` or `libsql`")
         );
         assert!(
             refused("[sqlite_database.\"a b\"]\ntype = \"spin\"\npath = \"a\"\n").contains("label")

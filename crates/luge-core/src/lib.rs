@@ -49,6 +49,7 @@ pub mod outcome;
 pub mod places;
 pub mod preempt;
 pub mod runtime;
+pub mod serde_keys;
 pub mod start;
 pub mod state;
 pub mod teardown;

@@ -232,12 +232,12 @@ pub enum TriggerError {
 
 /// Each kind's settings, as the error that asks for one of them says.
 fn one_of_each_kind() -> String {
-    let shapes: Vec<&str> = luge_trigger::KINDS
+    let shapes: Vec<String> = luge_trigger::KINDS
         .iter()
         .map(|kind| kind.shape())
         .collect();
     match shapes.split_last() {
-        Some((last, [])) => (*last).to_owned(),
+        Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => String::new(),
     }

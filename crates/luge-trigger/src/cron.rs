@@ -89,8 +89,8 @@ impl Kind for Cron {
         "cron"
     }
 
-    fn shape(&self) -> &'static str {
-        "cron = \"...\""
+    fn keys(&self) -> Option<&'static [&'static str]> {
+        None
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {

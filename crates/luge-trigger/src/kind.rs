@@ -46,9 +46,19 @@ pub trait Kind: Sync + 'static {
         self.name()
     }
 
+    /// The keys of its settings' table, as its luge.toml reader reads
+    /// them ([`luge_core::serde_keys::of`] of that reader's type); `None`
+    /// for a kind whose setting is one string (a schedule).
+    fn keys(&self) -> Option<&'static [&'static str]>;
+
     /// What its settings look like, for the error that names every kind
-    /// (`redis = { address, channel }`).
-    fn shape(&self) -> &'static str;
+    /// and the book (`redis = { address, channel }`), made from [`Kind::keys`].
+    fn shape(&self) -> String {
+        match self.keys() {
+            Some(keys) => format!("{} = {{ {} }}", self.name(), keys.join(", ")),
+            None => format!("{} = \"...\"", self.name()),
+        }
+    }
 
     /// Its source from luge.toml's `[[triggers]]` entry (or an upload's
     /// `triggers`): the value of its key, unknown keys refused.

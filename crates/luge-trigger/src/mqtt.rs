@@ -311,8 +311,8 @@ impl Kind for Mqtt {
         "mqtt"
     }
 
-    fn shape(&self) -> &'static str {
-        "mqtt = { address, topic }"
+    fn keys(&self) -> Option<&'static [&'static str]> {
+        Some(luge_core::serde_keys::of::<Table>())
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {

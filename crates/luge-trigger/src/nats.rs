@@ -361,8 +361,8 @@ impl Kind for JetStream {
         "messaging"
     }
 
-    fn shape(&self) -> &'static str {
-        "nats-jetstream = { address, stream, subject, consumer, max_attempts, dead_letter, ack_wait_ms }"
+    fn keys(&self) -> Option<&'static [&'static str]> {
+        Some(luge_core::serde_keys::of::<Table>())
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {

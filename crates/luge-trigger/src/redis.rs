@@ -183,8 +183,8 @@ impl Kind for Redis {
         "redis"
     }
 
-    fn shape(&self) -> &'static str {
-        "redis = { address, channel }"
+    fn keys(&self) -> Option<&'static [&'static str]> {
+        Some(luge_core::serde_keys::of::<Table>())
     }
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {

@@ -226,8 +226,8 @@ impl Kind for Streams {
         "redis-streams"
     }
 
-    fn shape(&self) -> &'static str {
-        "redis-streams = { address, stream, group, max_attempts, dead_letter, claim_idle_ms }"
+    fn keys(&self) -> Option<&'static [&'static str]> {
+        Some(luge_core::serde_keys::of::<Table>())
     }
 
     fn events(&self) -> &'static str {
