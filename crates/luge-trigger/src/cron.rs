@@ -104,8 +104,7 @@ impl Kind for Cron {
         _app: &toml::Table,
         _expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
-        let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
-            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
+        let entry: SpinEntry = crate::spin_entry(trigger)?;
         let expression = entry.cron_expression.ok_or_else(|| {
             SpinError::new(SpinKey::Entry, "a cron trigger has a cron_expression")
         })?;
@@ -124,11 +123,7 @@ impl Kind for Cron {
     }
 
     fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
-        crate::own::<Schedule>(triggers)
-            .map(|(schedule, sink)| {
-                Box::new(CronSource::new(schedule, sink)) as Box<dyn EventSource>
-            })
-            .collect()
+        crate::one_each(triggers, CronSource::new)
     }
 }
 

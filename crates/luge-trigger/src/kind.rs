@@ -254,6 +254,33 @@ pub fn own<T: Settings + Clone>(
         .filter_map(|(source, sink)| Some((source.settings::<T>()?.clone(), sink)))
 }
 
+/// One source per trigger of `triggers` that is this kind's `T`, made by
+/// `source` (for a kind whose triggers share nothing).
+pub fn one_each<T, S>(
+    triggers: Vec<Triggered>,
+    source: impl Fn(T, Arc<dyn Sink>) -> S,
+) -> Vec<Box<dyn EventSource>>
+where
+    T: Settings + Clone,
+    S: EventSource + 'static,
+{
+    own::<T>(triggers)
+        .map(|(settings, sink)| Box::new(source(settings, sink)) as Box<dyn EventSource>)
+        .collect()
+}
+
+/// A Spin manifest's trigger entry deserialized as a kind's `T` (unknown
+/// keys refused), its refusal at the entry.
+pub fn spin_entry<T: serde::de::DeserializeOwned>(trigger: toml::Table) -> Result<T, SpinError> {
+    table(toml::Value::Table(trigger)).map_err(|m| SpinError::new(SpinKey::Entry, m))
+}
+
+/// `value`, a Spin trigger entry's `key`, with the app's variables
+/// expanded by `expand`; a refusal names the key.
+pub fn expanded(expand: &Expand<'_>, key: &'static str, value: &str) -> Result<String, SpinError> {
+    expand(value).map_err(|m| SpinError::new(SpinKey::Trigger(key), m))
+}
+
 /// A kind's settings deserialized from `value`, its refusal one line.
 pub fn table<T: serde::de::DeserializeOwned>(value: toml::Value) -> Result<T, SourceError> {
     value

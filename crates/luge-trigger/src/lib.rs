@@ -42,6 +42,7 @@
 
 #![deny(missing_docs)]
 
+pub mod backoff;
 pub mod cron;
 mod kind;
 pub mod mqtt;
@@ -51,7 +52,7 @@ pub mod streams;
 
 pub use kind::{
     DEFAULT_MAX_IN_FLIGHT, Endpoint, Expand, Kind, MAX_IN_FLIGHT, SameSettings, Settings, Source,
-    SpinError, SpinKey, Triggered, own, table,
+    SpinError, SpinKey, Triggered, expanded, one_each, own, spin_entry, table,
 };
 
 use std::collections::BTreeMap;

@@ -23,7 +23,7 @@
 //!
 //! A lost connection is resumed with exponential backoff (the broker's
 //! restart, a network failure), reset only once a connection has stayed up
-//! [`HEALTHY_AFTER`]; what the broker kept for the session arrives then.
+//! [`crate::backoff::HEALTHY_AFTER`]; what the broker kept for the session arrives then.
 //!
 //! Every packet is bounded by [`MAX_PACKET_BYTES`], and the broker is told
 //! so when Luge connects (MQTT 5's maximum packet size, why the trigger
@@ -58,12 +58,6 @@ pub const MAX_PACKET_BYTES: u32 = 1 << 20;
 /// stops costing the broker.
 pub const SESSION_EXPIRY: Duration = Duration::from_secs(24 * 3600);
 
-/// How long a connection must stay up before the reconnect backoff starts
-/// again from [`FIRST_BACKOFF`]: a broker that accepts the connection and
-/// then drops it at once is retried ever more slowly, up to
-/// [`MAX_BACKOFF`].
-pub const HEALTHY_AFTER: Duration = Duration::from_secs(10);
-
 /// QoS 1 messages taken and not yet acknowledged, at most, per
 /// connection; past it a message is left to the broker to send again.
 pub const MAX_UNACKED: usize = 1024;
@@ -78,13 +72,6 @@ pub const REDELIVERY_DELAY: Duration = Duration::from_secs(1);
 /// The keep-alive when the config sets none (spin-trigger-mqtt's
 /// template uses 30 s).
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(30);
-
-/// The first wait before reconnecting; doubled at each failure up to
-/// [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-
-/// The longest wait before reconnecting.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The most messages whose failures are remembered (for
 /// [`MAX_ATTEMPTS`]); past it the count starts again.
@@ -338,8 +325,7 @@ impl Kind for Mqtt {
         app: &toml::Table,
         expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
-        let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
-            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
+        let entry: SpinEntry = crate::spin_entry(trigger)?;
         let setting = |key: &'static str| -> Result<Option<String>, SpinError> {
             match app.get(key) {
                 None => Ok(None),
@@ -364,7 +350,7 @@ impl Kind for Mqtt {
         let topic = entry
             .topic
             .ok_or_else(|| SpinError::new(SpinKey::Entry, "an MQTT trigger names its topic"))?;
-        let topic = expand(&topic).map_err(|m| SpinError::new(SpinKey::Trigger("topic"), m))?;
+        let topic = crate::expanded(expand, "topic", &topic)?;
         let (username, password) = (setting("username")?, setting("password")?);
         let refused = |e: SourceError| SpinError::new(SpinKey::Entry, e);
         let broker = Broker::parse(
@@ -569,7 +555,7 @@ impl EventSource for MqttSource {
                 failures: Mutex::new(HashMap::new()),
                 resume: tokio::sync::Notify::new(),
             });
-            let mut backoff = FIRST_BACKOFF;
+            let mut backoff = crate::backoff::Backoff::default();
             // When the connection now up was made; `None` while down.
             let mut connected: Option<tokio::time::Instant> = None;
             // One connection per pass; a new one resumes the session.
@@ -596,12 +582,11 @@ impl EventSource for MqttSource {
                             Err(error) => {
                                 // Only a connection that stayed up starts
                                 // the backoff again.
-                                if connected.take().is_some_and(|at| at.elapsed() >= HEALTHY_AFTER) {
-                                    backoff = FIRST_BACKOFF;
+                                if let Some(at) = connected.take() {
+                                    backoff.ended(at.elapsed());
                                 }
-                                tracing::warn!(%broker, %error, retry_in = ?backoff, "connection lost");
-                                tokio::time::sleep(backoff).await;
-                                backoff = (backoff * 2).min(MAX_BACKOFF);
+                                tracing::warn!(%broker, %error, retry_in = ?backoff.current(), "connection lost");
+                                backoff.wait().await;
                             }
                         },
                         () = shared.resume.notified() => {

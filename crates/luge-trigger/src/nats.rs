@@ -375,23 +375,16 @@ impl Kind for JetStream {
         _app: &toml::Table,
         expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
-        let mut table: Table = crate::table(toml::Value::Table(trigger))
-            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
-        table.address =
-            expand(&table.address).map_err(|m| SpinError::new(SpinKey::Trigger("address"), m))?;
-        table.stream =
-            expand(&table.stream).map_err(|m| SpinError::new(SpinKey::Trigger("stream"), m))?;
+        let mut table: Table = crate::spin_entry(trigger)?;
+        table.address = crate::expanded(expand, "address", &table.address)?;
+        table.stream = crate::expanded(expand, "stream", &table.stream)?;
         Ok(Source::new(
             Queue::new(table).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
         ))
     }
 
     fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
-        crate::own::<Queue>(triggers)
-            .map(|(queue, sink)| {
-                Box::new(JetStreamSource::new(queue, sink)) as Box<dyn EventSource>
-            })
-            .collect()
+        crate::one_each(triggers, JetStreamSource::new)
     }
 }
 

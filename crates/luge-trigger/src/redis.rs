@@ -5,7 +5,7 @@
 //! each subscribed once however many triggers share it. When the
 //! connection is lost (the server restarted, the network failed) the
 //! source reconnects and resubscribes with exponential backoff, from
-//! [`FIRST_BACKOFF`] to [`MAX_BACKOFF`]; what is published meanwhile
+//! [`crate::backoff`]'s waits; what is published meanwhile
 //! reaches no subscriber, as pub/sub defines. Pub/sub has no redelivery,
 //! so an event its trigger has no room for is dropped and counted.
 //!
@@ -24,12 +24,6 @@ use luge_core::event::{Event, EventKind};
 use crate::{
     Endpoint, EventSource, Expand, Kind, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
 };
-
-/// The first wait before reconnecting; doubled at each failure.
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-
-/// The longest wait before reconnecting.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// How long connecting and subscribing may take before it counts as a
 /// failure (a server that accepts and then stalls).
@@ -201,15 +195,13 @@ impl Kind for Redis {
         app: &toml::Table,
         expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
-        let entry: SpinEntry = crate::table(toml::Value::Table(trigger))
-            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
+        let entry: SpinEntry = crate::spin_entry(trigger)?;
         let address = spin_address(self.name(), entry.address.as_deref(), app, expand)?;
         let channel = entry
             .channel
             .as_deref()
             .ok_or_else(|| SpinError::new(SpinKey::Entry, "a Redis trigger names its channel"))?;
-        let channel =
-            expand(channel).map_err(|m| SpinError::new(SpinKey::Trigger("channel"), m))?;
+        let channel = crate::expanded(expand, "channel", channel)?;
         Ok(Source::new(
             Subscription::new(&address, &channel).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
         ))
@@ -252,7 +244,7 @@ pub(crate) fn spin_address(
             ));
         }
     };
-    expand(address).map_err(|m| SpinError::new(SpinKey::Trigger("address"), m))
+    crate::expanded(expand, "address", address)
 }
 
 /// `address` without its user and password (what is before the last `@`,
@@ -361,12 +353,12 @@ impl EventSource for RedisSource {
     fn run(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
             let address = self.address.to_string();
-            let mut backoff = FIRST_BACKOFF;
+            let mut backoff = crate::backoff::Backoff::default();
             loop {
                 match tokio::time::timeout(CONNECT_TIMEOUT, self.subscribe()).await {
                     Ok(Ok((mut pubsub, budget))) => {
                         tracing::info!(%address, channels = self.channels.len(), "subscribed");
-                        backoff = FIRST_BACKOFF;
+                        backoff.reset();
                         // The client reads every message off the socket as
                         // it comes and this loop takes each at once (an
                         // offer, a spawn), so its queue stays short; each
@@ -383,14 +375,13 @@ impl EventSource for RedisSource {
                         }
                     }
                     Ok(Err(error)) => {
-                        tracing::warn!(%address, %error, retry_in = ?backoff, "cannot subscribe");
+                        tracing::warn!(%address, %error, retry_in = ?backoff.current(), "cannot subscribe");
                     }
                     Err(_) => {
-                        tracing::warn!(%address, retry_in = ?backoff, "subscribing timed out");
+                        tracing::warn!(%address, retry_in = ?backoff.current(), "subscribing timed out");
                     }
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                backoff.wait().await;
             }
         })
     }

@@ -36,7 +36,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
 // Reconnecting and connecting as the pub/sub source does.
-use crate::redis::{Address, CONNECT_TIMEOUT, FIRST_BACKOFF, MAX_BACKOFF};
+use crate::redis::{Address, CONNECT_TIMEOUT};
 use crate::{
     EventSource, Expand, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
 };
@@ -91,23 +91,19 @@ pub fn max_attempts(asked: Option<u32>) -> Result<u32, SourceError> {
 }
 
 /// Runs `serve` (one connection's life, ending with why it ended) again
-/// and again, after a backoff from [`FIRST_BACKOFF`] doubling to
-/// [`MAX_BACKOFF`] (back to the first after a connection that lasted 10
-/// s), each end logged for `stream`: a durable queue's source.
+/// and again, after [`crate::backoff`]'s waits, each end logged for
+/// `stream`: a durable queue's source.
 pub async fn reconnecting<E: std::fmt::Display, F: Future<Output = E>>(
     stream: &str,
     mut serve: impl FnMut() -> F,
 ) {
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = crate::backoff::Backoff::default();
     loop {
         let started = Instant::now();
         let error = serve().await;
-        if started.elapsed() > Duration::from_secs(10) {
-            backoff = FIRST_BACKOFF;
-        }
-        tracing::warn!(%stream, %error, retry_in = ?backoff, "stream read ended; reconnecting");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        backoff.ended(started.elapsed());
+        tracing::warn!(%stream, %error, retry_in = ?backoff.current(), "stream read ended; reconnecting");
+        backoff.wait().await;
     }
 }
 
@@ -251,21 +247,17 @@ impl Kind for Streams {
         app: &toml::Table,
         expand: &Expand<'_>,
     ) -> Result<Source, SpinError> {
-        let mut table: Table = crate::table(toml::Value::Table(trigger))
-            .map_err(|m| SpinError::new(SpinKey::Entry, m))?;
+        let mut table: Table = crate::spin_entry(trigger)?;
         let address =
             crate::redis::spin_address(self.name(), table.address.as_deref(), app, expand)?;
-        table.stream =
-            expand(&table.stream).map_err(|m| SpinError::new(SpinKey::Trigger("stream"), m))?;
+        table.stream = crate::expanded(expand, "stream", &table.stream)?;
         Ok(Source::new(
             Queue::new(&address, table).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
         ))
     }
 
     fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
-        crate::own::<Queue>(triggers)
-            .map(|(queue, sink)| Box::new(StreamSource::new(queue, sink)) as Box<dyn EventSource>)
-            .collect()
+        crate::one_each(triggers, StreamSource::new)
     }
 }
 

@@ -24,6 +24,28 @@ pub fn settings<T: Settings + Clone>(
     source.settings::<T>().unwrap().clone()
 }
 
+/// That `consumers` together succeeded with each of `total` messages
+/// exactly once, each with some, and that `redelivered` of them came a
+/// second time (a stopped consumer's, taken over).
+pub fn shared_exactly_once(consumers: [&Record; 2], total: usize, redelivered: usize) {
+    let all: Vec<String> = consumers.iter().flat_map(|c| c.succeeded()).collect();
+    let unique: std::collections::BTreeSet<&String> = all.iter().collect();
+    assert_eq!(
+        (all.len(), unique.len()),
+        (total, total),
+        "each exactly once"
+    );
+    assert!(consumers.iter().all(|c| !c.succeeded().is_empty()));
+    let again: usize = consumers
+        .iter()
+        .map(|c| c.redelivered.load(Ordering::SeqCst))
+        .sum();
+    assert_eq!(
+        again, redelivered,
+        "the stopped consumer's, delivered again"
+    );
+}
+
 /// Runs each message by `run` (its payload and how many times it was
 /// handed over so far): what succeeded, by consumer, and the counts.
 pub struct Record {
