@@ -467,7 +467,11 @@ impl Loader<'_> {
             _ => toml::Table::new(),
         };
         let source = kind
-            .spin_source(rest, &app, &|text| expand(text, &self.app))
+            .spin_source(luge_trigger::SpinTrigger {
+                keys: rest,
+                app: &app,
+                expand: &|text| expand(text, &self.app),
+            })
             .map_err(|refused| {
                 let at = match refused.at {
                     luge_trigger::SpinKey::Entry => location.clone(),

@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use luge_core::event::{Event, EventKind};
 
 use crate::{
-    Endpoint, EventSource, Expand, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
-    Triggered,
+    Endpoint, EventSource, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
+    SpinTrigger, Triggered,
 };
 
 /// A parsed cron expression.
@@ -98,13 +98,8 @@ impl Kind for Cron {
         Ok(Source::new(Schedule::parse(&expression)?))
     }
 
-    fn spin_source(
-        &self,
-        trigger: toml::Table,
-        _app: &toml::Table,
-        _expand: &Expand<'_>,
-    ) -> Result<Source, SpinError> {
-        let entry: SpinEntry = crate::spin_entry(trigger)?;
+    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
+        let entry: SpinEntry = trigger.read()?;
         let expression = entry.cron_expression.ok_or_else(|| {
             SpinError::new(SpinKey::Entry, "a cron trigger has a cron_expression")
         })?;

@@ -64,17 +64,8 @@ pub trait Kind: Sync + 'static {
     /// `triggers`): the value of its key, unknown keys refused.
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError>;
 
-    /// Its source from a Spin manifest: `trigger` is a `[[trigger.NAME]]`
-    /// entry's keys but `component` and `id` (unknown keys refused), `app`
-    /// the app's `[application.trigger.NAME]` table (empty if none), and
-    /// `expand` fills in the templates of the app's variables a value may
-    /// hold.
-    fn spin_source(
-        &self,
-        trigger: toml::Table,
-        app: &toml::Table,
-        expand: &Expand<'_>,
-    ) -> Result<Source, SpinError>;
+    /// Its source from a Spin manifest's `[[trigger.NAME]]` entry.
+    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError>;
 
     /// How many of one trigger's events may run at once: `asked` (1 to
     /// [`MAX_IN_FLIGHT`]), else [`DEFAULT_MAX_IN_FLIGHT`].
@@ -95,6 +86,43 @@ pub trait Kind: Sync + 'static {
 /// Fills in the `{{ name }}` templates of a Spin app's variables in a
 /// manifest value ([`Kind::spin_source`]).
 pub type Expand<'a> = dyn Fn(&str) -> Result<String, TemplateError> + 'a;
+
+/// A Spin manifest's `[[trigger.NAME]]` entry, as [`Kind::spin_source`]
+/// reads it.
+pub struct SpinTrigger<'a> {
+    /// The entry's keys but `component` and `id`.
+    pub keys: toml::Table,
+    /// The app's `[application.trigger.NAME]` table (empty if none).
+    pub app: &'a toml::Table,
+    /// Fills in the templates of the app's variables a value may hold.
+    pub expand: &'a Expand<'a>,
+}
+
+impl SpinTrigger<'_> {
+    /// The entry's keys as a kind's `T` (unknown keys refused), a refusal
+    /// at the entry.
+    pub fn read<T: serde::de::DeserializeOwned>(&self) -> Result<T, SpinError> {
+        table(toml::Value::Table(self.keys.clone())).map_err(|m| SpinError::new(SpinKey::Entry, m))
+    }
+
+    /// `value`, the entry's `key`, with the app's variables filled in; a
+    /// refusal names the key.
+    pub fn expanded(&self, key: &'static str, value: &str) -> Result<String, SpinError> {
+        (self.expand)(value).map_err(|m| SpinError::new(SpinKey::Trigger(key), m))
+    }
+
+    /// The app's `[application.trigger.NAME]` string `key`, if set, with
+    /// the app's variables filled in; a refusal names the key.
+    pub fn app_setting(&self, key: &'static str) -> Result<Option<String>, SpinError> {
+        match self.app.get(key) {
+            None => Ok(None),
+            Some(toml::Value::String(value)) => (self.expand)(value)
+                .map(Some)
+                .map_err(|m| SpinError::new(SpinKey::App(key), m)),
+            Some(_) => Err(SpinError::new(SpinKey::App(key), "a string")),
+        }
+    }
+}
 
 /// A Spin manifest's trigger settings refused: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -267,18 +295,6 @@ where
     own::<T>(triggers)
         .map(|(settings, sink)| Box::new(source(settings, sink)) as Box<dyn EventSource>)
         .collect()
-}
-
-/// A Spin manifest's trigger entry deserialized as a kind's `T` (unknown
-/// keys refused), its refusal at the entry.
-pub fn spin_entry<T: serde::de::DeserializeOwned>(trigger: toml::Table) -> Result<T, SpinError> {
-    table(toml::Value::Table(trigger)).map_err(|m| SpinError::new(SpinKey::Entry, m))
-}
-
-/// `value`, a Spin trigger entry's `key`, with the app's variables
-/// expanded by `expand`; a refusal names the key.
-pub fn expanded(expand: &Expand<'_>, key: &'static str, value: &str) -> Result<String, SpinError> {
-    expand(value).map_err(|m| SpinError::new(SpinKey::Trigger(key), m))
 }
 
 /// A kind's settings deserialized from `value`, its refusal one line.

@@ -52,7 +52,7 @@ pub mod streams;
 
 pub use kind::{
     DEFAULT_MAX_IN_FLIGHT, Endpoint, Expand, Kind, MAX_IN_FLIGHT, SameSettings, Settings, Source,
-    SpinError, SpinKey, Triggered, expanded, one_each, own, spin_entry, table,
+    SpinError, SpinKey, SpinTrigger, Triggered, one_each, own, table,
 };
 
 use std::collections::BTreeMap;

@@ -44,8 +44,8 @@ use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
 use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
 
 use crate::{
-    Endpoint, EventSource, Expand, Handled, Kind, Settings, Sink, Source, SourceError, SpinError,
-    SpinKey, Triggered,
+    Endpoint, EventSource, Handled, Kind, Settings, Sink, Source, SourceError, SpinError, SpinKey,
+    SpinTrigger, Triggered,
 };
 
 /// The largest packet accepted from a broker (and sent to it), told to the
@@ -319,22 +319,9 @@ impl Kind for Mqtt {
     /// `address`, `username`, `password` and `keep_alive_interval`, every
     /// value a string, templates of app variables allowed) and the
     /// trigger's topic and QoS.
-    fn spin_source(
-        &self,
-        trigger: toml::Table,
-        app: &toml::Table,
-        expand: &Expand<'_>,
-    ) -> Result<Source, SpinError> {
-        let entry: SpinEntry = crate::spin_entry(trigger)?;
-        let setting = |key: &'static str| -> Result<Option<String>, SpinError> {
-            match app.get(key) {
-                None => Ok(None),
-                Some(toml::Value::String(value)) => expand(value)
-                    .map(Some)
-                    .map_err(|m| SpinError::new(SpinKey::App(key), m)),
-                Some(_) => Err(SpinError::new(SpinKey::App(key), "a string")),
-            }
-        };
+    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
+        let entry: SpinEntry = trigger.read()?;
+        let setting = |key| trigger.app_setting(key);
         let address = setting("address")?.ok_or_else(|| {
             SpinError::new(
                 SpinKey::App("address"),
@@ -350,7 +337,7 @@ impl Kind for Mqtt {
         let topic = entry
             .topic
             .ok_or_else(|| SpinError::new(SpinKey::Entry, "an MQTT trigger names its topic"))?;
-        let topic = crate::expanded(expand, "topic", &topic)?;
+        let topic = trigger.expanded("topic", &topic)?;
         let (username, password) = (setting("username")?, setting("password")?);
         let refused = |e: SourceError| SpinError::new(SpinKey::Entry, e);
         let broker = Broker::parse(

@@ -47,8 +47,8 @@ use crate::redis::CONNECT_TIMEOUT;
 // behaviour for every durable queue.
 use crate::streams::{FIRST_RETRY, MAX_MESSAGE_BYTES, MAX_RETRY, PREFETCH};
 use crate::{
-    Endpoint, EventSource, Expand, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey,
-    Triggered,
+    Endpoint, EventSource, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey,
+    SpinTrigger, Triggered,
 };
 
 /// NATS's well-known client port.
@@ -369,15 +369,10 @@ impl Kind for JetStream {
         Ok(Source::new(Queue::new(crate::table(settings)?)?))
     }
 
-    fn spin_source(
-        &self,
-        trigger: toml::Table,
-        _app: &toml::Table,
-        expand: &Expand<'_>,
-    ) -> Result<Source, SpinError> {
-        let mut table: Table = crate::spin_entry(trigger)?;
-        table.address = crate::expanded(expand, "address", &table.address)?;
-        table.stream = crate::expanded(expand, "stream", &table.stream)?;
+    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
+        let mut table: Table = trigger.read()?;
+        table.address = trigger.expanded("address", &table.address)?;
+        table.stream = trigger.expanded("stream", &table.stream)?;
         Ok(Source::new(
             Queue::new(table).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
         ))
@@ -795,18 +790,20 @@ max_attempts = 2"#,
                 .replace("{{ host }}", "broker")
                 .replace("{{ stream }}", "ORDERS"))
         };
-        let source = JetStream
-            .spin_source(trigger, &toml::Table::new(), &expand)
-            .unwrap();
+        let app = toml::Table::new();
+        let entry = |keys| SpinTrigger {
+            keys,
+            app: &app,
+            expand: &expand,
+        };
+        let source = JetStream.spin_source(entry(trigger)).unwrap();
         let queue = source.settings::<Queue>().unwrap();
         assert_eq!((queue.stream.as_str(), queue.max_attempts), ("ORDERS", 2));
         assert_eq!(source.endpoint().unwrap().host, "broker");
         // An unknown key names the entry.
         let bad: toml::Table =
             toml::from_str("address = \"nats://h\"\nstream = \"S\"\nqueue = 1").unwrap();
-        let refused = JetStream
-            .spin_source(bad, &toml::Table::new(), &expand)
-            .unwrap_err();
+        let refused = JetStream.spin_source(entry(bad)).unwrap_err();
         assert_eq!(refused.at, SpinKey::Entry);
         assert!(refused.message.contains("queue"), "{}", refused.message);
     }

@@ -22,7 +22,8 @@ use futures_util::StreamExt;
 use luge_core::event::{Event, EventKind};
 
 use crate::{
-    Endpoint, EventSource, Expand, Kind, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
+    Endpoint, EventSource, Kind, Sink, Source, SourceError, SpinError, SpinKey, SpinTrigger,
+    Triggered,
 };
 
 /// How long connecting and subscribing may take before it counts as a
@@ -189,19 +190,14 @@ impl Kind for Redis {
         )?))
     }
 
-    fn spin_source(
-        &self,
-        trigger: toml::Table,
-        app: &toml::Table,
-        expand: &Expand<'_>,
-    ) -> Result<Source, SpinError> {
-        let entry: SpinEntry = crate::spin_entry(trigger)?;
-        let address = spin_address(self.name(), entry.address.as_deref(), app, expand)?;
+    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
+        let entry: SpinEntry = trigger.read()?;
+        let address = spin_address(self.name(), entry.address.as_deref(), &trigger)?;
         let channel = entry
             .channel
             .as_deref()
             .ok_or_else(|| SpinError::new(SpinKey::Entry, "a Redis trigger names its channel"))?;
-        let channel = crate::expanded(expand, "channel", channel)?;
+        let channel = trigger.expanded("channel", channel)?;
         Ok(Source::new(
             Subscription::new(&address, &channel).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
         ))
@@ -231,10 +227,9 @@ impl Kind for Redis {
 pub(crate) fn spin_address(
     kind: &str,
     own: Option<&str>,
-    app: &toml::Table,
-    expand: &Expand<'_>,
+    trigger: &SpinTrigger<'_>,
 ) -> Result<String, SpinError> {
-    let address = match (own, app.get("address")) {
+    let address = match (own, trigger.app.get("address")) {
         (Some(address), _) => address,
         (None, Some(toml::Value::String(address))) => address.as_str(),
         _ => {
@@ -244,7 +239,7 @@ pub(crate) fn spin_address(
             ));
         }
     };
-    crate::expanded(expand, "address", address)
+    trigger.expanded("address", address)
 }
 
 /// `address` without its user and password (what is before the last `@`,

@@ -38,7 +38,8 @@ use redis::{AsyncConnectionConfig, Value};
 // Reconnecting and connecting as the pub/sub source does.
 use crate::redis::{Address, CONNECT_TIMEOUT};
 use crate::{
-    EventSource, Expand, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey, Triggered,
+    EventSource, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey, SpinTrigger,
+    Triggered,
 };
 
 /// Runs of one message, at most, when its trigger says nothing: the
@@ -241,16 +242,10 @@ impl Kind for Streams {
         Ok(Source::new(Queue::new(&address, table)?))
     }
 
-    fn spin_source(
-        &self,
-        trigger: toml::Table,
-        app: &toml::Table,
-        expand: &Expand<'_>,
-    ) -> Result<Source, SpinError> {
-        let mut table: Table = crate::spin_entry(trigger)?;
-        let address =
-            crate::redis::spin_address(self.name(), table.address.as_deref(), app, expand)?;
-        table.stream = crate::expanded(expand, "stream", &table.stream)?;
+    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
+        let mut table: Table = trigger.read()?;
+        let address = crate::redis::spin_address(self.name(), table.address.as_deref(), &trigger)?;
+        table.stream = trigger.expanded("stream", &table.stream)?;
         Ok(Source::new(
             Queue::new(&address, table).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
         ))
