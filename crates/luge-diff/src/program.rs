@@ -42,6 +42,94 @@ pub const MEMORY_LIMIT: u64 = 8 << 20;
 /// One instruction without immediates, as [`InstructionSink`] adds it.
 type Op<'a> = for<'b> fn(&'b mut InstructionSink<'a>) -> &'b mut InstructionSink<'a>;
 
+/// The i64 binary operators the generator picks from.
+fn i64_binary<'a>() -> [Op<'a>; 15] {
+    [
+        InstructionSink::i64_add,
+        InstructionSink::i64_sub,
+        InstructionSink::i64_mul,
+        InstructionSink::i64_div_s,
+        InstructionSink::i64_div_u,
+        InstructionSink::i64_rem_s,
+        InstructionSink::i64_rem_u,
+        InstructionSink::i64_and,
+        InstructionSink::i64_or,
+        InstructionSink::i64_xor,
+        InstructionSink::i64_shl,
+        InstructionSink::i64_shr_s,
+        InstructionSink::i64_shr_u,
+        InstructionSink::i64_rotl,
+        InstructionSink::i64_rotr,
+    ]
+}
+
+/// The i64 unary operators (sign extensions among them) the generator picks from.
+fn i64_unary<'a>() -> [Op<'a>; 6] {
+    [
+        InstructionSink::i64_clz,
+        InstructionSink::i64_ctz,
+        InstructionSink::i64_popcnt,
+        InstructionSink::i64_extend8_s,
+        InstructionSink::i64_extend16_s,
+        InstructionSink::i64_extend32_s,
+    ]
+}
+
+/// The i64 comparisons (each gives an i32) the generator picks from.
+fn i64_compare<'a>() -> [Op<'a>; 6] {
+    [
+        InstructionSink::i64_lt_s,
+        InstructionSink::i64_lt_u,
+        InstructionSink::i64_ge_s,
+        InstructionSink::i64_eq,
+        InstructionSink::i64_ne,
+        InstructionSink::i64_gt_u,
+    ]
+}
+
+/// The i32 binary operators the generator picks from.
+fn i32_binary<'a>() -> [Op<'a>; 12] {
+    [
+        InstructionSink::i32_add,
+        InstructionSink::i32_sub,
+        InstructionSink::i32_mul,
+        InstructionSink::i32_div_s,
+        InstructionSink::i32_div_u,
+        InstructionSink::i32_rem_s,
+        InstructionSink::i32_rem_u,
+        InstructionSink::i32_and,
+        InstructionSink::i32_xor,
+        InstructionSink::i32_shl,
+        InstructionSink::i32_shr_s,
+        InstructionSink::i32_rotl,
+    ]
+}
+
+/// The f64 binary operators the generator picks from.
+fn f64_binary<'a>() -> [Op<'a>; 6] {
+    [
+        InstructionSink::f64_add,
+        InstructionSink::f64_sub,
+        InstructionSink::f64_mul,
+        InstructionSink::f64_div,
+        InstructionSink::f64_min,
+        InstructionSink::f64_max,
+    ]
+}
+
+/// The f64 unary operators the generator picks from.
+fn f64_unary<'a>() -> [Op<'a>; 7] {
+    [
+        InstructionSink::f64_sqrt,
+        InstructionSink::f64_floor,
+        InstructionSink::f64_ceil,
+        InstructionSink::f64_trunc,
+        InstructionSink::f64_nearest,
+        InstructionSink::f64_abs,
+        InstructionSink::f64_neg,
+    ]
+}
+
 const PAGE: u32 = 65536;
 // Memory layout: the iovec and the written count at 0, stdin at 64, the
 // output word at 1024, initial data at 2048.
@@ -350,55 +438,16 @@ impl Gen<'_> {
             0..=7 => {
                 self.i64_expr(s, d);
                 self.i64_expr(s, d);
-                self.one_of(
-                    s,
-                    &[
-                        InstructionSink::i64_add,
-                        InstructionSink::i64_sub,
-                        InstructionSink::i64_mul,
-                        InstructionSink::i64_div_s,
-                        InstructionSink::i64_div_u,
-                        InstructionSink::i64_rem_s,
-                        InstructionSink::i64_rem_u,
-                        InstructionSink::i64_and,
-                        InstructionSink::i64_or,
-                        InstructionSink::i64_xor,
-                        InstructionSink::i64_shl,
-                        InstructionSink::i64_shr_s,
-                        InstructionSink::i64_shr_u,
-                        InstructionSink::i64_rotl,
-                        InstructionSink::i64_rotr,
-                    ],
-                );
+                self.one_of(s, &i64_binary());
             }
             8 | 9 => {
                 self.i64_expr(s, d);
-                self.one_of(
-                    s,
-                    &[
-                        InstructionSink::i64_clz,
-                        InstructionSink::i64_ctz,
-                        InstructionSink::i64_popcnt,
-                        InstructionSink::i64_extend8_s,
-                        InstructionSink::i64_extend16_s,
-                        InstructionSink::i64_extend32_s,
-                    ],
-                );
+                self.one_of(s, &i64_unary());
             }
             10 => {
                 self.i64_expr(s, d);
                 self.i64_expr(s, d);
-                self.one_of(
-                    s,
-                    &[
-                        InstructionSink::i64_lt_s,
-                        InstructionSink::i64_lt_u,
-                        InstructionSink::i64_ge_s,
-                        InstructionSink::i64_eq,
-                        InstructionSink::i64_ne,
-                        InstructionSink::i64_gt_u,
-                    ],
-                );
+                self.one_of(s, &i64_compare());
                 s.i64_extend_i32_u();
             }
             11 => {
@@ -502,23 +551,7 @@ impl Gen<'_> {
             0..=2 => {
                 self.i32_expr(s, d);
                 self.i32_expr(s, d);
-                self.one_of(
-                    s,
-                    &[
-                        InstructionSink::i32_add,
-                        InstructionSink::i32_sub,
-                        InstructionSink::i32_mul,
-                        InstructionSink::i32_div_s,
-                        InstructionSink::i32_div_u,
-                        InstructionSink::i32_rem_s,
-                        InstructionSink::i32_rem_u,
-                        InstructionSink::i32_and,
-                        InstructionSink::i32_xor,
-                        InstructionSink::i32_shl,
-                        InstructionSink::i32_shr_s,
-                        InstructionSink::i32_rotl,
-                    ],
-                );
+                self.one_of(s, &i32_binary());
             }
             3 => {
                 self.i64_expr(s, d);
@@ -563,32 +596,11 @@ impl Gen<'_> {
             0 | 1 => {
                 self.f64_expr(s, d);
                 self.f64_expr(s, d);
-                self.one_of(
-                    s,
-                    &[
-                        InstructionSink::f64_add,
-                        InstructionSink::f64_sub,
-                        InstructionSink::f64_mul,
-                        InstructionSink::f64_div,
-                        InstructionSink::f64_min,
-                        InstructionSink::f64_max,
-                    ],
-                );
+                self.one_of(s, &f64_binary());
             }
             2 => {
                 self.f64_expr(s, d);
-                self.one_of(
-                    s,
-                    &[
-                        InstructionSink::f64_sqrt,
-                        InstructionSink::f64_floor,
-                        InstructionSink::f64_ceil,
-                        InstructionSink::f64_trunc,
-                        InstructionSink::f64_nearest,
-                        InstructionSink::f64_abs,
-                        InstructionSink::f64_neg,
-                    ],
-                );
+                self.one_of(s, &f64_unary());
             }
             3 => {
                 self.i64_expr(s, d);
