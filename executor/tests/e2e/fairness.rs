@@ -367,3 +367,106 @@ fn while_burning<R>(luge: &Luge, during: impl FnOnce() -> R) -> (R, bool) {
         (result, burnt.load(Ordering::SeqCst))
     })
 }
+
+/// A durable queue's backlog on one function (a Redis stream of
+/// CPU-bound messages, 32 in flight on 2 workers) beside another tenant's
+/// route: the trigger's events are that function's tenant, which has used
+/// more than its share of the workers, so the route's requests go before
+/// the backlog and wait at most for the runs under way. Every request is
+/// answered, and its p50 is under a third of the trigger's mean lag (how
+/// long its messages waited for a worker, `luge_trigger_lag_seconds`).
+#[test]
+fn a_queue_backlog_does_not_hold_an_http_tenant() {
+    let redis =
+        luge_testkit::redis::RedisServer::start().expect("redis-server (./scripts/setup.sh)");
+    let iterations: u64 = match engine() {
+        "wamr" => 200_000,
+        "wasmer" => 2_000_000,
+        _ => 10_000_000,
+    };
+    let burn = serde_json::to_vec(&json!({ "iterations": iterations })).unwrap();
+    let backlog = 3_000;
+    let mut connection = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut pipe = redis::pipe();
+    for _ in 0..backlog {
+        pipe.cmd("XADD")
+            .arg("burns")
+            .arg("*")
+            .arg("payload")
+            .arg(&burn)
+            .ignore();
+    }
+    pipe.exec(&mut connection).unwrap();
+    let site = Site::new(
+        &["spin", "c-echo"],
+        &format!(
+            r#"
+[server]
+workers = 2
+
+[[routes]]
+path = "/victim"
+module = "c-echo.wasm"
+
+[[functions]]
+name = "burner"
+module = "spin.wasm"
+
+[[triggers]]
+function = "burner"
+redis-streams = {{ address = "redis://127.0.0.1:{port}", stream = "burns" }}
+max_in_flight = 32
+"#,
+            port = redis.port
+        ),
+    );
+    let luge = site.start(&[]);
+    let handled = || {
+        metric(
+            &luge,
+            "luge_trigger_events_total{trigger=\"triggers[0]\",result=\"handled\"}",
+        )
+    };
+    let started = Instant::now();
+    while handled() < 64.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the backlog is not being read"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (sent, answered, slowest) = victim(&luge, Duration::from_secs(2), 20);
+    let mut waits = Vec::new();
+    for _ in 0..sent.min(200) {
+        let request = Instant::now();
+        let (status, body) = luge.request("POST", "/victim", b"hello");
+        assert_eq!((status, body.as_slice()), (200, &b"hello"[..]));
+        waits.push(request.elapsed());
+        if handled() >= f64::from(backlog) - 64.0 {
+            break;
+        }
+    }
+    waits.sort();
+    let p50 = waits[waits.len() / 2];
+    let lag_sum = metric(
+        &luge,
+        "luge_trigger_lag_seconds_sum{trigger=\"triggers[0]\"}",
+    );
+    let lag_count = metric(
+        &luge,
+        "luge_trigger_lag_seconds_count{trigger=\"triggers[0]\"}",
+    );
+    let mean_lag = Duration::from_secs_f64(lag_sum / lag_count.max(1.0));
+    eprintln!(
+        "victim: {answered} of {sent} answered, slowest {slowest:?}, p50 {p50:?}; \
+         the trigger's mean lag {mean_lag:?} over {lag_count} messages"
+    );
+    assert_eq!(answered, sent, "every request answered beside the backlog");
+    assert!(
+        p50 * 3 < mean_lag,
+        "the route's p50 {p50:?} is not a third of the backlog's mean lag {mean_lag:?}"
+    );
+}
