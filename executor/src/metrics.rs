@@ -158,6 +158,7 @@ pub struct Metrics {
     admissions: Family<AdmissionLabels, ShardedCounter>,
     trigger_events: Family<TriggerLabels, Counter>,
     trigger_lag: Family<TriggerName, ShardedHistogram>,
+    message_age: Family<TriggerName, ShardedHistogram>,
 }
 
 /// The families [`Metrics`] registers, which `/metrics` describes only
@@ -200,6 +201,11 @@ pub const REGISTERED: &[(&str, &str, &str)] = &[
         "histogram",
         "Time from an event's arrival (a tick's due time) until its function started: admission and the scheduler's queue",
     ),
+    (
+        "trigger_message_age_seconds",
+        "histogram",
+        "Time from a queued message's store at its broker (as the broker stamps it) until its function started: the queue's lag, what to scale on",
+    ),
 ];
 
 /// `metric` registered in `registry` as the family `name`, with its help
@@ -228,6 +234,13 @@ fn latency_histogram() -> ShardedHistogram {
 /// up in microseconds, a loaded one after other jobs' quanta.
 fn queue_histogram() -> ShardedHistogram {
     ShardedHistogram::new(exponential_buckets(5e-6, 2.0, 16))
+}
+
+/// Buckets from 1 ms to about 9 minutes, doubling: a queue's message
+/// waits a few milliseconds on a reader keeping up, minutes behind a
+/// backlog.
+fn age_histogram() -> ShardedHistogram {
+    ShardedHistogram::new(exponential_buckets(1e-3, 2.0, 20))
 }
 
 /// `name`'s handles in one of a thread's maps, made empty if missing (the
@@ -303,6 +316,13 @@ impl Metrics {
                 latency_histogram as fn() -> ShardedHistogram,
             ),
         );
+        let message_age = registered(
+            &mut registry,
+            "trigger_message_age_seconds",
+            Family::<TriggerName, ShardedHistogram>::new_with_constructor(
+                age_histogram as fn() -> ShardedHistogram,
+            ),
+        );
         registry.register_collector(Box::new(Pulled {
             modules,
             scheduler,
@@ -321,6 +341,7 @@ impl Metrics {
             admissions,
             trigger_events,
             trigger_lag,
+            message_age,
         }
     }
 
@@ -345,6 +366,16 @@ impl Metrics {
                 trigger: trigger.to_owned(),
             })
             .observe(lag.as_secs_f64());
+    }
+
+    /// Records how old a queued message of `trigger` was when its
+    /// function started.
+    pub fn observe_message_age(&self, trigger: &str, age: Duration) {
+        self.message_age
+            .get_or_create(&TriggerName {
+                trigger: trigger.to_owned(),
+            })
+            .observe(age.as_secs_f64());
     }
 
     /// Records one invocation of `function` that waited `queue_delay` for a

@@ -10,7 +10,8 @@
 //! scheduled under the trigger's deadline (or the function's) with the
 //! function's limits, logged with the trigger's name and event id, and
 //! counted in `/metrics` (`luge_trigger_events_total`,
-//! `luge_trigger_lag_seconds`).
+//! `luge_trigger_lag_seconds`, and a queue's
+//! `luge_trigger_message_age_seconds`).
 //!
 //! The function gets the event as its code can take it: a component with
 //! an export for the event's kind (`luge_core::event::EventExport`) there;
@@ -389,6 +390,12 @@ impl Inner {
             .await;
         app.metrics
             .observe_lag(&self.name, lag(event, arrived, outcome.elapsed));
+        if let Some(stored) = event.stored {
+            // The broker's clock: a message stamped later than now is 0 old.
+            let age = SystemTime::now().duration_since(stored).unwrap_or_default();
+            app.metrics
+                .observe_message_age(&self.name, age.saturating_sub(outcome.elapsed));
+        }
         // Its log lines name the trigger and the event.
         tracing::info_span!("event", trigger = %self.name, event = id)
             .in_scope(|| log_stderr(&function.name, id, &outcome.stderr));

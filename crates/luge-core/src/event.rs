@@ -75,6 +75,11 @@ pub struct Event {
     pub kind: EventKind,
     /// The message's bytes (empty for a tick).
     pub payload: Vec<u8>,
+    /// When its broker stored it, as the broker says: a queue's message
+    /// (a Redis stream entry's id, which a producer may choose; a
+    /// JetStream message's timestamp). `None` for a message that is not
+    /// kept (pub/sub, MQTT) and for a tick.
+    pub stored: Option<std::time::SystemTime>,
 }
 
 /// The export a component has for events, which the engine calls with the
@@ -144,6 +149,7 @@ mod tests {
                 topic: "t/1".into(),
             },
             payload: b"x".to_vec(),
+            stored: None,
         };
         let env = environment(&event, 9);
         assert!(env.contains(&("LUGE_TRIGGER".into(), "mqtt".into())));
@@ -152,6 +158,7 @@ mod tests {
         let tick = Event {
             kind: EventKind::Cron { timestamp: 5 },
             payload: Vec::new(),
+            stored: None,
         };
         assert!(environment(&tick, 1).contains(&("LUGE_EVENT_TIME".into(), "5".into())));
     }

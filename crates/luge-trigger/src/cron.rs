@@ -168,6 +168,7 @@ impl EventSource for CronSource {
                         timestamp: u64::try_from(tick.timestamp()).unwrap_or(0),
                     },
                     payload: Vec::new(),
+                    stored: None,
                 };
                 crate::deliver(&self.sink, event);
             }

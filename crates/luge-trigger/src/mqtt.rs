@@ -473,6 +473,7 @@ impl MqttSource {
                 topic: topic.clone(),
             },
             payload: publish.payload.to_vec(),
+            stored: None,
         };
         // Past the bound though the broker was told it (one that ignores
         // it): acknowledged and dropped, never handled, counted and said.

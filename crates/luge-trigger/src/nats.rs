@@ -616,12 +616,17 @@ async fn handle(
     if attempts > 1 {
         shared.sink.redelivered();
     }
+    let stored = message.info().ok().and_then(|info| {
+        let nanos = u64::try_from(info.published.unix_timestamp_nanos()).ok()?;
+        std::time::UNIX_EPOCH.checked_add(Duration::from_nanos(nanos))
+    });
     let event = |payload: Vec<u8>| Event {
         kind: EventKind::Message {
             system: "nats",
             subject: message.subject.to_string(),
         },
         payload,
+        stored,
     };
     let cut = message
         .headers

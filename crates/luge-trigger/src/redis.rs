@@ -333,6 +333,7 @@ impl RedisSource {
                     channel: channel.to_owned(),
                 },
                 payload: message.get_payload_bytes().to_vec(),
+                stored: None,
             };
             crate::deliver(sink, event);
         }

@@ -444,7 +444,7 @@ impl StreamSource {
                     {
                         let reason = format!("over {} bytes", self.max_message_bytes);
                         dead_letter(&mut again, queue, &id, None, &reason, 1).await?;
-                        self.shared.sink.lost(&event(queue, Vec::new()));
+                        self.shared.sink.lost(&event(queue, &id, Vec::new()));
                     }
                     return Err(
                         (redis::ErrorKind::Io, "an oversized message ended the read").into(),
@@ -582,14 +582,22 @@ impl StreamSource {
     }
 }
 
-/// The event of a message on `queue`'s stream.
-fn event(queue: &Queue, payload: Vec<u8>) -> Event {
+/// The event of the message `id` on `queue`'s stream.
+fn event(queue: &Queue, id: &str, payload: Vec<u8>) -> Event {
     Event {
         kind: EventKind::Redis {
             channel: queue.stream.clone(),
         },
         payload,
+        stored: stored(id),
     }
+}
+
+/// When the entry `id` (`MILLISECONDS-SEQUENCE`) was stored, as its id
+/// says; `None` for an id that is not one.
+fn stored(id: &str) -> Option<std::time::SystemTime> {
+    let (millis, _) = id.split_once('-')?;
+    std::time::UNIX_EPOCH.checked_add(Duration::from_millis(millis.parse().ok()?))
 }
 
 /// Runs `entry` until it succeeds or has failed `max_attempts` times,
@@ -605,18 +613,21 @@ async fn handle(
     let Some(payload) = entry.payload else {
         let reason = "no payload field";
         dead_letter(writer, queue, &entry.id, None, reason, attempts).await?;
-        shared.sink.lost(&event(queue, Vec::new()));
+        shared.sink.lost(&event(queue, &entry.id, Vec::new()));
         return Ok(());
     };
     if payload.len() > max_message_bytes {
         let reason = format!("over {max_message_bytes} bytes");
         dead_letter(writer, queue, &entry.id, None, &reason, attempts).await?;
-        shared.sink.lost(&event(queue, Vec::new()));
+        shared.sink.lost(&event(queue, &entry.id, Vec::new()));
         return Ok(());
     }
     let mut wait = FIRST_RETRY;
     loop {
-        let outcome = shared.sink.queue(event(queue, payload.clone())).await;
+        let outcome = shared
+            .sink
+            .queue(event(queue, &entry.id, payload.clone()))
+            .await;
         if outcome == Handled::Succeeded {
             return ack(writer, queue, &entry.id).await;
         }
@@ -904,5 +915,16 @@ stream = "jobs""#,
         assert_eq!(read[0].payload.as_deref(), Some(&b"a"[..]));
         assert_eq!(read[1].payload, None);
         assert!(entries(stream_entries(Value::Nil)).is_empty());
+    }
+
+    #[test]
+    fn an_entry_id_says_when_it_was_stored() {
+        let at = stored("1733200000123-7").unwrap();
+        assert_eq!(
+            at.duration_since(std::time::UNIX_EPOCH).unwrap(),
+            Duration::from_millis(1_733_200_000_123)
+        );
+        assert_eq!(stored("nonsense"), None);
+        assert_eq!(stored("18446744073709551616-0"), None);
     }
 }

@@ -465,6 +465,22 @@ max_in_flight = 32
          the trigger's mean lag {mean_lag:?} over {lag_count} messages"
     );
     assert_eq!(answered, sent, "every request answered beside the backlog");
+    // Each message's age at its start, from the stream id Redis gave it:
+    // at least its lag in Luge, as it was stored before Luge started.
+    let age_sum = metric(
+        &luge,
+        "luge_trigger_message_age_seconds_sum{trigger=\"triggers[0]\"}",
+    );
+    let age_count = metric(
+        &luge,
+        "luge_trigger_message_age_seconds_count{trigger=\"triggers[0]\"}",
+    );
+    assert!(age_count >= lag_count, "{age_count} ages, {lag_count} lags");
+    assert!(
+        age_sum / age_count >= mean_lag.as_secs_f64(),
+        "mean age {} s under the mean lag {mean_lag:?}",
+        age_sum / age_count
+    );
     assert!(
         p50 * 3 < mean_lag,
         "the route's p50 {p50:?} is not a third of the backlog's mean lag {mean_lag:?}"

@@ -585,6 +585,12 @@ nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_
             && nats.client().unwrap().stream_messages("DEAD").unwrap() == 1
     });
     assert_eq!(events(&luge, trigger, "failed"), 2.0);
+    // Each run's message was as old as JetStream's stamp says: under the
+    // retry's backoff and the runs, not since Luge's start.
+    let ages = luge.metric("luge_trigger_message_age_seconds_count{trigger=\"triggers[0]\"}");
+    let age_sum = luge.metric("luge_trigger_message_age_seconds_sum{trigger=\"triggers[0]\"}");
+    assert_eq!(ages, 4.0, "two handled, two failed runs");
+    assert!(age_sum > 0.0 && age_sum < 60.0, "{age_sum}");
     let letter = nats.client().unwrap().stream_message("DEAD", 1).unwrap();
     assert_eq!(letter.payload, b"fail");
     assert!(
