@@ -129,6 +129,26 @@ pub fn release_compile_memory() {
 /// Runs the executor for parsed command-line arguments: `luge run` until
 /// its module ends (its exit status returned), the servers until a
 /// shutdown signal (0).
+/// Sends Luge's logs to stderr, at `LUGE_LOG`'s levels (an `EnvFilter`),
+/// else at `default_level`; colored on a terminal only. With the `log`
+/// crate's records bridged in; a process that embeds Luge and set its own
+/// `log` logger first (containerd-shim-luge) keeps it, and Luge's own
+/// records still go to stderr.
+pub fn init_logging(default_level: &str) {
+    let subscriber = || {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                EnvFilter::try_from_env("LUGE_LOG")
+                    .unwrap_or_else(|_| EnvFilter::new(default_level)),
+            )
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    };
+    if subscriber().try_init().is_err() {
+        let _ = tracing::subscriber::set_global_default(subscriber().finish());
+    }
+}
+
 pub fn main_with(cli: cli::Cli) -> anyhow::Result<u8> {
     // Logs go to stderr. In proxy mode the process's streams are the
     // action's logs as OpenWhisk collects them, so only warnings go there.
@@ -139,21 +159,7 @@ pub fn main_with(cli: cli::Cli) -> anyhow::Result<u8> {
         // stderr.
         cli::Command::Up(_) | cli::Command::Completions { .. } => "warn",
     };
-    let subscriber = || {
-        tracing_subscriber::fmt()
-            .with_env_filter(
-                EnvFilter::try_from_env("LUGE_LOG")
-                    .unwrap_or_else(|_| EnvFilter::new(default_level)),
-            )
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-    };
-    // With the `log` crate's records bridged in; a process that embeds
-    // Luge and set its own `log` logger first (containerd-shim-luge) keeps
-    // it, and Luge's own records still go to stderr.
-    if subscriber().try_init().is_err() {
-        let _ = tracing::subscriber::set_global_default(subscriber().finish());
-    }
+    init_logging(default_level);
     match cli.command {
         cli::Command::Run(args) => return run::run(args),
         cli::Command::Completions { shell } => {

@@ -236,11 +236,11 @@ fn queue_histogram() -> ShardedHistogram {
     ShardedHistogram::new(exponential_buckets(5e-6, 2.0, 16))
 }
 
-/// Buckets from 1 ms to about 9 minutes, doubling: a queue's message
+/// Buckets from 100 µs to about 14 minutes, doubling: a queue's message
 /// waits a few milliseconds on a reader keeping up, minutes behind a
 /// backlog.
 fn age_histogram() -> ShardedHistogram {
-    ShardedHistogram::new(exponential_buckets(1e-3, 2.0, 20))
+    ShardedHistogram::new(exponential_buckets(100e-6, 2.0, 24))
 }
 
 /// `name`'s handles in one of a thread's maps, made empty if missing (the

@@ -99,6 +99,10 @@ pub(crate) fn start(mut command: Command, marker: &str) -> anyhow::Result<Served
         let marker = marker.to_owned();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                // What went wrong in the served process, said here too.
+                if line.contains(" WARN ") || line.contains(" ERROR ") {
+                    eprintln!("served: {line}");
+                }
                 if let Some(rest) = line.split_once(&marker).map(|(_, r)| r) {
                     let addr = rest
                         .trim()

@@ -166,6 +166,9 @@ fn main() -> anyhow::Result<()> {
         let cli = luge_executor::cli::Cli::parse_from(
             std::iter::once("luge".into()).chain(std::env::args_os().skip(1)),
         );
+        // What went wrong, on stderr (which the experiments read for the
+        // address), as `luge serve` logs it; `LUGE_LOG` for more.
+        luge_executor::init_logging("warn");
         return tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?

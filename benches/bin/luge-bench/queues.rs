@@ -174,17 +174,180 @@ fn pubsub(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained>
     })
 }
 
+/// Messages of a paced round, and their rate.
+const PACED: u64 = 2_000;
+const PACED_PER_SECOND: u64 = 1_000;
+
+/// The `q` quantile (0-1) of the histogram `family` of `luge`'s
+/// `/metrics` for the first trigger, less the counts `skip` (an earlier
+/// reading), interpolated within its bucket as
+/// Prometheus' `histogram_quantile` does; in seconds.
+fn quantile(luge: &Served, family: &str, q: f64, skip: &[(f64, f64)]) -> f64 {
+    let buckets: Vec<(f64, f64)> = bucket_counts(luge, family)
+        .into_iter()
+        .zip(skip.iter().map(|&(_, n)| n).chain(std::iter::repeat(0.0)))
+        .map(|((le, count), skipped)| (le, count - skipped))
+        .collect();
+    let Some(&(_, total)) = buckets.last() else {
+        return f64::NAN;
+    };
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for (le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return lower;
+            }
+            let within = count - below;
+            return lower
+                + (le - lower)
+                    * if within > 0.0 {
+                        (rank - below) / within
+                    } else {
+                        1.0
+                    };
+        }
+        (lower, below) = (le, count);
+    }
+    lower
+}
+
+/// The cumulative bucket counts of the histogram `family` of `luge`'s
+/// first trigger: (upper bound, count), in order.
+fn bucket_counts(luge: &Served, family: &str) -> Vec<(f64, f64)> {
+    let text = ureq::get(&format!("http://{}/metrics", luge.addr))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default();
+    let prefix = format!("{family}_bucket{{");
+    text.lines()
+        .filter(|line| line.starts_with(&prefix) && line.contains("trigger=\"triggers[0]\""))
+        .filter_map(|line| {
+            let (_, le) = line.split_once("le=\"")?;
+            let (le, _) = le.split_once('"')?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, line.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Publishes [`PACED`] messages at [`PACED_PER_SECOND`] by `publish` (the
+/// message's number) to a running `luge`, waits until it handled them,
+/// and gives the p50 and p99 of `family` over them, in ms.
+fn paced(
+    luge: &Served,
+    family: &str,
+    mut publish: impl FnMut(u64) -> anyhow::Result<()>,
+) -> anyhow::Result<(f64, f64)> {
+    // A first message, handled before the round: the trigger is reading,
+    // and its age (its reader's start) is left out of the round's.
+    let warm = handled(luge) + 1.0;
+    publish(PACED)?;
+    let until = Instant::now() + Duration::from_secs(30);
+    while handled(luge) < warm {
+        anyhow::ensure!(Instant::now() < until, "the first message was not handled");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let skip = bucket_counts(luge, family);
+    let before = handled(luge);
+    let started = Instant::now();
+    for i in 0..PACED {
+        let due = started + Duration::from_micros(i * 1_000_000 / PACED_PER_SECOND);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        publish(i)?;
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while handled(luge) < before + PACED as f64 {
+        anyhow::ensure!(
+            Instant::now() < until,
+            "the paced messages were not all handled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ms = |q| 1e3 * quantile(luge, family, q, &skip);
+    Ok((ms(0.5), ms(0.99)))
+}
+
+/// The paced round of a durable queue: a fresh stream on a running Luge.
+fn paced_redis_streams(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
+    let redis = RedisServer::start()?;
+    let mut connection = redis::Client::open(redis.url())?.get_connection()?;
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "redis-streams = {{ address = \"{}\", stream = \"jobs\" }}",
+        redis.url()
+    );
+    let luge = serve(setup, dir.path(), &trigger, 32, workers)?;
+    paced(&luge, "luge_trigger_message_age_seconds", |i| {
+        redis::cmd("XADD")
+            .arg("jobs")
+            .arg("*")
+            .arg("payload")
+            .arg(i)
+            .exec(&mut connection)?;
+        Ok(())
+    })
+}
+
+fn paced_jetstream(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
+    let nats = NatsServer::start()?;
+    let mut client = nats.client()?;
+    client.create_stream("JOBS", &["jobs"])?;
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "nats-jetstream = {{ address = \"{}\", stream = \"JOBS\" }}",
+        nats.url()
+    );
+    let luge = serve(setup, dir.path(), &trigger, 32, workers)?;
+    paced(&luge, "luge_trigger_message_age_seconds", |i| {
+        anyhow::ensure!(client.publish("jobs", [i.to_string()])? == 1, "not stored");
+        Ok(())
+    })
+}
+
+/// Pub/sub keeps no stamp: its lag (arrival at Luge to the start) is the
+/// reference, the hop from the broker not in it.
+fn paced_pubsub(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
+    let redis = RedisServer::start()?;
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "redis = {{ address = \"{}\", channel = \"jobs\" }}",
+        redis.url()
+    );
+    let luge = serve(setup, dir.path(), &trigger, 1024, workers)?;
+    let until = Instant::now() + Duration::from_secs(10);
+    while redis.publish("jobs", b"warm-up")? == 0 {
+        anyhow::ensure!(Instant::now() < until, "Luge never subscribed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut connection = redis::Client::open(redis.url())?.get_connection()?;
+    paced(&luge, "luge_trigger_lag_seconds", |i| {
+        redis::cmd("PUBLISH")
+            .arg("jobs")
+            .arg(i)
+            .exec(&mut connection)?;
+        Ok(())
+    })
+}
+
 pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
     let mut rows = Vec::new();
     type Round = fn(&Setup, u32, u64) -> anyhow::Result<Drained>;
-    let brokers: [(&str, Round); 3] = [
-        ("redis-streams", redis_streams),
-        ("nats-jetstream", jetstream),
-        ("redis (pub/sub, reference)", pubsub),
+    type Paced = fn(&Setup, u32) -> anyhow::Result<(f64, f64)>;
+    let brokers: [(&str, Round, Paced); 3] = [
+        ("redis-streams", redis_streams, paced_redis_streams),
+        ("nats-jetstream", jetstream, paced_jetstream),
+        ("redis (pub/sub, reference)", pubsub, paced_pubsub),
     ];
-    for (name, round) in brokers {
+    for (name, round, paced) in brokers {
         for workers in [1, 2] {
             let r = round(setup, workers, messages)?;
+            let (p50, p99) = paced(setup, workers)?;
             rows.push(vec![
                 name.to_owned(),
                 workers.to_string(),
@@ -194,6 +357,8 @@ pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
                     "{:.0}",
                     luge_benches::load::cpu_us_per_request(r.cpu, r.handled as u64)
                 ),
+                format!("{p50:.2}"),
+                format!("{p99:.2}"),
             ]);
         }
     }
@@ -206,13 +371,15 @@ pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
             "handled",
             "handled msg/s",
             "Luge CPU µs per message",
+            "paced p50 ms",
+            "paced p99 ms",
         ],
         rows,
         x_desc: "",
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {messages} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round (the reference: the same function on the Redis pub/sub trigger) publishes {messages} messages while Luge runs, in pipelines of 100, each sent once at most 100 are unhandled (admission refuses past the tenant's places), the trigger's room 1,024 (so none is dropped for want of room); its count includes the warm-up message. CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores."
+            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {messages} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round (the reference: the same function on the Redis pub/sub trigger) publishes {messages} messages while Luge runs, in pipelines of 100, each sent once at most 100 are unhandled (admission refuses past the tenant's places), the trigger's room 1,024 (so none is dropped for want of room); its count includes the warm-up message. CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores. The paced columns are another round per row: a fresh broker and Luge, {PACED} messages published one at a time at {PACED_PER_SECOND}/s, and the p50 and p99 of each message's time from its store at the broker to its function's start (`luge_trigger_message_age_seconds`, from the Redis stream id's milliseconds or JetStream's timestamp, interpolated in its doubling buckets as Prometheus' histogram_quantile does); pub/sub keeps no stamp, so its row gives the time from the message's arrival at Luge to the start (`luge_trigger_lag_seconds`), without the hop from the broker."
         ),
     })
 }
