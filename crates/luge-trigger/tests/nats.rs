@@ -347,3 +347,93 @@ async fn servers_a_server_advertises_are_never_dialled() {
     );
     task.abort();
 }
+
+/// A relay to `server` that drops the client's pull requests (`PUB
+/// $JS.API.CONSUMER.MSG.NEXT...` and its payload) while `drop_pulls` is
+/// set, passing everything else: a server that leaves a pull unanswered.
+async fn dropping_pulls(
+    server: &NatsServer,
+    drop_pulls: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let upstream = server.port;
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let drop_pulls = drop_pulls.clone();
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                });
+                // Whole lines only; a dropped PUB's payload line goes too.
+                let (mut buffer, mut chunk, mut skip_next) = (Vec::new(), [0u8; 4096], false);
+                while let Ok(n) = client_read.read(&mut chunk).await {
+                    if n == 0 {
+                        return;
+                    }
+                    buffer.extend_from_slice(&chunk[..n]);
+                    let mut out = Vec::new();
+                    while let Some(end) = buffer.windows(2).position(|w| w == b"\r\n") {
+                        let line: Vec<u8> = buffer.drain(..end + 2).collect();
+                        if skip_next {
+                            skip_next = false;
+                        } else if line.starts_with(b"PUB $JS.API.CONSUMER.MSG.NEXT.")
+                            && drop_pulls.load(Ordering::SeqCst)
+                        {
+                            skip_next = true;
+                        } else {
+                            out.extend_from_slice(&line);
+                        }
+                    }
+                    if server_write.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A server that leaves pulls unanswered (nats-server 2.9 does, now and
+/// then) holds a message only until the pull is asked again, a little past
+/// its expiry: the client's own timer (5 s past it) is not waited for,
+/// and the connection is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_pull_is_asked_again_soon() {
+    let server = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    client(&server).create_stream("WORK", &["WORK"]).unwrap();
+    let drop_pulls = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let port = dropping_pulls(&server, drop_pulls.clone()).await;
+    let record = Record::new(|_, _| Handled::Succeeded);
+    let settings = queue::settings(&JetStream, &format!("nats://127.0.0.1:{port}"), "WORK", "");
+    let task = spawn(JetStreamSource::new(settings, record.clone()));
+    client(&server).publish("WORK", ["first"]).unwrap();
+    until("the first handled", Duration::from_secs(10), async || {
+        record.succeeded().len() == 1
+    })
+    .await;
+    // The pulls now sent are lost for a while: the one pending expires
+    // at the server, and the next ones go unanswered.
+    drop_pulls.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop_pulls.store(false, Ordering::SeqCst);
+    let published = std::time::Instant::now();
+    client(&server).publish("WORK", ["second"]).unwrap();
+    until("the second handled", Duration::from_secs(10), async || {
+        record.succeeded().len() == 2
+    })
+    .await;
+    // At most one unanswered pull's expiry and grace (1 s) and the next
+    // pull, far under the client's own 5.5 s.
+    let waited = published.elapsed();
+    assert!(waited < Duration::from_secs(3), "waited {waited:?}");
+    task.abort();
+}
