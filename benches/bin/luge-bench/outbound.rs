@@ -20,12 +20,47 @@ use luge_testkit::tls::{self, PrivateCa};
 use crate::Report;
 use crate::Setup;
 use crate::http_proxy::{
-    HELLO, LUGE_MARKER, free_port, load_columns, luge_serve, luge_site, measure, start,
+    HELLO, LUGE_MARKER, Served, free_port, load_columns, luge_serve, luge_site, measure, start,
     wasmtime_cli, wasmtime_version,
 };
 
 /// What every upstream answers.
 const UPSTREAM_BODY: &str = "upstream says hello";
+
+/// `luge serve` (trusting `ca`, granted the `plain`, HTTP/2 and
+/// HTTP/1.1 upstreams on their ports) and `wasmtime serve` of the
+/// fetching handler, their files in `dir`.
+fn servers(
+    setup: &Setup,
+    dir: &std::path::Path,
+    ca: &PrivateCa,
+    [plain, secure_h2, secure_h1]: [u16; 3],
+) -> anyhow::Result<(Served, Served)> {
+    let component = dir.join("handler.wasm");
+    std::fs::write(&component, wasm("http-handler"))?;
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, &ca.pem)?;
+    luge_site(
+        dir,
+        &format!(
+            "[[routes]]\npath = \"/out/...\"\nmodule = \"handler.wasm\"\n\
+             allowed_outbound_hosts = [\"http://127.0.0.1:{plain}\", \"https://localhost:{secure_h2}\", \"https://localhost:{secure_h1}\"]\n"
+        ),
+    )?;
+    let ca = ca_file.to_string_lossy().into_owned();
+    let luge = start(
+        luge_serve(setup, dir, "state", &["--ca-file", &ca])?,
+        LUGE_MARKER,
+    )?;
+    let port = free_port()?;
+    let mut wasmtime = std::process::Command::new(wasmtime_cli()?);
+    wasmtime
+        .args(["serve", "-S", "cli", "-S", "http", "--addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(&component);
+    let wasmtime = start(wasmtime, "Serving HTTP on ")?;
+    Ok((luge, wasmtime))
+}
 
 pub(crate) fn outbound(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
     let ca = PrivateCa::new();
@@ -41,29 +76,7 @@ pub(crate) fn outbound(setup: &Setup, window: Duration) -> anyhow::Result<Report
     );
 
     let dir = tempfile::tempdir()?;
-    let component = dir.path().join("handler.wasm");
-    std::fs::write(&component, wasm("http-handler"))?;
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, &ca.pem)?;
-    luge_site(
-        dir.path(),
-        &format!(
-            "[[routes]]\npath = \"/out/...\"\nmodule = \"handler.wasm\"\n\
-             allowed_outbound_hosts = [\"http://127.0.0.1:{plain}\", \"https://localhost:{secure_h2}\", \"https://localhost:{secure_h1}\"]\n"
-        ),
-    )?;
-    let ca = ca_file.to_string_lossy().into_owned();
-    let luge = start(
-        luge_serve(setup, dir.path(), "state", &["--ca-file", &ca])?,
-        LUGE_MARKER,
-    )?;
-    let port = free_port()?;
-    let mut wasmtime = std::process::Command::new(wasmtime_cli()?);
-    wasmtime
-        .args(["serve", "-S", "cli", "-S", "http", "--addr"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg(&component);
-    let wasmtime = start(wasmtime, "Serving HTTP on ")?;
+    let (luge, wasmtime) = servers(setup, dir.path(), &ca, [plain, secure_h2, secure_h1])?;
 
     let fetch = |url: String| -> anyhow::Result<Vec<(HeaderName, HeaderValue)>> {
         Ok(vec![(
