@@ -141,7 +141,13 @@ fn jetstream(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drain
     drain(&luge, messages as f64)
 }
 
-fn pubsub(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained> {
+/// A Redis server and `luge serve` with the pub/sub trigger on it (room
+/// 1,024), once subscribed (a warm-up message reached it); the tempdir
+/// is the site's, kept as long as Luge runs.
+fn subscribed(
+    setup: &Setup,
+    workers: u32,
+) -> anyhow::Result<(RedisServer, tempfile::TempDir, Served)> {
     let redis = RedisServer::start()?;
     let dir = tempfile::tempdir()?;
     let trigger = format!(
@@ -154,6 +160,11 @@ fn pubsub(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained>
         anyhow::ensure!(Instant::now() < until, "Luge never subscribed");
         std::thread::sleep(Duration::from_millis(50));
     }
+    Ok((redis, dir, luge))
+}
+
+fn pubsub(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained> {
+    let (redis, _dir, luge) = subscribed(setup, workers)?;
     std::thread::scope(|s| {
         let publisher = s.spawn(|| -> anyhow::Result<()> {
             let mut sent = 0;
@@ -313,18 +324,7 @@ fn paced_jetstream(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
 /// Pub/sub keeps no stamp: its lag (arrival at Luge to the start) is the
 /// reference, the hop from the broker not in it.
 fn paced_pubsub(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
-    let redis = RedisServer::start()?;
-    let dir = tempfile::tempdir()?;
-    let trigger = format!(
-        "redis = {{ address = \"{}\", channel = \"jobs\" }}",
-        redis.url()
-    );
-    let luge = serve(setup, dir.path(), &trigger, 1024, workers)?;
-    let until = Instant::now() + Duration::from_secs(10);
-    while redis.publish("jobs", b"warm-up")? == 0 {
-        anyhow::ensure!(Instant::now() < until, "Luge never subscribed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (redis, _dir, luge) = subscribed(setup, workers)?;
     let mut connection = redis::Client::open(redis.url())?.get_connection()?;
     paced(&luge, "luge_trigger_lag_seconds", |i| {
         redis::cmd("PUBLISH")
