@@ -265,9 +265,7 @@ mod tests {
         }
     }
 
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(10)
-    }
+    use luge_testkit::later;
 
     /// A connection without credentials for `function`.
     async fn anonymous(

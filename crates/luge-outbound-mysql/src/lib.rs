@@ -321,6 +321,20 @@ fn param(param: Param) -> mysql_async::Value {
     }
 }
 
+/// A string or blob type: text, or bytes in the binary character set.
+fn is_string(t: ColumnType) -> bool {
+    matches!(
+        t,
+        ColumnType::MYSQL_TYPE_STRING
+            | ColumnType::MYSQL_TYPE_VAR_STRING
+            | ColumnType::MYSQL_TYPE_VARCHAR
+            | ColumnType::MYSQL_TYPE_BLOB
+            | ColumnType::MYSQL_TYPE_TINY_BLOB
+            | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
+            | ColumnType::MYSQL_TYPE_LONG_BLOB
+    )
+}
+
 fn data_type(column: &mysql_async::Column) -> DataType {
     let unsigned = column.flags().contains(ColumnFlags::UNSIGNED_FLAG);
     match (column.column_type(), unsigned) {
@@ -334,25 +348,9 @@ fn data_type(column: &mysql_async::Column) -> DataType {
         (ColumnType::MYSQL_TYPE_LONGLONG, true) => DataType::Uint64,
         (ColumnType::MYSQL_TYPE_FLOAT, _) => DataType::Floating32,
         (ColumnType::MYSQL_TYPE_DOUBLE, _) => DataType::Floating64,
+        (t, _) if is_string(t) && column.character_set() == BINARY_CHARSET => DataType::Binary,
         (
-            ColumnType::MYSQL_TYPE_STRING
-            | ColumnType::MYSQL_TYPE_VAR_STRING
-            | ColumnType::MYSQL_TYPE_VARCHAR
-            | ColumnType::MYSQL_TYPE_BLOB
-            | ColumnType::MYSQL_TYPE_TINY_BLOB
-            | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
-            | ColumnType::MYSQL_TYPE_LONG_BLOB,
-            _,
-        ) if column.character_set() == BINARY_CHARSET => DataType::Binary,
-        (
-            ColumnType::MYSQL_TYPE_STRING
-            | ColumnType::MYSQL_TYPE_VAR_STRING
-            | ColumnType::MYSQL_TYPE_VARCHAR
-            | ColumnType::MYSQL_TYPE_BLOB
-            | ColumnType::MYSQL_TYPE_TINY_BLOB
-            | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
-            | ColumnType::MYSQL_TYPE_LONG_BLOB
-            | ColumnType::MYSQL_TYPE_JSON
+            ColumnType::MYSQL_TYPE_JSON
             | ColumnType::MYSQL_TYPE_ENUM
             | ColumnType::MYSQL_TYPE_SET
             | ColumnType::MYSQL_TYPE_DECIMAL
@@ -364,6 +362,7 @@ fn data_type(column: &mysql_async::Column) -> DataType {
             | ColumnType::MYSQL_TYPE_TIMESTAMP,
             _,
         ) => DataType::Str,
+        (t, _) if is_string(t) => DataType::Str,
         _ => DataType::Other,
     }
 }
@@ -504,8 +503,8 @@ impl Connection {
 mod tests {
     use std::time::Duration;
 
-    use luge_testkit::grants;
     use luge_testkit::mariadb::MariaDbServer;
+    use luge_testkit::{grants, later};
 
     use super::*;
 
@@ -513,15 +512,6 @@ mod tests {
     /// bounded at 1 MiB.
     fn caller<'a>(name: &'a str, granted: &'a luge_core::capabilities::AllowedHosts) -> Caller<'a> {
         Caller::new(name, granted, later(), 1 << 20)
-    }
-
-    /// Grants for the server on `port` of this machine.
-    fn granted(port: u16) -> luge_core::capabilities::AllowedHosts {
-        grants(&[&format!("mysql://127.0.0.1:{port}")])
-    }
-
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(20)
     }
 
     /// Connections running `SLEEP`, as the server lists them.
@@ -554,7 +544,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statements_past_their_deadline_are_killed_on_the_server() {
         let server = MariaDbServer::start().unwrap();
-        let granted = granted(server.port);
+        let granted = server.grants();
         let watcher = open(caller("watcher", &granted), &server.url())
             .await
             .unwrap();
@@ -580,7 +570,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statements_reach_a_granted_server_and_are_bounded() {
         let server = MariaDbServer::start().unwrap();
-        let granted = granted(server.port);
+        let granted = server.grants();
         let c = open(caller("f1", &granted), &server.url()).await.unwrap();
         c.execute(
             "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20), data VARBINARY(8), \
@@ -677,7 +667,7 @@ mod tests {
             open(caller("f2", &other), &server.url()).await,
             Err(MysqlError::Connect(luge_outbound::SendError::Denied(_)))
         ));
-        let granted = granted(server.port);
+        let granted = server.grants();
         let wrong = server.url().replace(server.password, "wrong-secret");
         let error = open(caller("f2", &granted), &wrong).await.unwrap_err();
         assert!(matches!(error, MysqlError::ConnectionFailed(_)), "{error}");

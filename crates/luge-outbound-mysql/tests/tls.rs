@@ -4,16 +4,10 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::time::{Duration, Instant};
-
 use luge_outbound::Caller;
 use luge_outbound_mysql::{MysqlError, open};
-use luge_testkit::grants;
 use luge_testkit::mariadb::MariaDbServer;
-
-fn later() -> Instant {
-    Instant::now() + Duration::from_secs(20)
-}
+use luge_testkit::{grants, later};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn require_ssl_speaks_tls_verified_by_chain_and_name() {

@@ -884,8 +884,8 @@ fn hms(time: &chrono::NaiveTime) -> Time {
 mod tests {
     use std::time::Duration;
 
-    use luge_testkit::grants;
     use luge_testkit::postgres::PostgresServer;
+    use luge_testkit::{grants, later};
 
     use super::*;
 
@@ -895,19 +895,10 @@ mod tests {
         Caller::new(name, granted, later(), 1 << 20)
     }
 
-    /// Grants for the server on `port` of this machine.
-    fn granted(port: u16) -> luge_core::capabilities::AllowedHosts {
-        grants(&[&format!("postgres://127.0.0.1:{port}")])
-    }
-
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(20)
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn queries_reach_a_granted_server_and_are_bounded() {
         let server = PostgresServer::start().unwrap();
-        let granted = granted(server.port);
+        let granted = server.grants();
         let c = open(caller("f1", &granted), &server.url(), None)
             .await
             .unwrap();
@@ -1033,7 +1024,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statements_past_their_deadline_are_cancelled_on_the_server() {
         let server = PostgresServer::start().unwrap();
-        let granted = granted(server.port);
+        let granted = server.grants();
         let watcher = open(caller("watcher", &granted), &server.url(), None)
             .await
             .unwrap();
@@ -1086,7 +1077,7 @@ mod tests {
             open(caller("f2", &other), &server.url(), None).await,
             Err(PgError::Connect(luge_outbound::SendError::Denied(_)))
         ));
-        let granted = granted(server.port);
+        let granted = server.grants();
         let wrong = server.url().replace(server.password, "wrong-secret");
         let error = open(caller("f2", &granted), &wrong, None)
             .await
@@ -1122,7 +1113,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ranges_and_intervals_go_both_ways() {
         let server = PostgresServer::start().unwrap();
-        let granted = granted(server.port);
+        let granted = server.grants();
         let c = open(caller("r1", &granted), &server.url(), None)
             .await
             .unwrap();

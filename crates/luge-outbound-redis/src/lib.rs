@@ -373,9 +373,7 @@ mod tests {
         Caller::new(name, granted, later(), 1 << 20)
     }
 
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(10)
-    }
+    use luge_testkit::later;
 
     /// The CA of this binary's TLS server.
     static CA: std::sync::LazyLock<luge_testkit::tls::PrivateCa> =

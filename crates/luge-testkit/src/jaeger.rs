@@ -8,26 +8,41 @@
 //! from the Go module proxy into `target/tools/jaeger/jaeger` (or set
 //! `LUGE_JAEGER`).
 
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::server::{self, ServerError};
+
+const NAME: &str = "jaeger";
+
 /// Why Jaeger could not be started or read.
 #[derive(Debug, thiserror::Error)]
 pub enum JaegerError {
-    /// No free loopback port, or its config could not be written.
-    #[error("cannot prepare Jaeger")]
-    Io(#[from] std::io::Error),
-    /// The binary could not be run.
-    #[error("jaeger could not be run from {0} (./scripts/build-jaeger.sh builds it)")]
-    Spawn(PathBuf, #[source] std::io::Error),
-    /// It did not listen in time.
-    #[error("jaeger did not start on port {0}")]
-    NotListening(u16),
-    /// The query API failed.
-    #[error("jaeger's query API: {0}")]
-    Query(String),
+    /// It could not be prepared, run, or did not listen in time.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// The query API could not be asked.
+    #[error("jaeger's query API")]
+    Query(#[from] ureq::Error),
+    /// The query API's answer was not JSON.
+    #[error("jaeger's query API answered no JSON")]
+    Json(#[from] serde_json::Error),
+    /// A trace did not have its spans in time.
+    #[error("trace {id} has {found} of its {spans} spans after {timeout:?}")]
+    Incomplete {
+        /// The trace.
+        id: String,
+        /// The spans awaited.
+        spans: usize,
+        /// The spans found at the last look.
+        found: usize,
+        /// How long it was awaited.
+        timeout: Duration,
+        /// The last look's error, if it failed.
+        #[source]
+        last: Option<ureq::Error>,
+    },
 }
 
 /// A running Jaeger on 127.0.0.1.
@@ -43,10 +58,6 @@ pub struct JaegerServer {
     pub query_port: u16,
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// Where the binary is: `LUGE_JAEGER`, else build-jaeger.sh's build.
 pub fn binary() -> PathBuf {
     std::env::var_os("LUGE_JAEGER").map_or_else(
@@ -59,11 +70,12 @@ impl JaegerServer {
     /// Starts one on free ports; waits up to 30 s for its receivers and
     /// query API.
     pub fn start() -> Result<Self, JaegerError> {
-        let (grpc, http, query, query_grpc) =
-            (free_port()?, free_port()?, free_port()?, free_port()?);
-        let dir = tempfile::tempdir()?;
+        let port = || server::free_port(NAME);
+        let (grpc, http, query, query_grpc) = (port()?, port()?, port()?, port()?);
+        let dir = tempfile::tempdir().map_err(ServerError::setup(NAME))?;
         let config = dir.path().join("jaeger.yaml");
-        std::fs::write(
+        server::write(
+            NAME,
             &config,
             format!(
                 "service:
@@ -116,32 +128,26 @@ exporters:
 "
             ),
         )?;
-        let binary = binary();
-        let output = std::fs::File::create(dir.path().join("output"))?;
-        let child = Command::new(&binary)
-            .arg("--config")
-            .arg(format!("file:{}", config.display()))
-            .stdout(output)
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| JaegerError::Spawn(binary, e))?;
-        let server = Self {
+        let output =
+            std::fs::File::create(dir.path().join("output")).map_err(ServerError::setup(NAME))?;
+        let child = server::spawn(
+            Command::new(binary())
+                .arg("--config")
+                .arg(format!("file:{}", config.display()))
+                .stdout(output)
+                .stderr(Stdio::null()),
+            "./scripts/build-jaeger.sh builds it",
+        )?;
+        // Killed when dropped, should it not start.
+        let this = Self {
             child,
             _dir: dir,
             otlp_grpc_port: grpc,
             otlp_http_port: http,
             query_port: query,
         };
-        let started = Instant::now();
-        for port in [grpc, http, query] {
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                if started.elapsed() > Duration::from_secs(30) {
-                    return Err(JaegerError::NotListening(port));
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        Ok(server)
+        server::wait_listening(NAME, &[grpc, http, query], Duration::from_secs(30))?;
+        Ok(this)
     }
 
     /// Its process id.
@@ -171,14 +177,8 @@ exporters:
             "http://127.0.0.1:{}/api/traces?service={service}&limit={limit}&lookback=1h",
             self.query_port
         );
-        let text = ureq::get(&url)
-            .call()
-            .map_err(|e| JaegerError::Query(e.to_string()))?
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| JaegerError::Query(e.to_string()))?;
-        let body: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| JaegerError::Query(e.to_string()))?;
+        let text = ureq::get(&url).call()?.body_mut().read_to_string()?;
+        let body: serde_json::Value = serde_json::from_str(&text)?;
         Ok(body["data"].as_array().cloned().unwrap_or_default())
     }
 
@@ -192,29 +192,28 @@ exporters:
     ) -> Result<serde_json::Value, JaegerError> {
         let url = format!("http://127.0.0.1:{}/api/traces/{id}", self.query_port);
         let until = Instant::now() + timeout;
-        let mut last;
         loop {
-            match ureq::get(&url).call() {
+            let (found, last) = match ureq::get(&url).call() {
                 Ok(mut response) => {
-                    let text = response
-                        .body_mut()
-                        .read_to_string()
-                        .map_err(|e| JaegerError::Query(e.to_string()))?;
-                    let body: serde_json::Value = serde_json::from_str(&text)
-                        .map_err(|e| JaegerError::Query(e.to_string()))?;
+                    let text = response.body_mut().read_to_string()?;
+                    let body: serde_json::Value = serde_json::from_str(&text)?;
                     let trace = body["data"][0].clone();
-                    let n = trace["spans"].as_array().map_or(0, Vec::len);
-                    if n >= spans {
+                    let found = trace["spans"].as_array().map_or(0, Vec::len);
+                    if found >= spans {
                         return Ok(trace);
                     }
-                    last = format!("{n} spans");
+                    (found, None)
                 }
-                Err(e) => last = e.to_string(),
-            }
+                Err(e) => (0, Some(e)),
+            };
             if Instant::now() > until {
-                return Err(JaegerError::Query(format!(
-                    "trace {id} has not {spans} spans after {timeout:?}: {last}"
-                )));
+                return Err(JaegerError::Incomplete {
+                    id: id.to_owned(),
+                    spans,
+                    found,
+                    timeout,
+                    last,
+                });
             }
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -12,6 +12,7 @@ pub mod mosquitto;
 pub mod nats;
 pub mod postgres;
 pub mod redis;
+pub mod server;
 pub mod tls;
 pub mod wit;
 
@@ -173,6 +174,12 @@ pub fn social_routes() -> String {
         config += &route(leaf, &[]);
     }
     config
+}
+
+/// A deadline 20 s off: a test's outgoing calls are bounded by it, and
+/// never cut short on a loaded machine.
+pub fn later() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(20)
 }
 
 /// `hosts` as a function's `allowed_outbound_hosts` grants (no

@@ -3,20 +3,13 @@
 //! free loopback port with a password-protected user, stopped when
 //! dropped. `./scripts/setup.sh` installs it (Debian's `mariadb-server`).
 
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Why a MariaDB server could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum MariaDbError {
-    /// A step failed.
-    #[error("{0} (./scripts/setup.sh installs mariadb-server)")]
-    Step(String),
-    /// It did not accept connections in time.
-    #[error("mariadbd did not start on port {0}")]
-    NotListening(u16),
-}
+use crate::server::{self, ServerError};
+
+const NAME: &str = "mariadbd";
+const HINT: &str = "./scripts/setup.sh installs mariadb-server";
 
 /// A running MariaDB on 127.0.0.1.
 #[derive(Debug)]
@@ -34,28 +27,26 @@ pub struct MariaDbServer {
 impl MariaDbServer {
     /// Starts one on a free port, with the user `luge` (password
     /// `luge-pw`) owning the database `luge`.
-    pub fn start() -> Result<Self, MariaDbError> {
+    pub fn start() -> Result<Self, ServerError> {
         Self::start_with(None)
     }
 
     /// [`MariaDbServer::start`] with TLS: the server certificate
     /// `cert_pem` and its key, and every client connection over TCP
     /// required to use it (`require_secure_transport`).
-    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Self, MariaDbError> {
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Self, ServerError> {
         Self::start_with(Some((cert_pem, key_pem)))
     }
 
-    fn start_with(tls: Option<(&str, &str)>) -> Result<Self, MariaDbError> {
-        let step =
-            |what: &str, e: &dyn std::fmt::Display| MariaDbError::Step(format!("{what}: {e}"));
-        let dir = tempfile::tempdir().map_err(|e| step("temp dir", &e))?;
+    fn start_with(tls: Option<(&str, &str)>) -> Result<Self, ServerError> {
+        let dir = tempfile::tempdir().map_err(ServerError::setup(NAME))?;
         let root = rustix::process::geteuid().is_root();
         let data = dir.path().join("data");
         // Temporary tables in a directory of this server's own: servers
         // bootstrapped at once in a shared /tmp have removed each other's
         // (mariadb-install-db: "Could not remove temporary table").
         let tmp = dir.path().join("tmp");
-        std::fs::create_dir(&tmp).map_err(|e| step("temp dir", &e))?;
+        std::fs::create_dir(&tmp).map_err(ServerError::setup(NAME))?;
         let mut install = Command::new("mariadb-install-db");
         install
             .env("TMPDIR", &tmp)
@@ -65,22 +56,11 @@ impl MariaDbServer {
         if root {
             install.arg("--user=root");
         }
-        let out = install
-            .output()
-            .map_err(|e| step("mariadb-install-db", &e))?;
-        if !out.status.success() {
-            return Err(MariaDbError::Step(format!(
-                "mariadb-install-db: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| step("port", &e))?
-            .port();
+        server::run(&mut install, HINT)?;
+        let port = server::free_port(NAME)?;
         let socket = dir.path().join("sock");
-        let mut server = Command::new("mariadbd");
-        server
+        let mut mariadbd = Command::new(NAME);
+        mariadbd
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
             .arg(format!("--port={port}"))
@@ -95,56 +75,40 @@ impl MariaDbServer {
                 "--max-connections=200",
             ]);
         if root {
-            server.arg("--user=root");
+            mariadbd.arg("--user=root");
         }
         if let Some((cert, key)) = tls {
             let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-            std::fs::write(&cert_file, cert).map_err(|e| step("certificate", &e))?;
-            std::fs::write(&key_file, key).map_err(|e| step("key", &e))?;
-            server
+            server::write(NAME, &cert_file, cert)?;
+            server::write(NAME, &key_file, key)?;
+            mariadbd
                 .arg(format!("--ssl-cert={}", cert_file.display()))
                 .arg(format!("--ssl-key={}", key_file.display()))
                 .arg("--require-secure-transport=ON");
         }
-        let child = server
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| step("mariadbd", &e))?;
-        let mut server = Self {
+        let child = server::spawn(mariadbd.stdout(Stdio::null()).stderr(Stdio::null()), HINT)?;
+        // Killed when dropped, should it not start.
+        let mut this = Self {
             child,
             _dir: dir,
             port,
             user: "luge",
             password: "luge-pw",
         };
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if started.elapsed() > Duration::from_secs(30)
-                || server.child.try_wait().ok().flatten().is_some()
-            {
-                return Err(MariaDbError::NotListening(port));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        server::wait_serving(NAME, &mut this.child, port, Duration::from_secs(30))?;
         let sql = format!(
             "CREATE USER '{u}'@'%' IDENTIFIED BY '{p}'; CREATE DATABASE {u}; GRANT ALL ON {u}.* TO '{u}'@'%';",
-            u = server.user,
-            p = server.password
+            u = this.user,
+            p = this.password
         );
-        let out = Command::new("mariadb")
-            .arg("--no-defaults")
-            .arg(format!("--socket={}", socket.display()))
-            .args(["-u", "root", "-e", &sql])
-            .output()
-            .map_err(|e| step("mariadb", &e))?;
-        if !out.status.success() {
-            return Err(MariaDbError::Step(format!(
-                "creating the user: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        Ok(server)
+        server::run(
+            Command::new("mariadb")
+                .arg("--no-defaults")
+                .arg(format!("--socket={}", socket.display()))
+                .args(["-u", "root", "-e", &sql]),
+            HINT,
+        )?;
+        Ok(this)
     }
 
     /// `mysql://luge:luge-pw@127.0.0.1:PORT/luge`.
@@ -153,6 +117,11 @@ impl MariaDbServer {
             "mysql://{}:{}@127.0.0.1:{}/{}",
             self.user, self.password, self.port, self.user
         )
+    }
+
+    /// A function's grant to reach it (`mysql://127.0.0.1:PORT`).
+    pub fn grants(&self) -> luge_core::capabilities::AllowedHosts {
+        crate::grants(&[&format!("mysql://127.0.0.1:{}", self.port)])
     }
 }
 

@@ -5,23 +5,24 @@
 //! (Debian's `mosquitto` and `mosquitto-clients`).
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::server::{self, ServerError};
+
+const NAME: &str = "mosquitto";
+const HINT: &str = "./scripts/setup.sh installs it";
 
 /// Why a broker could not be started or a message published.
 #[derive(Debug, thiserror::Error)]
 pub enum MosquittoError {
-    /// No free loopback port, or its config could not be written.
-    #[error("cannot prepare the broker")]
+    /// The broker, `mosquitto_pub` or `mosquitto_sub` could not be started.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// A pipe to or from a client failed.
+    #[error("mosquitto client I/O")]
     Io(#[from] std::io::Error),
-    /// The binary could not be run.
-    #[error("mosquitto could not be run (./scripts/setup.sh installs it)")]
-    Spawn(#[source] std::io::Error),
-    /// It did not accept connections in time.
-    #[error("mosquitto did not start on port {0}")]
-    NotListening(u16),
-    /// `mosquitto_pub` failed.
+    /// `mosquitto_pub` failed; its standard error.
     #[error("mosquitto_pub failed: {0}")]
     Publish(String),
 }
@@ -38,8 +39,7 @@ pub struct MosquittoServer {
 impl MosquittoServer {
     /// Starts one on a free port.
     pub fn start() -> Result<Self, MosquittoError> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        Self::on(port)
+        Self::on(server::free_port(NAME)?)
     }
 
     /// Starts one on `port` (again, after one was stopped there); waits up
@@ -47,7 +47,7 @@ impl MosquittoServer {
     /// connect; at most 20 QoS 1 messages are in flight to each client
     /// (mosquitto's default).
     pub fn on(port: u16) -> Result<Self, MosquittoError> {
-        let dir = tempfile::tempdir()?;
+        let dir = tempfile::tempdir().map_err(ServerError::setup(NAME))?;
         let config = dir.path().join("mosquitto.conf");
         std::fs::write(
             &config,
@@ -55,27 +55,24 @@ impl MosquittoServer {
                 "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
                  max_inflight_messages 20\nmax_queued_messages 200000\nlog_dest none\n"
             ),
+        )
+        .map_err(ServerError::setup(NAME))?;
+        let child = server::spawn(
+            Command::new(NAME)
+                .arg("-c")
+                .arg(&config)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            HINT,
         )?;
-        let child = Command::new("mosquitto")
-            .arg("-c")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(MosquittoError::Spawn)?;
-        let server = Self {
+        // Killed when dropped, should it not start.
+        let this = Self {
             child,
             _dir: dir,
             port,
         };
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if started.elapsed() > Duration::from_secs(10) {
-                return Err(MosquittoError::NotListening(port));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
+        server::wait_listening(NAME, &[port], Duration::from_secs(10))?;
+        Ok(this)
     }
 
     /// `mqtt://127.0.0.1:PORT`.
@@ -120,14 +117,15 @@ impl MosquittoServer {
         mode: &str,
         stdin: &[u8],
     ) -> Result<(), MosquittoError> {
-        let mut child = Command::new("mosquitto_pub")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-t", topic, "-q", &qos.to_string(), mode])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(MosquittoError::Spawn)?;
+        let mut child = server::spawn(
+            Command::new("mosquitto_pub")
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args(["-t", topic, "-q", &qos.to_string(), mode])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped()),
+            HINT,
+        )?;
         if let Some(mut input) = child.stdin.take() {
             input.write_all(stdin)?;
         }
@@ -147,13 +145,14 @@ impl MosquittoServer {
     /// messages arrived or 20 s passed; [`Subscriber::messages`] reads
     /// them.
     pub fn subscribe(&self, topic: &str, count: usize) -> Result<Subscriber, MosquittoError> {
-        let child = Command::new("mosquitto_sub")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-t", topic, "-q", "1", "-C", &count.to_string(), "-W", "20"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(MosquittoError::Spawn)?;
+        let child = server::spawn(
+            Command::new("mosquitto_sub")
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args(["-t", topic, "-q", "1", "-C", &count.to_string(), "-W", "20"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+            HINT,
+        )?;
         Ok(Subscriber(child))
     }
 }

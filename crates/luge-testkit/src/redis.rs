@@ -2,23 +2,13 @@
 //! global tier: started on a free loopback port, killed when dropped.
 //! `./scripts/setup.sh` installs it (Debian's `redis-server`).
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Why a `redis-server` could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum RedisError {
-    /// No free loopback port.
-    #[error("no free port")]
-    Port(#[source] std::io::Error),
-    /// The binary could not be run.
-    #[error("redis-server could not be run (./scripts/setup.sh installs it)")]
-    Spawn(#[source] std::io::Error),
-    /// It did not accept connections in time.
-    #[error("redis-server did not start on port {0}")]
-    NotListening(u16),
-}
+use crate::server::{self, ServerError};
+
+const NAME: &str = "redis-server";
 
 /// A running `redis-server` on 127.0.0.1, without persistence.
 #[derive(Debug)]
@@ -33,20 +23,14 @@ pub struct RedisServer {
 
 impl RedisServer {
     /// Starts one on a free port.
-    pub fn start() -> Result<Self, RedisError> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(RedisError::Port)?
-            .port();
+    pub fn start() -> Result<Self, ServerError> {
+        let port = server::free_port(NAME)?;
         Self::on(port)
     }
 
     /// Starts one on a free port that asks clients for `password`.
-    pub fn with_password(password: &str) -> Result<Self, RedisError> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(RedisError::Port)?
-            .port();
+    pub fn with_password(password: &str) -> Result<Self, ServerError> {
+        let port = server::free_port(NAME)?;
         let mut server = Self::spawn(port, &["--requirepass", password])?;
         server.password = Some(password.to_owned());
         Ok(server)
@@ -55,15 +39,12 @@ impl RedisServer {
     /// Starts one on a free port that speaks TLS only (no plain port),
     /// with the certificate and key `cert_pem` and `key_pem`, asking
     /// clients for no certificate.
-    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Self, RedisError> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(RedisError::Port)?
-            .port();
-        let files = tempfile::tempdir().map_err(RedisError::Port)?;
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Self, ServerError> {
+        let port = server::free_port(NAME)?;
+        let files = tempfile::tempdir().map_err(ServerError::setup(NAME))?;
         let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
-        std::fs::write(&cert, cert_pem).map_err(RedisError::Port)?;
-        std::fs::write(&key, key_pem).map_err(RedisError::Port)?;
+        std::fs::write(&cert, cert_pem).map_err(ServerError::setup(NAME))?;
+        std::fs::write(&key, key_pem).map_err(ServerError::setup(NAME))?;
         let (cert, key) = (cert.display().to_string(), key.display().to_string());
         let mut server = Self::spawn(
             port,
@@ -87,12 +68,9 @@ impl RedisServer {
     /// Starts one on a free port that keeps its data across a `kill -9`:
     /// an append-only file in a directory of its own, each write synced
     /// before it is answered.
-    pub fn durable() -> Result<Self, RedisError> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(RedisError::Port)?
-            .port();
-        let files = tempfile::tempdir().map_err(RedisError::Port)?;
+    pub fn durable() -> Result<Self, ServerError> {
+        let port = server::free_port(NAME)?;
+        let files = tempfile::tempdir().map_err(ServerError::setup(NAME))?;
         let mut server = Self::spawn(port, &Self::durable_args(files.path()))?;
         server._files = Some(files);
         Ok(server)
@@ -118,13 +96,15 @@ impl RedisServer {
 
     /// Starts a [`RedisServer::durable`] one again on its port, over its
     /// data (after [`RedisServer::kill`]).
-    pub fn restart(&mut self) -> Result<(), RedisError> {
+    pub fn restart(&mut self) -> Result<(), ServerError> {
         self.kill();
-        let dir = self
-            ._files
-            .as_ref()
-            .map(|f| f.path().to_path_buf())
-            .ok_or(RedisError::NotListening(self.port))?;
+        let dir = self._files.as_ref().map(|f| f.path().to_path_buf()).ok_or(
+            ServerError::NotListening {
+                server: NAME,
+                port: self.port,
+                within: Duration::ZERO,
+            },
+        )?;
         let mut again = Self::spawn(self.port, &Self::durable_args(&dir))?;
         std::mem::swap(&mut self.child, &mut again.child);
         Ok(())
@@ -132,33 +112,29 @@ impl RedisServer {
 
     /// Starts one on `port` (again, after one was stopped there); waits up
     /// to 10 s for it to accept connections.
-    pub fn on(port: u16) -> Result<Self, RedisError> {
+    pub fn on(port: u16) -> Result<Self, ServerError> {
         Self::spawn(port, &[])
     }
 
-    fn spawn(port: u16, extra: &[&str]) -> Result<Self, RedisError> {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(RedisError::Spawn)?;
-        let server = Self {
+    fn spawn(port: u16, extra: &[&str]) -> Result<Self, ServerError> {
+        let child = server::spawn(
+            Command::new(NAME)
+                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--save", "", "--appendonly", "no"])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            "./scripts/setup.sh installs it",
+        )?;
+        // Killed when dropped, should it not start.
+        let this = Self {
             child,
             port,
             password: None,
             _files: None,
         };
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if started.elapsed() > Duration::from_secs(10) {
-                return Err(RedisError::NotListening(port));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
+        server::wait_listening(NAME, &[port], Duration::from_secs(10))?;
+        Ok(this)
     }
 
     /// `redis://127.0.0.1:PORT/`.
