@@ -371,21 +371,24 @@ impl Gen<'_> {
             0x8000_0000,
             63,
         ];
-        if self.rng.random_bool(0.6) {
-            EDGES[self.rng.random_range(0..EDGES.len())]
-        } else if self.rng.random_bool(0.5) {
-            self.rng.random_range(-1000..1000)
-        } else {
-            self.rng.random()
-        }
+        self.int_value(&EDGES)
     }
 
     fn i32_value(&mut self) -> i32 {
         const EDGES: [i32; 8] = [0, 1, -1, 2, i32::MIN, i32::MAX, 31, 0x10000];
+        self.int_value(&EDGES)
+    }
+
+    /// An integer: mostly one of `edges`, else a small one, else any.
+    fn int_value<T>(&mut self, edges: &[T]) -> T
+    where
+        T: Copy + From<i16> + PartialOrd + rand::distr::uniform::SampleUniform,
+        rand::distr::StandardUniform: rand::distr::Distribution<T>,
+    {
         if self.rng.random_bool(0.6) {
-            EDGES[self.rng.random_range(0..EDGES.len())]
+            edges[self.rng.random_range(0..edges.len())]
         } else if self.rng.random_bool(0.5) {
-            self.rng.random_range(-1000..1000)
+            self.rng.random_range(T::from(-1000)..T::from(1000))
         } else {
             self.rng.random()
         }

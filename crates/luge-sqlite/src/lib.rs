@@ -646,6 +646,13 @@ mod tests {
         Instant::now() + Duration::from_secs(10)
     }
 
+    /// `sql` on `connection`, its answer bounded at 1 MiB.
+    async fn run(connection: &Connection, sql: &str) -> Result<Rows, SqliteError> {
+        connection
+            .execute(sql.into(), vec![], later(), 1 << 20)
+            .await
+    }
+
     fn granted(labels: &[&str]) -> Vec<String> {
         labels.iter().map(|l| (*l).to_owned()).collect()
     }
@@ -698,16 +705,16 @@ mod tests {
     async fn statements_run_with_parameters_and_persist() {
         let dir = tempfile::tempdir().unwrap();
         let connection = open(dir.path()).await;
-        let run = |sql: &str, params: Vec<Value>| {
+        let with = |sql: &str, params: Vec<Value>| {
             connection.execute(sql.into(), params, later(), 1 << 20)
         };
-        run(
+        with(
             "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, data BLOB, x REAL)",
             vec![],
         )
         .await
         .unwrap();
-        run(
+        with(
             "INSERT INTO t (name, data, x) VALUES (?, ?, ?)",
             vec![
                 Value::Text("a".into()),
@@ -719,7 +726,7 @@ mod tests {
         .unwrap();
         assert_eq!(connection.last_insert_rowid(), 1);
         assert_eq!(connection.changes(), 1);
-        let rows = run("SELECT id, name, data, x, NULL AS n FROM t", vec![])
+        let rows = with("SELECT id, name, data, x, NULL AS n FROM t", vec![])
             .await
             .unwrap();
         assert_eq!(rows.columns, ["id", "name", "data", "x", "n"]);
@@ -734,7 +741,7 @@ mod tests {
             ]]
         );
         assert!(matches!(
-            run("SELECT ?", vec![]).await,
+            with("SELECT ?", vec![]).await,
             Err(SqliteError::Parameters {
                 expected: 1,
                 given: 0
@@ -742,10 +749,7 @@ mod tests {
         ));
         drop(connection);
         let again = open(dir.path()).await;
-        let rows = again
-            .execute("SELECT count(*) FROM t".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
+        let rows = run(&again, "SELECT count(*) FROM t").await.unwrap();
         assert_eq!(rows.rows, vec![vec![Value::Integer(1)]]);
     }
 
@@ -754,42 +758,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let databases = Databases::new(Some(dir.path().to_owned()));
         let grant = granted(&["default"]);
-        let c = databases
-            .open("default", &grant, "fn", later())
-            .await
-            .unwrap();
-        c.execute("CREATE TABLE t (x)".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
-        c.execute("INSERT INTO t VALUES (1)".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
+        let open = || databases.open("default", &grant, "fn", later());
+        let c = open().await.unwrap();
+        run(&c, "CREATE TABLE t (x)").await.unwrap();
+        run(&c, "INSERT INTO t VALUES (1)").await.unwrap();
         drop(c);
         // The kept connection: no rowid of the earlier one's insert.
-        let c = databases
-            .open("default", &grant, "fn", later())
-            .await
-            .unwrap();
-        c.execute("SELECT * FROM t".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
+        let c = open().await.unwrap();
+        run(&c, "SELECT * FROM t").await.unwrap();
         assert_eq!((c.last_insert_rowid(), c.changes()), (0, 0));
         // A transaction left open is not kept: it is rolled back.
-        c.execute("BEGIN".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
-        c.execute("INSERT INTO t VALUES (2)".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
+        run(&c, "BEGIN").await.unwrap();
+        run(&c, "INSERT INTO t VALUES (2)").await.unwrap();
         drop(c);
-        let c = databases
-            .open("default", &grant, "fn", later())
-            .await
-            .unwrap();
-        let rows = c
-            .execute("SELECT count(*) FROM t".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
+        let c = open().await.unwrap();
+        let rows = run(&c, "SELECT count(*) FROM t").await.unwrap();
         assert_eq!(rows.rows, vec![vec![Value::Integer(1)]]);
     }
 
@@ -807,17 +790,11 @@ mod tests {
             "PRAGMA database_list".to_owned(),
             "SELECT load_extension('/tmp/x')".to_owned(),
         ] {
-            let error = connection
-                .execute(sql.clone(), vec![], later(), 1 << 20)
-                .await
-                .unwrap_err();
+            let error = run(&connection, &sql).await.unwrap_err();
             assert!(matches!(error, SqliteError::Sqlite(_)), "{sql}: {error}");
         }
         assert!(!outside.exists());
-        connection
-            .execute("PRAGMA foreign_keys = ON".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
+        run(&connection, "PRAGMA foreign_keys = ON").await.unwrap();
     }
 
     #[tokio::test]
@@ -825,10 +802,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let connection = open(dir.path()).await;
         let many = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 1000000) SELECT i, 'some text' FROM n";
-        let error = connection
-            .execute(many.into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap_err();
+        let error = run(&connection, many).await.unwrap_err();
         assert!(matches!(error, SqliteError::TooLarge(_)), "{error}");
         let huge = format!("SELECT zeroblob({})", MAX_VALUE_BYTES + 1);
         let error = connection
@@ -897,11 +871,6 @@ mod tests {
         let databases = Databases::new(Some(dir.path().to_owned()));
         let grant = granted(&["default"]);
         let open = || databases.open("default", &grant, "fn", later());
-        async fn run(connection: &Connection, sql: &str) -> Result<Rows, SqliteError> {
-            connection
-                .execute(sql.into(), vec![], later(), 1 << 20)
-                .await
-        }
         let connection = open().await.unwrap();
         run(&connection, "CREATE TEMP TABLE t (b BLOB)")
             .await
@@ -958,10 +927,7 @@ mod tests {
                 .authorizer(Some(authorize as fn(AuthContext<'_>) -> Authorization))
                 .unwrap();
         }
-        connection
-            .execute("CREATE TABLE t (b BLOB)".into(), vec![], later(), 1 << 20)
-            .await
-            .unwrap();
+        run(&connection, "CREATE TABLE t (b BLOB)").await.unwrap();
         let error = connection
             .execute(
                 "INSERT INTO t VALUES (zeroblob(1000000))".into(),

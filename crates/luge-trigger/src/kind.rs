@@ -303,3 +303,10 @@ pub fn table<T: serde::de::DeserializeOwned>(value: toml::Value) -> Result<T, So
         .try_into()
         .map_err(|e: toml::de::Error| SourceError::Settings(e.message().trim().to_owned()))
 }
+
+/// `kind`'s source from luge.toml `text` (its settings' table), for the
+/// kinds' unit tests.
+#[cfg(test)]
+pub(crate) fn configured(kind: &dyn Kind, text: &str) -> Result<Source, SourceError> {
+    kind.configured(toml::from_str(text).expect("TOML"))
+}

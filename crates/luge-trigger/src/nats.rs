@@ -763,16 +763,14 @@ impl EventSource for JetStreamSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kind::configured;
     use crate::streams::DEFAULT_MAX_ATTEMPTS;
     use luge_core::capabilities::variables::TemplateError;
-
-    fn configured(text: &str) -> Result<Source, SourceError> {
-        JetStream.configured(toml::from_str(text).unwrap())
-    }
 
     #[test]
     fn settings_are_checked_with_defaults_said() {
         let source = configured(
+            &JetStream,
             r#"address = "nats://127.0.0.1"
 stream = "JOBS""#,
         )
@@ -802,7 +800,7 @@ stream = "JOBS""#,
             "address = \"http://h\"\nstream = \"j\"",
             "address = \"nats://h/path\"\nstream = \"j\"",
         ] {
-            assert!(configured(bad).is_err(), "{bad}");
+            assert!(configured(&JetStream, bad).is_err(), "{bad}");
         }
     }
 

@@ -857,14 +857,12 @@ impl EventSource for StreamSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn configured(text: &str) -> Result<Source, SourceError> {
-        Streams.configured(toml::from_str(text).unwrap())
-    }
+    use crate::kind::configured;
 
     #[test]
     fn settings_are_checked_with_defaults_said() {
         let source = configured(
+            &Streams,
             r#"address = "redis://127.0.0.1:6379"
 stream = "jobs""#,
         )
@@ -885,7 +883,7 @@ stream = "jobs""#,
             "address = \"redis://h\"\nstream = \"j\"\nchannel = \"x\"",
             "address = \"http://h\"\nstream = \"j\"",
         ] {
-            assert!(configured(bad).is_err(), "{bad}");
+            assert!(configured(&Streams, bad).is_err(), "{bad}");
         }
     }
 

@@ -17,7 +17,7 @@ use luge_core::event::EventKind;
 use luge_testkit::redis::RedisServer;
 use luge_trigger::streams::{Queue, StreamSource, Streams};
 use luge_trigger::{EventSource, Handled};
-use queue::{Record, numbered, shared_exactly_once, until};
+use queue::{Record, numbered, taken_over, until};
 
 fn queue(server: &RedisServer, stream: &str, extra: &str) -> Queue {
     queue::settings(&Streams, &server.url(), stream, extra)
@@ -213,19 +213,11 @@ async fn consumers_of_a_group_share_the_stream_and_take_over_a_stopped_ones_mess
         ),
     ];
     add(&server, "work", &numbered("late", 300)).await;
-    until("all handled", Duration::from_secs(30), async || {
-        b.succeeded().len() + c.succeeded().len() >= 310
-    })
-    .await;
-    until("all acknowledged", Duration::from_secs(10), async || {
+    // a's ten, delivered again once its lease ran out.
+    taken_over([&b, &c], tasks, (310, 10), async || {
         pending(&server, "work", "luge").await == 0
     })
     .await;
-    // a's ten, delivered again once its lease ran out.
-    shared_exactly_once([&b, &c], 310, 10);
-    for task in tasks {
-        task.abort();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

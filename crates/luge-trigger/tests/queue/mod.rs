@@ -46,6 +46,27 @@ pub fn shared_exactly_once(consumers: [&Record; 2], total: usize, redelivered: u
     );
 }
 
+/// The end of a take-over: `consumers`, running as `tasks`, handle all
+/// of `total` messages, the queue then has none `acknowledged` says are
+/// pending, each message succeeded exactly once and `redelivered` of them
+/// were a stopped consumer's; the tasks are then stopped.
+pub async fn taken_over(
+    consumers: [&Record; 2],
+    tasks: [tokio::task::JoinHandle<()>; 2],
+    (total, redelivered): (usize, usize),
+    acknowledged: impl AsyncFnMut() -> bool,
+) {
+    until("all handled", Duration::from_secs(30), async || {
+        consumers.iter().map(|c| c.succeeded().len()).sum::<usize>() >= total
+    })
+    .await;
+    until("all acknowledged", Duration::from_secs(10), acknowledged).await;
+    shared_exactly_once(consumers, total, redelivered);
+    for task in tasks {
+        task.abort();
+    }
+}
+
 /// Runs each message by `run` (its payload and how many times it was
 /// handed over so far): what succeeded, by consumer, and the counts.
 pub struct Record {
