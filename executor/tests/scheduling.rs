@@ -32,17 +32,9 @@ fn short_behind_long(args: &[&str]) -> Duration {
     let mut all = vec!["--workers", "1"];
     all.extend_from_slice(args);
     let luge = Luge::start("serve", &all);
-    let long = json!({"annotations": {"limits.timeout_ms": 2500}});
-    assert_eq!(
-        luge.post("/long/init", &init_body(&wasm("spin"), "main", long))
-            .0,
-        200
-    );
-    assert_eq!(
-        luge.post("/short/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    let long = json!({"limits.timeout_ms": 2500});
+    assert_eq!(luge.init_example("long", "spin", long), 200);
+    assert_eq!(luge.init_example("short", "echo", json!({})), 200);
     std::thread::scope(|s| {
         let long = s.spawn(|| {
             let deadline = (now_ms() + 60_000).to_string();

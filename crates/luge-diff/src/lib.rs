@@ -183,30 +183,41 @@ impl TrapKind {
     /// The kind an engine's trap message names.
     pub fn from_message(message: &str) -> Self {
         let m = message.lines().next().unwrap_or("").to_ascii_lowercase();
-        let has = |s: &str| m.contains(s);
-        if has("unreachable") {
-            Self::Unreachable
-        } else if has("divide by zero") || has("division by zero") {
-            Self::DivideByZero
-        } else if has("integer overflow") {
-            Self::IntegerOverflow
-        } else if has("invalid conversion") {
-            Self::BadConversion
-        } else if has("stack overflow") || has("stack exhausted") {
-            Self::StackOverflow
-        } else if has("type mismatch") {
-            Self::IndirectCallType
-        } else if has("uninitialized element") {
-            Self::NullElement
-        } else if has("undefined element") || has("table") && has("out of bounds") {
-            Self::TableOutOfBounds
-        } else if has("null") {
-            Self::NullReference
-        } else if has("out of bounds memory") || has("memory access out of bounds") {
-            Self::MemoryOutOfBounds
-        } else {
-            Self::Other
-        }
+        // The first row the message matches, in this order (a table's
+        // "out of bounds" before memory's, "null" after "uninitialized
+        // element"): a row matches when it holds every phrase of one of
+        // the row's alternatives.
+        let rows: [(&[&[&str]], Self); 10] = [
+            (&[&["unreachable"]], Self::Unreachable),
+            (
+                &[&["divide by zero"], &["division by zero"]],
+                Self::DivideByZero,
+            ),
+            (&[&["integer overflow"]], Self::IntegerOverflow),
+            (&[&["invalid conversion"]], Self::BadConversion),
+            (
+                &[&["stack overflow"], &["stack exhausted"]],
+                Self::StackOverflow,
+            ),
+            (&[&["type mismatch"]], Self::IndirectCallType),
+            (&[&["uninitialized element"]], Self::NullElement),
+            (
+                &[&["undefined element"], &["table", "out of bounds"]],
+                Self::TableOutOfBounds,
+            ),
+            (&[&["null"]], Self::NullReference),
+            (
+                &[&["out of bounds memory"], &["memory access out of bounds"]],
+                Self::MemoryOutOfBounds,
+            ),
+        ];
+        rows.into_iter()
+            .find(|(alternatives, _)| {
+                alternatives
+                    .iter()
+                    .any(|phrases| phrases.iter().all(|p| m.contains(p)))
+            })
+            .map_or(Self::Other, |(_, kind)| kind)
     }
 }
 

@@ -653,6 +653,14 @@ mod tests {
             .await
     }
 
+    /// Databases in a fresh directory (kept as long as the first), and a
+    /// grant of the label `default`.
+    fn fresh() -> (tempfile::TempDir, Databases, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let databases = Databases::new(Some(dir.path().to_owned()));
+        (dir, databases, granted(&["default"]))
+    }
+
     fn granted(labels: &[&str]) -> Vec<String> {
         labels.iter().map(|l| (*l).to_owned()).collect()
     }
@@ -755,9 +763,7 @@ mod tests {
 
     #[tokio::test]
     async fn connections_are_kept_for_the_next_open_without_its_past() {
-        let dir = tempfile::tempdir().unwrap();
-        let databases = Databases::new(Some(dir.path().to_owned()));
-        let grant = granted(&["default"]);
+        let (_dir, databases, grant) = fresh();
         let open = || databases.open("default", &grant, "fn", later());
         let c = open().await.unwrap();
         run(&c, "CREATE TABLE t (x)").await.unwrap();
@@ -833,9 +839,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn connections_to_one_database_are_bounded() {
-        let dir = tempfile::tempdir().unwrap();
-        let databases = Databases::new(Some(dir.path().to_owned()));
-        let grant = granted(&["default"]);
+        let (_dir, databases, grant) = fresh();
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS_PER_DATABASE {
             held.push(
@@ -867,9 +871,7 @@ mod tests {
     /// invocation gets a fresh one.
     #[tokio::test]
     async fn temporary_storage_is_bounded_and_never_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let databases = Databases::new(Some(dir.path().to_owned()));
-        let grant = granted(&["default"]);
+        let (_dir, databases, grant) = fresh();
         let open = || databases.open("default", &grant, "fn", later());
         let connection = open().await.unwrap();
         run(&connection, "CREATE TEMP TABLE t (b BLOB)")

@@ -186,17 +186,15 @@ fn artifacts_need_this_operators_key() {
     assert!(err.to_string().contains("authentication failed"), "{err}");
 }
 
+/// Why this process's registry refuses `code`.
+fn refusal(code: ModuleCode) -> String {
+    registry().load(&code).err().unwrap().to_string()
+}
+
 #[test]
 fn invalid_wasm_is_refused_with_a_reason() {
-    let registry = registry();
-    let err = registry
-        .load(&ModuleCode::Wasm(b"\0asm\x01\0\0\0garbage".to_vec()))
-        .err()
-        .unwrap();
-    assert!(
-        err.to_string().starts_with("invalid WebAssembly module"),
-        "{err}"
-    );
+    let err = refusal(ModuleCode::Wasm(b"\0asm\x01\0\0\0garbage".to_vec()));
+    assert!(err.starts_with("invalid WebAssembly module"), "{err}");
 }
 
 #[test]
@@ -209,14 +207,8 @@ fn cross_target_artifacts_name_their_target() {
     let cross = WasmtimeRuntime::new(&config).unwrap();
     let payload = cross.precompile(&wasm("noop")).unwrap();
     let sealed = artifact::seal(&key(), cross.id(), None, &payload);
-    let err = registry()
-        .load(&ModuleCode::Artifact(sealed))
-        .err()
-        .unwrap();
-    assert!(
-        err.to_string().contains("aarch64-unknown-linux-gnu"),
-        "{err}"
-    );
+    let err = refusal(ModuleCode::Artifact(sealed));
+    assert!(err.contains("aarch64-unknown-linux-gnu"), "{err}");
 }
 
 /// A memory Luge cannot reach is one it cannot give back to the OS early

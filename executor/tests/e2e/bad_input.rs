@@ -89,24 +89,22 @@ fn every_kind_of_bad_input() {
     let (s, b) = luge.post("/x7/init", &init_body(&forged, "main", json!({})));
     expect_error(s, &b, "authentication failed");
 
-    let (s, b) = luge.post(
-        "/x8/init",
-        &init_body(
-            &wasm("echo"),
-            "main",
-            json!({"annotations": {"limits.memory_mb": 100000}}),
+    for (path, annotations, error) in [
+        (
+            "/x8/init",
+            json!({"limits.memory_mb": 100000}),
+            "exceeds the operator maximum",
         ),
-    );
-    expect_error(s, &b, "exceeds the operator maximum");
-    let (s, b) = luge.post(
-        "/x9/init",
-        &init_body(
-            &wasm("echo"),
-            "main",
-            json!({"annotations": {"limits.memroy_mb": 1}}),
+        (
+            "/x9/init",
+            json!({"limits.memroy_mb": 1}),
+            "unknown annotation",
         ),
-    );
-    expect_error(s, &b, "unknown annotation");
+    ] {
+        let annotations = json!({ "annotations": annotations });
+        let (s, b) = luge.post(path, &init_body(&wasm("echo"), "main", annotations));
+        expect_error(s, &b, error);
+    }
 
     // An oversized body is refused from its Content-Length, before it is
     // read: announce 3 MiB against the 2 MiB limit and read the answer.

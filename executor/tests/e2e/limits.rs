@@ -32,17 +32,9 @@ fn endless_loop_meets_its_time_limit_while_others_run() {
 #[test]
 fn other_containers_are_served_during_a_runaway() {
     let luge = Luge::start("serve", &[]);
-    let annotations = json!({"annotations": {"limits.timeout_ms": 1500}});
-    assert_eq!(
-        luge.post("/spin/init", &init_body(&wasm("spin"), "main", annotations))
-            .0,
-        200
-    );
-    assert_eq!(
-        luge.post("/echo/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    let annotations = json!({"limits.timeout_ms": 1500});
+    assert_eq!(luge.init_example("spin", "spin", annotations), 200);
+    assert_eq!(luge.init_example("echo", "echo", json!({})), 200);
     // Wasmtime preempts: two runaways on two workers still leave room. An
     // engine that cannot yield (WAMR, Wasmer) holds a worker until the time
     // limit, so one runaway leaves the other worker free.

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The artifact key secret every test executor runs with.
 pub const TEST_KEY: &str = "luge integration test key 0123456789";
@@ -472,6 +472,17 @@ impl Luge {
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let (status, body) = self.request("POST", path, &serde_json::to_vec(body).unwrap());
         (status, parse(&body))
+    }
+
+    /// Initializes container `name` (`/NAME/init`) with example action
+    /// `example` and its `main`, with `annotations`: the status.
+    pub fn init_example(&self, name: &str, example: &str, annotations: Value) -> u16 {
+        let body = init_body(
+            &wasm(example),
+            "main",
+            json!({ "annotations": annotations }),
+        );
+        self.post(&format!("/{name}/init"), &body).0
     }
 
     /// The value of the first sample of `/metrics` whose line holds
