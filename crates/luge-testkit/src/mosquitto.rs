@@ -49,14 +49,14 @@ impl MosquittoServer {
     pub fn on(port: u16) -> Result<Self, MosquittoError> {
         let dir = tempfile::tempdir().map_err(ServerError::setup(NAME))?;
         let config = dir.path().join("mosquitto.conf");
-        std::fs::write(
+        server::write(
+            NAME,
             &config,
             format!(
                 "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
                  max_inflight_messages 20\nmax_queued_messages 200000\nlog_dest none\n"
             ),
-        )
-        .map_err(ServerError::setup(NAME))?;
+        )?;
         let child = server::spawn(
             Command::new(NAME)
                 .arg("-c")

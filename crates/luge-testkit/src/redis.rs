@@ -43,8 +43,8 @@ impl RedisServer {
         let port = server::free_port(NAME)?;
         let files = tempfile::tempdir().map_err(ServerError::setup(NAME))?;
         let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
-        std::fs::write(&cert, cert_pem).map_err(ServerError::setup(NAME))?;
-        std::fs::write(&key, key_pem).map_err(ServerError::setup(NAME))?;
+        server::write(NAME, &cert, cert_pem)?;
+        server::write(NAME, &key, key_pem)?;
         let (cert, key) = (cert.display().to_string(), key.display().to_string());
         let mut server = Self::spawn(
             port,
@@ -98,13 +98,11 @@ impl RedisServer {
     /// data (after [`RedisServer::kill`]).
     pub fn restart(&mut self) -> Result<(), ServerError> {
         self.kill();
-        let dir = self._files.as_ref().map(|f| f.path().to_path_buf()).ok_or(
-            ServerError::NotListening {
-                server: NAME,
-                port: self.port,
-                within: Duration::ZERO,
-            },
-        )?;
+        let dir = self
+            ._files
+            .as_ref()
+            .map(|f| f.path().to_path_buf())
+            .ok_or(ServerError::NoStore { server: NAME })?;
         let mut again = Self::spawn(self.port, &Self::durable_args(&dir))?;
         std::mem::swap(&mut self.child, &mut again.child);
         Ok(())

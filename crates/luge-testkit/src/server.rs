@@ -1,6 +1,6 @@
 //! What every server of the kit shares: a free loopback port, its binary
-//! spawned, a wait until it answers, and one error type for the three
-//! ways starting one fails.
+//! spawned, a wait until it answers, and one error type for the ways
+//! starting one fails.
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command};
@@ -46,6 +46,22 @@ pub enum ServerError {
         program: String,
         /// What it wrote to its standard error.
         stderr: String,
+    },
+    /// It exited before it answered.
+    #[error("{server} exited before it answered on port {port} ({status})")]
+    Exited {
+        /// The server.
+        server: &'static str,
+        /// The port it was to answer on.
+        port: u16,
+        /// How it exited.
+        status: std::process::ExitStatus,
+    },
+    /// It was asked to restart over a store it was not started with.
+    #[error("{server} keeps no store to restart over")]
+    NoStore {
+        /// The server.
+        server: &'static str,
     },
     /// It did not answer on its port in time.
     #[error("{server} did not start on port {port} within {within:?}")]
@@ -158,17 +174,17 @@ pub fn wait_serving(
     port: u16,
     within: Duration,
 ) -> Result<(), ServerError> {
-    let mut exited = false;
+    let mut exited = None;
     wait_until(server, port, within, Duration::from_millis(50), || {
-        exited = matches!(child.try_wait(), Ok(Some(_)));
-        exited || TcpStream::connect(("127.0.0.1", port)).is_ok()
+        exited = child.try_wait().ok().flatten();
+        exited.is_some() || TcpStream::connect(("127.0.0.1", port)).is_ok()
     })?;
-    if exited {
-        return Err(ServerError::NotListening {
+    match exited {
+        Some(status) => Err(ServerError::Exited {
             server,
             port,
-            within,
-        });
+            status,
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
