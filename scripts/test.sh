@@ -10,7 +10,7 @@ phase() { echo "== [${SECONDS}s] $*"; }
 phase "set-up"
 ./scripts/setup.sh
 # The vendored Wasmtime is the published crate plus vendor/patches only.
-./scripts/vendor-wasmtime.sh --check
+./scripts/vendor.sh --check
 # Luge's one WIT root (wit/) matches the crates its packages come from.
 ./scripts/vendor-wit.sh --check
 # fuzz/ is a workspace of its own with its own lock file: a dependency

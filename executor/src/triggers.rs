@@ -247,7 +247,7 @@ async fn checked(
     )
     .await?;
     match addresses.first() {
-        Some(address) => Ok(trigger.source.at(address.ip(), &function.name)),
+        Some(address) => Ok(trigger.source.at(address.ip(), &function.name, grants)),
         None => Err(luge_outbound::SendError::Denied(format!(
             "{scheme}://{host}:{port}"
         ))),

@@ -313,12 +313,7 @@ impl Sockets {
     /// not block it; at most [`MAX_SOCKETS`] sockets (each binds once).
     pub fn permits(&self, scheme: &str, use_: SocketUse, addr: SocketAddr) -> bool {
         let ip = addr.ip();
-        let peer = || {
-            let host = ip.to_string();
-            self.grants.allows(scheme, &host, addr.port())
-                && self.grants.permits_address(scheme, &host, addr.port(), ip)
-                && config().is_ok_and(|c| !c.blocks(ip))
-        };
+        let peer = || permits_peer(&self.grants, scheme, &ip.to_string(), addr.port(), ip);
         match use_ {
             SocketUse::Listen => false,
             SocketUse::Datagram | SocketUse::Connect => peer(),
@@ -336,6 +331,18 @@ impl Sockets {
             }
         }
     }
+}
+
+/// Whether a client that looked `scheme://host:port` up by itself (a
+/// broker's client dialing the brokers its cluster advertises) may
+/// connect to `ip`, one of its answers: `grants` name the host, permit
+/// the address ([`AllowedHosts::permits_address`]), and the operator
+/// does not block it. The check [`permitted_addresses`] makes of each
+/// answer, for an address found by someone else's lookup.
+pub fn permits_peer(grants: &AllowedHosts, scheme: &str, host: &str, port: u16, ip: IpAddr) -> bool {
+    grants.allows(scheme, host, port)
+        && grants.permits_address(scheme, host, port, ip)
+        && config().is_ok_and(|c| !c.blocks(ip))
 }
 
 /// A host without the brackets of an IPv6 literal.

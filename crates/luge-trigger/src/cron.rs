@@ -68,7 +68,12 @@ impl Settings for Schedule {
         None
     }
 
-    fn at(&self, _ip: std::net::IpAddr, _owner: &str) -> Source {
+    fn at(
+        &self,
+        _ip: std::net::IpAddr,
+        _owner: &str,
+        _grants: &luge_core::capabilities::AllowedHosts,
+    ) -> Source {
         Source::new(self.clone())
     }
 }

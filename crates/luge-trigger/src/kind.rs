@@ -14,6 +14,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use luge_core::capabilities::AllowedHosts;
 use luge_core::capabilities::variables::TemplateError;
 
 use crate::{EventSource, Sink, SourceError};
@@ -190,8 +191,11 @@ pub trait Settings: fmt::Debug + Send + Sync + Any + SameSettings {
     fn endpoint(&self) -> Option<Endpoint>;
 
     /// The same settings connecting to `ip` instead of the host's name (an
-    /// address the caller checked), a session it keeps owned by `owner`.
-    fn at(&self, ip: IpAddr, owner: &str) -> Source;
+    /// address the caller checked under `grants`, the function's), a
+    /// session it keeps owned by `owner`. A kind whose client dials more
+    /// servers than the one named (a Kafka cluster's brokers) checks each
+    /// under `grants` too.
+    fn at(&self, ip: IpAddr, owner: &str, grants: &AllowedHosts) -> Source;
 }
 
 /// The [`Settings`] of `$settings`, a kind `$kind`'s, whose server is its
@@ -209,7 +213,12 @@ macro_rules! addressed_settings {
                 Some(self.address.endpoint())
             }
 
-            fn at(&self, ip: std::net::IpAddr, _owner: &str) -> $crate::Source {
+            fn at(
+                &self,
+                ip: std::net::IpAddr,
+                _owner: &str,
+                _grants: &luge_core::capabilities::AllowedHosts,
+            ) -> $crate::Source {
                 $crate::Source::new(Self {
                     address: self.address.at(ip),
                     ..self.clone()
@@ -246,8 +255,8 @@ impl Source {
     }
 
     /// The same source at `ip` ([`Settings::at`]).
-    pub fn at(&self, ip: IpAddr, owner: &str) -> Self {
-        self.0.at(ip, owner)
+    pub fn at(&self, ip: IpAddr, owner: &str, grants: &AllowedHosts) -> Self {
+        self.0.at(ip, owner, grants)
     }
 
     /// Its settings, if they are a `T`.

@@ -33,7 +33,12 @@
 //!   retried then dead-lettered, a stopped consumer's messages taken over
 //!   by the group's others.
 //!
-//! Adding a broker (Kafka) is one module: a [`Kind`] (its name, its
+//! - [`kafka::KafkaSource`] (the `kafka` feature): one member of a Kafka
+//!   topic's consumer group per trigger, with the same guarantees and each
+//!   key's order kept; every broker the cluster advertises is checked
+//!   before it is dialed.
+//!
+//! Adding a broker is one module: a [`Kind`] (its name, its
 //! settings as luge.toml and a Spin manifest write them, checked into a
 //! [`Source`]), an [`EventSource`] that connects, subscribes and offers
 //! each message to its sinks, and its row in [`KINDS`]; the hosts, the
@@ -44,6 +49,8 @@
 
 pub mod backoff;
 pub mod cron;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 mod kind;
 pub mod mqtt;
 pub mod nats;
@@ -68,6 +75,8 @@ pub static KINDS: &[&dyn Kind] = &[
     &redis::Redis,
     &streams::Streams,
     &nats::JetStream,
+    #[cfg(feature = "kafka")]
+    &kafka::Kafka,
     &mqtt::Mqtt,
     &cron::Cron,
 ];
@@ -101,6 +110,9 @@ pub enum SourceError {
         "{0:?} is not a nats://[user:password@]host[:port] address (Luge has no NATS over TLS yet)"
     )]
     NatsAddress(String),
+    /// Not a `kafka://` address.
+    #[error("{0:?} is not a kafka://host[:port] address (Luge has no Kafka over TLS or SASL yet)")]
+    KafkaAddress(String),
     /// Not an MQTT topic filter.
     #[error("{0:?} is not an MQTT topic filter")]
     Topic(String),

@@ -252,7 +252,12 @@ impl Settings for Subscription {
         })
     }
 
-    fn at(&self, ip: std::net::IpAddr, owner: &str) -> Source {
+    fn at(
+        &self,
+        ip: std::net::IpAddr,
+        owner: &str,
+        _grants: &luge_core::capabilities::AllowedHosts,
+    ) -> Source {
         Source::new(Self {
             broker: self.broker.clone().at(ip).owned_by(owner),
             filter: self.filter.clone(),
