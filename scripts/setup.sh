@@ -6,7 +6,8 @@
 # outbound Redis tests, PostgreSQL and MariaDB for the outbound database
 # tests, mosquitto for the MQTT trigger tests, nats-server for the NATS
 # JetStream trigger tests, and protoc, libseccomp and
-# libdbus for the containerd shim.
+# libdbus for the containerd shim, and a JVM and Maven for the Kafka
+# trigger tests' broker.
 set -euo pipefail
 for target in wasm32-wasip1 wasm32-wasip2; do
     if ! rustup target list --installed | grep -qx "$target"; then
@@ -52,6 +53,10 @@ command -v mosquitto_pub >/dev/null || need+=(mosquitto-clients)
 # JetStream (Debian's, 2.9: it has pull consumers, NAK delays and
 # deduplication, all the trigger uses).
 command -v nats-server >/dev/null || need+=(nats-server)
+# Kafka triggers are tested against a real Kafka broker (3.9.1, KRaft): a
+# JVM, and Maven to resolve its jars from Maven Central (below).
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need+=(maven)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -108,4 +113,16 @@ mdbook="$(cd "$(dirname "$0")/.." && pwd)/target/tools/mdbook"
 if [ ! -x "$mdbook/bin/mdbook" ]; then
     cargo install --quiet --locked --no-default-features --version 0.5.4 \
         --root "$mdbook" mdbook
+fi
+
+# The Kafka broker of the Kafka trigger's tests (luge-testkit's kafka.rs):
+# Apache Kafka 3.9.1's jars from Maven Central (the pom the OpenWhisk
+# cluster uses), their classpath in target/tools/kafka/kafka.cp.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+kcp="$root/target/tools/kafka/kafka.cp"
+kpom="$root/deploy/openwhisk/build/kafka-pom.xml"
+if [ ! -s "$kcp" ] || [ "$kpom" -nt "$kcp" ]; then
+    mkdir -p "$(dirname "$kcp")"
+    mvn -q -B -f "$kpom" dependency:build-classpath -Dmdep.outputFile="$kcp.tmp" >/dev/null
+    mv "$kcp.tmp" "$kcp"
 fi

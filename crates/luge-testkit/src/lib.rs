@@ -7,6 +7,7 @@
 pub mod conformance;
 pub mod hostabi;
 pub mod jaeger;
+pub mod kafka;
 pub mod mariadb;
 pub mod mosquitto;
 pub mod nats;

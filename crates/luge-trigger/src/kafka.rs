@@ -622,7 +622,33 @@ struct Shared {
     taken: std::sync::atomic::AtomicU64,
     /// Told when a message ends (room for another).
     freed: tokio::sync::Notify,
-    producer: FutureProducer<Dialer>,
+    producer: OffThread<FutureProducer<Dialer>>,
+}
+
+/// A librdkafka client, dropped on a thread of its own: a consumer's
+/// close leaves its group (up to the session timeout while the broker is
+/// away) and a producer's flushes, and neither may hold up the runtime's
+/// worker that drops a stopped source.
+struct OffThread<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> std::ops::Deref for OffThread<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // Taken only by `drop`.
+        self.0.as_ref().expect("not dropped")
+    }
+}
+
+impl<T: Send + 'static> Drop for OffThread<T> {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            // Should no thread start, the client is dropped here instead.
+            let _ = std::thread::Builder::new()
+                .name("luge-kafka-close".to_owned())
+                .spawn(move || drop(client));
+        }
+    }
 }
 
 /// One trigger's consumer: a member of its topic's group, handing each
@@ -639,7 +665,7 @@ impl KafkaSource {
     }
 
     /// The consumer and the shared state of its handling, subscribed.
-    fn start(&self) -> KafkaResult<(StreamConsumer<Context>, Arc<Shared>)> {
+    fn start(&self) -> KafkaResult<(OffThread<StreamConsumer<Context>>, Arc<Shared>)> {
         let book = Arc::new(Mutex::new(Book::default()));
         let context = Context {
             dialer: Dialer {
@@ -664,9 +690,9 @@ impl KafkaSource {
             room: Arc::new(tokio::sync::Semaphore::new(PREFETCH)),
             taken: std::sync::atomic::AtomicU64::new(0),
             freed: tokio::sync::Notify::new(),
-            producer,
+            producer: OffThread(Some(producer)),
         });
-        Ok((consumer, shared))
+        Ok((OffThread(Some(consumer)), shared))
     }
 
     /// Reads and hands on messages for as long as the consumer lives
