@@ -339,7 +339,13 @@ impl Sockets {
 /// the address ([`AllowedHosts::permits_address`]), and the operator
 /// does not block it. The check [`permitted_addresses`] makes of each
 /// answer, for an address found by someone else's lookup.
-pub fn permits_peer(grants: &AllowedHosts, scheme: &str, host: &str, port: u16, ip: IpAddr) -> bool {
+pub fn permits_peer(
+    grants: &AllowedHosts,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    ip: IpAddr,
+) -> bool {
     grants.allows(scheme, host, port)
         && grants.permits_address(scheme, host, port, ip)
         && config().is_ok_and(|c| !c.blocks(ip))

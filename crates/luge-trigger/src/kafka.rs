@@ -45,7 +45,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use luge_core::capabilities::AllowedHosts;
 use luge_core::event::{Event, EventKind};
@@ -707,9 +707,12 @@ impl KafkaSource {
         tracing::info!(address = %topic.address, topic = %topic.topic, group = %topic.group, "reading");
         let mut commit = tokio::time::interval(COMMIT_EVERY);
         commit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Messages that arrived with no room (a partition assigned before
-        // its pause took hold): taken first when room frees.
+        // Messages that arrived with no room (a partition assigned while
+        // paused, before its pause took hold): taken first when room frees.
         let mut held: VecDeque<OwnedMessage> = VecDeque::new();
+        // Since when the trigger has had no room, if it has none.
+        let mut full_since: Option<Instant> = None;
+        let context = consumer.context();
         loop {
             while !held.is_empty() {
                 let Ok(place) = Arc::clone(&shared.room).try_acquire_owned() else {
@@ -719,47 +722,103 @@ impl KafkaSource {
                     take(&shared, message, place);
                 }
             }
-            let full = shared.room.available_permits() == 0;
-            let context = consumer.context();
-            if full != context.paused.load(Ordering::Acquire) {
-                context.paused.store(full, Ordering::Release);
-                let paused = consumer.assignment().and_then(|assignment| {
-                    if full {
-                        consumer.pause(&assignment)
-                    } else {
-                        consumer.resume(&assignment)
-                    }
-                });
-                if let Err(error) = paused {
-                    tracing::warn!(topic = %topic.topic, %error, full, "pausing or resuming failed");
+            let place = if held.is_empty() {
+                Arc::clone(&shared.room).try_acquire_owned().ok()
+            } else {
+                None
+            };
+            let Some(place) = place else {
+                // No room. Messages wait in librdkafka's bounded queue
+                // meanwhile; past PAUSE_AFTER the partitions are paused,
+                // so that the consumer is polled again (its group's
+                // rebalances served) without taking more.
+                let since = *full_since.get_or_insert_with(Instant::now);
+                let paused = context.paused.load(Ordering::Acquire);
+                if !paused && since.elapsed() >= PAUSE_AFTER {
+                    context.paused.store(true, Ordering::Release);
+                    pause(&consumer, true);
                 }
-            }
-            tokio::select! {
-                received = consumer.recv() => match received {
-                    Ok(message) => {
-                        let message = message.detach();
-                        match Arc::clone(&shared.room).try_acquire_owned() {
-                            Ok(place) => take(&shared, message, place),
-                            Err(_) => held.push_back(message),
+                tokio::select! {
+                    _ = shared.freed.notified() => {}
+                    _ = commit.tick() => commit_ended(&consumer, &shared),
+                    _ = tokio::time::sleep(PAUSE_AFTER), if !paused => {}
+                    received = consumer.recv(), if paused => {
+                        if let Some(message) = received_message(topic, received).await {
+                            held.push_back(message);
                         }
                     }
-                    Err(error) => {
-                        tracing::warn!(topic = %topic.topic, %error, "reading");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                },
-                _ = commit.tick() => {
-                    let positions = shared.book.lock().unwrap_or_else(PoisonError::into_inner).to_commit();
-                    if !positions.is_empty()
-                        && let Err(error) = consumer.commit(&consumer.context().list(&positions), CommitMode::Async)
-                    {
-                        tracing::debug!(topic = %topic.topic, %error, "commit not sent; again at the next tick");
-                        shared.book.lock().unwrap_or_else(PoisonError::into_inner).commit_failed();
+                }
+                continue;
+            };
+            full_since = None;
+            if context.paused.swap(false, Ordering::AcqRel) {
+                pause(&consumer, false);
+            }
+            tokio::select! {
+                received = consumer.recv() => {
+                    if let Some(message) = received_message(topic, received).await {
+                        take(&shared, message, place);
                     }
                 }
-                _ = shared.freed.notified(), if full || !held.is_empty() => {}
+                _ = commit.tick() => commit_ended(&consumer, &shared),
             }
         }
+    }
+}
+
+/// How long a trigger may have no room for another message before its
+/// partitions are paused: long enough that a trigger kept busy does not
+/// pause (a pause drops what librdkafka fetched ahead), short beside
+/// `max.poll.interval.ms` (5 minutes).
+const PAUSE_AFTER: Duration = Duration::from_secs(1);
+
+/// Pauses (or resumes) every partition `consumer` is assigned.
+fn pause(consumer: &StreamConsumer<Context>, pause: bool) {
+    let done = consumer.assignment().and_then(|assignment| {
+        if pause {
+            consumer.pause(&assignment)
+        } else {
+            consumer.resume(&assignment)
+        }
+    });
+    if let Err(error) = done {
+        tracing::warn!(topic = %consumer.context().topic, %error, pause, "pausing or resuming failed");
+    }
+}
+
+/// The message `received`, detached; an error is logged and waited on a
+/// little (the broker away: librdkafka reconnects).
+async fn received_message(
+    topic: &Topic,
+    received: KafkaResult<rdkafka::message::BorrowedMessage<'_>>,
+) -> Option<OwnedMessage> {
+    match received {
+        Ok(message) => Some(message.detach()),
+        Err(error) => {
+            tracing::warn!(topic = %topic.topic, %error, "reading");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            None
+        }
+    }
+}
+
+/// Commits the positions that moved since the last commit.
+fn commit_ended(consumer: &StreamConsumer<Context>, shared: &Shared) {
+    let positions = shared
+        .book
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .to_commit();
+    if positions.is_empty() {
+        return;
+    }
+    if let Err(error) = consumer.commit(&consumer.context().list(&positions), CommitMode::Async) {
+        tracing::debug!(topic = %shared.topic.topic, %error, "commit not sent; again at the next tick");
+        shared
+            .book
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .commit_failed();
     }
 }
 

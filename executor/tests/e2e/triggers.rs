@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use luge_testkit::kafka::KafkaServer;
 use luge_testkit::mosquitto::MosquittoServer;
 use luge_testkit::nats::NatsServer;
 use luge_testkit::redis::RedisServer;
@@ -344,6 +345,7 @@ fn a_redis_stream_is_a_durable_queue_for_a_spin_subscriber() {
 enum QueueServer {
     Nats(NatsServer),
     Redis(RedisServer),
+    Kafka(KafkaServer),
 }
 
 impl QueueServer {
@@ -357,6 +359,12 @@ impl QueueServer {
                 client.create_stream("JOBS", &["jobs"]).unwrap();
                 client.create_stream("DEAD", &["jobs-dead"]).unwrap();
                 assert_eq!(client.publish("jobs", payloads).unwrap(), n);
+            }
+            Self::Kafka(kafka) => {
+                // Four partitions: two processes share them.
+                kafka.create_topic("jobs", 4).unwrap();
+                let keyless = payloads.map(|p| (None, p.into_bytes()));
+                assert_eq!(kafka.produce("jobs", keyless), Ok(n));
             }
             Self::Redis(redis) => {
                 let mut connection = redis::Client::open(redis.url())
@@ -393,6 +401,11 @@ impl QueueServer {
                  dead_letter = \"jobs-dead\", claim_idle_ms = 2000 }}",
                 redis.port
             ),
+            Self::Kafka(kafka) => format!(
+                "kafka = {{ address = \"{}\", topic = \"jobs\", dead_letter = \"jobs-dead\", \
+                 session_timeout_ms = 6000 }}",
+                kafka.address()
+            ),
         }
     }
 
@@ -400,6 +413,7 @@ impl QueueServer {
         match self {
             Self::Nats(nats) => nats.kill(),
             Self::Redis(redis) => redis.kill(),
+            Self::Kafka(kafka) => kafka.kill(),
         }
     }
 
@@ -407,6 +421,7 @@ impl QueueServer {
         match self {
             Self::Nats(nats) => nats.restart().unwrap(),
             Self::Redis(redis) => redis.restart().unwrap(),
+            Self::Kafka(kafka) => kafka.restart().unwrap(),
         }
     }
 
@@ -425,6 +440,10 @@ impl QueueServer {
                     && info["num_ack_pending"] == 0
                     && info["num_pending"] == 0;
                 (done, info.to_string())
+            }
+            Self::Kafka(kafka) => {
+                let lag = kafka.lag("jobs", "luge");
+                (lag == Some(0), format!("the group's lag {lag:?}"))
             }
             Self::Redis(redis) => {
                 let groups: Result<redis::Value, _> = redis::Client::open(redis.url())
@@ -461,6 +480,7 @@ impl QueueServer {
         match self {
             Self::Nats(nats) => nats.client().unwrap().stream_messages("DEAD").unwrap(),
             Self::Redis(redis) => redis.command(&[b"XLEN", b"jobs-dead"]).unwrap() as u64,
+            Self::Kafka(kafka) => kafka.messages("jobs-dead").unwrap().len() as u64,
         }
     }
 }
@@ -518,9 +538,14 @@ max_in_flight = 16
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    // What `a` held when it died was delivered again (to b or c).
-    let redelivered = events(&b, trigger, "redelivered") + events(&c, trigger, "redelivered");
-    assert!(redelivered >= 1.0);
+    // What `a` held when it died was delivered again (to b or c): the
+    // queues that count deliveries say so (Kafka counts none: its
+    // consumers read a dead member's partitions from the last commit,
+    // which passed nothing `a` had not finished).
+    if !matches!(server, QueueServer::Kafka(_)) {
+        let redelivered = events(&b, trigger, "redelivered") + events(&c, trigger, "redelivered");
+        assert!(redelivered >= 1.0);
+    }
     assert_eq!(
         events(&b, trigger, "failed") + events(&c, trigger, "failed"),
         0.0
@@ -535,6 +560,15 @@ fn a_jetstream_queue_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
     }
     let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
     a_queue_loses_nothing(QueueServer::Nats(nats));
+}
+
+#[test]
+fn a_kafka_topic_loses_nothing_across_kill_9_of_luge_and_of_the_broker() {
+    if engine() != "wasmtime" {
+        return;
+    }
+    let kafka = KafkaServer::start().expect("a Kafka broker (./scripts/setup.sh)");
+    a_queue_loses_nothing(QueueServer::Kafka(kafka));
 }
 
 #[test]
