@@ -95,7 +95,7 @@ enum Experiment {
     Sqlite,
     Triggers,
     TriggerFlood,
-    /// Durable queues (Redis Streams, NATS JetStream) drained, on one
+    /// Durable queues (Redis Streams, NATS JetStream, Kafka) drained, on one
     /// worker and two.
     Queues,
     Scaling,

@@ -1,5 +1,5 @@
 //! `queues`: how fast the durable queue triggers (Redis Streams, NATS
-//! JetStream) drain a backlog on one worker and on two, and Luge's CPU
+//! JetStream, Kafka) drain a backlog on one worker and on two, and Luge's CPU
 //! per message; Redis pub/sub with the same function as the reference.
 //!
 //! Each round fills its broker with its messages (2,000 per `--rounds`:
@@ -17,6 +17,7 @@
 use std::time::{Duration, Instant};
 
 use luge_benches::wasm;
+use luge_testkit::kafka::KafkaServer;
 use luge_testkit::nats::NatsServer;
 use luge_testkit::redis::RedisServer;
 
@@ -136,6 +137,25 @@ fn jetstream(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drain
     let trigger = format!(
         "nats-jetstream = {{ address = \"{}\", stream = \"JOBS\" }}",
         nats.url()
+    );
+    let luge = serve(setup, dir.path(), &trigger, 32, workers)?;
+    drain(&luge, messages as f64)
+}
+
+fn kafka(setup: &Setup, workers: u32, messages: u64) -> anyhow::Result<Drained> {
+    let kafka = KafkaServer::start()?;
+    kafka.create_topic("jobs", 4).map_err(anyhow::Error::msg)?;
+    let stored = kafka
+        .produce(
+            "jobs",
+            (0..messages).map(|i| (None, i.to_string().into_bytes())),
+        )
+        .map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(stored as u64 == messages, "Kafka stored {stored}");
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "kafka = {{ address = \"{}\", topic = \"jobs\" }}",
+        kafka.address()
     );
     let luge = serve(setup, dir.path(), &trigger, 32, workers)?;
     drain(&luge, messages as f64)
@@ -321,6 +341,23 @@ fn paced_jetstream(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
     })
 }
 
+fn paced_kafka(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
+    let kafka = KafkaServer::start()?;
+    kafka.create_topic("jobs", 4).map_err(anyhow::Error::msg)?;
+    let producer = kafka.producer().map_err(anyhow::Error::msg)?;
+    let dir = tempfile::tempdir()?;
+    let trigger = format!(
+        "kafka = {{ address = \"{}\", topic = \"jobs\" }}",
+        kafka.address()
+    );
+    let luge = serve(setup, dir.path(), &trigger, 32, workers)?;
+    paced(&luge, "luge_trigger_message_age_seconds", |i| {
+        producer
+            .send("jobs", i.to_string().as_bytes())
+            .map_err(anyhow::Error::msg)
+    })
+}
+
 /// Pub/sub keeps no stamp: its lag (arrival at Luge to the start) is the
 /// reference, the hop from the broker not in it.
 fn paced_pubsub(setup: &Setup, workers: u32) -> anyhow::Result<(f64, f64)> {
@@ -339,9 +376,10 @@ pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
     let mut rows = Vec::new();
     type Round = fn(&Setup, u32, u64) -> anyhow::Result<Drained>;
     type Paced = fn(&Setup, u32) -> anyhow::Result<(f64, f64)>;
-    let brokers: [(&str, Round, Paced); 3] = [
+    let brokers: [(&str, Round, Paced); 4] = [
         ("redis-streams", redis_streams, paced_redis_streams),
         ("nats-jetstream", jetstream, paced_jetstream),
+        ("kafka", kafka, paced_kafka),
         ("redis (pub/sub, reference)", pubsub, paced_pubsub),
     ];
     for (name, round, paced) in brokers {
@@ -364,7 +402,7 @@ pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
     }
     Ok(Report {
         name: "queues",
-        title: "Durable queues drained: Redis Streams and NATS JetStream triggers".into(),
+        title: "Durable queues drained: Redis Streams, NATS JetStream and Kafka triggers".into(),
         columns: vec![
             "trigger",
             "workers",
@@ -379,7 +417,7 @@ pub(crate) fn queues(setup: &Setup, messages: u64) -> anyhow::Result<Report> {
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`luge serve --workers N` (this build, its own process) with redis-server 7 or nats-server 2.9 (-js, file store) on loopback. Each durable round starts with {messages} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round (the reference: the same function on the Redis pub/sub trigger) publishes {messages} messages while Luge runs, in pipelines of 100, each sent once at most 100 are unhandled (admission refuses past the tenant's places), the trigger's room 1,024 (so none is dropped for want of room); its count includes the warm-up message. CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores. The paced columns are another round per row: a fresh broker and Luge, {PACED} messages published one at a time at {PACED_PER_SECOND}/s, and the p50 and p99 of each message's time from its store at the broker to its function's start (`luge_trigger_message_age_seconds`, from the Redis stream id's milliseconds or JetStream's timestamp, interpolated in its doubling buckets as Prometheus' histogram_quantile does); pub/sub keeps no stamp, so its row gives the time from the message's arrival at Luge to the start (`luge_trigger_lag_seconds`), without the hop from the broker."
+            "`luge serve --workers N` (this build, its own process) with redis-server 7, nats-server 2.9 (-js, file store) or Kafka 3.9.1 (KRaft, one broker, a topic of 4 partitions) on loopback. Each durable round starts with {messages} messages in the stream and times Luge from its first handled message until it has handled them all (`luge_trigger_events_total`, polled every 20 ms), each message a fresh `noop` sandbox (a core module that does nothing), the trigger at `max_in_flight = 32` (the queues' prefetch), each message acknowledged after it succeeded. The pub/sub round (the reference: the same function on the Redis pub/sub trigger) publishes {messages} messages while Luge runs, in pipelines of 100, each sent once at most 100 are unhandled (admission refuses past the tenant's places), the trigger's room 1,024 (so none is dropped for want of room); its count includes the warm-up message. CPU is Luge's (user + system, /proc/PID/stat, 10 ms ticks) over the span; the brokers and the bench share the machine's cores. The paced columns are another round per row: a fresh broker and Luge, {PACED} messages published one at a time at {PACED_PER_SECOND}/s, and the p50 and p99 of each message's time from its store at the broker to its function's start (`luge_trigger_message_age_seconds`, from the Redis stream id's milliseconds, JetStream's timestamp or the Kafka record's CreateTime (the producer's clock, on this machine), interpolated in its doubling buckets as Prometheus' histogram_quantile does); pub/sub keeps no stamp, so its row gives the time from the message's arrival at Luge to the start (`luge_trigger_lag_seconds`), without the hop from the broker."
         ),
     })
 }

@@ -282,6 +282,17 @@ log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
         Ok(sent)
     }
 
+    /// A producer that sends one message at a time, each acknowledged
+    /// before the next (a paced publisher's).
+    pub fn producer(&self) -> Result<KafkaProducer, String> {
+        let producer = self
+            .config()
+            .set("linger.ms", "0")
+            .create()
+            .map_err(|e| e.to_string())?;
+        Ok(KafkaProducer(producer))
+    }
+
     /// What `group` has left on `topic`: the messages past its committed
     /// offsets, summed over the partitions (`None` if the broker does not
     /// answer).
@@ -363,6 +374,20 @@ log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
             });
         }
         Ok(stored)
+    }
+}
+
+/// A producer of [`KafkaServer::producer`].
+pub struct KafkaProducer(BaseProducer);
+
+impl KafkaProducer {
+    /// Sends `payload` (keyless) to `topic` and waits for the broker's
+    /// acknowledgement.
+    pub fn send(&self, topic: &str, payload: &[u8]) -> Result<(), String> {
+        self.0
+            .send(BaseRecord::<(), [u8]>::to(topic).payload(payload))
+            .map_err(|(e, _)| e.to_string())?;
+        self.0.flush(CALL).map_err(|e| e.to_string())
     }
 }
 

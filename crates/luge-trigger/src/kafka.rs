@@ -465,7 +465,7 @@ impl Book {
 
     /// The positions that moved since they were last committed, marked
     /// committed.
-    fn to_commit(&mut self) -> Vec<(i32, i64)> {
+    fn moved(&mut self) -> Vec<(i32, i64)> {
         let mut moved = Vec::new();
         for (partition, track) in &mut self.partitions {
             let position = track.position();
@@ -608,6 +608,10 @@ impl Context {
     }
 }
 
+/// A key's last message taken: its sequence number, and the end of its
+/// handling.
+type Chain = (u64, tokio::sync::oneshot::Receiver<()>);
+
 /// What the handling tasks of one source share with its reader.
 struct Shared {
     topic: Topic,
@@ -615,7 +619,7 @@ struct Shared {
     book: Arc<Mutex<Book>>,
     /// Each key's last message taken: its sequence number and the end of
     /// its handling, which the key's next message waits for.
-    chains: Mutex<HashMap<Vec<u8>, (u64, tokio::sync::oneshot::Receiver<()>)>>,
+    chains: Mutex<HashMap<Vec<u8>, Chain>>,
     /// Room for one more taken message ([`PREFETCH`] in all).
     room: Arc<tokio::sync::Semaphore>,
     /// Messages taken so far: the sequence number of the next.
@@ -808,7 +812,7 @@ fn commit_ended(consumer: &StreamConsumer<Context>, shared: &Shared) {
         .book
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .to_commit();
+        .moved();
     if positions.is_empty() {
         return;
     }
@@ -1079,21 +1083,21 @@ topic = "jobs""#,
         book.taken(1, 3);
         book.ended(0, 11);
         book.ended(0, 12);
-        let mut moved = book.to_commit();
+        let mut moved = book.moved();
         moved.sort();
         assert_eq!(moved, [(0, 10), (1, 3)]);
-        assert!(book.to_commit().is_empty(), "nothing moved since");
+        assert!(book.moved().is_empty(), "nothing moved since");
         book.ended(0, 10);
-        assert_eq!(book.to_commit(), [(0, 13)]);
+        assert_eq!(book.moved(), [(0, 13)]);
         book.ended(0, 13);
         book.ended(0, 14);
-        assert_eq!(book.to_commit(), [(0, 15)]);
+        assert_eq!(book.moved(), [(0, 15)]);
         book.commit_failed();
-        let mut again = book.to_commit();
+        let mut again = book.moved();
         again.sort();
         assert_eq!(again, [(0, 15), (1, 3)]);
         assert_eq!(book.revoked([1, 7].into_iter()), [(1, 3)]);
-        assert_eq!(book.to_commit(), []);
+        assert_eq!(book.moved(), []);
     }
 
     #[test]
