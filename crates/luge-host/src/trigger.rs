@@ -86,6 +86,11 @@ pub fn uploaded(function: &crate::Function) -> Result<Vec<ConfiguredTrigger>, cr
                 .map_err(|(field, message)| {
                     crate::SpecError::Refused(format!("triggers[{index}].{field}: {message}"))
                 })?;
+        if let Some(why) = trigger.source.kind().refused_to_tenants() {
+            return Err(crate::SpecError::Refused(format!(
+                "triggers[{index}]: {why}"
+            )));
+        }
         if let Some(luge_trigger::Endpoint { scheme, host, port }) = trigger.source.endpoint()
             && !grants.allows(scheme, &host, port)
         {

@@ -403,6 +403,16 @@ impl Kind for Kafka {
         Some(luge_core::serde_keys::of::<Table>())
     }
 
+    fn refused_to_tenants(&self) -> Option<&'static str> {
+        // librdkafka starts a thread for each broker the cluster's
+        // metadata names, however many: a tenant's cluster could name
+        // thousands. The connect hook keeps it from dialing them, not from
+        // starting them.
+        Some(
+            "a Kafka trigger is the operator's (luge.toml or a Spin app): a Kafka client starts a thread for every broker its cluster names, which a tenant's cluster could make thousands",
+        )
+    }
+
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
         Ok(Source::new(Topic::new(crate::table(settings)?)?))
     }

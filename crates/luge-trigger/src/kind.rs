@@ -68,6 +68,15 @@ pub trait Kind: Sync + 'static {
     /// Its source from a Spin manifest's `[[trigger.NAME]]` entry.
     fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError>;
 
+    /// Why a tenant's upload may not carry a trigger of this kind, if it
+    /// may not. Most kinds may: their server is checked under the
+    /// function's grants. A kind whose client a hostile server could make
+    /// hold unbounded resources in Luge is the operator's alone
+    /// (luge.toml, a Spin app).
+    fn refused_to_tenants(&self) -> Option<&'static str> {
+        None
+    }
+
     /// How many of one trigger's events may run at once: `asked` (1 to
     /// [`MAX_IN_FLIGHT`]), else [`DEFAULT_MAX_IN_FLIGHT`].
     fn max_in_flight(&self, asked: Option<usize>) -> Result<usize, SourceError> {

@@ -866,6 +866,21 @@ fn uploads_carry_triggers_under_their_grants() {
         String::from_utf8_lossy(&refused.body)
     );
 
+    // A Kafka trigger is the operator's alone, granted or not.
+    let kafka = upload(
+        &luge,
+        serde_json::json!({
+            "allowed_outbound_hosts": ["kafka://127.0.0.1:9092"],
+            "triggers": [{"kafka": {"address": "kafka://127.0.0.1:9092", "topic": "up"}}],
+        }),
+    );
+    kafka.expect(400);
+    assert!(
+        String::from_utf8_lossy(&kafka.body).contains("a Kafka trigger is the operator's"),
+        "{}",
+        String::from_utf8_lossy(&kafka.body)
+    );
+
     // Granted: its messages run it.
     let granted = serde_json::json!({
         "allowed_outbound_hosts": [address],
