@@ -190,10 +190,7 @@ log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
 
     /// `kill -9` of the broker: its log stays.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        server::kill(&mut self.child);
     }
 
     /// Starts it again on its ports, over its log.
@@ -333,6 +330,15 @@ log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
             lag += high - at;
         }
         Some(lag)
+    }
+
+    /// How many members `group` has once it is stable (`None` while it
+    /// rebalances, or if the broker does not answer).
+    pub fn stable_members(&self, group: &str) -> Option<usize> {
+        let consumer = self.consumer(None).ok()?;
+        let groups = consumer.fetch_group_list(Some(group), CALL).ok()?;
+        let found = groups.groups().iter().find(|g| g.name() == group)?;
+        (found.state() == "Stable").then(|| found.members().len())
     }
 
     /// Every message `topic` holds, partition by partition.

@@ -78,10 +78,7 @@ impl NatsServer {
 
     /// `kill -9` of the server: what it stored stays in its store.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        server::kill(&mut self.child);
     }
 
     /// Starts it again on its port, over its store.

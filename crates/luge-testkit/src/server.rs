@@ -99,6 +99,14 @@ pub fn spawn(command: &mut Command, hint: &'static str) -> Result<Child, ServerE
     })
 }
 
+/// `kill -9` of the server `child` holds, if it holds one, waited for.
+pub fn kill(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// Runs `command` to its end, a step of a server's preparation: its
 /// failure to start or its failing exit is an error.
 pub fn run(command: &mut Command, hint: &'static str) -> Result<(), ServerError> {

@@ -58,10 +58,7 @@ use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
 
-use crate::{
-    Endpoint, EventSource, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey,
-    SpinTrigger, Triggered,
-};
+use crate::{Endpoint, EventSource, Handled, Kind, Sink, Source, SourceError, Triggered};
 
 pub use crate::streams::{FIRST_RETRY, MAX_MESSAGE_BYTES, MAX_RETRY, PREFETCH};
 
@@ -417,13 +414,8 @@ impl Kind for Kafka {
         Ok(Source::new(Topic::new(crate::table(settings)?)?))
     }
 
-    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
-        let mut table: Table = trigger.read()?;
-        table.address = trigger.expanded("address", &table.address)?;
-        table.topic = trigger.expanded("topic", &table.topic)?;
-        Ok(Source::new(
-            Topic::new(table).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
-        ))
+    fn spin_templated(&self) -> &'static [&'static str] {
+        &["address", "topic"]
     }
 
     fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
@@ -1082,6 +1074,39 @@ topic = "jobs""#,
         // A name that does not say its port, or says another.
         assert!(!guard.permits("b1.example.com", addr("93.184.215.2:9093")));
         assert!(!guard.permits("b1.example.com:9093", addr("93.184.215.2:9094")));
+    }
+
+    #[test]
+    fn a_spin_entry_takes_the_same_keys_with_the_apps_variables_filled_in() {
+        let expand = |text: &str| Ok(text.replace("{{ broker }}", "broker.test"));
+        let app = toml::Table::new();
+        let entry = |text: &str| crate::SpinTrigger {
+            keys: toml::from_str(text).unwrap(),
+            app: &app,
+            expand: &expand,
+        };
+        let source = Kafka
+            .spin_source(entry(
+                "address = \"kafka://{{ broker }}:9093\"\ntopic = \"jobs\"\ngroup = \"g\"",
+            ))
+            .unwrap();
+        let topic = source.settings::<Topic>().unwrap();
+        assert_eq!(topic.address.to_string(), "kafka://broker.test:9093");
+        assert_eq!(topic.group, "g");
+        let stream = crate::nats::JetStream
+            .spin_source(entry(
+                "address = \"nats://{{ broker }}\"\nstream = \"JOBS\"",
+            ))
+            .unwrap();
+        let queue = stream.settings::<crate::nats::Queue>().unwrap();
+        assert_eq!(queue.address.endpoint().host, "broker.test");
+        let refused = Kafka
+            .spin_source(entry(
+                "address = \"kafka://h\"\ntopic = \"j\"\nqueue_url = \"x\"",
+            ))
+            .unwrap_err();
+        assert_eq!(refused.at, crate::SpinKey::Entry);
+        assert!(refused.message.contains("queue_url"), "{}", refused.message);
     }
 
     #[test]

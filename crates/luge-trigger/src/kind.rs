@@ -65,8 +65,20 @@ pub trait Kind: Sync + 'static {
     /// `triggers`): the value of its key, unknown keys refused.
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError>;
 
-    /// Its source from a Spin manifest's `[[trigger.NAME]]` entry.
-    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError>;
+    /// Its source from a Spin manifest's `[[trigger.NAME]]` entry. By
+    /// default, its luge.toml settings ([`Kind::configured`]) with the
+    /// app's variables filled in where [`Kind::spin_templated`] says.
+    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
+        let keys = trigger.templated(self.spin_templated())?;
+        self.configured(toml::Value::Table(keys))
+            .map_err(|e| SpinError::new(SpinKey::Entry, e))
+    }
+
+    /// The keys of its Spin entry whose strings may hold the app's
+    /// variables (`{{ name }}`), for the default [`Kind::spin_source`].
+    fn spin_templated(&self) -> &'static [&'static str] {
+        &[]
+    }
 
     /// Why a tenant's upload may not carry a trigger of this kind, if it
     /// may not. Most kinds may: their server is checked under the
@@ -113,6 +125,18 @@ impl SpinTrigger<'_> {
     /// at the entry.
     pub fn read<T: serde::de::DeserializeOwned>(&self) -> Result<T, SpinError> {
         table(toml::Value::Table(self.keys.clone())).map_err(|m| SpinError::new(SpinKey::Entry, m))
+    }
+
+    /// The entry's keys with the app's variables filled in in the
+    /// strings of `templated`; a refusal names the key.
+    pub fn templated(&self, templated: &[&'static str]) -> Result<toml::Table, SpinError> {
+        let mut keys = self.keys.clone();
+        for &key in templated {
+            if let Some(toml::Value::String(value)) = keys.get_mut(key) {
+                *value = self.expanded(key, value)?;
+            }
+        }
+        Ok(keys)
     }
 
     /// `value`, the entry's `key`, with the app's variables filled in; a

@@ -46,10 +46,7 @@ use crate::redis::CONNECT_TIMEOUT;
 // The bounds and the retry schedule are the Redis Streams queue's: one
 // behaviour for every durable queue.
 use crate::streams::{FIRST_RETRY, MAX_MESSAGE_BYTES, MAX_RETRY, PREFETCH};
-use crate::{
-    Endpoint, EventSource, Handled, Kind, Sink, Source, SourceError, SpinError, SpinKey,
-    SpinTrigger, Triggered,
-};
+use crate::{Endpoint, EventSource, Handled, Kind, Sink, Source, SourceError, Triggered};
 
 /// NATS's well-known client port.
 pub const PORT: u16 = 4222;
@@ -377,13 +374,8 @@ impl Kind for JetStream {
         Ok(Source::new(Queue::new(crate::table(settings)?)?))
     }
 
-    fn spin_source(&self, trigger: SpinTrigger<'_>) -> Result<Source, SpinError> {
-        let mut table: Table = trigger.read()?;
-        table.address = trigger.expanded("address", &table.address)?;
-        table.stream = trigger.expanded("stream", &table.stream)?;
-        Ok(Source::new(
-            Queue::new(table).map_err(|e| SpinError::new(SpinKey::Entry, e))?,
-        ))
+    fn spin_templated(&self) -> &'static [&'static str] {
+        &["address", "stream"]
     }
 
     fn sources(&self, triggers: Vec<Triggered>) -> Vec<Box<dyn EventSource>> {
@@ -764,6 +756,7 @@ mod tests {
     use super::*;
     use crate::kind::configured;
     use crate::streams::DEFAULT_MAX_ATTEMPTS;
+    use crate::{SpinKey, SpinTrigger};
     use luge_core::capabilities::variables::TemplateError;
 
     #[test]
