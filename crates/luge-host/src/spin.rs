@@ -996,7 +996,8 @@ command = "cargo build"
             (
                 "[[trigger.http]]\nroute = \"/exact\"",
                 "[[trigger.sqs]]\nroute = \"/exact\"",
-                "http, redis, redis-streams, nats-jetstream, mqtt and cron triggers",
+                // Kafka's row only with its feature: the kinds up to it.
+                "Luge serves http, redis, redis-streams, nats-jetstream",
             ),
             (
                 "key_value_stores = [\"default\", \"cart\"]",

@@ -208,6 +208,9 @@ log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", format!("127.0.0.1:{}", self.port))
+            // A paced producer's request must not wait on the broker's
+            // delayed ACK (Nagle's algorithm is librdkafka's default).
+            .set("socket.nagle.disable", "true")
             .set("log_level", "3");
         config
     }

@@ -316,6 +316,10 @@ impl Topic {
             .set("reconnect.backoff.max.ms", "5000")
             .set("socket.connection.setup.timeout.ms", "10000")
             .set("log.connection.close", "false")
+            // librdkafka leaves Nagle's algorithm on: a small request
+            // behind an unacknowledged one would wait for the broker's
+            // delayed ACK.
+            .set("socket.nagle.disable", "true")
             .set(
                 "receive.message.max.bytes",
                 (FETCH_BYTES + (64 << 10)).to_string(),
