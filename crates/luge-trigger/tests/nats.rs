@@ -19,7 +19,7 @@ use luge_core::event::EventKind;
 use luge_testkit::nats::{NatsClient, NatsServer};
 use luge_trigger::nats::{JetStream, JetStreamSource, Queue};
 use luge_trigger::{EventSource, Handled, Kind};
-use queue::{Record, numbered, taken_over, until};
+use queue::{Record, a_stopped_then_two_live, numbered, taken_over, until};
 
 fn queue(server: &NatsServer, stream: &str, extra: &str) -> Queue {
     queue::settings(&JetStream, &server.url(), stream, extra)
@@ -155,45 +155,33 @@ async fn sources_share_the_consumer_and_a_stopped_ones_messages_go_to_the_others
     // Leases renewed at half the AckWait: a second, so that a renewal late
     // on a loaded machine does not hand a running message over.
     let settings = "ack_wait_ms = 1000";
-    // A process that takes messages and stops before finishing any.
-    let stuck = Record::hanging();
-    let a = spawn(JetStreamSource::new(
-        queue(&server, "WORK", settings),
-        stuck.clone(),
-    ));
-    until("the stream made", Duration::from_secs(10), async || {
-        client(&server).consumer_pending("WORK", "luge").is_ok()
-    })
+    let (live, tasks) = a_stopped_then_two_live(
+        |record, _| {
+            spawn(JetStreamSource::new(
+                queue(&server, "WORK", settings),
+                record.clone(),
+            ))
+        },
+        async |early| {
+            until("the stream made", Duration::from_secs(10), async || {
+                client(&server).consumer_pending("WORK", "luge").is_ok()
+            })
+            .await;
+            client(&server).publish("WORK", early).unwrap();
+        },
+        Duration::from_secs(10),
+    )
     .await;
-    client(&server)
-        .publish("WORK", numbered("early", 10))
-        .unwrap();
-    until("a took them", Duration::from_secs(10), async || {
-        stuck.called() == 10
-    })
-    .await;
-    a.abort();
-    // Two live ones: they share what comes, and get what `a` held once
-    // its AckWait ran out.
-    let b = Record::new(|_, _| Handled::Succeeded);
-    let c = Record::new(|_, _| Handled::Succeeded);
-    let tasks = [
-        spawn(JetStreamSource::new(
-            queue(&server, "WORK", settings),
-            b.clone(),
-        )),
-        spawn(JetStreamSource::new(
-            queue(&server, "WORK", settings),
-            c.clone(),
-        )),
-    ];
     client(&server)
         .publish("WORK", numbered("late", 300))
         .unwrap();
-    // a's ten, delivered again once its lease ran out.
-    taken_over([&b, &c], tasks, (310, 10), async || {
-        pending(&server, "WORK", "luge") == (0, 0)
-    })
+    // a's ten, delivered again once its AckWait ran out.
+    taken_over(
+        &live,
+        tasks,
+        (310, Some(10), Duration::from_secs(30)),
+        async || pending(&server, "WORK", "luge") == (0, 0),
+    )
     .await;
 }
 

@@ -17,7 +17,7 @@ use luge_core::event::EventKind;
 use luge_testkit::redis::RedisServer;
 use luge_trigger::streams::{Queue, StreamSource, Streams};
 use luge_trigger::{EventSource, Handled};
-use queue::{Record, numbered, taken_over, until};
+use queue::{Record, a_stopped_then_two_live, numbered, taken_over, until};
 
 fn queue(server: &RedisServer, stream: &str, extra: &str) -> Queue {
     queue::settings(&Streams, &server.url(), stream, extra)
@@ -183,40 +183,23 @@ async fn consumers_of_a_group_share_the_stream_and_take_over_a_stopped_ones_mess
     // late on a loaded machine does not hand a running message over.
     let settings = |name: &str| format!("consumer = \"{name}\"\nclaim_idle_ms = 1000");
     // A consumer that takes messages and stops before finishing any.
-    let stuck = Record::hanging();
-    let source = StreamSource::new(queue(&server, "work", &settings("a")), stuck.clone());
-    let a = tokio::spawn(Box::new(source).run());
-    add(&server, "work", &numbered("early", 10)).await;
-    until("a took them", Duration::from_secs(10), async || {
-        stuck.called() == 10
-    })
+    let (live, tasks) = a_stopped_then_two_live(
+        |record, name| {
+            let source = StreamSource::new(queue(&server, "work", &settings(name)), record.clone());
+            tokio::spawn(Box::new(source).run())
+        },
+        async |early| add(&server, "work", &early).await,
+        Duration::from_secs(10),
+    )
     .await;
-    a.abort();
-    // Two live consumers: they share what comes, and take over what `a`
-    // held once it was idle past claim_idle.
-    let b = Record::new(|_, _| Handled::Succeeded);
-    let c = Record::new(|_, _| Handled::Succeeded);
-    let tasks = [
-        tokio::spawn(
-            Box::new(StreamSource::new(
-                queue(&server, "work", &settings("b")),
-                b.clone(),
-            ))
-            .run(),
-        ),
-        tokio::spawn(
-            Box::new(StreamSource::new(
-                queue(&server, "work", &settings("c")),
-                c.clone(),
-            ))
-            .run(),
-        ),
-    ];
     add(&server, "work", &numbered("late", 300)).await;
-    // a's ten, delivered again once its lease ran out.
-    taken_over([&b, &c], tasks, (310, 10), async || {
-        pending(&server, "work", "luge").await == 0
-    })
+    // a's ten, delivered again once it was idle past claim_idle.
+    taken_over(
+        &live,
+        tasks,
+        (310, Some(10), Duration::from_secs(30)),
+        async || pending(&server, "work", "luge").await == 0,
+    )
     .await;
 }
 

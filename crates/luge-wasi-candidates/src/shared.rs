@@ -6,6 +6,57 @@
 //! generated `wasi::io::streams` and its `latest` (Wasmtime's 0.2
 //! bindings) are in scope.
 
+/// The candidate's generated bindings, as `mod bindings`: its `world`
+/// (a `wasi:http/proxy` of the candidate's version), with the functions
+/// both candidates make async and the resources both take from WASI 0.2
+/// (Wasmtime's `latest` bindings), plus each candidate's own `imports`
+/// and `with` rows.
+macro_rules! bindings {
+    (world: $world:tt, imports: { $($imports:tt)* }, with: { $($with:tt)* },) => {
+        #[allow(missing_docs)] // generated
+        mod bindings {
+            use super::latest;
+
+            wasmtime::component::bindgen!({
+                path: "../../wit",
+                world: $world,
+                imports: {
+                    "wasi:io/streams.[drop]input-stream": async | trappable,
+                    "wasi:io/streams.[drop]output-stream": async | trappable,
+                    "wasi:io/streams.[method]input-stream.blocking-read": async | trappable,
+                    "wasi:io/streams.[method]input-stream.blocking-skip": async | trappable,
+                    "wasi:io/streams.[method]output-stream.blocking-splice": async | trappable,
+                    "wasi:io/streams.[method]output-stream.blocking-flush": async | trappable,
+                    "wasi:io/streams.[method]output-stream.blocking-write-and-flush": async | trappable,
+                    "wasi:io/streams.[method]output-stream.blocking-write-zeroes-and-flush": async | trappable,
+                    $($imports)*
+                    default: trappable,
+                },
+                exports: { default: async },
+                require_store_data_send: true,
+                with: {
+                    "wasi:io/poll.pollable": latest::io::poll::Pollable,
+                    "wasi:io/streams.input-stream": latest::io::streams::InputStream,
+                    "wasi:io/streams.output-stream": latest::io::streams::OutputStream,
+                    "wasi:http/types.incoming-response": latest::http::types::IncomingResponse,
+                    "wasi:http/types.incoming-request": latest::http::types::IncomingRequest,
+                    "wasi:http/types.incoming-body": latest::http::types::IncomingBody,
+                    "wasi:http/types.outgoing-response": latest::http::types::OutgoingResponse,
+                    "wasi:http/types.outgoing-request": latest::http::types::OutgoingRequest,
+                    "wasi:http/types.outgoing-body": latest::http::types::OutgoingBody,
+                    "wasi:http/types.fields": latest::http::types::Fields,
+                    "wasi:http/types.response-outparam": latest::http::types::ResponseOutparam,
+                    "wasi:http/types.future-incoming-response": latest::http::types::FutureIncomingResponse,
+                    "wasi:http/types.future-trailers": latest::http::types::FutureTrailers,
+                    $($with)*
+                },
+            });
+        }
+    };
+}
+
+pub(crate) use bindings;
+
 /// The candidate's `wasi:io/streams` on the resource table: the input and
 /// output streams' functions (with `$output_stream_extra`, the output
 /// stream's functions one candidate has alone) and the conversion of a
@@ -193,15 +244,16 @@ macro_rules! alike {
         }
 
         impl wasi::http::types::HostIncomingRequest for WasiHttpCtxView<'_> {
+            $crate::shared::forward!(HostIncomingRequest, IncomingRequest:
+                path_with_query() -> Option<String>;
+                authority() -> Option<String>;
+                headers() -> Resource<Headers>;
+                consume() -> Result<Resource<IncomingBody>, ()>;
+                drop() -> ();
+            );
+
             fn method(&mut self, self_: Resource<IncomingRequest>) -> wasmtime::Result<Method> {
                 latest::http::types::HostIncomingRequest::method(self, self_).map(|e| e.into())
-            }
-
-            fn path_with_query(
-                &mut self,
-                self_: Resource<IncomingRequest>,
-            ) -> wasmtime::Result<Option<String>> {
-                latest::http::types::HostIncomingRequest::path_with_query(self, self_)
             }
 
             fn scheme(
@@ -211,78 +263,23 @@ macro_rules! alike {
                 latest::http::types::HostIncomingRequest::scheme(self, self_)
                     .map(|e| e.map(|e| e.into()))
             }
-
-            fn authority(
-                &mut self,
-                self_: Resource<IncomingRequest>,
-            ) -> wasmtime::Result<Option<String>> {
-                latest::http::types::HostIncomingRequest::authority(self, self_)
-            }
-
-            fn headers(
-                &mut self,
-                self_: Resource<IncomingRequest>,
-            ) -> wasmtime::Result<Resource<Headers>> {
-                latest::http::types::HostIncomingRequest::headers(self, self_)
-            }
-
-            fn consume(
-                &mut self,
-                self_: Resource<IncomingRequest>,
-            ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
-                latest::http::types::HostIncomingRequest::consume(self, self_)
-            }
-
-            fn drop(&mut self, rep: Resource<IncomingRequest>) -> wasmtime::Result<()> {
-                latest::http::types::HostIncomingRequest::drop(self, rep)
-            }
         }
 
         impl wasi::http::types::HostIncomingResponse for WasiHttpCtxView<'_> {
-            fn status(
-                &mut self,
-                self_: Resource<IncomingResponse>,
-            ) -> wasmtime::Result<StatusCode> {
-                latest::http::types::HostIncomingResponse::status(self, self_)
-            }
-
-            fn headers(
-                &mut self,
-                self_: Resource<IncomingResponse>,
-            ) -> wasmtime::Result<Resource<Headers>> {
-                latest::http::types::HostIncomingResponse::headers(self, self_)
-            }
-
-            fn consume(
-                &mut self,
-                self_: Resource<IncomingResponse>,
-            ) -> wasmtime::Result<Result<Resource<IncomingBody>, ()>> {
-                latest::http::types::HostIncomingResponse::consume(self, self_)
-            }
-
-            fn drop(&mut self, rep: Resource<IncomingResponse>) -> wasmtime::Result<()> {
-                latest::http::types::HostIncomingResponse::drop(self, rep)
-            }
+            $crate::shared::forward!(HostIncomingResponse, IncomingResponse:
+                status() -> StatusCode;
+                headers() -> Resource<Headers>;
+                consume() -> Result<Resource<IncomingBody>, ()>;
+                drop() -> ();
+            );
         }
 
         impl wasi::http::types::HostIncomingBody for WasiHttpCtxView<'_> {
-            fn stream(
-                &mut self,
-                self_: Resource<IncomingBody>,
-            ) -> wasmtime::Result<Result<Resource<InputStream>, ()>> {
-                latest::http::types::HostIncomingBody::stream(self, self_)
-            }
-
-            fn finish(
-                &mut self,
-                this: Resource<IncomingBody>,
-            ) -> wasmtime::Result<Resource<FutureTrailers>> {
-                latest::http::types::HostIncomingBody::finish(self, this)
-            }
-
-            fn drop(&mut self, rep: Resource<IncomingBody>) -> wasmtime::Result<()> {
-                latest::http::types::HostIncomingBody::drop(self, rep)
-            }
+            $crate::shared::forward!(HostIncomingBody, IncomingBody:
+                stream() -> Result<Resource<InputStream>, ()>;
+                finish() -> Resource<FutureTrailers>;
+                drop() -> ();
+            );
         }
 
         impl wasi::clocks::wall_clock::Host for WasiClocksCtxView<'_> {
@@ -326,6 +323,28 @@ macro_rules! alike {
 }
 
 pub(crate) use alike;
+
+/// Methods of a candidate's `wasi:http/types` resource that hand their
+/// resource and arguments on, unchanged, to 0.2's method of the same trait
+/// (`name as latest_name` where 0.2 renamed it): one row a method,
+/// `name(argument: Type, ...) -> Returned;`, in the candidate's `impl`.
+macro_rules! forward {
+    ($trait:ident, $resource:ty: $($name:ident $(as $latest:ident)? ($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        $($crate::shared::forward!(@one $trait, $resource, $name [$($latest)? $name] ($($arg: $ty),*) -> $ret);)*
+    };
+    (@one $trait:ident, $resource:ty, $name:ident [$latest:ident $($_same:ident)?] ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        fn $name(&mut self, self_: Resource<$resource>, $($arg: $ty),*) -> wasmtime::Result<$ret> {
+            latest::http::types::$trait::$latest(self, self_, $($arg),*)
+        }
+    };
+}
+pub(crate) use forward;
+
+/// A guest's milliseconds as WASI 0.2's nanoseconds; past `u64` the
+/// longest wait there is.
+pub(crate) fn ms_to_ns(ms: u64) -> u64 {
+    ms.saturating_mul(1_000_000)
+}
 
 /// `From` both ways between a 0.2 type and the candidate's of the same
 /// shape (Spin's `convert!`, trimmed to what the candidates convert).

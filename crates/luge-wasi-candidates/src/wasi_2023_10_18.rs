@@ -11,9 +11,10 @@
 //!
 //! Adapted from Spin's `factor-wasi` and `factor-outbound-http`
 //! (`wasi_2023_10_18.rs` in each, spinframework/spin at 94a8fc8, Apache-2.0
-//! WITH LLVM-exception), which serve the same candidate the same way; one
-//! change: a request's options are set on the options, where Spin's set
-//! them on the request.
+//! WITH LLVM-exception), which serve the same candidate the same way; two
+//! changes: a request's options are set on the options, where Spin's set
+//! them on the request, and its timeouts, given in milliseconds, are
+//! converted to 0.2's nanoseconds, where Spin's passes the number through.
 
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::cli::{WasiCli, WasiCliCtxView};
@@ -27,46 +28,16 @@ mod latest {
     pub use wasmtime_wasi_http::p2::bindings::http;
 }
 
-#[allow(missing_docs)] // generated
-mod bindings {
-    use super::latest;
-
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "wasi:http/proxy@0.2.0-rc-2023-10-18",
-        imports: {
-            "wasi:io/streams.[drop]output-stream": async | trappable,
-            "wasi:io/streams.[drop]input-stream": async | trappable,
-            "wasi:io/streams.[method]input-stream.blocking-read": async | trappable,
-            "wasi:io/streams.[method]input-stream.blocking-skip": async | trappable,
-            "wasi:io/streams.[method]output-stream.forward": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-splice": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-flush": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-write-and-flush": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-write-zeroes-and-flush": async | trappable,
-            "wasi:io/poll.poll-list": async | trappable,
-            "wasi:io/poll.poll-one": async | trappable,
-            default: trappable,
-        },
-        exports: { default: async },
-        require_store_data_send: true,
-        with: {
-            "wasi:io/poll.pollable": latest::io::poll::Pollable,
-            "wasi:io/streams.input-stream": latest::io::streams::InputStream,
-            "wasi:io/streams.output-stream": latest::io::streams::OutputStream,
-            "wasi:io/streams.error": latest::io::streams::Error,
-            "wasi:http/types.incoming-response": latest::http::types::IncomingResponse,
-            "wasi:http/types.incoming-request": latest::http::types::IncomingRequest,
-            "wasi:http/types.incoming-body": latest::http::types::IncomingBody,
-            "wasi:http/types.outgoing-response": latest::http::types::OutgoingResponse,
-            "wasi:http/types.outgoing-request": latest::http::types::OutgoingRequest,
-            "wasi:http/types.outgoing-body": latest::http::types::OutgoingBody,
-            "wasi:http/types.fields": latest::http::types::Fields,
-            "wasi:http/types.response-outparam": latest::http::types::ResponseOutparam,
-            "wasi:http/types.future-incoming-response": latest::http::types::FutureIncomingResponse,
-            "wasi:http/types.future-trailers": latest::http::types::FutureTrailers,
-        },
-    });
+crate::shared::bindings! {
+    world: "wasi:http/proxy@0.2.0-rc-2023-10-18",
+    imports: {
+        "wasi:io/streams.[method]output-stream.forward": async | trappable,
+        "wasi:io/poll.poll-list": async | trappable,
+        "wasi:io/poll.poll-one": async | trappable,
+    },
+    with: {
+        "wasi:io/streams.error": latest::io::streams::Error,
+    },
 }
 
 mod wasi {
@@ -184,12 +155,15 @@ impl wasi::io::streams::HostError for ResourceTable {
 impl wasi::http::types::Host for WasiHttpCtxView<'_> {}
 
 impl wasi::http::types::HostFields for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostFields, Fields:
+        get(name: String) -> Vec<Vec<u8>>;
+        entries() -> Vec<(String, Vec<u8>)>;
+        clone() -> Resource<Fields>;
+        drop() -> ();
+    );
+
     fn new(&mut self, entries: Vec<(String, Vec<u8>)>) -> wasmtime::Result<Resource<Fields>> {
         latest::http::types::HostFields::from_list(self, entries).map_err(as_wasmtime_error)
-    }
-
-    fn get(&mut self, self_: Resource<Fields>, name: String) -> wasmtime::Result<Vec<Vec<u8>>> {
-        latest::http::types::HostFields::get(self, self_, name)
     }
 
     fn set(
@@ -218,21 +192,14 @@ impl wasi::http::types::HostFields for WasiHttpCtxView<'_> {
             .map_err(as_wasmtime_error)?;
         Ok(())
     }
-
-    fn entries(&mut self, self_: Resource<Fields>) -> wasmtime::Result<Vec<(String, Vec<u8>)>> {
-        latest::http::types::HostFields::entries(self, self_)
-    }
-
-    fn clone(&mut self, self_: Resource<Fields>) -> wasmtime::Result<Resource<Fields>> {
-        latest::http::types::HostFields::clone(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<Fields>) -> wasmtime::Result<()> {
-        latest::http::types::HostFields::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostOutgoingRequest for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostOutgoingRequest, OutgoingRequest:
+        write as body() -> Result<Resource<OutgoingBody>, ()>;
+        drop() -> ();
+    );
+
     fn new(
         &mut self,
         method: Method,
@@ -288,20 +255,14 @@ impl wasi::http::types::HostOutgoingRequest for WasiHttpCtxView<'_> {
 
         Ok(request)
     }
-
-    fn write(
-        &mut self,
-        self_: Resource<OutgoingRequest>,
-    ) -> wasmtime::Result<Result<Resource<OutgoingBody>, ()>> {
-        latest::http::types::HostOutgoingRequest::body(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<OutgoingRequest>) -> wasmtime::Result<()> {
-        latest::http::types::HostOutgoingRequest::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostOutgoingResponse for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostOutgoingResponse, OutgoingResponse:
+        write as body() -> Result<Resource<OutgoingBody>, ()>;
+        drop() -> ();
+    );
+
     fn new(
         &mut self,
         status_code: StatusCode,
@@ -320,26 +281,13 @@ impl wasi::http::types::HostOutgoingResponse for WasiHttpCtxView<'_> {
 
         Ok(response)
     }
-
-    fn write(
-        &mut self,
-        self_: Resource<OutgoingResponse>,
-    ) -> wasmtime::Result<Result<Resource<OutgoingBody>, ()>> {
-        latest::http::types::HostOutgoingResponse::body(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<OutgoingResponse>) -> wasmtime::Result<()> {
-        latest::http::types::HostOutgoingResponse::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostOutgoingBody for WasiHttpCtxView<'_> {
-    fn write(
-        &mut self,
-        self_: Resource<OutgoingBody>,
-    ) -> wasmtime::Result<Result<Resource<OutputStream>, ()>> {
-        latest::http::types::HostOutgoingBody::write(self, self_)
-    }
+    crate::shared::forward!(HostOutgoingBody, OutgoingBody:
+        write() -> Result<Resource<OutputStream>, ()>;
+        drop() -> ();
+    );
 
     fn finish(
         &mut self,
@@ -349,13 +297,13 @@ impl wasi::http::types::HostOutgoingBody for WasiHttpCtxView<'_> {
         latest::http::types::HostOutgoingBody::finish(self, this, trailers)?;
         Ok(())
     }
-
-    fn drop(&mut self, rep: Resource<OutgoingBody>) -> wasmtime::Result<()> {
-        latest::http::types::HostOutgoingBody::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostResponseOutparam for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostResponseOutparam, ResponseOutparam:
+        drop() -> ();
+    );
+
     fn set(
         &mut self,
         param: Resource<ResponseOutparam>,
@@ -375,19 +323,13 @@ impl wasi::http::types::HostResponseOutparam for WasiHttpCtxView<'_> {
         });
         latest::http::types::HostResponseOutparam::set(self, param, response)
     }
-
-    fn drop(&mut self, rep: Resource<ResponseOutparam>) -> wasmtime::Result<()> {
-        latest::http::types::HostResponseOutparam::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostFutureTrailers for WasiHttpCtxView<'_> {
-    fn subscribe(
-        &mut self,
-        self_: Resource<FutureTrailers>,
-    ) -> wasmtime::Result<Resource<Pollable>> {
-        latest::http::types::HostFutureTrailers::subscribe(self, self_)
-    }
+    crate::shared::forward!(HostFutureTrailers, FutureTrailers:
+        subscribe() -> Resource<Pollable>;
+        drop() -> ();
+    );
 
     fn get(
         &mut self,
@@ -403,13 +345,14 @@ impl wasi::http::types::HostFutureTrailers for WasiHttpCtxView<'_> {
             None => Ok(None),
         }
     }
-
-    fn drop(&mut self, rep: Resource<FutureTrailers>) -> wasmtime::Result<()> {
-        latest::http::types::HostFutureTrailers::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostFutureIncomingResponse for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostFutureIncomingResponse, FutureIncomingResponse:
+        subscribe() -> Resource<Pollable>;
+        drop() -> ();
+    );
+
     fn get(
         &mut self,
         self_: Resource<FutureIncomingResponse>,
@@ -420,17 +363,6 @@ impl wasi::http::types::HostFutureIncomingResponse for WasiHttpCtxView<'_> {
             Some(Ok(Err(e))) => Ok(Some(Ok(Err(e.into())))),
             Some(Err(())) => Ok(Some(Err(()))),
         }
-    }
-
-    fn subscribe(
-        &mut self,
-        self_: Resource<FutureIncomingResponse>,
-    ) -> wasmtime::Result<Resource<Pollable>> {
-        latest::http::types::HostFutureIncomingResponse::subscribe(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<FutureIncomingResponse>) -> wasmtime::Result<()> {
-        latest::http::types::HostFutureIncomingResponse::drop(self, rep)
     }
 }
 
@@ -448,44 +380,37 @@ impl wasi::http::outgoing_handler::Host for WasiHttpCtxView<'_> {
                 first_byte_timeout_ms,
                 between_bytes_timeout_ms,
             }) => {
+                use latest::http::types::RequestOptions as Options;
                 let options = latest::http::types::HostRequestOptions::new(self)?;
-                let borrow = || Resource::new_borrow(options.rep());
-
-                if let Some(ms) = connect_timeout_ms
-                    && let Err(()) = latest::http::types::HostRequestOptions::set_connect_timeout(
-                        self,
-                        borrow(),
-                        Some(ms.into()),
-                    )?
-                {
-                    latest::http::types::HostRequestOptions::drop(self, options)?;
-                    wasmtime::bail!("invalid connect timeout supplied");
+                type Set<T> =
+                    fn(&mut T, Resource<Options>, Option<u64>) -> wasmtime::Result<Result<(), ()>>;
+                let timeouts: [(Option<u32>, Set<Self>, &str); 3] = [
+                    (
+                        connect_timeout_ms,
+                        latest::http::types::HostRequestOptions::set_connect_timeout,
+                        "connect timeout",
+                    ),
+                    (
+                        first_byte_timeout_ms,
+                        latest::http::types::HostRequestOptions::set_first_byte_timeout,
+                        "first byte timeout",
+                    ),
+                    (
+                        between_bytes_timeout_ms,
+                        latest::http::types::HostRequestOptions::set_between_bytes_timeout,
+                        "between bytes timeout",
+                    ),
+                ];
+                for (ms, set, what) in timeouts {
+                    // The candidate's milliseconds as 0.2's nanoseconds.
+                    let ns = ms.map(|ms| crate::shared::ms_to_ns(ms.into()));
+                    if ns.is_some()
+                        && let Err(()) = set(self, Resource::new_borrow(options.rep()), ns)?
+                    {
+                        latest::http::types::HostRequestOptions::drop(self, options)?;
+                        wasmtime::bail!("invalid {what} supplied");
+                    }
                 }
-
-                if let Some(ms) = first_byte_timeout_ms
-                    && let Err(()) =
-                        latest::http::types::HostRequestOptions::set_first_byte_timeout(
-                            self,
-                            borrow(),
-                            Some(ms.into()),
-                        )?
-                {
-                    latest::http::types::HostRequestOptions::drop(self, options)?;
-                    wasmtime::bail!("invalid first byte timeout supplied");
-                }
-
-                if let Some(ms) = between_bytes_timeout_ms
-                    && let Err(()) =
-                        latest::http::types::HostRequestOptions::set_between_bytes_timeout(
-                            self,
-                            borrow(),
-                            Some(ms.into()),
-                        )?
-                {
-                    latest::http::types::HostRequestOptions::drop(self, options)?;
-                    wasmtime::bail!("invalid between bytes timeout supplied");
-                }
-
                 Some(options)
             }
             None => None,

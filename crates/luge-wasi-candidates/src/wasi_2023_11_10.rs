@@ -26,47 +26,17 @@ mod latest {
     pub use wasmtime_wasi_http::p2::bindings::http;
 }
 
-#[allow(missing_docs)] // generated
-mod bindings {
-    use super::latest;
-
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "wasi:http/proxy@0.2.0-rc-2023-11-10",
-        imports: {
-            "wasi:io/streams.[drop]input-stream": async | trappable,
-            "wasi:io/streams.[drop]output-stream": async | trappable,
-            "wasi:io/streams.[method]input-stream.blocking-read": async | trappable,
-            "wasi:io/streams.[method]input-stream.blocking-skip": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-splice": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-flush": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-write-and-flush": async | trappable,
-            "wasi:io/streams.[method]output-stream.blocking-write-zeroes-and-flush": async | trappable,
-            "wasi:io/poll.[method]pollable.block": async | trappable,
-            "wasi:io/poll.[method]pollable.ready": async | trappable,
-            "wasi:io/poll.poll": async | trappable,
-            default: trappable,
-        },
-        exports: { default: async },
-        require_store_data_send: true,
-        with: {
-            "wasi:io/poll.pollable": latest::io::poll::Pollable,
-            "wasi:io/streams.input-stream": latest::io::streams::InputStream,
-            "wasi:io/streams.output-stream": latest::io::streams::OutputStream,
-            "wasi:io/error.error": latest::io::error::Error,
-            "wasi:http/types.incoming-response": latest::http::types::IncomingResponse,
-            "wasi:http/types.incoming-request": latest::http::types::IncomingRequest,
-            "wasi:http/types.incoming-body": latest::http::types::IncomingBody,
-            "wasi:http/types.outgoing-response": latest::http::types::OutgoingResponse,
-            "wasi:http/types.outgoing-request": latest::http::types::OutgoingRequest,
-            "wasi:http/types.outgoing-body": latest::http::types::OutgoingBody,
-            "wasi:http/types.fields": latest::http::types::Fields,
-            "wasi:http/types.response-outparam": latest::http::types::ResponseOutparam,
-            "wasi:http/types.future-incoming-response": latest::http::types::FutureIncomingResponse,
-            "wasi:http/types.future-trailers": latest::http::types::FutureTrailers,
-            "wasi:http/types.request-options": latest::http::types::RequestOptions,
-        },
-    });
+crate::shared::bindings! {
+    world: "wasi:http/proxy@0.2.0-rc-2023-11-10",
+    imports: {
+        "wasi:io/poll.[method]pollable.block": async | trappable,
+        "wasi:io/poll.[method]pollable.ready": async | trappable,
+        "wasi:io/poll.poll": async | trappable,
+    },
+    with: {
+        "wasi:io/error.error": latest::io::error::Error,
+        "wasi:http/types.request-options": latest::http::types::RequestOptions,
+    },
 }
 
 mod wasi {
@@ -119,17 +89,6 @@ where
     wasi::http::types::add_to_linker::<_, WasiHttp>(l, |s| s.http())?;
     wasi::http::outgoing_handler::add_to_linker::<_, WasiHttp>(l, |s| s.http())?;
     Ok(())
-}
-
-/// A guest's milliseconds as WASI 0.2's nanoseconds; past `u64` the
-/// longest wait there is.
-fn ms_to_ns(ms: u64) -> u64 {
-    ms.saturating_mul(1_000_000)
-}
-
-/// WASI 0.2's nanoseconds as the candidate's milliseconds.
-fn ns_to_ms(ns: u64) -> u64 {
-    ns / 1_000_000
 }
 
 impl wasi::clocks::monotonic_clock::Host for WasiClocksCtxView<'_> {
@@ -197,77 +156,53 @@ impl wasi::http::types::Host for WasiHttpCtxView<'_> {
     }
 }
 
+/// The request options' timeouts, which the candidate gives in
+/// milliseconds and WASI 0.2 in nanoseconds: each getter and setter pair,
+/// `get_ms, set_ms = get_ns, set_ns;`, converted both ways (checked, see
+/// [`crate::shared::ms_to_ns`]).
+macro_rules! timeouts {
+    ($($get:ident, $set:ident = $latest_get:ident, $latest_set:ident;)*) => {$(
+        fn $get(&mut self, self_: Resource<RequestOptions>) -> wasmtime::Result<Option<u64>> {
+            let ns = latest::http::types::HostRequestOptions::$latest_get(self, self_)?;
+            Ok(ns.map(|ns| ns / 1_000_000))
+        }
+
+        fn $set(
+            &mut self,
+            self_: Resource<RequestOptions>,
+            ms: Option<u64>,
+        ) -> wasmtime::Result<Result<(), ()>> {
+            let ns = ms.map(crate::shared::ms_to_ns);
+            latest::http::types::HostRequestOptions::$latest_set(self, self_, ns)
+        }
+    )*};
+}
+
 impl wasi::http::types::HostRequestOptions for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostRequestOptions, RequestOptions:
+        drop() -> ();
+    );
+
     fn new(&mut self) -> wasmtime::Result<Resource<RequestOptions>> {
         latest::http::types::HostRequestOptions::new(self)
     }
 
-    fn connect_timeout_ms(
-        &mut self,
-        self_: Resource<RequestOptions>,
-    ) -> wasmtime::Result<Option<u64>> {
-        Ok(latest::http::types::HostRequestOptions::connect_timeout(self, self_)?.map(ns_to_ms))
-    }
-
-    fn set_connect_timeout_ms(
-        &mut self,
-        self_: Resource<RequestOptions>,
-        duration: Option<u64>,
-    ) -> wasmtime::Result<Result<(), ()>> {
-        latest::http::types::HostRequestOptions::set_connect_timeout(
-            self,
-            self_,
-            duration.map(ms_to_ns),
-        )
-    }
-
-    fn first_byte_timeout_ms(
-        &mut self,
-        self_: Resource<RequestOptions>,
-    ) -> wasmtime::Result<Option<u64>> {
-        Ok(latest::http::types::HostRequestOptions::first_byte_timeout(self, self_)?.map(ns_to_ms))
-    }
-
-    fn set_first_byte_timeout_ms(
-        &mut self,
-        self_: Resource<RequestOptions>,
-        duration: Option<u64>,
-    ) -> wasmtime::Result<Result<(), ()>> {
-        latest::http::types::HostRequestOptions::set_first_byte_timeout(
-            self,
-            self_,
-            duration.map(ms_to_ns),
-        )
-    }
-
-    fn between_bytes_timeout_ms(
-        &mut self,
-        self_: Resource<RequestOptions>,
-    ) -> wasmtime::Result<Option<u64>> {
-        Ok(
-            latest::http::types::HostRequestOptions::between_bytes_timeout(self, self_)?
-                .map(ns_to_ms),
-        )
-    }
-
-    fn set_between_bytes_timeout_ms(
-        &mut self,
-        self_: Resource<RequestOptions>,
-        duration: Option<u64>,
-    ) -> wasmtime::Result<Result<(), ()>> {
-        latest::http::types::HostRequestOptions::set_between_bytes_timeout(
-            self,
-            self_,
-            duration.map(ms_to_ns),
-        )
-    }
-
-    fn drop(&mut self, self_: Resource<RequestOptions>) -> wasmtime::Result<()> {
-        latest::http::types::HostRequestOptions::drop(self, self_)
+    timeouts! {
+        connect_timeout_ms, set_connect_timeout_ms = connect_timeout, set_connect_timeout;
+        first_byte_timeout_ms, set_first_byte_timeout_ms = first_byte_timeout, set_first_byte_timeout;
+        between_bytes_timeout_ms, set_between_bytes_timeout_ms =
+            between_bytes_timeout, set_between_bytes_timeout;
     }
 }
 
 impl wasi::http::types::HostFields for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostFields, Fields:
+        get(name: String) -> Vec<Vec<u8>>;
+        entries() -> Vec<(String, Vec<u8>)>;
+        clone() -> Resource<Fields>;
+        drop() -> ();
+    );
+
     fn new(&mut self) -> wasmtime::Result<Resource<Fields>> {
         latest::http::types::HostFields::new(self)
     }
@@ -280,10 +215,6 @@ impl wasi::http::types::HostFields for WasiHttpCtxView<'_> {
             Ok(r) => Ok(Ok(r)),
             Err(e) => Ok(Err(e.try_into()?)),
         }
-    }
-
-    fn get(&mut self, self_: Resource<Fields>, name: String) -> wasmtime::Result<Vec<Vec<u8>>> {
-        latest::http::types::HostFields::get(self, self_, name)
     }
 
     fn set(
@@ -320,21 +251,19 @@ impl wasi::http::types::HostFields for WasiHttpCtxView<'_> {
             Err(e) => Ok(Err(e.try_into()?)),
         }
     }
-
-    fn entries(&mut self, self_: Resource<Fields>) -> wasmtime::Result<Vec<(String, Vec<u8>)>> {
-        latest::http::types::HostFields::entries(self, self_)
-    }
-
-    fn clone(&mut self, self_: Resource<Fields>) -> wasmtime::Result<Resource<Fields>> {
-        latest::http::types::HostFields::clone(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<Fields>) -> wasmtime::Result<()> {
-        latest::http::types::HostFields::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostOutgoingRequest for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostOutgoingRequest, OutgoingRequest:
+        path_with_query() -> Option<String>;
+        set_path_with_query(path_with_query: Option<String>) -> Result<(), ()>;
+        authority() -> Option<String>;
+        set_authority(authority: Option<String>) -> Result<(), ()>;
+        headers() -> Resource<Headers>;
+        body() -> Result<Resource<OutgoingBody>, ()>;
+        drop() -> ();
+    );
+
     fn new(&mut self, headers: Resource<Headers>) -> wasmtime::Result<Resource<OutgoingRequest>> {
         latest::http::types::HostOutgoingRequest::new(self, headers)
     }
@@ -351,21 +280,6 @@ impl wasi::http::types::HostOutgoingRequest for WasiHttpCtxView<'_> {
         latest::http::types::HostOutgoingRequest::set_method(self, self_, method.into())
     }
 
-    fn path_with_query(
-        &mut self,
-        self_: Resource<OutgoingRequest>,
-    ) -> wasmtime::Result<Option<String>> {
-        latest::http::types::HostOutgoingRequest::path_with_query(self, self_)
-    }
-
-    fn set_path_with_query(
-        &mut self,
-        self_: Resource<OutgoingRequest>,
-        path_with_query: Option<String>,
-    ) -> wasmtime::Result<Result<(), ()>> {
-        latest::http::types::HostOutgoingRequest::set_path_with_query(self, self_, path_with_query)
-    }
-
     fn scheme(&mut self, self_: Resource<OutgoingRequest>) -> wasmtime::Result<Option<Scheme>> {
         latest::http::types::HostOutgoingRequest::scheme(self, self_).map(|s| s.map(|s| s.into()))
     }
@@ -377,79 +291,28 @@ impl wasi::http::types::HostOutgoingRequest for WasiHttpCtxView<'_> {
     ) -> wasmtime::Result<Result<(), ()>> {
         latest::http::types::HostOutgoingRequest::set_scheme(self, self_, scheme.map(|s| s.into()))
     }
-
-    fn authority(&mut self, self_: Resource<OutgoingRequest>) -> wasmtime::Result<Option<String>> {
-        latest::http::types::HostOutgoingRequest::authority(self, self_)
-    }
-
-    fn set_authority(
-        &mut self,
-        self_: Resource<OutgoingRequest>,
-        authority: Option<String>,
-    ) -> wasmtime::Result<Result<(), ()>> {
-        latest::http::types::HostOutgoingRequest::set_authority(self, self_, authority)
-    }
-
-    fn headers(&mut self, self_: Resource<OutgoingRequest>) -> wasmtime::Result<Resource<Headers>> {
-        latest::http::types::HostOutgoingRequest::headers(self, self_)
-    }
-
-    fn body(
-        &mut self,
-        self_: Resource<OutgoingRequest>,
-    ) -> wasmtime::Result<Result<Resource<OutgoingBody>, ()>> {
-        latest::http::types::HostOutgoingRequest::body(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<OutgoingRequest>) -> wasmtime::Result<()> {
-        latest::http::types::HostOutgoingRequest::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostOutgoingResponse for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostOutgoingResponse, OutgoingResponse:
+        status_code() -> StatusCode;
+        set_status_code(status_code: StatusCode) -> Result<(), ()>;
+        headers() -> Resource<Headers>;
+        body() -> Result<Resource<OutgoingBody>, ()>;
+        drop() -> ();
+    );
+
     fn new(&mut self, headers: Resource<Headers>) -> wasmtime::Result<Resource<OutgoingResponse>> {
         let headers = latest::http::types::HostFields::clone(self, headers)?;
         latest::http::types::HostOutgoingResponse::new(self, headers)
     }
-
-    fn status_code(&mut self, self_: Resource<OutgoingResponse>) -> wasmtime::Result<StatusCode> {
-        latest::http::types::HostOutgoingResponse::status_code(self, self_)
-    }
-
-    fn set_status_code(
-        &mut self,
-        self_: Resource<OutgoingResponse>,
-        status_code: StatusCode,
-    ) -> wasmtime::Result<Result<(), ()>> {
-        latest::http::types::HostOutgoingResponse::set_status_code(self, self_, status_code)
-    }
-
-    fn headers(
-        &mut self,
-        self_: Resource<OutgoingResponse>,
-    ) -> wasmtime::Result<Resource<Headers>> {
-        latest::http::types::HostOutgoingResponse::headers(self, self_)
-    }
-
-    fn body(
-        &mut self,
-        self_: Resource<OutgoingResponse>,
-    ) -> wasmtime::Result<Result<Resource<OutgoingBody>, ()>> {
-        latest::http::types::HostOutgoingResponse::body(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<OutgoingResponse>) -> wasmtime::Result<()> {
-        latest::http::types::HostOutgoingResponse::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostOutgoingBody for WasiHttpCtxView<'_> {
-    fn write(
-        &mut self,
-        self_: Resource<OutgoingBody>,
-    ) -> wasmtime::Result<Result<Resource<OutputStream>, ()>> {
-        latest::http::types::HostOutgoingBody::write(self, self_)
-    }
+    crate::shared::forward!(HostOutgoingBody, OutgoingBody:
+        write() -> Result<Resource<OutputStream>, ()>;
+        drop() -> ();
+    );
 
     fn finish(
         &mut self,
@@ -461,13 +324,13 @@ impl wasi::http::types::HostOutgoingBody for WasiHttpCtxView<'_> {
             Err(e) => Ok(Err(e.downcast()?.into())),
         }
     }
-
-    fn drop(&mut self, rep: Resource<OutgoingBody>) -> wasmtime::Result<()> {
-        latest::http::types::HostOutgoingBody::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostResponseOutparam for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostResponseOutparam, ResponseOutparam:
+        drop() -> ();
+    );
+
     fn set(
         &mut self,
         param: Resource<ResponseOutparam>,
@@ -475,19 +338,13 @@ impl wasi::http::types::HostResponseOutparam for WasiHttpCtxView<'_> {
     ) -> wasmtime::Result<()> {
         latest::http::types::HostResponseOutparam::set(self, param, response.map_err(|e| e.into()))
     }
-
-    fn drop(&mut self, rep: Resource<ResponseOutparam>) -> wasmtime::Result<()> {
-        latest::http::types::HostResponseOutparam::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostFutureTrailers for WasiHttpCtxView<'_> {
-    fn subscribe(
-        &mut self,
-        self_: Resource<FutureTrailers>,
-    ) -> wasmtime::Result<Resource<Pollable>> {
-        latest::http::types::HostFutureTrailers::subscribe(self, self_)
-    }
+    crate::shared::forward!(HostFutureTrailers, FutureTrailers:
+        subscribe() -> Resource<Pollable>;
+        drop() -> ();
+    );
 
     fn get(
         &mut self,
@@ -500,13 +357,14 @@ impl wasi::http::types::HostFutureTrailers for WasiHttpCtxView<'_> {
             None => Ok(None),
         }
     }
-
-    fn drop(&mut self, rep: Resource<FutureTrailers>) -> wasmtime::Result<()> {
-        latest::http::types::HostFutureTrailers::drop(self, rep)
-    }
 }
 
 impl wasi::http::types::HostFutureIncomingResponse for WasiHttpCtxView<'_> {
+    crate::shared::forward!(HostFutureIncomingResponse, FutureIncomingResponse:
+        subscribe() -> Resource<Pollable>;
+        drop() -> ();
+    );
+
     fn get(
         &mut self,
         self_: Resource<FutureIncomingResponse>,
@@ -518,17 +376,6 @@ impl wasi::http::types::HostFutureIncomingResponse for WasiHttpCtxView<'_> {
             Some(Ok(Err(e))) => Ok(Some(Ok(Err(e.into())))),
             Some(Err(())) => Ok(Some(Err(()))),
         }
-    }
-
-    fn subscribe(
-        &mut self,
-        self_: Resource<FutureIncomingResponse>,
-    ) -> wasmtime::Result<Resource<Pollable>> {
-        latest::http::types::HostFutureIncomingResponse::subscribe(self, self_)
-    }
-
-    fn drop(&mut self, rep: Resource<FutureIncomingResponse>) -> wasmtime::Result<()> {
-        latest::http::types::HostFutureIncomingResponse::drop(self, rep)
     }
 }
 
