@@ -346,6 +346,11 @@ pub(crate) fn ms_to_ns(ms: u64) -> u64 {
     ms.saturating_mul(1_000_000)
 }
 
+/// WASI 0.2's nanoseconds as a candidate's milliseconds.
+pub(crate) fn ns_to_ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
 /// `From` both ways between a 0.2 type and the candidate's of the same
 /// shape (Spin's `convert!`, trimmed to what the candidates convert).
 macro_rules! convert {
@@ -381,3 +386,18 @@ macro_rules! convert {
     };
 }
 pub(crate) use convert;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A guest's milliseconds are WASI 0.2's nanoseconds, checked: the
+    /// largest is the longest wait, never an overflow; and back.
+    #[test]
+    fn timeouts_convert_between_milliseconds_and_nanoseconds() {
+        assert_eq!(ms_to_ns(1_000), 1_000_000_000);
+        assert_eq!(ms_to_ns(u64::MAX), u64::MAX);
+        assert_eq!(ns_to_ms(ms_to_ns(18_446_744_073)), 18_446_744_073);
+        assert_eq!(ns_to_ms(999_999), 0);
+    }
+}

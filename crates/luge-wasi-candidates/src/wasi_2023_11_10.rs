@@ -164,7 +164,7 @@ macro_rules! timeouts {
     ($($get:ident, $set:ident = $latest_get:ident, $latest_set:ident;)*) => {$(
         fn $get(&mut self, self_: Resource<RequestOptions>) -> wasmtime::Result<Option<u64>> {
             let ns = latest::http::types::HostRequestOptions::$latest_get(self, self_)?;
-            Ok(ns.map(|ns| ns / 1_000_000))
+            Ok(ns.map(crate::shared::ns_to_ms))
         }
 
         fn $set(
@@ -647,20 +647,5 @@ impl TryFrom<wasmtime_wasi_http::p2::HeaderError> for wasi::http::types::HeaderE
             latest::http::types::HeaderError::Forbidden => Self::Forbidden,
             latest::http::types::HeaderError::Immutable => Self::Immutable,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A guest's milliseconds are WASI 0.2's nanoseconds, checked: the
-    /// largest is the longest wait, never an overflow; and back.
-    #[test]
-    fn timeouts_convert_between_milliseconds_and_nanoseconds() {
-        assert_eq!(ms_to_ns(1_000), 1_000_000_000);
-        assert_eq!(ms_to_ns(u64::MAX), u64::MAX);
-        assert_eq!(ns_to_ms(ms_to_ns(18_446_744_073)), 18_446_744_073);
-        assert_eq!(ns_to_ms(999_999), 0);
     }
 }
