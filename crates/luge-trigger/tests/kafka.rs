@@ -11,7 +11,7 @@
 
 mod queue;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -19,7 +19,9 @@ use luge_core::event::EventKind;
 use luge_testkit::kafka::KafkaServer;
 use luge_trigger::kafka::{Kafka, KafkaSource, Topic};
 use luge_trigger::{EventSource, Handled, Kind};
-use queue::{Record, a_stopped_then_two_live, numbered, taken_over, until};
+use queue::{
+    Record, a_stopped_then_two_live, handled_then_acknowledged, numbered, taken_over, until,
+};
 
 fn server() -> KafkaServer {
     KafkaServer::start().expect("a Kafka broker (./scripts/setup.sh)")
@@ -81,33 +83,18 @@ async fn each_message_is_committed_after_it_succeeded_failures_retried() {
     // starts at the topic's beginning.
     produce(&server, "jobs", numbered("m", 100)).await;
     // Every third message fails its first run, and succeeds the next.
-    let record = Record::new(|payload, calls| {
-        let n: usize = payload[1..].parse().unwrap();
-        if n.is_multiple_of(3) && calls == 1 {
-            Handled::Failed
-        } else {
-            Handled::Succeeded
-        }
-    });
+    let record = Record::every_third_fails_once();
     let task = run(topic(&server, "jobs", ""), &record);
     produce(&server, "jobs", numbered("n", 100)).await;
-    until("all handled", Duration::from_secs(60), async || {
-        record.succeeded().len() >= 200
-    })
-    .await;
-    until("all committed", Duration::from_secs(10), async || {
+    handled_then_acknowledged(&record, 200, Duration::from_secs(60), async || {
         all_committed(&server, "jobs", "luge").await
     })
     .await;
-    let succeeded = record.succeeded();
-    let unique: BTreeSet<_> = succeeded.iter().collect();
-    assert_eq!((succeeded.len(), unique.len()), (200, 200));
-    assert_eq!(record.called(), 200 + 34 + 34);
+    record.retried_every_third();
     assert!(record.kinds.lock().unwrap().iter().all(|kind| matches!(
         kind,
         EventKind::Message { system: "kafka", subject } if subject == "jobs"
     )));
-    assert_eq!(record.redelivered.load(Ordering::SeqCst), 68);
     task.abort();
 }
 
@@ -115,13 +102,7 @@ async fn each_message_is_committed_after_it_succeeded_failures_retried() {
 async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on() {
     let server = server();
     server.create_topic("orders", 2).unwrap();
-    let record = Record::new(|payload, _| {
-        if payload == "poison" {
-            Handled::Failed
-        } else {
-            Handled::Succeeded
-        }
-    });
+    let record = Record::poisoned();
     let task = run(
         topic(&server, "orders", "max_attempts = 3\ngroup = \"billing\""),
         &record,
@@ -148,15 +129,11 @@ async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on
     assert_eq!(letter.header("luge-attempts"), Some("3"));
     assert_eq!(letter.header("luge-topic"), Some("orders"));
     assert!(letter.header("luge-offset").is_some(), "{letter:?}");
-    until("the rest handled", Duration::from_secs(20), async || {
-        record.succeeded().len() == 10
-    })
-    .await;
-    assert_eq!(record.calls.lock().unwrap()["poison"], 3);
-    until("all committed", Duration::from_secs(10), async || {
+    handled_then_acknowledged(&record, 10, Duration::from_secs(20), async || {
         all_committed(&server, "orders", "billing").await
     })
     .await;
+    assert_eq!(record.calls.lock().unwrap()["poison"], 3);
     task.abort();
 }
 
@@ -254,14 +231,10 @@ async fn an_oversized_message_is_dead_lettered_without_its_payload() {
         assert_eq!(letter.header("luge-reason"), Some("over 1024 bytes"));
         assert_eq!(letter.payload, None);
     }
-    until("the rest handled", Duration::from_secs(20), async || {
-        record.succeeded().len() == 6
-    })
-    .await;
-    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
-    until("all committed", Duration::from_secs(10), async || {
+    handled_then_acknowledged(&record, 6, Duration::from_secs(20), async || {
         all_committed(&server, "big", "luge").await
     })
     .await;
+    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
     task.abort();
 }

@@ -19,7 +19,9 @@ use luge_core::event::EventKind;
 use luge_testkit::nats::{NatsClient, NatsServer};
 use luge_trigger::nats::{JetStream, JetStreamSource, Queue};
 use luge_trigger::{EventSource, Handled, Kind};
-use queue::{Record, a_stopped_then_two_live, numbered, taken_over, until};
+use queue::{
+    Record, a_stopped_then_two_live, handled_then_acknowledged, numbered, taken_over, until,
+};
 
 fn queue(server: &NatsServer, stream: &str, extra: &str) -> Queue {
     queue::settings(&JetStream, &server.url(), stream, extra)
@@ -59,14 +61,7 @@ async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
         .unwrap();
     assert_eq!(stored, 100);
     // Every third message fails its first run, and succeeds the next.
-    let record = Record::new(|payload, calls| {
-        let n: usize = payload[1..].parse().unwrap();
-        if n.is_multiple_of(3) && calls == 1 {
-            Handled::Failed
-        } else {
-            Handled::Succeeded
-        }
-    });
+    let record = Record::every_third_fails_once();
     let task = spawn(JetStreamSource::new(
         queue(&server, "JOBS", ""),
         record.clone(),
@@ -74,19 +69,11 @@ async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
     client(&server)
         .publish("jobs.late", numbered("n", 100))
         .unwrap();
-    until("all handled", Duration::from_secs(30), async || {
-        record.succeeded().len() >= 200
-    })
-    .await;
-    until("all acknowledged", Duration::from_secs(10), async || {
+    handled_then_acknowledged(&record, 200, Duration::from_secs(30), async || {
         pending(&server, "JOBS", "luge") == (0, 0)
     })
     .await;
-    let succeeded = record.succeeded();
-    let unique: BTreeSet<_> = succeeded.iter().collect();
-    assert_eq!((succeeded.len(), unique.len()), (200, 200));
-    assert_eq!(record.called(), 200 + 34 + 34);
-    assert_eq!(record.redelivered.load(Ordering::SeqCst), 68);
+    record.retried_every_third();
     let kinds = record.kinds.lock().unwrap().clone();
     assert!(kinds.iter().all(|kind| matches!(
         kind,
@@ -105,13 +92,7 @@ async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on
     let server = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
     // The dead letters' own stream.
     client(&server).create_stream("DEAD", &["dead.>"]).unwrap();
-    let record = Record::new(|payload, _| {
-        if payload == "poison" {
-            Handled::Failed
-        } else {
-            Handled::Succeeded
-        }
-    });
+    let record = Record::poisoned();
     let settings = "subject = \"orders\"\nconsumer = \"billing\"\nmax_attempts = 3\n\
                     dead_letter = \"dead.orders\"";
     let task = spawn(JetStreamSource::new(
@@ -215,15 +196,11 @@ async fn an_oversized_message_is_dead_lettered_without_its_payload() {
         );
         assert!(letter.payload.is_empty());
     }
-    until("the rest handled", Duration::from_secs(20), async || {
-        record.succeeded().len() == 6
-    })
-    .await;
-    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
-    until("nothing pending", Duration::from_secs(10), async || {
+    handled_then_acknowledged(&record, 6, Duration::from_secs(20), async || {
         pending(&server, "BIG", "luge") == (0, 0)
     })
     .await;
+    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
     task.abort();
 }
 

@@ -9,7 +9,7 @@
 
 mod queue;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -17,7 +17,9 @@ use luge_core::event::EventKind;
 use luge_testkit::redis::RedisServer;
 use luge_trigger::streams::{Queue, StreamSource, Streams};
 use luge_trigger::{EventSource, Handled};
-use queue::{Record, a_stopped_then_two_live, numbered, taken_over, until};
+use queue::{
+    Record, a_stopped_then_two_live, handled_then_acknowledged, numbered, taken_over, until,
+};
 
 fn queue(server: &RedisServer, stream: &str, extra: &str) -> Queue {
     queue::settings(&Streams, &server.url(), stream, extra)
@@ -87,29 +89,15 @@ async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
     // starts at the stream's beginning.
     add(&server, "jobs", &numbered("m", 100)).await;
     // Every third message fails its first run, and succeeds the next.
-    let record = Record::new(|payload, calls| {
-        let n: usize = payload[1..].parse().unwrap();
-        if n.is_multiple_of(3) && calls == 1 {
-            Handled::Failed
-        } else {
-            Handled::Succeeded
-        }
-    });
+    let record = Record::every_third_fails_once();
     let source = StreamSource::new(queue(&server, "jobs", ""), record.clone());
     let task = tokio::spawn(Box::new(source).run());
     add(&server, "jobs", &numbered("n", 100)).await;
-    until("all handled", Duration::from_secs(30), async || {
-        record.succeeded().len() >= 200
-    })
-    .await;
-    until("all acknowledged", Duration::from_secs(10), async || {
+    handled_then_acknowledged(&record, 200, Duration::from_secs(30), async || {
         pending(&server, "jobs", "luge").await == 0
     })
     .await;
-    let succeeded = record.succeeded();
-    let unique: BTreeSet<_> = succeeded.iter().collect();
-    assert_eq!((succeeded.len(), unique.len()), (200, 200));
-    assert_eq!(record.called(), 200 + 34 + 34);
+    record.retried_every_third();
     assert!(
         record
             .kinds
@@ -118,7 +106,6 @@ async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
             .iter()
             .all(|kind| matches!(kind, EventKind::Redis { channel } if channel == "jobs"))
     );
-    assert_eq!(record.redelivered.load(Ordering::SeqCst), 68);
     assert!(dead(&server, "jobs:dead").await.is_empty());
     task.abort();
 }
@@ -126,13 +113,7 @@ async fn each_message_is_acknowledged_after_it_succeeded_failures_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_message_is_dead_lettered_after_its_attempts_and_the_rest_go_on() {
     let server = RedisServer::start().expect("redis-server (./scripts/setup.sh)");
-    let record = Record::new(|payload, _| {
-        if payload == "poison" {
-            Handled::Failed
-        } else {
-            Handled::Succeeded
-        }
-    });
+    let record = Record::poisoned();
     let queue = queue(&server, "orders", "max_attempts = 3\ngroup = \"billing\"");
     let task = tokio::spawn(Box::new(StreamSource::new(queue, record.clone())).run());
     let mut payloads = numbered("ok", 10);
@@ -224,14 +205,10 @@ async fn an_oversized_message_is_dead_lettered_unread() {
         assert_eq!(letter["reason"], "over 1024 bytes");
         assert!(!letter.contains_key("payload"));
     }
-    until("the rest handled", Duration::from_secs(20), async || {
-        record.succeeded().len() == 6
-    })
-    .await;
-    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
-    until("nothing pending", Duration::from_secs(10), async || {
+    handled_then_acknowledged(&record, 6, Duration::from_secs(20), async || {
         pending(&server, "big", "luge").await == 0
     })
     .await;
+    assert_eq!(record.lost.load(Ordering::SeqCst), 2);
     task.abort();
 }

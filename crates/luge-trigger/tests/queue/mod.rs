@@ -50,6 +50,18 @@ pub fn shared_exactly_once(consumers: [&Record; 2], total: usize, redelivered: O
     }
 }
 
+/// Waits until `record` succeeded with `n` messages within `within`, then
+/// until the queue has none `acknowledged` says are pending.
+pub async fn handled_then_acknowledged(
+    record: &Record,
+    n: usize,
+    within: Duration,
+    acknowledged: impl AsyncFnMut() -> bool,
+) {
+    until("handled", within, async || record.succeeded().len() >= n).await;
+    until("acknowledged", Duration::from_secs(10), acknowledged).await;
+}
+
 /// The opening of a take-over: consumer `a`, started by `start` (which
 /// spawns a consumer of the queue by its name), takes the ten messages
 /// `early` publishes within `took` and stops before finishing any; then
@@ -119,6 +131,41 @@ impl Record {
             kinds: Mutex::new(Vec::new()),
             hang: false,
         })
+    }
+
+    /// Every third numbered message (`m0`, `n3`, ...) fails its first run
+    /// and succeeds the next; the rest succeed.
+    pub fn every_third_fails_once() -> Arc<Self> {
+        Self::new(|payload, calls| {
+            let n: usize = payload[1..].parse().unwrap();
+            if n.is_multiple_of(3) && calls == 1 {
+                Handled::Failed
+            } else {
+                Handled::Succeeded
+            }
+        })
+    }
+
+    /// The message `poison` fails every run; the rest succeed.
+    pub fn poisoned() -> Arc<Self> {
+        Self::new(|payload, _| {
+            if payload == "poison" {
+                Handled::Failed
+            } else {
+                Handled::Succeeded
+            }
+        })
+    }
+
+    /// That [`Record::every_third_fails_once`] saw `m0`..`m99` and
+    /// `n0`..`n99`: each succeeded once, the 68 that failed ran twice,
+    /// delivered again.
+    pub fn retried_every_third(&self) {
+        let succeeded = self.succeeded();
+        let unique: std::collections::BTreeSet<_> = succeeded.iter().collect();
+        assert_eq!((succeeded.len(), unique.len()), (200, 200));
+        assert_eq!(self.called(), 200 + 34 + 34);
+        assert_eq!(self.redelivered.load(Ordering::SeqCst), 68);
     }
 
     pub fn hanging() -> Arc<Self> {
