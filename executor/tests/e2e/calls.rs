@@ -198,9 +198,7 @@ fn an_orphaned_callee_is_cancelled() {
     let Some((luge, _dir)) = host(&[]) else {
         return;
     };
-    if engine() != "wasmtime" {
-        return;
-    }
+    common::wasmtime_only!();
     let started = Instant::now();
     let (status, _) = luge.post(
         "/hasty",

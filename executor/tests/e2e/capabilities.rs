@@ -143,9 +143,7 @@ fn wasi_env_and_args_annotations() {
 /// that listens, so only the grant refuses it.
 #[test]
 fn a_socket_grant_through_an_annotation_reaches_its_address_only() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let luge = Luge::start("serve", &[]);
     let (port, other) = (
         ping_peer(br#"{"pong":true}"#),

@@ -17,9 +17,7 @@ const SENTINEL: &str = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX";
 /// not a dictionary, and a failing action.
 #[test]
 fn a_command_component_passes_the_runner_scenarios() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     on_both_front_ends(&[], |c| {
         c.init_example("p2-echo");
         for args in [json!({"string": "hello"}), json!({"numbers": [42, 1]})] {
@@ -79,9 +77,7 @@ fn a_command_component_passes_the_runner_scenarios() {
 /// on.
 #[test]
 fn a_command_component_on_a_route() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let site = Site::new(
         &["p2-echo", "p2-spin"],
         include_str!("sites/components-command-route.toml"),
@@ -123,9 +119,7 @@ fn other_engines_refuse_components_by_name() {
 /// `actions/python/web`, a wasi:http handler.
 #[test]
 fn a_python_function_end_to_end() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let _shared = sharing_compiles();
     let site = Site::new(
         &["py-hello", "py-web"],
@@ -166,9 +160,7 @@ fn a_python_function_end_to_end() {
 /// reaches the log.
 #[test]
 fn a_component_reads_its_route_variables() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let _shared = sharing_compiles();
     let site = Site::new(
         &["py-config"],
@@ -225,9 +217,7 @@ module = \"py-config.wasm\"
 /// keeps the values across a restart.
 #[test]
 fn wasi_keyvalue_over_the_state_tiers() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let _shared = sharing_compiles();
     let site = Site::new(
         &["py-kv"],
@@ -339,9 +329,7 @@ fn wasi_keyvalue_over_the_state_tiers() {
 /// and 32 concurrent increments split between both land exactly.
 #[test]
 fn wasi_keyvalue_global_buckets_are_redis() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let _shared = sharing_compiles();
     let redis = luge_testkit::redis::RedisServer::start().unwrap();
     let url = redis.url();
@@ -421,9 +409,7 @@ pub(crate) fn serve_handler(routes: &[(&str, &str)], args: &[&str]) -> (Site, Lu
 /// candidate's handler on the same grants as a 0.2 component's.
 #[test]
 fn a_wasi_http_release_candidate_handler_runs_unchanged() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let port = common::tcp_peer(common::UPSTREAM);
     let toml = format!(
         "[[routes]]\npath = \"/rc/...\"\nmodule = \"http-rc.wasm\"\n\
@@ -456,9 +442,7 @@ fn a_wasi_http_release_candidate_handler_runs_unchanged() {
 /// client's; a fresh instance per request.
 #[test]
 fn an_http_handler_answers_the_request() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let (_dir, luge) = serve_handler(&[("/web/echo", ""), ("/web/hello", "")], &[]);
     let reply = luge.send(
         "POST",
@@ -488,9 +472,7 @@ fn an_http_handler_answers_the_request() {
 /// for one route's function never serves another's.
 #[test]
 fn http_handler_sandboxes_made_ahead_are_fresh_and_the_requests_own() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let (_dir, luge) = serve_handler(&[("/a/fresh", ""), ("/b/fresh", "")], &["--workers", "1"]);
     let mut ids = std::collections::BTreeSet::new();
     for i in 0..25 {
@@ -555,9 +537,7 @@ fn made_ahead(luge: &Luge) -> (f64, f64) {
 /// made ahead.
 #[test]
 fn a_handler_with_a_slow_start_is_not_made_ahead() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let site = site_with_probes(
         &["http-handler"],
         &["slow-start"],
@@ -599,9 +579,7 @@ fn a_handler_with_a_slow_start_is_not_made_ahead() {
 /// after that.
 #[test]
 fn a_handler_quick_only_now_and_then_is_made_ahead_no_more() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let site = site_with_probes(
         &[],
         &["fickle-start"],
@@ -632,9 +610,7 @@ fn a_handler_quick_only_now_and_then_is_made_ahead_no_more() {
 /// --max-body-mb is refused before the handler runs.
 #[test]
 fn an_http_handler_streams_large_bodies() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let (_dir, luge) = serve_handler(&[("/echo", ""), ("/stream", "")], &["--max-body-mb", "20"]);
     let input: Vec<u8> = (0..16u32 << 20).map(|i| (i % 251) as u8).collect();
     // Written by one thread while another reads: the echo answers as it
@@ -677,9 +653,7 @@ fn an_http_handler_streams_large_bodies() {
 /// preempted and other requests are answered; the host stays up.
 #[test]
 fn a_failing_http_handler_disturbs_nothing_else() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let (_dir, luge) = serve_handler(
         &[
             ("/trap", ""),
@@ -731,9 +705,7 @@ fn a_failing_http_handler_disturbs_nothing_else() {
 /// handler reaches it. A grant with a path is refused at start.
 #[test]
 fn outgoing_http_needs_a_grant() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     // A one-page HTTP server on 127.0.0.1.
     let port = common::tcp_peer(common::UPSTREAM);
     let grant = format!("allowed_outbound_hosts = [\"http://127.0.0.1:{port}\"]");
@@ -785,9 +757,7 @@ fn outgoing_http_needs_a_grant() {
 /// as a stage, both saying why.
 #[test]
 fn an_http_handler_is_refused_where_stdin_and_stdout_are_the_interface() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     on_both_front_ends(&[], |c| {
         let (status, body) = c.init(&init_body(&wasm("http-handler"), "main", json!({})));
         assert_eq!(status, 400, "{body}");
@@ -824,9 +794,7 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
 /// wasi:http handler, StarlingMonkey's fetch event) on a route.
 #[test]
 fn javascript_functions_end_to_end() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let _shared = sharing_compiles();
     on_both_front_ends(&[], |c| {
         c.init_example("js-hello");
@@ -869,9 +837,7 @@ fn javascript_functions_end_to_end() {
 /// its place back long before its time limit.
 #[test]
 fn http_handlers_are_admitted_and_cancelled() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let (_site, luge) = serve_handler(
         &[("/spin", "limits = { timeout_ms = 20000 }"), ("/hello", "")],
         &["--max-pending", "1"],
@@ -911,9 +877,7 @@ fn http_handlers_are_admitted_and_cancelled() {
 /// result a failure.
 #[test]
 fn wasi_03_services_and_commands() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let site = Site::new(
         &["http3", "cli3"],
         "[[routes]]\npath = \"/h3/...\"\nmodule = \"http3.wasm\"\n\n\
@@ -962,9 +926,7 @@ fn wasi_03_services_and_commands() {
 /// (here 5 s, a 504) in most runs of a few seconds.
 #[test]
 fn a_reused_instance_serves_sixteen_clients_at_once_on_two_workers() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let site = Site::new(
         &["http3"],
         "[[routes]]\npath = \"/r/...\"\nmodule = \"http3.wasm\"\nreuse = 128\n\
@@ -1005,9 +967,7 @@ fn a_reused_instance_serves_sixteen_clients_at_once_on_two_workers() {
 /// allows it, and a function that is not a 0.3 service is refused by name.
 #[test]
 fn wasi_03_instances_are_reused_only_where_a_route_opts_in() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let site = Site::new(
         &["http3"],
         "[[routes]]\npath = \"/fresh/...\"\nmodule = \"http3.wasm\"\n\n\
@@ -1102,9 +1062,7 @@ fn wasi_03_instances_are_reused_only_where_a_route_opts_in() {
 /// its time limit; the next request is served.
 #[test]
 fn a_component_holds_a_bounded_number_of_host_resources() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let (_site, luge) = serve_handler(&[("/h/...", "limits = { memory_mb = 64 }")], &[]);
     let reply = luge.send("GET", "/h/hoard?1000", &[], b"");
     assert_eq!(
@@ -1128,9 +1086,7 @@ fn a_component_holds_a_bounded_number_of_host_resources() {
 /// streams back to the caller.
 #[test]
 fn chained_requests_reach_granted_functions() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let site = Site::new(
         &["http-handler"],
         "[[routes]]\npath = \"/a/...\"\nmodule = \"http-handler.wasm\"\ncalls = [\"b\"]\n\n\
@@ -1195,9 +1151,7 @@ fn chained_requests_reach_granted_functions() {
 /// pool's core instances ran out first: a 500, "the function trapped").
 #[test]
 fn every_admitted_handler_finds_a_sandbox() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     // 16 slots, two workers: two are kept for their teardowns, 14 places.
     let (_site, luge) = serve_handler(
         &[("/spin", "limits = { timeout_ms = 400 }"), ("/hello", "")],

@@ -292,9 +292,7 @@ fn the_dashboard_and_the_operations_guide_name_every_metric_and_no_other() {
 /// fails here until the book says it too; `LUGE_BLESS=1` rewrites it.
 #[test]
 fn the_books_metrics_reference_is_the_servers() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     // Telemetry on (its records are a family), towards a port where
     // nothing answers: nothing is exported, every family is described.
     let otlp = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")];

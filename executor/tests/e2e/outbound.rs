@@ -31,9 +31,7 @@ fn leaf(ca: &PrivateCa, name: &str, expired: bool) -> Arc<rustls::ServerConfig> 
 /// costs the request its own time limit, no more.
 #[test]
 fn outgoing_https_trusts_the_operators_ca_and_refuses_bad_certificates() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let ca = PrivateCa::new();
     let good = https_server(leaf(&ca, "localhost", false));
     let other_name = https_server(leaf(&ca, "other.test", false));
@@ -190,9 +188,7 @@ fn operator_files_are_bounded_regular_and_never_echoed() {
 /// port not granted is denied; a port range admits its ports.
 #[test]
 fn outbound_grants_follow_spins_grammar_and_the_address_rule() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let port = tcp_peer(UPSTREAM);
     let wildcard = "allowed_outbound_hosts = [\"*://*:*\"]".to_owned();
     let range = format!(
@@ -244,9 +240,7 @@ fn outbound_grants_follow_spins_grammar_and_the_address_rule() {
 /// block_networks` refuses a network whatever a grant says.
 #[test]
 fn spins_client_tls_and_blocked_networks_shape_outgoing_connections() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let ca = PrivateCa::new();
     let port = https_server(ca.server("localhost", false, true, &[b"http/1.1"]));
     let dir = tempfile::tempdir().unwrap();
@@ -339,9 +333,7 @@ fn spins_client_tls_and_blocked_networks_shape_outgoing_connections() {
 /// refused; at most 64 sockets per invocation.
 #[test]
 fn sockets_reach_only_granted_addresses() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let port = tcp_peer(b"pong\n");
     let site = Site::new(
         &["p2-tcp"],

@@ -14,9 +14,7 @@ use crate::spin::text;
 
 #[test]
 fn a_spin_app_queries_its_granted_mysql() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let server = MariaDbServer::start().unwrap();
     let db = Db {
         name: "mysql",
@@ -65,9 +63,7 @@ fn a_spin_app_queries_its_granted_mysql() {
 
 #[test]
 fn a_luge_toml_route_queries_mysql_within_its_deadline() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let db = MariaDbServer::start().unwrap();
     let wrong = db.url().replace(db.password, "not-the-password");
     let routes = toml_routes("mysql", "mysql_address", db.port, &db.url(), &wrong);
@@ -92,9 +88,7 @@ fn a_luge_toml_route_queries_mysql_within_its_deadline() {
 /// CA; the password is printed nowhere.
 #[test]
 fn require_ssl_is_tls_trusted_through_the_operators_ca() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let ca = luge_testkit::tls::PrivateCa::new();
     let (cert, key) = ca.server_pem("localhost");
     let db = MariaDbServer::start_tls(&cert, &key).unwrap();

@@ -38,9 +38,7 @@ fn until_none_sleeps(sleeping: impl Fn() -> (u16, String)) {
 
 #[test]
 fn a_spin_app_queries_its_granted_postgres() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let pg = PostgresServer::start().unwrap();
     let db = Db {
         name: "pg",
@@ -92,9 +90,7 @@ fn a_spin_app_queries_its_granted_postgres() {
 
 #[test]
 fn a_luge_toml_route_queries_postgres_within_its_deadline() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let pg = PostgresServer::start().unwrap();
     let wrong = pg.url().replace(pg.password, "not-the-password");
     let routes = toml_routes("postgres", "pg_address", pg.port, &pg.url(), &wrong);
@@ -124,9 +120,7 @@ fn a_luge_toml_route_queries_postgres_within_its_deadline() {
 /// certificate is refused.
 #[test]
 fn sslmode_require_is_tls_trusted_through_the_operators_ca() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let ca = luge_testkit::tls::PrivateCa::new();
     let (cert, key) = ca.server_pem("localhost");
     let pg = PostgresServer::start_tls(&cert, &key).unwrap();
@@ -162,9 +156,7 @@ fn sslmode_require_is_tls_trusted_through_the_operators_ca() {
 /// `other`.
 #[test]
 fn older_sdks_postgres_interface_is_served() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let pg = PostgresServer::start().unwrap();
     let port = pg.port;
     let routes = format!(
@@ -233,9 +225,7 @@ fn older_sdks_postgres_interface_is_served() {
 /// Spin 4's interfaces, and the same servers.
 #[test]
 fn spin_2s_postgres_and_mysql_are_served() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let pg = PostgresServer::start().unwrap();
     let my = luge_testkit::mariadb::MariaDbServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();

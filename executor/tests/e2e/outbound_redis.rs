@@ -43,9 +43,7 @@ fn raw(port: u16, commands: &[&[&[u8]]]) -> (TcpStream, BufReader<TcpStream>) {
 
 #[test]
 fn a_spin_app_reaches_its_granted_redis_and_nothing_else() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let redis = RedisServer::with_password(PASSWORD).unwrap();
     let host = format!("127.0.0.1:{}", redis.port);
     let db = Db {
@@ -131,9 +129,7 @@ fn a_spin_app_reaches_its_granted_redis_and_nothing_else() {
 
 #[test]
 fn a_luge_toml_route_reaches_redis_with_its_reply_bounded() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let redis = RedisServer::with_password(PASSWORD).unwrap();
     let port = redis.port;
     // A value larger than the route's memory limit, put there directly.

@@ -278,9 +278,7 @@ fn spoofed_udp_peer() -> u16 {
 /// `--inherit-network`, which checks nothing, the spoofed one is first.
 #[test]
 fn udp_datagrams_from_a_peer_not_granted_are_dropped() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    crate::common::wasmtime_only!();
     let sockets = module("sockets3");
     let sockets = sockets.to_str().unwrap();
     let port = spoofed_udp_peer();

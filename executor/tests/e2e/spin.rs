@@ -192,9 +192,7 @@ fn a_spin_app_runs_unchanged() {
 /// luge then exits 0, well within Kubernetes' grace period.
 #[test]
 fn sigterm_finishes_the_requests_in_progress() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let upstream = format!("http://{}", listener.local_addr().unwrap());
     let (reached, arrived) = std::sync::mpsc::channel();
@@ -238,9 +236,7 @@ fn sigterm_finishes_the_requests_in_progress() {
 /// grant or serve is refused at start, by name.
 #[test]
 fn a_spin_app_gets_what_its_manifest_grants() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let manifest = manifest();
     // Required and not given.
     let error = Luge::try_start("serve", &["--spin", path_str(&manifest)])
@@ -365,9 +361,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
 /// never a trap at request time.
 #[test]
 fn unserved_imports_are_refused_at_start_by_name() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("spin.toml");
     std::fs::write(
@@ -426,9 +420,7 @@ fn unserved_imports_are_refused_at_start_by_name() {
 /// byte), and no header Luge adds unasked: Spin sends no `x-request-id`.
 #[test]
 fn every_spin_route_form_and_its_headers() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("h.wasm"), wasm("http-handler")).unwrap();
     let manifest = dir.path().join("spin.toml");
@@ -542,9 +534,7 @@ fn a_spin_sdk_3_module_runs_unchanged() {
 /// candidate's outgoing handler, on the same grants as a 0.2 component's.
 #[test]
 fn a_spin_sdk_2_module_runs_unchanged() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     // A one-page HTTP server on 127.0.0.1.
     let port = tcp_peer(UPSTREAM);
     let (luge, _dir, _state) = spin_sdk_module_runs_unchanged(
@@ -648,9 +638,7 @@ fn spin_sdk_module_runs_unchanged(
 #[test]
 fn luge_up_serves_the_app_in_its_directory_as_spin_up_does() {
     use std::io::BufRead as _;
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
     std::fs::write(

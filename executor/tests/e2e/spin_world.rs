@@ -16,9 +16,7 @@ use crate::spin::{manifest, text};
 
 #[test]
 fn a_spin_app_reaches_https_sqlite_postgres_mysql_and_redis_under_its_runtime_config() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let ca = PrivateCa::new();
     let https = tls::serve(
         Some(ca.server("localhost", false, false, &[b"h2", b"http/1.1"])),

@@ -80,9 +80,7 @@ fn a_spin_apps_database_is_its_own_and_kept_across_restarts() {
 
 #[test]
 fn luge_toml_routes_open_their_own_and_the_runtime_configs_databases() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let state_dir = tempfile::tempdir().unwrap();
     let rc_dir = tempfile::tempdir().unwrap();
     let rc = rc_dir.path().join("rc.toml");

@@ -181,9 +181,7 @@ impl Spans {
 fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_trace() {
     // Components (the HTTP handlers) run on Wasmtime, and only it records
     // the instantiate and run phases.
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site(&jaeger, "luge-e2e-traces", "grpc", &[]);
 
@@ -344,9 +342,7 @@ fn a_chain_a_fan_out_service_chaining_and_an_activation_each_read_back_as_one_tr
 fn over_http_protobuf_a_sampling_ratio_holds() {
     // Components (the HTTP handlers) run on Wasmtime, and only it records
     // the instantiate and run phases.
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site(
         &jaeger,
@@ -401,9 +397,7 @@ fn over_http_protobuf_a_sampling_ratio_holds() {
 fn a_collector_stalled_or_down_costs_requests_nothing() {
     // Components (the HTTP handlers) run on Wasmtime, and only it records
     // the instantiate and run phases.
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site(
         &jaeger,
@@ -501,9 +495,7 @@ fn traceparent_echo() -> u16 {
 fn outgoing_requests_carry_the_hosts_trace_context_not_the_functions() {
     // Components (the HTTP handlers) run on Wasmtime, and only it records
     // the instantiate and run phases.
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let jaeger = JaegerServer::start().unwrap();
     let port = traceparent_echo();
     let (luge, _dir) = traced_site_with(
@@ -581,9 +573,7 @@ fn outgoing_requests_carry_the_hosts_trace_context_not_the_functions() {
 fn a_functions_own_spans_join_its_trace_within_bounds() {
     // Components run on Wasmtime, and only it records
     // the instantiate and run phases.
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site_with(
         &jaeger,
@@ -647,9 +637,7 @@ fn a_functions_own_spans_join_its_trace_within_bounds() {
 #[test]
 fn state_operations_are_host_call_spans() {
     // Only Wasmtime records the instantiate and run phases counted here.
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let jaeger = JaegerServer::start().unwrap();
     let (luge, _dir) = traced_site(&jaeger, "luge-e2e-state", "grpc", &[]);
     let (header, trace, _) = traceparent(10);
@@ -686,9 +674,7 @@ fn state_operations_are_host_call_spans() {
 /// request's span; the first request's instance is `fresh`.
 #[test]
 fn a_sandbox_made_ahead_has_an_empty_instantiate_phase() {
-    if !on_wasmtime() {
-        return;
-    }
+    wasmtime_only!();
     let jaeger = JaegerServer::start().unwrap();
     // Two preparations that used more than 200 µs (2 ms in this debug
     // build) of their thread's CPU turn making ahead off for the module, and a

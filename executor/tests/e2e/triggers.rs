@@ -148,9 +148,7 @@ fn mqtt_when_subscribed(luge: &Luge, broker: &MosquittoServer, topic: &str, mess
 
 #[test]
 fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let mut app = EventsApp::new(|text| text);
     let luge = app.serve();
 
@@ -262,9 +260,7 @@ fn a_spin_apps_redis_mqtt_and_cron_components_run_on_their_events() {
 /// sends what was not acknowledged again, and every message is handled.
 #[test]
 fn qos1_messages_in_flight_when_luge_is_killed_are_handled_after_its_restart() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let app = EventsApp::new(|text| text);
     let broker = &app.broker;
     let luge = app.serve();
@@ -294,9 +290,7 @@ fn qos1_messages_in_flight_when_luge_is_killed_are_handled_after_its_restart() {
 /// after its restart (the new process takes over the old one's).
 #[test]
 fn a_redis_stream_is_a_durable_queue_for_a_spin_subscriber() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let app = EventsApp::new(|text| {
         text + "\n[[trigger.redis-streams]]\naddress = \"redis://{{ redis_host }}\"\n\
                 stream = \"jobs\"\ncomponent = \"subscriber\"\nmax_attempts = 2\n\
@@ -555,27 +549,21 @@ max_in_flight = 16
 
 #[test]
 fn a_jetstream_queue_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
     a_queue_loses_nothing(QueueServer::Nats(nats));
 }
 
 #[test]
 fn a_kafka_topic_loses_nothing_across_kill_9_of_luge_and_of_the_broker() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let kafka = KafkaServer::start().expect("a Kafka broker (./scripts/setup.sh)");
     a_queue_loses_nothing(QueueServer::Kafka(kafka));
 }
 
 #[test]
 fn a_redis_stream_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let redis = RedisServer::durable().expect("redis-server (./scripts/setup.sh)");
     a_queue_loses_nothing(QueueServer::Redis(redis));
 }
@@ -587,9 +575,7 @@ fn a_redis_stream_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
 /// a Spin Redis subscriber on the same trigger is refused at start.
 #[test]
 fn a_wasmcloud_messaging_component_takes_jetstream_messages() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
     let mut client = nats.client().unwrap();
     client.create_stream("ORDERS", &["orders.>"]).unwrap();
@@ -643,9 +629,7 @@ nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_
 
 #[test]
 fn a_component_on_a_trigger_its_export_does_not_take_is_refused_at_start() {
-    if engine() != "wasmtime" {
-        return;
-    }
+    wasmtime_only!();
     let dir = tempfile::tempdir().unwrap();
     let manifest = events_manifest(dir.path(), |text| {
         text.replace("component = \"tick\"", "component = \"subscriber\"")

@@ -31,6 +31,19 @@ pub fn on_wasmtime() -> bool {
     engine() == "wasmtime"
 }
 
+/// Ends the test at once, passing, unless the suite runs against Wasmtime
+/// ([`on_wasmtime`]): the opening of each test of what only it serves.
+#[allow(unused_macros)] // each test binary uses its part
+macro_rules! wasmtime_only {
+    () => {
+        if !$crate::common::on_wasmtime() {
+            return;
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use wasmtime_only;
+
 /// Example `name` through the luge-precompile binary (built with the
 /// workspace) for the engine under test.
 fn sealed_by_precompiler(name: &str) -> Vec<u8> {
