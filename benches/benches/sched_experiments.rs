@@ -454,6 +454,10 @@ fn hol_experiment() {
         long_above: Duration::from_millis(50),
         long_workers: (workers / 2).max(1),
     });
+    // Both classes at 70 %: the case's name, policy, quantum and sharding.
+    let mixed = |label, policy, quantum, sharding| -> Case<'_> {
+        (label, &classes, policy, quantum, rate_70, sharding)
+    };
     let cases: [Case<'_>; 9] = [
         (
             "short alone, low load (5 req/s)",
@@ -463,68 +467,27 @@ fn hol_experiment() {
             5.0,
             None,
         ),
-        (
-            "fifo, no preemption",
-            &classes,
-            Policy::Fifo,
-            None,
-            rate_70,
-            None,
-        ),
-        (
-            "edf, no preemption",
-            &classes,
-            Policy::Edf,
-            None,
-            rate_70,
-            None,
-        ),
-        (
+        mixed("fifo, no preemption", Policy::Fifo, None, None),
+        mixed("edf, no preemption", Policy::Edf, None, None),
+        mixed(
             "fifo (round robin), preemption",
-            &classes,
             Policy::Fifo,
             five_ms,
-            rate_70,
             None,
         ),
-        (
-            "edf, preemption",
-            &classes,
-            Policy::Edf,
-            five_ms,
-            rate_70,
-            None,
-        ),
-        (
-            "srsf, no preemption",
-            &classes,
-            Policy::Srsf,
-            None,
-            rate_70,
-            None,
-        ),
-        (
-            "srsf, preemption",
-            &classes,
-            Policy::Srsf,
-            five_ms,
-            rate_70,
-            None,
-        ),
-        (
+        mixed("edf, preemption", Policy::Edf, five_ms, None),
+        mixed("srsf, no preemption", Policy::Srsf, None, None),
+        mixed("srsf, preemption", Policy::Srsf, five_ms, None),
+        mixed(
             "sharding (long on half the workers), fifo, no preemption",
-            &classes,
             Policy::Fifo,
             None,
-            rate_70,
             shard,
         ),
-        (
+        mixed(
             "sharding (long on half the workers), edf, preemption",
-            &classes,
             Policy::Edf,
             five_ms,
-            rate_70,
             shard,
         ),
     ];

@@ -203,52 +203,7 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
     let alone = load::closed_loop(&victim_target(&server), 1, warmup, window);
     rows.push(row("alone", &alone, "-".into()));
 
-    // Amplification: 1 and 8 requests of 1 + 256 + 65,536 invocations,
-    // each sleeping through the whole window.
-    let sleep_ms = (warmup + window).as_millis() as u64 + 1000;
-    let inner: Vec<Value> = (0..256)
-        .map(|_| json!({ "name": "sleep", "input": { "ms": sleep_ms } }))
-        .collect();
-    let outer: Vec<Value> = (0..256)
-        .map(|_| json!({ "name": "inner", "input": { "calls": inner } }))
-        .collect();
-    let attack = json!({ "calls": outer });
-    // (requests, how long the victim waits for the attack to start, and
-    // its warm-up).
-    for (requests, head_start, victim_warmup) in [
-        (1usize, Duration::from_millis(300), warmup),
-        (8, Duration::from_millis(300), warmup),
-        (8, Duration::ZERO, Duration::ZERO),
-    ] {
-        let tag = format!("amplify-{requests}-{}", head_start.as_millis());
-        let server = serve(setup, dir.path(), &tag, &[])?;
-        let (victim, answered) = std::thread::scope(|scope| {
-            let attackers: Vec<_> = (0..requests)
-                .map(|_| scope.spawn(|| server.post("/outer", &attack).0))
-                .collect();
-            std::thread::sleep(head_start);
-            let victim = load::closed_loop(&victim_target(&server), 1, victim_warmup, window);
-            let answered = attackers
-                .into_iter()
-                .filter_map(|a| a.join().ok())
-                .filter(|status| *status == 200)
-                .count();
-            (victim, answered)
-        });
-        let scenario = if head_start.is_zero() {
-            format!("{requests} x the same, the victim from the attack's first instant")
-        } else {
-            format!("{requests} x fan-out 256 x 256 sleeping calls")
-        };
-        rows.push(row(
-            &scenario,
-            &victim,
-            format!(
-                "{answered} of {requests} requests answered; callees: {}",
-                admissions(&server, "outer")
-            ),
-        ));
-    }
+    rows.extend(amplified(setup, dir.path(), warmup, window)?);
 
     // A flood: 64 connections on a route that sleeps 50 ms, with the
     // default bound (more places than connections) and with 32 places.
@@ -333,6 +288,65 @@ pub(crate) fn fairness(setup: &Setup, window: Duration) -> anyhow::Result<Report
             warmup.as_secs_f64(),
         ),
     })
+}
+
+/// The victim beside 1 and 8 requests of 1 + 256 + 65,536 invocations,
+/// each sleeping through the whole window: its rows (the victim measured
+/// for `window` after `warmup`, the functions in `dir`).
+fn amplified(
+    setup: &Setup,
+    dir: &std::path::Path,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<Vec<Vec<String>>> {
+    let mut rows = Vec::new();
+    // Amplification: 1 and 8 requests of 1 + 256 + 65,536 invocations,
+    // each sleeping through the whole window.
+    let sleep_ms = (warmup + window).as_millis() as u64 + 1000;
+    let inner: Vec<Value> = (0..256)
+        .map(|_| json!({ "name": "sleep", "input": { "ms": sleep_ms } }))
+        .collect();
+    let outer: Vec<Value> = (0..256)
+        .map(|_| json!({ "name": "inner", "input": { "calls": inner } }))
+        .collect();
+    let attack = json!({ "calls": outer });
+    // (requests, how long the victim waits for the attack to start, and
+    // its warm-up).
+    for (requests, head_start, victim_warmup) in [
+        (1usize, Duration::from_millis(300), warmup),
+        (8, Duration::from_millis(300), warmup),
+        (8, Duration::ZERO, Duration::ZERO),
+    ] {
+        let tag = format!("amplify-{requests}-{}", head_start.as_millis());
+        let server = serve(setup, dir, &tag, &[])?;
+        let (victim, answered) = std::thread::scope(|scope| {
+            let attackers: Vec<_> = (0..requests)
+                .map(|_| scope.spawn(|| server.post("/outer", &attack).0))
+                .collect();
+            std::thread::sleep(head_start);
+            let victim = load::closed_loop(&victim_target(&server), 1, victim_warmup, window);
+            let answered = attackers
+                .into_iter()
+                .filter_map(|a| a.join().ok())
+                .filter(|status| *status == 200)
+                .count();
+            (victim, answered)
+        });
+        let scenario = if head_start.is_zero() {
+            format!("{requests} x the same, the victim from the attack's first instant")
+        } else {
+            format!("{requests} x fan-out 256 x 256 sleeping calls")
+        };
+        rows.push(row(
+            &scenario,
+            &victim,
+            format!(
+                "{answered} of {requests} requests answered; callees: {}",
+                admissions(&server, "outer")
+            ),
+        ));
+    }
+    Ok(rows)
 }
 
 /// A fresh server (its own places), on this machine's cores.

@@ -183,7 +183,6 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         "scaling needs two cores at least (one for the client)"
     );
     let (client, servers) = split_by_physical_core(&cores, physical_core);
-    let (client, servers) = (client.as_slice(), servers.as_slice());
     let counts: Vec<usize> = std::iter::successors(Some(1usize), |n| Some(n * 2))
         .take_while(|&n| n <= servers.len())
         .filter(|n| only.cores.is_empty() || only.cores.contains(n))
@@ -194,7 +193,6 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         only.cores,
         servers.len()
     );
-    let wanted = |row: &str| only.rows.as_deref().is_none_or(|text| row.contains(text));
 
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("ping.wasm"), wasm("c-ping"))?;
@@ -204,14 +202,12 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         dir.path(),
         "[[routes]]\npath = \"/ping\"\nmodule = \"ping.wasm\"\n\n[[routes]]\npath = \"/hello\"\nmodule = \"handler.wasm\"\n",
     )?;
-
-    // The round under way (counted from 0): read by the points and the
-    // servers' state folders while the sweep moves it on.
-    let round = std::cell::Cell::new(0usize);
-    let luge = |n: usize, front_end: &str, on: &[usize]| -> anyhow::Result<Served> {
+    // Each server's state folder is its front end's, its core count's and
+    // the round's.
+    let luge = |n: usize, front_end: &str, on: &[usize], round: usize| -> anyhow::Result<Served> {
         let workers = n.to_string();
         let extra = ["--front-end", front_end, "--workers", &workers];
-        let state = format!("state-{front_end}-{n}-{}", round.get());
+        let state = format!("state-{front_end}-{n}-{round}");
         let mut luge = luge_serve(setup, dir.path(), &state, &extra)?;
         confine(&mut luge, on);
         start(luge, LUGE_MARKER)
@@ -226,9 +222,101 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         start(wasmtime, "Serving HTTP on ")
     };
 
-    let (mut rows, mut series) = (Vec::new(), Vec::<(String, Vec<(f64, f64)>)>::new());
-    let mut point = |name: &str, n: usize, served: &Served, path: &str, expect: Option<usize>| {
-        if !wanted(name) {
+    let mut sweep = Sweep {
+        only,
+        client: &client,
+        servers: &servers,
+        window,
+        round: 0,
+        rows: Vec::new(),
+        series: Vec::new(),
+    };
+    let rows_of = |front_end: &str| {
+        ["c-ping", "component"].map(|w| format!("luge --front-end {front_end}, {w}"))
+    };
+    for round in 0..only.rounds.max(1) {
+        sweep.round = round;
+        for &n in &counts {
+            let on = &servers[..n];
+            for front_end in ["workers", "threads"] {
+                let [ping, component] = rows_of(front_end);
+                if !sweep.wanted(&ping) && !sweep.wanted(&component) {
+                    continue;
+                }
+                let served = luge(n, front_end, on, round)?;
+                sweep.point(&ping, n, &served, "/ping", None);
+                sweep.point(&component, n, &served, "/hello", Some(HELLO.len()));
+            }
+            if sweep.wanted(WASMTIME_ROW) {
+                let served = wasmtime(on)?;
+                sweep.point(WASMTIME_ROW, n, &served, "/hello", Some(HELLO.len()));
+            }
+        }
+    }
+    let Sweep {
+        mut rows,
+        mut series,
+        ..
+    } = sweep;
+    if only.rounds > 1 {
+        let medians = medians(&rows);
+        // The plot draws the medians: one point per core count and server.
+        series = Vec::new();
+        for row in &medians {
+            let (Ok(n), Ok(rate)) = (row[1].parse::<f64>(), row[4].parse::<f64>()) else {
+                continue;
+            };
+            plotted(&mut series, &row[0], (n, rate));
+        }
+        rows.extend(medians);
+    }
+    anyhow::ensure!(
+        !rows.is_empty(),
+        "--only {:?} names no row (rows: luge --front-end workers|threads, c-ping|component; {WASMTIME_ROW})",
+        only.rows
+    );
+    Ok(report(rows, series, (&client, &servers), only, window))
+}
+
+/// The `wasmtime serve` row's name.
+const WASMTIME_ROW: &str = "wasmtime serve, component";
+
+/// Adds `point` to the plotted series `name`.
+fn plotted(series: &mut Vec<(String, Vec<(f64, f64)>)>, name: &str, point: (f64, f64)) {
+    match series.iter_mut().find(|(s, _)| s == name) {
+        Some((_, points)) => points.push(point),
+        None => series.push((name.to_owned(), vec![point])),
+    }
+}
+
+/// A sweep under way: what its points are measured with, and their rows
+/// and plotted series so far.
+struct Sweep<'a> {
+    only: &'a Only,
+    /// The client's cores.
+    client: &'a [usize],
+    /// The servers' cores; a server on `n` has the first `n`.
+    servers: &'a [usize],
+    window: Duration,
+    /// The round under way, counted from 0.
+    round: usize,
+    rows: Vec<Vec<String>>,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+impl Sweep<'_> {
+    /// Whether `--only` keeps the row `name`.
+    fn wanted(&self, name: &str) -> bool {
+        self.only
+            .rows
+            .as_deref()
+            .is_none_or(|text| name.contains(text))
+    }
+
+    /// Measures the row `name` at `n` cores against `served`'s `path`
+    /// (answers `expect` bytes long, where given).
+    fn point(&mut self, name: &str, n: usize, served: &Served, path: &str, expect: Option<usize>) {
+        if !self.wanted(name) {
             return;
         }
         let target = Target {
@@ -239,8 +327,8 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             expect_len: expect,
             headers: Vec::new(),
         };
-        let (connections, mut errors) = (only.connections.max(1), 0);
-        drive(&target, connections, client, Duration::ZERO, WARMUP);
+        let (connections, mut errors) = (self.only.connections.max(1), 0);
+        drive(&target, connections, self.client, Duration::ZERO, WARMUP);
         // Luge's steal count (`wasmtime serve` has no such metric).
         let stolen_so_far = || name.starts_with("luge").then(|| steals(served)).flatten();
         let (cpu, ours, tlb, stolen) = (
@@ -249,9 +337,18 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             load::tlb_shootdowns(),
             stolen_so_far(),
         );
-        let (threads, steal) = (proc::threads(served.child.id()), proc::steal(&servers[..n]));
+        let (threads, steal) = (
+            proc::threads(served.child.id()),
+            proc::steal(&self.servers[..n]),
+        );
         let started = std::time::Instant::now();
-        let loaded = drive(&target, connections, client, Duration::ZERO, window);
+        let loaded = drive(
+            &target,
+            connections,
+            self.client,
+            Duration::ZERO,
+            self.window,
+        );
         let (cpu, ours, tlb) = (
             served.cpu().saturating_sub(cpu),
             process_cpu("self").saturating_sub(ours),
@@ -259,7 +356,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         );
         let (threads, steal) = (
             proc::threads(served.child.id()).since(threads),
-            proc::Steal::percent_since(proc::steal(&servers[..n]), steal),
+            proc::Steal::percent_since(proc::steal(&self.servers[..n]), steal),
         );
         // Requests whose job ran on another worker than the one that
         // received it (the worker front end); "-" for other servers.
@@ -273,16 +370,16 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
         // The client's share of its cores while it drove (this process does
         // nothing else meanwhile).
         let client_busy = ours.as_secs_f64()
-            / (started.elapsed().as_secs_f64() * client.len().min(connections) as f64);
+            / (started.elapsed().as_secs_f64() * self.client.len().min(connections) as f64);
         // The one-connection point: its p50, and the server's CPU per
         // request there (what a request costs when the server waits for
         // each: wake-ups, and a worker's spin between requests).
-        let (p50, single_cpu) = if only.no_p50 {
+        let (p50, single_cpu) = if self.only.no_p50 {
             ("-".to_owned(), "-".to_owned())
         } else {
-            drive(&target, 1, client, Duration::ZERO, WARMUP);
+            drive(&target, 1, self.client, Duration::ZERO, WARMUP);
             let cpu = served.cpu();
-            let single = drive(&target, 1, client, Duration::ZERO, window / 2);
+            let single = drive(&target, 1, self.client, Duration::ZERO, self.window / 2);
             let cpu = served.cpu().saturating_sub(cpu);
             errors += single.errors;
             (
@@ -291,11 +388,11 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             )
         };
         let per_request_us = load::cpu_us_per_request(cpu, loaded.ok);
-        rows.push(vec![
+        self.rows.push(vec![
             name.to_owned(),
             n.to_string(),
-            (round.get() + 1).to_string(),
-            physical_cores(&servers[..n]).to_string(),
+            (self.round + 1).to_string(),
+            physical_cores(&self.servers[..n]).to_string(),
             format!("{:.0}", loaded.throughput()),
             format!("{:.0}", loaded.throughput() / n as f64),
             format!("{per_request_us:.1}"),
@@ -312,55 +409,20 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             steal,
             (loaded.errors + errors).to_string(),
         ]);
-        match series.iter_mut().find(|(s, _)| s == name) {
-            Some((_, points)) => points.push((n as f64, loaded.throughput())),
-            None => series.push((name.to_owned(), vec![(n as f64, loaded.throughput())])),
-        }
-    };
-    let rows_of = |front_end: &str| {
-        ["c-ping", "component"].map(|w| format!("luge --front-end {front_end}, {w}"))
-    };
-    const WASMTIME_ROW: &str = "wasmtime serve, component";
-    for _ in 0..only.rounds.max(1) {
-        for &n in &counts {
-            let on = &servers[..n];
-            for front_end in ["workers", "threads"] {
-                let [ping, component] = rows_of(front_end);
-                if !wanted(&ping) && !wanted(&component) {
-                    continue;
-                }
-                let served = luge(n, front_end, on)?;
-                point(&ping, n, &served, "/ping", None);
-                point(&component, n, &served, "/hello", Some(HELLO.len()));
-            }
-            if wanted(WASMTIME_ROW) {
-                let served = wasmtime(on)?;
-                point(WASMTIME_ROW, n, &served, "/hello", Some(HELLO.len()));
-            }
-        }
-        round.set(round.get() + 1);
+        plotted(&mut self.series, name, (n as f64, loaded.throughput()));
     }
-    if only.rounds > 1 {
-        let medians = medians(&rows);
-        // The plot draws the medians: one point per core count and server.
-        series = Vec::new();
-        for row in &medians {
-            let (Ok(n), Ok(rate)) = (row[1].parse::<f64>(), row[4].parse::<f64>()) else {
-                continue;
-            };
-            match series.iter_mut().find(|(s, _)| *s == row[0]) {
-                Some((_, points)) => points.push((n, rate)),
-                None => series.push((row[0].clone(), vec![(n, rate)])),
-            }
-        }
-        rows.extend(medians);
-    }
-    anyhow::ensure!(
-        !rows.is_empty(),
-        "--only {:?} names no row (rows: luge --front-end workers|threads, c-ping|component; {WASMTIME_ROW})",
-        only.rows
-    );
-    Ok(Report {
+}
+
+/// The report of a sweep's `rows` and `series`, with the cores it ran on
+/// (the client's, the servers').
+fn report(
+    rows: Vec<Vec<String>>,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+    (client, servers): (&[usize], &[usize]),
+    only: &Only,
+    window: Duration,
+) -> Report {
+    Report {
         name: "scaling",
         title: "Requests per second against server cores".into(),
         columns: vec![
@@ -391,7 +453,7 @@ pub(crate) fn scaling(setup: &Setup, window: Duration, only: &Only) -> anyhow::R
             client.len().min(only.connections),
             window.as_millis()
         ),
-    })
+    }
 }
 
 /// The columns [`medians`] takes the median of, by index in a row, each

@@ -77,6 +77,27 @@ pub(crate) fn sqlite(setup: &Setup, window: Duration) -> anyhow::Result<Report> 
         rows.push([vec!["luge (function)".to_owned(), what.to_owned()], row].concat());
     }
 
+    rows.extend(natively(window)?);
+    Ok(Report {
+        name: "sqlite",
+        title: "A SQLite insert and select from a function, and the same statements natively"
+            .into(),
+        columns,
+        rows,
+        x_desc: "",
+        y_desc: "",
+        series: Vec::new(),
+        notes: format!(
+            "The Spin app (actions/spin, spin-sdk 7, spin:sqlite@3.1.0) on a luge.toml route of `luge serve` (this build) granted its `default` database (a file in the state directory, WAL, Luge's hardening: authorizer, limits, deadline); one closed-loop keep-alive client, {} ms per point after a 500 ms warm-up; each request instantiates the component and opens the database (an idle hardened connection kept from an earlier request, up to 4 per database). The insert request runs `CREATE TABLE IF NOT EXISTS` and one parameterised `INSERT` (autocommit); the select reads one row by key. Natively, in the bench process for the same time: `luge-sqlite` (the host's library, a connection opened per operation from the idle ones, the same statements) and plain `rusqlite` 0.43 on one open connection (WAL, a prepared select). Server CPU from /proc/PID/stat (10 ms ticks).",
+            window.as_millis()
+        ),
+    })
+}
+
+/// The same statements natively, in this process for `window` each: the
+/// host's library with a connection per operation, and plain rusqlite on
+/// one open connection; their rows.
+fn natively(window: Duration) -> anyhow::Result<Vec<Vec<String>>> {
     // Natively: the host's library, a connection per operation.
     let native_dir = tempfile::tempdir()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -137,6 +158,7 @@ pub(crate) fn sqlite(setup: &Setup, window: Duration) -> anyhow::Result<Report> 
                 .expect("rows");
         }),
     ));
+    let mut rows = Vec::new();
     for (where_, what, (rate, p50, p99)) in native_rows {
         rows.push(vec![
             where_.to_owned(),
@@ -150,18 +172,5 @@ pub(crate) fn sqlite(setup: &Setup, window: Duration) -> anyhow::Result<Report> 
             "0".to_owned(),
         ]);
     }
-    Ok(Report {
-        name: "sqlite",
-        title: "A SQLite insert and select from a function, and the same statements natively"
-            .into(),
-        columns,
-        rows,
-        x_desc: "",
-        y_desc: "",
-        series: Vec::new(),
-        notes: format!(
-            "The Spin app (actions/spin, spin-sdk 7, spin:sqlite@3.1.0) on a luge.toml route of `luge serve` (this build) granted its `default` database (a file in the state directory, WAL, Luge's hardening: authorizer, limits, deadline); one closed-loop keep-alive client, {} ms per point after a 500 ms warm-up; each request instantiates the component and opens the database (an idle hardened connection kept from an earlier request, up to 4 per database). The insert request runs `CREATE TABLE IF NOT EXISTS` and one parameterised `INSERT` (autocommit); the select reads one row by key. Natively, in the bench process for the same time: `luge-sqlite` (the host's library, a connection opened per operation from the idle ones, the same statements) and plain `rusqlite` 0.43 on one open connection (WAL, a prepared select). Server CPU from /proc/PID/stat (10 ms ticks).",
-            window.as_millis()
-        ),
-    })
+    Ok(rows)
 }

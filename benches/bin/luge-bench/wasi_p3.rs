@@ -19,8 +19,8 @@ use luge_benches::load::{self, Target};
 use luge_benches::wasm;
 
 use crate::http_proxy::{
-    LUGE_MARKER, free_port, load_columns, luge_serve, luge_site, measure, start, wasmtime_cli,
-    wasmtime_version,
+    LUGE_MARKER, Served, free_port, load_columns, luge_serve, luge_site, measure, start,
+    wasmtime_cli, wasmtime_version,
 };
 use crate::state::redis;
 use crate::{Report, Setup};
@@ -112,6 +112,29 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
         series.push((name.to_owned(), rates));
     }
 
+    rows.extend(spin_app(&luge, window)?);
+    Ok(Report {
+        name: "wasi-p3",
+        title:
+            "A WASI 0.3 service on Luge and on `wasmtime serve`; a Spin app's key-value requests"
+                .into(),
+        columns: load_columns("server: request"),
+        rows,
+        x_desc: "connections",
+        y_desc: "requests per second",
+        series,
+        notes: format!(
+            "`actions/spin/http3` (wasip3 0.7.1; its hello path answers 38 bytes from a spawned task) on `luge serve` (this build, a process of its own: a fresh instance per request, and a second route of the same component with `reuse = 128`, `reuse_concurrent = 16`) and on `wasmtime serve -S cli -S p3 -W component-model-async` ({}, whose default reuses a 0.3 instance for up to 128 requests, 16 at once), both on 127.0.0.1 in the same run; then `actions/spin` (spin-sdk 7) under `luge serve --spin` with a local state store and a `redis-server` on loopback: a 100-byte value read through spin:key-value, and `wasi:keyvalue/atomics.increment` (a compare-and-swap on the local tier). Closed-loop keep-alive client on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks).",
+            wasmtime_version()?,
+            window.as_millis()
+        ),
+    })
+}
+
+/// The Spin app's key-value requests on `luge`, `window` each: a value
+/// stored in each tier first, then reads of it and increments.
+fn spin_app(luge: &Served, window: Duration) -> anyhow::Result<Vec<Vec<String>>> {
+    let mut rows = Vec::new();
     // The Spin app: the values first, then reads and increments.
     let value = "v".repeat(100);
     for store in ["default", "global:default"] {
@@ -164,24 +187,9 @@ pub(crate) fn wasi_p3(setup: &Setup, window: Duration) -> anyhow::Result<Report>
                 expect_len,
                 headers: Vec::new(),
             };
-            let (_, row) = measure(&luge, &target, connections, window);
+            let (_, row) = measure(luge, &target, connections, window);
             rows.push([vec![name.to_owned()], row].concat());
         }
     }
-    Ok(Report {
-        name: "wasi-p3",
-        title:
-            "A WASI 0.3 service on Luge and on `wasmtime serve`; a Spin app's key-value requests"
-                .into(),
-        columns: load_columns("server: request"),
-        rows,
-        x_desc: "connections",
-        y_desc: "requests per second",
-        series,
-        notes: format!(
-            "`actions/spin/http3` (wasip3 0.7.1; its hello path answers 38 bytes from a spawned task) on `luge serve` (this build, a process of its own: a fresh instance per request, and a second route of the same component with `reuse = 128`, `reuse_concurrent = 16`) and on `wasmtime serve -S cli -S p3 -W component-model-async` ({}, whose default reuses a 0.3 instance for up to 128 requests, 16 at once), both on 127.0.0.1 in the same run; then `actions/spin` (spin-sdk 7) under `luge serve --spin` with a local state store and a `redis-server` on loopback: a 100-byte value read through spin:key-value, and `wasi:keyvalue/atomics.increment` (a compare-and-swap on the local tier). Closed-loop keep-alive client on one thread of this process, {} ms per point after a 500 ms warm-up; server CPU from /proc/PID/stat (10 ms ticks).",
-            wasmtime_version()?,
-            window.as_millis()
-        ),
-    })
+    Ok(rows)
 }

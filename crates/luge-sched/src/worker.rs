@@ -279,6 +279,13 @@ pub(crate) struct Shared {
     /// `IDLE_KEY` when it runs none. Read by `submit` to find the worker a
     /// more urgent arrival should interrupt.
     running_key: Vec<AtomicU64>,
+    /// Each worker's last scheduling point or end of a poll, in ns since
+    /// `base`: a worker polling nothing reaches a scheduling point at
+    /// least every [`IDLE_RECHECK`] (see [`Scheduler::stuck_workers`]).
+    beats: Vec<AtomicU64>,
+    /// The deadline of the job each worker polls now, in ns since `base`
+    /// (at least 1), or [`NOT_POLLING`]: the engine ends a poll by then.
+    polling_until: Vec<AtomicU64>,
     base: Instant,
     /// The weights of the tenants with jobs here, added (their share's
     /// denominator, with one default weight for a newcomer). A tenant's
@@ -286,6 +293,9 @@ pub(crate) struct Shared {
     /// takes it off again cannot end first: never below zero.
     active_weight: AtomicU64,
 }
+
+/// `polling_until` of a worker between polls.
+const NOT_POLLING: u64 = 0;
 
 /// `running_key` of a worker running nothing.
 const IDLE_KEY: u64 = u64::MAX;
@@ -346,6 +356,11 @@ impl Shared {
 
     fn key_ns(&self, key: Instant) -> u64 {
         (key.saturating_duration_since(self.base).as_nanos() as u64).min(OVER_SHARE_BIT - 1)
+    }
+
+    /// `at` in ns since `base` (0 before it, `u64::MAX` past 584 years).
+    fn since_base(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// A rank as one number, smaller more urgent (for `running_key`).
@@ -601,6 +616,8 @@ impl Shared {
         self.signals[worker].clear();
         let started = Instant::now();
         self.running_key[worker].store(self.rank_ns(self.rank(&task, started)), Ordering::Release);
+        let until = self.since_base(task.deadline).max(NOT_POLLING + 1);
+        self.polling_until[worker].store(until, Ordering::Relaxed);
         CURRENT_JOB.with(|current| {
             current.set(Some((
                 task.yields.load(Ordering::Relaxed),
@@ -625,6 +642,10 @@ impl Shared {
         CURRENT_JOB.with(|current| current.set(None));
         self.running_key[worker].store(IDLE_KEY, Ordering::Release);
         let ended = Instant::now();
+        // The beat before the poll's end is published: whoever sees the
+        // worker polling nothing sees this beat or a later one.
+        self.beats[worker].store(self.since_base(ended), Ordering::Relaxed);
+        self.polling_until[worker].store(NOT_POLLING, Ordering::Release);
         let spent = ended.saturating_duration_since(started);
         self.busy_ns[worker].fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
         task.cpu_ns
@@ -717,6 +738,7 @@ impl Shared {
     /// One scheduling point of `worker`: runs the most urgent job it can
     /// find, or says it is idle (its sleep announced) or must stop.
     fn step(&self, worker: usize) -> Step {
+        self.beats[worker].store(self.since_base(Instant::now()), Ordering::Relaxed);
         // Back from a park (or a wake-up before it): no longer asleep.
         self.sleep.clear(worker);
         if self.shutdown.load(Ordering::Acquire) {
@@ -819,6 +841,8 @@ impl Scheduler {
             next_wake: AtomicUsize::new(0),
             signals: (0..n).map(|_| PreemptSignal::new()).collect(),
             running_key: (0..n).map(|_| AtomicU64::new(IDLE_KEY)).collect(),
+            beats: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            polling_until: (0..n).map(|_| AtomicU64::new(NOT_POLLING)).collect(),
             base: Instant::now(),
             active_weight: AtomicU64::new(0),
         });
@@ -922,6 +946,34 @@ impl Scheduler {
     /// Number of workers.
     pub fn workers(&self) -> usize {
         self.handles.len()
+    }
+
+    /// The workers that are stuck, by index: one still in a poll `grace`
+    /// past its job's deadline (the engine ends a sandbox's run by its
+    /// deadline, so what holds the thread is not the guest: a host call
+    /// blocking it, a deadlock), or one polling nothing that has reached
+    /// no scheduling point for `grace` past the idle recheck (a front end
+    /// or a task of its runtime holding the thread). What a liveness
+    /// probe reads: a process with a stuck worker serves less, maybe
+    /// nothing, and is better restarted.
+    pub fn stuck_workers(&self, grace: Duration) -> Vec<usize> {
+        let shared = &self.shared;
+        let now = shared.since_base(Instant::now());
+        let grace_ns = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
+        let idle_ns = u64::try_from(IDLE_RECHECK.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(grace_ns);
+        (0..shared.polling_until.len())
+            .filter(|&worker| {
+                match shared.polling_until[worker].load(Ordering::Acquire) {
+                    NOT_POLLING => {
+                        let beat = shared.beats[worker].load(Ordering::Relaxed);
+                        now.saturating_sub(beat) > idle_ns
+                    }
+                    until => now > until.saturating_add(grace_ns),
+                }
+            })
+            .collect()
     }
 
     /// Per-function execution statistics.

@@ -967,3 +967,40 @@ fn edf_orders_new_jobs_that_wait_for_a_worker() {
     let order: Vec<String> = (0..22).map(|_| rx.recv().unwrap().0).collect();
     assert_eq!(order[..2], ["blocker", "urgent"], "{order:?}");
 }
+
+/// A worker whose poll runs past its job's deadline (a host call blocking
+/// the thread: the engine would have ended the guest by then) is stuck,
+/// as the liveness probe reads it; one running a job within its deadline,
+/// or idle, is not; a stuck worker that comes back is live again.
+#[test]
+fn a_poll_held_past_its_deadline_marks_its_worker_stuck() {
+    let sched = scheduler(2, Policy::Edf);
+    let grace = Duration::from_millis(200);
+    let (tx, rx) = mpsc::channel();
+    let now = Instant::now();
+    // Within its deadline all along: 600 ms of a 10 s one.
+    sched.submit(job(
+        "fine",
+        now + Duration::from_secs(10),
+        async { std::thread::sleep(Duration::from_millis(600)) },
+        tx.clone(),
+    ));
+    // Blocks its thread 600 ms with a 50 ms deadline.
+    sched.submit(job(
+        "held",
+        now + Duration::from_millis(50),
+        async { std::thread::sleep(Duration::from_millis(600)) },
+        tx,
+    ));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(sched.stuck_workers(grace).is_empty(), "within the grace");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sched.stuck_workers(grace).len(), 1, "held 350 ms past it");
+    // A longer grace forgives it.
+    assert!(sched.stuck_workers(Duration::from_secs(5)).is_empty());
+    for _ in 0..2 {
+        rx.recv().unwrap();
+    }
+    // Back (the poll ends just after the job reports): live again.
+    eventually(|| sched.stuck_workers(grace).is_empty());
+}
