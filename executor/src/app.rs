@@ -63,7 +63,18 @@ pub(crate) struct App {
     pub(crate) uploads_changed: std::sync::OnceLock<UploadsChanged>,
     /// The tasks of each uploaded function's triggers.
     pub(crate) uploaded_triggers: std::sync::Mutex<std::collections::HashMap<String, Tasks>>,
+    /// Set once the server drains (SIGTERM or SIGINT): readiness then
+    /// answers 503, so a load balancer sends nothing new.
+    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
+
+/// How long past its job's deadline a worker may stay in one poll (or,
+/// polling nothing, past the scheduler's idle recheck without a
+/// scheduling point) before liveness counts it stuck: the engine ends a
+/// guest's run at its deadline within an epoch tick, so a worker held 10 s
+/// longer is held by something else (a host call blocking its thread),
+/// and a restart is the remedy.
+const STUCK_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What is told an uploaded function's name when it changed.
 pub(crate) type UploadsChanged = Box<dyn Fn(&str) + Send + Sync>;
@@ -116,6 +127,7 @@ impl App {
             next_request: AtomicU64::new(1),
             uploads_changed: std::sync::OnceLock::new(),
             uploaded_triggers: std::sync::Mutex::default(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -258,6 +270,42 @@ impl App {
                 },
             }),
         )
+    }
+
+    /// `GET /livez` (Kubernetes' liveness probe; also Spin's
+    /// `/.well-known/spin/health`): 200 while every worker comes back from
+    /// its polls, 503 naming the workers that are stuck (see
+    /// [`STUCK_AFTER`]).
+    pub(crate) fn liveness(&self) -> Response {
+        let stuck = self.settings.scheduler.stuck_workers(STUCK_AFTER);
+        if stuck.is_empty() {
+            return http::text(StatusCode::OK, "text/plain", "OK".to_owned());
+        }
+        tracing::error!(?stuck, "workers stuck: liveness fails");
+        http::json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "Workers {stuck:?} are stuck: held over {} s past their job's deadline or their idle recheck.",
+                STUCK_AFTER.as_secs()
+            ),
+        )
+    }
+
+    /// `GET /readyz` (Kubernetes' readiness probe): 200 once this process
+    /// serves (it listens only once every configured function is
+    /// compiled and its app's components loaded) and, for `luge proxy`,
+    /// its action is initialised; 503 while it drains, or before `/init`.
+    pub(crate) fn readiness(&self) -> Response {
+        if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
+            return http::json_error(StatusCode::SERVICE_UNAVAILABLE, "Draining: shutting down.");
+        }
+        match &self.mode {
+            Mode::Proxy(container) if !container.is_ready() => http::json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Not initialised: no action yet (POST /init).",
+            ),
+            _ => http::text(StatusCode::OK, "text/plain", "OK".to_owned()),
+        }
     }
 
     /// Admits (for `tree`), schedules and records one invocation: its

@@ -10,6 +10,10 @@ use hyper::Method;
 pub(crate) enum Endpoint {
     /// `GET /healthz`.
     Health,
+    /// `GET /livez`: Kubernetes' liveness probe.
+    Live,
+    /// `GET /readyz`: Kubernetes' readiness probe.
+    Ready,
     /// `GET /metrics`.
     Metrics,
     /// `luge proxy`: `POST /init`.
@@ -37,6 +41,8 @@ impl Endpoint {
     pub(crate) fn pattern(self) -> &'static str {
         match self {
             Self::Health => "/healthz",
+            Self::Live => "/livez",
+            Self::Ready => "/readyz",
             Self::Metrics => "/metrics",
             Self::ProxyInit => "/init",
             Self::ProxyRun => "/run",
@@ -53,9 +59,12 @@ impl Endpoint {
     /// Whether it answers `method`.
     pub(crate) fn allows(self, method: &Method) -> bool {
         match self {
-            Self::Health | Self::Metrics | Self::Functions | Self::ContainerLogs => {
-                method == Method::GET
-            }
+            Self::Health
+            | Self::Live
+            | Self::Ready
+            | Self::Metrics
+            | Self::Functions
+            | Self::ContainerLogs => method == Method::GET,
             Self::ProxyInit
             | Self::ProxyRun
             | Self::ContainerInit
@@ -79,6 +88,8 @@ impl Api {
     pub(crate) fn proxy() -> Self {
         Self::of(&[
             Endpoint::Health,
+            Endpoint::Live,
+            Endpoint::Ready,
             Endpoint::Metrics,
             Endpoint::ProxyInit,
             Endpoint::ProxyRun,
@@ -89,6 +100,8 @@ impl Api {
     pub(crate) fn serve() -> Self {
         Self::of(&[
             Endpoint::Health,
+            Endpoint::Live,
+            Endpoint::Ready,
             Endpoint::Metrics,
             Endpoint::Functions,
             Endpoint::Function,

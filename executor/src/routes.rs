@@ -56,11 +56,18 @@ pub(crate) async fn handle(
     }
 }
 
+/// Spin's reserved routes (`/.well-known/spin/health`), which every Spin
+/// HTTP app has and none of its routes can take; `info` is not served
+/// (404, as Spin answers the other paths there).
+const SPIN_RESERVED: &str = "/.well-known/spin/";
+
 /// The route of `method` `path` on `site`.
 fn route(app: &App, site: Site, method: &Method, path: &str) -> Route {
     if let Site::Tenant(index) = site {
         return match (app.tenants.get(index), path) {
             (_, "/healthz") if method == Method::GET => Route::Answer(app.health()),
+            (_, "/livez") if method == Method::GET => Route::Answer(app.liveness()),
+            (_, "/readyz") if method == Method::GET => Route::Answer(app.readiness()),
             (_, "/metrics") if method == Method::GET => Route::Answer(app.metrics_reply()),
             (Some(tenant), _) => match tenant.routes.lookup(path) {
                 Some(matched) => function_route(matched),
@@ -68,6 +75,13 @@ fn route(app: &App, site: Site, method: &Method, path: &str) -> Route {
             },
             (None, _) => Route::Answer(not_found(method, path)),
         };
+    }
+    // Spin's reserved routes come before any of the app's, as in Spin.
+    if let Some(reserved) = path.strip_prefix(SPIN_RESERVED) {
+        return Route::Answer(match reserved {
+            "health" if method == Method::GET => app.liveness(),
+            _ => not_found(method, path),
+        });
     }
     // Function routes and chains never overlap the API (refused where
     // they are declared: FunctionHost::reserve), so order is moot.
@@ -84,6 +98,8 @@ fn route(app: &App, site: Site, method: &Method, path: &str) -> Route {
             let param = param.unwrap_or_default().to_owned();
             match (endpoint, &app.mode) {
                 (Endpoint::Health, _) => Route::Answer(app.health()),
+                (Endpoint::Live, _) => Route::Answer(app.liveness()),
+                (Endpoint::Ready, _) => Route::Answer(app.readiness()),
                 (Endpoint::Metrics, _) => Route::Answer(app.metrics_reply()),
                 (Endpoint::Functions, Mode::Serve { host, .. }) => {
                     Route::Management(Management::new(host, None))

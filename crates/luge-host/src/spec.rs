@@ -221,9 +221,10 @@ pub struct HostPolicy {
 }
 
 /// Paths the executor answers itself; a function cannot take them.
-const RESERVED: &[&str] = &["/healthz", "/metrics"];
+const RESERVED: &[&str] = &["/healthz", "/livez", "/readyz", "/metrics"];
 /// Prefixes owned by the management API and uploaded functions.
-const RESERVED_PREFIXES: &[&str] = &["/v1/", "/fn/"];
+/// (Spin's own, `/.well-known/spin/`, every Spin app has.)
+const RESERVED_PREFIXES: &[&str] = &["/v1/", "/fn/", "/.well-known/spin/"];
 
 /// The suffix that makes a route a prefix route, as in Spin: `/api/...`
 /// serves `/api` and every path under it, `/...` every path.
@@ -255,7 +256,7 @@ pub fn check_route_path(path: &str) -> Result<(), SpecError> {
         {
             return Err(SpecError::Path {
                 path: path.to_owned(),
-                reason: "a prefix route cannot cover the executor's paths (/healthz, /metrics, /v1/..., /fn/...)",
+                reason: "a prefix route cannot cover the executor's paths (/healthz, /livez, /readyz, /metrics, /v1/..., /fn/...)",
             });
         }
     }
@@ -329,7 +330,9 @@ fn check_path(path: &str, parameters: bool) -> Result<(), SpecError> {
         }
     }
     if RESERVED.contains(&path) || RESERVED_PREFIXES.iter().any(|p| path.starts_with(p)) {
-        return bad("reserved for the executor (/healthz, /metrics, /v1/..., /fn/...)");
+        return bad(
+            "reserved for the executor (/healthz, /livez, /readyz, /metrics, /v1/..., /fn/...)",
+        );
     }
     Ok(())
 }
@@ -643,6 +646,9 @@ mod tests {
             "/./a",
             "/a?x=1",
             "/healthz",
+            "/livez",
+            "/readyz",
+            "/.well-known/spin/health",
             "/metrics",
             "/v1/functions",
             "/fn/x",

@@ -964,15 +964,15 @@ impl Scheduler {
             .unwrap_or(u64::MAX)
             .saturating_add(grace_ns);
         (0..shared.polling_until.len())
-            .filter(|&worker| {
-                match shared.polling_until[worker].load(Ordering::Acquire) {
+            .filter(
+                |&worker| match shared.polling_until[worker].load(Ordering::Acquire) {
                     NOT_POLLING => {
                         let beat = shared.beats[worker].load(Ordering::Relaxed);
                         now.saturating_sub(beat) > idle_ns
                     }
                     until => now > until.saturating_add(grace_ns),
-                }
-            })
+                },
+            )
             .collect()
     }
 

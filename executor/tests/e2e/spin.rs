@@ -745,3 +745,19 @@ fn luge_up_serves_the_app_in_its_directory_as_spin_up_does() {
     );
     assert_eq!(said.lines().count(), 1, "{said}");
 }
+
+/// Spin's reserved `/.well-known/spin/health` answers before the app's
+/// `/...` route takes it, as in Spin (what SpinKube's probes ask), and
+/// the other paths there are not found; Kubernetes' `/livez` and
+/// `/readyz` answer beside them.
+#[test]
+fn probes_answer_before_the_apps_catch_all_route() {
+    let Some((luge, _dir, _upstream)) = fresh_app() else {
+        return;
+    };
+    for path in ["/.well-known/spin/health", "/livez", "/readyz"] {
+        assert_get(&luge, path, "OK");
+    }
+    assert_eq!(text(&luge, "GET", "/.well-known/spin/info", b"").0, 404);
+    assert_eq!(text(&luge, "POST", "/.well-known/spin/health", b"").0, 404);
+}
