@@ -108,6 +108,22 @@ pub fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// A zip archive of `files` (name, content), stored uncompressed: an
+/// action's code as OpenWhisk's zip actions send it.
+pub fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut writer = zip::ZipWriter::new(&mut out);
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, content) in files {
+        writer.start_file(*name, stored).expect("a zip entry");
+        writer.write_all(content).expect("a zip entry's bytes");
+    }
+    writer.finish().expect("a zip archive");
+    out.into_inner()
+}
+
 /// An OpenWhisk init body for `code` with entry `main`; the fields of
 /// `extra` (e.g. `env`, `annotations`) are added to `value`.
 pub fn init_body(code: &[u8], main: &str, extra: Value) -> Value {

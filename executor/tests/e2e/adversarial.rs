@@ -43,11 +43,7 @@ fn grants_cannot_be_moved_by_renames_and_symlinks() {
         {"host": "data/sub", "guest": "/sub", "mode": "rw"},
         {"host": "data/host", "guest": "/host", "mode": "rw"},
     ]));
-    assert_eq!(
-        luge.post("/f/init", &init_body(&wasm("files"), "main", grants))
-            .0,
-        200
-    );
+    luge.init_ok("/f/init", &init_body(&wasm("files"), "main", grants));
     let run = |params: serde_json::Value| luge.post("/f/run", &json!({"value": params})).1;
 
     // The tenant, in one run: /sub renamed away, a relative symlink out in
@@ -125,14 +121,7 @@ fn operator_secrets_stay_out_of_reach() {
 fn nested_zip(depth: usize) -> Vec<u8> {
     let mut inner = wasm("echo");
     for _ in 0..depth {
-        let mut out = std::io::Cursor::new(Vec::new());
-        let mut writer = zip::ZipWriter::new(&mut out);
-        let stored = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored);
-        writer.start_file("main.wasm", stored).unwrap();
-        writer.write_all(&inner).unwrap();
-        writer.finish().unwrap();
-        inner = out.into_inner();
+        inner = luge_testkit::zip_of(&[("main.wasm", &inner)]);
     }
     inner
 }
@@ -182,14 +171,8 @@ fn with_uploads() -> (tempfile::TempDir, Luge) {
     (dir, luge)
 }
 
-fn upload(luge: &Luge, name: &str, code: &[u8]) -> Reply {
-    let auth = format!("Bearer {TOKEN}");
-    luge.send(
-        "PUT",
-        &format!("/v1/functions/{name}"),
-        &[("authorization", &auth)],
-        code,
-    )
+fn upload(luge: &Luge, name: &str, code: &[u8]) -> common::Reply {
+    luge.upload(TOKEN, name, code)
 }
 
 /// Sends a complete `/run` request on a raw connection and returns the
@@ -216,11 +199,7 @@ fn two_spins_beside_a_ping(luge: &Luge, timeout_ms: u64) -> Vec<std::net::TcpStr
         json!({"annotations": {"limits.timeout_ms": timeout_ms}}),
     );
     assert_eq!(luge.post("/spin/init", &spin).0, 200);
-    assert_eq!(
-        luge.post("/ping/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/ping/init", &init_body(&wasm("echo"), "main", json!({})));
     let spins = (0..2)
         .map(|_| send_run(luge, "/spin/run", json!({})))
         .collect();

@@ -24,13 +24,9 @@ fn expect_error(status: u16, body: &serde_json::Value, contains: &str) {
 #[test]
 fn every_kind_of_bad_input() {
     let luge = Luge::start("serve", &["--max-body-mb", "2"]);
-    assert_eq!(
-        luge.post(
-            "/healthy/init",
-            &init_body(&wasm("echo"), "main", json!({}))
-        )
-        .0,
-        200
+    luge.init_ok(
+        "/healthy/init",
+        &init_body(&wasm("echo"), "main", json!({})),
     );
 
     let raw = |path: &str, body: &[u8]| {
@@ -49,17 +45,8 @@ fn every_kind_of_bad_input() {
     );
     expect_error(s, &b, "base64");
 
-    let mut zip = std::io::Cursor::new(Vec::new());
-    {
-        use std::io::Write;
-        let mut writer = zip::ZipWriter::new(&mut zip);
-        writer
-            .start_file("README", zip::write::SimpleFileOptions::default())
-            .unwrap();
-        writer.write_all(b"no module here").unwrap();
-        writer.finish().unwrap();
-    }
-    let (s, b) = luge.post("/x3/init", &init_body(zip.get_ref(), "main", json!({})));
+    let zip = luge_testkit::zip_of(&[("README", b"no module here")]);
+    let (s, b) = luge.post("/x3/init", &init_body(&zip, "main", json!({})));
     expect_error(s, &b, "holds no WebAssembly module");
 
     let (s, b) = luge.post(
@@ -124,11 +111,7 @@ fn every_kind_of_bad_input() {
 
     healthy(&luge);
     // A failed init can be retried with good code.
-    assert_eq!(
-        luge.post("/x4/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/x4/init", &init_body(&wasm("echo"), "main", json!({})));
 }
 
 #[test]
@@ -140,11 +123,7 @@ fn proxy_run_before_init_and_bad_bodies() {
     expect_error(s, &parse(&b), "not valid JSON");
     let (s, b) = luge.post("/nope", &json!({}));
     expect_error(s, &b, "No route");
-    assert_eq!(
-        luge.post("/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/init", &init_body(&wasm("echo"), "main", json!({})));
     assert_eq!(
         luge.post("/run", &json!({"value": {"a": 1}})),
         (200, json!({"a": 1}))

@@ -70,11 +70,7 @@ fn granted_directories_and_nothing_else() {
 fn no_grants_no_files() {
     let (root, _outside) = fs_root_fixture();
     let luge = Luge::start("serve", &["--fs-root", path_str(root.path())]);
-    assert_eq!(
-        luge.post("/f/init", &init_body(&wasm("files"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/f/init", &init_body(&wasm("files"), "main", json!({})));
     let (_, out) = luge.post("/f/run", &json!({"value": {"path": "/data/ro/hello.txt"}}));
     assert!(out["error"].is_string(), "{out}");
 }
@@ -122,11 +118,7 @@ fn wasi_env_and_args_annotations() {
         {"key": "wasi.args", "value": ["--verbose"]},
         {"key": "exec", "value": "wasm:0.1"}
     ]});
-    assert_eq!(
-        luge.post("/v/init", &init_body(&wasm("env"), "main", annotations))
-            .0,
-        200
-    );
+    luge.init_ok("/v/init", &init_body(&wasm("env"), "main", annotations));
     let (_, out) = luge.post("/v/run", &json!({"value": {}}));
     assert_eq!(out["env"]["GREETING"], "hi");
     assert_eq!(out["args"], json!(["test-action", "--verbose"]));

@@ -44,7 +44,7 @@ fn a_command_component_passes_the_runner_scenarios() {
             "main",
             json!({"env": {"SOME_VAR": "xyz", "ANOTHER_VAR": "zyx"}}),
         );
-        assert_eq!(c.init(&init).0, 200);
+        c.init_ok(&init);
         let (status, body) = c.run(&json!({"value": {}}));
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["SOME_VAR"], "xyz");

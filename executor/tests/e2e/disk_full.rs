@@ -16,13 +16,7 @@ use serde_json::{Value, json};
 const TOKEN: &str = "operator-token-for-tests-0123456789";
 
 fn upload(luge: &Luge, name: &str, module: &[u8]) -> common::Reply {
-    let auth = format!("Bearer {TOKEN}");
-    luge.send(
-        "PUT",
-        &format!("/v1/functions/{name}"),
-        &[("authorization", &auth)],
-        module,
-    )
+    luge.upload(TOKEN, name, module)
 }
 
 /// One state operation through `kv`: its result (`{"error": ...}` when the

@@ -17,11 +17,7 @@ fn artifacts_for_another_engine_or_version_are_refused_at_init() {
     assert!(running.starts_with(engine()), "{running}");
 
     // Our own engine's artifact round-trips.
-    assert_eq!(
-        luge.post("/own/init", &init_body(&sealed("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/own/init", &init_body(&sealed("echo"), "main", json!({})));
     assert_eq!(
         luge.post("/own/run", &json!({"value": {"k": 1}})),
         (200, json!({"k": 1}))
@@ -70,21 +66,13 @@ fn wasmer_singlepass_serves_and_limits() {
         health["engine"].as_str().unwrap().starts_with("wasmer "),
         "{health}"
     );
-    assert_eq!(
-        luge.post("/sp/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/sp/init", &init_body(&wasm("echo"), "main", json!({})));
     assert_eq!(
         luge.post("/sp/run", &json!({"value": {"k": "v"}})),
         (200, json!({"k": "v"}))
     );
     let annotations = json!({"annotations": {"limits.timeout_ms": 300}});
-    assert_eq!(
-        luge.post("/spin/init", &init_body(&wasm("spin"), "main", annotations))
-            .0,
-        200
-    );
+    luge.init_ok("/spin/init", &init_body(&wasm("spin"), "main", annotations));
     let started = std::time::Instant::now();
     let (status, body) = luge.post("/spin/run", &json!({"value": {}}));
     assert_eq!(

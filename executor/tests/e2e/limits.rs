@@ -12,10 +12,7 @@ use serde_json::json;
 fn endless_loop_meets_its_time_limit_while_others_run() {
     on_both_front_ends(&[], |c| {
         let annotations = json!({"annotations": {"limits.timeout_ms": 700}});
-        assert_eq!(
-            c.init(&init_body(&wasm("spin"), "main", annotations)).0,
-            200
-        );
+        c.init_ok(&init_body(&wasm("spin"), "main", annotations));
         let started = Instant::now();
         let (status, body) = c.run(&json!({"value": {}}));
         assert_eq!(status, 502);
@@ -67,10 +64,7 @@ fn other_containers_are_served_during_a_runaway() {
 fn memory_hog_meets_its_memory_limit() {
     on_both_front_ends(&[], |c| {
         let annotations = json!({"annotations": {"limits.memory_mb": 64}});
-        assert_eq!(
-            c.init(&init_body(&wasm("memhog"), "main", annotations)).0,
-            200
-        );
+        c.init_ok(&init_body(&wasm("memhog"), "main", annotations));
         let (status, body) = c.run(&json!({"value": {"mb": 512}}));
         assert_eq!(status, 502);
         assert_eq!(
@@ -88,11 +82,7 @@ fn memory_hog_meets_its_memory_limit() {
 #[test]
 fn default_memory_limit_comes_from_the_operator() {
     let luge = Luge::start("serve", &["--memory-mb", "48"]);
-    assert_eq!(
-        luge.post("/m/init", &init_body(&wasm("memhog"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/m/init", &init_body(&wasm("memhog"), "main", json!({})));
     let (status, body) = luge.post("/m/run", &json!({"value": {"mb": 100}}));
     assert_eq!(status, 502);
     assert_error(&body, "48 MiB");

@@ -132,11 +132,7 @@ fn counters_move_with_invocations() {
 #[test]
 fn proxy_serves_metrics_too() {
     let luge = Luge::start("proxy", &[]);
-    assert_eq!(
-        luge.post("/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/init", &init_body(&wasm("echo"), "main", json!({})));
     assert_eq!(luge.post("/run", &json!({"value": {}})).0, 200);
     let samples = scrape(&luge);
     assert_eq!(
@@ -175,11 +171,7 @@ fn requests_run_on_the_worker_that_received_them() {
         let mut all = vec!["--workers", "2"];
         all.extend_from_slice(args);
         let luge = Luge::start("serve", &all);
-        assert_eq!(
-            luge.post("/c/init", &init_body(&wasm("echo"), "main", json!({})))
-                .0,
-            200
-        );
+        luge.init_ok("/c/init", &init_body(&wasm("echo"), "main", json!({})));
         for i in 0..50 {
             let reply = luge.post("/c/run", &json!({"value": {"i": i}}));
             assert_eq!(reply, (200, json!({"i": i})), "{args:?}");

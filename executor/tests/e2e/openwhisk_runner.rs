@@ -42,7 +42,7 @@ fn not_returning_a_dictionary() {
 fn second_initialization_is_refused() {
     on_both_front_ends(&[], |c| {
         let init = init_body(&wasm("echo"), "main", json!({}));
-        assert_eq!(c.init(&init).0, 200);
+        c.init_ok(&init);
         let (status, body) = c.init(&init);
         assert_ne!(status, 200);
         assert_eq!(
@@ -57,7 +57,7 @@ fn second_initialization_is_refused() {
 #[test]
 fn non_standard_entry_point() {
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&wasm("entry"), "niam", json!({}))).0, 200);
+        c.init_ok(&init_body(&wasm("entry"), "niam", json!({})));
         let arg = json!({"string": "hello"});
         assert_eq!(c.run(&json!({"value": arg})), (200, arg));
         let (_, err) = c.logs(1);
@@ -80,7 +80,7 @@ fn missing_entry_point_is_an_init_error() {
 fn calls_are_refused_with_a_reason() {
     on_both_front_ends(&[], |c| {
         let init = init_body(&wasm("c-relay"), "main", json!({}));
-        assert_eq!(c.init(&init).0, 200);
+        c.init_ok(&init);
         let (status, body) = c.run(&json!({"value": {"x": 1}}));
         assert_eq!(status, 200, "{body}");
         assert_eq!(body, json!({"error": "call_start: -2"}));
@@ -194,21 +194,11 @@ fn large_input_is_echoed_intact() {
 #[test]
 fn zip_and_c_actions() {
     on_both_front_ends(&[], |c| {
-        let mut zip = std::io::Cursor::new(Vec::new());
-        {
-            use std::io::Write;
-            let mut writer = zip::ZipWriter::new(&mut zip);
-            writer
-                .start_file("README.md", zip::write::SimpleFileOptions::default())
-                .unwrap();
-            writer.write_all(b"a C action").unwrap();
-            writer
-                .start_file("bin/hello.wasm", zip::write::SimpleFileOptions::default())
-                .unwrap();
-            writer.write_all(&wasm("c-hello")).unwrap();
-            writer.finish().unwrap();
-        }
-        assert_eq!(c.init(&init_body(zip.get_ref(), "main", json!({}))).0, 200);
+        let zip = luge_testkit::zip_of(&[
+            ("README.md", b"a C action"),
+            ("bin/hello.wasm", &wasm("c-hello")),
+        ]);
+        c.init_ok(&init_body(&zip, "main", json!({})));
         let (status, out) = c.run(&json!({"value": {"x": 1}}));
         assert_eq!(status, 200);
         assert_eq!(out["greeting"], "hello from C");
@@ -223,7 +213,7 @@ fn zip_and_c_actions() {
 fn precompiled_artifact_of_this_operator_loads() {
     let sealed = sealed("echo");
     on_both_front_ends(&[], |c| {
-        assert_eq!(c.init(&init_body(&sealed, "main", json!({}))).0, 200);
+        c.init_ok(&init_body(&sealed, "main", json!({})));
         assert_eq!(
             c.run(&json!({"value": {"k": "v"}})),
             (200, json!({"k": "v"}))

@@ -38,11 +38,7 @@ fn containers_share_a_module_until_the_last_is_destroyed() {
 #[test]
 fn concurrent_runs_on_one_container() {
     let luge = Luge::start("serve", &[]);
-    assert_eq!(
-        luge.post("/c/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/c/init", &init_body(&wasm("echo"), "main", json!({})));
     std::thread::scope(|s| {
         for i in 0..16 {
             let luge = &luge;

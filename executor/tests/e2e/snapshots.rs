@@ -32,7 +32,7 @@ fn a_snapshot_is_used_and_every_invocation_is_fresh() {
 fn an_openwhisk_init_of_plain_wasm_is_snapshotted() {
     on_both_front_ends(&[], |c| {
         let init = init_body(&wasm("preinit"), "main", json!({}));
-        assert_eq!(c.init(&init).0, 200);
+        c.init_ok(&init);
         let (status, out) = c.run(&json!({ "value": { "nth": 0 } }));
         assert_eq!(status, 200, "{out}");
         assert_eq!(out["prime"], 2);
@@ -75,11 +75,7 @@ fn a_failing_initialisation_is_an_upload_error() {
         );
     }
     // The host is fine.
-    assert_eq!(
-        luge.post("/e/init", &init_body(&wasm("echo"), "main", json!({})))
-            .0,
-        200
-    );
+    luge.init_ok("/e/init", &init_body(&wasm("echo"), "main", json!({})));
 }
 
 /// The initialisation is the function's own: the export its metadata names
@@ -144,7 +140,7 @@ fn openwhisk_annotations_shape_the_initialisation() {
                 "wasi.env": {"GREETING": "hello from an annotation"},
             }}),
         );
-        assert_eq!(c.init(&init).0, 200);
+        c.init_ok(&init);
         let (status, body) = c.run(&json!({"value": {}}));
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["greeting"], "hello from an annotation");

@@ -487,6 +487,21 @@ impl Luge {
         (status, parse(&body))
     }
 
+    /// POSTs the init `body` to `path`, which must take it (200).
+    #[track_caller]
+    pub fn init_ok(&self, path: &str, body: &Value) {
+        let (status, reply) = self.post(path, body);
+        assert_eq!(status, 200, "{path}: {reply}");
+    }
+
+    /// Uploads `code` as function `name` (`PUT /v1/functions/NAME`) with
+    /// the operator's `token`.
+    pub fn upload(&self, token: &str, name: &str, code: &[u8]) -> Reply {
+        let auth = format!("Bearer {token}");
+        let path = format!("/v1/functions/{name}");
+        self.send("PUT", &path, &[("authorization", &auth)], code)
+    }
+
     /// Initializes container `name` (`/NAME/init`) with example action
     /// `example` and its `main`, with `annotations`: the status.
     pub fn init_example(&self, name: &str, example: &str, annotations: Value) -> u16 {
@@ -582,12 +597,18 @@ pub trait ActionContainer {
     fn run(&self, body: &Value) -> (u16, Value);
     /// The activation logs so far: (stdout, stderr), waiting for `sentinels`.
     fn logs(&self, sentinels: usize) -> (String, String);
+    /// POSTs the init `body`, which must be taken (200).
+    #[track_caller]
+    fn init_ok(&self, body: &Value) {
+        let (status, reply) = self.init(body);
+        assert_eq!(status, 200, "{reply}");
+    }
+
     /// Initializes the example `module` (its `main`, no parameters),
     /// which must succeed.
     #[track_caller]
     fn init_example(&self, module: &str) {
-        let (status, body) = self.init(&init_body(&wasm(module), "main", serde_json::json!({})));
-        assert_eq!(status, 200, "{body}");
+        self.init_ok(&init_body(&wasm(module), "main", serde_json::json!({})));
     }
 
     /// Both log streams together, once they hold `needle` (or after 5 s):
