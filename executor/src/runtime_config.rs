@@ -464,24 +464,36 @@ mod tests {
             std::fs::write(&file, text).unwrap();
             format!("{:#}", outbound(None, Some(&file)).unwrap_err())
         };
-        assert!(
-            refused("[llm_compute]\ntype = \"spin\"\n").contains("[llm_compute] is not served")
-        );
-        assert!(refused("[nonsense]\n").contains("unknown section [nonsense]"));
-        assert!(
-            refused("[outbound_networking]\nblock_networks = [\"nope\"]\n")
-                .contains("neither an IP network")
-        );
-        assert!(
-            refused("[outbound_networking]\nmax_socket_connections = 3\n")
-                .contains("max_socket_connections")
-        );
-        assert!(
-            refused("[[client_tls]]\ncomponent_ids = []\nhosts = [\"a\"]\n")
-                .contains("'component_ids' list may not be empty")
-        );
-        assert!(refused("[[client_tls]]\ncomponent_ids = [\"a\"]\nhosts = [\"a\"]\nclient_cert_file = \"c.pem\"\n").contains("without client_private_key_file"));
-        assert!(refused("[[client_tls]]\ncomponent_ids = [\"a\"]\nhosts = [\"a\"]\nca_roots_file = \"missing.pem\"\n").contains("missing.pem"));
+        for (text, reason) in [
+            (
+                "[llm_compute]\ntype = \"spin\"\n",
+                "[llm_compute] is not served",
+            ),
+            ("[nonsense]\n", "unknown section [nonsense]"),
+            (
+                "[outbound_networking]\nblock_networks = [\"nope\"]\n",
+                "neither an IP network",
+            ),
+            (
+                "[outbound_networking]\nmax_socket_connections = 3\n",
+                "max_socket_connections",
+            ),
+            (
+                "[[client_tls]]\ncomponent_ids = []\nhosts = [\"a\"]\n",
+                "'component_ids' list may not be empty",
+            ),
+            (
+                "[[client_tls]]\ncomponent_ids = [\"a\"]\nhosts = [\"a\"]\nclient_cert_file = \"c.pem\"\n",
+                "without client_private_key_file",
+            ),
+            (
+                "[[client_tls]]\ncomponent_ids = [\"a\"]\nhosts = [\"a\"]\nca_roots_file = \"missing.pem\"\n",
+                "missing.pem",
+            ),
+        ] {
+            let error = refused(text);
+            assert!(error.contains(reason), "{text}: {error}");
+        }
         std::fs::write(
             &file,
             "[outbound_networking]\nblock_networks = [\"private\", \"1.1.1.1/32\"]\n[[client_tls]]\ncomponent_ids = [\"a\"]\nhosts = [\"example.com:8443\"]\nca_use_webpki_roots = true\n",
@@ -499,22 +511,28 @@ mod tests {
             sqlite(Some(&file), None)
         };
         let refused = |text: &str| format!("{:#}", read(text).unwrap_err());
-        assert!(refused("[sqlite_database.default]\ntype = \"spin\"\n").contains("in-memory"));
-        assert!(
-            refused("[sqlite_database.x]\ntype = \"libsql\"\nurl = \"https://a\"\ntoken = \"t\"\n")
-                .contains("libsql")
-        );
-        assert!(
-            refused("[sqlite_database.x]\ntype = \"pg\"\npath = \"a\"\n")
-                .contains("unknown variant `pg`, expected `spin` or `libsql`")
-        );
-        assert!(
-            refused("[sqlite_database.\"a b\"]\ntype = \"spin\"\npath = \"a\"\n").contains("label")
-        );
-        assert!(
-            refused("[sqlite_database.x]\ntype = \"spin\"\npath = \"a\"\nnope = 1\n")
-                .contains("nope")
-        );
+        for (text, reason) in [
+            ("[sqlite_database.default]\ntype = \"spin\"\n", "in-memory"),
+            (
+                "[sqlite_database.x]\ntype = \"libsql\"\nurl = \"https://a\"\ntoken = \"t\"\n",
+                "libsql",
+            ),
+            (
+                "[sqlite_database.x]\ntype = \"pg\"\npath = \"a\"\n",
+                "unknown variant `pg`, expected `spin` or `libsql`",
+            ),
+            (
+                "[sqlite_database.\"a b\"]\ntype = \"spin\"\npath = \"a\"\n",
+                "label",
+            ),
+            (
+                "[sqlite_database.x]\ntype = \"spin\"\npath = \"a\"\nnope = 1\n",
+                "nope",
+            ),
+        ] {
+            let error = refused(text);
+            assert!(error.contains(reason), "{text}: {error}");
+        }
         let databases =
             read("[sqlite_database.orders]\ntype = \"spin\"\npath = \"data/orders.db\"\n").unwrap();
         assert!(databases.knows("orders"));

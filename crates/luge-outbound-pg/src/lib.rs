@@ -467,11 +467,7 @@ impl Connection {
         params: Vec<Param>,
         deadline: Instant,
     ) -> Result<RowSet, PgError> {
-        let params = params
-            .into_iter()
-            .map(boxed)
-            .collect::<Result<Vec<_>, _>>()?;
-        self.budget.reset(self.max_bytes);
+        let params = boxed_all(params)?;
         let max_bytes = self.max_bytes;
         // Cancelled on the server unless it finishes.
         let run = async {
@@ -510,11 +506,7 @@ impl Connection {
             }
             Ok(set)
         };
-        match luge_outbound::finished_by(deadline, || self.cancel_in_background(), run).await {
-            None => Err(PgError::Deadline),
-            Some(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(max_bytes)),
-            Some(result) => result,
-        }
+        self.by_deadline(deadline, run).await
     }
 
     /// Runs `statement` with `params` by `deadline`: the rows it changed.
@@ -524,21 +516,33 @@ impl Connection {
         params: Vec<Param>,
         deadline: Instant,
     ) -> Result<u64, PgError> {
-        let params = params
-            .into_iter()
-            .map(boxed)
-            .collect::<Result<Vec<_>, _>>()?;
-        self.budget.reset(self.max_bytes);
+        let params = boxed_all(params)?;
         let refs: Vec<&(dyn ToSql + Sync)> =
             params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-        // Cancelled on the server unless it finishes.
-        let run = self.client.execute(statement, &refs);
+        self.by_deadline(deadline, self.client.execute(statement, &refs))
+            .await
+    }
+
+    /// Runs `run` (a statement, not yet started) on a fresh result budget
+    /// by `deadline`, cancelled on the server unless it finishes; a
+    /// failure once the budget is spent is the bound's.
+    async fn by_deadline<T, E: Into<PgError>>(
+        &self,
+        deadline: Instant,
+        run: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, PgError> {
+        self.budget.reset(self.max_bytes);
         match luge_outbound::finished_by(deadline, || self.cancel_in_background(), run).await {
             None => Err(PgError::Deadline),
             Some(Err(_)) if self.budget.spent() => Err(PgError::TooLarge(self.max_bytes)),
-            Some(result) => result.map_err(PgError::from),
+            Some(result) => result.map_err(Into::into),
         }
     }
+}
+
+/// Each parameter as the driver takes it.
+fn boxed_all(params: Vec<Param>) -> Result<Vec<Box<dyn ToSql + Sync + Send>>, PgError> {
+    params.into_iter().map(boxed).collect()
 }
 
 /// What a value costs against the result bound: its payload and 16

@@ -205,38 +205,34 @@ mod tests {
         std::iter::from_fn(|| queue.pop()).collect()
     }
 
+    /// Each policy orders by what it names: FIFO by arrival, EDF by
+    /// deadline, SRSF by slack (deadline less remaining service).
     #[test]
-    fn fifo_orders_by_arrival() {
+    fn each_policy_orders_by_its_key() {
         let t = Instant::now();
-        let jobs = [
-            ("b", urgency(t, 2, 5, 1)),
-            ("a", urgency(t, 1, 50, 1)),
-            ("c", urgency(t, 3, 1, 1)),
+        // (name, arrived ms, deadline ms, remaining ms)
+        let cases: [(Policy, [(&str, u64, u64, u64); 3], [&str; 3]); 3] = [
+            (
+                Policy::Fifo,
+                [("b", 2, 5, 1), ("a", 1, 50, 1), ("c", 3, 1, 1)],
+                ["a", "b", "c"],
+            ),
+            (
+                Policy::Edf,
+                [("late", 0, 100, 1), ("soon", 1, 10, 50), ("mid", 2, 50, 1)],
+                ["soon", "mid", "late"],
+            ),
+            // Slack: long = 100 - 90 = 10; short = 50 - 1 = 49; mid = 30 - 5 = 25.
+            (
+                Policy::Srsf,
+                [("short", 0, 50, 1), ("long", 0, 100, 90), ("mid", 0, 30, 5)],
+                ["long", "mid", "short"],
+            ),
         ];
-        assert_eq!(order(Policy::Fifo, &jobs), ["a", "b", "c"]);
-    }
-
-    #[test]
-    fn edf_orders_by_deadline() {
-        let t = Instant::now();
-        let jobs = [
-            ("late", urgency(t, 0, 100, 1)),
-            ("soon", urgency(t, 1, 10, 50)),
-            ("mid", urgency(t, 2, 50, 1)),
-        ];
-        assert_eq!(order(Policy::Edf, &jobs), ["soon", "mid", "late"]);
-    }
-
-    #[test]
-    fn srsf_orders_by_slack() {
-        let t = Instant::now();
-        // Slack: long = 100 - 90 = 10; short = 50 - 1 = 49; mid = 30 - 5 = 25.
-        let jobs = [
-            ("short", urgency(t, 0, 50, 1)),
-            ("long", urgency(t, 0, 100, 90)),
-            ("mid", urgency(t, 0, 30, 5)),
-        ];
-        assert_eq!(order(Policy::Srsf, &jobs), ["long", "mid", "short"]);
+        for (policy, jobs, expected) in cases {
+            let jobs = jobs.map(|(name, a, d, r)| (name, urgency(t, a, d, r)));
+            assert_eq!(order(policy, &jobs), expected, "{policy:?}");
+        }
     }
 
     #[test]

@@ -198,7 +198,7 @@ fn two_spins_beside_a_ping(luge: &Luge, timeout_ms: u64) -> Vec<std::net::TcpStr
         "main",
         json!({"annotations": {"limits.timeout_ms": timeout_ms}}),
     );
-    assert_eq!(luge.post("/spin/init", &spin).0, 200);
+    luge.init_ok("/spin/init", &spin);
     luge.init_ok("/ping/init", &init_body(&wasm("echo"), "main", json!({})));
     let spins = (0..2)
         .map(|_| send_run(luge, "/spin/run", json!({})))
@@ -278,7 +278,7 @@ fn admission_cannot_exceed_the_sandbox_pool() {
 fn repeated_memory_bombs_leave_rss_bounded() {
     let luge = Luge::start("serve", &["--workers", "1"]);
     let hog = init_body(&wasm("memhog"), "main", json!({}));
-    assert_eq!(luge.post("/hog/init", &hog).0, 200);
+    luge.init_ok("/hog/init", &hog);
     let mut peak = 0;
     for _ in 0..12 {
         // 200 MiB of the 256 MiB default: each run succeeds.
@@ -451,13 +451,13 @@ fn wrong_types_are_refused_and_traps_say_why() {
 fn containers_are_bounded() {
     let luge = Luge::start("serve", &["--max-containers", "2"]);
     let echo = init_body(&wasm("echo"), "main", json!({}));
-    assert_eq!(luge.post("/a/init", &echo).0, 200);
-    assert_eq!(luge.post("/b/init", &echo).0, 200);
+    luge.init_ok("/a/init", &echo);
+    luge.init_ok("/b/init", &echo);
     let (status, body) = luge.post("/c/init", &echo);
     assert_eq!(status, 503, "{body}");
     assert_error(&body, "limit");
     assert_eq!(luge.post("/a/destroy", &json!({})).0, 200);
-    assert_eq!(luge.post("/c/init", &echo).0, 200);
+    luge.init_ok("/c/init", &echo);
 }
 
 /// Finding 4: a small module with hundreds of thousands of functions once

@@ -50,15 +50,7 @@ fn a_command_component_passes_the_runner_scenarios() {
         assert_eq!(body["SOME_VAR"], "xyz");
         assert_eq!(body["ANOTHER_VAR"], "zyx");
     });
-    on_both_front_ends(&[], |c| {
-        c.init_example("p2-notdict");
-        let (status, body) = c.run(&json!({}));
-        assert_ne!(status, 200);
-        assert_eq!(
-            body,
-            json!({"error": "The action did not return a dictionary."})
-        );
-    });
+    on_both_front_ends(&[], |c| c.refuses_a_result_not_a_dictionary("p2-notdict"));
     on_both_front_ends(&[], |c| {
         c.init_example("p2-fail");
         // WASI 0.2's `exit` carries success or failure only: status 3

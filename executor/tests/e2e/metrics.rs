@@ -67,8 +67,8 @@ fn counters_move_with_invocations() {
 
     let echo = init_body(&wasm("echo"), "main", json!({"name": "echo-fn"}));
     let fail = init_body(&wasm("fail"), "main", json!({"name": "fail-fn"}));
-    assert_eq!(luge.post("/e/init", &echo).0, 200);
-    assert_eq!(luge.post("/f/init", &fail).0, 200);
+    luge.init_ok("/e/init", &echo);
+    luge.init_ok("/f/init", &fail);
     for _ in 0..3 {
         assert_eq!(luge.post("/e/run", &json!({"value": {}})).0, 200);
     }

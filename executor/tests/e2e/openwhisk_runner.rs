@@ -27,15 +27,7 @@ fn initialization_with_no_content() {
 
 #[test]
 fn not_returning_a_dictionary() {
-    on_both_front_ends(&[], |c| {
-        c.init_example("notdict");
-        let (status, body) = c.run(&json!({}));
-        assert_ne!(status, 200);
-        assert_eq!(
-            body,
-            json!({"error": "The action did not return a dictionary."})
-        );
-    });
+    on_both_front_ends(&[], |c| c.refuses_a_result_not_a_dictionary("notdict"));
 }
 
 #[test]
@@ -241,7 +233,7 @@ fn the_container_environment_reaches_the_action_in_proxy_mode() {
         "main",
         json!({ "env": { "__OW_EXTRA": "from init" } }),
     );
-    assert_eq!(luge.post("/init", &init).0, 200);
+    luge.init_ok("/init", &init);
     let (status, out) = luge.post("/run", &json!({ "value": {}, "activation_id": "a1" }));
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["api_host"], json!("https://openwhisk.example:443"));

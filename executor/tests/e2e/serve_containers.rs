@@ -10,8 +10,8 @@ use serde_json::json;
 fn containers_share_a_module_until_the_last_is_destroyed() {
     let luge = Luge::start("serve", &[]);
     let init = init_body(&wasm("echo"), "main", json!({}));
-    assert_eq!(luge.post("/a/init", &init).0, 200);
-    assert_eq!(luge.post("/b/init", &init).0, 200);
+    luge.init_ok("/a/init", &init);
+    luge.init_ok("/b/init", &init);
     let (_, health) = luge.get("/healthz");
     assert_eq!(health["containers"], 2);
     assert_eq!(health["modules"], 1);
@@ -31,7 +31,7 @@ fn containers_share_a_module_until_the_last_is_destroyed() {
     // A destroyed container is gone; its id can be initialized again, and
     // the module comes back from the disk cache without compiling.
     assert_eq!(luge.post("/a/run", &json!({})).0, 404);
-    assert_eq!(luge.post("/a/init", &init).0, 200);
+    luge.init_ok("/a/init", &init);
     assert_eq!(luge.get("/healthz").1["compiles"], 1);
 }
 

@@ -604,6 +604,17 @@ pub trait ActionContainer {
         assert_eq!(status, 200, "{reply}");
     }
 
+    /// Initializes the example `module`, runs it and expects OpenWhisk's
+    /// answer to a result that is no JSON object.
+    #[track_caller]
+    fn refuses_a_result_not_a_dictionary(&self, module: &str) {
+        self.init_example(module);
+        let (status, body) = self.run(&serde_json::json!({}));
+        assert_ne!(status, 200);
+        let error = "The action did not return a dictionary.";
+        assert_eq!(body, serde_json::json!({ "error": error }));
+    }
+
     /// Initializes the example `module` (its `main`, no parameters),
     /// which must succeed.
     #[track_caller]
