@@ -90,13 +90,7 @@ struct SpinEntry {
 pub struct Cron;
 
 impl Kind for Cron {
-    fn name(&self) -> &'static str {
-        "cron"
-    }
-
-    fn keys(&self) -> Option<&'static [&'static str]> {
-        None
-    }
+    crate::kind::identity!("cron", one string);
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
         let expression: String = crate::table(settings)?;

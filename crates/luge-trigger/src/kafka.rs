@@ -391,18 +391,8 @@ impl crate::Settings for Topic {
 pub struct Kafka;
 
 impl Kind for Kafka {
-    fn name(&self) -> &'static str {
-        "kafka"
-    }
-
-    fn events(&self) -> &'static str {
-        // A broker's message: what a `wasmcloud:messaging` handler takes.
-        "messaging"
-    }
-
-    fn keys(&self) -> Option<&'static [&'static str]> {
-        Some(luge_core::serde_keys::of::<Table>())
-    }
+    // A broker's message: what a `wasmcloud:messaging` handler takes.
+    crate::kind::identity!("kafka", Table, events: "messaging");
 
     fn refused_to_tenants(&self) -> Option<&'static str> {
         // librdkafka starts a thread for each broker the cluster's

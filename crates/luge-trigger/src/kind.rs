@@ -32,6 +32,37 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 /// to.
 pub type Triggered = (Source, Arc<dyn Sink>);
 
+/// A kind's identity, written first in its `impl Kind`: its name
+/// ([`Kind::name`]), the keys of the table its luge.toml settings are
+/// read as ([`Kind::keys`], from that reader's type) or `one string` for
+/// a kind whose setting is a string, and, after `events:`, the kind of
+/// events it produces where they are another kind's ([`Kind::events`]).
+macro_rules! identity {
+    ($name:literal, one string $(, events: $events:literal)?) => {
+        $crate::kind::identity!(@named $name $(, $events)?);
+        fn keys(&self) -> Option<&'static [&'static str]> {
+            None
+        }
+    };
+    ($name:literal, $table:ty $(, events: $events:literal)?) => {
+        $crate::kind::identity!(@named $name $(, $events)?);
+        fn keys(&self) -> Option<&'static [&'static str]> {
+            Some(luge_core::serde_keys::of::<$table>())
+        }
+    };
+    (@named $name:literal $(, $events:literal)?) => {
+        fn name(&self) -> &'static str {
+            $name
+        }
+        $(
+            fn events(&self) -> &'static str {
+                $events
+            }
+        )?
+    };
+}
+pub(crate) use identity;
+
 /// One kind of trigger.
 pub trait Kind: Sync + 'static {
     /// Its name: Spin's trigger type (`[[trigger.NAME]]`) and the key of

@@ -299,13 +299,7 @@ struct SpinEntry {
 pub struct Mqtt;
 
 impl Kind for Mqtt {
-    fn name(&self) -> &'static str {
-        "mqtt"
-    }
-
-    fn keys(&self) -> Option<&'static [&'static str]> {
-        Some(luge_core::serde_keys::of::<Table>())
-    }
+    crate::kind::identity!("mqtt", Table);
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
         let table: Table = crate::table(settings)?;

@@ -357,18 +357,8 @@ crate::kind::addressed_settings!(Queue, JetStream);
 pub struct JetStream;
 
 impl Kind for JetStream {
-    fn name(&self) -> &'static str {
-        "nats-jetstream"
-    }
-
-    fn events(&self) -> &'static str {
-        // A broker's message: what a `wasmcloud:messaging` handler takes.
-        "messaging"
-    }
-
-    fn keys(&self) -> Option<&'static [&'static str]> {
-        Some(luge_core::serde_keys::of::<Table>())
-    }
+    // A broker's message: what a `wasmcloud:messaging` handler takes.
+    crate::kind::identity!("nats-jetstream", Table, events: "messaging");
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
         Ok(Source::new(Queue::new(crate::table(settings)?)?))

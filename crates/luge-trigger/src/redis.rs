@@ -174,13 +174,7 @@ struct SpinEntry {
 pub struct Redis;
 
 impl Kind for Redis {
-    fn name(&self) -> &'static str {
-        "redis"
-    }
-
-    fn keys(&self) -> Option<&'static [&'static str]> {
-        Some(luge_core::serde_keys::of::<Table>())
-    }
+    crate::kind::identity!("redis", Table);
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
         let table: Table = crate::table(settings)?;

@@ -219,19 +219,9 @@ crate::kind::addressed_settings!(Queue, Streams);
 pub struct Streams;
 
 impl Kind for Streams {
-    fn name(&self) -> &'static str {
-        "redis-streams"
-    }
-
-    fn keys(&self) -> Option<&'static [&'static str]> {
-        Some(luge_core::serde_keys::of::<Table>())
-    }
-
-    fn events(&self) -> &'static str {
-        // Its messages are Redis messages: a Spin `inbound-redis` handler
-        // takes them.
-        "redis"
-    }
+    // Its messages are Redis messages: a Spin `inbound-redis` handler
+    // takes them.
+    crate::kind::identity!("redis-streams", Table, events: "redis");
 
     fn configured(&self, settings: toml::Value) -> Result<Source, SourceError> {
         let table: Table = crate::table(settings)?;
