@@ -176,15 +176,7 @@ impl App {
         function: &Function,
         arrived: Instant,
     ) -> Option<Arc<dyn luge_core::state::State>> {
-        let Mode::Serve { state, .. } = &self.mode else {
-            return None;
-        };
-        Some(Arc::new(state.session(
-            None,
-            function.private_store(),
-            &function.action.capabilities.state,
-            state_until(&function.action, arrived),
-        )))
+        self.session(None, function.private_store(), &function.action, arrived)
     }
 
     /// A session of shared state for an activation of a container of
@@ -199,15 +191,29 @@ impl App {
         invocation: &Invocation,
         arrived: Instant,
     ) -> Option<Arc<dyn luge_core::state::State>> {
-        let Mode::Serve { state, .. } = &self.mode else {
-            return None;
-        };
         let action = &invocation.action;
         let named = luge_openwhisk::activation::action_name(&invocation.env);
         let (scope, name) = named.unwrap_or(("-", action.name.as_str()));
+        self.session(Some(&format!("ow:{scope}")), name, action, arrived)
+    }
+
+    /// A session of shared state in `scope` (a tenant's namespaces; none
+    /// for the host's own functions) whose private namespace is `private`,
+    /// under `action`'s grants, for an invocation that arrived at
+    /// `arrived` (`luge serve` only).
+    fn session(
+        &self,
+        scope: Option<&str>,
+        private: &str,
+        action: &luge_core::Action,
+        arrived: Instant,
+    ) -> Option<Arc<dyn luge_core::state::State>> {
+        let Mode::Serve { state, .. } = &self.mode else {
+            return None;
+        };
         Some(Arc::new(state.session(
-            Some(&format!("ow:{scope}")),
-            name,
+            scope,
+            private,
             &action.capabilities.state,
             state_until(action, arrived),
         )))
