@@ -274,6 +274,7 @@ fn execution_stats(c: &mut Criterion) {
 fn metrics(c: &mut Criterion) {
     let metrics = luge_executor::metrics::Metrics::new(
         Arc::new(registry()),
+        luge_executor::admission::Admission::new(luge_executor::admission::Places::new(64)),
         Arc::new(unpinned_edf(1)),
         None,
         None,

@@ -105,8 +105,10 @@ impl App {
             Mode::Serve { state, .. } => Some(Arc::clone(state)),
             Mode::Proxy(_) => None,
         };
+        let admission = Admission::new(settings.admission.clone());
         let metrics = Metrics::new(
             Arc::clone(&settings.registry),
+            admission.clone(),
             Arc::clone(&settings.scheduler),
             settings.worker_runtimes.clone(),
             state,
@@ -117,7 +119,7 @@ impl App {
             Mode::Serve { .. } => Api::serve(),
         };
         Self {
-            admission: Admission::new(settings.admission.clone()),
+            admission,
             settings,
             metrics,
             token,

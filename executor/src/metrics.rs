@@ -269,6 +269,7 @@ impl Metrics {
     /// (`front_ends`, where they serve connections).
     pub fn new(
         modules: Arc<ModuleRegistry>,
+        admission: crate::admission::Admission,
         scheduler: Arc<Scheduler>,
         front_ends: Option<Arc<crate::frontend::WorkerRuntimes>>,
         state: Option<Arc<luge_state::StateStore>>,
@@ -325,6 +326,7 @@ impl Metrics {
         );
         registry.register_collector(Box::new(Pulled {
             modules,
+            admission,
             scheduler,
             front_ends,
             state,
@@ -531,6 +533,8 @@ impl Metrics {
 #[derive(Debug)]
 struct Pulled {
     modules: Arc<ModuleRegistry>,
+    /// The admission places: the invocations in flight.
+    admission: crate::admission::Admission,
     scheduler: Arc<Scheduler>,
     /// The workers' front ends, if they serve connections.
     front_ends: Option<Arc<crate::frontend::WorkerRuntimes>>,
@@ -615,6 +619,20 @@ impl Pulled {
 
     /// The scheduler's and the front ends' counts.
     fn encode_scheduler(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        // The load to scale on (KEDA's Prometheus scaler, an HPA on
+        // external metrics): what this process holds against what it can.
+        gauge(
+            encoder,
+            "invocations_in_flight",
+            "Invocations admitted and not yet ended (admission places held), calls and trigger events included.",
+            i64::try_from(self.admission.pending()).unwrap_or(i64::MAX),
+        )?;
+        gauge(
+            encoder,
+            "admission_places",
+            "Invocations this process admits at once (--max-pending); past them requests are refused with 503.",
+            i64::try_from(self.admission.limit()).unwrap_or(i64::MAX),
+        )?;
         let sched = self.scheduler.stats();
         counter(
             encoder,

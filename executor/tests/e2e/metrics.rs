@@ -355,3 +355,31 @@ fn reference(text: &str) -> String {
     }
     page
 }
+
+/// `luge_invocations_in_flight` is the load to scale on: 1 while a request
+/// runs, 0 once it has ended, beside the bound it is held against.
+#[test]
+fn invocations_in_flight_is_the_load_held() {
+    let site = Site::new(
+        &["sleep"],
+        "[[routes]]\npath = \"/sleep\"\nmodule = \"sleep.wasm\"\n",
+    );
+    let config = site.config();
+    let luge = Luge::start(
+        "serve",
+        &["--config", path_str(&config), "--max-pending", "48"],
+    );
+    let in_flight = |luge: &Luge| value(&scrape(luge), "luge_invocations_in_flight");
+    assert_eq!(in_flight(&luge), 0.0);
+    assert_eq!(value(&scrape(&luge), "luge_admission_places"), 48.0);
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| luge.post("/sleep", &json!({ "ms": 1500 })));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while in_flight(&luge) != 1.0 {
+            assert!(std::time::Instant::now() < until, "never in flight");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(slow.join().unwrap().0, 200);
+    });
+    assert_eq!(in_flight(&luge), 0.0);
+}
