@@ -141,14 +141,7 @@ fn operator_files_are_bounded_regular_and_never_echoed() {
     // A dotenv file that is not one, for a Spin app's variables.
     if on_wasmtime() {
         std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
-        let manifest = dir.path().join("spin.toml");
-        std::fs::write(
-            &manifest,
-            "spin_manifest_version = 2\n[application]\nname = \"a\"\n\
-             [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
-             [component.app]\nsource = \"app.wasm\"\n",
-        )
-        .unwrap();
+        let manifest = catch_all_app(dir.path(), "app.wasm", "");
         std::fs::write(
             dir.path().join("secret.env"),
             "GOOD=1\nroot:$6$s3cr3t-hash:19000:0:99999:7:::\n",

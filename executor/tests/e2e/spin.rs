@@ -363,14 +363,7 @@ fn a_spin_app_gets_what_its_manifest_grants() {
 fn unserved_imports_are_refused_at_start_by_name() {
     wasmtime_only!();
     let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("spin.toml");
-    std::fs::write(
-        &manifest,
-        "spin_manifest_version = 2\n[application]\nname = \"x\"\n\
-         [[trigger.http]]\nroute = \"/...\"\ncomponent = \"x\"\n\
-         [component.x]\nsource = \"app.wasm\"\n",
-    )
-    .unwrap();
+    let manifest = catch_all_app(dir.path(), "app.wasm", "");
     // The app's component importing `imports` (WAT): why it is refused.
     let refused = |imports: &str| {
         let component = wat::parse_str(format!("(component {imports})")).unwrap();
@@ -641,13 +634,7 @@ fn luge_up_serves_the_app_in_its_directory_as_spin_up_does() {
     wasmtime_only!();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("app.wasm"), wasm("spin-sdk3")).unwrap();
-    std::fs::write(
-        dir.path().join("spin.toml"),
-        "spin_manifest_version = 2\n[application]\nname = \"up\"\n\
-         [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
-         [component.app]\nsource = \"app.wasm\"\nkey_value_stores = [\"default\"]\n",
-    )
-    .unwrap();
+    catch_all_app(dir.path(), "app.wasm", "key_value_stores = [\"default\"]\n");
     let cache = tempfile::tempdir().unwrap();
     let up = |cwd: &std::path::Path, args: &[&str]| {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_luge"));
@@ -726,13 +713,7 @@ fn luge_up_serves_the_app_in_its_directory_as_spin_up_does() {
     assert_eq!(said.lines().count(), 1, "{said}");
     // An app not built yet: one line that says to build it, and how.
     let unbuilt = tempfile::tempdir().unwrap();
-    std::fs::write(
-        unbuilt.path().join("spin.toml"),
-        "spin_manifest_version = 2\n[application]\nname = \"unbuilt\"\n\
-         [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
-         [component.app]\nsource = \"target/wasm32-wasip2/release/app.wasm\"\n",
-    )
-    .unwrap();
+    catch_all_app(unbuilt.path(), "target/wasm32-wasip2/release/app.wasm", "");
     let refused = up(unbuilt.path(), &["--listen", "127.0.0.1:0"])
         .output()
         .unwrap();

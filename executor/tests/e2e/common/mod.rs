@@ -31,6 +31,20 @@ pub fn on_wasmtime() -> bool {
     engine() == "wasmtime"
 }
 
+/// Writes `dir/spin.toml`: a Spin app of one component, `app`, whose
+/// `source` is as given and whose route is `/...`, with the component's
+/// `extra` lines. Its path.
+pub fn catch_all_app(dir: &Path, source: &str, extra: &str) -> std::path::PathBuf {
+    let manifest = dir.join("spin.toml");
+    let text = format!(
+        "spin_manifest_version = 2\n[application]\nname = \"app\"\n\
+         [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
+         [component.app]\nsource = \"{source}\"\n{extra}"
+    );
+    std::fs::write(&manifest, text).unwrap();
+    manifest
+}
+
 /// Ends the test at once, passing, unless the suite runs against Wasmtime
 /// ([`on_wasmtime`]): the opening of each test of what only it serves.
 #[allow(unused_macros)] // each test binary uses its part
