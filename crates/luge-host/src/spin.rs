@@ -866,30 +866,9 @@ mod tests {
 
     use super::*;
 
-    const APP: &str = r#"
-spin_manifest_version = 2
-[application]
-name = "app"
-[variables]
-greeting = { default = "Hello" }
-upstream = { required = true }
-[[trigger.http]]
-route = "/..."
-component = "app"
-[[trigger.http]]
-route = "/exact"
-component = "other"
-[component.other]
-source = "other.wasm"
-[component.app]
-source = "target/app.wasm"
-key_value_stores = ["default", "cart"]
-allowed_outbound_hosts = ["{{ upstream }}"]
-[component.app.variables]
-greeting = "{{ greeting }}, world"
-[component.app.build]
-command = "cargo build"
-"#;
+    /// A Spin app of two components, one on a catch-all route, with
+    /// variables, stores, a templated grant and a build command.
+    const APP: &str = include_str!("../testdata/spin-app.toml");
 
     fn env(name: &str) -> Option<String> {
         (name == "SPIN_VARIABLE_UPSTREAM").then(|| "http://127.0.0.1:9000".to_owned())
@@ -1028,36 +1007,9 @@ command = "cargo build"
 
     #[test]
     fn redis_and_cron_triggers_wake_components_on_no_route() {
-        let manifest = r#"
-spin_manifest_version = 2
-[application]
-name = "events"
-[application.trigger.redis]
-address = "redis://{{ redis_host }}"
-[variables]
-redis_host = { default = "127.0.0.1:6379" }
-[[trigger.http]]
-route = "/..."
-component = "web"
-[[trigger.redis]]
-channel = "jobs"
-component = "worker"
-[[trigger.redis]]
-id = "audit"
-channel = "audit"
-address = "redis://127.0.0.1:7000"
-component = "worker"
-[[trigger.cron]]
-component = "tick"
-cron_expression = "*/2 * * * * *"
-[component.web]
-source = "web.wasm"
-[component.worker]
-source = "worker.wasm"
-key_value_stores = ["default"]
-[component.tick]
-source = "tick.wasm"
-"#;
+        // Redis and cron triggers beside an HTTP route, an app-level
+        // Redis address templated from a variable.
+        let manifest = include_str!("../testdata/spin-events.toml");
         let app = parse(
             Path::new("spin.toml"),
             manifest,
