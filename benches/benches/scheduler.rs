@@ -272,14 +272,16 @@ fn execution_stats(c: &mut Criterion) {
 /// wall time per observation, the threads' together (two threads that
 /// never wait for each other halve it).
 fn metrics(c: &mut Criterion) {
-    let metrics = luge_executor::metrics::Metrics::new(
-        Arc::new(registry()),
-        luge_executor::admission::Admission::new(luge_executor::admission::Places::new(64)),
-        Arc::new(unpinned_edf(1)),
-        None,
-        None,
-        None,
-    );
+    let metrics = luge_executor::metrics::Metrics::new(luge_executor::metrics::Pulled {
+        modules: Arc::new(registry()),
+        admission: luge_executor::admission::Admission::new(luge_executor::admission::Places::new(
+            64,
+        )),
+        scheduler: Arc::new(unpinned_edf(1)),
+        front_ends: None,
+        state: None,
+        telemetry: None,
+    });
     let mut group = c.benchmark_group("metrics");
     for threads in [1u32, 2] {
         group.bench_function(format!("observe an invocation, {threads} threads"), |b| {

@@ -106,14 +106,14 @@ impl App {
             Mode::Proxy(_) => None,
         };
         let admission = Admission::new(settings.admission.clone());
-        let metrics = Metrics::new(
-            Arc::clone(&settings.registry),
-            admission.clone(),
-            Arc::clone(&settings.scheduler),
-            settings.worker_runtimes.clone(),
+        let metrics = Metrics::new(crate::metrics::Pulled {
+            modules: Arc::clone(&settings.registry),
+            admission: admission.clone(),
+            scheduler: Arc::clone(&settings.scheduler),
+            front_ends: settings.worker_runtimes.clone(),
             state,
-            settings.telemetry.clone(),
-        );
+            telemetry: settings.telemetry.clone(),
+        });
         let api = match &mode {
             Mode::Proxy(_) => Api::proxy(),
             Mode::Serve { .. } => Api::serve(),

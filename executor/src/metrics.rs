@@ -71,6 +71,7 @@ thread_local! {
     /// Per [`Metrics`] (by its id), this thread's handles.
     static HANDLES: RefCell<HashMap<u64, ThreadHandles>> = RefCell::new(HashMap::new());
 }
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::exponential_buckets;
@@ -210,6 +211,17 @@ pub const REGISTERED: &[(&str, &str, &str)] = &[
 
 /// `metric` registered in `registry` as the family `name`, with its help
 /// from [`REGISTERED`]; a handle to it.
+/// A family of histograms, one per label set, each with the bounds
+/// `buckets` makes.
+fn histograms<L>(
+    buckets: fn() -> ShardedHistogram,
+) -> Family<L, ShardedHistogram, fn() -> ShardedHistogram>
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    Family::new_with_constructor(buckets)
+}
+
 fn registered<M: prometheus_client::registry::Metric + Clone>(
     registry: &mut Registry,
     name: &str,
@@ -265,73 +277,20 @@ fn labels(function: &str) -> FunctionLabels {
 }
 
 impl Metrics {
-    /// Metrics over `registry`, `scheduler` and the workers' front ends
-    /// (`front_ends`, where they serve connections).
-    pub fn new(
-        modules: Arc<ModuleRegistry>,
-        admission: crate::admission::Admission,
-        scheduler: Arc<Scheduler>,
-        front_ends: Option<Arc<crate::frontend::WorkerRuntimes>>,
-        state: Option<Arc<luge_state::StateStore>>,
-        telemetry: Option<luge_telemetry::Telemetry>,
-    ) -> Self {
+    /// Metrics of the invocations observed, and of what `pulled` reads
+    /// at scrape time.
+    pub fn new(pulled: Pulled) -> Self {
         let mut registry = Registry::with_prefix("luge");
-        let invocations = registered(
-            &mut registry,
-            "invocations",
-            Family::<OutcomeLabels, ShardedCounter>::default(),
-        );
-        let latency = registered(
-            &mut registry,
-            "invocation_seconds",
-            Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
-                latency_histogram as fn() -> ShardedHistogram,
-            ),
-        );
-        let queue_delay = registered(
-            &mut registry,
-            "queue_delay_seconds",
-            Family::<FunctionLabels, ShardedHistogram>::new_with_constructor(
-                queue_histogram as fn() -> ShardedHistogram,
-            ),
-        );
-        let calls = registered(
-            &mut registry,
-            "calls",
-            Family::<CallLabels, Counter>::default(),
-        );
-        let admissions = registered(
-            &mut registry,
-            "admissions",
-            Family::<AdmissionLabels, ShardedCounter>::default(),
-        );
-        let trigger_events = registered(
-            &mut registry,
-            "trigger_events",
-            Family::<TriggerLabels, Counter>::default(),
-        );
-        let trigger_lag = registered(
-            &mut registry,
-            "trigger_lag_seconds",
-            Family::<TriggerName, ShardedHistogram>::new_with_constructor(
-                latency_histogram as fn() -> ShardedHistogram,
-            ),
-        );
-        let message_age = registered(
-            &mut registry,
-            "trigger_message_age_seconds",
-            Family::<TriggerName, ShardedHistogram>::new_with_constructor(
-                age_histogram as fn() -> ShardedHistogram,
-            ),
-        );
-        registry.register_collector(Box::new(Pulled {
-            modules,
-            admission,
-            scheduler,
-            front_ends,
-            state,
-            telemetry,
-        }));
+        let r = &mut registry;
+        let invocations = registered(r, "invocations", Family::default());
+        let latency = registered(r, "invocation_seconds", histograms(latency_histogram));
+        let queue_delay = registered(r, "queue_delay_seconds", histograms(queue_histogram));
+        let calls = registered(r, "calls", Family::default());
+        let admissions = registered(r, "admissions", Family::default());
+        let trigger_events = registered(r, "trigger_events", Family::default());
+        let trigger_lag = registered(r, "trigger_lag_seconds", histograms(latency_histogram));
+        let message_age = registered(r, "trigger_message_age_seconds", histograms(age_histogram));
+        registry.register_collector(Box::new(pulled));
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -529,37 +488,43 @@ impl Metrics {
     }
 }
 
-/// Reads other components' counters at scrape time.
+/// What the metrics read at scrape time: other components' counts.
 #[derive(Debug)]
-struct Pulled {
-    modules: Arc<ModuleRegistry>,
+pub struct Pulled {
+    /// The modules loaded, compiled and cached.
+    pub modules: Arc<ModuleRegistry>,
     /// The admission places: the invocations in flight.
-    admission: crate::admission::Admission,
-    scheduler: Arc<Scheduler>,
+    pub admission: crate::admission::Admission,
+    /// The scheduler's counters.
+    pub scheduler: Arc<Scheduler>,
     /// The workers' front ends, if they serve connections.
-    front_ends: Option<Arc<crate::frontend::WorkerRuntimes>>,
-    state: Option<Arc<luge_state::StateStore>>,
-    telemetry: Option<luge_telemetry::Telemetry>,
+    pub front_ends: Option<Arc<crate::frontend::WorkerRuntimes>>,
+    /// The shared state's store (`luge serve`).
+    pub state: Option<Arc<luge_state::StateStore>>,
+    /// The telemetry pipeline, if it exports.
+    pub telemetry: Option<luge_telemetry::Telemetry>,
 }
 
-fn counter(
+/// What encoding a family at scrape time gives.
+type Encoded = Result<(), std::fmt::Error>;
+
+/// Describes the family `name` (`help`) and encodes `metric`, its one
+/// member, read at scrape time.
+fn constant(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    value: u64,
-) -> Result<(), std::fmt::Error> {
-    let metric = ConstCounter::new(value);
+    metric: impl EncodeMetric,
+) -> Encoded {
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
-fn gauge(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: i64,
-) -> Result<(), std::fmt::Error> {
-    let metric = ConstGauge::new(value);
-    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+fn counter(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> Encoded {
+    constant(encoder, name, help, ConstCounter::new(value))
+}
+
+fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: i64) -> Encoded {
+    constant(encoder, name, help, ConstGauge::new(value))
 }
 
 impl Collector for Pulled {
@@ -708,57 +673,71 @@ impl Pulled {
     /// The labelled families: busy time per worker, deadline misses per
     /// function, telemetry records by signal and result.
     fn encode_families(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let sched = self.scheduler.stats();
-        let busy = ConstCounter::new(0.0f64);
-        let mut family = encoder.encode_descriptor(
-            "worker_busy_seconds",
-            "Time each worker spent running sandboxes.",
-            None,
-            busy.metric_type(),
+        let busy_ns = self.scheduler.stats().busy_ns;
+        let busy = busy_ns.iter().enumerate();
+        counters(
+            encoder,
+            (
+                "worker_busy_seconds",
+                "Time each worker spent running sandboxes.",
+            ),
+            busy.map(|(worker, ns)| ([("worker", worker.to_string())], *ns as f64 / 1e9)),
         )?;
-        for (worker, ns) in sched.busy_ns.iter().enumerate() {
-            let labels = [("worker", worker.to_string())];
-            ConstCounter::new(*ns as f64 / 1e9).encode(family.encode_family(&labels)?)?;
-        }
-
         let functions = self.scheduler.execution_stats().all();
-        let misses = ConstCounter::new(0u64);
-        let mut family = encoder.encode_descriptor(
-            "deadline_misses",
-            "Invocations that completed after their deadline.",
-            None,
-            misses.metric_type(),
+        counters(
+            encoder,
+            (
+                "deadline_misses",
+                "Invocations that completed after their deadline.",
+            ),
+            functions.iter().map(|(function, stats)| {
+                ([("function", function.as_str())], stats.deadline_misses)
+            }),
         )?;
-        for (function, stats) in &functions {
-            let labels = [("function", function.as_str())];
-            ConstCounter::new(stats.deadline_misses).encode(family.encode_family(&labels)?)?;
-        }
-
-        if let Some(telemetry) = &self.telemetry {
-            let records = ConstCounter::new(0u64);
-            let mut family = encoder.encode_descriptor(
-                "telemetry_records",
-                "OpenTelemetry spans and log records by what became of them: exported, dropped (the export queue was full) or failed (the collector refused or was too slow).",
-                None,
-                records.metric_type(),
-            )?;
-            for (signal, counts) in [
-                ("traces", telemetry.span_counts()),
-                ("logs", telemetry.log_counts()),
+        let Some(telemetry) = &self.telemetry else {
+            return Ok(());
+        };
+        let mut records = Vec::new();
+        for (signal, counts) in [
+            ("traces", telemetry.span_counts()),
+            ("logs", telemetry.log_counts()),
+        ] {
+            let (exported, dropped, failed) = counts.snapshot();
+            for (result, n) in [
+                ("exported", exported),
+                ("dropped", dropped),
+                ("failed", failed),
             ] {
-                let (exported, dropped, failed) = counts.snapshot();
-                for (result, n) in [
-                    ("exported", exported),
-                    ("dropped", dropped),
-                    ("failed", failed),
-                ] {
-                    let labels = [("signal", signal), ("result", result)];
-                    ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
-                }
+                records.push(([("signal", signal), ("result", result)], n));
             }
         }
-        Ok(())
+        counters(
+            encoder,
+            (
+                "telemetry_records",
+                "OpenTelemetry spans and log records by what became of them: exported, dropped (the export queue was full) or failed (the collector refused or was too slow).",
+            ),
+            records,
+        )
     }
+}
+
+/// Describes the counter family `name` (`help`) and encodes each of
+/// `members` (its labels and its value), read at scrape time.
+fn counters<L, N>(
+    encoder: &mut DescriptorEncoder,
+    (name, help): (&str, &str),
+    members: impl IntoIterator<Item = (L, N)>,
+) -> Encoded
+where
+    L: EncodeLabelSet,
+    ConstCounter<N>: EncodeMetric,
+{
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in members {
+        ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
