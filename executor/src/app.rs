@@ -63,9 +63,6 @@ pub(crate) struct App {
     pub(crate) uploads_changed: std::sync::OnceLock<UploadsChanged>,
     /// The tasks of each uploaded function's triggers.
     pub(crate) uploaded_triggers: std::sync::Mutex<std::collections::HashMap<String, Tasks>>,
-    /// Set once the server drains (SIGTERM or SIGINT): readiness then
-    /// answers 503, so a load balancer sends nothing new.
-    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
 
 /// How long past its job's deadline a worker may stay in one poll (or,
@@ -129,7 +126,6 @@ impl App {
             next_request: AtomicU64::new(1),
             uploads_changed: std::sync::OnceLock::new(),
             uploaded_triggers: std::sync::Mutex::default(),
-            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -302,11 +298,10 @@ impl App {
     /// `GET /readyz` (Kubernetes' readiness probe): 200 once this process
     /// serves (it listens only once every configured function is
     /// compiled and its app's components loaded) and, for `luge proxy`,
-    /// its action is initialised; 503 while it drains, or before `/init`.
+    /// its action is initialised; 503 before `/init`. (From SIGTERM on it
+    /// accepts no connection, and each open one closes after the request
+    /// it serves: there is no draining state to answer.)
     pub(crate) fn readiness(&self) -> Response {
-        if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
-            return http::json_error(StatusCode::SERVICE_UNAVAILABLE, "Draining: shutting down.");
-        }
         match &self.mode {
             Mode::Proxy(container) if !container.is_ready() => http::json_error(
                 StatusCode::SERVICE_UNAVAILABLE,

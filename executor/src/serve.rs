@@ -148,7 +148,6 @@ async fn serve_sites(
     tokio::select! {
         () = &mut main => {}
         () = shutdown => {
-            app.draining.store(true, std::sync::atomic::Ordering::Relaxed);
             let _ = stop.send(true);
             main.await;
         }

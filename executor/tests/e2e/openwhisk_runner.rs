@@ -245,3 +245,14 @@ fn the_container_environment_reaches_the_action_in_proxy_mode() {
     assert_eq!(out["env"].get("NOT_OPENWHISK"), None, "only __OW_* pass");
     assert_eq!(out["activation_id"], json!("a1"));
 }
+
+/// `luge proxy` is ready only once it holds an action (`/readyz` 503
+/// before `/init`, 200 after), and live throughout.
+#[test]
+fn a_proxy_is_ready_once_initialised() {
+    let luge = Luge::start("proxy", &[]);
+    assert_eq!(luge.request("GET", "/readyz", b"").0, 503);
+    assert_eq!(luge.request("GET", "/livez", b""), (200, b"OK".to_vec()));
+    luge.init_ok("/init", &init_body(&wasm("echo"), "main", json!({})));
+    assert_eq!(luge.request("GET", "/readyz", b""), (200, b"OK".to_vec()));
+}
