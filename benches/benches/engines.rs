@@ -140,6 +140,7 @@ fn mixed_throughput(registry: &ModuleRegistry, jobs: usize) -> f64 {
             function: Arc::from("mixed"),
             deadline: started + Duration::from_secs(60),
             expected: None,
+            longest_poll: std::time::Duration::from_secs(60),
             tenant: None,
             future: Box::pin(async move {
                 let outcome = sandbox.await;

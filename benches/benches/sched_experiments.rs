@@ -177,6 +177,7 @@ impl Bench {
                 function: Arc::from(classes[class].name),
                 deadline,
                 expected: Some(classes[class].service),
+                longest_poll: std::time::Duration::from_secs(60),
                 tenant: None,
                 future: Box::pin(async move {
                     let outcome = sandbox.await;

@@ -69,6 +69,7 @@ fn overhead(c: &mut Criterion) {
                     function: Arc::clone(&name),
                     deadline: Instant::now() + Duration::from_secs(1),
                     expected: None,
+                    longest_poll: std::time::Duration::from_secs(60),
                     tenant: None,
                     future: Box::pin(async move {
                         let _ = tx.send(sandbox.await);
@@ -149,6 +150,7 @@ fn in_batch(
             function: Arc::clone(name),
             deadline: Instant::now() + Duration::from_secs(1),
             expected: None,
+            longest_poll: std::time::Duration::from_secs(60),
             tenant: None,
             future: Box::pin(async move {
                 work.await;
@@ -207,6 +209,7 @@ fn urgent_delay(c: &mut Criterion) {
                 function: Arc::from("long"),
                 deadline: far,
                 expected: None,
+                longest_poll: std::time::Duration::from_secs(60),
                 tenant: None,
                 future: Box::pin(Spinner {
                     stop: Arc::clone(&stop),
@@ -224,6 +227,7 @@ fn urgent_delay(c: &mut Criterion) {
                         function: Arc::clone(&name),
                         deadline: submitted,
                         expected: None,
+                        longest_poll: std::time::Duration::from_secs(60),
                         tenant: None,
                         future: Box::pin(async move {
                             let _ = tx.send(submitted.elapsed());

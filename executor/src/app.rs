@@ -65,12 +65,11 @@ pub(crate) struct App {
     pub(crate) uploaded_triggers: std::sync::Mutex<std::collections::HashMap<String, Tasks>>,
 }
 
-/// How long past its job's deadline a worker may stay in one poll (or,
-/// polling nothing, past the scheduler's idle recheck without a
-/// scheduling point) before liveness counts it stuck: the engine ends a
-/// guest's run at its deadline within an epoch tick, so a worker held 10 s
-/// longer is held by something else (a host call blocking its thread),
-/// and a restart is the remedy.
+/// How long past its run's time limit a worker may stay in one poll
+/// before liveness counts it stuck: the engine ends a guest's run at its
+/// time limit within an epoch tick, so a worker held 10 s longer is held
+/// by something else (a host call blocking its thread), and a restart is
+/// the remedy.
 const STUCK_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What is told an uploaded function's name when it changed.
@@ -289,7 +288,7 @@ impl App {
         http::json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!(
-                "Workers {stuck:?} are stuck: held over {} s past their job's deadline or their idle recheck.",
+                "Workers {stuck:?} are stuck: held in one run over {} s past its time limit.",
                 STUCK_AFTER.as_secs()
             ),
         )

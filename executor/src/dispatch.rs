@@ -54,6 +54,9 @@ pub async fn run(
         function: Arc::from(action.name.as_str()),
         deadline,
         expected: action.sched.expected_execution,
+        // The engine ends a run at the time limit: no poll holds a
+        // worker longer unless something else holds its thread.
+        longest_poll: timeout + PARKED_GRACE,
         tenant: Some(Arc::clone(place.runs_as())),
         future: Box::pin(async move {
             // First poll: a worker picked the job up.

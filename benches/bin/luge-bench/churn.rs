@@ -49,6 +49,7 @@ pub(crate) fn churn(setup: &Setup, window: Duration) -> anyhow::Result<Report> {
                 function: Arc::from("noop"),
                 deadline: arrival + Duration::from_millis(10),
                 expected: None,
+                longest_poll: std::time::Duration::from_secs(60),
                 tenant: None,
                 future: Box::pin(async move {
                     let outcome = sandbox.await;

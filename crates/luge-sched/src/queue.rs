@@ -210,8 +210,14 @@ mod tests {
     #[test]
     fn each_policy_orders_by_its_key() {
         let t = Instant::now();
-        // (name, arrived ms, deadline ms, remaining ms)
-        let cases: [(Policy, [(&str, u64, u64, u64); 3], [&str; 3]); 3] = [
+        // Jobs as (name, arrived ms, deadline ms, remaining ms), and the
+        // order the policy runs them in.
+        type Case = (
+            Policy,
+            [(&'static str, u64, u64, u64); 3],
+            [&'static str; 3],
+        );
+        let cases: [Case; 3] = [
             (
                 Policy::Fifo,
                 [("b", 2, 5, 1), ("a", 1, 50, 1), ("c", 3, 1, 1)],

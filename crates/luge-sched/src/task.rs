@@ -47,6 +47,8 @@ pub(crate) struct Task {
     /// CPU time at the last renewal, ns.
     pub renewed_at_cpu_ns: AtomicU64,
     pub expected_seed: Option<Duration>,
+    /// The longest one poll may hold its worker (the job's).
+    pub longest_poll: Duration,
     /// Long by execution-time-aware sharding: runs only on the long
     /// workers. Decided at submission.
     pub long: bool,

@@ -242,6 +242,10 @@ pub struct Job {
     pub deadline: Instant,
     /// Declared expected execution time, used by SRSF until runs are measured.
     pub expected: Option<Duration>,
+    /// The longest one poll of it may hold its worker: the engine ends a
+    /// run by then (the function's time limit). A worker in one poll
+    /// longer than this and a grace is stuck ([`Scheduler::stuck_workers`]).
+    pub longest_poll: Duration,
     /// Who pays for its worker time; `None`: nobody, never over a share.
     pub tenant: Option<Arc<Tenant>>,
     /// The work. It reports its own result (e.g. through a channel).
@@ -279,12 +283,9 @@ pub(crate) struct Shared {
     /// `IDLE_KEY` when it runs none. Read by `submit` to find the worker a
     /// more urgent arrival should interrupt.
     running_key: Vec<AtomicU64>,
-    /// Each worker's last scheduling point or end of a poll, in ns since
-    /// `base`: a worker polling nothing reaches a scheduling point at
-    /// least every [`IDLE_RECHECK`] (see [`Scheduler::stuck_workers`]).
-    beats: Vec<AtomicU64>,
-    /// The deadline of the job each worker polls now, in ns since `base`
-    /// (at least 1), or [`NOT_POLLING`]: the engine ends a poll by then.
+    /// When the poll each worker runs now must have ended, in ns since
+    /// `base` (at least 1; its start and its job's `longest_poll`), or
+    /// [`NOT_POLLING`]: the engine ends a run by then.
     polling_until: Vec<AtomicU64>,
     base: Instant,
     /// The weights of the tenants with jobs here, added (their share's
@@ -616,7 +617,9 @@ impl Shared {
         self.signals[worker].clear();
         let started = Instant::now();
         self.running_key[worker].store(self.rank_ns(self.rank(&task, started)), Ordering::Release);
-        let until = self.since_base(task.deadline).max(NOT_POLLING + 1);
+        let until = self
+            .since_base(started.checked_add(task.longest_poll).unwrap_or(started))
+            .max(NOT_POLLING + 1);
         self.polling_until[worker].store(until, Ordering::Relaxed);
         CURRENT_JOB.with(|current| {
             current.set(Some((
@@ -642,10 +645,7 @@ impl Shared {
         CURRENT_JOB.with(|current| current.set(None));
         self.running_key[worker].store(IDLE_KEY, Ordering::Release);
         let ended = Instant::now();
-        // The beat before the poll's end is published: whoever sees the
-        // worker polling nothing sees this beat or a later one.
-        self.beats[worker].store(self.since_base(ended), Ordering::Relaxed);
-        self.polling_until[worker].store(NOT_POLLING, Ordering::Release);
+        self.polling_until[worker].store(NOT_POLLING, Ordering::Relaxed);
         let spent = ended.saturating_duration_since(started);
         self.busy_ns[worker].fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
         task.cpu_ns
@@ -738,7 +738,6 @@ impl Shared {
     /// One scheduling point of `worker`: runs the most urgent job it can
     /// find, or says it is idle (its sleep announced) or must stop.
     fn step(&self, worker: usize) -> Step {
-        self.beats[worker].store(self.since_base(Instant::now()), Ordering::Relaxed);
         // Back from a park (or a wake-up before it): no longer asleep.
         self.sleep.clear(worker);
         if self.shutdown.load(Ordering::Acquire) {
@@ -841,7 +840,6 @@ impl Scheduler {
             next_wake: AtomicUsize::new(0),
             signals: (0..n).map(|_| PreemptSignal::new()).collect(),
             running_key: (0..n).map(|_| AtomicU64::new(IDLE_KEY)).collect(),
-            beats: (0..n).map(|_| AtomicU64::new(0)).collect(),
             polling_until: (0..n).map(|_| AtomicU64::new(NOT_POLLING)).collect(),
             base: Instant::now(),
             active_weight: AtomicU64::new(0),
@@ -910,6 +908,7 @@ impl Scheduler {
             postponed_ns: AtomicU64::new(0),
             renewed_at_cpu_ns: AtomicU64::new(0),
             expected_seed: job.expected,
+            longest_poll: job.longest_poll,
             long,
             cpu_ns: AtomicU64::new(0),
             yields: AtomicU64::new(0),
@@ -948,31 +947,22 @@ impl Scheduler {
         self.handles.len()
     }
 
-    /// The workers that are stuck, by index: one still in a poll `grace`
-    /// past its job's deadline (the engine ends a sandbox's run by its
-    /// deadline, so what holds the thread is not the guest: a host call
-    /// blocking it, a deadlock), or one polling nothing that has reached
-    /// no scheduling point for `grace` past the idle recheck (a front end
-    /// or a task of its runtime holding the thread). What a liveness
-    /// probe reads: a process with a stuck worker serves less, maybe
-    /// nothing, and is better restarted.
+    /// The workers that are stuck, by index: each still in a poll `grace`
+    /// past its job's `longest_poll`. The engine ends a sandbox's run by
+    /// its time limit, so what holds the thread is not the guest: a host
+    /// call blocking it, a deadlock. What a liveness probe reads: a
+    /// process with a stuck worker serves less, maybe nothing, and is
+    /// better restarted. (A worker's front end, between polls, is not
+    /// watched: its work, a compile among it, has no bound to hold it to.)
     pub fn stuck_workers(&self, grace: Duration) -> Vec<usize> {
         let shared = &self.shared;
         let now = shared.since_base(Instant::now());
         let grace_ns = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
-        let idle_ns = u64::try_from(IDLE_RECHECK.as_nanos())
-            .unwrap_or(u64::MAX)
-            .saturating_add(grace_ns);
         (0..shared.polling_until.len())
-            .filter(
-                |&worker| match shared.polling_until[worker].load(Ordering::Acquire) {
-                    NOT_POLLING => {
-                        let beat = shared.beats[worker].load(Ordering::Relaxed);
-                        now.saturating_sub(beat) > idle_ns
-                    }
-                    until => now > until.saturating_add(grace_ns),
-                },
-            )
+            .filter(|&worker| {
+                let until = shared.polling_until[worker].load(Ordering::Relaxed);
+                until != NOT_POLLING && now > until.saturating_add(grace_ns)
+            })
             .collect()
     }
 
