@@ -456,6 +456,13 @@ impl VariableProviders {
 mod tests {
     use super::*;
 
+    /// That `refused` (a reader's error for a file of `text`) names `reason`.
+    #[track_caller]
+    fn assert_refused(refused: impl Fn(&str) -> String, text: &str, reason: &str) {
+        let error = refused(text);
+        assert!(error.contains(reason), "{text}: {error}");
+    }
+
     #[test]
     fn sections_are_served_or_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
@@ -491,8 +498,7 @@ mod tests {
                 "missing.pem",
             ),
         ] {
-            let error = refused(text);
-            assert!(error.contains(reason), "{text}: {error}");
+            assert_refused(refused, text, reason);
         }
         std::fs::write(
             &file,
@@ -530,8 +536,7 @@ mod tests {
                 "nope",
             ),
         ] {
-            let error = refused(text);
-            assert!(error.contains(reason), "{text}: {error}");
+            assert_refused(refused, text, reason);
         }
         let databases =
             read("[sqlite_database.orders]\ntype = \"spin\"\npath = \"data/orders.db\"\n").unwrap();
