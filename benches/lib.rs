@@ -94,7 +94,8 @@ pub struct Server {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     agent: ureq::Agent,
-    _dir: tempfile::TempDir,
+    /// The server's cache, key and state (none for [`Server::attach`]).
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -147,7 +148,17 @@ impl Server {
         Self {
             base: format!("http://{addr}"),
             agent,
-            _dir: dir,
+            _dir: Some(dir),
+        }
+    }
+
+    /// A keep-alive client to a server already listening at `addr` (one in
+    /// a process of its own, whose memory is read apart from this one's).
+    pub fn attach(addr: std::net::SocketAddr) -> Self {
+        Self {
+            base: format!("http://{addr}"),
+            agent: luge_testkit::http_agent(),
+            _dir: None,
         }
     }
 

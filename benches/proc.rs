@@ -54,12 +54,24 @@ impl Threads {
 /// `/proc/PID/status`): what it allocated and touched, without the code
 /// and files it maps. 0 if it cannot be read (it ended).
 pub fn rss_anon(pid: u32) -> u64 {
-    i32::try_from(pid)
-        .ok()
-        .and_then(|pid| procfs::process::Process::new(pid).ok())
-        .and_then(|process| process.status().ok())
+    status(pid)
         .and_then(|status| status.rssanon)
         .map_or(0, |kib| kib * 1024)
+}
+
+/// Process `pid`'s resident memory in bytes (`VmRSS` in
+/// `/proc/PID/status`): anonymous, file-backed and shared pages together.
+/// 0 if it cannot be read (it ended).
+pub fn rss(pid: u32) -> u64 {
+    status(pid)
+        .and_then(|status| status.vmrss)
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Process `pid`'s `/proc/PID/status`, if it can be read.
+fn status(pid: u32) -> Option<procfs::process::Status> {
+    let process = procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?;
+    process.status().ok()
 }
 
 /// Process `pid`'s threads now (all zero if it cannot be read: it ended).

@@ -132,7 +132,9 @@ pub(crate) const LUGE_MARKER: &str = "luge listening on ";
 pub(crate) fn luge_site(dir: &Path, routes: &str) -> anyhow::Result<()> {
     std::fs::write(dir.join("luge.toml"), routes)?;
     let key = dir.join("key");
-    std::fs::write(&key, "luge-bench luge serve key 0123456789abcdef")?;
+    // The key the in-process servers and `Setup::registry` seal with, so
+    // that an artifact sealed here loads there too.
+    std::fs::write(&key, luge_benches::BENCH_KEY)?;
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     Ok(())
 }

@@ -5,14 +5,23 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use luge_benches::{init_body, proc, wasm};
+use luge_benches::{Server, init_body, proc, wasm};
 use serde_json::json;
 
 use crate::http_proxy::{LUGE_MARKER, luge_serve, luge_site, start};
 use crate::{Report, Setup, variant};
 
 pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
-    let server = setup.server(&[]);
+    // A `luge serve` process of its own, read from outside: what this
+    // process did before (other experiments' servers, pools and threads
+    // torn down, the allocator's delayed purges) gives memory back while
+    // the rows are read, and read in this process that made the
+    // distinct-artifact row 0 KiB in CI three times.
+    let dir = tempfile::tempdir()?;
+    luge_site(dir.path(), "")?;
+    let served = start(luge_serve(setup, dir.path(), "state", &[])?, LUGE_MARKER)?;
+    let server = Server::attach(served.addr);
+    let rss = || settled(|| proc::rss(served.child.id()));
     let init = init_body(&wasm("sleep"));
     assert_eq!(server.post("/warm0/init", &init).0, 200);
     assert_eq!(
@@ -20,11 +29,11 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
         200
     );
     let containers = 200;
-    let before = settled_resident();
+    let before = rss();
     for i in 1..=containers {
         assert_eq!(server.post(&format!("/warm{i}/init"), &init).0, 200);
     }
-    let per_container = settled_resident().saturating_sub(before) as f64 / containers as f64;
+    let per_container = rss().saturating_sub(before) as f64 / containers as f64;
 
     // Containers that each bring their own module (a distinct content hash
     // of the same code, sealed ahead): what WOW's per-container figure
@@ -35,7 +44,7 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
     let artifacts = (0..distinct)
         .map(|i| registry.compile_sealed(&variant(&sleep, 1_000 + i)))
         .collect::<Result<Vec<_>, _>>()?;
-    let before_distinct = settled_resident();
+    let before_distinct = rss();
     for (i, artifact) in artifacts.iter().enumerate() {
         assert_eq!(
             server
@@ -44,10 +53,9 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
             200
         );
     }
-    let per_module_container =
-        settled_resident().saturating_sub(before_distinct) as f64 / distinct as f64;
+    let per_module_container = rss().saturating_sub(before_distinct) as f64 / distinct as f64;
     let running = 64;
-    let idle = settled_resident();
+    let idle = rss();
     let peak = std::thread::scope(|s| {
         for i in 0..running {
             let server = &server;
@@ -59,7 +67,7 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
             });
         }
         std::thread::sleep(Duration::from_millis(400));
-        resident()
+        proc::rss(served.child.id())
     });
     let per_sandbox = peak.saturating_sub(idle) as f64 / running as f64;
     let gib = (1u64 << 30) as f64;
@@ -100,7 +108,7 @@ pub(crate) fn memory(setup: &Setup) -> anyhow::Result<Report> {
         y_desc: "",
         series: Vec::new(),
         notes: format!(
-            "`sleep.wasm` (Rust) on one in-process `luge serve`; RSS of the process from /proc/self/statm. {containers} extra containers of the loaded module; {distinct} containers each initialized from its own sealed artifact of the same code (a distinct content hash); then {running} of the first kind each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container. Kept after a compile: two `luge serve` processes (this binary serving) of the `http-handler` component, each answering {KEPT_REQUESTS} requests, the first compiling it, the second loading what the first left in the compile cache; the difference of their anonymous resident memory (RssAnon), once it holds still: what a compile leaves in the process (Cranelift's contexts, the allocator's freed pages), 0 when it gives all back."
+            "`sleep.wasm` (Rust) on one `luge serve` process of its own (this binary serving); its RSS (VmRSS), each reading once it holds still. {containers} extra containers of the loaded module; {distinct} containers each initialized from its own sealed artifact of the same code (a distinct content hash); then {running} of the first kind each running a 800 ms sleep at once (sampled after 400 ms). WOW Table II reports 2.9-6.3 MiB per container. Kept after a compile: two `luge serve` processes (this binary serving) of the `http-handler` component, each answering {KEPT_REQUESTS} requests, the first compiling it, the second loading what the first left in the compile cache; the difference of their anonymous resident memory (RssAnon), once it holds still: what a compile leaves in the process (Cranelift's contexts, the allocator's freed pages), 0 when it gives all back."
         ),
     })
 }
@@ -149,18 +157,10 @@ fn answers(addr: SocketAddr, path: &str) -> anyhow::Result<bool> {
     Ok(reply.starts_with(b"HTTP/1.1 200 "))
 }
 
-/// [`resident`] once it holds still: read every 50 ms until two readings
-/// in a row are within 64 KiB of each other (at most 2 s). A baseline is
-/// taken so, because what an earlier experiment of the same process
-/// started may still be giving memory back (a server's pools and threads
-/// torn down, an allocator's delayed purges), and a baseline read in the
-/// middle of that left a later reading below it: the distinct-artifact row
-/// read 0 KiB once in `luge-bench all`.
-fn settled_resident() -> u64 {
-    settled(resident)
-}
-
-/// `read` once it holds still (see [`settled_resident`]).
+/// `read` once it holds still: read every 50 ms until two readings in a
+/// row are within 64 KiB of each other (at most 2 s), so that what a
+/// server is still giving back (a pool torn down, the allocator's delayed
+/// purge) is not counted against the next step.
 fn settled(read: impl Fn() -> u64) -> u64 {
     const STILL: u64 = 64 << 10;
     let mut last = read();
@@ -173,16 +173,4 @@ fn settled(read: impl Fn() -> u64) -> u64 {
         last = now;
     }
     last
-}
-
-/// This process's resident memory, read once the allocator has given back
-/// what it holds freed on every thread that may have freed it
-/// (`luge_executor::release_compile_memory`: this one and rayon's, where
-/// the sealed artifacts above were compiled): each reading counts what is
-/// in use. Releasing on this thread alone left the compiles' freed pages
-/// to mimalloc's delayed purge, which gave them back in the middle of the
-/// distinct-artifact inits and read that row as 0 KiB in CI.
-fn resident() -> u64 {
-    luge_executor::release_compile_memory();
-    luge_benches::rss_bytes()
 }
