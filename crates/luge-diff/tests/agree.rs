@@ -46,99 +46,7 @@ fn expect(
 fn hand_written_edges_end_the_same_everywhere() {
     let engines = engines();
     let short = luge_diff::SPIN_TIMEOUT;
-    let mut wrong = Vec::new();
-    // Segments that do not fit trap at instantiation (found by the seed
-    // 20261125 at 5000 cases: Wasmer and WAMR called it a failure).
-    wrong.extend(expect(
-        &engines,
-        "a data segment past the end of memory",
-        r#"(module (memory (export "memory") 1)
-             (data (i32.const 65535) "ab")
-             (func (export "_start")))"#,
-        short,
-        Class::Trap(TrapKind::MemoryOutOfBounds),
-    ));
-    wrong.extend(expect(
-        &engines,
-        "an element segment past the end of its table",
-        r#"(module (memory (export "memory") 1) (table 1 funcref)
-             (func $f) (elem (i32.const 1) $f)
-             (func (export "_start")))"#,
-        short,
-        Class::Trap(TrapKind::TableOutOfBounds),
-    ));
-    // A start function runs at instantiation, before `_start`: it is the
-    // tenant's code all the same, under the same limits.
-    wrong.extend(expect(
-        &engines,
-        "a start function that traps",
-        r#"(module (memory (export "memory") 1)
-             (func $s unreachable) (start $s)
-             (func (export "_start")))"#,
-        short,
-        Class::Trap(TrapKind::Unreachable),
-    ));
-    wrong.extend(expect(
-        &engines,
-        "a start function that never returns",
-        r#"(module (memory (export "memory") 1)
-             (func $s (loop $l (br $l))) (start $s)
-             (func (export "_start")))"#,
-        short,
-        Class::TimedOut,
-    ));
-    wrong.extend(expect(
-        &engines,
-        "a start function that recurses without end",
-        r#"(module (memory (export "memory") 1)
-             (func $s call $s) (start $s)
-             (func (export "_start")))"#,
-        luge_diff::TIMEOUT,
-        Class::Trap(TrapKind::StackOverflow),
-    ));
-    // The function ABI: a WASI command exports its memory as "memory".
-    for (name, wat) in [
-        ("no memory", r#"(module (func (export "_start")))"#),
-        (
-            "an unexported memory",
-            r#"(module (memory 1) (func (export "_start")))"#,
-        ),
-        (
-            "a memory exported under another name",
-            r#"(module (memory (export "mem") 1) (func (export "_start")))"#,
-        ),
-    ] {
-        wrong.extend(expect(&engines, name, wat, short, Class::Refused));
-    }
-    // An import returning two values can never link; Wasmer's single-pass
-    // compiler panicked on one. Refused before any compiler sees it.
-    wrong.extend(expect(
-        &engines,
-        "a two-result import",
-        r#"(module (import "luge" "two" (func (result i32 i32)))
-             (memory (export "memory") 1) (func (export "_start")))"#,
-        short,
-        Class::Refused,
-    ));
-    // proc_exit's status: its low 8 bits, as a POSIX parent sees it.
-    for (status, class) in [
-        ("200", Class::Exited(200)),
-        ("256", Class::Exited(0)),
-        ("-1", Class::Exited(255)),
-    ] {
-        let wat = format!(
-            r#"(module (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-                 (memory (export "memory") 1)
-                 (func (export "_start") (call $exit (i32.const {status}))))"#
-        );
-        wrong.extend(expect(
-            &engines,
-            &format!("proc_exit({status})"),
-            &wat,
-            short,
-            class,
-        ));
-    }
+    const MEMORY: &str = r#"(memory (export "memory") 1)"#;
     // A growth refused by the module's own maximum is the guest's doing;
     // one refused by Luge's limit (8 MiB here) makes the trap after it the
     // memory limit.
@@ -150,34 +58,118 @@ fn hand_written_edges_end_the_same_everywhere() {
                      (then unreachable))))"#
         )
     };
-    wrong.extend(expect(
-        &engines,
-        "a growth past the module's own maximum",
-        &grow_then_trap("4", 8),
-        short,
-        Class::Trap(TrapKind::Unreachable),
-    ));
-    wrong.extend(expect(
-        &engines,
-        "a growth past Luge's limit",
-        &grow_then_trap("", 200),
-        short,
-        Class::OutOfMemory,
-    ));
-    wrong.extend(expect(
-        &engines,
-        "a growth past 4 GiB",
-        &grow_then_trap("", 65536),
-        short,
-        Class::Trap(TrapKind::Unreachable),
-    ));
-    wrong.extend(expect(
-        &engines,
-        "an empty command",
-        r#"(module (memory (export "memory") 1) (func (export "_start")))"#,
-        short,
-        Class::Exited(0),
-    ));
+    // A start function runs at instantiation, before `_start`: it is the
+    // tenant's code all the same, under the same limits.
+    let start = |body: &str| {
+        format!(r#"(module {MEMORY} (func $s {body}) (start $s) (func (export "_start")))"#)
+    };
+    // proc_exit's status: its low 8 bits, as a POSIX parent sees it.
+    let exit = |status: &str| {
+        format!(
+            r#"(module (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+                 {MEMORY} (func (export "_start") (call $exit (i32.const {status}))))"#
+        )
+    };
+    let edges: Vec<(&str, String, Duration, Class)> = vec![
+        // Segments that do not fit trap at instantiation (found by the
+        // seed 20261125 at 5000 cases: Wasmer and WAMR called it a
+        // failure).
+        (
+            "a data segment past the end of memory",
+            format!(r#"(module {MEMORY} (data (i32.const 65535) "ab") (func (export "_start")))"#),
+            short,
+            Class::Trap(TrapKind::MemoryOutOfBounds),
+        ),
+        (
+            "an element segment past the end of its table",
+            format!(
+                r#"(module {MEMORY} (table 1 funcref) (func $f) (elem (i32.const 1) $f)
+                     (func (export "_start")))"#
+            ),
+            short,
+            Class::Trap(TrapKind::TableOutOfBounds),
+        ),
+        (
+            "a start function that traps",
+            start("unreachable"),
+            short,
+            Class::Trap(TrapKind::Unreachable),
+        ),
+        (
+            "a start function that never returns",
+            start("(loop $l (br $l))"),
+            short,
+            Class::TimedOut,
+        ),
+        (
+            "a start function that recurses without end",
+            start("call $s"),
+            luge_diff::TIMEOUT,
+            Class::Trap(TrapKind::StackOverflow),
+        ),
+        // The function ABI: a WASI command exports its memory as "memory".
+        (
+            "no memory",
+            r#"(module (func (export "_start")))"#.into(),
+            short,
+            Class::Refused,
+        ),
+        (
+            "an unexported memory",
+            r#"(module (memory 1) (func (export "_start")))"#.into(),
+            short,
+            Class::Refused,
+        ),
+        (
+            "a memory exported under another name",
+            r#"(module (memory (export "mem") 1) (func (export "_start")))"#.into(),
+            short,
+            Class::Refused,
+        ),
+        // An import returning two values can never link; Wasmer's
+        // single-pass compiler panicked on one. Refused before any
+        // compiler sees it.
+        (
+            "a two-result import",
+            format!(
+                r#"(module (import "luge" "two" (func (result i32 i32)))
+                     {MEMORY} (func (export "_start")))"#
+            ),
+            short,
+            Class::Refused,
+        ),
+        ("proc_exit(200)", exit("200"), short, Class::Exited(200)),
+        ("proc_exit(256)", exit("256"), short, Class::Exited(0)),
+        ("proc_exit(-1)", exit("-1"), short, Class::Exited(255)),
+        (
+            "a growth past the module's own maximum",
+            grow_then_trap("4", 8),
+            short,
+            Class::Trap(TrapKind::Unreachable),
+        ),
+        (
+            "a growth past Luge's limit",
+            grow_then_trap("", 200),
+            short,
+            Class::OutOfMemory,
+        ),
+        (
+            "a growth past 4 GiB",
+            grow_then_trap("", 65536),
+            short,
+            Class::Trap(TrapKind::Unreachable),
+        ),
+        (
+            "an empty command",
+            format!(r#"(module {MEMORY} (func (export "_start")))"#),
+            short,
+            Class::Exited(0),
+        ),
+    ];
+    let wrong: Vec<String> = edges
+        .into_iter()
+        .flat_map(|(name, wat, timeout, class)| expect(&engines, name, &wat, timeout, class))
+        .collect();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
