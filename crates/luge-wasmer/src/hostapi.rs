@@ -53,31 +53,31 @@ struct View<'e, 'a> {
 
 impl GuestMemory for View<'_, '_> {
     fn contains(&self, offset: u64, len: u64) -> bool {
-        self.memory
-            .as_ref()
-            .is_some_and(|memory| within(offset, len, memory.view(self.env).data_size()))
+        self.view()
+            .is_ok_and(|view| within(offset, len, view.data_size()))
     }
 
     fn copy_out(&mut self, offset: u64, into: &mut [u8]) -> Result<(), MemoryError> {
-        let memory = self.memory.as_ref().ok_or(MemoryError::NoMemory)?;
-        memory
-            .view(self.env)
+        let len = into.len() as u64;
+        self.view()?
             .read(offset, into)
-            .map_err(|_| MemoryError::OutOfBounds {
-                ptr: offset,
-                len: into.len() as u64,
-            })
+            .map_err(|_| MemoryError::OutOfBounds { ptr: offset, len })
     }
 
     fn copy_in(&mut self, offset: u64, bytes: &[u8]) -> Result<(), MemoryError> {
-        let memory = self.memory.as_ref().ok_or(MemoryError::NoMemory)?;
-        memory
-            .view(self.env)
+        let len = bytes.len() as u64;
+        self.view()?
             .write(offset, bytes)
-            .map_err(|_| MemoryError::OutOfBounds {
-                ptr: offset,
-                len: bytes.len() as u64,
-            })
+            .map_err(|_| MemoryError::OutOfBounds { ptr: offset, len })
+    }
+}
+
+impl View<'_, '_> {
+    /// The memory's view now (a growth since the last one is in it), or
+    /// `NoMemory` for a module that has none.
+    fn view(&self) -> Result<wasmer::MemoryView<'_>, MemoryError> {
+        let memory = self.memory.as_ref().ok_or(MemoryError::NoMemory)?;
+        Ok(memory.view(self.env))
     }
 }
 
