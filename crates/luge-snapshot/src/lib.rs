@@ -43,20 +43,14 @@ struct Ctx {
 }
 
 /// Runs initialisation functions and snapshots the result.
+#[derive(derive_more::Debug)]
 pub struct Snapshotter {
+    #[debug(skip)]
     engine: Engine,
+    #[debug(skip)]
     linker: Linker<Ctx>,
     timeout: Duration,
     memory_bytes: usize,
-}
-
-impl std::fmt::Debug for Snapshotter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshotter")
-            .field("timeout", &self.timeout)
-            .field("memory_bytes", &self.memory_bytes)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Snapshotter {

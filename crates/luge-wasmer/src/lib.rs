@@ -152,17 +152,11 @@ impl Drop for IoRuntime {
 }
 
 /// Wasmer configured for Luge.
+#[derive(derive_more::Debug)]
 pub struct WasmerRuntime {
     id: EngineId,
+    #[debug(skip)]
     shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for WasmerRuntime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmerRuntime")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
 }
 
 impl WasmerRuntime {

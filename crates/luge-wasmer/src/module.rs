@@ -8,22 +8,19 @@ use wasmer::{Engine, ExternType, Module};
 use crate::Shared;
 
 /// A module deserialized into the engine, ready to instantiate.
+#[derive(derive_more::Debug)]
 pub struct WasmerModule {
+    #[debug(skip)]
     pub(crate) module: Module,
     /// The module's own engine (see `EngineRecipe`): its stores are made
     /// from it, and its code goes with the last of them.
+    #[debug(skip)]
     pub(crate) engine: Engine,
+    #[debug(skip)]
     pub(crate) exports: HashSet<String>,
     pub(crate) code_size: usize,
+    #[debug(skip)]
     pub(crate) shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for WasmerModule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmerModule")
-            .field("code_size", &self.code_size)
-            .finish_non_exhaustive()
-    }
 }
 
 impl WasmerModule {

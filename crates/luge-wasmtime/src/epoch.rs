@@ -29,18 +29,13 @@ const LINGER: Duration = Duration::from_millis(100);
 /// Advances an engine's epoch every tick while sandboxes run. The thread
 /// holds the engine and this ticker weakly: when the runtime and its
 /// modules are dropped, the engine is freed and the thread ends.
+#[derive(derive_more::Debug)]
 pub struct EpochTicker {
     tick: Duration,
+    #[debug(skip)]
     running: AtomicUsize,
+    #[debug(skip)]
     thread: Thread,
-}
-
-impl std::fmt::Debug for EpochTicker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EpochTicker")
-            .field("tick", &self.tick)
-            .finish_non_exhaustive()
-    }
 }
 
 impl EpochTicker {
