@@ -116,6 +116,8 @@ pub struct Delivered {
     pub headers: String,
     /// Its payload.
     pub payload: Vec<u8>,
+    /// Where its answer goes, if anywhere.
+    pub reply_to: Option<String>,
 }
 
 /// A blocking client of NATS's text protocol, enough for tests.
@@ -165,8 +167,28 @@ impl NatsClient {
         Ok(line.trim_end().to_owned())
     }
 
+    /// Subscribes to `subject`, the server having the subscription when
+    /// this returns.
+    pub fn subscribe(&mut self, subject: &str) -> std::io::Result<()> {
+        let sid = self.next_sid;
+        self.next_sid += 1;
+        write!(self.writer, "SUB {subject} {sid}\r\nPING\r\n")?;
+        match self.line()?.as_str() {
+            "PONG" => Ok(()),
+            other => Err(std::io::Error::other(format!("refused: {other}"))),
+        }
+    }
+
+    /// Sends `payload` to `subject` as it is (core NATS: no stream's
+    /// acknowledgement waited for).
+    pub fn send(&mut self, subject: &str, payload: &[u8]) -> std::io::Result<()> {
+        write!(self.writer, "PUB {subject} {}\r\n", payload.len())?;
+        self.writer.write_all(payload)?;
+        self.writer.write_all(b"\r\n")
+    }
+
     /// The next message delivered (answering the server's pings).
-    fn next_message(&mut self) -> std::io::Result<Delivered> {
+    pub fn next_message(&mut self) -> std::io::Result<Delivered> {
         loop {
             let line = self.line()?;
             let parts: Vec<&str> = line.split(' ').collect();
@@ -190,10 +212,14 @@ impl NatsClient {
                     self.reader.read_exact(&mut body)?;
                     body.truncate(total);
                     let payload = body.split_off(headers);
+                    // `MSG subject sid [reply-to] size`, `HMSG` with one
+                    // size more.
+                    let with_reply = if header { 6 } else { 5 };
                     return Ok(Delivered {
                         subject: parts[1].to_owned(),
                         headers: String::from_utf8_lossy(&body).into_owned(),
                         payload,
+                        reply_to: (parts.len() == with_reply).then(|| parts[3].to_owned()),
                     });
                 }
                 _ => return Err(std::io::Error::other(line)),
@@ -294,6 +320,7 @@ impl NatsClient {
             subject: message["subject"].as_str().unwrap_or("").to_owned(),
             headers: String::from_utf8_lossy(&decode("hdrs")?).into_owned(),
             payload: decode("data")?,
+            reply_to: None,
         })
     }
 

@@ -33,7 +33,7 @@
 //! trigger's `subject` or else the stream's name), so that a new app's
 //! queue works at once; an existing stream is used as it is.
 
-pub mod guard;
+pub use luge_outbound_nats::guard;
 
 use std::sync::Arc;
 use std::time::Duration;

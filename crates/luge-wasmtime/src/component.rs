@@ -207,6 +207,9 @@ const SLICES: &[(&str, ComponentAbi, AddSlice)] = &[
     ("spin:mqtt", Concurrent, |l| {
         luge_outbound_mqtt::component::mqtt::add_to_linker(l, ComponentState::connections)
     }),
+    ("wasmcloud:messaging/consumer@0.2.0", Synchronous, |l| {
+        luge_outbound_nats::component::consumer::add_to_linker(l, ComponentState::connections)
+    }),
     ("event types", Synchronous, |l| {
         crate::event_types::add_to_linker(l)
     }),

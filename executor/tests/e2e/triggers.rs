@@ -627,6 +627,85 @@ nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_
     assert!(error.contains("takes no messaging events"), "{error}");
 }
 
+/// wasmCloud's messaging consumer (`wasmcloud:messaging/consumer@0.2.0`)
+/// from the same component, unchanged: it asks a service on the one NATS
+/// server its `nats://` grant names and publishes the answer; a subject of
+/// the server's own (JetStream's API) is refused to it, the stream left
+/// alone; without the grant nothing is sent. Each refusal fails its
+/// message (dead-lettered), the reason in the function's log.
+#[test]
+fn a_wasmcloud_messaging_component_asks_and_publishes_on_its_granted_server() {
+    wasmtime_only!();
+    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    let mut client = nats.client().unwrap();
+    client.create_stream("ORDERS", &["orders.>"]).unwrap();
+    client.create_stream("DEAD", &["dead.orders"]).unwrap();
+    // A service that answers in capitals, until it has been idle 10 s.
+    let mut service = nats.client().unwrap();
+    service.subscribe("svc.upper").unwrap();
+    std::thread::spawn(move || {
+        while let Ok(asked) = service.next_message() {
+            if let Some(reply_to) = asked.reply_to {
+                let _ = service.send(&reply_to, &asked.payload.to_ascii_uppercase());
+            }
+        }
+    });
+    let mut answers = nats.client().unwrap();
+    answers.subscribe("answers.>").unwrap();
+    let config = |grants: &str| {
+        format!(
+            r#"
+[[functions]]
+name = "handler"
+module = "messaging.wasm"
+allowed_outbound_hosts = [{grants}]
+
+[[triggers]]
+function = "handler"
+nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_attempts = 1, dead_letter = "dead.orders" }}
+"#,
+            port = nats.port
+        )
+    };
+    let granted = format!("\"nats://127.0.0.1:{}\"", nats.port);
+    let site = Site::new(&["messaging"], &config(&granted));
+    let luge = site.start(&[]);
+    client
+        .publish(
+            "orders.new",
+            ["ask:svc.upper:hello", "send:$JS.API.STREAM.DELETE.ORDERS"],
+        )
+        .unwrap();
+    let answer = answers.next_message().unwrap();
+    assert_eq!(answer.subject, "answers.orders.new");
+    assert_eq!(answer.payload, b"HELLO");
+    let dead = || nats.client().unwrap().stream_messages("DEAD").unwrap();
+    eventually("the send to the API dead-lettered", || dead() == 1);
+    let letter = nats.client().unwrap().stream_message("DEAD", 1).unwrap();
+    assert_eq!(letter.payload, b"send:$JS.API.STREAM.DELETE.ORDERS");
+    assert!(
+        luge.stderr_shows("is not a subject a function may send to"),
+        "{}",
+        luge.stderr()
+    );
+    // The stream is still there, with both messages.
+    assert_eq!(client.stream_messages("ORDERS").unwrap(), 2);
+    drop(luge);
+    // No nats:// grant: the consumer reaches no server.
+    site.write_config(&config(""));
+    let luge = site.start(&[]);
+    client.publish("orders.new", ["send:orders.out"]).unwrap();
+    eventually("the ungranted send dead-lettered", || dead() == 2);
+    let letter = nats.client().unwrap().stream_message("DEAD", 2).unwrap();
+    assert_eq!(letter.payload, b"send:orders.out");
+    assert!(
+        luge.stderr_shows("0 NATS servers are granted"),
+        "{}",
+        luge.stderr()
+    );
+    drop(luge);
+}
+
 #[test]
 fn a_component_on_a_trigger_its_export_does_not_take_is_refused_at_start() {
     wasmtime_only!();

@@ -568,6 +568,32 @@ impl AllowedHosts {
         })
     }
 
+    /// The servers granted for `scheme` by name, as (host, port): each
+    /// entry whose scheme is `scheme` itself and whose host is one name
+    /// or address on one port (`nats://broker.local:4222`). Wildcards,
+    /// ranges and a `*` scheme name no server. For an interface that
+    /// names no address (wasmCloud's messaging `consumer`), the one server
+    /// its grant names is where it goes.
+    pub fn named_servers(&self, scheme: &str) -> Vec<(String, u16)> {
+        self.0
+            .iter()
+            .filter(|h| matches!(&h.scheme, SchemePattern::Is(s) if s == scheme))
+            .filter_map(|h| {
+                let host = match &h.host {
+                    HostPattern::Name(name) => name.clone(),
+                    HostPattern::Ip(ip) => ip.to_string(),
+                    _ => return None,
+                };
+                match h.port {
+                    PortPattern::Range(start, end) if u32::from(start) + 1 == end => {
+                        Some((host, start))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
     /// Whether some entry's scheme is `scheme` or `*`: the sandbox gets
     /// that kind of socket at all (each use still checked).
     pub fn grants_scheme(&self, scheme: &str) -> bool {
@@ -665,6 +691,29 @@ mod tests {
     fn hosts(entries: &[&str]) -> AllowedHosts {
         let entries: Vec<OutboundEntry> = entries.iter().map(|s| (*s).into()).collect();
         AllowedHosts::parse(&entries, &Variables::default()).unwrap()
+    }
+
+    #[test]
+    fn named_servers_are_exact_grants_of_their_scheme_only() {
+        let granted = hosts(&[
+            "nats://Broker.Local",
+            "nats://127.0.0.1:4223",
+            "nats://*.example.com",
+            "nats://10.0.0.0/8:4222",
+            "nats://host:4000..4002",
+            "nats://any:*",
+            "*://other:4222",
+            "mqtt://mq:1883",
+        ]);
+        assert_eq!(
+            granted.named_servers("nats"),
+            [
+                ("broker.local".to_owned(), 4222),
+                ("127.0.0.1".to_owned(), 4223)
+            ]
+        );
+        assert_eq!(granted.named_servers("mqtt"), [("mq".to_owned(), 1883)]);
+        assert!(granted.named_servers("kafka").is_empty());
     }
 
     #[test]
