@@ -45,6 +45,8 @@ for component in subscriber mqtt cron; do
 done
 # A wasmCloud messaging component (wasmcloud:messaging@0.2.0's handler).
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge_messaging.wasm" "$out/messaging.wasm"
+# A queue component of spin-trigger-sqs (spin:sqs@3.0.0's world).
+cp "$root/actions/spin/target/wasm32-wasip2/release/luge_spin_sqs.wasm" "$out/sqs.wasm"
 # A command on spin:postgres@3.0.0 (older SDKs' interface).
 cp "$root/actions/spin/target/wasm32-wasip2/release/luge-spin-pg3.wasm" "$out/spin-pg3.wasm"
 # A command recording its own spans through wasi:otel.

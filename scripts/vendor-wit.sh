@@ -30,7 +30,8 @@
 #   WASI's 0.2.0-rc-2023-11-10 candidate from the same wit/ (Wasmtime
 #   15.0.1's; kept as they are here), and deps/wasmcloud-messaging,
 #   wasmcloud:messaging@0.2.0 written out from wasmCloud's published
-#   signatures.
+#   signatures, and deps/spin-sqs, spin:sqs@3.0.0 written out from
+#   spinframework/spin-trigger-sqs's published signatures (its sqs3.wit).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-refresh}"
@@ -169,7 +170,7 @@ for package in cli clocks filesystem http io random sockets; do
 done
 
 # Vendored by hand (see above): kept as they are.
-for package in spin-cron spin-mqtt-trigger spin-postgres41 wasmcloud-messaging \
+for package in spin-cron spin-mqtt-trigger spin-postgres41 spin-sqs wasmcloud-messaging \
     cli-2023-11-10 clocks-2023-11-10 filesystem-2023-11-10 http-2023-11-10 \
     io-2023-11-10 random-2023-11-10 sockets-2023-11-10; do
     cp -r "$root/wit/deps/$package" "$work/deps/$package"

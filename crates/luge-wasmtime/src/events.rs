@@ -8,15 +8,19 @@
 //! `spin:mqtt-trigger@3.0.0` (spin-trigger-mqtt's `#[mqtt_component]`, an
 //! `async func`); a wasmCloud messaging component exports
 //! `wasmcloud:messaging/handler@0.2.0`'s `handle-message` (a broker
-//! message: its subject and body). Each runs as every component does: a fresh
+//! message: its subject and body); a queue component of spin-trigger-sqs
+//! exports `handle-queue-message` of `spin:sqs@3.0.0` (an `async func`),
+//! given a durable queue's message as SQS would give it (its id, its
+//! `SentTimestamp`, its text) and deleting it or leaving it to be
+//! delivered again. Each runs as every component does: a fresh
 //! instance per event from the pre-instantiated component, under the
 //! invocation's limits, schedule and grants ([`crate::component`]); an
 //! `async func` export is called inside the store's event loop
 //! (`run_concurrent`), where a 0.3 guest's tasks progress, the others
 //! directly. The handler's `error` result ends the sandbox
 //! as exit status 1 with the error on its stderr. The WIT is Luge's root,
-//! wit/ (worlds `redis-trigger`, `mqtt-trigger`, `cron-trigger` and
-//! `messaging-handler`).
+//! wit/ (worlds `redis-trigger`, `mqtt-trigger`, `cron-trigger`,
+//! `messaging-handler` and `sqs-trigger`).
 
 use std::sync::Arc;
 
@@ -49,10 +53,11 @@ event_world!(redis2, "luge:worlds/redis-trigger-spin2", async);
 event_world!(mqtt, "luge:worlds/mqtt-trigger", async | store);
 event_world!(cron, "luge:worlds/cron-trigger", async);
 event_world!(messaging, "luge:worlds/messaging-handler", async);
+event_world!(sqs, "luge:worlds/sqs-trigger", async | store);
 
 /// What a component of none of these worlds says when asked to take an
 /// event.
-const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event (spin:redis/inbound-redis, spin:mqtt-trigger, fermyon:spin-cron or wasmcloud:messaging/handler)";
+const NOT_AN_EVENT_HANDLER: &str = "the function exports no handler for this kind of event (spin:redis/inbound-redis, spin:mqtt-trigger, fermyon:spin-cron, wasmcloud:messaging/handler or spin:sqs)";
 
 /// The pre-instance of a component as the world of the export it has.
 enum Pre {
@@ -61,6 +66,7 @@ enum Pre {
     Mqtt(mqtt::MqttTriggerPre<ComponentState>),
     Cron(cron::CronTriggerPre<ComponentState>),
     Messaging(messaging::MessagingHandlerPre<ComponentState>),
+    Sqs(sqs::SqsTriggerPre<ComponentState>),
 }
 
 /// A loaded component that exports a handler for events.
@@ -76,37 +82,26 @@ pub(crate) fn load(
     pre: InstancePre<ComponentState>,
     shared: Shared,
 ) -> Result<Arc<dyn LoadedModule>, (InstancePre<ComponentState>, Shared)> {
-    if let Ok(pre) = redis::RedisTriggerPre::new(pre.clone()) {
-        return Ok(Arc::new(EventComponent {
-            pre: Pre::Redis(pre),
-            shared,
-        }));
+    // The first world whose export the component has.
+    macro_rules! first_of {
+        ($($variant:ident: $world:ty),+) => {
+            $(if let Ok(pre) = <$world>::new(pre.clone()) {
+                return Ok(Arc::new(EventComponent {
+                    pre: Pre::$variant(pre),
+                    shared,
+                }));
+            })+
+        };
     }
-    if let Ok(pre) = redis2::RedisTriggerSpin2Pre::new(pre.clone()) {
-        return Ok(Arc::new(EventComponent {
-            pre: Pre::Redis2(pre),
-            shared,
-        }));
-    }
-    if let Ok(pre) = mqtt::MqttTriggerPre::new(pre.clone()) {
-        return Ok(Arc::new(EventComponent {
-            pre: Pre::Mqtt(pre),
-            shared,
-        }));
-    }
-    if let Ok(pre) = cron::CronTriggerPre::new(pre.clone()) {
-        return Ok(Arc::new(EventComponent {
-            pre: Pre::Cron(pre),
-            shared,
-        }));
-    }
-    match messaging::MessagingHandlerPre::new(pre.clone()) {
-        Ok(pre) => Ok(Arc::new(EventComponent {
-            pre: Pre::Messaging(pre),
-            shared,
-        })),
-        Err(_) => Err((pre, shared)),
-    }
+    first_of!(
+        Redis: redis::RedisTriggerPre<ComponentState>,
+        Redis2: redis2::RedisTriggerSpin2Pre<ComponentState>,
+        Mqtt: mqtt::MqttTriggerPre<ComponentState>,
+        Cron: cron::CronTriggerPre<ComponentState>,
+        Messaging: messaging::MessagingHandlerPre<ComponentState>,
+        Sqs: sqs::SqsTriggerPre<ComponentState>
+    );
+    Err((pre, shared))
 }
 
 impl EventComponent {
@@ -117,6 +112,7 @@ impl EventComponent {
             Pre::Mqtt(pre) => pre.engine(),
             Pre::Cron(pre) => pre.engine(),
             Pre::Messaging(pre) => pre.engine(),
+            Pre::Sqs(pre) => pre.engine(),
         }
     }
 
@@ -187,6 +183,29 @@ impl EventComponent {
                         .call_handle_message(&mut *store, &message)
                         .await?
                 }
+                (Pre::Sqs(pre), EventKind::Message { system, subject }) => {
+                    let message = sqs_message(
+                        &invocation.env,
+                        system,
+                        subject,
+                        event.payload,
+                        event.stored,
+                    );
+                    match message {
+                        Err(refusal) => Err(refusal),
+                        Ok(message) => {
+                            let guest = pre.instantiate_async(&mut *store).await?;
+                            crate::component::instantiated(store);
+                            store
+                                .run_concurrent(async move |store| {
+                                    guest.call_handle_queue_message(store, message).await
+                                })
+                                .await??
+                                .map_err(|e| format!("{e:?}"))
+                                .and_then(sqs_action)
+                        }
+                    }
+                }
                 _ => return Err(wasmtime::Error::msg(NOT_AN_EVENT_HANDLER)),
             };
             answer.map_err(|message| {
@@ -235,6 +254,8 @@ impl LoadedModule for EventComponent {
                 "messaging",
                 "wasmcloud:messaging/handler@0.2.0#handle-message",
             ),
+            // spin-trigger-sqs's queue component.
+            Pre::Sqs(_) => ("messaging", "spin:sqs@3.0.0 handle-queue-message"),
         };
         Some(EventExport { trigger, name })
     }
@@ -250,5 +271,54 @@ impl LoadedModule for EventComponent {
             return Box::pin(std::future::ready(Outcome::failed(NOT_AN_EVENT_HANDLER)));
         }
         Box::pin(async move { self.handle(invocation, event, preemption).await })
+    }
+}
+
+/// A durable queue's message as spin-trigger-sqs hands one over: its id
+/// (the trigger's event id), its attributes (`SentTimestamp`, SQS's own
+/// name, in milliseconds since the epoch, when the broker stamped it;
+/// the `subject` and the messaging `system`), and its text. A body that
+/// is not UTF-8 cannot be `spin:sqs`'s, and fails the message.
+fn sqs_message(
+    env: &[(String, String)],
+    system: &str,
+    subject: String,
+    payload: Vec<u8>,
+    stored: Option<std::time::SystemTime>,
+) -> Result<sqs::spin::sqs::sqs_types::Message, String> {
+    use sqs::spin::sqs::sqs_types::{MessageAttribute, MessageAttributeValue};
+    let body = String::from_utf8(payload)
+        .map_err(|_| "the message is not UTF-8 text, which spin:sqs's body must be".to_owned())?;
+    let text = |name: &str, value: String| MessageAttribute {
+        name: name.to_owned(),
+        data_type: Some("String".to_owned()),
+        value: MessageAttributeValue::Str(value),
+    };
+    let mut attributes = vec![text("subject", subject), text("system", system.to_owned())];
+    if let Some(sent) = stored.and_then(|stored| stored.duration_since(std::time::UNIX_EPOCH).ok())
+    {
+        attributes.push(text("SentTimestamp", sent.as_millis().to_string()));
+    }
+    let id = env
+        .iter()
+        .find(|(name, _)| name == "LUGE_EVENT_ID")
+        .map(|(_, id)| id.clone());
+    Ok(sqs::spin::sqs::sqs_types::Message {
+        id,
+        message_attributes: attributes,
+        body: Some(body),
+    })
+}
+
+/// What a queue component's `message-action` makes of its message:
+/// deleted, it succeeded; left, it failed without an error of its own. SQS
+/// makes a message left visible again; here the trigger retries it, and
+/// dead-letters it after `max_attempts`, as SQS's redrive policy would.
+fn sqs_action(action: sqs::spin::sqs::sqs_types::MessageAction) -> Result<(), String> {
+    match action {
+        sqs::spin::sqs::sqs_types::MessageAction::Delete => Ok(()),
+        sqs::spin::sqs::sqs_types::MessageAction::Leave => {
+            Err("the handler left the message on the queue: it is delivered again".to_owned())
+        }
     }
 }

@@ -706,6 +706,64 @@ nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_
     drop(luge);
 }
 
+/// A queue component of spin-trigger-sqs (`spin:sqs@3.0.0`,
+/// actions/spin/sqs) on a NATS JetStream trigger, unchanged: each message
+/// reaches its `handle-queue-message` as SQS hands one over (an id, the
+/// `SentTimestamp` attribute, its text); `delete` acknowledges it, while
+/// `leave` and an error have it delivered again, then dead-lettered after
+/// `max_attempts`, as SQS's redrive policy would.
+#[test]
+fn a_spin_sqs_component_takes_a_queues_messages() {
+    wasmtime_only!();
+    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    let mut client = nats.client().unwrap();
+    client.create_stream("ORDERS", &["orders.>"]).unwrap();
+    client.create_stream("DEAD", &["dead.orders"]).unwrap();
+    let site = Site::new(
+        &["sqs"],
+        &format!(
+            r#"
+[[functions]]
+name = "queue"
+module = "sqs.wasm"
+
+[[triggers]]
+function = "queue"
+nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_attempts = 2, dead_letter = "dead.orders" }}
+"#,
+            port = nats.port
+        ),
+    );
+    let luge = site.start(&[]);
+    client
+        .publish("orders.new", ["hello", "leave", "fail"])
+        .unwrap();
+    let trigger = "triggers[0]";
+    let dead = || nats.client().unwrap().stream_messages("DEAD").unwrap();
+    eventually("hello handled, leave and fail dead-lettered", || {
+        events(&luge, trigger, "handled") >= 1.0 && dead() == 2
+    });
+    assert_eq!(events(&luge, trigger, "handled"), 1.0);
+    assert_eq!(events(&luge, trigger, "failed"), 4.0, "two runs each");
+    assert!(
+        luge.stderr_shows("(subject,system,SentTimestamp): hello"),
+        "{}",
+        luge.stderr()
+    );
+    assert!(luge.stderr_shows("the handler left the message on the queue"));
+    let mut letters: Vec<Vec<u8>> = (1..=2)
+        .map(|n| {
+            nats.client()
+                .unwrap()
+                .stream_message("DEAD", n)
+                .unwrap()
+                .payload
+        })
+        .collect();
+    letters.sort();
+    assert_eq!(letters, [b"fail".to_vec(), b"leave".to_vec()]);
+}
+
 #[test]
 fn a_component_on_a_trigger_its_export_does_not_take_is_refused_at_start() {
     wasmtime_only!();
