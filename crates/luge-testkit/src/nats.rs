@@ -167,6 +167,12 @@ impl NatsClient {
         Ok(line.trim_end().to_owned())
     }
 
+    /// Waits at most `timeout` for each read from now on (`None`: until
+    /// the server sends or closes; 10 s when connected).
+    pub fn read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
+        self.writer.set_read_timeout(timeout)
+    }
+
     /// Subscribes to `subject`, the server having the subscription when
     /// this returns.
     pub fn subscribe(&mut self, subject: &str) -> std::io::Result<()> {

@@ -640,9 +640,10 @@ fn a_wasmcloud_messaging_component_asks_and_publishes_on_its_granted_server() {
     let mut client = nats.client().unwrap();
     client.create_stream("ORDERS", &["orders.>"]).unwrap();
     client.create_stream("DEAD", &["dead.orders"]).unwrap();
-    // A service that answers in capitals, until it has been idle 10 s.
+    // A service that answers in capitals until the server goes.
     let mut service = nats.client().unwrap();
     service.subscribe("svc.upper").unwrap();
+    service.read_timeout(None).unwrap();
     std::thread::spawn(move || {
         while let Ok(asked) = service.next_message() {
             if let Some(reply_to) = asked.reply_to {
@@ -652,6 +653,8 @@ fn a_wasmcloud_messaging_component_asks_and_publishes_on_its_granted_server() {
     });
     let mut answers = nats.client().unwrap();
     answers.subscribe("answers.>").unwrap();
+    // Luge's start and the first run, on a loaded machine.
+    answers.read_timeout(Some(Duration::from_secs(60))).unwrap();
     let config = |grants: &str| {
         format!(
             r#"
