@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use luge_testkit::kafka::KafkaServer;
 use luge_testkit::mosquitto::MosquittoServer;
-use luge_testkit::nats::NatsServer;
+use luge_testkit::nats::{NatsClient, NatsServer};
 use luge_testkit::redis::RedisServer;
 
 use crate::common::*;
@@ -568,6 +568,34 @@ fn a_redis_stream_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
     a_queue_loses_nothing(QueueServer::Redis(redis));
 }
 
+/// A nats-server with JetStream, its stream `ORDERS` (`orders.>`) and
+/// the dead letters' `DEAD` (`dead.orders`), and a client to it.
+fn orders_queue() -> (NatsServer, NatsClient) {
+    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
+    let mut client = nats.client().unwrap();
+    client.create_stream("ORDERS", &["orders.>"]).unwrap();
+    client.create_stream("DEAD", &["dead.orders"]).unwrap();
+    (nats, client)
+}
+
+/// luge.toml: the function `handler`, `MODULE.wasm` with `extra` keys, on
+/// the `ORDERS` stream of the server on `port`, dead-lettered to
+/// `dead.orders` after `max_attempts`.
+fn on_orders(port: u16, module: &str, extra: &str, max_attempts: u32) -> String {
+    format!(
+        r#"
+[[functions]]
+name = "handler"
+module = "{module}.wasm"
+{extra}
+
+[[triggers]]
+function = "handler"
+nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_attempts = {max_attempts}, dead_letter = "dead.orders" }}
+"#
+    )
+}
+
 /// A wasmCloud messaging component (`wasmcloud:messaging/handler@0.2.0`,
 /// actions/spin/messaging) on a NATS JetStream trigger, unchanged: each
 /// message reaches its `handle-message` with its subject and body, its
@@ -576,24 +604,8 @@ fn a_redis_stream_loses_nothing_across_kill_9_of_luge_and_of_the_server() {
 #[test]
 fn a_wasmcloud_messaging_component_takes_jetstream_messages() {
     wasmtime_only!();
-    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
-    let mut client = nats.client().unwrap();
-    client.create_stream("ORDERS", &["orders.>"]).unwrap();
-    client.create_stream("DEAD", &["dead.orders"]).unwrap();
-    let config = |module: &str| {
-        format!(
-            r#"
-[[functions]]
-name = "handler"
-module = "{module}.wasm"
-
-[[triggers]]
-function = "handler"
-nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_attempts = 2, dead_letter = "dead.orders" }}
-"#,
-            port = nats.port
-        )
-    };
+    let (nats, mut client) = orders_queue();
+    let config = |module: &str| on_orders(nats.port, module, "", 2);
     let site = Site::new(&["messaging", "spin-subscriber"], &config("messaging"));
     let luge = site.start(&[]);
     client
@@ -636,10 +648,7 @@ nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_
 #[test]
 fn a_wasmcloud_messaging_component_asks_and_publishes_on_its_granted_server() {
     wasmtime_only!();
-    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
-    let mut client = nats.client().unwrap();
-    client.create_stream("ORDERS", &["orders.>"]).unwrap();
-    client.create_stream("DEAD", &["dead.orders"]).unwrap();
+    let (nats, mut client) = orders_queue();
     // A service that answers in capitals until the server goes.
     let mut service = nats.client().unwrap();
     service.subscribe("svc.upper").unwrap();
@@ -656,19 +665,8 @@ fn a_wasmcloud_messaging_component_asks_and_publishes_on_its_granted_server() {
     // Luge's start and the first run, on a loaded machine.
     answers.read_timeout(Some(Duration::from_secs(60))).unwrap();
     let config = |grants: &str| {
-        format!(
-            r#"
-[[functions]]
-name = "handler"
-module = "messaging.wasm"
-allowed_outbound_hosts = [{grants}]
-
-[[triggers]]
-function = "handler"
-nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_attempts = 1, dead_letter = "dead.orders" }}
-"#,
-            port = nats.port
-        )
+        let grants = format!("allowed_outbound_hosts = [{grants}]");
+        on_orders(nats.port, "messaging", &grants, 1)
     };
     let granted = format!("\"nats://127.0.0.1:{}\"", nats.port);
     let site = Site::new(&["messaging"], &config(&granted));
@@ -718,25 +716,8 @@ nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_
 #[test]
 fn a_spin_sqs_component_takes_a_queues_messages() {
     wasmtime_only!();
-    let nats = NatsServer::start().expect("nats-server (./scripts/setup.sh)");
-    let mut client = nats.client().unwrap();
-    client.create_stream("ORDERS", &["orders.>"]).unwrap();
-    client.create_stream("DEAD", &["dead.orders"]).unwrap();
-    let site = Site::new(
-        &["sqs"],
-        &format!(
-            r#"
-[[functions]]
-name = "queue"
-module = "sqs.wasm"
-
-[[triggers]]
-function = "queue"
-nats-jetstream = {{ address = "nats://127.0.0.1:{port}", stream = "ORDERS", max_attempts = 2, dead_letter = "dead.orders" }}
-"#,
-            port = nats.port
-        ),
-    );
+    let (nats, mut client) = orders_queue();
+    let site = Site::new(&["sqs"], &on_orders(nats.port, "sqs", "", 2));
     let luge = site.start(&[]);
     client
         .publish("orders.new", ["hello", "leave", "fail"])
