@@ -312,6 +312,57 @@ mod tests {
         AllowedHosts::parse(&entries, &Default::default()).unwrap()
     }
 
+    /// A function holding every one of its slots (calls still running)
+    /// is refused another connection before anything is dialled; another
+    /// function is not.
+    #[tokio::test]
+    async fn a_function_holds_at_most_its_connections() {
+        let grants = grants(&["nats://127.0.0.1:1"]);
+        let held: Vec<_> = (0..MAX_CONNECTIONS_PER_FUNCTION)
+            .map(|_| SLOTS.try_take("greedy").unwrap())
+            .collect();
+        let message = Message {
+            subject: "orders".into(),
+            body: Vec::new(),
+            reply_to: None,
+        };
+        let greedy = Caller::new(
+            "greedy",
+            &grants,
+            Instant::now() + Duration::from_secs(5),
+            1,
+        );
+        let refused = publish(greedy, message.clone()).await;
+        assert!(
+            matches!(refused, Err(NatsError::TooManyConnections)),
+            "{refused:?}"
+        );
+        // Another function still dials (and finds no server on port 1).
+        let other = publish(caller(&grants), message.clone()).await;
+        assert!(
+            matches!(
+                other,
+                Err(NatsError::Connect(_) | NatsError::ConnectionFailed(_))
+            ),
+            "{other:?}"
+        );
+        drop(held);
+        let again = publish(
+            Caller::new(
+                "greedy",
+                &grants,
+                Instant::now() + Duration::from_secs(5),
+                1,
+            ),
+            message,
+        )
+        .await;
+        assert!(
+            !matches!(again, Err(NatsError::TooManyConnections)),
+            "{again:?}"
+        );
+    }
+
     #[tokio::test]
     async fn without_one_named_server_nothing_is_sent() {
         let message = || Message {
