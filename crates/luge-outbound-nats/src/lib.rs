@@ -228,11 +228,7 @@ pub async fn request(
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<Message, NatsError> {
-    check(&Message {
-        subject: subject.clone(),
-        body: Vec::new(),
-        reply_to: None,
-    })?;
+    check_subject(&subject)?;
     if body.len() > MAX_PAYLOAD_BYTES {
         return Err(NatsError::TooLarge(body.len()));
     }
