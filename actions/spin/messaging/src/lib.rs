@@ -34,7 +34,7 @@ impl Guest for Handler {
         }
         if let Some(rest) = body.strip_prefix("ask:") {
             let (subject, text) = rest.split_once(':').unwrap_or((rest, ""));
-            let answer = consumer::request(subject, text.as_bytes(), 2_000)?;
+            let answer = consumer::request(subject, text.as_bytes(), 10_000)?;
             return consumer::publish(&BrokerMessage {
                 subject: format!("answers.{}", msg.subject),
                 body: answer.body,
