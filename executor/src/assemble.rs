@@ -140,6 +140,7 @@ fn serve(host: &HostArgs, common: Options) -> anyhow::Result<(SocketAddr, Execut
                 common.runtime_config_file.as_deref(),
                 settings.admit.fs_root.as_deref(),
                 &stores,
+                (!host.component_id.is_empty()).then_some(host.component_id.as_slice()),
             )?;
             triggers.extend(app.triggers);
             app.specs
@@ -246,26 +247,33 @@ struct SpinAdded {
     triggers: Vec<luge_host::ConfiguredTrigger>,
 }
 
-/// The Spin app of `manifest`, its variables from the environment and the
-/// runtime config's providers, its stores on the Redis tier where the
-/// runtime config puts them, added to `function_host`.
+/// The Spin app of `manifest` (only the components `retain` names, when
+/// it names any), its variables from the environment and the runtime
+/// config's providers, its stores on the Redis tier where the runtime
+/// config puts them, added to `function_host`.
 fn add_spin_app(
     function_host: &FunctionHost,
     manifest: &std::path::Path,
     runtime_config: Option<&std::path::Path>,
     fs_root: Option<&std::path::Path>,
     stores: &crate::runtime_config::KeyValueStores,
+    retain: Option<&[String]>,
 ) -> anyhow::Result<SpinAdded> {
     // Spin's environment provider first, then the runtime config's
     // providers in order.
     let providers = crate::runtime_config::VariableProviders::load(runtime_config)?;
     let env = |key: &str| std::env::var(key).ok();
-    let mut app = luge_host::spin::load(manifest, fs_root, &|key| {
-        env(key).or_else(|| {
-            let name = key.strip_prefix("SPIN_VARIABLE_")?;
-            providers.get(&name.to_ascii_lowercase(), &env)
-        })
-    })?;
+    let mut app = luge_host::spin::load(
+        manifest,
+        fs_root,
+        &|key| {
+            env(key).or_else(|| {
+                let name = key.strip_prefix("SPIN_VARIABLE_")?;
+                providers.get(&name.to_ascii_lowercase(), &env)
+            })
+        },
+        retain,
+    )?;
     // The stores the runtime config puts on the Redis tier, by their plain
     // label, for the components that list them.
     let specs = app

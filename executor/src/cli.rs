@@ -144,6 +144,10 @@ pub struct UpArgs {
     /// [default: .spin in the app's directory, as Spin keeps it].
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
+    /// Serve only this component, once per component kept; the triggers
+    /// of the others are left out [default: every component].
+    #[arg(short = 'c', long = "component-id", value_name = "ID")]
+    pub component_id: Vec<String>,
     #[command(flatten)]
     pub common: Options,
 }
@@ -193,6 +197,7 @@ impl UpArgs {
         let host = HostArgs {
             spin: Some(manifest),
             state_dir: Some(self.state_dir.unwrap_or_else(|| dir.join(".spin"))),
+            component_id: self.component_id,
             ..HostArgs::default()
         };
         Ok((host, common))
@@ -215,6 +220,11 @@ pub struct HostArgs {
     /// defaults or `SPIN_VARIABLE_NAME`.
     #[arg(long, value_name = "SPIN_TOML")]
     pub spin: Option<PathBuf>,
+    /// With `--spin`: serve only this component, once per component kept
+    /// (Spin's `spin up --component-id`, SpinKube's `components`); the
+    /// triggers of the others are left out [default: every component].
+    #[arg(long = "component-id", value_name = "ID", requires = "spin")]
+    pub component_id: Vec<String>,
     /// The local tier of functions' shared state, persisted here [default:
     /// the config's `[state] dir`, else `state` in the data directory,
     /// $XDG_DATA_HOME/luge].

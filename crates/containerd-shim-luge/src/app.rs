@@ -141,6 +141,33 @@ pub fn serve_args(
     args
 }
 
+/// The variable naming the components a pod serves of its Spin app,
+/// comma-separated (containerd-shim-spin's; spin-operator sets it from a
+/// SpinApp's `components`).
+pub const RETAIN_ENV: &str = "SPIN_COMPONENTS_TO_RETAIN";
+
+/// `luge serve`'s `--component-id` flags for the components
+/// `SPIN_COMPONENTS_TO_RETAIN` in the container's environment names (none
+/// when it is unset or names none, or when the app is not a Spin app:
+/// every component is served).
+pub fn retain_args(app: &App, envs: &[String]) -> Vec<String> {
+    let Some(list) = envs
+        .iter()
+        .rev()
+        .find_map(|e| e.strip_prefix(RETAIN_ENV)?.strip_prefix('='))
+    else {
+        return Vec::new();
+    };
+    if !matches!(app, App::Spin { .. }) {
+        return Vec::new();
+    }
+    list.split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .flat_map(|id| ["--component-id".to_owned(), id.to_owned()])
+        .collect()
+}
+
 /// The container's memory limit, bytes, as its cgroup says (v2's
 /// `memory.max`, else v1's `memory.limit_in_bytes`, where libcontainer
 /// mounts the container's own cgroup); `None` without one.
@@ -272,6 +299,36 @@ mod tests {
         assert_eq!(memory_limit(dir.path()), Some(256 << 20));
         std::fs::write(dir.path().join("memory.max"), "max\n").unwrap();
         assert_eq!(memory_limit(dir.path()), None, "v2's no limit");
+    }
+
+    /// SpinKube's `components` reach `luge serve` as `--component-id`s,
+    /// for a Spin app only.
+    #[test]
+    fn the_components_to_retain_are_component_ids() {
+        let spin = App::Spin {
+            manifest: "/spin.toml".into(),
+            runtime_config: None,
+        };
+        let envs = |value: &str| vec!["A=1".to_owned(), format!("{RETAIN_ENV}={value}")];
+        assert_eq!(
+            retain_args(&spin, &envs("app, backend,")),
+            ["--component-id", "app", "--component-id", "backend"]
+        );
+        assert!(retain_args(&spin, &envs("")).is_empty());
+        assert!(retain_args(&spin, &["A=1".to_owned()]).is_empty());
+        let luge = App::Luge {
+            config: "/luge.toml".into(),
+        };
+        assert!(retain_args(&luge, &envs("app")).is_empty());
+        let mut argv = vec!["luge".to_owned()];
+        argv.extend(serve_args(
+            &spin,
+            Path::new("/"),
+            "0.0.0.0:80".parse().unwrap(),
+            None,
+        ));
+        argv.extend(retain_args(&spin, &envs("app")));
+        assert!(<luge_executor::cli::Cli as clap::Parser>::try_parse_from(argv).is_ok());
     }
 
     #[test]

@@ -173,6 +173,8 @@ fn serve(ctx: &impl RuntimeContext) -> anyhow::Result<i32> {
     unsafe { std::env::set_var(ARTIFACT_KEY_ENV, secret) };
     let mut argv = vec!["luge".to_owned()];
     argv.extend(app::serve_args(&app, root, listen, fs_root.as_deref()));
+    // SpinKube's selective deployment: only the components the pod names.
+    argv.extend(app::retain_args(&app, ctx.envs()));
     // The pod's memory limit bounds its sandboxes (its CPU limit bounds
     // the workers through `available_parallelism`).
     argv.extend(app::memory_args(app::memory_limit(Path::new(CGROUP_ROOT))));

@@ -168,16 +168,19 @@ struct Component {
 }
 
 /// Reads the Spin manifest at `file` as routes; `env` gives the values of
-/// `SPIN_VARIABLE_*` (the process environment in `luge serve`).
+/// `SPIN_VARIABLE_*` (the process environment in `luge serve`). With
+/// `retain`, only those components are served (Spin's selective
+/// deployment, `spin up --component-id`): see [`parse_retaining`].
 pub fn load(
     file: &Path,
     fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
+    retain: Option<&[String]>,
 ) -> Result<SpinApp, ConfigError> {
     let text = ConfigError::read(file)?;
     let base = file.parent().unwrap_or(Path::new("."));
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
-    parse(file, &text, &base, fs_root, env)
+    parse_retaining(file, &text, &base, fs_root, env, retain)
 }
 
 /// Parses `text` as the Spin manifest `file`, sources relative to `base`.
@@ -187,6 +190,23 @@ pub fn parse(
     base: &Path,
     fs_root: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SpinApp, ConfigError> {
+    parse_retaining(file, text, base, fs_root, env, None)
+}
+
+/// [`parse`], serving only the components `retain` names when it names
+/// any, as Spin's selective deployment does (`spin up --component-id`,
+/// SpinKube's `components`): the triggers of the others are left out, and
+/// so are they (never compiled, never reachable by `NAME.spin.internal`).
+/// A name the app lacks is refused, and so is a kept component that
+/// chains to one left out, as Spin refuses both.
+pub fn parse_retaining(
+    file: &Path,
+    text: &str,
+    base: &Path,
+    fs_root: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    retain: Option<&[String]>,
 ) -> Result<SpinApp, ConfigError> {
     let error = |location: &str, message: String| ConfigError {
         file: file.to_owned(),
@@ -212,12 +232,21 @@ pub fn parse(
         ));
     }
     let app = app_variables(&manifest, env).map_err(|(l, m)| error(&l, m))?;
+    let retained = |id: &str| retain.is_none_or(|kept| kept.iter().any(|k| k == id));
+    if let Some(kept) = retain {
+        check_selection(&manifest, kept).map_err(|(l, m)| error(&l, m))?;
+    }
     let loader = Loader {
         file,
         base,
         fs_root,
         app_store: app_store(&manifest),
-        ids: manifest.component.keys().map(String::as_str).collect(),
+        ids: manifest
+            .component
+            .keys()
+            .map(String::as_str)
+            .filter(|id| retained(id))
+            .collect(),
         manifest: &manifest,
         app,
     };
@@ -234,6 +263,11 @@ pub fn parse(
         }
         for (index, trigger) in triggers.iter().enumerate() {
             let location = format!("trigger.{kind}[{index}]");
+            // A trigger of a component left out goes with it.
+            let component = trigger.get("component").and_then(toml::Value::as_str);
+            if component.is_some_and(|id| !retained(id)) {
+                continue;
+            }
             match (kind.as_str(), luge_trigger::kind(kind)) {
                 ("http", _) => loader.http_trigger(&mut loaded, &http_base, &location, trigger)?,
                 (_, Some(kind)) => loader.event_trigger(&mut loaded, kind, location, trigger)?,
@@ -256,6 +290,55 @@ pub fn parse(
         ));
     }
     Ok(loaded)
+}
+
+/// Spin's checks on a selection of components (`validate_retained_components_exist`
+/// and `validate_service_chaining_for_components`): each named one
+/// exists, and none kept reaches one left out by `NAME.spin.internal` (nor
+/// any by `*.spin.internal`); errors as (location, message).
+fn check_selection(manifest: &Manifest, kept: &[String]) -> Result<(), (String, String)> {
+    if kept.is_empty() {
+        return Err((
+            "component".to_owned(),
+            "a selection names at least one component".to_owned(),
+        ));
+    }
+    for id in kept {
+        if !manifest.component.contains_key(id) {
+            return Err((
+                "component".to_owned(),
+                format!("the app has no component {id:?} to keep"),
+            ));
+        }
+    }
+    for id in kept {
+        let component = &manifest.component[id];
+        for (index, host) in component.allowed_outbound_hosts.iter().enumerate() {
+            let target = host
+                .split_once("://")
+                .and_then(|(_, rest)| rest.split(['/', ':']).next())
+                .and_then(|name| name.strip_suffix(".spin.internal"));
+            let Some(target) = target else { continue };
+            let location = format!("component.{id}.allowed_outbound_hosts[{index}]");
+            if target == "*" {
+                return Err((
+                    location,
+                    format!(
+                        "component {id:?} chains to any component (*.spin.internal), which a selection of components may not"
+                    ),
+                ));
+            }
+            if !kept.iter().any(|k| k == target) {
+                return Err((
+                    location,
+                    format!(
+                        "component {id:?} is kept and chains to {target}.spin.internal, which is left out: keep it too"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The app's variables, resolved once: each from `SPIN_VARIABLE_NAME`
@@ -872,6 +955,69 @@ mod tests {
 
     fn env(name: &str) -> Option<String> {
         (name == "SPIN_VARIABLE_UPSTREAM").then(|| "http://127.0.0.1:9000".to_owned())
+    }
+
+    /// Spin's selective deployment: the components kept are served, the
+    /// others' triggers are left out; a name the app lacks, and a kept
+    /// component chaining to one left out, are refused by name.
+    #[test]
+    fn a_selection_serves_only_the_components_it_keeps() {
+        let select = |text: &str, kept: &[&str]| {
+            let kept: Vec<String> = kept.iter().map(|k| (*k).to_owned()).collect();
+            parse_retaining(
+                Path::new("spin.toml"),
+                text,
+                Path::new("/a"),
+                None,
+                &env,
+                Some(&kept),
+            )
+        };
+        let paths =
+            |app: SpinApp| -> Vec<String> { app.routes.into_iter().map(|r| r.path).collect() };
+        assert_eq!(
+            paths(select(APP, &["app", "other"]).unwrap()),
+            ["/...", "/exact"]
+        );
+        assert_eq!(paths(select(APP, &["other"]).unwrap()), ["/exact"]);
+        assert_eq!(paths(select(APP, &["app"]).unwrap()), ["/..."]);
+        let error = select(APP, &["missing"]).unwrap_err();
+        assert!(
+            error.message.contains("no component \"missing\""),
+            "{error}"
+        );
+        assert!(select(APP, &[]).is_err());
+        // `app` chains to `other`: keeping `app` alone is refused, as on
+        // Spin; keeping both is not. Chaining to any (`*`) is refused in
+        // every selection, as Spin refuses it.
+        for (chained, both_kept) in [
+            ("http://other.spin.internal", true),
+            ("http://*.spin.internal", false),
+        ] {
+            let chaining = APP.replace("[\"{{ upstream }}\"]", &format!("[\"{chained}\"]"));
+            let error = select(&chaining, &["app"]).unwrap_err();
+            assert_eq!(
+                error.location, "component.app.allowed_outbound_hosts[0]",
+                "{error}"
+            );
+            assert!(error.message.contains(".spin.internal"), "{error}");
+            assert_eq!(
+                select(&chaining, &["app", "other"]).is_ok(),
+                both_kept,
+                "{chained}"
+            );
+        }
+        // `other` left out is not a chaining target of `*.spin.internal`.
+        let wildcard = APP.replace("[\"{{ upstream }}\"]", "[\"http://*.spin.internal\"]");
+        let all = parse(
+            Path::new("spin.toml"),
+            &wildcard,
+            Path::new("/a"),
+            None,
+            &env,
+        )
+        .unwrap();
+        assert_eq!(all.routes[0].spec.allowed_outbound_hosts.len(), 2);
     }
 
     #[test]
