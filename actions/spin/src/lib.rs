@@ -9,6 +9,9 @@
 //! - `GET|PUT|DELETE /kv/KEY[?store=LABEL]`: a key-value store
 //!   (`spin:key-value`), `default` unless named; `GET /kv[?store=LABEL]`:
 //!   its keys (`get-keys`), sorted, one per line;
+//! - `GET /sleep/MS`: answers after waiting MS milliseconds (at most
+//!   10,000) on `wasi:clocks`, a request that holds its place without
+//!   using the CPU (the load deploy/kubernetes/autoscaling scales on);
 //! - `POST /log`: writes the body to stderr, where the host's log (and
 //!   `kubectl logs`) shows it, and answers how many bytes it wrote;
 //! - `POST /count`: adds one to `hits` with `wasi:keyvalue` atomics and
@@ -98,6 +101,19 @@ async fn handle(request: Request) -> impl IntoResponse {
                 answer(StatusCode::OK, names.join("\n"))
             }
             Err(e) => answer(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:?}")),
+        },
+        // Waits MS milliseconds (at most 10 s) on the host's clock, holding
+        // its place as a function waiting on I/O does: the load the
+        // Kubernetes autoscaling check scales on.
+        (Method::GET, ["sleep", ms]) => match ms.parse::<u64>() {
+            Ok(ms) if ms <= 10_000 => {
+                spin_sdk::wasip3::clocks::monotonic_clock::wait_for(ms * 1_000_000).await;
+                answer(StatusCode::OK, format!("slept {ms} ms\n"))
+            }
+            _ => answer(
+                StatusCode::BAD_REQUEST,
+                format!("{ms} is not a number of milliseconds up to 10000\n"),
+            ),
         },
         (Method::GET, ["kv"]) => keys(&request).await,
         (method, ["kv", key]) => kv(method, key, request).await,

@@ -628,6 +628,75 @@ fn spin_sdk_module_runs_unchanged(
 /// and keeps the app's state in `.spin` beside it; a runtime-config.toml
 /// beside the manifest is read (one with a section Luge does not serve is
 /// refused, naming it); a directory without an app is a one-line error.
+/// Spin's selective deployment (`--component-id`, what SpinKube's
+/// `components` become in a pod): the kept component serves, the other's
+/// route is gone with it; all kept, both serve; a name the app lacks and
+/// a kept component chaining to one left out are refused at start.
+#[test]
+fn a_selection_of_components_serves_only_those_kept() {
+    wasmtime_only!();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.wasm"), wasm("spin-app")).unwrap();
+    let write = |app_extra: &str| {
+        let manifest = dir.path().join("spin.toml");
+        std::fs::write(
+            &manifest,
+            format!(
+                "spin_manifest_version = 2\n[application]\nname = \"two\"\n\
+                 [[trigger.http]]\nroute = \"/...\"\ncomponent = \"app\"\n\
+                 [[trigger.http]]\nroute = \"/other/...\"\ncomponent = \"other\"\n\
+                 [component.app]\nsource = \"app.wasm\"\n{app_extra}\n\
+                 [component.app.variables]\ngreeting = \"App\"\n\
+                 [component.other]\nsource = \"app.wasm\"\n\
+                 [component.other.variables]\ngreeting = \"Other\"\n"
+            ),
+        )
+        .unwrap();
+        manifest
+    };
+    let manifest = write("");
+    let state = tempfile::tempdir().unwrap();
+    let both = serve_spin(&manifest, state.path(), &[], &[]);
+    assert_get(&both, "/hello", "App, Spin app\n");
+    assert_get(&both, "/other/hello", "Other, Spin app\n");
+    drop(both);
+    let app = serve_spin(&manifest, state.path(), &["--component-id", "app"], &[]);
+    assert_get(&app, "/hello", "App, Spin app\n");
+    // The route the Kubernetes autoscaling check loads: a bounded wait.
+    assert_get(&app, "/sleep/5", "slept 5 ms\n");
+    assert_eq!(text(&app, "GET", "/sleep/10001", b"").0, 400);
+    // `other`'s route went with it: the path falls to `app`'s `/...`.
+    assert_eq!(text(&app, "GET", "/other/hello", b"").0, 404);
+    drop(app);
+    let other = serve_spin(&manifest, state.path(), &["--component-id", "other"], &[]);
+    assert_get(&other, "/other/hello", "Other, Spin app\n");
+    assert_eq!(text(&other, "GET", "/hello", b"").0, 404);
+    drop(other);
+    let refused = |manifest: &std::path::Path, kept: &str| {
+        Luge::try_start(
+            "serve",
+            &[
+                "--spin",
+                path_str(manifest),
+                "--state-dir",
+                path_str(state.path()),
+                "--component-id",
+                kept,
+            ],
+        )
+        .err()
+        .unwrap_or_else(|| panic!("started keeping {kept}"))
+    };
+    let error = refused(&manifest, "nonesuch");
+    assert!(error.contains("no component \"nonesuch\""), "{error}");
+    let chaining = write("allowed_outbound_hosts = [\"http://other.spin.internal\"]");
+    let error = refused(&chaining, "app");
+    assert!(
+        error.contains("other.spin.internal, which is left out"),
+        "{error}"
+    );
+}
+
 #[test]
 fn luge_up_serves_the_app_in_its_directory_as_spin_up_does() {
     use std::io::BufRead as _;
