@@ -9,9 +9,18 @@
 # - with --kubernetes, a single node's control plane and kubelet:
 #   k8s.io/kubernetes v1.34.4 (kube-apiserver, kube-controller-manager,
 #   kube-scheduler, kubelet, kubectl; about 25 minutes on 2 cores) and
-#   etcd v3.6.16.
+#   etcd v3.6.16;
+# - with --autoscaling, what scales a Luge Deployment
+#   (deploy/kubernetes/autoscaling/): KEDA v2.21.0 (keda-operator,
+#   keda-adapter: its metrics API server), Prometheus v0.316.0 (3.x,
+#   Kubernetes service discovery only), KEDA's HTTP add-on
+#   (keda-http-interceptor, -scaler, -operator) and spin-operator, the
+#   last two from checkouts, not on the module proxy:
+#   KEDA_HTTP_ADD_ON_SRC (kedacore/http-add-on at $HTTP_ADD_ON_COMMIT)
+#   and SPIN_OPERATOR_SRC (spinkube/spin-operator at
+#   $SPIN_OPERATOR_COMMIT), a work tree or a bare repository each.
 #
-#   deploy/kubernetes/build-tools.sh [--download-only] [--kubernetes]
+#   deploy/kubernetes/build-tools.sh [--download-only] [--kubernetes] [--autoscaling]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tools="$root/target/tools/k8s"
@@ -40,10 +49,12 @@ build() {
 
 download_only=0
 kubernetes=0
+autoscaling=0
 for arg in "$@"; do
     case "$arg" in
     --download-only) download_only=1 ;;
     --kubernetes) kubernetes=1 ;;
+    --autoscaling) autoscaling=1 ;;
     *)
         echo "build-tools.sh: unknown argument $arg" >&2
         exit 2
@@ -66,6 +77,64 @@ for plugin in main/bridge main/loopback ipam/host-local meta/portmap; do
     [ "$download_only" = 1 ] || ln -sf "$bin/cni-$name" "$tools/cni/$name"
 done
 [ "$download_only" = 1 ] || echo "node tools in $bin, CNI plugins in $tools/cni" >&2
+
+# A module's own tree built as the main module, so that its replace
+# directives and go.sum hold (KEDA replaces one of its dependencies):
+# name, source (a directory to copy, or git:DIR@COMMIT), build tags, then
+# OUT=PACKAGE for each binary.
+build_tree() {
+    local name="$1" src="$2" tags="$3" dir="$tools/src/$1" missing=() wanted
+    shift 3
+    for wanted in "$@"; do
+        [ -x "$bin/${wanted%%=*}" ] || missing+=("$wanted")
+    done
+    [ "${#missing[@]}" = 0 ] && return 0
+    if [ ! -f "$dir/go.mod" ]; then
+        rm -rf "$dir.partial" && mkdir -p "$dir.partial"
+        case "$src" in
+        git:*)
+            local repo="${src#git:}"
+            git -C "${repo%@*}" archive "${repo##*@}" | tar -x -C "$dir.partial"
+            ;;
+        *) cp -r "$src/." "$dir.partial" && chmod -R u+w "$dir.partial" ;;
+        esac
+        mv "$dir.partial" "$dir"
+    fi
+    (
+        cd "$dir"
+        export GOWORK=off GOFLAGS=-mod=mod
+        local packages=("${missing[@]#*=}")
+        go list -deps -tags "$tags" "${packages[@]}" >/dev/null
+        [ "${download_only:-}" = 1 ] && exit 0
+        for wanted in "${missing[@]}"; do
+            echo "building ${wanted%%=*} ($name)" >&2
+            CGO_ENABLED=0 go build -trimpath -tags "$tags" -o "$bin/${wanted%%=*}.partial" "${wanted#*=}"
+            mv "$bin/${wanted%%=*}.partial" "$bin/${wanted%%=*}"
+        done
+    )
+}
+
+# The source tree of a module on the proxy.
+module_dir() {
+    (cd "$tools" && go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+}
+
+HTTP_ADD_ON_COMMIT=59b2f6a115ad735a108d830f4d525f8462497c7d
+SPIN_OPERATOR_COMMIT=90d14cc7b112231e61f35bfd9abbf469acf8df68
+if [ "$autoscaling" = 1 ]; then
+    : "${KEDA_HTTP_ADD_ON_SRC:?a checkout of kedacore/http-add-on (fetch it; not on the module proxy)}"
+    : "${SPIN_OPERATOR_SRC:?a checkout of spinkube/spin-operator (fetch it; not on the module proxy)}"
+    build_tree keda "$(module_dir github.com/kedacore/keda/v2@v2.21.0)" "" \
+        keda-operator=./cmd/operator keda-adapter=./cmd/adapter
+    # Prometheus' own build tags leave out every service discovery but
+    # Kubernetes' (its plugins/ directory), a third of its build.
+    build_tree prometheus "$(module_dir github.com/prometheus/prometheus@v0.316.0)" \
+        remove_all_sd,enable_kubernetes_sd prometheus=./cmd/prometheus
+    build_tree http-add-on "git:$KEDA_HTTP_ADD_ON_SRC@$HTTP_ADD_ON_COMMIT" "" \
+        keda-http-interceptor=./interceptor keda-http-scaler=./scaler keda-http-operator=./operator
+    build_tree spin-operator "git:$SPIN_OPERATOR_SRC@$SPIN_OPERATOR_COMMIT" "" spin-operator=./cmd
+    [ "$download_only" = 1 ] || echo "KEDA, Prometheus, the HTTP add-on and spin-operator in $bin" >&2
+fi
 
 [ "$kubernetes" = 1 ] || exit 0
 

@@ -47,6 +47,18 @@ step() { echo "== $*"; }
 step "node tools (containerd v2.4.2, crictl v1.37.0, CNI plugins v1.10.0, Kubernetes v1.34.4, etcd v3.6.16)"
 "$here/build-tools.sh" --kubernetes
 tools="$repo/target/tools/k8s"
+# The elastic part (autoscaling/check.sh: KEDA, Prometheus, KEDA's HTTP
+# add-on, spin-operator) needs the two checkouts that are not on the Go
+# module proxy.
+autoscaling_tools=(keda-operator keda-adapter prometheus keda-http-interceptor keda-http-scaler spin-operator)
+if [ -n "${KEDA_HTTP_ADD_ON_SRC:-}" ] && [ -n "${SPIN_OPERATOR_SRC:-}" ]; then
+    step "autoscaling tools (KEDA v2.21.0, Prometheus v0.316.0, KEDA's HTTP add-on, spin-operator)"
+    "$here/build-tools.sh" --autoscaling
+    export LUGE_K8S_AUTOSCALING=1
+else
+    echo "autoscaling: SKIPPED: KEDA_HTTP_ADD_ON_SRC and SPIN_OPERATOR_SRC name checkouts of kedacore/http-add-on and spinkube/spin-operator (deploy/kubernetes/build-tools.sh says which commits)"
+    autoscaling_tools=()
+fi
 
 step "the shim (containerd-shim-luge-v1)"
 # LUGE_SHIM_BIN: a shim built already (a release build, say).
@@ -57,7 +69,7 @@ fi
 
 mkdir -p "$work"/{bin,images,logs,cni/net.d,pause-root,app-root}
 for tool in containerd ctr containerd-shim-runc-v2 crictl etcd kube-apiserver \
-    kube-controller-manager kube-scheduler kubelet kubectl; do
+    kube-controller-manager kube-scheduler kubelet kubectl "${autoscaling_tools[@]}"; do
     ln -sf "$tools/bin/$tool" "$work/bin/$tool"
 done
 cp "$shim" "$work/bin/containerd-shim-luge-v1"
@@ -88,6 +100,43 @@ grep -q "Hello from v2" "$work/app-root/spin.toml"
 # A new image each run, so its first container compiles.
 "$here/spin-oci.py" "$work/images/spin-oci.tar" luge.local/spin-oci:v1 "$repo/actions/spin/spin.toml" \
     --build-id "$(date +%s%N)"
+
+# A Spin app of two components with no chaining between them, as Spin's
+# OCI layers (spinapp.yaml's SpinApp keeps one of them).
+mkdir -p "$work/spin-two"
+cp "$wasm" "$work/spin-two/app.wasm"
+cat >"$work/spin-two/spin.toml" <<'TOML'
+spin_manifest_version = 2
+
+[application]
+name = "spin-two"
+
+[variables]
+greeting = { default = "Hello" }
+
+[[trigger.http]]
+route = "/..."
+component = "app"
+
+[[trigger.http]]
+route = "/other/..."
+component = "other"
+
+[component.app]
+source = "app.wasm"
+key_value_stores = ["default"]
+sqlite_databases = ["default"]
+
+[component.app.variables]
+greeting = "{{ greeting }}"
+
+[component.other]
+source = "app.wasm"
+
+[component.other.variables]
+greeting = "Other"
+TOML
+"$here/spin-oci.py" "$work/images/spin-two.tar" luge.local/spin-two:v1 "$work/spin-two/spin.toml"
 
 # Bad input as layers: a trigger Luge lacks, and a module that does not
 # compile (it passes the shim's compiler by, and `luge serve` says why).
@@ -242,11 +291,15 @@ export CONTAINER_RUNTIME_ENDPOINT="unix://$sock" IMAGE_SERVICE_ENDPOINT="unix://
 # crictl's own config, so it looks for none elsewhere.
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n' "$sock" "$sock" >"$work/crictl.yaml"
 export CRI_CONFIG_FILE="$work/crictl.yaml"
-for image in pause spin-app spin-app-v2 spin-oci bad-trigger bad-module empty installer; do
+for image in pause spin-app spin-app-v2 spin-oci spin-two bad-trigger bad-module empty installer; do
     ctr --address "$sock" -n k8s.io images import "$work/images/$image.tar" >/dev/null 2>>"$work/logs/ctr.log"
 done
 
-"$here/crictl-path.sh" "$work" "$app_image"
+# LUGE_K8S_STEPS=autoscaling: only the cluster and its elastic part (a
+# shorter loop while working on it).
+if [ "${LUGE_K8S_STEPS:-all}" = all ]; then
+    "$here/crictl-path.sh" "$work" "$app_image"
+fi
 # Measurements (docs/BENCHMARKS.md): only when asked, with release builds.
 if [ "${LUGE_K8S_MEASURE:-0}" = 1 ]; then
     "$here/measure.sh" "$work"

@@ -68,6 +68,16 @@ cert admin "/O=system:masters/CN=luge-check-admin" "extendedKeyUsage=clientAuth"
 # serving certificate, which the API server checks.
 cert kubelet "/O=system:nodes/CN=system:node:$node" "extendedKeyUsage=clientAuth"
 cert kubelet-serving "/CN=$node" "subjectAltName=IP:$node_ip,DNS:$node\nextendedKeyUsage=serverAuth"
+# The API server's own client certificate toward the APIs it aggregates
+# (KEDA's external metrics): the front proxy's, from a CA of its own.
+openssl_quiet req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -keyout "$pki/front-proxy-ca.key" -out "$pki/front-proxy-ca.crt" -subj "/CN=luge-check-front-proxy-ca"
+openssl_quiet req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$pki/front-proxy-client.key" -out "$pki/front-proxy-client.csr" -subj "/CN=front-proxy-client"
+printf 'extendedKeyUsage=clientAuth\n' >"$pki/front-proxy-client.ext"
+openssl_quiet x509 -req -in "$pki/front-proxy-client.csr" -CA "$pki/front-proxy-ca.crt" \
+    -CAkey "$pki/front-proxy-ca.key" -CAcreateserial -days 2 -extfile "$pki/front-proxy-client.ext" \
+    -out "$pki/front-proxy-client.crt"
 openssl_quiet genrsa -out "$pki/sa.key" 2048
 openssl_quiet rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
 
@@ -151,6 +161,11 @@ kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
     --allow-privileged=true \
     --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
     --kubelet-certificate-authority "$pki/ca.crt" --kubelet-preferred-address-types InternalIP \
+    --requestheader-client-ca-file "$pki/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$pki/front-proxy-client.crt" --proxy-client-key-file "$pki/front-proxy-client.key" \
+    --enable-aggregator-routing=true \
     >"$work/logs/kube-apiserver.log" 2>&1 &
 started $! kube-apiserver
 for _ in $(seq 300); do
@@ -165,6 +180,7 @@ kube-controller-manager --kubeconfig "$KUBECONFIG" \
     --bind-address 127.0.0.1 --secure-port "$kcm_port" --leader-elect=false \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=false \
+    --horizontal-pod-autoscaler-sync-period 2s \
     >"$work/logs/kube-controller-manager.log" 2>&1 &
 started $! kube-controller-manager
 kube-scheduler --kubeconfig "$KUBECONFIG" \
@@ -216,6 +232,17 @@ done
 kubectl wait --for=condition=Ready "node/$node" --timeout=120s >/dev/null ||
     fail "the node did not become ready"
 kubectl get nodes -o wide --no-headers
+
+kubectl apply -f "$here/runtimeclass.yaml" >/dev/null
+if [ "${LUGE_K8S_AUTOSCALING:-0}" = 1 ]; then
+    "$here/autoscaling/check.sh" "$work" || fail "the autoscaling check failed"
+fi
+if [ "${LUGE_K8S_STEPS:-all}" = autoscaling ]; then
+    stop_all
+    trap - EXIT
+    echo "kubelet path: only the autoscaling steps (LUGE_K8S_STEPS=autoscaling)"
+    exit 0
+fi
 
 # Answers of every pod of the Deployment, by its own address: "IP BODY".
 pod_ips() {
