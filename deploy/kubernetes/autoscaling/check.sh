@@ -84,9 +84,12 @@ wait_for() {
 }
 # A Service in NAMESPACE whose one endpoint is this node at PORT: how the
 # API server and KEDA reach what runs beside the API server.
+# (v1 Endpoints, mirrored to an EndpointSlice by the controller manager:
+# the API server's aggregation routes by them; kubectl's deprecation
+# warning is left out.)
 host_service() {
     local namespace="$1" name="$2" service_port="$3" port="$4"
-    kubectl apply -f - >/dev/null <<YAML
+    kubectl apply -f - 2> >(grep -v "v1 Endpoints is deprecated" >&2) >/dev/null <<YAML
 apiVersion: v1
 kind: Service
 metadata: {name: $name, namespace: $namespace}
@@ -112,8 +115,10 @@ kubectl create namespace keda >/dev/null
 step "Prometheus v3 (Kubernetes discovery only; the pods annotated prometheus.io/scrape)"
 prom_port=$(free_port)
 sed "s|KUBECONFIG_FILE|$KUBECONFIG|" "$here/prometheus.yml" >"$as/prometheus.yml"
+# Targets follow the pods within a second (Prometheus' default batches
+# discovery's changes for 5 s: a new pod's load would go unseen that long).
 run prometheus prometheus --config.file "$as/prometheus.yml" --storage.tsdb.path "$as/prometheus" \
-    --web.listen-address "127.0.0.1:$prom_port"
+    --web.listen-address "127.0.0.1:$prom_port" --scrape.discovery-reload-interval=1s
 wait_for "Prometheus did not start" 300 curl -fsS "http://127.0.0.1:$prom_port/-/ready"
 
 step "KEDA v2.21.0: keda-operator and keda-adapter (external.metrics.k8s.io)"
@@ -167,7 +172,11 @@ host_service keda keda-add-ons-http-interceptor-admin 9090 "$admin_port"
 KEDA_HTTP_PROXY_PORT=$proxy_port KEDA_HTTP_ADMIN_PORT=$admin_port KEDA_HTTP_DIRECT_POD_ROUTING=true \
     OTEL_PROM_EXPORTER_ENABLED=false \
     run keda-http-interceptor keda-http-interceptor
-KEDA_HTTP_SCALER_PORT=$scaler_port KEDA_HTTP_SCALER_TARGET_ADMIN_NAMESPACE=keda \
+# The scaler asks the interceptors for their held requests and tells
+# KEDA whether the app is wanted every 100 ms (its defaults: 500 and 200
+# ms), so a held request wakes the app sooner.
+KEDA_HTTP_QUEUE_TICK_DURATION=100ms KEDA_HTTP_SCALER_STREAM_INTERVAL_MS=100 \
+    KEDA_HTTP_SCALER_PORT=$scaler_port KEDA_HTTP_SCALER_TARGET_ADMIN_NAMESPACE=keda \
     KEDA_HTTP_SCALER_TARGET_ADMIN_SERVICE=keda-add-ons-http-interceptor-admin \
     KEDA_HTTP_SCALER_TARGET_ADMIN_DEPLOYMENT=keda-add-ons-http-interceptor \
     KEDA_HTTP_SCALER_TARGET_ADMIN_PORT=$admin_port OTEL_PROM_EXPORTER_ENABLED=false \
@@ -192,14 +201,34 @@ replicas() { kubectl get deployment elastic-app -o jsonpath='{.status.readyRepli
 wait_for "KEDA did not take the ScaledObject" 300 \
     sh -c "kubectl get hpa keda-hpa-elastic-app -o name | grep -q ."
 kubectl get scaledobject elastic-app --no-headers
+# The Deployment's and its pods' changes, stamped as they arrive.
+python3 "$here/timeline.py" elastic-app >"$as/timeline.log" &
+timeline_pid=$!
+pids+=("$timeline_pid")
+# What happened between two instants: each step of the timeline after
+# FROM, as "step +MS", the first of each kind, then "answered +MS".
+breakdown() {
+    python3 - "$as/timeline.log" "$1" "$2" <<'PY'
+import sys
+log, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+firsts = {}
+for line in open(log):
+    ms, what, _ = (line.split() + [""])[:3]
+    ms = int(ms)
+    if start <= ms <= end and what not in firsts:
+        firsts[what] = ms
+steps = [f"{what} +{ms - start}" for what, ms in sorted(firsts.items(), key=lambda kv: kv[1])]
+print(", ".join(steps + [f"answered +{end - start}"]))
+PY
+}
 
-# Sends one request at 0 pods and times it: "MS STATUS".
+# Sends one request at 0 pods and times it: "MS STATUS STARTED ENDED".
 from_zero() {
     local started status
     started=$(millis)
     status=$(curl -sS -o "$as/answer" -w '%{http_code}' --max-time 90 \
         -H "Host: elastic.luge.local" "http://127.0.0.1:$proxy_port/hello" || echo 000)
-    echo "$(($(millis) - started)) $status"
+    echo "$(($(millis) - started)) $status $started $(millis)"
 }
 at_zero() {
     for _ in $(seq 900); do
@@ -212,10 +241,15 @@ at_zero() {
 
 step "a request at 0 pods: held by the interceptor, answered once a pod is ready"
 at_zero
-read -r first status <<<"$(from_zero)"
+read -r first status started ended <<<"$(from_zero)"
 [ "$status" = 200 ] || fail "the first request at 0 pods got $status: $(cat "$as/answer")"
 grep -q "Hello, Spin app" "$as/answer" || fail "the first request was answered: $(cat "$as/answer")"
 echo "measured: the first request at 0 pods answered 200 after $first ms"
+echo "measured: from 0: $(breakdown "$started" "$ended")"
+# Inside the pod: the shim's first line (luge serve starting) and Luge's
+# "listening" (its components loaded), as containerd stamped them.
+woken=$(awk '$2 == "created" { print $3; exit }' "$as/timeline.log")
+kubectl logs --timestamps "$woken" 2>/dev/null | grep -E "luge: serve|luge listening" | cut -c1-120 || true
 
 step "a step of load (24 clients, GET /sleep/400): 1 pod to at least 4, none lost"
 load_out="$as/load.json"
@@ -234,6 +268,7 @@ while kill -0 "$load_pid" 2>/dev/null; do
 done
 wait "$load_pid" || fail "the load generator failed"
 cat "$load_out"
+echo "measured: under load: $(breakdown "$load_started" "$(millis)")"
 [ "$most" -ge 4 ] || fail "the load took elastic-app to $most ready pods, not 4 or more"
 echo "measured: pods 2..$most ready after ${added[*]} ms of load"
 lost_up=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lost"])' "$load_out")
@@ -262,8 +297,9 @@ echo "0 pods once idle"
 step "from 0 again, 5 times (each after the app went back to 0)"
 wakes=("$first")
 for round in 1 2 3 4 5; do
-    read -r ms status <<<"$(from_zero)"
+    read -r ms status started ended <<<"$(from_zero)"
     [ "$status" = 200 ] || fail "wake-up $round got $status"
+    echo "wake-up $round: $(breakdown "$started" "$ended")"
     wakes+=("$ms")
     at_zero
 done
