@@ -36,6 +36,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         crate::cli::Command::Up(up) => Some(up.common.listen.is_none()),
         _ => None,
     };
+    // `luge serve --listen ADDR` with a fixed port binds before it
+    // compiles and loads: a connection made meanwhile (Kubernetes'
+    // readiness probe at the container's start) waits in the listen
+    // backlog and is answered once everything is loaded, rather than
+    // refused and tried again a probe period later. Nothing is accepted
+    // before then, so `/readyz` still answers only a loaded app.
+    let early = match &cli.command {
+        crate::cli::Command::Serve { common, .. } => {
+            match common.listen.filter(|addr| addr.port() != 0) {
+                Some(addr) => Some(http::bind(addr).await?),
+                None => None,
+            }
+        }
+        _ => None,
+    };
     let (listen, executor) = build(cli)?;
     // Tenants are announced before the main listener, so whoever waits for
     // the main announcement finds the tenants' already written.
@@ -52,13 +67,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         );
         tenants.push((index, listener));
     }
-    let listener = match up {
-        Some(default_port) => {
+    let listener = match (up, early) {
+        (Some(default_port), _) => {
             let listener = bind_up(listen, default_port).await?;
             print_routes(&listener.local_addr()?, &executor);
             listener
         }
-        None => http::bind(listen).await?,
+        // The command line's address wins over a config's: the same one.
+        (None, Some(listener)) => listener,
+        (None, None) => http::bind(listen).await?,
     };
     serve_sites(listener, tenants, executor, shutdown_signal()).await;
     Ok(())
