@@ -43,8 +43,10 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libseccomp 2>/dev/null || need+=(libseccomp-dev)
 pkg-config --exists dbus-1 2>/dev/null || need+=(libdbus-1-dev)
 # The Kubernetes check (opt-in, deploy/kubernetes) builds its node
-# installer's image around a static busybox.
+# installer's image around a static busybox, and runs pod sandboxes
+# (the pause container) with Debian's runc.
 command -v busybox >/dev/null || need+=(busybox-static)
+command -v runc >/dev/null || need+=(runc)
 # MQTT triggers are tested against a real broker, messages published with
 # its client.
 command -v mosquitto >/dev/null || need+=(mosquitto)
