@@ -9,7 +9,10 @@
 # logs` shows what the function wrote; the same app as Spin's OCI layers
 # (spin-oci-app.yaml); the node installer (installer.yaml) on a node root
 # of its own. Then it stops all of it and checks
-# nothing is left behind.
+# nothing is left behind. First, when check.sh built them
+# (LUGE_K8S_AUTOSCALING=1), the elastic part: autoscaling/check.sh (KEDA,
+# Prometheus, KEDA's HTTP add-on, spin-operator) on this cluster;
+# LUGE_K8S_STEPS=autoscaling runs only that.
 #
 #   kubelet-path.sh WORK
 #
